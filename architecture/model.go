@@ -1,0 +1,188 @@
+// Package architecture describes a decoder-only language model as autocompress
+// sees it: global quantities and one record per layer. Every stage shares it:
+// the estimator prices it, the search varies it, the pruner cuts a checkpoint
+// to it and the engine runs it.
+//
+// # Per-layer first
+//
+// Every per-layer quantity lives in Model.Layers, one Layer per decoder layer.
+// A uniform model simply repeats the same Layer; a pruned child may differ in
+// every layer; a hybrid mixes Mamba2, attention, MLP and MoE layers. A nil
+// sub-block means the layer does not have it (a removed block is a Layer with
+// every sub-block nil).
+//
+// # Reading and writing
+//
+// FromConfig reads a HuggingFace config.json for the supported architectures
+// (see Supported) and Config writes one back in the most faithful format that
+// can express the shape.
+package architecture
+
+// NormKind names the normalisation used by the model.
+type NormKind string
+
+// Norm kinds.
+const (
+	RMSNorm   NormKind = "rmsnorm"
+	LayerNorm NormKind = "layernorm"
+)
+
+// Model is the full description of one architecture.
+type Model struct {
+	// Arch is the HuggingFace architecture class, e.g. "LlamaForCausalLM".
+	Arch string
+	// ModelType is config.json's model_type, e.g. "llama".
+	ModelType string
+	// Name is a human name, e.g. the HuggingFace id of a preset; may be empty.
+	Name string
+
+	Vocab  int // vocabulary size (rows of the embedding)
+	Hidden int // model width (residual stream)
+	// TiedEmbeddings is true when the LM head shares the embedding matrix.
+	TiedEmbeddings bool
+	Norm           NormKind
+	NormEps        float64
+	// MaxPositions is max_position_embeddings (the trained context).
+	MaxPositions int
+	Rope         Rope
+	// DType is the stored weight dtype from config.json (torch_dtype or
+	// dtype): "bfloat16", "float16", "float32", ...
+	DType string
+	// BOS, EOS: token ids from config.json (-1 when absent). EOS may list
+	// several ids.
+	BOS int
+	EOS []int
+
+	// Layers holds one record per decoder layer.
+	Layers []Layer
+
+	// Raw is the config.json object this model was read from, if any. Config
+	// keeps the keys it does not own (quantization_config, auto_map, ...) so
+	// that writing back loses nothing.
+	Raw map[string]any
+}
+
+// Rope describes rotary position embeddings.
+type Rope struct {
+	Theta float64 // rope_theta (base)
+	// PartialFactor is the fraction of head_dim that is rotated (1 = all).
+	PartialFactor float64
+	// Scaling is nil for plain RoPE.
+	Scaling *RopeScaling
+}
+
+// RopeScaling is config.json's rope_scaling.
+type RopeScaling struct {
+	Type                 string  // "llama3", "linear", "dynamic", "yarn", ...
+	Factor               float64 // scaling factor
+	LowFreqFactor        float64 // llama3
+	HighFreqFactor       float64 // llama3
+	OriginalMaxPositions int     // original_max_position_embeddings
+	// Extra keeps fields not modelled above, written back unchanged.
+	Extra map[string]any
+}
+
+// Layer is one decoder layer. Any sub-block may be nil. A standard Llama layer
+// has Attention and MLP; a Nemotron-H layer has exactly one of Mamba,
+// Attention, MLP or MoE; a Mixtral layer has Attention and MoE.
+type Layer struct {
+	Attention *Attention
+	MLP       *MLP
+	Mamba     *Mamba
+	MoE       *MoE
+}
+
+// Attention is a (grouped-query) self-attention block.
+type Attention struct {
+	Heads   int // query heads
+	KVHeads int // key/value heads; Heads % KVHeads == 0
+	HeadDim int
+	// QKNorm: per-head RMSNorm on queries and keys (Qwen3), weights of HeadDim.
+	QKNorm bool
+	// QKVBias: biases on q, k and v projections (Qwen2). OutBias: on o_proj.
+	QKVBias bool
+	OutBias bool
+	// SlidingWindow is the attention window in tokens, 0 for full attention.
+	SlidingWindow int
+}
+
+// MLP is a feed-forward block.
+type MLP struct {
+	Width int // intermediate size
+	// Gated is true for SwiGLU-style gate/up/down; false for up/down only.
+	Gated bool
+	// Activation is the HF name: "silu", "relu2", "gelu", ...
+	Activation string
+	Bias       bool
+}
+
+// Mamba is a Mamba2 mixer (as in Nemotron-H).
+type Mamba struct {
+	Heads      int // mamba_num_heads
+	HeadDim    int // mamba_head_dim; d_inner = Heads*HeadDim
+	StateSize  int // ssm_state_size (d_state)
+	Groups     int // n_groups
+	ConvKernel int // conv_kernel (d_conv)
+	ConvBias   bool
+	// Bias is true when in_proj/out_proj have biases (use_bias).
+	Bias bool
+	// ChunkSize is the SSD chunk size, kept for round trips.
+	ChunkSize int
+}
+
+// MoE is a mixture-of-experts feed-forward block.
+type MoE struct {
+	Experts     int // routed experts
+	TopK        int // experts per token
+	ExpertWidth int // intermediate size of one routed expert
+	// SharedWidth is the total intermediate size of the shared expert(s), 0 if none.
+	SharedWidth int
+	Gated       bool
+	Activation  string
+	// RouterBias: the router (gate) has a bias. ExpertBias: experts have biases.
+	RouterBias bool
+	ExpertBias bool
+}
+
+// DInner returns Heads*HeadDim.
+func (m *Mamba) DInner() int { return m.Heads * m.HeadDim }
+
+// NumLayers returns len(m.Layers).
+func (m *Model) NumLayers() int { return len(m.Layers) }
+
+// Clone returns a deep copy of m (Raw is shared, since it is read-only).
+func (m *Model) Clone() *Model {
+	c := *m
+	c.EOS = append([]int(nil), m.EOS...)
+	if m.Rope.Scaling != nil {
+		s := *m.Rope.Scaling
+		c.Rope.Scaling = &s
+	}
+	c.Layers = make([]Layer, len(m.Layers))
+	for i, l := range m.Layers {
+		c.Layers[i] = l.Clone()
+	}
+	return &c
+}
+
+// Clone returns a deep copy of the layer.
+func (l Layer) Clone() Layer {
+	var c Layer
+	if l.Attention != nil {
+		a := *l.Attention
+		c.Attention = &a
+	}
+	if l.MLP != nil {
+		x := *l.MLP
+		c.MLP = &x
+	}
+	if l.Mamba != nil {
+		x := *l.Mamba
+		c.Mamba = &x
+	}
+	if l.MoE != nil {
+		x := *l.MoE
+		c.MoE = &x
+	}
+	return c
+}
