@@ -1,0 +1,209 @@
+package hardware
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/autocompress/autocompress/internal/shareddata"
+)
+
+var required = []string{
+	"rtx-5070", "rtx-5080", "rtx-5090", "rtx-4090", "rtx-3090", "l4", "l40s", "a100-40gb", "a100-80gb",
+	"h100-sxm", "h100-pcie", "h200", "gh200", "b200", "b300", "gb200", "gb300", "rtx-pro-6000",
+	"jetson-agx-orin-64gb", "apple-m3-max", "apple-m4-max",
+}
+
+func TestCatalogComplete(t *testing.T) {
+	for _, n := range required {
+		g, err := Lookup(n)
+		if err != nil {
+			t.Fatalf("Lookup(%q): %v", n, err)
+		}
+		if err := g.Validate(); err != nil {
+			t.Errorf("%s: %v", n, err)
+		}
+		if g.Source == "" || g.Description == "" {
+			t.Errorf("%s: missing source or description", n)
+		}
+		// Physical sanity: bytes per FLOP between 1e-4 and 0.1 for every accelerator here.
+		if r := g.BandwidthBps / g.BF16FLOPS; r < 1e-4 || r > 0.1 {
+			t.Errorf("%s: bandwidth/FLOPS ratio %g outside any real device", n, r)
+		}
+		if g.FP8FLOPS != 0 && g.FP8FLOPS < g.BF16FLOPS {
+			t.Errorf("%s: FP8 rate below BF16", n)
+		}
+		if g.FP4FLOPS != 0 && g.FP4FLOPS < g.FP8FLOPS {
+			t.Errorf("%s: FP4 rate below FP8", n)
+		}
+	}
+}
+
+func TestGeForceAccumulateRule(t *testing.T) {
+	for _, n := range []string{"rtx-5070", "rtx-5080", "rtx-5090", "rtx-4090", "rtx-3090"} {
+		g, _ := Lookup(n)
+		if ratio := g.FP16AccFLOPS / g.BF16FLOPS; ratio < 1.99 || ratio > 2.01 {
+			t.Errorf("%s: FP16-acc / FP32-acc = %.3f, want 2 (GeForce half-rate FP32 accumulate)", n, ratio)
+		}
+	}
+}
+
+func TestLookupAliasesAndUnknown(t *testing.T) {
+	for in, want := range map[string]string{"H100": "h100-sxm", "h200_sxm": "h200", "B200_SXM": "b200", "rtx_pro_6000_server": "rtx-pro-6000", "RTX 4090": "rtx-4090"} {
+		g, err := Lookup(in)
+		if err != nil || g.Name != want {
+			t.Errorf("Lookup(%q) = %v, %v; want %s", in, g, err, want)
+		}
+	}
+	_, err := Lookup("h900")
+	var ue *UnknownError
+	if !errors.As(err, &ue) || !errors.Is(err, ErrUnknown) {
+		t.Fatalf("want *UnknownError, got %v", err)
+	}
+	if !strings.Contains(err.Error(), "h100-sxm") || !strings.Contains(err.Error(), "apple-m4-max") {
+		t.Errorf("error does not list valid names: %v", err)
+	}
+}
+
+func TestPeakFLOPSFallback(t *testing.T) {
+	h100, _ := Lookup("h100-sxm")
+	if h100.PeakFLOPS("fp4") != h100.FP8FLOPS {
+		t.Errorf("H100 has no FP4: want FP8 rate, got %g", h100.PeakFLOPS("fp4"))
+	}
+	a100, _ := Lookup("a100-80gb")
+	if a100.PeakFLOPS("fp8") != a100.BF16FLOPS {
+		t.Errorf("A100 has no FP8: want BF16 rate")
+	}
+	b200, _ := Lookup("b200")
+	if b200.PeakFLOPS("fp4") != 9000e12 {
+		t.Errorf("B200 FP4 = %g", b200.PeakFLOPS("fp4"))
+	}
+}
+
+// TestAIConfiguratorSystems reads the 14 systems/*.yaml files written by
+// another project and checks the subset parser against the catalog.
+func TestAIConfiguratorSystems(t *testing.T) {
+	dir := shareddata.Require(t, "groundtruth/systems")
+	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if len(files) < 14 {
+		t.Fatalf("found %d system files, want 14", len(files))
+	}
+	match := map[string]string{"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200", "b300_sxm": "b300",
+		"gb200": "gb200", "gb300": "gb300", "l4": "l4", "l40s": "l40s", "a100_sxm": "a100-80gb", "h100_pcie": "h100-pcie",
+		"rtx_pro_6000_server": "rtx-pro-6000"}
+	for _, f := range files {
+		gs, err := ParseFile(f)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		if len(gs) != 1 {
+			t.Fatalf("%s: %d devices", f, len(gs))
+		}
+		g := gs[0]
+		base := strings.TrimSuffix(filepath.Base(f), ".yaml")
+		if g.Name != base {
+			t.Errorf("name %q, want %q", g.Name, base)
+		}
+		want, ok := match[base]
+		if !ok {
+			continue
+		}
+		b, _ := Lookup(want)
+		if g.MemoryBytes != b.MemoryBytes || g.BandwidthBps != b.BandwidthBps || g.BF16FLOPS != b.BF16FLOPS || g.FP8FLOPS != b.FP8FLOPS || g.FP4FLOPS != b.FP4FLOPS {
+			t.Errorf("%s vs catalog %s:\n file    %+v\n catalog %+v", base, want, g, *b)
+		}
+		if g.LinkBps != b.LinkBps {
+			t.Errorf("%s: link %g vs catalog %g", base, g.LinkBps, b.LinkBps)
+		}
+	}
+}
+
+func TestParseOwnFormat(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     GPU
+		err      string
+	}{
+		{name: "yaml", in: "# my card\nname: my-card\nmemory_gib: 48\nbandwidth_gbs: 960 # GB/s\nbf16_tflops: 200\nfp8_tflops: 400\nlink: pcie\nlink_gbs: 64\n",
+			want: GPU{Name: "my-card", MemoryBytes: 48 << 30, BandwidthBps: 960e9, BF16FLOPS: 200e12, FP8FLOPS: 400e12, LinkBps: 64e9, Link: PCIe}},
+		{name: "json", in: `{"name":"j","memory_gb":24,"bandwidth_bps":3e11,"bf16_tflops":100,"usable_fraction":0.75,"backend":"metal"}`,
+			want: GPU{Name: "j", MemoryBytes: 24e9, BandwidthBps: 3e11, BF16FLOPS: 100e12, UsableFraction: 0.75, Backend: Metal}},
+		{name: "missing bandwidth", in: "name: x\nmemory_gib: 8\nbf16_tflops: 10\n", err: "bandwidth"},
+		{name: "bad number", in: "name: x\nmemory_gib: lots\n", err: `"lots" is not a number`},
+		{name: "list", in: "devices:\n  - name: a\n", err: "lists are not supported"},
+		{name: "bad backend", in: "name: x\nbackend: rocm\nmemory_gib: 8\nbandwidth_gbs: 1\nbf16_tflops: 1\n", err: "backend"},
+		{name: "bad fraction", in: "name: x\nusable_fraction: 2\nmemory_gib: 8\nbandwidth_gbs: 1\nbf16_tflops: 1\n", err: "usable fraction"},
+		{name: "indent", in: "gpu:\n    mem_bw: 1\n  mem_capacity: 2\n", err: "indentation"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gs, err := Parse([]byte(tc.in), "dflt")
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want it to contain %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := gs[0]
+			w := tc.want
+			if g.Name != w.Name || g.MemoryBytes != w.MemoryBytes || g.BandwidthBps != w.BandwidthBps || g.BF16FLOPS != w.BF16FLOPS ||
+				g.FP8FLOPS != w.FP8FLOPS || g.LinkBps != w.LinkBps || (w.UsableFraction != 0 && g.UsableFraction != w.UsableFraction) || (w.Backend != "" && g.Backend != w.Backend) {
+				t.Errorf("got %+v\nwant %+v", g, w)
+			}
+		})
+	}
+}
+
+func TestParseMultiDocument(t *testing.T) {
+	gs, err := Parse([]byte("name: a\nmemory_gib: 8\nbandwidth_gbs: 100\nbf16_tflops: 10\n---\nname: b\nmemory_gib: 16\nbandwidth_gbs: 200\nbf16_tflops: 20\n"), "x")
+	if err != nil || len(gs) != 2 || gs[1].Name != "b" || gs[1].MemoryBytes != 16<<30 {
+		t.Fatalf("got %+v, %v", gs, err)
+	}
+	c := Default()
+	if err := c.Add(gs...); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := c.Lookup("B"); err != nil || g.BF16FLOPS != 20e12 {
+		t.Fatalf("added device not found: %v", err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("name: a\nmemory_gib: 8\nbandwidth_gbs: 100\nbf16_tflops: 10\n"))
+	f.Add([]byte(`[{"name":"x","memory_gib":1,"bandwidth_gbs":1,"bf16_tflops":1}]`))
+	f.Add([]byte("gpu:\n  mem_bw: 1 # c\n  'q': \"v#x\"\nnode:\n  x:\n    y: 1\n---\n"))
+	if dir, ok := shareddata.Path("groundtruth/systems"); ok {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+		for _, p := range files {
+			if b, err := os.ReadFile(p); err == nil {
+				f.Add(b)
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		gs, err := Parse(data, "fz")
+		if err != nil {
+			return
+		}
+		for _, g := range gs {
+			if err := g.Validate(); err != nil {
+				t.Fatalf("Parse returned an invalid device: %v", err)
+			}
+		}
+	})
+}
+
+func ExampleLookup() {
+	g, err := Lookup("h100-sxm")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("%s: %.0f GiB, %.2f TB/s, %.0f TFLOPS BF16\n", g.Description, float64(g.MemoryBytes)/(1<<30), g.BandwidthBps/1e12, g.BF16FLOPS/1e12)
+	// Output: NVIDIA H100 SXM5 80GB: 80 GiB, 3.35 TB/s, 989 TFLOPS BF16
+}
