@@ -104,6 +104,8 @@ type Attention struct {
 	OutBias bool
 	// SlidingWindow is the attention window in tokens, 0 for full attention.
 	SlidingWindow int
+	// Sinks: one learned attention-sink logit per query head (gpt-oss).
+	Sinks bool
 }
 
 // MLP is a feed-forward block.
@@ -142,6 +144,14 @@ type MoE struct {
 	// RouterBias: the router (gate) has a bias. ExpertBias: experts have biases.
 	RouterBias bool
 	ExpertBias bool
+	// RouterCorrection: the router has an e_score_correction_bias vector of
+	// Experts entries (sigmoid routing as in DeepSeek-V3 and Nemotron-3).
+	RouterCorrection bool
+	// LatentSize is the LatentMoE width (Nemotron-3 Super moe_latent_size):
+	// routed experts run at this width between fc1_latent_proj (hidden →
+	// latent) and fc2_latent_proj (latent → hidden); 0 when experts run at
+	// the model width. The shared expert always runs at the model width.
+	LatentSize int
 }
 
 // DInner returns Heads*HeadDim.
