@@ -1,0 +1,71 @@
+// Package engine is autocompress's native compute engine: a Llama-family
+// decoder (forward, backward, KV-cache generation) in plain Go over float32,
+// with every matrix product delegated to engine/blas (OpenBLAS through cgo
+// with the "openblas" build tag, a pure-Go kernel otherwise).
+//
+// # Models
+//
+// A Model runs any architecture.Model whose layers have attention and/or an
+// MLP: embeddings, RMSNorm, grouped-query attention with RoPE (rotate_half,
+// partial rotary, linear and llama3 rope scaling, optional sliding window),
+// optional per-head qk-norm (Qwen3) and q/k/v and o_proj biases (Qwen2), a
+// SwiGLU (or non-gated silu/gelu/relu/relu² MLP), and a tied or untied LM
+// head. Every layer may have its own head count, kv-head count, head_dim
+// and FFN width, and may lack attention or MLP (DeciLM "no_op" blocks).
+// Mamba2 and MoE layers are refused with an *UnsupportedError.
+//
+//	m, err := engine.Load("path/to/hf-model")   // or engine.New(arch, seed)
+//	logits, err := m.Forward(tokens, B, T)      // (B·T, vocab)
+//
+// # Parameters and gradients
+//
+// All parameters live in ONE contiguous []float32 slab, Params(); gradients
+// in a second slab of the same layout, Grads(). Each tensor is a contiguous
+// range with its HuggingFace name and [out, in] shape (Specs, Tensor, Grad,
+// Offset), so an optimiser such as AdamW is one loop over the slabs, and
+// loading, pruning and saving are straight copies.
+//
+// # Training
+//
+//	m.ZeroGrad()
+//	loss, err := m.ForwardLoss(tokens, targets, B, T) // mean cross-entropy, target < 0 ignored
+//	err = m.Backward()                                // Grads() += ∂loss/∂params
+//
+// For another loss (e.g. knowledge distillation against teacher logits),
+// run Forward, compute ∂loss/∂logits yourself and call
+// BackwardFromLogits(dlogits). Backward passes accumulate into Grads.
+//
+// Activations for a (B, T) are allocated by the first forward pass and
+// reused while (B, T) stays the same; the logits returned by Forward are
+// owned by the model and overwritten by the next pass.
+//
+// Each layer kind has one function pair, xxxForward / xxxBackward, in
+// layers.go, with its shapes in the doc comment; backward functions
+// accumulate.
+//
+// # Observation hooks (importance)
+//
+// SetObserver installs an Observer that sees, during every forward pass and
+// for every layer l, the activations that activation-importance scoring
+// needs (see Site):
+//
+//   - SiteLayerInput, SiteLayerOutput: the hidden states entering and
+//     leaving layer l, (B·T, hidden) — block influence 1 − cos(in, out);
+//   - SiteAttnNorm, SiteMLPNorm: the outputs of input_layernorm and
+//     post_attention_layernorm, (B·T, hidden) — hidden-channel importance;
+//   - SiteAttnHeads: the attention output before o_proj,
+//     (B·T, heads·head_dim) — head importance;
+//   - SiteMLPAct: act(gate)·up, the input of down_proj, (B·T, ffn) — neuron
+//     importance;
+//   - SiteFinalNorm (Layer = number of layers): the final norm's output.
+//
+// A nil observer costs nothing. SetSkip(layers...) turns layers into
+// identities in forward and backward, to measure the loss increase when a
+// layer is removed.
+//
+// # Generation
+//
+// NewCache and Step run the model incrementally with a KV cache, several
+// sequences at once (continuous batching); Generate decodes greedily or by
+// seeded temperature / top-p sampling and stops at EOS.
+package engine

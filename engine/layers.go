@@ -1,0 +1,391 @@
+package engine
+
+import (
+	"math"
+
+	"github.com/autocompress/autocompress/engine/blas"
+)
+
+// This file holds one forward/backward function pair per layer kind, over
+// flat row-major []float32. Backward functions ACCUMULATE (+=) into the
+// gradients of their parameters and inputs unless stated otherwise.
+
+// embeddingForward: out (N,C) = table[tokens[i]] for each row; table is (V,C).
+func embeddingForward(out, table []float32, tokens []int32, C int) {
+	parallelFor(len(tokens), 64, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			t := int(tokens[i])
+			copy(out[i*C:(i+1)*C], table[t*C:(t+1)*C])
+		}
+	})
+}
+
+// embeddingBackward: dtable[tokens[i]] += dout[i] (serial: tokens repeat).
+func embeddingBackward(dtable, dout []float32, tokens []int32, C int) {
+	for i, t := range tokens {
+		row := dtable[int(t)*C : (int(t)+1)*C]
+		d := dout[i*C : (i+1)*C]
+		for j := range row {
+			row[j] += d[j]
+		}
+	}
+}
+
+// rmsnormForward: out (N,C) = x·rstd·w with rstd (N) = 1/sqrt(mean(x²)+eps);
+// x is (N,C), w is (C).
+func rmsnormForward(out, rstd, x, w []float32, N, C int, eps float32) {
+	parallelFor(N, 32, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			xi := x[i*C : (i+1)*C]
+			var ss float32
+			for _, v := range xi {
+				ss += v * v
+			}
+			r := 1 / float32(math.Sqrt(float64(ss/float32(C)+eps)))
+			rstd[i] = r
+			oi := out[i*C : (i+1)*C]
+			for j, v := range xi {
+				oi[j] = v * r * w[j]
+			}
+		}
+	})
+}
+
+// rmsnormBackward: dx (N,C) += ∂/∂x, dw (C) += Σ_i dout·x·rstd; needs the
+// forward's input x and rstd. dx may not alias dout.
+func rmsnormBackward(dx, dw, dout, x, w, rstd []float32, N, C int) {
+	// dx: rows are independent.
+	parallelFor(N, 32, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			xi, di, dxi := x[i*C:(i+1)*C], dout[i*C:(i+1)*C], dx[i*C:(i+1)*C]
+			r := rstd[i]
+			var dot float32 // Σ_j w·dout·xhat
+			for j := range xi {
+				dot += w[j] * di[j] * xi[j] * r
+			}
+			dot /= float32(C)
+			for j := range xi {
+				xh := xi[j] * r
+				dxi[j] += r * (w[j]*di[j] - xh*dot)
+			}
+		}
+	})
+	// dw: reduce over rows, parallel over columns.
+	parallelFor(C, 64, func(lo, hi int) {
+		for i := 0; i < N; i++ {
+			xi, di := x[i*C:(i+1)*C], dout[i*C:(i+1)*C]
+			r := rstd[i]
+			for j := lo; j < hi; j++ {
+				dw[j] += di[j] * xi[j] * r
+			}
+		}
+	})
+}
+
+// linearForward: y (N,out) = x (N,in) · Wᵀ + b, with W (out,in) in HF layout
+// and b (out) or nil.
+func linearForward(y, x, w, b []float32, N, in, out int) {
+	blas.Sgemm(false, true, N, out, in, 1, x, in, w, in, 0, y, out)
+	if b != nil {
+		addBias(y, b, N, out)
+	}
+}
+
+func addBias(y, b []float32, N, out int) {
+	parallelFor(N, 64, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			yi := y[i*out : (i+1)*out]
+			for j := range yi {
+				yi[j] += b[j]
+			}
+		}
+	})
+}
+
+// linearBackward: dx (N,in) (+)= dy·W (accumulates when accum, else
+// overwrites; dx nil skips it), dW (out,in) += dyᵀ·x, db (out) += Σ_rows dy.
+func linearBackward(dx, dw, db, dy, x, w []float32, N, in, out int, accum bool) {
+	if dx != nil {
+		beta := float32(0)
+		if accum {
+			beta = 1
+		}
+		blas.Sgemm(false, false, N, in, out, 1, dy, out, w, in, beta, dx, in)
+	}
+	blas.Sgemm(true, false, out, in, N, 1, dy, out, x, in, 1, dw, in)
+	if db != nil {
+		parallelFor(out, 64, func(lo, hi int) {
+			for i := 0; i < N; i++ {
+				di := dy[i*out : (i+1)*out]
+				for j := lo; j < hi; j++ {
+					db[j] += di[j]
+				}
+			}
+		})
+	}
+}
+
+// ropeApply rotates x (N, heads·hd) in place by the angles of positions
+// pos[row] (rotate_half convention, first rot dims of each head); sign -1
+// applies the inverse rotation, which is the backward pass of RoPE.
+func ropeApply(x []float32, N, heads, hd int, tab *ropeTable, pos func(row int) int, sign float32) {
+	half := tab.half
+	if half == 0 {
+		return
+	}
+	width := heads * hd
+	parallelFor(N, 16, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			p := pos(i)
+			cs := tab.cos[p*half : (p+1)*half]
+			sn := tab.sin[p*half : (p+1)*half]
+			for h := 0; h < heads; h++ {
+				v := x[i*width+h*hd : i*width+h*hd+2*half]
+				a, b := v[:half], v[half:2*half]
+				for j := range a {
+					c, s := cs[j], sign*sn[j]
+					x1, x2 := a[j], b[j]
+					a[j] = x1*c - x2*s
+					b[j] = x2*c + x1*s
+				}
+			}
+		}
+	})
+}
+
+// activationForward: h (N,F) = act(gate)·up for gated MLPs, act(up) otherwise
+// (gate nil).
+func activationForward(h, gate, up []float32, N, F int, act activation) {
+	parallelFor(N, 8, func(lo, hi int) {
+		for i := lo * F; i < hi*F; i++ {
+			if gate == nil {
+				h[i] = actF(up[i], act)
+			} else {
+				h[i] = actF(gate[i], act) * up[i]
+			}
+		}
+	})
+}
+
+// activationBackward: dgate (N,F) = dh·act'(gate)·up, dup = dh·act(gate)
+// (non-gated: dup = dh·act'(up)); both overwritten.
+func activationBackward(dgate, dup, dh, gate, up []float32, N, F int, act activation) {
+	parallelFor(N, 8, func(lo, hi int) {
+		for i := lo * F; i < hi*F; i++ {
+			if gate == nil {
+				dup[i] = dh[i] * actDeriv(up[i], act)
+				continue
+			}
+			g := gate[i]
+			dgate[i] = dh[i] * actDeriv(g, act) * up[i]
+			dup[i] = dh[i] * actF(g, act)
+		}
+	})
+}
+
+const geluC = 0.7978845608028654 // sqrt(2/π)
+
+func actF(x float32, act activation) float32 {
+	switch act {
+	case actGELUTanh:
+		t := float32(math.Tanh(geluC * float64(x+0.044715*x*x*x)))
+		return 0.5 * x * (1 + t)
+	case actReLU2:
+		if x < 0 {
+			return 0
+		}
+		return x * x
+	case actReLU:
+		return max(x, 0)
+	}
+	return x / (1 + float32(math.Exp(float64(-x))))
+}
+
+func actDeriv(x float32, act activation) float32 {
+	switch act {
+	case actGELUTanh:
+		u := geluC * float64(x+0.044715*x*x*x)
+		t := math.Tanh(u)
+		du := geluC * (1 + 3*0.044715*float64(x)*float64(x))
+		return float32(0.5*(1+t) + 0.5*float64(x)*(1-t*t)*du)
+	case actReLU2:
+		if x < 0 {
+			return 0
+		}
+		return 2 * x
+	case actReLU:
+		if x < 0 {
+			return 0
+		}
+		return 1
+	}
+	s := 1 / (1 + float32(math.Exp(float64(-x))))
+	return s * (1 + x*(1-s))
+}
+
+// attnShape describes one causal self-attention call.
+type attnShape struct {
+	B, T, heads, kvH, hd int
+	window               int // 0 = full causal
+}
+
+func (s attnShape) qd() int { return s.heads * s.hd }
+func (s attnShape) kd() int { return s.kvH * s.hd }
+
+// allowed reports whether query position i may attend to key position j.
+func (s attnShape) allowed(i, j int) bool {
+	return j <= i && (s.window <= 0 || i-j < s.window)
+}
+
+// attentionForward: out (B·T, heads·hd) = softmax(q·kᵀ/√hd + causal mask)·v
+// per batch row and head, with query head h reading kv head h/(heads/kvH);
+// q is (B·T, heads·hd), k and v (B·T, kvH·hd); att (B, heads, T, T) keeps the
+// probabilities for backward (masked entries 0).
+func attentionForward(out, att, q, k, v []float32, s attnShape) {
+	T, hd, qd, kd := s.T, s.hd, s.qd(), s.kd()
+	group := s.heads / s.kvH
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	for b := 0; b < s.B; b++ {
+		for h := 0; h < s.heads; h++ {
+			g := h / group
+			P := att[(b*s.heads+h)*T*T : (b*s.heads+h+1)*T*T]
+			qo := b*T*qd + h*hd
+			ko := b*T*kd + g*hd
+			blas.Sgemm(false, true, T, T, hd, scale, q[qo:], qd, k[ko:], kd, 0, P, T)
+			softmaxCausal(P, s)
+			blas.Sgemm(false, false, T, hd, T, 1, P, T, v[ko:], kd, 0, out[qo:], qd)
+		}
+	}
+}
+
+// softmaxCausal turns the T×T score matrix P into masked row-softmax
+// probabilities in place.
+func softmaxCausal(P []float32, s attnShape) {
+	T := s.T
+	parallelFor(T, 16, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			row := P[i*T : (i+1)*T]
+			mx := float32(math.Inf(-1))
+			for j := range row {
+				if s.allowed(i, j) && row[j] > mx {
+					mx = row[j]
+				}
+			}
+			var sum float32
+			for j := range row {
+				if s.allowed(i, j) {
+					e := float32(math.Exp(float64(row[j] - mx)))
+					row[j] = e
+					sum += e
+				} else {
+					row[j] = 0
+				}
+			}
+			inv := 1 / sum
+			for j := range row {
+				row[j] *= inv
+			}
+		}
+	})
+}
+
+// attentionBackward: given dout (B·T, heads·hd), sets dq (overwrite) and
+// accumulates dk, dv (B·T, kvH·hd; callers zero them first); scratch is T×T.
+func attentionBackward(dq, dk, dv, dout, att, q, k, v, scratch []float32, s attnShape) {
+	T, hd, qd, kd := s.T, s.hd, s.qd(), s.kd()
+	group := s.heads / s.kvH
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	dP := scratch[:T*T]
+	for b := 0; b < s.B; b++ {
+		for h := 0; h < s.heads; h++ {
+			g := h / group
+			P := att[(b*s.heads+h)*T*T : (b*s.heads+h+1)*T*T]
+			qo := b*T*qd + h*hd
+			ko := b*T*kd + g*hd
+			// dV += Pᵀ·dO ; dP = dO·Vᵀ
+			blas.Sgemm(true, false, T, hd, T, 1, P, T, dout[qo:], qd, 1, dv[ko:], kd)
+			blas.Sgemm(false, true, T, T, hd, 1, dout[qo:], qd, v[ko:], kd, 0, dP, T)
+			// dS = P ∘ (dP − rowsum(P∘dP))
+			parallelFor(T, 16, func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					p, d := P[i*T:(i+1)*T], dP[i*T:(i+1)*T]
+					var dot float32
+					for j := 0; j <= i; j++ {
+						dot += p[j] * d[j]
+					}
+					for j := range d {
+						d[j] = p[j] * (d[j] - dot)
+					}
+				}
+			})
+			// dQ = scale·dS·K ; dK += scale·dSᵀ·Q
+			blas.Sgemm(false, false, T, hd, T, scale, dP, T, k[ko:], kd, 0, dq[qo:], qd)
+			blas.Sgemm(true, false, T, hd, T, scale, dP, T, q[qo:], qd, 1, dk[ko:], kd)
+		}
+	}
+}
+
+// crossEntropyForward returns the sum of −log softmax(logits)[target] over
+// rows with target ≥ 0 and their count; logits is (N,V).
+func crossEntropyForward(logits []float32, targets []int32, N, V int) (sum float64, count int) {
+	partial := make([]float64, N)
+	parallelFor(N, 4, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			t := targets[i]
+			if t < 0 {
+				continue
+			}
+			row := logits[i*V : (i+1)*V]
+			partial[i] = logSumExp(row) - float64(row[t])
+		}
+	})
+	for i, t := range targets[:N] {
+		if t >= 0 {
+			sum += partial[i]
+			count++
+		}
+	}
+	return sum, count
+}
+
+func logSumExp(row []float32) float64 {
+	mx := float32(math.Inf(-1))
+	for _, v := range row {
+		mx = max(mx, v)
+	}
+	var s float64
+	for _, v := range row {
+		s += math.Exp(float64(v - mx))
+	}
+	return float64(mx) + math.Log(s)
+}
+
+// crossEntropyBackward: dlogits (N,V) = scale·(softmax(logits) − onehot(target))
+// (overwrites; rows with target < 0 get 0).
+func crossEntropyBackward(dlogits, logits []float32, targets []int32, N, V int, scale float32) {
+	parallelFor(N, 4, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			d := dlogits[i*V : (i+1)*V]
+			t := targets[i]
+			if t < 0 {
+				clear(d)
+				continue
+			}
+			row := logits[i*V : (i+1)*V]
+			lse := float32(logSumExp(row))
+			for j, v := range row {
+				d[j] = scale * float32(math.Exp(float64(v-lse)))
+			}
+			d[t] -= scale
+		}
+	})
+}
+
+// residualAdd: y (n) += x.
+func residualAdd(y, x []float32) {
+	parallelFor(len(y), 4096, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			y[i] += x[i]
+		}
+	})
+}

@@ -1,0 +1,494 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"math/rand/v2"
+
+	"github.com/autocompress/autocompress/architecture"
+)
+
+// Model is a Llama-family decoder held in float32: one parameter slab, a
+// mirrored gradient slab, and activations for the last (B, T) run. A Model is
+// not safe for concurrent use.
+type Model struct {
+	arch    *architecture.Model
+	dims    []layerDims
+	specs   []TensorSpec
+	offsets []int
+	index   map[string]int
+	eps     float32
+
+	params, grads []float32
+	p, g          views
+
+	rope     map[int]*ropeTable
+	observer Observer
+	skip     []bool
+
+	a *acts
+}
+
+// New builds a model of architecture arch with random weights: matrices and
+// embeddings from N(0, 0.02²) drawn from a PCG seeded with seed, norm weights
+// 1, biases 0.
+func New(arch *architecture.Model, seed uint64) (*Model, error) {
+	m, err := newEmpty(arch)
+	if err != nil {
+		return nil, err
+	}
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	for i, s := range m.specs {
+		t := m.params[m.offsets[i] : m.offsets[i]+s.Size()]
+		switch {
+		case len(s.Shape) == 2:
+			for j := range t {
+				t[j] = float32(r.NormFloat64() * 0.02)
+			}
+		case isNormName(s.Name):
+			for j := range t {
+				t[j] = 1
+			}
+		}
+	}
+	return m, nil
+}
+
+func isNormName(name string) bool {
+	for _, suf := range []string{"layernorm.weight", "norm.weight", "q_norm.weight", "k_norm.weight"} {
+		if len(name) >= len(suf) && name[len(name)-len(suf):] == suf {
+			return true
+		}
+	}
+	return false
+}
+
+// newEmpty allocates the slabs for arch with zero parameters.
+func newEmpty(arch *architecture.Model) (*Model, error) {
+	dims, err := checkArch(arch)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{arch: arch.Clone(), dims: dims, index: map[string]int{}, rope: map[int]*ropeTable{}}
+	m.eps = float32(arch.NormEps)
+	if m.eps <= 0 {
+		m.eps = 1e-6
+	}
+	m.specs = tensorSpecs(arch, dims)
+	m.offsets = make([]int, len(m.specs))
+	total := 0
+	for i, s := range m.specs {
+		m.offsets[i] = total
+		m.index[s.Name] = i
+		total += s.Size()
+	}
+	m.params = make([]float32, total)
+	m.grads = make([]float32, total)
+	m.p = bindViews(m.params, m.specs, m.offsets, len(dims), arch.TiedEmbeddings)
+	m.g = bindViews(m.grads, m.specs, m.offsets, len(dims), arch.TiedEmbeddings)
+	m.skip = make([]bool, len(dims))
+	for _, d := range dims {
+		if d.attn && m.rope[d.hd] == nil {
+			m.rope[d.hd] = newRopeTable(arch, d.hd)
+		}
+	}
+	return m, nil
+}
+
+// Arch returns a copy of the model's architecture.
+func (m *Model) Arch() *architecture.Model { return m.arch.Clone() }
+
+// Specs returns the parameter tensors in slab order.
+func (m *Model) Specs() []TensorSpec { return append([]TensorSpec(nil), m.specs...) }
+
+// NumParams returns the number of parameters (len(Params())).
+func (m *Model) NumParams() int { return len(m.params) }
+
+// Params returns the parameter slab. Every tensor is a contiguous range of
+// it (see Tensor and Offset); the optimiser may update it in place.
+func (m *Model) Params() []float32 { return m.params }
+
+// Grads returns the gradient slab, laid out exactly like Params.
+func (m *Model) Grads() []float32 { return m.grads }
+
+// ZeroGrad sets every gradient to zero. Backward accumulates, so call it
+// before each step.
+func (m *Model) ZeroGrad() { clear(m.grads) }
+
+// Tensor returns the view of the parameter named name (HF name, row-major
+// HF shape), or nil when there is no such tensor.
+func (m *Model) Tensor(name string) []float32 {
+	i, ok := m.index[name]
+	if !ok {
+		return nil
+	}
+	return m.params[m.offsets[i] : m.offsets[i]+m.specs[i].Size() : m.offsets[i]+m.specs[i].Size()]
+}
+
+// Grad returns the view of the gradient of the parameter named name.
+func (m *Model) Grad(name string) []float32 {
+	i, ok := m.index[name]
+	if !ok {
+		return nil
+	}
+	return m.grads[m.offsets[i] : m.offsets[i]+m.specs[i].Size() : m.offsets[i]+m.specs[i].Size()]
+}
+
+// Offset returns where the tensor named name starts in the slabs, and
+// whether it exists.
+func (m *Model) Offset(name string) (int, bool) {
+	i, ok := m.index[name]
+	if !ok {
+		return 0, false
+	}
+	return m.offsets[i], true
+}
+
+// SetObserver installs o (nil turns observation off).
+func (m *Model) SetObserver(o Observer) { m.observer = o }
+
+// SetSkip makes the given layers identities in Forward, ForwardLoss and the
+// backward passes (their hidden state passes through unchanged); an empty
+// call clears all skips. Generation ignores it.
+func (m *Model) SetSkip(layers ...int) error {
+	for _, l := range layers {
+		if l < 0 || l >= len(m.dims) {
+			return fmt.Errorf("engine: skip layer %d: model has layers 0..%d", l, len(m.dims)-1)
+		}
+	}
+	clear(m.skip)
+	for _, l := range layers {
+		m.skip[l] = true
+	}
+	return nil
+}
+
+// layerActs are one layer's saved activations.
+type layerActs struct {
+	ln1, rstd1      []float32
+	q, qr, qrstd    []float32 // q after bias; after qk-norm and RoPE; qk-norm rstd
+	k, kr, krstd, v []float32
+	att             []float32 // (B, heads, T, T)
+	ao, mid         []float32
+	ln2, rstd2      []float32
+	gate, up, h     []float32
+}
+
+// acts holds every activation for one (B, T), plus backward scratch.
+type acts struct {
+	B, T     int
+	tokens   []int32
+	targets  []int32
+	count    int // targets ≥ 0
+	hasLoss  bool
+	res      [][]float32 // L+1 hidden states (N,H)
+	layers   []layerActs
+	lnf      []float32
+	rstdf    []float32
+	logits   []float32
+	backward *backBufs
+}
+
+type backBufs struct {
+	dlogits, dlnf, dres, dln  []float32
+	dh, dgate, dup            []float32
+	dao, dq, dqr, dk, dkr, dv []float32
+	scratch                   []float32
+}
+
+func (m *Model) allocActs(B, T int) *acts {
+	N := B * T
+	H := m.arch.Hidden
+	a := &acts{B: B, T: T, tokens: make([]int32, N), targets: make([]int32, N)}
+	a.res = make([][]float32, len(m.dims)+1)
+	for i := range a.res {
+		a.res[i] = make([]float32, N*H)
+	}
+	a.layers = make([]layerActs, len(m.dims))
+	for i, d := range m.dims {
+		la := &a.layers[i]
+		la.mid = make([]float32, N*H)
+		if d.attn {
+			la.ln1, la.rstd1 = make([]float32, N*H), make([]float32, N)
+			la.q, la.qr = make([]float32, N*d.qd), make([]float32, N*d.qd)
+			la.k, la.kr, la.v = make([]float32, N*d.kd), make([]float32, N*d.kd), make([]float32, N*d.kd)
+			if d.qkNorm {
+				la.qrstd, la.krstd = make([]float32, N*d.heads), make([]float32, N*d.kvH)
+			}
+			la.att = make([]float32, B*d.heads*T*T)
+			la.ao = make([]float32, N*d.qd)
+		}
+		if d.mlp {
+			la.ln2, la.rstd2 = make([]float32, N*H), make([]float32, N)
+			if d.gated {
+				la.gate = make([]float32, N*d.ffn)
+			}
+			la.up, la.h = make([]float32, N*d.ffn), make([]float32, N*d.ffn)
+		}
+	}
+	a.lnf, a.rstdf = make([]float32, N*H), make([]float32, N)
+	a.logits = make([]float32, N*m.arch.Vocab)
+	return a
+}
+
+func (m *Model) backBufs() *backBufs {
+	if m.a.backward != nil {
+		return m.a.backward
+	}
+	N, T := m.a.B*m.a.T, m.a.T
+	H := m.arch.Hidden
+	var qd, kd, ffn int
+	for _, d := range m.dims {
+		qd, kd, ffn = max(qd, d.qd), max(kd, d.kd), max(ffn, d.ffn)
+	}
+	b := &backBufs{
+		dlogits: make([]float32, N*m.arch.Vocab),
+		dlnf:    make([]float32, N*H), dres: make([]float32, N*H), dln: make([]float32, N*H),
+		dh: make([]float32, N*ffn), dgate: make([]float32, N*ffn), dup: make([]float32, N*ffn),
+		dao: make([]float32, N*qd), dq: make([]float32, N*qd), dqr: make([]float32, N*qd),
+		dk: make([]float32, N*kd), dkr: make([]float32, N*kd), dv: make([]float32, N*kd),
+		scratch: make([]float32, T*T),
+	}
+	m.a.backward = b
+	return b
+}
+
+// InputError reports tokens or targets that the model cannot take.
+type InputError struct{ Msg string }
+
+func (e *InputError) Error() string { return "engine: " + e.Msg }
+
+func (m *Model) checkTokens(what string, tokens []int32, B, T int, allowNeg bool) error {
+	if B <= 0 || T <= 0 {
+		return &InputError{fmt.Sprintf("batch %d × sequence %d: both must be positive", B, T)}
+	}
+	if len(tokens) != B*T {
+		return &InputError{fmt.Sprintf("%d %s for batch %d × sequence %d (want %d)", len(tokens), what, B, T, B*T)}
+	}
+	for i, t := range tokens {
+		if (t < 0 && !allowNeg) || int(t) >= m.arch.Vocab {
+			return &InputError{fmt.Sprintf("%s[%d] = %d outside the vocabulary [0, %d)", what, i, t, m.arch.Vocab)}
+		}
+	}
+	return nil
+}
+
+// Forward runs the model on B sequences of T tokens (row-major, tokens[b·T+t])
+// and returns the logits (B·T, vocab). The returned slice is owned by the
+// model and overwritten by the next forward pass. Activations are allocated
+// for the first (B, T) and reused; another (B, T) reallocates them.
+func (m *Model) Forward(tokens []int32, B, T int) ([]float32, error) {
+	if err := m.checkTokens("tokens", tokens, B, T, false); err != nil {
+		return nil, err
+	}
+	if m.a == nil || m.a.B != B || m.a.T != T {
+		m.a = nil // release before allocating the new size
+		m.a = m.allocActs(B, T)
+	}
+	m.a.hasLoss = false
+	copy(m.a.tokens, tokens)
+	m.forward()
+	return m.a.logits, nil
+}
+
+// ForwardLoss runs Forward and returns the mean cross-entropy of the logits
+// against targets (same layout as tokens; a negative target is ignored).
+// Backward then computes the gradients of this loss.
+func (m *Model) ForwardLoss(tokens, targets []int32, B, T int) (float32, error) {
+	if err := m.checkTokens("targets", targets, B, T, true); err != nil {
+		return 0, err
+	}
+	logits, err := m.Forward(tokens, B, T)
+	if err != nil {
+		return 0, err
+	}
+	copy(m.a.targets, targets)
+	sum, count := crossEntropyForward(logits, m.a.targets, B*T, m.arch.Vocab)
+	if count == 0 {
+		return 0, &InputError{"every target is negative (ignored): no loss to compute"}
+	}
+	m.a.count, m.a.hasLoss = count, true
+	return float32(sum / float64(count)), nil
+}
+
+// ErrNoForward is returned by the backward passes when no matching forward
+// pass preceded them.
+var ErrNoForward = errors.New("engine: backward needs a preceding forward pass (ForwardLoss for Backward)")
+
+// Backward accumulates into Grads the gradient of the mean cross-entropy of
+// the last ForwardLoss.
+func (m *Model) Backward() error {
+	if m.a == nil || !m.a.hasLoss {
+		return ErrNoForward
+	}
+	b := m.backBufs()
+	crossEntropyBackward(b.dlogits, m.a.logits, m.a.targets, m.a.B*m.a.T, m.arch.Vocab, 1/float32(m.a.count))
+	m.backward(b.dlogits)
+	return nil
+}
+
+// BackwardFromLogits accumulates into Grads the gradient of a loss whose
+// gradient with respect to the last Forward's logits is dlogits (B·T, vocab),
+// e.g. a distillation KL against teacher logits.
+func (m *Model) BackwardFromLogits(dlogits []float32) error {
+	if m.a == nil {
+		return ErrNoForward
+	}
+	if want := m.a.B * m.a.T * m.arch.Vocab; len(dlogits) != want {
+		return &InputError{fmt.Sprintf("dlogits has %d values, the last forward produced %d logits", len(dlogits), want)}
+	}
+	m.backBufs()
+	m.backward(dlogits)
+	return nil
+}
+
+func (m *Model) observe(layer int, site Site, data []float32, width, heads, hd int) {
+	if m.observer == nil {
+		return
+	}
+	m.observer.Observe(&Activation{Layer: layer, Site: site, Data: data, B: m.a.B, T: m.a.T, Width: width, Heads: heads, HeadDim: hd})
+}
+
+func (m *Model) forward() {
+	a := m.a
+	N, T, H, V := a.B*a.T, a.T, m.arch.Hidden, m.arch.Vocab
+	embeddingForward(a.res[0], m.p.embed, a.tokens, H)
+	pos := func(row int) int { return row % T }
+	for l, d := range m.dims {
+		in, out := a.res[l], a.res[l+1]
+		m.observe(l, SiteLayerInput, in, H, 0, 0)
+		if m.skip[l] {
+			copy(out, in)
+			m.observe(l, SiteLayerOutput, out, H, 0, 0)
+			continue
+		}
+		la, w := &a.layers[l], &m.p.layers[l]
+		copy(la.mid, in)
+		if d.attn {
+			rmsnormForward(la.ln1, la.rstd1, in, w.inNorm, N, H, m.eps)
+			m.observe(l, SiteAttnNorm, la.ln1, H, 0, 0)
+			linearForward(la.q, la.ln1, w.q, w.qb, N, H, d.qd)
+			linearForward(la.k, la.ln1, w.k, w.kb, N, H, d.kd)
+			linearForward(la.v, la.ln1, w.v, w.vb, N, H, d.kd)
+			if d.qkNorm {
+				rmsnormForward(la.qr, la.qrstd, la.q, w.qNorm, N*d.heads, d.hd, m.eps)
+				rmsnormForward(la.kr, la.krstd, la.k, w.kNorm, N*d.kvH, d.hd, m.eps)
+			} else {
+				copy(la.qr, la.q)
+				copy(la.kr, la.k)
+			}
+			tab := m.rope[d.hd]
+			tab.ensure(T)
+			ropeApply(la.qr, N, d.heads, d.hd, tab, pos, 1)
+			ropeApply(la.kr, N, d.kvH, d.hd, tab, pos, 1)
+			shape := attnShape{B: a.B, T: T, heads: d.heads, kvH: d.kvH, hd: d.hd, window: d.window}
+			attentionForward(la.ao, la.att, la.qr, la.kr, la.v, shape)
+			m.observe(l, SiteAttnHeads, la.ao, d.qd, d.heads, d.hd)
+			linearForward(out, la.ao, w.o, w.ob, N, d.qd, H)
+			residualAdd(la.mid, out)
+		}
+		copy(out, la.mid)
+		if d.mlp {
+			rmsnormForward(la.ln2, la.rstd2, la.mid, w.postNorm, N, H, m.eps)
+			m.observe(l, SiteMLPNorm, la.ln2, H, 0, 0)
+			if d.gated {
+				linearForward(la.gate, la.ln2, w.gate, w.gateB, N, H, d.ffn)
+			}
+			linearForward(la.up, la.ln2, w.up, w.upB, N, H, d.ffn)
+			activationForward(la.h, la.gate, la.up, N, d.ffn, d.act)
+			m.observe(l, SiteMLPAct, la.h, d.ffn, 0, 0)
+			linearForward(out, la.h, w.down, w.downB, N, d.ffn, H)
+			residualAdd(out, la.mid)
+		}
+		m.observe(l, SiteLayerOutput, out, H, 0, 0)
+	}
+	L := len(m.dims)
+	rmsnormForward(a.lnf, a.rstdf, a.res[L], m.p.norm, N, H, m.eps)
+	m.observe(L, SiteFinalNorm, a.lnf, H, 0, 0)
+	linearForward(a.logits, a.lnf, m.p.head, nil, N, H, V)
+}
+
+func (m *Model) backward(dlogits []float32) {
+	a, b := m.a, m.a.backward
+	N, T, H, V := a.B*a.T, a.T, m.arch.Hidden, m.arch.Vocab
+	L := len(m.dims)
+	linearBackward(b.dlnf, m.g.head, nil, dlogits, a.lnf, m.p.head, N, H, V, false)
+	dres := b.dres
+	clear(dres)
+	rmsnormBackward(dres, m.g.norm, b.dlnf, a.res[L], m.p.norm, a.rstdf, N, H)
+	pos := func(row int) int { return row % T }
+	for l := L - 1; l >= 0; l-- {
+		if m.skip[l] {
+			continue
+		}
+		d, la, w, g := m.dims[l], &a.layers[l], &m.p.layers[l], &m.g.layers[l]
+		// dres holds ∂loss/∂out; turn it into ∂loss/∂mid, then ∂loss/∂in.
+		if d.mlp {
+			F := d.ffn
+			dh, dup := b.dh[:N*F], b.dup[:N*F]
+			linearBackward(dh, g.down, g.downB, dres, la.h, w.down, N, F, H, false)
+			var dgate []float32
+			if d.gated {
+				dgate = b.dgate[:N*F]
+			}
+			activationBackward(dgate, dup, dh, la.gate, la.up, N, F, d.act)
+			linearBackward(b.dln, g.up, g.upB, dup, la.ln2, w.up, N, H, F, false)
+			if d.gated {
+				linearBackward(b.dln, g.gate, g.gateB, dgate, la.ln2, w.gate, N, H, F, true)
+			}
+			rmsnormBackward(dres, g.postNorm, b.dln, la.mid, w.postNorm, la.rstd2, N, H)
+		}
+		if d.attn {
+			qd, kd := d.qd, d.kd
+			dao := b.dao[:N*qd]
+			linearBackward(dao, g.o, g.ob, dres, la.ao, w.o, N, qd, H, false)
+			dqr, dkr, dv := b.dqr[:N*qd], b.dkr[:N*kd], b.dv[:N*kd]
+			clear(dkr)
+			clear(dv)
+			shape := attnShape{B: a.B, T: T, heads: d.heads, kvH: d.kvH, hd: d.hd, window: d.window}
+			attentionBackward(dqr, dkr, dv, dao, la.att, la.qr, la.kr, la.v, b.scratch, shape)
+			tab := m.rope[d.hd]
+			ropeApply(dqr, N, d.heads, d.hd, tab, pos, -1)
+			ropeApply(dkr, N, d.kvH, d.hd, tab, pos, -1)
+			dq, dk := dqr, dkr
+			if d.qkNorm {
+				dq, dk = b.dq[:N*qd], b.dk[:N*kd]
+				clear(dq)
+				clear(dk)
+				rmsnormBackward(dq, g.qNorm, dqr, la.q, w.qNorm, la.qrstd, N*d.heads, d.hd)
+				rmsnormBackward(dk, g.kNorm, dkr, la.k, w.kNorm, la.krstd, N*d.kvH, d.hd)
+			}
+			linearBackward(b.dln, g.q, g.qb, dq, la.ln1, w.q, N, H, qd, false)
+			linearBackward(b.dln, g.k, g.kb, dk, la.ln1, w.k, N, H, kd, true)
+			linearBackward(b.dln, g.v, g.vb, dv, la.ln1, w.v, N, H, kd, true)
+			rmsnormBackward(dres, g.inNorm, b.dln, a.res[l], w.inNorm, la.rstd1, N, H)
+		}
+	}
+	embeddingBackward(m.g.embed, dres, a.tokens, H)
+}
+
+// ForwardFLOPs returns the floating-point operations of one forward pass on
+// (B, T) as the engine performs it: 2·rows·in·out for every matrix product
+// (projections, MLP, LM head) plus 4·B·heads·T²·head_dim for attention
+// (scores and weighted sum over the full T×T square). A training step
+// (forward + backward) is 3× this.
+func (m *Model) ForwardFLOPs(B, T int) float64 {
+	N := float64(B * T)
+	H := float64(m.arch.Hidden)
+	f := 2 * N * H * float64(m.arch.Vocab)
+	for _, d := range m.dims {
+		if d.attn {
+			f += 2 * N * H * float64(2*d.qd+2*d.kd)
+			f += 4 * float64(B*d.heads) * float64(T) * float64(T) * float64(d.hd)
+		}
+		if d.mlp {
+			mats := 2.0
+			if d.gated {
+				mats = 3
+			}
+			f += 2 * N * H * float64(d.ffn) * mats
+		}
+	}
+	return f
+}

@@ -1,0 +1,286 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/autocompress/autocompress/architecture"
+)
+
+// TensorSpec names one parameter tensor in HuggingFace layout.
+type TensorSpec struct {
+	Name  string
+	Shape []int
+}
+
+// Size returns the number of elements.
+func (s TensorSpec) Size() int {
+	n := 1
+	for _, d := range s.Shape {
+		n *= d
+	}
+	return n
+}
+
+// layerParams holds the views of one decoder layer into a slab (parameters or
+// gradients). Absent tensors are nil.
+type layerParams struct {
+	inNorm, q, qb, k, kb, v, vb, o, ob, qNorm, kNorm []float32
+	postNorm, gate, gateB, up, upB, down, downB      []float32
+}
+
+// dims are the derived widths of one layer.
+type layerDims struct {
+	attn       bool
+	heads, kvH int
+	hd         int
+	qd, kd     int // heads·hd, kvHeads·hd
+	qkNorm     bool
+	qkvBias    bool
+	outBias    bool
+	window     int
+	mlp        bool
+	ffn        int
+	gated      bool
+	mlpBias    bool
+	act        activation
+}
+
+type activation int
+
+const (
+	actSiLU activation = iota
+	actGELUTanh
+	actReLU2
+	actReLU
+)
+
+func parseActivation(s string) (activation, bool) {
+	switch strings.ToLower(s) {
+	case "", "silu", "swish":
+		return actSiLU, true
+	case "gelu_pytorch_tanh", "gelu_new", "gelu_fast", "gelu":
+		// Exact erf GELU and the tanh approximation differ by < 1e-3; the
+		// engine uses the tanh form for all of them.
+		return actGELUTanh, true
+	case "relu2":
+		return actReLU2, true
+	case "relu":
+		return actReLU, true
+	}
+	return 0, false
+}
+
+// UnsupportedError reports an architecture feature the engine cannot run.
+type UnsupportedError struct {
+	Layer   int // -1 when global
+	Feature string
+}
+
+func (e *UnsupportedError) Error() string {
+	if e.Layer < 0 {
+		return "engine: unsupported: " + e.Feature
+	}
+	return fmt.Sprintf("engine: layer %d: unsupported: %s", e.Layer, e.Feature)
+}
+
+// checkArch validates a and derives the per-layer widths.
+func checkArch(a *architecture.Model) ([]layerDims, error) {
+	if a == nil {
+		return nil, &UnsupportedError{Layer: -1, Feature: "nil architecture"}
+	}
+	if a.Vocab <= 0 || a.Hidden <= 0 {
+		return nil, &UnsupportedError{Layer: -1, Feature: fmt.Sprintf("vocab %d and hidden %d must be positive", a.Vocab, a.Hidden)}
+	}
+	if a.Norm != "" && a.Norm != architecture.RMSNorm {
+		return nil, &UnsupportedError{Layer: -1, Feature: fmt.Sprintf("norm %q (only rmsnorm)", a.Norm)}
+	}
+	if s := a.Rope.Scaling; s != nil {
+		switch strings.ToLower(s.Type) {
+		case "", "default", "linear", "llama3":
+		default:
+			return nil, &UnsupportedError{Layer: -1, Feature: fmt.Sprintf("rope_scaling type %q (supported: linear, llama3)", s.Type)}
+		}
+	}
+	dims := make([]layerDims, len(a.Layers))
+	for i, l := range a.Layers {
+		if l.Mamba != nil {
+			return nil, &UnsupportedError{Layer: i, Feature: "Mamba2 mixer"}
+		}
+		if l.MoE != nil {
+			return nil, &UnsupportedError{Layer: i, Feature: "mixture of experts"}
+		}
+		d := &dims[i]
+		if at := l.Attention; at != nil {
+			if at.Heads <= 0 || at.KVHeads <= 0 || at.HeadDim <= 0 || at.Heads%at.KVHeads != 0 {
+				return nil, &UnsupportedError{Layer: i, Feature: fmt.Sprintf("attention with %d heads, %d kv heads, head_dim %d (heads must be a positive multiple of kv heads)", at.Heads, at.KVHeads, at.HeadDim)}
+			}
+			if rotDim(a, at.HeadDim)%2 != 0 {
+				return nil, &UnsupportedError{Layer: i, Feature: fmt.Sprintf("odd rotary dimension %d", rotDim(a, at.HeadDim))}
+			}
+			d.attn = true
+			d.heads, d.kvH, d.hd = at.Heads, at.KVHeads, at.HeadDim
+			d.qd, d.kd = at.Heads*at.HeadDim, at.KVHeads*at.HeadDim
+			d.qkNorm, d.qkvBias, d.outBias = at.QKNorm, at.QKVBias, at.OutBias
+			d.window = at.SlidingWindow
+		}
+		if ml := l.MLP; ml != nil {
+			act, ok := parseActivation(ml.Activation)
+			if !ok {
+				return nil, &UnsupportedError{Layer: i, Feature: fmt.Sprintf("MLP activation %q (supported: silu, gelu, relu, relu2)", ml.Activation)}
+			}
+			if ml.Width <= 0 {
+				return nil, &UnsupportedError{Layer: i, Feature: fmt.Sprintf("MLP width %d", ml.Width)}
+			}
+			d.mlp, d.ffn, d.gated, d.mlpBias, d.act = true, ml.Width, ml.Gated, ml.Bias, act
+		}
+	}
+	return dims, nil
+}
+
+// rotDim is the number of rotated dimensions of a head (partial rotary).
+func rotDim(a *architecture.Model, hd int) int {
+	f := a.Rope.PartialFactor
+	if f <= 0 || f > 1 {
+		f = 1
+	}
+	return int(math.Round(float64(hd) * f))
+}
+
+// TensorSpecs lists the parameter tensors of an architecture the engine runs,
+// with HuggingFace names and [out, in] shapes, in slab order. A layer without
+// attention has no input_layernorm; one without MLP has no
+// post_attention_layernorm (the DeciLM "no_op" convention).
+func TensorSpecs(a *architecture.Model) ([]TensorSpec, error) {
+	dims, err := checkArch(a)
+	if err != nil {
+		return nil, err
+	}
+	return tensorSpecs(a, dims), nil
+}
+
+func tensorSpecs(a *architecture.Model, dims []layerDims) []TensorSpec {
+	H := a.Hidden
+	specs := []TensorSpec{{"model.embed_tokens.weight", []int{a.Vocab, H}}}
+	add := func(name string, shape ...int) { specs = append(specs, TensorSpec{name, shape}) }
+	for i, d := range dims {
+		p := fmt.Sprintf("model.layers.%d.", i)
+		if d.attn {
+			add(p+"input_layernorm.weight", H)
+			add(p+"self_attn.q_proj.weight", d.qd, H)
+			if d.qkvBias {
+				add(p+"self_attn.q_proj.bias", d.qd)
+			}
+			add(p+"self_attn.k_proj.weight", d.kd, H)
+			if d.qkvBias {
+				add(p+"self_attn.k_proj.bias", d.kd)
+			}
+			add(p+"self_attn.v_proj.weight", d.kd, H)
+			if d.qkvBias {
+				add(p+"self_attn.v_proj.bias", d.kd)
+			}
+			add(p+"self_attn.o_proj.weight", H, d.qd)
+			if d.outBias {
+				add(p+"self_attn.o_proj.bias", H)
+			}
+			if d.qkNorm {
+				add(p+"self_attn.q_norm.weight", d.hd)
+				add(p+"self_attn.k_norm.weight", d.hd)
+			}
+		}
+		if d.mlp {
+			add(p+"post_attention_layernorm.weight", H)
+			if d.gated {
+				add(p+"mlp.gate_proj.weight", d.ffn, H)
+				if d.mlpBias {
+					add(p+"mlp.gate_proj.bias", d.ffn)
+				}
+			}
+			add(p+"mlp.up_proj.weight", d.ffn, H)
+			if d.mlpBias {
+				add(p+"mlp.up_proj.bias", d.ffn)
+			}
+			add(p+"mlp.down_proj.weight", H, d.ffn)
+			if d.mlpBias {
+				add(p+"mlp.down_proj.bias", H)
+			}
+		}
+	}
+	add("model.norm.weight", H)
+	if !a.TiedEmbeddings {
+		add("lm_head.weight", a.Vocab, H)
+	}
+	return specs
+}
+
+// views binds named views of slab for the given specs.
+type views struct {
+	embed, norm, head []float32
+	layers            []layerParams
+}
+
+func bindViews(slab []float32, specs []TensorSpec, offsets []int, nLayers int, tied bool) views {
+	v := views{layers: make([]layerParams, nLayers)}
+	for i, s := range specs {
+		t := slab[offsets[i] : offsets[i]+s.Size() : offsets[i]+s.Size()]
+		switch s.Name {
+		case "model.embed_tokens.weight":
+			v.embed = t
+			continue
+		case "model.norm.weight":
+			v.norm = t
+			continue
+		case "lm_head.weight":
+			v.head = t
+			continue
+		}
+		var l int
+		var rest string
+		fmt.Sscanf(s.Name, "model.layers.%d.", &l)
+		rest = s.Name[strings.Index(s.Name[len("model.layers."):], ".")+len("model.layers.")+1:]
+		lp := &v.layers[l]
+		switch rest {
+		case "input_layernorm.weight":
+			lp.inNorm = t
+		case "self_attn.q_proj.weight":
+			lp.q = t
+		case "self_attn.q_proj.bias":
+			lp.qb = t
+		case "self_attn.k_proj.weight":
+			lp.k = t
+		case "self_attn.k_proj.bias":
+			lp.kb = t
+		case "self_attn.v_proj.weight":
+			lp.v = t
+		case "self_attn.v_proj.bias":
+			lp.vb = t
+		case "self_attn.o_proj.weight":
+			lp.o = t
+		case "self_attn.o_proj.bias":
+			lp.ob = t
+		case "self_attn.q_norm.weight":
+			lp.qNorm = t
+		case "self_attn.k_norm.weight":
+			lp.kNorm = t
+		case "post_attention_layernorm.weight":
+			lp.postNorm = t
+		case "mlp.gate_proj.weight":
+			lp.gate = t
+		case "mlp.gate_proj.bias":
+			lp.gateB = t
+		case "mlp.up_proj.weight":
+			lp.up = t
+		case "mlp.up_proj.bias":
+			lp.upB = t
+		case "mlp.down_proj.weight":
+			lp.down = t
+		case "mlp.down_proj.bias":
+			lp.downB = t
+		}
+	}
+	if tied {
+		v.head = v.embed
+	}
+	return v
+}
