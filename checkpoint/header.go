@@ -110,7 +110,11 @@ func ReadHeader(r io.ReaderAt, size int64, file string) (*Header, error) {
 	seen := map[string]int64{}
 	entryOff := map[string]int64{}
 	for dec.More() {
-		keyOff := 8 + dec.InputOffset()
+		keyOff := dec.InputOffset()
+		for keyOff < int64(len(hdr)) && (hdr[keyOff] == ',' || hdr[keyOff] == ' ' || hdr[keyOff] == '\t' || hdr[keyOff] == '\n' || hdr[keyOff] == '\r') {
+			keyOff++
+		}
+		keyOff += 8
 		tok, err := dec.Token()
 		if err != nil {
 			return nil, jsonErr(err)
@@ -136,6 +140,9 @@ func ReadHeader(r io.ReaderAt, size int64, file string) (*Header, error) {
 			var se *json.SyntaxError
 			if errors.As(err, &se) {
 				return nil, jsonErr(err)
+			}
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				return nil, ferr(name, keyOff, "invalid JSON header: it ends inside this entry")
 			}
 			return nil, ferr(name, keyOff, "bad tensor entry: %v", err)
 		}
