@@ -1,0 +1,83 @@
+package architecture
+
+// Params are exact parameter counts of a model, derived from Tensors.
+type Params struct {
+	// Total counts every parameter once (a tied LM head is not counted twice).
+	Total int64
+	// Active counts the parameters used for one token: everything except the
+	// routed experts, which count only TopK of Experts. Embedding and LM head
+	// are included, as publishers of MoE models usually state.
+	Active int64
+	// Embedding is the input embedding (vocab × hidden).
+	Embedding int64
+	// LMHead is the output projection, 0 when tied to the embedding.
+	LMHead int64
+	// FinalNorm is the final norm before the LM head.
+	FinalNorm int64
+	// PerLayer[i] counts layer i (norms included); ActivePerLayer[i] its
+	// active part.
+	PerLayer       []int64
+	ActivePerLayer []int64
+	// Experts counts all routed-expert weights (and their biases).
+	Experts int64
+}
+
+// NonEmbedding returns Total minus the embedding and the LM head.
+func (p Params) NonEmbedding() int64 { return p.Total - p.Embedding - p.LMHead }
+
+// ActiveNonEmbedding returns Active minus the embedding and the LM head.
+func (p Params) ActiveNonEmbedding() int64 { return p.Active - p.Embedding - p.LMHead }
+
+// Params counts the parameters of m exactly from its tensor list.
+func (m *Model) Params() Params {
+	p := Params{
+		PerLayer:       make([]int64, len(m.Layers)),
+		ActivePerLayer: make([]int64, len(m.Layers)),
+	}
+	expert := make([]int64, len(m.Layers))
+	for _, t := range m.Tensors() {
+		n := t.Numel()
+		p.Total += n
+		switch {
+		case t.Layer < 0:
+			switch t.Kind {
+			case "embedding":
+				p.Embedding += n
+			case "lm_head":
+				p.LMHead += n
+			default:
+				p.FinalNorm += n
+			}
+		case t.Experts > 0:
+			p.PerLayer[t.Layer] += n
+			expert[t.Layer] += n
+		default:
+			p.PerLayer[t.Layer] += n
+			p.ActivePerLayer[t.Layer] += n
+		}
+	}
+	p.Active = p.Embedding + p.LMHead + p.FinalNorm
+	for i, l := range m.Layers {
+		if expert[i] > 0 && l.MoE != nil {
+			// All experts of a layer have the same shape, so the sum divides.
+			p.ActivePerLayer[i] += expert[i] / int64(l.MoE.Experts) * int64(l.MoE.TopK)
+		}
+		p.Experts += expert[i]
+		p.Active += p.ActivePerLayer[i]
+	}
+	return p
+}
+
+// KVElemsPerToken returns the number of key and value elements one token
+// adds to the KV cache, summed over attention layers (2·KV heads·head_dim
+// each), ignoring sliding-window caps. Multiply by the cache element size in
+// bytes (2 for bf16) for bytes per token.
+func (m *Model) KVElemsPerToken() int64 {
+	var n int64
+	for _, l := range m.Layers {
+		if a := l.Attention; a != nil {
+			n += 2 * int64(a.KVHeads) * int64(a.HeadDim)
+		}
+	}
+	return n
+}

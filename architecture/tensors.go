@@ -1,0 +1,326 @@
+package architecture
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// TensorSpec is one tensor a checkpoint of the model must contain.
+type TensorSpec struct {
+	// Name is the HuggingFace state-dict name, e.g. "model.layers.3.mlp.up_proj.weight".
+	Name string
+	// Shape is the PyTorch shape; linear weights are [out, in].
+	Shape []int64
+	// Layer is the decoder layer index, -1 for global tensors (embedding,
+	// final norm, LM head).
+	Layer int
+	// Kind says what the tensor is, independent of the architecture's naming:
+	// "embedding", "lm_head", "norm" (every RMSNorm weight outside a mixer),
+	// "attn_q", "attn_k", "attn_v", "attn_o", "attn_q_norm", "attn_k_norm",
+	// "attn_sinks", "mlp_gate", "mlp_up", "mlp_down", "moe_router",
+	// "moe_router_correction", "expert_gate", "expert_up", "expert_down",
+	// "expert_gate_up" (gpt-oss fused), "shared_up", "shared_down",
+	// "latent_in", "latent_out", "mamba_in", "mamba_conv", "mamba_dt_bias",
+	// "mamba_a_log", "mamba_d", "mamba_norm", "mamba_out". Biases carry the
+	// kind of their weight with a "_bias" suffix ("attn_q_bias").
+	Kind string
+	// Expert is the routed expert index for per-expert tensors, else -1.
+	Expert int
+	// Experts is how many routed experts' weights the tensor holds: 1 for a
+	// per-expert tensor, the expert count for stacked tensors (gpt-oss), 0
+	// for anything else.
+	Experts int
+}
+
+// Numel returns the number of elements.
+func (t TensorSpec) Numel() int64 {
+	n := int64(1)
+	for _, d := range t.Shape {
+		n *= d
+	}
+	return n
+}
+
+// Tensors lists every tensor a HuggingFace checkpoint of m contains, with HF
+// names and shapes, in forward order: the embedding; per layer the norm and
+// weights of the token mixer, then the norm and weights of the feed-forward
+// block; the final norm; the LM head unless tied. (This is the order of the
+// stories260K checkpoint; HF shards may order names differently, so compare
+// by name.)
+//
+// Naming follows m.Arch: Llama-family names (model.layers.N.self_attn.q_proj,
+// mlp.gate_proj, block_sparse_moe.experts.E.w1 for Mixtral,
+// mlp.experts.E.gate_proj for Qwen3-MoE, mlp.router and fused
+// mlp.experts.gate_up_proj for gpt-oss), Nemotron-H names
+// (backbone.layers.N.norm, backbone.layers.N.mixer.*). gpt-oss checkpoints
+// on the Hub store the experts as MXFP4 (…_blocks and …_scales); Tensors
+// lists the dequantised names and shapes transformers uses. Nemotron-3
+// multi-token-prediction layers (mtp.*) are not part of the decoder and are
+// not listed. DeciLM layers without a sub-block have neither its weights nor
+// its norm.
+func (m *Model) Tensors() []TensorSpec {
+	var b tensorList
+	h := int64(m.Hidden)
+	v := int64(m.Vocab)
+	if m.Arch == NemotronH {
+		b.add("backbone.embeddings.weight", -1, "embedding", v, h)
+		for i, l := range m.Layers {
+			p := fmt.Sprintf("backbone.layers.%d.", i)
+			b.add(p+"norm.weight", i, "norm", h)
+			p += "mixer."
+			switch {
+			case l.Mamba != nil:
+				b.mamba(p, i, h, l.Mamba)
+			case l.Attention != nil:
+				b.attention(p, i, h, l.Attention)
+			case l.MLP != nil:
+				b.mlp(p, i, h, l.MLP)
+			case l.MoE != nil:
+				b.nemotronMoE(p, i, h, l.MoE)
+			}
+		}
+		b.add("backbone.norm_f.weight", -1, "norm", h)
+	} else {
+		b.add("model.embed_tokens.weight", -1, "embedding", v, h)
+		for i, l := range m.Layers {
+			p := fmt.Sprintf("model.layers.%d.", i)
+			if l.Attention != nil {
+				b.add(p+"input_layernorm.weight", i, "norm", h)
+				b.attention(p+"self_attn.", i, h, l.Attention)
+			}
+			if l.MLP != nil || l.MoE != nil {
+				b.add(p+"post_attention_layernorm.weight", i, "norm", h)
+			}
+			if l.MLP != nil {
+				b.mlp(p+"mlp.", i, h, l.MLP)
+			}
+			if l.MoE != nil {
+				switch m.Arch {
+				case Mixtral:
+					b.mixtralMoE(p+"block_sparse_moe.", i, h, l.MoE)
+				case GptOss:
+					b.gptOssMoE(p+"mlp.", i, h, l.MoE)
+				default:
+					b.qwenMoE(p+"mlp.", i, h, l.MoE)
+				}
+			}
+		}
+		b.add("model.norm.weight", -1, "norm", h)
+	}
+	if !m.TiedEmbeddings {
+		b.add("lm_head.weight", -1, "lm_head", v, h)
+	}
+	return b.list
+}
+
+type tensorList struct{ list []TensorSpec }
+
+func (b *tensorList) add(name string, layer int, kind string, shape ...int64) {
+	b.list = append(b.list, TensorSpec{Name: name, Shape: shape, Layer: layer, Kind: kind, Expert: -1})
+}
+
+func (b *tensorList) addExpert(name string, layer, expert, experts int, kind string, shape ...int64) {
+	b.list = append(b.list, TensorSpec{Name: name, Shape: shape, Layer: layer, Kind: kind, Expert: expert, Experts: experts})
+}
+
+// linear adds name.weight [out, in] and, with bias, name.bias [out].
+func (b *tensorList) linear(name string, layer int, kind string, bias bool, out, in int64) {
+	b.add(name+".weight", layer, kind, out, in)
+	if bias {
+		b.add(name+".bias", layer, kind+"_bias", out)
+	}
+}
+
+func (b *tensorList) attention(p string, i int, h int64, a *Attention) {
+	q := int64(a.Heads * a.HeadDim)
+	kv := int64(a.KVHeads * a.HeadDim)
+	b.linear(p+"q_proj", i, "attn_q", a.QKVBias, q, h)
+	b.linear(p+"k_proj", i, "attn_k", a.QKVBias, kv, h)
+	b.linear(p+"v_proj", i, "attn_v", a.QKVBias, kv, h)
+	b.linear(p+"o_proj", i, "attn_o", a.OutBias, h, q)
+	if a.QKNorm {
+		b.add(p+"q_norm.weight", i, "attn_q_norm", int64(a.HeadDim))
+		b.add(p+"k_norm.weight", i, "attn_k_norm", int64(a.HeadDim))
+	}
+	if a.Sinks {
+		b.add(p+"sinks", i, "attn_sinks", int64(a.Heads))
+	}
+}
+
+func (b *tensorList) mlp(p string, i int, h int64, x *MLP) {
+	w := int64(x.Width)
+	if x.Gated {
+		b.linear(p+"gate_proj", i, "mlp_gate", x.Bias, w, h)
+	}
+	b.linear(p+"up_proj", i, "mlp_up", x.Bias, w, h)
+	b.linear(p+"down_proj", i, "mlp_down", x.Bias, h, w)
+}
+
+func (b *tensorList) mamba(p string, i int, h int64, x *Mamba) {
+	di := int64(x.DInner())
+	gn := int64(x.Groups * x.StateSize)
+	nh := int64(x.Heads)
+	conv := di + 2*gn
+	b.linear(p+"in_proj", i, "mamba_in", x.Bias, 2*di+2*gn+nh, h)
+	b.add(p+"conv1d.weight", i, "mamba_conv", conv, 1, int64(x.ConvKernel))
+	if x.ConvBias {
+		b.add(p+"conv1d.bias", i, "mamba_conv_bias", conv)
+	}
+	b.add(p+"dt_bias", i, "mamba_dt_bias", nh)
+	b.add(p+"A_log", i, "mamba_a_log", nh)
+	b.add(p+"D", i, "mamba_d", nh)
+	b.add(p+"norm.weight", i, "mamba_norm", di)
+	b.linear(p+"out_proj", i, "mamba_out", x.Bias, h, di)
+}
+
+func (b *tensorList) expertLinear(name string, i, e, n int, kind string, bias bool, out, in int64) {
+	b.addExpert(name+".weight", i, e, n, kind, out, in)
+	if bias {
+		b.addExpert(name+".bias", i, e, n, kind+"_bias", out)
+	}
+}
+
+func (b *tensorList) mixtralMoE(p string, i int, h int64, x *MoE) {
+	b.linear(p+"gate", i, "moe_router", x.RouterBias, int64(x.Experts), h)
+	w := int64(x.ExpertWidth)
+	for e := 0; e < x.Experts; e++ {
+		q := fmt.Sprintf("%sexperts.%d.", p, e)
+		b.expertLinear(q+"w1", i, e, 1, "expert_gate", x.ExpertBias, w, h)
+		b.expertLinear(q+"w2", i, e, 1, "expert_down", x.ExpertBias, h, w)
+		b.expertLinear(q+"w3", i, e, 1, "expert_up", x.ExpertBias, w, h)
+	}
+}
+
+func (b *tensorList) qwenMoE(p string, i int, h int64, x *MoE) {
+	b.linear(p+"gate", i, "moe_router", x.RouterBias, int64(x.Experts), h)
+	w := int64(x.ExpertWidth)
+	for e := 0; e < x.Experts; e++ {
+		q := fmt.Sprintf("%sexperts.%d.", p, e)
+		if x.Gated {
+			b.expertLinear(q+"gate_proj", i, e, 1, "expert_gate", x.ExpertBias, w, h)
+		}
+		b.expertLinear(q+"up_proj", i, e, 1, "expert_up", x.ExpertBias, w, h)
+		b.expertLinear(q+"down_proj", i, e, 1, "expert_down", x.ExpertBias, h, w)
+	}
+	if x.SharedWidth > 0 {
+		s := int64(x.SharedWidth)
+		b.linear(p+"shared_expert.gate_proj", i, "shared_gate", false, s, h)
+		b.linear(p+"shared_expert.up_proj", i, "shared_up", false, s, h)
+		b.linear(p+"shared_expert.down_proj", i, "shared_down", false, h, s)
+	}
+}
+
+// gptOssMoE lists transformers' GptOssMLP: a biased router and the experts
+// stacked in two fused tensors, gate_up_proj [E, hidden, 2·width] and
+// down_proj [E, width, hidden], each with a bias.
+func (b *tensorList) gptOssMoE(p string, i int, h int64, x *MoE) {
+	e := int64(x.Experts)
+	w := int64(x.ExpertWidth)
+	b.linear(p+"router", i, "moe_router", x.RouterBias, e, h)
+	b.addExpert(p+"experts.gate_up_proj", i, -1, x.Experts, "expert_gate_up", e, h, 2*w)
+	if x.ExpertBias {
+		b.addExpert(p+"experts.gate_up_proj_bias", i, -1, x.Experts, "expert_gate_up_bias", e, 2*w)
+	}
+	b.addExpert(p+"experts.down_proj", i, -1, x.Experts, "expert_down", e, w, h)
+	if x.ExpertBias {
+		b.addExpert(p+"experts.down_proj_bias", i, -1, x.Experts, "expert_down_bias", e, h)
+	}
+}
+
+// nemotronMoE lists NemotronH's MoE mixer: a sigmoid router with a score
+// correction bias, optional LatentMoE projections, non-gated experts and a
+// non-gated shared expert at the model width.
+func (b *tensorList) nemotronMoE(p string, i int, h int64, x *MoE) {
+	e := int64(x.Experts)
+	b.linear(p+"gate", i, "moe_router", x.RouterBias, e, h)
+	if x.RouterCorrection {
+		b.add(p+"gate.e_score_correction_bias", i, "moe_router_correction", e)
+	}
+	in := h
+	if x.LatentSize > 0 {
+		in = int64(x.LatentSize)
+		b.linear(p+"fc1_latent_proj", i, "latent_in", x.ExpertBias, in, h)
+	}
+	w := int64(x.ExpertWidth)
+	for k := 0; k < x.Experts; k++ {
+		q := fmt.Sprintf("%sexperts.%d.", p, k)
+		if x.Gated {
+			b.expertLinear(q+"gate_proj", i, k, 1, "expert_gate", x.ExpertBias, w, in)
+		}
+		b.expertLinear(q+"up_proj", i, k, 1, "expert_up", x.ExpertBias, w, in)
+		b.expertLinear(q+"down_proj", i, k, 1, "expert_down", x.ExpertBias, in, w)
+	}
+	if x.LatentSize > 0 {
+		b.linear(p+"fc2_latent_proj", i, "latent_out", x.ExpertBias, h, in)
+	}
+	if x.SharedWidth > 0 {
+		s := int64(x.SharedWidth)
+		if x.Gated {
+			b.linear(p+"shared_experts.gate_proj", i, "shared_gate", x.ExpertBias, s, h)
+		}
+		b.linear(p+"shared_experts.up_proj", i, "shared_up", x.ExpertBias, s, h)
+		b.linear(p+"shared_experts.down_proj", i, "shared_down", x.ExpertBias, h, s)
+	}
+}
+
+// ShapeError lists the differences between a checkpoint's tensors and the
+// ones the model requires.
+type ShapeError struct {
+	Missing    []string // required tensors the checkpoint lacks
+	Unexpected []string // tensors the model does not have
+	Mismatched []string // "name: have [a b], want [c d]"
+}
+
+func (e *ShapeError) Error() string {
+	var parts []string
+	list := func(what string, names []string) {
+		if len(names) == 0 {
+			return
+		}
+		shown := names
+		if len(shown) > 5 {
+			shown = shown[:5]
+		}
+		s := fmt.Sprintf("%d %s (%s", len(names), what, strings.Join(shown, "; "))
+		if len(names) > len(shown) {
+			s += fmt.Sprintf("; and %d more", len(names)-len(shown))
+		}
+		parts = append(parts, s+")")
+	}
+	list("missing", e.Missing)
+	list("unexpected", e.Unexpected)
+	list("with wrong shape", e.Mismatched)
+	return "checkpoint does not match the model: " + strings.Join(parts, ", ")
+}
+
+// CheckShapes compares the tensors of a checkpoint (name → shape) with
+// Tensors and returns a *ShapeError naming every missing, unexpected or
+// mis-shaped tensor, or nil. Names matching ignore (e.g. quantisation
+// scales) are skipped; ignore may be nil.
+func (m *Model) CheckShapes(have map[string][]int64, ignore func(name string) bool) error {
+	var e ShapeError
+	want := m.Tensors()
+	seen := make(map[string]bool, len(want))
+	for _, t := range want {
+		seen[t.Name] = true
+		s, ok := have[t.Name]
+		switch {
+		case !ok:
+			e.Missing = append(e.Missing, t.Name)
+		case !slices.Equal(s, t.Shape):
+			e.Mismatched = append(e.Mismatched, fmt.Sprintf("%s: have %v, want %v", t.Name, s, t.Shape))
+		}
+	}
+	for name := range have {
+		if !seen[name] && (ignore == nil || !ignore(name)) {
+			e.Unexpected = append(e.Unexpected, name)
+		}
+	}
+	sort.Strings(e.Unexpected)
+	if len(e.Missing)+len(e.Unexpected)+len(e.Mismatched) == 0 {
+		return nil
+	}
+	return &e
+}
