@@ -27,7 +27,8 @@ type Model struct {
 	observer Observer
 	skip     []bool
 
-	a *acts
+	a    *acts
+	step *stepBufs
 }
 
 // New builds a model of architecture arch with random weights: matrices and

@@ -1,0 +1,291 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/autocompress/autocompress/engine/blas"
+)
+
+// Cache holds the keys and values of one sequence for incremental decoding.
+// Its capacity is fixed when it is made.
+type Cache struct {
+	n    int
+	cap  int
+	k, v [][]float32 // per layer (cap, kvHeads·head_dim); nil without attention
+}
+
+// NewCache returns an empty KV cache for up to capacity tokens of one
+// sequence.
+func (m *Model) NewCache(capacity int) *Cache {
+	c := &Cache{cap: capacity, k: make([][]float32, len(m.dims)), v: make([][]float32, len(m.dims))}
+	for l, d := range m.dims {
+		if d.attn {
+			c.k[l] = make([]float32, capacity*d.kd)
+			c.v[l] = make([]float32, capacity*d.kd)
+		}
+	}
+	return c
+}
+
+// Len returns the number of tokens in the cache.
+func (c *Cache) Len() int { return c.n }
+
+// Cap returns the capacity in tokens.
+func (c *Cache) Cap() int { return c.cap }
+
+// Reset empties the cache, keeping its memory.
+func (c *Cache) Reset() { c.n = 0 }
+
+// Bytes returns the memory held by the cache.
+func (c *Cache) Bytes() int64 {
+	var n int64
+	for l := range c.k {
+		n += int64(len(c.k[l])+len(c.v[l])) * 4
+	}
+	return n
+}
+
+// stepBufs are the reusable buffers of Step, grown as needed.
+type stepBufs struct {
+	x, ln, ao, tmp []float32
+	q, k, v        []float32
+	rstd, qrstd    []float32
+	gate, up, h    []float32
+	logits         []float32
+}
+
+func grow(b []float32, n int) []float32 {
+	if cap(b) < n {
+		return make([]float32, n)
+	}
+	return b[:n]
+}
+
+// Step appends tokens[i] (at least one token) to the sequence of caches[i],
+// for all i at once, and returns for each sequence the logits (vocab) of its
+// last new token — or, when all is set, of every new token, concatenated
+// (len(tokens[i])·vocab). Sequences may be at different lengths and mix
+// prompt processing (many tokens) with decoding (one token): the linear
+// layers see all new tokens as one matrix. The returned slices are owned by
+// the model and overwritten by the next Step. Layers set by SetSkip are not
+// skipped here.
+func (m *Model) Step(caches []*Cache, tokens [][]int32, all bool) ([][]float32, error) {
+	if len(caches) != len(tokens) {
+		return nil, &InputError{fmt.Sprintf("step: %d caches for %d token lists", len(caches), len(tokens))}
+	}
+	R := 0
+	for i, ts := range tokens {
+		if len(ts) == 0 {
+			return nil, &InputError{fmt.Sprintf("step: sequence %d has no new tokens", i)}
+		}
+		if caches[i].n+len(ts) > caches[i].cap {
+			return nil, &InputError{fmt.Sprintf("step: sequence %d would hold %d tokens, its cache holds %d", i, caches[i].n+len(ts), caches[i].cap)}
+		}
+		for j, t := range ts {
+			if t < 0 || int(t) >= m.arch.Vocab {
+				return nil, &InputError{fmt.Sprintf("step: sequence %d token %d = %d outside the vocabulary [0, %d)", i, j, t, m.arch.Vocab)}
+			}
+		}
+		R += len(ts)
+	}
+	// Row r belongs to sequence rowSeq[r] at position rowPos[r].
+	flat := make([]int32, 0, R)
+	rowPos := make([]int, 0, R)
+	start := make([]int, len(tokens)+1)
+	for i, ts := range tokens {
+		start[i] = len(flat)
+		flat = append(flat, ts...)
+		for j := range ts {
+			rowPos = append(rowPos, caches[i].n+j)
+		}
+	}
+	start[len(tokens)] = R
+	if m.step == nil {
+		m.step = &stepBufs{}
+	}
+	b := m.step
+	H, V := m.arch.Hidden, m.arch.Vocab
+	b.x = grow(b.x, R*H)
+	b.ln = grow(b.ln, R*H)
+	b.tmp = grow(b.tmp, R*H)
+	b.rstd = grow(b.rstd, R)
+	embeddingForward(b.x, m.p.embed, flat, H)
+	pos := func(r int) int { return rowPos[r] }
+	for l, d := range m.dims {
+		w := &m.p.layers[l]
+		if d.attn {
+			b.q, b.k, b.v = grow(b.q, R*d.qd), grow(b.k, R*d.kd), grow(b.v, R*d.kd)
+			b.ao = grow(b.ao, R*d.qd)
+			rmsnormForward(b.ln, b.rstd, b.x, w.inNorm, R, H, m.eps)
+			linearForward(b.q, b.ln, w.q, w.qb, R, H, d.qd)
+			linearForward(b.k, b.ln, w.k, w.kb, R, H, d.kd)
+			linearForward(b.v, b.ln, w.v, w.vb, R, H, d.kd)
+			if d.qkNorm {
+				b.qrstd = grow(b.qrstd, R*d.heads)
+				rmsnormForward(b.q, b.qrstd, b.q, w.qNorm, R*d.heads, d.hd, m.eps)
+				rmsnormForward(b.k, b.qrstd, b.k, w.kNorm, R*d.kvH, d.hd, m.eps)
+			}
+			tab := m.rope[d.hd]
+			maxPos := 0
+			for _, p := range rowPos {
+				maxPos = max(maxPos, p+1)
+			}
+			tab.ensure(maxPos)
+			ropeApply(b.q, R, d.heads, d.hd, tab, pos, 1)
+			ropeApply(b.k, R, d.kvH, d.hd, tab, pos, 1)
+			for i, c := range caches {
+				n := start[i+1] - start[i]
+				copy(c.k[l][c.n*d.kd:(c.n+n)*d.kd], b.k[start[i]*d.kd:start[i+1]*d.kd])
+				copy(c.v[l][c.n*d.kd:(c.n+n)*d.kd], b.v[start[i]*d.kd:start[i+1]*d.kd])
+			}
+			cachedAttention(b.ao, b.q, caches, l, start, d)
+			linearForward(b.tmp, b.ao, w.o, w.ob, R, d.qd, H)
+			residualAdd(b.x, b.tmp)
+		}
+		if d.mlp {
+			F := d.ffn
+			rmsnormForward(b.ln, b.rstd, b.x, w.postNorm, R, H, m.eps)
+			b.up, b.h = grow(b.up, R*F), grow(b.h, R*F)
+			var gate []float32
+			if d.gated {
+				b.gate = grow(b.gate, R*F)
+				gate = b.gate
+				linearForward(gate, b.ln, w.gate, w.gateB, R, H, F)
+			}
+			linearForward(b.up, b.ln, w.up, w.upB, R, H, F)
+			activationForward(b.h, gate, b.up, R, F, d.act)
+			linearForward(b.tmp, b.h, w.down, w.downB, R, F, H)
+			residualAdd(b.x, b.tmp)
+		}
+	}
+	for i, c := range caches {
+		c.n += start[i+1] - start[i]
+	}
+	// Final norm and LM head on the rows whose logits are wanted.
+	var rows []int
+	if all {
+		rows = make([]int, R)
+		for r := range rows {
+			rows[r] = r
+		}
+	} else {
+		for i := range tokens {
+			rows = append(rows, start[i+1]-1)
+		}
+	}
+	sel := b.ln[:len(rows)*H]
+	for j, r := range rows {
+		copy(sel[j*H:(j+1)*H], b.x[r*H:(r+1)*H])
+	}
+	rmsnormForward(sel, b.rstd, sel, m.p.norm, len(rows), H, m.eps)
+	b.logits = grow(b.logits, len(rows)*V)
+	linearForward(b.logits, sel, m.p.head, nil, len(rows), H, V)
+	out := make([][]float32, len(tokens))
+	for i := range tokens {
+		if all {
+			out[i] = b.logits[start[i]*V : start[i+1]*V]
+		} else {
+			out[i] = b.logits[i*V : (i+1)*V]
+		}
+	}
+	return out, nil
+}
+
+// cachedAttention computes, for every new row of every sequence, causal
+// attention over that sequence's cached keys and values (which already hold
+// the new rows). q and ao are (R, heads·hd). Long chunks (prompts) use GEMMs
+// per head; short ones (decoding) use dot products, parallel over
+// sequences × heads.
+func cachedAttention(ao, q []float32, caches []*Cache, l int, start []int, d layerDims) {
+	scale := float32(1 / math.Sqrt(float64(d.hd)))
+	group := d.heads / d.kvH
+	s := attnShape{heads: d.heads, kvH: d.kvH, hd: d.hd, window: d.window}
+	type task struct{ seq, head int }
+	var small []task
+	for i, c := range caches {
+		n := start[i+1] - start[i]
+		if n < 16 {
+			for h := 0; h < d.heads; h++ {
+				small = append(small, task{i, h})
+			}
+			continue
+		}
+		// Prompt chunk: scores (n × total) by GEMM, then masked softmax.
+		total := c.n + n
+		P := make([]float32, n*total)
+		for h := 0; h < d.heads; h++ {
+			g := h / group
+			qo := start[i]*d.qd + h*d.hd
+			blas.Sgemm(false, true, n, total, d.hd, scale, q[qo:], d.qd, c.k[l][g*d.hd:], d.kd, 0, P, total)
+			parallelFor(n, 8, func(lo, hi int) {
+				for r := lo; r < hi; r++ {
+					softmaxRow(P[r*total:(r+1)*total], c.n+r, s)
+				}
+			})
+			blas.Sgemm(false, false, n, d.hd, total, 1, P, total, c.v[l][g*d.hd:], d.kd, 0, ao[qo:], d.qd)
+		}
+	}
+	parallelFor(len(small), 1, func(lo, hi int) {
+		var scores []float32
+		for _, t := range small[lo:hi] {
+			c := caches[t.seq]
+			g := t.head / group
+			n := start[t.seq+1] - start[t.seq]
+			total := c.n + n
+			scores = grow(scores, total)
+			K, Vc := c.k[l], c.v[l]
+			for r := 0; r < n; r++ {
+				row := start[t.seq] + r
+				p := c.n + r
+				qv := q[row*d.qd+t.head*d.hd : row*d.qd+(t.head+1)*d.hd]
+				sc := scores[:p+1]
+				for j := range sc {
+					kv := K[j*d.kd+g*d.hd : j*d.kd+(g+1)*d.hd]
+					var dot float32
+					for e, x := range qv {
+						dot += x * kv[e]
+					}
+					sc[j] = dot * scale
+				}
+				softmaxRow(sc, p, s)
+				out := ao[row*d.qd+t.head*d.hd : row*d.qd+(t.head+1)*d.hd]
+				clear(out)
+				for j, pj := range sc {
+					if pj == 0 {
+						continue
+					}
+					vv := Vc[j*d.kd+g*d.hd : j*d.kd+(g+1)*d.hd]
+					for e := range out {
+						out[e] += pj * vv[e]
+					}
+				}
+			}
+		}
+	})
+}
+
+// softmaxRow turns the scores of query position p against key positions
+// 0..len(row)-1 into masked softmax probabilities in place.
+func softmaxRow(row []float32, p int, s attnShape) {
+	mx := float32(math.Inf(-1))
+	for j, v := range row {
+		if s.allowed(p, j) && v > mx {
+			mx = v
+		}
+	}
+	var sum float32
+	for j, v := range row {
+		if s.allowed(p, j) {
+			e := float32(math.Exp(float64(v - mx)))
+			row[j] = e
+			sum += e
+		} else {
+			row[j] = 0
+		}
+	}
+	inv := 1 / sum
+	for j := range row {
+		row[j] *= inv
+	}
+}
