@@ -13,6 +13,7 @@ import (
 
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/checkpoint"
+	"github.com/autocompress/autocompress/internal/shareddata"
 )
 
 // TestCacheMatchesForward: incremental decoding with the KV cache, several
@@ -377,4 +378,50 @@ func ExampleModel_ForwardLoss() {
 	}
 	fmt.Printf("params %d, initial loss ≈ ln 16: %.2f\n", m.NumParams(), loss)
 	// Output: params 728, initial loss ≈ ln 16: 2.80
+}
+
+// TestTensorSpecsMatchArchitecture cross-checks the engine's tensor list with
+// the architecture package's independent one.
+func TestTensorSpecsMatchArchitecture(t *testing.T) {
+	archs := map[string]*architecture.Model{"tiny-tied": tinyArch(true), "tiny-untied": tinyArch(false), "uniform": uniformArch()}
+	for _, name := range architecture.Presets() {
+		a, err := architecture.Preset(name)
+		if err != nil {
+			t.Fatalf("preset %s: %v", name, err)
+		}
+		archs[name] = a
+	}
+	if dir, ok := shareddata.Dir(); ok {
+		files, _ := filepath.Glob(filepath.Join(dir, "configs", "*.json"))
+		for _, f := range files {
+			if a, err := architecture.Load(f); err == nil {
+				archs[filepath.Base(f)] = a
+			}
+		}
+	}
+	checked := 0
+	for name, a := range archs {
+		specs, err := TensorSpecs(a)
+		if err != nil {
+			var ue *UnsupportedError
+			if !errors.As(err, &ue) {
+				t.Errorf("%s: %v", name, err)
+			}
+			continue
+		}
+		want := map[string]string{}
+		for _, s := range a.Tensors() {
+			want[s.Name] = fmt.Sprint(s.Shape)
+		}
+		if len(specs) != len(want) {
+			t.Errorf("%s: engine has %d tensors, architecture %d", name, len(specs), len(want))
+		}
+		for _, s := range specs {
+			if w, ok := want[s.Name]; !ok || w != fmt.Sprint(s.Shape) {
+				t.Errorf("%s: engine tensor %s %v, architecture %q", name, s.Name, s.Shape, w)
+			}
+		}
+		checked++
+	}
+	t.Logf("%d architectures cross-checked", checked)
 }

@@ -103,6 +103,9 @@ func checkArch(a *architecture.Model) ([]layerDims, error) {
 			return nil, &UnsupportedError{Layer: -1, Feature: fmt.Sprintf("rope_scaling type %q (supported: linear, llama3)", s.Type)}
 		}
 	}
+	if a.Arch == architecture.NemotronH {
+		return nil, &UnsupportedError{Layer: -1, Feature: "Nemotron-H (backbone.* naming, Mamba2 mixers)"}
+	}
 	dims := make([]layerDims, len(a.Layers))
 	for i, l := range a.Layers {
 		if l.Mamba != nil {
@@ -118,6 +121,9 @@ func checkArch(a *architecture.Model) ([]layerDims, error) {
 			}
 			if rotDim(a, at.HeadDim)%2 != 0 {
 				return nil, &UnsupportedError{Layer: i, Feature: fmt.Sprintf("odd rotary dimension %d", rotDim(a, at.HeadDim))}
+			}
+			if at.Sinks {
+				return nil, &UnsupportedError{Layer: i, Feature: "attention sinks (gpt-oss)"}
 			}
 			d.attn = true
 			d.heads, d.kvH, d.hd = at.Heads, at.KVHeads, at.HeadDim
