@@ -1,0 +1,271 @@
+package train
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/engine"
+)
+
+func tinyArch(vocab int) *architecture.Model {
+	layers := make([]architecture.Layer, 2)
+	for i := range layers {
+		layers[i] = architecture.Layer{
+			Attention: &architecture.Attention{Heads: 4, KVHeads: 2, HeadDim: 8},
+			MLP:       &architecture.MLP{Width: 48, Gated: true, Activation: "silu"},
+		}
+	}
+	return &architecture.Model{Arch: "LlamaForCausalLM", ModelType: "llama", Vocab: vocab, Hidden: 32,
+		TiedEmbeddings: true, Norm: architecture.RMSNorm, NormEps: 1e-5, MaxPositions: 64,
+		Rope: architecture.Rope{Theta: 10000, PartialFactor: 1}, BOS: -1, EOS: []int{0}, Layers: layers}
+}
+
+// patternRows returns rows drawn from a simple learnable process: each
+// token is (previous + 1 or + 2) mod vocab.
+func patternRows(n, T, vocab int, seed uint64) [][]int32 {
+	r := rand.New(rand.NewPCG(seed, 1))
+	rows := make([][]int32, n)
+	for i := range rows {
+		row := make([]int32, T+1)
+		row[0] = int32(r.IntN(vocab))
+		for j := 1; j <= T; j++ {
+			row[j] = (row[j-1] + 1 + int32(r.IntN(2))) % int32(vocab)
+		}
+		rows[i] = row
+	}
+	return rows
+}
+
+func newTrainer(t *testing.T, o Options) *Trainer {
+	t.Helper()
+	m, err := engine.New(tinyArch(16), 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(m, patternRows(64, 16, 16, 1), patternRows(8, 16, 16, 2), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func TestLossFalls(t *testing.T) {
+	var log bytes.Buffer
+	tr := newTrainer(t, Options{Steps: 60, Batch: 4, SeqLen: 16, LR: 1e-2, Warmup: 5, EvalEvery: 30, Log: &log})
+	before, err := tr.Evaluate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := tr.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Uniform over 16 tokens is ln 16 = 2.77 nats; the process has 1 bit of
+	// entropy per token (ln 2 = 0.69), which a trained model approaches.
+	if math.Abs(before-math.Log(16)) > 0.3 {
+		t.Errorf("initial validation loss %.3f, want about ln 16 = 2.77", before)
+	}
+	if res.ValLoss > 1.4 || res.LastLoss > 1.4 {
+		t.Errorf("after 60 steps: train %.3f validation %.3f; want < 1.4\n%s", res.LastLoss, res.ValLoss, log.String())
+	}
+	if !strings.Contains(log.String(), "step 30 validation loss") {
+		t.Errorf("no periodic evaluation in the log:\n%s", log.String())
+	}
+}
+
+// TestResumeBitIdentical: 20 steps straight equal 8 steps, a checkpoint, a
+// fresh process state resumed from it, and 12 more steps — bit for bit.
+func TestResumeBitIdentical(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{Steps: 20, Batch: 3, SeqLen: 16, LR: 5e-3, Warmup: 3, Seed: 7, EvalEvery: 0}
+	a := newTrainer(t, o)
+	if _, err := a.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	ckpt := filepath.Join(dir, "train.ckpt")
+	o1 := o
+	o1.CheckpointPath = ckpt
+	o1.CheckpointEvery = 8
+	const stopAt = 8
+	o2 := o1
+	o2.StopAt = stopAt
+	b := newTrainer(t, o2)
+	if _, err := b.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	c := newTrainer(t, o1) // fresh model with the initial weights
+	if err := c.Resume(ckpt); err != nil {
+		t.Fatal(err)
+	}
+	if c.State.Step != stopAt {
+		t.Fatalf("resumed at step %d, want %d", c.State.Step, stopAt)
+	}
+	if _, err := c.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(a.Model.Params(), c.Model.Params()) || !slices.Equal(a.Opt.V, c.Opt.V) {
+		t.Fatal("resumed run differs from the uninterrupted run")
+	}
+	if a.State.Epoch != c.State.Epoch || a.State.Index != c.State.Index {
+		t.Errorf("data position %d/%d vs %d/%d", a.State.Epoch, a.State.Index, c.State.Epoch, c.State.Index)
+	}
+}
+
+func TestInterruptWritesCheckpoint(t *testing.T) {
+	ckpt := filepath.Join(t.TempDir(), "c")
+	tr := newTrainer(t, Options{Steps: 50, Batch: 2, SeqLen: 16, CheckpointPath: ckpt, CheckpointEvery: 1000})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := tr.Run(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := os.Stat(ckpt); err != nil {
+		t.Fatalf("no checkpoint after interrupt: %v", err)
+	}
+}
+
+func TestResumeErrors(t *testing.T) {
+	dir := t.TempDir()
+	ckpt := filepath.Join(dir, "c")
+	tr := newTrainer(t, Options{Steps: 2, Batch: 2, SeqLen: 16, CheckpointPath: ckpt})
+	if _, err := tr.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	good, _ := os.ReadFile(ckpt)
+	write := func(b []byte) string {
+		p := filepath.Join(dir, fmt.Sprint("x", len(b)))
+		os.WriteFile(p, b, 0o644)
+		return p
+	}
+	corrupt := append([]byte(nil), good...)
+	corrupt[len(corrupt)/2] ^= 1
+	tests := []struct {
+		name string
+		path string
+		tr   *Trainer
+		want string
+	}{
+		{"missing", filepath.Join(dir, "nope"), tr, "no such file"},
+		{"magic", write([]byte("hello world, not a checkpoint")), tr, "not a training checkpoint"},
+		{"truncated", write(good[:len(good)-10]), tr, "CRC mismatch"},
+		{"corrupt", write(corrupt), tr, "CRC mismatch"},
+		{"seqlen", ckpt, func() *Trainer {
+			m, _ := engine.New(tinyArch(16), 1)
+			x, _ := New(m, patternRows(64, 8, 16, 1), nil, Options{Steps: 2, Batch: 2, SeqLen: 8})
+			return x
+		}(), "resume with the same data"},
+		{"arch", ckpt, func() *Trainer {
+			m, _ := engine.New(tinyArch(17), 1)
+			x, _ := New(m, patternRows(64, 16, 16, 1), nil, Options{Steps: 2, Batch: 2, SeqLen: 16})
+			return x
+		}(), "architecture"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.tr.Resume(tc.path)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestSchedule(t *testing.T) {
+	s := Schedule{Peak: 1, Min: 0.1, Warmup: 10, Total: 110}
+	tests := []struct {
+		step int
+		want float64
+	}{{0, 0.1}, {4, 0.5}, {9, 1}, {10, 1}, {60, 0.55}, {110, 0.1}, {500, 0.1}}
+	for _, tc := range tests {
+		if got := s.LR(tc.step); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("LR(%d) = %g, want %g", tc.step, got, tc.want)
+		}
+	}
+}
+
+func TestAdamWByHand(t *testing.T) {
+	// Two parameters, one decayed, one a norm weight; two steps checked
+	// against the formulas evaluated in float64.
+	o := NewAdamW(2, []Span{{"w", 0, 1}, {"model.norm.weight", 1, 1}}, 0.9, 0.99, 1e-8, 0.5)
+	p := []float32{1, 2}
+	g := []float32{0.1, -0.2}
+	var m, v [2]float64
+	want := []float64{1, 2}
+	for step := 1; step <= 2; step++ {
+		if err := o.Step(p, g, 0.01); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 {
+			m[i] = 0.9*m[i] + 0.1*float64(g[i])
+			v[i] = 0.99*v[i] + 0.01*float64(g[i])*float64(g[i])
+			u := m[i] / (1 - math.Pow(0.9, float64(step))) / (math.Sqrt(v[i]/(1-math.Pow(0.99, float64(step)))) + 1e-8)
+			if i == 0 {
+				u += 0.5 * want[i]
+			}
+			want[i] -= 0.01 * u
+		}
+	}
+	for i := range p {
+		if math.Abs(float64(p[i])-want[i]) > 1e-6 {
+			t.Errorf("param %d = %.7f, want %.7f", i, p[i], want[i])
+		}
+	}
+	if err := o.Step(p, g[:1], 0.01); err == nil {
+		t.Error("length mismatch accepted")
+	}
+}
+
+func TestNoDecay(t *testing.T) {
+	for name, want := range map[string]bool{
+		"model.norm.weight": true, "model.layers.0.input_layernorm.weight": true,
+		"model.layers.0.self_attn.q_norm.weight": true, "model.layers.0.self_attn.q_proj.bias": true,
+		"model.layers.0.self_attn.q_proj.weight": false, "model.embed_tokens.weight": false, "lm_head.weight": false,
+	} {
+		if NoDecay(name) != want {
+			t.Errorf("NoDecay(%q) = %v", name, !want)
+		}
+	}
+}
+
+func TestClipGradNorm(t *testing.T) {
+	g := []float32{3, 4}
+	if n := ClipGradNorm(g, 1); n != 5 || math.Abs(float64(g[0])-0.6) > 1e-7 || math.Abs(float64(g[1])-0.8) > 1e-7 {
+		t.Errorf("norm %g grads %v", n, g)
+	}
+	g = []float32{0.3, 0.4}
+	if n := ClipGradNorm(g, 1); math.Abs(n-0.5) > 1e-7 || g[0] != 0.3 {
+		t.Errorf("below the limit: norm %g grads %v", n, g)
+	}
+	g = []float32{float32(math.Inf(1)), 1}
+	if n := ClipGradNorm(g, 1); !math.IsInf(n, 1) || g[1] != 1 {
+		t.Errorf("infinite: %g %v", n, g)
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	m, _ := engine.New(tinyArch(16), 1)
+	if _, err := New(m, patternRows(2, 16, 16, 1), nil, Options{Batch: 4, SeqLen: 16}); err == nil || !strings.Contains(err.Error(), "fewer than one batch") {
+		t.Errorf("too little data: %v", err)
+	}
+	if _, err := New(m, patternRows(8, 10, 16, 1), nil, Options{Batch: 4, SeqLen: 16}); err == nil || !strings.Contains(err.Error(), "want seq-len+1") {
+		t.Errorf("row length: %v", err)
+	}
+	for _, o := range []Options{{Steps: -1}, {LR: 1, MinLR: 2}, {Beta1: 1}} {
+		o.EnsureDefaults()
+		if o.Validate() == nil {
+			t.Errorf("%+v accepted", o)
+		}
+	}
+}
