@@ -1,0 +1,468 @@
+package export
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/checkpoint"
+)
+
+// Violation is one broken rule.
+type Violation struct {
+	Layer  int    `json:"layer"`            // layer index, -1 when global
+	Tensor string `json:"tensor,omitempty"` // the tensor involved, if any
+	Rule   string `json:"rule"`             // short rule id, e.g. "decilm-ffn-mult-only"
+	Msg    string `json:"message"`          // what is wrong and how to fix it
+}
+
+func (v Violation) String() string {
+	var b strings.Builder
+	if v.Layer >= 0 {
+		fmt.Fprintf(&b, "layer %d: ", v.Layer)
+	}
+	if v.Tensor != "" {
+		fmt.Fprintf(&b, "tensor %s: ", v.Tensor)
+	}
+	fmt.Fprintf(&b, "%s [%s]", v.Msg, v.Rule)
+	return b.String()
+}
+
+// Report is the result of validating one checkpoint for one engine.
+type Report struct {
+	Engine string `json:"engine"`
+	Dir    string `json:"dir,omitempty"`
+	Arch   string `json:"architecture,omitempty"`
+	Layers int    `json:"layers"`
+	// Violations make the engine fail to load the checkpoint (or load it
+	// wrongly). Warnings are legal but worth knowing (alignment, KV page
+	// sizes, rules marked "verify").
+	Violations []Violation `json:"violations"`
+	Warnings   []Violation `json:"warnings"`
+}
+
+// OK reports whether there is no violation.
+func (r *Report) OK() bool { return len(r.Violations) == 0 }
+
+// Err returns a *ValidationError when there are violations, else nil.
+func (r *Report) Err() error {
+	if r.OK() {
+		return nil
+	}
+	return &ValidationError{Report: r}
+}
+
+func (r *Report) violate(layer int, tensor, rule, format string, a ...any) {
+	r.Violations = append(r.Violations, Violation{Layer: layer, Tensor: tensor, Rule: rule, Msg: fmt.Sprintf(format, a...)})
+}
+
+func (r *Report) warn(layer int, tensor, rule, format string, a ...any) {
+	r.Warnings = append(r.Warnings, Violation{Layer: layer, Tensor: tensor, Rule: rule, Msg: fmt.Sprintf(format, a...)})
+}
+
+// ValidationError is returned when a checkpoint breaks an engine's rules.
+type ValidationError struct{ Report *Report }
+
+func (e *ValidationError) Error() string {
+	r := e.Report
+	var b strings.Builder
+	where := r.Dir
+	if where == "" {
+		where = "checkpoint"
+	}
+	engine := r.Engine
+	if engine == "" {
+		engine = "any engine"
+	}
+	fmt.Fprintf(&b, "%s breaks %d rule(s) of %s:", where, len(r.Violations), engine)
+	for _, v := range r.Violations {
+		b.WriteString("\n  " + v.String())
+	}
+	return b.String()
+}
+
+// ValidateDir validates the checkpoint directory dir (config.json plus
+// safetensors weights) for engine ("" checks only what every engine needs:
+// the tensors present and shaped like the config). The error is for what
+// stops validation itself (unknown engine, unreadable directory); rule
+// violations are in the report.
+func ValidateDir(dir, engine string) (*Report, error) {
+	caps, err := capsFor(engine)
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return nil, fmt.Errorf("validate: %w", err)
+	}
+	r, m := validateConfig(data, caps)
+	r.Dir = dir
+	if caps.RemoteCode && m != nil && m.Arch == architecture.DeciLM {
+		checkRemoteCode(r, dir, m)
+	}
+	if m == nil {
+		return r, nil
+	}
+	ck, err := checkpoint.Open(dir)
+	if err != nil {
+		r.violate(-1, "", "weights", "cannot read the weights: %v", err)
+		return r, nil
+	}
+	defer ck.Close()
+	checkTensors(r, m, ck.Tensors())
+	return r, nil
+}
+
+// ValidateConfig validates a config.json alone for engine.
+func ValidateConfig(data []byte, engine string) (*Report, error) {
+	caps, err := capsFor(engine)
+	if err != nil {
+		return nil, err
+	}
+	r, _ := validateConfig(data, caps)
+	return r, nil
+}
+
+// ValidateModel validates a model description (without weights) for engine.
+func ValidateModel(m *architecture.Model, engine string) (*Report, error) {
+	caps, err := capsFor(engine)
+	if err != nil {
+		return nil, err
+	}
+	r := &Report{Engine: engine, Arch: m.Arch, Layers: len(m.Layers)}
+	checkModel(r, m, caps, m.Raw)
+	return r, nil
+}
+
+// CheckDir is ValidateDir returning an error when the checkpoint breaks a
+// rule; it has the signature prune.Options.Validate expects.
+func CheckDir(dir, engine string) error {
+	r, err := ValidateDir(dir, engine)
+	if err != nil {
+		return err
+	}
+	return r.Err()
+}
+
+func capsFor(engine string) (Capabilities, error) {
+	if engine == "" {
+		return Capabilities{Native: nativeAll, DeciLM: true, FFNIntermediateSize: true,
+			LinearAttention: true, LinearFFN: true, DeciLMBias: true}, nil
+	}
+	return Lookup(engine)
+}
+
+func validateConfig(data []byte, caps Capabilities) (*Report, *architecture.Model) {
+	r := &Report{Engine: caps.Name}
+	m, err := architecture.FromConfig(data)
+	var raw map[string]any
+	if m != nil {
+		raw = m.Raw
+	}
+	if raw == nil {
+		// Decode what we can for block-level rules (FromConfig refuses
+		// replace_with_linear blocks, which some engines load).
+		_ = json.Unmarshal(data, &raw)
+	}
+	if raw != nil {
+		if a, ok := raw["architectures"].([]any); ok && len(a) > 0 {
+			r.Arch, _ = a[0].(string)
+		}
+	}
+	if r.Arch == architecture.DeciLM || raw != nil && raw["model_type"] == "nemotron-nas" {
+		checkDeciLMRaw(r, raw, caps)
+	}
+	if err != nil {
+		var ua *architecture.UnsupportedArchError
+		if errors.As(err, &ua) && strings.Contains(err.Error(), "replace_with_linear") {
+			if len(r.Violations) == 0 {
+				r.warn(-1, "", "decilm-linear", "replace_with_linear blocks load in %s but autocompress cannot check their shapes", caps.Name)
+			}
+			return r, nil
+		}
+		r.violate(-1, "", "config", "config.json: %v", err)
+		return r, nil
+	}
+	r.Layers = len(m.Layers)
+	checkModel(r, m, caps, raw)
+	return r, m
+}
+
+// checkModel applies the rules that need the parsed model.
+func checkModel(r *Report, m *architecture.Model, caps Capabilities, raw map[string]any) {
+	deci := m.Arch == architecture.DeciLM
+	if deci && !caps.DeciLM {
+		r.violate(-1, "", "architecture", "%s does not load DeciLM block_configs; export a uniform child in the native format", caps.Name)
+	}
+	if !deci && caps.Name != "" && !caps.native(m.Arch) {
+		r.violate(-1, "", "architecture", "%s does not serve %s", caps.Name, m.Arch)
+	}
+	var firstHeads, firstHeadDim = -1, -1
+	var kvs []int
+	for i, l := range m.Layers {
+		if a := l.Attention; a != nil {
+			if a.KVHeads <= 0 || a.Heads%a.KVHeads != 0 {
+				r.violate(i, "", "gqa", "%d query heads are not a whole multiple of %d KV heads", a.Heads, a.KVHeads)
+			}
+			if deci {
+				if a.QKNorm {
+					r.violate(i, "", "decilm-qk-norm", "DeciLM blocks have no qk-norm; a Qwen3-style model cannot be exported as DeciLM (use the native or padded format)")
+				}
+				if firstHeads < 0 {
+					firstHeads, firstHeadDim = a.Heads, a.HeadDim
+				} else if a.Heads != firstHeads || a.HeadDim != firstHeadDim {
+					r.violate(i, "", "decilm-global-heads", "DeciLM query heads and head_dim are global: layer has %d×%d, first attention layer %d×%d", a.Heads, a.HeadDim, firstHeads, firstHeadDim)
+				}
+				kvs = append(kvs, a.KVHeads)
+				if caps.DeciLMHeadDimRule && a.HeadDim*a.Heads != m.Hidden && i == firstAttention(m) {
+					r.violate(-1, "", "head-dim", "%s derives head_dim as hidden_size/num_attention_heads = %d/%d = %d for DeciLM, but the model has head_dim %d; keep hidden = heads × head_dim (do not prune hidden channels while keeping the head count) or export in the native format",
+						caps.Name, m.Hidden, a.Heads, m.Hidden/max(a.Heads, 1), a.HeadDim)
+				}
+				if (a.QKVBias || a.OutBias) && !caps.DeciLMBias {
+					r.violate(i, "", "decilm-bias", "%s builds DeciLM attention with bias=False, but attention_bias is true", caps.Name)
+				}
+			}
+		}
+		if x := l.Mamba; x != nil && (x.Groups <= 0 || x.Heads%x.Groups != 0) {
+			r.violate(i, "", "mamba-groups", "mamba_num_heads %d not divisible by n_groups %d", x.Heads, x.Groups)
+		}
+		if x := l.MLP; x != nil && deci && x.Width%DeciLMFFNMultiple != 0 {
+			if caps.FFNIntermediateSize {
+				r.warn(i, "", "ffn-alignment", "FFN width %d is not a multiple of %d; engines reading ffn_mult would round it up", x.Width, DeciLMFFNMultiple)
+			} else {
+				r.violate(i, "", "decilm-ffn-multiple", "FFN width %d is not a multiple of %d: %s rounds ffn_mult up to the next multiple (%d) and the weights will not load",
+					x.Width, DeciLMFFNMultiple, caps.Name, (x.Width+255)/256*256)
+			}
+		}
+	}
+	if deci && caps.KVPageRatios && len(kvs) > 1 {
+		mx := 0
+		for _, k := range kvs {
+			mx = max(mx, k)
+		}
+		for i, l := range m.Layers {
+			if a := l.Attention; a != nil && a.KVHeads > 0 && mx%a.KVHeads != 0 {
+				r.warn(i, "", "kv-page-ratio", "%d KV heads do not divide the largest layer's %d; older vLLM V1 builds need KV cache pages that divide each other (prefer power-of-two ratios)", a.KVHeads, mx)
+			}
+		}
+	}
+}
+
+func firstAttention(m *architecture.Model) int {
+	for i, l := range m.Layers {
+		if l.Attention != nil {
+			return i
+		}
+	}
+	return -1
+}
+
+// checkDeciLMRaw applies the block_configs rules that need the raw JSON:
+// ffn_mult versus intermediate_size, the ffn_mult round trip, n_heads_in_group
+// divisibility and replace_with_linear.
+func checkDeciLMRaw(r *Report, raw map[string]any, caps Capabilities) {
+	blocks, _ := raw["block_configs"].([]any)
+	hidden := intOf(raw["hidden_size"])
+	heads := intOf(raw["num_attention_heads"])
+	if caps.Name != "" && caps.RemoteCode {
+		if _, ok := raw["auto_map"]; !ok {
+			r.violate(-1, "", "remote-code", "DeciLM loads in transformers only through remote code, but config.json has no auto_map (add auto_map for configuration_decilm.DeciLMConfig / modeling_decilm.DeciLMForCausalLM and ship those files)")
+		}
+	}
+	for i, b := range blocks {
+		blk, _ := b.(map[string]any)
+		att, _ := blk["attention"].(map[string]any)
+		ffn, _ := blk["ffn"].(map[string]any)
+		if att != nil {
+			if truthy(att["replace_with_linear"]) && !caps.LinearAttention {
+				r.violate(i, "", "decilm-linear", "attention.replace_with_linear is not loaded by %s (only TensorRT-LLM and llama.cpp load linear attention); use no_op or keep the attention", caps.Name)
+			}
+			if g, ok := att["n_heads_in_group"]; ok && g != nil && !truthy(att["no_op"]) {
+				n := intOf(g)
+				if n <= 0 || heads > 0 && heads%n != 0 {
+					r.violate(i, "", "decilm-n-heads-in-group", "n_heads_in_group %v must divide num_attention_heads %d", g, heads)
+				}
+			}
+		}
+		if ffn != nil {
+			if truthy(ffn["replace_with_linear"]) && !caps.LinearFFN {
+				r.violate(i, "", "decilm-linear", "ffn.replace_with_linear is not loaded by %s; use no_op or keep the FFN", caps.Name)
+			}
+			if truthy(ffn["no_op"]) || truthy(ffn["replace_with_linear"]) {
+				continue
+			}
+			is, hasIS := ffn["intermediate_size"]
+			mult, hasMult := ffn["ffn_mult"]
+			hasIS = hasIS && is != nil
+			hasMult = hasMult && mult != nil
+			switch {
+			case !hasMult && hasIS && !caps.FFNIntermediateSize:
+				r.violate(i, "", "decilm-ffn-mult-only", "%s reads only ffn.ffn_mult, but this block gives ffn.intermediate_size %v; write ffn_mult = %s", caps.Name, is, strconv.FormatFloat(FFNMult(intOf(is), max(hidden, 1)), 'g', -1, 64))
+			case hasMult && hidden > 0:
+				f, ok := numOf(mult)
+				if !ok {
+					r.violate(i, "", "decilm-ffn-mult", "ffn_mult %v is not a number", mult)
+					continue
+				}
+				w := DeciLMFFNWidth(f, hidden)
+				if hasIS && intOf(is) != w && caps.FFNIntermediateSize {
+					// Engines that read intermediate_size and those that read
+					// ffn_mult would build different widths.
+					r.violate(i, "", "decilm-ffn-round-trip", "ffn_mult %v gives width %d under round_up(int(2·ffn_mult·hidden/3), 256) but intermediate_size is %v", f, w, is)
+				}
+				if exact := 2 * f * float64(hidden) / 3; math.Abs(exact-float64(w)) >= 1 {
+					r.warn(i, "", "decilm-ffn-round-trip", "ffn_mult %v gives %.3f before rounding up to %d; write ffn_mult = 3·width/(2·hidden) of a multiple-of-256 width so that every engine builds the same width", f, exact, w)
+				}
+			case !hasMult && !hasIS:
+				r.violate(i, "", "decilm-ffn-mult", "block has neither ffn_mult nor intermediate_size")
+			}
+		}
+	}
+}
+
+// checkRemoteCode verifies that the auto_map Python files are present.
+func checkRemoteCode(r *Report, dir string, m *architecture.Model) {
+	am, _ := m.Raw["auto_map"].(map[string]any)
+	if am == nil {
+		return // reported by checkDeciLMRaw
+	}
+	keys := make([]string, 0, len(am))
+	for k := range am {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	seen := map[string]bool{}
+	for _, k := range keys {
+		v, _ := am[k].(string)
+		if v == "" || strings.Contains(v, "--") { // "repo--module.Class" refers to a hub repository
+			continue
+		}
+		mod := v[:max(strings.LastIndex(v, "."), 0)]
+		file := mod + ".py"
+		if seen[file] {
+			continue
+		}
+		seen[file] = true
+		if _, err := os.Stat(filepath.Join(dir, file)); err != nil {
+			r.violate(-1, "", "remote-code", "auto_map.%s needs %s beside the weights (transformers loads DeciLM through remote code); copy it from the parent's model repository (e.g. nvidia/Llama-3_1-Nemotron-51B-Instruct) after checking its licence", k, file)
+		}
+	}
+}
+
+var layerOf = regexp.MustCompile(`\.layers\.(\d+)\.`)
+
+// checkTensors compares the stored tensors with the ones the config implies.
+func checkTensors(r *Report, m *architecture.Model, got []checkpoint.TensorInfo) {
+	want := m.Tensors()
+	have := make(map[string]checkpoint.TensorInfo, len(got))
+	for _, t := range got {
+		have[t.Name] = t
+	}
+	layer := func(name string) int {
+		if s := layerOf.FindStringSubmatch(name); s != nil {
+			n, _ := strconv.Atoi(s[1])
+			return n
+		}
+		return -1
+	}
+	wantSet := make(map[string]bool, len(want))
+	for _, w := range want {
+		wantSet[w.Name] = true
+		t, ok := have[w.Name]
+		if !ok {
+			if w.Name == "lm_head.weight" && m.TiedEmbeddings {
+				continue
+			}
+			r.violate(layer(w.Name), w.Name, "tensor-missing", "missing: the config implies shape %v", w.Shape)
+			continue
+		}
+		if !sameShape(t.Shape, w.Shape) {
+			r.violate(layer(w.Name), w.Name, "tensor-shape", "shape %v in %s at byte offset %d, but the config implies %v", t.Shape, filepath.Base(t.File), t.Offset, w.Shape)
+		}
+	}
+	for _, t := range got {
+		if wantSet[t.Name] {
+			continue
+		}
+		switch {
+		case t.Name == "lm_head.weight" && m.TiedEmbeddings:
+			r.warn(-1, t.Name, "tied-duplicate", "tie_word_embeddings is true but lm_head.weight is stored as well (engines ignore it; it wastes space)")
+		case strings.HasSuffix(t.Name, "rotary_emb.inv_freq"):
+		case strings.HasSuffix(t.Name, "q_norm.weight") || strings.HasSuffix(t.Name, "k_norm.weight"):
+			r.violate(layer(t.Name), t.Name, "decilm-qk-norm", "qk-norm weight present, but %s has no qk-norm; the engine would ignore it and compute a different function", m.Arch)
+		default:
+			r.violate(layer(t.Name), t.Name, "tensor-unexpected", "not part of %s as configured (shape %v)", m.Arch, t.Shape)
+		}
+	}
+	if dt := m.DType; dt != "" {
+		counts := map[string]int{}
+		for _, t := range got {
+			if n := t.DType.TorchName(); n != "" && t.DType.IsFloat() && len(t.Shape) >= 2 {
+				counts[n]++
+			}
+		}
+		for n := range counts {
+			if n != dt && "torch."+dt != n && strings.TrimPrefix(n, "torch.") != dt {
+				r.warn(-1, "", "dtype", "config torch_dtype is %s but %d matrices are %s", dt, counts[n], n)
+			}
+		}
+	}
+}
+
+func sameShape(a []int64, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func truthy(v any) bool {
+	b, ok := v.(bool)
+	return ok && b
+}
+
+// numOf converts a decoded JSON number of any representation.
+func numOf(v any) (float64, bool) {
+	switch x := v.(type) {
+	case float64:
+		return x, true
+	case float32:
+		return float64(x), true
+	case int:
+		return float64(x), true
+	case int64:
+		return float64(x), true
+	case json.Number:
+		f, err := x.Float64()
+		return f, err == nil
+	}
+	return 0, false
+}
+
+func intOf(v any) int {
+	switch x := v.(type) {
+	case float64:
+		return int(x)
+	case int:
+		return x
+	case int64:
+		return int(x)
+	case json.Number:
+		n, _ := x.Int64()
+		return int(n)
+	}
+	return 0
+}

@@ -1,0 +1,491 @@
+package prune
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/autocompress/autocompress/architecture"
+)
+
+// Layout is a plan resolved against a parent model: for every child layer,
+// which parent layer it comes from and which parent heads, KV groups,
+// neurons and Mamba heads it keeps, in child order. An index of -1 stands for
+// a zero-filled (padded) row or column.
+type Layout struct {
+	Parent *architecture.Model
+	Child  *architecture.Model
+	// Format is the resolved output format (native, decilm or padded).
+	Format string
+	// Hidden lists the kept hidden channels; nil keeps all in order.
+	Hidden []int
+	// Layers has one entry per child layer.
+	Layers []LayerLayout
+}
+
+// LayerLayout maps one child layer onto its parent layer.
+type LayerLayout struct {
+	Parent int // parent layer index
+	// Heads and KVHeads list parent query heads and KV groups in child order
+	// (-1 = zero padding); nil when the child layer has no attention.
+	Heads, KVHeads []int
+	// Neurons lists parent MLP neurons (-1 = zero padding).
+	Neurons []int
+	// MambaHeads lists parent Mamba heads.
+	MambaHeads []int
+	// ZeroAttention and ZeroMLP mark sub-blocks removed by the plan but kept
+	// as all-zero weights in the padded format.
+	ZeroAttention, ZeroMLP bool
+}
+
+// identity reports whether the layout keeps every parameter of the parent
+// unchanged and in place.
+func (l *Layout) identity() bool {
+	if l.Hidden != nil && !isRange(l.Hidden, l.Parent.Hidden) || len(l.Layers) != len(l.Parent.Layers) {
+		return false
+	}
+	for i, ll := range l.Layers {
+		p := l.Parent.Layers[i]
+		if ll.Parent != i || ll.ZeroAttention || ll.ZeroMLP {
+			return false
+		}
+		if p.Attention != nil && (!isRange(ll.Heads, p.Attention.Heads) || !isRange(ll.KVHeads, p.Attention.KVHeads)) {
+			return false
+		}
+		if p.MLP != nil && !isRange(ll.Neurons, p.MLP.Width) {
+			return false
+		}
+		if p.Mamba != nil && !isRange(ll.MambaHeads, p.Mamba.Heads) {
+			return false
+		}
+	}
+	return true
+}
+
+func isRange(idx []int, n int) bool {
+	if len(idx) != n {
+		return false
+	}
+	for i, v := range idx {
+		if v != i {
+			return false
+		}
+	}
+	return true
+}
+
+func seq(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}
+
+// llamaFamily reports whether the architecture has a Llama-type block that
+// DeciLM block_configs can express.
+func llamaFamily(m *architecture.Model) bool {
+	switch m.Arch {
+	case "LlamaForCausalLM", "MistralForCausalLM", "DeciLMForCausalLM":
+	default:
+		return false
+	}
+	for _, l := range m.Layers {
+		if l.Mamba != nil || l.MoE != nil {
+			return false
+		}
+		if l.Attention != nil && (l.Attention.QKNorm || l.Attention.OutBias) {
+			return false
+		}
+		if l.MLP != nil && !l.MLP.Gated {
+			return false
+		}
+	}
+	return true
+}
+
+// isDeciLM reports whether m is stored as DeciLM block_configs.
+func isDeciLM(m *architecture.Model) bool {
+	return m.Arch == "DeciLMForCausalLM" || m.ModelType == "nemotron-nas"
+}
+
+// Resolve checks the plan against the parent and computes the child layout
+// and model. Every problem is reported in one *PlanError naming the layer and
+// the field.
+func Resolve(parent *architecture.Model, p *Plan) (*Layout, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	e := &PlanError{}
+	format := p.Format()
+	if isDeciLM(parent) && format == FormatNative {
+		format = FormatDeciLM
+	}
+	if format == FormatDeciLM && !llamaFamily(parent) {
+		e.add(-1, "output_format", "decilm needs a Llama-family parent (RMSNorm, gated MLP, no qk-norm, no Mamba or MoE); %s cannot be expressed as DeciLM block_configs: use native or padded", parent.Arch)
+	}
+	for _, v := range p.Hidden {
+		if v >= parent.Hidden {
+			e.add(-1, "hidden", "index %d out of range (hidden_size %d)", v, parent.Hidden)
+			break
+		}
+	}
+	for _, lp := range p.Layers {
+		if lp.Layer >= len(parent.Layers) {
+			e.add(lp.Layer, "layer", "out of range (the parent has %d layers)", len(parent.Layers))
+		}
+	}
+	if len(e.Issues) > 0 {
+		return nil, e
+	}
+
+	lay := &Layout{Parent: parent, Format: format}
+	if p.Hidden != nil {
+		lay.Hidden = append([]int(nil), p.Hidden...)
+	}
+	type kept struct {
+		parent     int
+		attn       *architecture.Attention
+		mlp        *architecture.MLP
+		mamba      *architecture.Mamba
+		moe        *architecture.MoE
+		heads, kv  []int
+		neurons    []int
+		mambaHeads []int
+		zeroAttn   bool
+		zeroMLP    bool
+	}
+	var ks []kept
+	for li, pl := range parent.Layers {
+		lp := p.layerPlan(li)
+		if lp == nil {
+			lp = &LayerPlan{Layer: li}
+		}
+		if lp.Remove {
+			continue
+		}
+		k := kept{parent: li, attn: pl.Attention, mlp: pl.MLP, mamba: pl.Mamba, moe: pl.MoE}
+		blocks := 0
+		for _, b := range []bool{pl.Attention != nil, pl.MLP != nil, pl.Mamba != nil, pl.MoE != nil} {
+			if b {
+				blocks++
+			}
+		}
+		if lp.RemoveAttention {
+			switch {
+			case pl.Attention == nil:
+				e.add(li, "remove_attention", "the layer has no attention block")
+			case blocks == 1:
+				e.add(li, "remove_attention", "attention is the layer's only block; use \"remove\": true")
+			}
+			k.attn = nil
+			k.zeroAttn = format == FormatPadded
+		}
+		if lp.RemoveMLP {
+			switch {
+			case pl.MLP == nil:
+				e.add(li, "remove_mlp", "the layer has no MLP block")
+			case blocks == 1:
+				e.add(li, "remove_mlp", "the MLP is the layer's only block; use \"remove\": true")
+			}
+			k.mlp = nil
+			k.zeroMLP = format == FormatPadded
+		}
+		if (lp.RemoveAttention || lp.RemoveMLP) && format == FormatNative {
+			e.add(li, "remove_attention/remove_mlp", "removing one sub-block of a layer is not expressible in the native %s format; use output_format decilm (Llama family) or padded", parent.Arch)
+		}
+		// Attention heads.
+		if (lp.Heads != nil || lp.KVHeads != nil) && pl.Attention == nil {
+			e.add(li, "heads", "the layer has no attention block")
+		} else if k.attn != nil {
+			a := pl.Attention
+			k.heads, k.kv = resolveHeads(e, li, a, lp.Heads, lp.KVHeads)
+		}
+		if lp.Neurons != nil && pl.MLP == nil {
+			if pl.MoE != nil {
+				e.add(li, "neurons", "MoE expert pruning is not supported; the layer has no dense MLP")
+			} else {
+				e.add(li, "neurons", "the layer has no MLP block")
+			}
+		} else if k.mlp != nil {
+			k.neurons = seq(pl.MLP.Width)
+			if lp.Neurons != nil {
+				if last := lp.Neurons[len(lp.Neurons)-1]; last >= pl.MLP.Width {
+					e.add(li, "neurons", "index %d out of range (intermediate_size %d)", last, pl.MLP.Width)
+				}
+				k.neurons = lp.Neurons
+			}
+		}
+		if lp.MambaHeads != nil && pl.Mamba == nil {
+			e.add(li, "mamba_heads", "the layer has no Mamba block")
+		} else if pl.Mamba != nil {
+			k.mambaHeads = seq(pl.Mamba.Heads)
+			if lp.MambaHeads != nil {
+				k.mambaHeads = resolveGrouped(e, li, "mamba_heads", lp.MambaHeads, pl.Mamba.Heads, pl.Mamba.Groups, "mamba_num_heads", "n_groups")
+			}
+		}
+		ks = append(ks, k)
+	}
+	if len(ks) == 0 {
+		e.add(-1, "layers", "the plan removes every layer")
+	}
+	if len(p.Hidden) > 0 && parent.Layers != nil {
+		for li, pl := range parent.Layers {
+			if pl.MoE != nil {
+				e.add(li, "hidden", "hidden-channel pruning of MoE layers is not supported")
+				break
+			}
+		}
+	}
+	if len(e.Issues) > 0 {
+		return nil, e
+	}
+
+	// Shape the child per format.
+	child := parent.Clone()
+	if lay.Hidden != nil {
+		child.Hidden = len(lay.Hidden)
+	}
+	child.Layers = make([]architecture.Layer, len(ks))
+	lay.Layers = make([]LayerLayout, len(ks))
+
+	var maxKV, maxQPG, maxWidth int
+	for _, k := range ks {
+		if k.attn != nil {
+			maxKV = max(maxKV, len(k.kv))
+			maxQPG = max(maxQPG, len(k.heads)/len(k.kv))
+		}
+		if k.mlp != nil {
+			maxWidth = max(maxWidth, len(k.neurons))
+		}
+	}
+	for ci, k := range ks {
+		ll := LayerLayout{Parent: k.parent, ZeroAttention: k.zeroAttn, ZeroMLP: k.zeroMLP}
+		var cl architecture.Layer
+		pl := parent.Layers[k.parent]
+		switch {
+		case k.attn != nil:
+			a := *k.attn
+			ll.Heads, ll.KVHeads = k.heads, k.kv
+			if format == FormatPadded {
+				ll.Heads, ll.KVHeads = padHeads(k.heads, k.kv, maxKV, maxQPG)
+			}
+			a.Heads, a.KVHeads = len(ll.Heads), len(ll.KVHeads)
+			cl.Attention = &a
+		case k.zeroAttn:
+			a := *pl.Attention
+			ll.Heads, ll.KVHeads = padHeads(nil, nil, maxKV, maxQPG)
+			a.Heads, a.KVHeads = len(ll.Heads), len(ll.KVHeads)
+			cl.Attention = &a
+		}
+		switch {
+		case k.mlp != nil:
+			m := *k.mlp
+			ll.Neurons = k.neurons
+			switch format {
+			case FormatPadded:
+				ll.Neurons = padTo(k.neurons, maxWidth)
+			case FormatDeciLM:
+				ll.Neurons = padTo(k.neurons, roundUp(len(k.neurons), DeciLMFFNMultiple))
+			}
+			m.Width = len(ll.Neurons)
+			cl.MLP = &m
+		case k.zeroMLP:
+			m := *pl.MLP
+			ll.Neurons = padTo(nil, maxWidth)
+			m.Width = len(ll.Neurons)
+			cl.MLP = &m
+		}
+		if k.mamba != nil {
+			m := *k.mamba
+			ll.MambaHeads = k.mambaHeads
+			m.Heads = len(ll.MambaHeads)
+			cl.Mamba = &m
+		}
+		if k.moe != nil {
+			m := *k.moe
+			cl.MoE = &m
+		}
+		child.Layers[ci] = cl
+		lay.Layers[ci] = ll
+	}
+	if err := checkFormatShape(e, child, lay, format); err != nil {
+		return nil, err
+	}
+	if format == FormatDeciLM {
+		child.Arch = "DeciLMForCausalLM"
+		child.ModelType = "nemotron-nas"
+	}
+	lay.Child = child
+	return lay, nil
+}
+
+// DeciLMFFNMultiple is the granularity to which the engines that read DeciLM
+// ffn_mult round every FFN width (serving-formats.md §2).
+const DeciLMFFNMultiple = 256
+
+func roundUp(n, m int) int { return (n + m - 1) / m * m }
+
+// padTo returns idx followed by -1 entries up to length n.
+func padTo(idx []int, n int) []int {
+	out := make([]int, n)
+	copy(out, idx)
+	for i := len(idx); i < n; i++ {
+		out[i] = -1
+	}
+	return out
+}
+
+// padHeads lays kept heads out in maxKV groups of maxQPG query heads each,
+// padding missing groups and heads with -1.
+func padHeads(heads, kv []int, maxKV, maxQPG int) (q, k []int) {
+	q = make([]int, 0, maxKV*maxQPG)
+	k = padTo(kv, maxKV)
+	qpg := 0
+	if len(kv) > 0 {
+		qpg = len(heads) / len(kv)
+	}
+	for g := range maxKV {
+		for j := range maxQPG {
+			if g < len(kv) && j < qpg {
+				q = append(q, heads[g*qpg+j])
+			} else {
+				q = append(q, -1)
+			}
+		}
+	}
+	return q, k
+}
+
+// resolveHeads checks kept query heads and KV groups of one layer and returns
+// them (all when unset). Query head h belongs to KV group h/(Heads/KVHeads).
+func resolveHeads(e *PlanError, li int, a *architecture.Attention, heads, kv []int) ([]int, []int) {
+	if a.KVHeads <= 0 || a.Heads%a.KVHeads != 0 {
+		e.add(li, "heads", "parent attention has %d query heads and %d KV heads, not a whole number of heads per group", a.Heads, a.KVHeads)
+		return nil, nil
+	}
+	per := a.Heads / a.KVHeads
+	if kv == nil {
+		// KV groups are removed only explicitly (kv_heads).
+		kv = seq(a.KVHeads)
+	} else if last := kv[len(kv)-1]; last >= a.KVHeads {
+		e.add(li, "kv_heads", "index %d out of range (num_key_value_heads %d)", last, a.KVHeads)
+		return nil, nil
+	}
+	if heads == nil {
+		heads = make([]int, 0, len(kv)*per)
+		for _, g := range kv {
+			for j := range per {
+				heads = append(heads, g*per+j)
+			}
+		}
+		return heads, kv
+	}
+	if last := heads[len(heads)-1]; last >= a.Heads {
+		e.add(li, "heads", "index %d out of range (num_attention_heads %d)", last, a.Heads)
+		return nil, nil
+	}
+	keptGroup := map[int]bool{}
+	for _, g := range kv {
+		keptGroup[g] = true
+	}
+	count := map[int]int{}
+	for _, h := range heads {
+		g := h / per
+		if !keptGroup[g] {
+			e.add(li, "heads", "query head %d belongs to KV group %d, which kv_heads removes", h, g)
+			return nil, nil
+		}
+		count[g]++
+	}
+	want := count[kv[0]]
+	var uneven []string
+	for _, g := range kv {
+		if count[g] != want {
+			uneven = append(uneven, fmt.Sprintf("group %d keeps %d", g, count[g]))
+		}
+	}
+	if len(uneven) > 0 {
+		e.add(li, "heads", "grouped-query attention needs the same number of query heads kept in every KV group (%d heads per group of %d): group %d keeps %d but %s; remove a whole group with kv_heads instead",
+			per, a.Heads/a.KVHeads, kv[0], want, strings.Join(uneven, ", "))
+		return nil, nil
+	}
+	return heads, kv
+}
+
+// resolveGrouped checks that kept indices of a grouped quantity (n items in
+// g contiguous groups) keep the same number in every group.
+func resolveGrouped(e *PlanError, li int, field string, idx []int, n, groups int, nName, gName string) []int {
+	if last := idx[len(idx)-1]; last >= n {
+		e.add(li, field, "index %d out of range (%s %d)", last, nName, n)
+		return nil
+	}
+	if groups <= 0 || n%groups != 0 {
+		e.add(li, field, "%s %d is not a multiple of %s %d", nName, n, gName, groups)
+		return nil
+	}
+	per := n / groups
+	count := make([]int, groups)
+	for _, v := range idx {
+		count[v/per]++
+	}
+	for g, c := range count {
+		if c != count[0] {
+			e.add(li, field, "the same number must be kept in each of the %d groups (%s): group 0 keeps %d, group %d keeps %d", groups, gName, count[0], g, c)
+			return nil
+		}
+	}
+	return idx
+}
+
+// checkFormatShape verifies that the child can be written in the format.
+func checkFormatShape(e *PlanError, child *architecture.Model, lay *Layout, format string) error {
+	type sig struct{ heads, kv, width, mamba int }
+	var first struct {
+		attn, mlp, mamba *int
+	}
+	var a0, m0, mb0 int
+	for ci, l := range child.Layers {
+		pi := lay.Layers[ci].Parent
+		if l.Attention != nil {
+			if first.attn == nil {
+				a0 = ci
+				first.attn = &a0
+			} else {
+				f := child.Layers[*first.attn].Attention
+				if f.Heads != l.Attention.Heads && (format == FormatNative || format == FormatDeciLM) {
+					e.add(pi, "heads", "keeps %d query heads but layer %d keeps %d; %s needs the same number of query heads in every layer",
+						l.Attention.Heads, lay.Layers[*first.attn].Parent, f.Heads, formatName(format, child))
+				} else if f.KVHeads != l.Attention.KVHeads && format == FormatNative {
+					e.add(pi, "kv_heads", "keeps %d KV groups but layer %d keeps %d; per-layer KV groups need output_format decilm (Llama family) or padded",
+						l.Attention.KVHeads, lay.Layers[*first.attn].Parent, f.KVHeads)
+				}
+			}
+		}
+		if l.MLP != nil {
+			if first.mlp == nil {
+				m0 = ci
+				first.mlp = &m0
+			} else if f := child.Layers[*first.mlp].MLP; f.Width != l.MLP.Width && format == FormatNative {
+				e.add(pi, "neurons", "keeps %d neurons but layer %d keeps %d; per-layer MLP widths need output_format decilm (Llama family) or padded",
+					l.MLP.Width, lay.Layers[*first.mlp].Parent, f.Width)
+			}
+		}
+		if l.Mamba != nil {
+			if first.mamba == nil {
+				mb0 = ci
+				first.mamba = &mb0
+			} else if f := child.Layers[*first.mamba].Mamba; f.Heads != l.Mamba.Heads {
+				e.add(pi, "mamba_heads", "keeps %d Mamba heads but layer %d keeps %d; mamba_num_heads is global, and zero-padding Mamba heads would change the grouped RMSNorm, so every Mamba layer must keep the same number",
+					l.Mamba.Heads, lay.Layers[*first.mamba].Parent, f.Heads)
+			}
+		}
+	}
+	return e.errOrNil()
+}
+
+func formatName(format string, m *architecture.Model) string {
+	if format == FormatDeciLM {
+		return "DeciLM (global num_attention_heads)"
+	}
+	return "the native " + m.Arch + " format"
+}

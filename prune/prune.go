@@ -1,0 +1,366 @@
+package prune
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/checkpoint"
+	"github.com/autocompress/autocompress/export"
+	"github.com/autocompress/autocompress/internal/progress"
+)
+
+// Options configures Prune.
+type Options struct {
+	// Model is the parent checkpoint directory (config.json + safetensors).
+	Model string
+	// Plan says what the child keeps.
+	Plan *Plan
+	// Out is the child's directory. It must not exist unless Force is set.
+	Out   string
+	Force bool
+	// Format and Engine override the plan's output_format and engine when
+	// not empty.
+	Format, Engine string
+	// Progress, when not nil, receives a progress bar (e.g. os.Stderr).
+	Progress io.Writer
+	// Validate, when not nil, checks the finished child directory for the
+	// engine before it is moved into place; an error aborts the run and
+	// removes the output. The CLI passes the export package's validator.
+	Validate func(dir, engine string) error
+}
+
+// Result describes a written child.
+type Result struct {
+	Dir     string
+	Layout  *Layout
+	Files   []string // safetensors files written, in order
+	Tensors int
+	Bytes   int64 // tensor data written
+}
+
+// ExistsError reports an output directory that exists while Force is unset.
+type ExistsError struct{ Path string }
+
+func (e *ExistsError) Error() string {
+	return fmt.Sprintf("output %s already exists; choose another --out or pass --force to replace it", e.Path)
+}
+
+// Prune writes the child of opt.Model described by opt.Plan to opt.Out, one
+// tensor at a time: memory stays at a few MiB of buffers whatever the model
+// size (tensors are read with pread, never loaded whole). The output is
+// built in a temporary directory beside Out and renamed into place only when
+// every file is written and validated; a cancelled context or any error
+// leaves no output behind.
+func Prune(ctx context.Context, opt Options) (res *Result, err error) {
+	if opt.Plan == nil {
+		return nil, errors.New("prune: no plan")
+	}
+	planCopy := *opt.Plan
+	plan := &planCopy
+	if opt.Format != "" {
+		planCopy.OutputFormat = opt.Format
+	}
+	if opt.Engine != "" {
+		planCopy.Engine = opt.Engine
+	}
+	if opt.Out == "" {
+		return nil, errors.New("prune: no output directory")
+	}
+	if _, err := os.Lstat(opt.Out); err == nil && !opt.Force {
+		return nil, &ExistsError{opt.Out}
+	}
+	parent, err := architecture.Load(filepath.Join(opt.Model, "config.json"))
+	if err != nil {
+		return nil, fmt.Errorf("prune: reading parent config: %w", err)
+	}
+	lay, err := Resolve(parent, plan)
+	if err != nil {
+		return nil, err
+	}
+	rd, err := checkpoint.Open(opt.Model)
+	if err != nil {
+		return nil, fmt.Errorf("prune: %w", err)
+	}
+	defer rd.Close()
+
+	infos := rd.Tensors()
+	names := make([]string, len(infos))
+	shapes := make(map[string][]int, len(infos))
+	byName := make(map[string]checkpoint.TensorInfo, len(infos))
+	for i, t := range infos {
+		names[i] = t.Name
+		shapes[t.Name] = intShape(t.Shape)
+		byName[t.Name] = t
+	}
+	if err := checkAgainstConfig(parent, infos, "parent"); err != nil {
+		return nil, err
+	}
+	maps, err := lay.Map(names, shapes)
+	if err != nil {
+		return nil, fmt.Errorf("prune: %w", err)
+	}
+	childInfos := make([]checkpoint.TensorInfo, len(maps))
+	for i, m := range maps {
+		childInfos[i] = checkpoint.TensorInfo{Name: m.Dst, DType: byName[m.Src].DType, Shape: int64Shape(m.Shape)}
+	}
+	if err := checkAgainstConfig(lay.Child, childInfos, "child"); err != nil {
+		return nil, fmt.Errorf("prune: internal error, the sliced tensors disagree with the child config: %w", err)
+	}
+	cfg, err := childConfig(lay)
+	if err != nil {
+		return nil, fmt.Errorf("prune: writing child config: %w", err)
+	}
+
+	out, err := checkpoint.NewOutputDir(opt.Out, opt.Force)
+	if err != nil {
+		var ee *checkpoint.ExistsError
+		if errors.As(err, &ee) {
+			return nil, &ExistsError{opt.Out}
+		}
+		return nil, fmt.Errorf("prune: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			out.Abort()
+		}
+	}()
+	out.Watch(ctx)
+	tmp := out.Path()
+
+	// Shard like the parent: each child tensor goes to the file its parent
+	// tensor came from; files left empty are dropped and the rest renumbered.
+	files := rd.Files()
+	pos := make(map[string]int, len(files))
+	for i, f := range files {
+		pos[f] = i
+	}
+	groups := make([][]TensorMap, len(files))
+	for _, m := range maps {
+		i := pos[rd.Shard(m.Src)]
+		groups[i] = append(groups[i], m)
+	}
+	var sp checkpoint.ShardPlan
+	var order []TensorMap
+	var kept [][]TensorMap
+	for _, g := range groups {
+		if len(g) > 0 {
+			kept = append(kept, g)
+		}
+	}
+	if len(kept) == 0 {
+		return nil, errors.New("prune: the plan leaves no tensor")
+	}
+	var total int64
+	for i, g := range kept {
+		n := len(kept)
+		if !rd.Sharded() {
+			n = 1
+		}
+		sp.Files = append(sp.Files, checkpoint.ShardName(i, n))
+		var specs []checkpoint.TensorSpec
+		for _, m := range g {
+			s := checkpoint.TensorSpec{Name: m.Dst, DType: byName[m.Src].DType, Shape: int64Shape(m.Shape)}
+			specs = append(specs, s)
+			total += s.Size()
+		}
+		sp.Tensors = append(sp.Tensors, specs)
+		order = append(order, g...)
+	}
+	meta, err := fileMetadata(files[0])
+	if err != nil {
+		return nil, err
+	}
+	w, err := checkpoint.CreateSharded(tmp, sp, meta)
+	if err != nil {
+		return nil, fmt.Errorf("prune: %w", err)
+	}
+	bar := progress.New(opt.Progress, "prune", total, "B")
+	res = &Result{Dir: opt.Out, Layout: lay, Files: sp.Files}
+	for _, m := range order {
+		if err := ctx.Err(); err != nil {
+			w.Abort()
+			return nil, err
+		}
+		n, err := writeTensor(rd, w, byName[m.Src], m)
+		if err != nil {
+			w.Abort()
+			return nil, fmt.Errorf("prune: %w", err)
+		}
+		res.Tensors++
+		res.Bytes += n
+		bar.Add(n)
+	}
+	if err := ctx.Err(); err != nil {
+		w.Abort()
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("prune: %w", err)
+	}
+	bar.Done()
+	if err := os.WriteFile(filepath.Join(tmp, "config.json"), cfg, 0o644); err != nil {
+		return nil, fmt.Errorf("prune: %w", err)
+	}
+	aux, err := checkpoint.AuxFiles(opt.Model)
+	if err != nil {
+		return nil, fmt.Errorf("prune: %w", err)
+	}
+	var copyNames []string
+	for _, a := range aux {
+		if a != "config.json" {
+			copyNames = append(copyNames, a)
+		}
+	}
+	if err := checkpoint.CopyFiles(tmp, opt.Model, copyNames); err != nil {
+		return nil, fmt.Errorf("prune: %w", err)
+	}
+	validate := opt.Validate
+	if validate == nil {
+		validate = export.CheckDir
+	}
+	if err := validate(tmp, plan.Engine); err != nil {
+		if plan.Engine == "" {
+			return nil, fmt.Errorf("prune: the child does not match its config, nothing written: %w", err)
+		}
+		return nil, fmt.Errorf("prune: the child does not load in %s, nothing written: %w", plan.Engine, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := out.Commit(); err != nil {
+		return nil, fmt.Errorf("prune: %w", err)
+	}
+	return res, nil
+}
+
+// writeTensor streams one child tensor into w and returns its size.
+func writeTensor(rd *checkpoint.Reader, w *checkpoint.ShardedWriter, t checkpoint.TensorInfo, m TensorMap) (int64, error) {
+	sec, err := rd.Section(t.Name)
+	if err != nil {
+		return 0, err
+	}
+	shape := intShape(t.Shape)
+	if !m.Zero && m.Sel.IsIdentity(shape) {
+		if err := w.WriteTensorFrom(m.Dst, sec); err != nil {
+			return 0, fmt.Errorf("%w (tensor %s at byte offset %d of %s)", err, t.Name, t.Offset, t.File)
+		}
+		return t.Size, nil
+	}
+	g, err := newGatherReader(sec, t.Name, shape, t.DType.Size(), m.Sel, m.Zero)
+	if err != nil {
+		return 0, fmt.Errorf("tensor %s in %s: %w", t.Name, t.File, err)
+	}
+	if err := w.WriteTensorFrom(m.Dst, g); err != nil {
+		return 0, fmt.Errorf("%w (tensor %s at byte offset %d of %s)", err, t.Name, t.Offset, t.File)
+	}
+	return g.total, nil
+}
+
+
+// fileMetadata reads the __metadata__ of one safetensors file.
+func fileMetadata(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("prune: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("prune: %w", err)
+	}
+	h, err := checkpoint.ReadHeader(f, st.Size(), path)
+	if err != nil {
+		return nil, fmt.Errorf("prune: %w", err)
+	}
+	return h.Metadata, nil
+}
+
+
+
+
+
+
+func intShape(s []int64) []int {
+	out := make([]int, len(s))
+	for i, d := range s {
+		out[i] = int(d)
+	}
+	return out
+}
+
+func int64Shape(s []int) []int64 {
+	out := make([]int64, len(s))
+	for i, d := range s {
+		out[i] = int64(d)
+	}
+	return out
+}
+
+// checkAgainstConfig compares checkpoint tensors with the ones the model's
+// config implies and names every missing or mis-shaped tensor with its file
+// and byte offset. Extra rotary inv_freq buffers are tolerated, and so is a
+// stored lm_head beside tied embeddings.
+func checkAgainstConfig(m *architecture.Model, got []checkpoint.TensorInfo, which string) error {
+	have := make(map[string]checkpoint.TensorInfo, len(got))
+	for _, t := range got {
+		have[t.Name] = t
+	}
+	want := m.Tensors()
+	wantSet := make(map[string]bool, len(want))
+	var problems []string
+	for _, w := range want {
+		wantSet[w.Name] = true
+		t, ok := have[w.Name]
+		switch {
+		case !ok:
+			problems = append(problems, fmt.Sprintf("tensor %s is missing (the %s config implies shape %v)", w.Name, which, w.Shape))
+		case !equalShape(t.Shape, w.Shape):
+			where := ""
+			if t.File != "" {
+				where = fmt.Sprintf(" in %s at byte offset %d", t.File, t.Offset)
+			}
+			problems = append(problems, fmt.Sprintf("tensor %s%s has shape %v but the %s config implies %v", w.Name, where, t.Shape, which, w.Shape))
+		}
+	}
+	for _, t := range got {
+		if wantSet[t.Name] || strings.HasSuffix(t.Name, "rotary_emb.inv_freq") || t.Name == "lm_head.weight" && m.TiedEmbeddings {
+			continue
+		}
+		problems = append(problems, fmt.Sprintf("tensor %s (shape %v) is not part of the %s %s as configured", t.Name, t.Shape, which, m.Arch))
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	if len(problems) > 20 {
+		problems = append(problems[:20], fmt.Sprintf("... and %d more", len(problems)-20))
+	}
+	return &ShapeError{Which: which, Problems: problems}
+}
+
+// ShapeError reports checkpoint tensors that disagree with the config.
+type ShapeError struct {
+	Which    string // "parent" or "child"
+	Problems []string
+}
+
+func (e *ShapeError) Error() string {
+	return fmt.Sprintf("%s checkpoint does not match its config.json:\n  %s", e.Which, strings.Join(e.Problems, "\n  "))
+}
+
+func equalShape(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
