@@ -283,3 +283,52 @@ func Pack(seqs [][]int32, sep int32, seqLen int) (rows [][]int32) {
 	}
 	return rows
 }
+
+// EncodingError reports text that is not valid UTF-8, with the byte offset
+// of the first invalid sequence.
+type EncodingError struct {
+	Path   string
+	Offset int
+	Byte   byte
+}
+
+func (e *EncodingError) Error() string {
+	return fmt.Sprintf("%s: not UTF-8 text: invalid byte %#02x at byte offset %d (convert the file to UTF-8, or pass pre-tokenized ids)", e.Path, e.Byte, e.Offset)
+}
+
+// EmptyError reports a text file with no text.
+type EmptyError struct{ Path string }
+
+func (e *EmptyError) Error() string {
+	return e.Path + ": no text (the file is empty or holds only whitespace)"
+}
+
+// CheckUTF8 returns an *EncodingError for the first invalid UTF-8 sequence
+// in b (path names the source in the message), or nil.
+func CheckUTF8(path string, b []byte) error {
+	for off := 0; off < len(b); {
+		r, w := utf8.DecodeRune(b[off:])
+		if r == utf8.RuneError && w <= 1 {
+			return &EncodingError{Path: path, Offset: off, Byte: b[off]}
+		}
+		off += w
+	}
+	return nil
+}
+
+// ReadText reads a UTF-8 text file as one cleaned document; invalid UTF-8
+// (an *EncodingError) and files without text (an *EmptyError) are errors.
+func ReadText(path string) (Document, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Document{}, err
+	}
+	if err := CheckUTF8(path, b); err != nil {
+		return Document{}, err
+	}
+	text := Clean(string(b))
+	if text == "" {
+		return Document{}, &EmptyError{Path: path}
+	}
+	return Document{Name: path, Text: text}, nil
+}

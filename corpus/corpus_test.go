@@ -356,3 +356,25 @@ func ExampleClean() {
 	// Output:
 	// "\"Well,\" said Emma.\n\nNext."
 }
+
+func TestCheckUTF8AndReadText(t *testing.T) {
+	if err := CheckUTF8("x", []byte("héllo")); err != nil {
+		t.Errorf("valid: %v", err)
+	}
+	err := CheckUTF8("f.txt", []byte("abc\xffdef"))
+	var ee *EncodingError
+	if !errors.As(err, &ee) || ee.Offset != 3 || ee.Byte != 0xff || !strings.Contains(err.Error(), "byte offset 3") {
+		t.Errorf("invalid: %v", err)
+	}
+	dir := t.TempDir()
+	p := filepath.Join(dir, "e.txt")
+	os.WriteFile(p, []byte(" \n\t\n"), 0o644)
+	var em *EmptyError
+	if _, err := ReadText(p); !errors.As(err, &em) {
+		t.Errorf("empty: %v", err)
+	}
+	os.WriteFile(p, []byte("Hello\r\nworld"), 0o644)
+	if d, err := ReadText(p); err != nil || d.Text != "Hello world" {
+		t.Errorf("ReadText = %q, %v", d.Text, err)
+	}
+}
