@@ -136,7 +136,10 @@ func TestDeciLMRejects(t *testing.T) {
 		{"per-layer query heads", func(m *Model) { m.Layers[0].Attention.Heads = 4 }, "DeciLM has one global num_attention_heads"},
 		{"head_dim", func(m *Model) { m.Layers[2].Attention.HeadDim = 32 }, "DeciLM has one global head_dim"},
 		{"qk norm", func(m *Model) { m.Layers[0].Attention.QKNorm = true }, "qk-norm"},
-		{"moe", func(m *Model) { m.Layers[0].MLP = nil; m.Layers[0].MoE = &MoE{Experts: 2, TopK: 1, ExpertWidth: 256, Gated: true} }, "no Mamba, no MoE"},
+		{"moe", func(m *Model) {
+			m.Layers[0].MLP = nil
+			m.Layers[0].MoE = &MoE{Experts: 2, TopK: 1, ExpertWidth: 256, Gated: true}
+		}, "no Mamba, no MoE"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
