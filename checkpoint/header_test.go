@@ -23,47 +23,52 @@ func withLen(l uint64, rest string) []byte {
 	return append(b, rest...)
 }
 
+const f32a = `"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}`
+
+type rejectCase struct {
+	name   string
+	file   []byte
+	tensor string // tensor named by the error
+	offset int64  // byte offset, -1 to skip the check
+	msg    string // substring of the message
+}
+
+var rejectCases = []rejectCase{
+	{"truncated below 8 bytes", []byte{1, 2, 3}, "", 0, "too short"},
+	{"empty file", nil, "", 0, "too short"},
+	{"header length past end", withLen(100, `{}`), "", 0, "past the end of the 10-byte file"},
+	{"header length absurd", withLen(1<<40, `{}`), "", 0, "exceeds the 100000000-byte limit"},
+	{"header length huge uint64", withLen(^uint64(0), `{}`), "", 0, "exceeds"},
+	{"header too short", withLen(1, `{`), "", 8, "too short for a JSON object"},
+	{"invalid JSON", rawFile(`{"a":{"dtype":"F32",`, 0), "a", 9, "invalid JSON"},
+	{"invalid JSON value", rawFile(`{"a":{"dtype":F32}}`, 0), "", 21, "invalid JSON"},
+	{"not an object", rawFile(`[1,2]   `, 0), "", 8, "not a JSON object"},
+	{"not UTF-8", rawFile("{\"\xff\":1}", 0), "", 8, "UTF-8"},
+	{"unknown dtype", rawFile(`{"a":{"dtype":"F12","shape":[2],"data_offsets":[0,8]}}`, 8), "a", 9, `unknown dtype "F12"`},
+	{"missing dtype", rawFile(`{"a":{"shape":[2],"data_offsets":[0,8]}}`, 8), "a", 9, `missing "dtype"`},
+	{"missing shape", rawFile(`{"a":{"dtype":"F32","data_offsets":[0,8]}}`, 8), "a", 9, `missing "shape"`},
+	{"missing offsets", rawFile(`{"a":{"dtype":"F32","shape":[2]}}`, 8), "a", 9, `missing "data_offsets"`},
+	{"negative dim", rawFile(`{"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}}`, 8), "a", 9, "negative dimension"},
+	{"fractional dim", rawFile(`{"a":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]}}`, 8), "a", 9, "bad tensor entry"},
+	{"shape overflow", rawFile(`{"a":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,8]}}`, 8), "a", 9, "overflows"},
+	{"three offsets", rawFile(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8,9]}}`, 8), "a", 9, "[begin, end]"},
+	{"end before begin", rawFile(`{"a":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}}`, 8), "a", 9, "invalid data_offsets"},
+	{"size mismatch", rawFile(`{"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,8]}}`, 8), "a", 9, "needs 16 bytes but data_offsets [0,8] hold 8"},
+	{"out of range", rawFile(`{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}`, 8), "a", 9, "run past the end of the 8-byte data buffer"},
+	{"overlap", rawFile(`{`+f32a+`,"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}`, 12), "b", 62, `overlap tensor "a"`},
+	{"gap", rawFile(`{`+f32a+`,"b":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}}`, 16), "b", 62, "gap of 4 bytes after tensor \"a\""},
+	{"gap at start", rawFile(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, 8), "a", 9, "gap of 4 bytes after the start"},
+	{"trailing data", rawFile(`{`+f32a+`}`, 12), "", int64(8 + len(`{`+f32a+`}`) + 8), "4 bytes of data after the last tensor"},
+	{"duplicate name", rawFile(`{`+f32a+`,`+f32a+`}`, 8), "a", 62, "duplicate name in header (first at byte offset 9)"},
+	{"duplicate metadata", rawFile(`{"__metadata__":{},"__metadata__":{}}`, 0), "__metadata__", 27, "duplicate"},
+	{"metadata not strings", rawFile(`{"__metadata__":{"n":1}}`, 0), "__metadata__", 9, "must map strings to strings"},
+	{"garbage after JSON", rawFile(`{}x`, 0), "", 10, "after the JSON header"},
+	{"NUL padding", rawFile("{}\x00\x00\x00\x00\x00\x00", 0), "", 10, "padding must be spaces"},
+	{"entry not an object", rawFile(`{"a":[1]}`, 0), "a", 9, "bad tensor entry"},
+}
+
 func TestReadHeaderRejects(t *testing.T) {
-	const f32a = `"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}`
-	tests := []struct {
-		name   string
-		file   []byte
-		tensor string // tensor named by the error
-		offset int64  // byte offset, -1 to skip the check
-		msg    string // substring of the message
-	}{
-		{"truncated below 8 bytes", []byte{1, 2, 3}, "", 0, "too short"},
-		{"empty file", nil, "", 0, "too short"},
-		{"header length past end", withLen(100, `{}`), "", 0, "past the end of the 10-byte file"},
-		{"header length absurd", withLen(1<<40, `{}`), "", 0, "exceeds the 100000000-byte limit"},
-		{"header length huge uint64", withLen(^uint64(0), `{}`), "", 0, "exceeds"},
-		{"header too short", withLen(1, `{`), "", 8, "too short for a JSON object"},
-		{"invalid JSON", rawFile(`{"a":{"dtype":"F32",`, 0), "a", 9, "invalid JSON"},
-		{"invalid JSON value", rawFile(`{"a":{"dtype":F32}}`, 0), "", 21, "invalid JSON"},
-		{"not an object", rawFile(`[1,2]   `, 0), "", 8, "not a JSON object"},
-		{"not UTF-8", rawFile("{\"\xff\":1}", 0), "", 8, "UTF-8"},
-		{"unknown dtype", rawFile(`{"a":{"dtype":"F12","shape":[2],"data_offsets":[0,8]}}`, 8), "a", 9, `unknown dtype "F12"`},
-		{"missing dtype", rawFile(`{"a":{"shape":[2],"data_offsets":[0,8]}}`, 8), "a", 9, `missing "dtype"`},
-		{"missing shape", rawFile(`{"a":{"dtype":"F32","data_offsets":[0,8]}}`, 8), "a", 9, `missing "shape"`},
-		{"missing offsets", rawFile(`{"a":{"dtype":"F32","shape":[2]}}`, 8), "a", 9, `missing "data_offsets"`},
-		{"negative dim", rawFile(`{"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}}`, 8), "a", 9, "negative dimension"},
-		{"fractional dim", rawFile(`{"a":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]}}`, 8), "a", 9, "bad tensor entry"},
-		{"shape overflow", rawFile(`{"a":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,8]}}`, 8), "a", 9, "overflows"},
-		{"three offsets", rawFile(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8,9]}}`, 8), "a", 9, "[begin, end]"},
-		{"end before begin", rawFile(`{"a":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}}`, 8), "a", 9, "invalid data_offsets"},
-		{"size mismatch", rawFile(`{"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,8]}}`, 8), "a", 9, "needs 16 bytes but data_offsets [0,8] hold 8"},
-		{"out of range", rawFile(`{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}`, 8), "a", 9, "run past the end of the 8-byte data buffer"},
-		{"overlap", rawFile(`{`+f32a+`,"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}`, 12), "b", 62, `overlap tensor "a"`},
-		{"gap", rawFile(`{`+f32a+`,"b":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}}`, 16), "b", 62, "gap of 4 bytes after tensor \"a\""},
-		{"gap at start", rawFile(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, 8), "a", 9, "gap of 4 bytes after the start"},
-		{"trailing data", rawFile(`{`+f32a+`}`, 12), "", int64(8 + len(`{`+f32a+`}`) + 8), "4 bytes of data after the last tensor"},
-		{"duplicate name", rawFile(`{`+f32a+`,`+f32a+`}`, 8), "a", 62, "duplicate name in header (first at byte offset 9)"},
-		{"duplicate metadata", rawFile(`{"__metadata__":{},"__metadata__":{}}`, 0), "__metadata__", 27, "duplicate"},
-		{"metadata not strings", rawFile(`{"__metadata__":{"n":1}}`, 0), "__metadata__", 9, "must map strings to strings"},
-		{"garbage after JSON", rawFile(`{}x`, 0), "", 10, "after the JSON header"},
-		{"NUL padding", rawFile("{}\x00\x00\x00\x00\x00\x00", 0), "", 10, "padding must be spaces"},
-		{"entry not an object", rawFile(`{"a":[1]}`, 0), "a", 9, "bad tensor entry"},
-	}
+	tests := rejectCases
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			h, err := ReadHeader(bytes.NewReader(tc.file), int64(len(tc.file)), "bad.safetensors")
