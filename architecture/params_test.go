@@ -83,25 +83,30 @@ func TestParamsPublished(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := m.Params()
-		check := func(what string, got int64, figure string) {
-			if figure != "" && !matchesB(got, figure) {
-				t.Errorf("%s %s = %d, publisher states %sB", base, what, got, figure)
-			}
-		}
-		if want.total != 0 && p.Total != want.total {
-			t.Errorf("%s total = %d, publisher states %d", base, p.Total, want.total)
-		}
-		check("total", p.Total, want.totalB)
-		check("active", p.Active, want.activeB)
-		check("non-embedding", p.NonEmbedding(), want.nonEmbB)
-		check("active without input embedding", p.Active-p.Embedding, want.activeSansInputB)
-		if hasMoE(m) && p.Active >= p.Total {
-			t.Errorf("%s: MoE model with active = total", base)
-		}
+		checkPublished(t, base, m, want)
 	}
 	if seen < len(published) {
 		t.Errorf("checked %d of %d published counts", seen, len(published))
+	}
+}
+
+func checkPublished(t *testing.T, base string, m *Model, want publishedCount) {
+	t.Helper()
+	p := m.Params()
+	check := func(what string, got int64, figure string) {
+		if figure != "" && !matchesB(got, figure) {
+			t.Errorf("%s %s = %d, publisher states %sB", base, what, got, figure)
+		}
+	}
+	if want.total != 0 && p.Total != want.total {
+		t.Errorf("%s total = %d, publisher states %d", base, p.Total, want.total)
+	}
+	check("total", p.Total, want.totalB)
+	check("active", p.Active, want.activeB)
+	check("non-embedding", p.NonEmbedding(), want.nonEmbB)
+	check("active without input embedding", p.Active-p.Embedding, want.activeSansInputB)
+	if hasMoE(m) && p.Active >= p.Total {
+		t.Errorf("%s: MoE model with active = total", base)
 	}
 }
 
