@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -362,6 +363,12 @@ func (r *Reader) Section(name string) (*io.SectionReader, error) {
 	t, s, err := r.lookup(name)
 	if err != nil {
 		return nil, err
+	}
+	if s.data != nil {
+		return io.NewSectionReader(bytes.NewReader(s.data), t.Offset, t.Size), nil
+	}
+	if s.ra == nil {
+		return nil, fmt.Errorf("checkpoint: %s: reader is closed", s.path)
 	}
 	return io.NewSectionReader(s.ra, t.Offset, t.Size), nil
 }
