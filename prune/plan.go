@@ -170,6 +170,9 @@ func ReadPlan(r io.Reader) (*Plan, error) {
 	if dec.More() {
 		return nil, fmt.Errorf("pruning plan: trailing data after the JSON object at byte offset %d", dec.InputOffset())
 	}
+	if len(p.Layers) == 0 {
+		p.Layers = nil // "layers": [] keeps every layer, like no entry
+	}
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
