@@ -262,7 +262,6 @@ func writeTensor(rd *checkpoint.Reader, w *checkpoint.ShardedWriter, t checkpoin
 	return g.total, nil
 }
 
-
 // fileMetadata reads the __metadata__ of one safetensors file.
 func fileMetadata(path string) (map[string]string, error) {
 	f, err := os.Open(path)
@@ -280,11 +279,6 @@ func fileMetadata(path string) (map[string]string, error) {
 	}
 	return h.Metadata, nil
 }
-
-
-
-
-
 
 func intShape(s []int64) []int {
 	out := make([]int, len(s))
