@@ -1,0 +1,557 @@
+// Package importance scores the structure of a model by its activations on
+// calibration text, as Minitron does (method.md §2, NVIDIA ModelOpt
+// mcore_minitron): hidden channels, attention heads, MLP neurons and whole
+// layers. The pruner keeps the highest-scoring units.
+//
+// # Aggregation
+//
+// For every observed activation x of one forward call over B packed
+// sequences of T tokens:
+//
+//	m[b, c] = mean_t |x[b, t, c]|      (mean over the sequence)
+//	A[c]   += Σ_b m[b, c]²             (sum of squares over the batch and calls)
+//	s[c]    = sqrt(A[c])               (L2 over all calibration sequences)
+//
+// i.e. mean over tokens, L2 over samples. Per dimension:
+//
+//   - hidden channels: one accumulator per norm site (the outputs of
+//     input_layernorm and post_attention_layernorm of every layer);
+//     hidden[c] = Σ_sites s_site[c];
+//   - MLP neurons: s over act(gate)·up, the input of down_proj;
+//   - attention heads: s per channel of the attention output before o_proj,
+//     viewed [heads, head_dim]; a head's score is the L2 norm over its
+//     head_dim channels. Heads are ranked within their KV group
+//     (HeadOrder), because KV groups are not pruned;
+//   - layers: block influence BI_l = Σ_calls (1 − mean_{b,t} cos(x_in, x_out))
+//     over the hidden states entering and leaving layer l, and the increase
+//     of the calibration loss when layer l alone is skipped (an identity).
+//
+// # Storage and reuse
+//
+// Scores are a safetensors file (float32 tensors "hidden", "layer_bi",
+// "layer_skip_loss", "layers.N.heads", "layers.N.head_channels",
+// "layers.N.neurons") with provenance in __metadata__: the model hash, the
+// calibration-data hash, sequence length, sequences, tokens, the base loss
+// and the format version. Load reads it back; Matches tells whether a file
+// can be reused for a (model, data) pair without a new pass.
+package importance
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/autocompress/autocompress/checkpoint"
+	"github.com/autocompress/autocompress/engine"
+	"github.com/autocompress/autocompress/internal/progress"
+)
+
+// Version is the format version written to __metadata__.
+const Version = "1"
+
+// Scores are the importance statistics of one model on one calibration set.
+// Every per-layer quantity is indexed by layer; a layer without attention
+// (or MLP) has nil Heads (or Neurons).
+type Scores struct {
+	Hidden []float64 // [hidden]: Σ over norm sites of the per-site L2
+
+	Heads        [][]float64 // [layer][heads]: L2 over head_dim of HeadChannels
+	HeadChannels [][]float64 // [layer][heads·head_dim]
+	KVHeads      []int       // [layer]: KV heads (groups), 0 without attention
+	Neurons      [][]float64 // [layer][ffn]
+
+	LayerBI       []float64 // [layer]: Σ_calls (1 − mean cos(in, out))
+	LayerSkipLoss []float64 // [layer]: loss(layer skipped) − base loss; NaN if not measured
+	BaseLoss      float64   // mean cross-entropy of the full model (nats/token)
+
+	ModelHash string
+	DataHash  string
+	SeqLen    int
+	Sequences int
+	Tokens    int64
+	Version   string
+}
+
+// Options configures Compute.
+type Options struct {
+	// Batch is the number of sequences per forward pass (default 8).
+	Batch int
+	// SkipLoss measures the loss increase of skipping each layer (one more
+	// pass over SkipRows rows per layer). Default true via Compute's caller;
+	// set NoSkipLoss to turn it off.
+	NoSkipLoss bool
+	// SkipRows limits the rows used for the skip-loss passes (0 = all).
+	SkipRows int
+	// Progress receives a progress bar (nil = none).
+	Progress io.Writer
+}
+
+// accum is the Minitron accumulator for one site.
+type accum struct {
+	a []float64 // Σ_b m[b,c]²
+	m []float64 // scratch: Σ_t |x| of one sequence
+}
+
+func newAccum(n int) *accum { return &accum{a: make([]float64, n), m: make([]float64, n)} }
+
+// add folds one (B·T, width) activation into the accumulator.
+func (ac *accum) add(x []float32, B, T, width int) {
+	for b := 0; b < B; b++ {
+		clear(ac.m)
+		for t := 0; t < T; t++ {
+			row := x[(b*T+t)*width : (b*T+t+1)*width]
+			for c, v := range row {
+				ac.m[c] += math.Abs(float64(v))
+			}
+		}
+		for c := range ac.m {
+			mean := ac.m[c] / float64(T)
+			ac.a[c] += mean * mean
+		}
+	}
+}
+
+func (ac *accum) sqrt() []float64 {
+	out := make([]float64, len(ac.a))
+	for i, v := range ac.a {
+		out[i] = math.Sqrt(v)
+	}
+	return out
+}
+
+// collector is the engine.Observer that accumulates every site.
+type collector struct {
+	hidden  []*accum // per norm site, in observation order
+	heads   []*accum
+	neurons []*accum
+	bi      []float64
+	in      [][]float32 // layer input of the current call, per layer
+	err     error
+}
+
+func (c *collector) Observe(a *engine.Activation) {
+	l := a.Layer
+	switch a.Site {
+	case engine.SiteAttnNorm, engine.SiteMLPNorm:
+		i := 2*l + int(boolInt(a.Site == engine.SiteMLPNorm))
+		if c.hidden[i] == nil {
+			c.hidden[i] = newAccum(a.Width)
+		}
+		c.hidden[i].add(a.Data, a.B, a.T, a.Width)
+	case engine.SiteAttnHeads:
+		if c.heads[l] == nil {
+			c.heads[l] = newAccum(a.Width)
+		}
+		c.heads[l].add(a.Data, a.B, a.T, a.Width)
+	case engine.SiteMLPAct:
+		if c.neurons[l] == nil {
+			c.neurons[l] = newAccum(a.Width)
+		}
+		c.neurons[l].add(a.Data, a.B, a.T, a.Width)
+	case engine.SiteLayerInput:
+		c.in[l] = append(c.in[l][:0], a.Data...)
+	case engine.SiteLayerOutput:
+		c.bi[l] += 1 - meanCosine(c.in[l], a.Data, a.Width)
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// meanCosine returns the mean over rows of cos(x_row, y_row); a zero row
+// pair counts as cosine 1 (no change).
+func meanCosine(x, y []float32, width int) float64 {
+	rows := len(x) / width
+	var s float64
+	for r := 0; r < rows; r++ {
+		a, b := x[r*width:(r+1)*width], y[r*width:(r+1)*width]
+		var dot, na, nb float64
+		for i := range a {
+			dot += float64(a[i]) * float64(b[i])
+			na += float64(a[i]) * float64(a[i])
+			nb += float64(b[i]) * float64(b[i])
+		}
+		if na == 0 || nb == 0 {
+			s++
+			continue
+		}
+		s += dot / math.Sqrt(na*nb)
+	}
+	return s / float64(rows)
+}
+
+// Compute runs m over rows (packed sequences of T+1 token ids: inputs
+// row[:T], targets row[1:]) and returns its importance scores. ModelHash is
+// left for the caller to set; DataHash is HashRows(rows).
+func Compute(m *engine.Model, rows [][]int32, o Options) (*Scores, error) {
+	if len(rows) == 0 {
+		return nil, errors.New("importance: no calibration sequences")
+	}
+	T := len(rows[0]) - 1
+	if T < 1 {
+		return nil, fmt.Errorf("importance: calibration rows of %d tokens; want at least 2", len(rows[0]))
+	}
+	for i, r := range rows {
+		if len(r) != T+1 {
+			return nil, fmt.Errorf("importance: row %d has %d tokens, row 0 has %d", i, len(r), T+1)
+		}
+	}
+	if o.Batch <= 0 {
+		o.Batch = 8
+	}
+	arch := m.Arch()
+	L := arch.NumLayers()
+	c := &collector{hidden: make([]*accum, 2*L), heads: make([]*accum, L), neurons: make([]*accum, L),
+		bi: make([]float64, L), in: make([][]float32, L)}
+	skipRows := rows
+	if o.SkipRows > 0 && o.SkipRows < len(rows) {
+		skipRows = rows[:o.SkipRows]
+	}
+	total := int64(len(rows))
+	if !o.NoSkipLoss {
+		total += int64(L * len(skipRows))
+	}
+	bar := progress.New(o.Progress, "importance", total, "seq")
+	m.SetObserver(c)
+	base, err := meanLoss(m, rows, o.Batch, bar)
+	m.SetObserver(nil)
+	if err != nil {
+		return nil, err
+	}
+	s := &Scores{
+		Hidden: make([]float64, arch.Hidden), Heads: make([][]float64, L), HeadChannels: make([][]float64, L),
+		KVHeads: make([]int, L), Neurons: make([][]float64, L), LayerBI: c.bi, LayerSkipLoss: make([]float64, L),
+		BaseLoss: base, DataHash: HashRows(rows), SeqLen: T, Sequences: len(rows),
+		Tokens: int64(len(rows) * T), Version: Version,
+	}
+	for _, h := range c.hidden {
+		if h == nil {
+			continue
+		}
+		for i, v := range h.sqrt() {
+			s.Hidden[i] += v
+		}
+	}
+	for l, layer := range arch.Layers {
+		if at := layer.Attention; at != nil && c.heads[l] != nil {
+			ch := c.heads[l].sqrt()
+			s.HeadChannels[l] = ch
+			s.KVHeads[l] = at.KVHeads
+			s.Heads[l] = make([]float64, at.Heads)
+			for h := 0; h < at.Heads; h++ {
+				var q float64
+				for _, v := range ch[h*at.HeadDim : (h+1)*at.HeadDim] {
+					q += v * v
+				}
+				s.Heads[l][h] = math.Sqrt(q)
+			}
+		}
+		if c.neurons[l] != nil {
+			s.Neurons[l] = c.neurons[l].sqrt()
+		}
+	}
+	for l := range s.LayerSkipLoss {
+		s.LayerSkipLoss[l] = math.NaN()
+	}
+	if !o.NoSkipLoss {
+		skipBase := base
+		if len(skipRows) != len(rows) {
+			if skipBase, err = meanLoss(m, skipRows, o.Batch, nil); err != nil {
+				return nil, err
+			}
+		}
+		defer m.SetSkip()
+		for l := 0; l < L; l++ {
+			if err := m.SetSkip(l); err != nil {
+				return nil, err
+			}
+			loss, err := meanLoss(m, skipRows, o.Batch, bar)
+			if err != nil {
+				return nil, fmt.Errorf("importance: skipping layer %d: %w", l, err)
+			}
+			s.LayerSkipLoss[l] = loss - skipBase
+		}
+		m.SetSkip()
+	}
+	bar.Done()
+	return s, nil
+}
+
+// meanLoss is the token-weighted mean cross-entropy over rows.
+func meanLoss(m *engine.Model, rows [][]int32, batch int, bar *progress.Bar) (float64, error) {
+	T := len(rows[0]) - 1
+	var sum float64
+	var n int
+	in := make([]int32, 0, batch*T)
+	tg := make([]int32, 0, batch*T)
+	for i := 0; i < len(rows); i += batch {
+		part := rows[i:min(i+batch, len(rows))]
+		in, tg = in[:0], tg[:0]
+		for _, r := range part {
+			in = append(in, r[:T]...)
+			tg = append(tg, r[1:]...)
+		}
+		l, err := m.ForwardLoss(in, tg, len(part), T)
+		if err != nil {
+			return 0, fmt.Errorf("importance: sequences %d..%d: %w", i, i+len(part)-1, err)
+		}
+		sum += float64(l) * float64(len(part)*T)
+		n += len(part) * T
+		bar.Add(int64(len(part)))
+	}
+	return sum / float64(n), nil
+}
+
+// HashRows returns the SHA-256 (hex) of the calibration token ids and the
+// row length, the data key of a score cache.
+func HashRows(rows [][]int32) string {
+	h := sha256.New()
+	var b [4]byte
+	for _, r := range rows {
+		binary.LittleEndian.PutUint32(b[:], uint32(len(r)))
+		h.Write(b[:])
+		for _, v := range r {
+			binary.LittleEndian.PutUint32(b[:], uint32(v))
+			h.Write(b[:])
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// HashModelDir returns the SHA-256 (hex) of a checkpoint directory's
+// config.json and every *.safetensors file (names and contents, in sorted
+// order): the model key of a score cache.
+func HashModelDir(dir string) (string, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.safetensors"))
+	if err != nil {
+		return "", err
+	}
+	sort.Strings(files)
+	files = append([]string{filepath.Join(dir, "config.json")}, files...)
+	h := sha256.New()
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			return "", fmt.Errorf("importance: hashing model: %w", err)
+		}
+		fmt.Fprintf(h, "%s\x00", filepath.Base(f))
+		_, err = io.Copy(h, fh)
+		fh.Close()
+		if err != nil {
+			return "", fmt.Errorf("importance: hashing %s: %w", f, err)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// Matches reports whether the scores were computed for this model and data.
+func (s *Scores) Matches(modelHash, dataHash string) bool {
+	return s != nil && s.Version == Version && s.ModelHash == modelHash && s.DataHash == dataHash
+}
+
+// HeadOrder returns layer l's query heads grouped by KV group, each group's
+// heads sorted by decreasing score (ties by index): order[g] lists the head
+// indices of group g, most important first. Heads h·G/Heads..: head h
+// belongs to group h / (Heads/KVHeads), as in grouped-query attention.
+func (s *Scores) HeadOrder(l int) [][]int {
+	if l < 0 || l >= len(s.Heads) || s.Heads[l] == nil || s.KVHeads[l] == 0 {
+		return nil
+	}
+	heads := s.Heads[l]
+	per := len(heads) / s.KVHeads[l]
+	out := make([][]int, s.KVHeads[l])
+	for g := range out {
+		idx := make([]int, per)
+		for i := range idx {
+			idx[i] = g*per + i
+		}
+		sort.SliceStable(idx, func(a, b int) bool { return heads[idx[a]] > heads[idx[b]] })
+		out[g] = idx
+	}
+	return out
+}
+
+// Ranking returns the indices of v sorted by decreasing score (ties by
+// index): the order in which a pruner keeps units.
+func Ranking(v []float64) []int {
+	idx := make([]int, len(v))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return v[idx[a]] > v[idx[b]] })
+	return idx
+}
+
+func f32(v []float64) []float32 {
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = float32(x)
+	}
+	return out
+}
+
+// Save writes the scores as a safetensors file (atomically).
+func (s *Scores) Save(path string) error {
+	type tensor struct {
+		name string
+		data []float64
+	}
+	ts := []tensor{{"hidden", s.Hidden}, {"layer_bi", s.LayerBI}, {"layer_skip_loss", s.LayerSkipLoss}}
+	for l := range s.Heads {
+		if s.Heads[l] != nil {
+			ts = append(ts, tensor{fmt.Sprintf("layers.%d.heads", l), s.Heads[l]},
+				tensor{fmt.Sprintf("layers.%d.head_channels", l), s.HeadChannels[l]})
+		}
+		if s.Neurons[l] != nil {
+			ts = append(ts, tensor{fmt.Sprintf("layers.%d.neurons", l), s.Neurons[l]})
+		}
+	}
+	specs := make([]checkpoint.TensorSpec, len(ts))
+	for i, t := range ts {
+		specs[i] = checkpoint.TensorSpec{Name: t.name, DType: checkpoint.F32, Shape: []int64{int64(len(t.data))}}
+	}
+	kv := make([]string, len(s.KVHeads))
+	for i, k := range s.KVHeads {
+		kv[i] = strconv.Itoa(k)
+	}
+	meta := map[string]string{
+		"format": "autocompress-importance", "version": s.Version, "model_hash": s.ModelHash, "data_hash": s.DataHash,
+		"seq_len": strconv.Itoa(s.SeqLen), "sequences": strconv.Itoa(s.Sequences), "tokens": strconv.FormatInt(s.Tokens, 10),
+		"base_loss": strconv.FormatFloat(s.BaseLoss, 'g', -1, 64), "layers": strconv.Itoa(len(s.LayerBI)),
+		"kv_heads":    strings.Join(kv, ","),
+		"aggregation": "mean over tokens, L2 over sequences (Minitron); hidden = sum over norm sites; heads = L2 over head_dim; layer_bi = sum over calls of 1-mean cos(in,out); layer_skip_loss = loss(skip l) - base",
+	}
+	w, err := checkpoint.Create(path, specs, meta)
+	if err != nil {
+		return err
+	}
+	for _, t := range ts {
+		if err := w.WriteFloat32(t.name, f32(t.data)); err != nil {
+			w.Abort()
+			return err
+		}
+	}
+	return w.Close()
+}
+
+// FormatError reports a scores file that is not what Save writes.
+type FormatError struct {
+	Path string
+	Msg  string
+}
+
+func (e *FormatError) Error() string { return "importance: " + e.Path + ": " + e.Msg }
+
+// Load reads scores written by Save.
+func Load(path string) (*Scores, error) {
+	r, err := checkpoint.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	md := r.Metadata()
+	bad := func(f string, a ...any) error { return &FormatError{Path: path, Msg: fmt.Sprintf(f, a...)} }
+	if md["format"] != "autocompress-importance" {
+		return nil, bad("not an importance file (metadata format %q)", md["format"])
+	}
+	s := &Scores{ModelHash: md["model_hash"], DataHash: md["data_hash"], Version: md["version"]}
+	atoi := func(k string) (int, error) {
+		v, err := strconv.Atoi(md[k])
+		if err != nil || v < 0 {
+			return 0, bad("metadata %s = %q is not a count", k, md[k])
+		}
+		return v, nil
+	}
+	L, err := atoi("layers")
+	if err != nil {
+		return nil, err
+	}
+	if s.SeqLen, err = atoi("seq_len"); err != nil {
+		return nil, err
+	}
+	if s.Sequences, err = atoi("sequences"); err != nil {
+		return nil, err
+	}
+	tok, err := atoi("tokens")
+	if err != nil {
+		return nil, err
+	}
+	s.Tokens = int64(tok)
+	if s.BaseLoss, err = strconv.ParseFloat(md["base_loss"], 64); err != nil {
+		return nil, bad("metadata base_loss = %q", md["base_loss"])
+	}
+	kv := strings.Split(md["kv_heads"], ",")
+	if len(kv) != L {
+		return nil, bad("kv_heads lists %d layers, want %d", len(kv), L)
+	}
+	s.KVHeads = make([]int, L)
+	for i, k := range kv {
+		if s.KVHeads[i], err = strconv.Atoi(k); err != nil {
+			return nil, bad("kv_heads[%d] = %q", i, k)
+		}
+	}
+	get := func(name string, want int) ([]float64, error) {
+		info, ok := r.Tensor(name)
+		if !ok {
+			return nil, nil
+		}
+		if len(info.Shape) != 1 || (want >= 0 && info.Shape[0] != int64(want)) {
+			return nil, bad("tensor %s has shape %v, want [%d]", name, info.Shape, want)
+		}
+		v, err := r.Float32(name)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]float64, len(v))
+		for i, x := range v {
+			out[i] = float64(x)
+		}
+		return out, nil
+	}
+	if s.Hidden, err = get("hidden", -1); err != nil {
+		return nil, err
+	}
+	if s.Hidden == nil {
+		return nil, bad("no hidden tensor")
+	}
+	if s.LayerBI, err = get("layer_bi", L); err != nil {
+		return nil, err
+	}
+	if s.LayerSkipLoss, err = get("layer_skip_loss", L); err != nil {
+		return nil, err
+	}
+	if s.LayerBI == nil || s.LayerSkipLoss == nil {
+		return nil, bad("missing layer_bi or layer_skip_loss")
+	}
+	s.Heads, s.HeadChannels, s.Neurons = make([][]float64, L), make([][]float64, L), make([][]float64, L)
+	for l := 0; l < L; l++ {
+		if s.Heads[l], err = get(fmt.Sprintf("layers.%d.heads", l), -1); err != nil {
+			return nil, err
+		}
+		if s.HeadChannels[l], err = get(fmt.Sprintf("layers.%d.head_channels", l), -1); err != nil {
+			return nil, err
+		}
+		if s.Neurons[l], err = get(fmt.Sprintf("layers.%d.neurons", l), -1); err != nil {
+			return nil, err
+		}
+		if h := s.Heads[l]; h != nil {
+			if s.KVHeads[l] <= 0 || len(h)%s.KVHeads[l] != 0 || len(s.HeadChannels[l])%len(h) != 0 {
+				return nil, bad("layer %d: %d heads, %d KV heads, %d head channels do not fit", l, len(h), s.KVHeads[l], len(s.HeadChannels[l]))
+			}
+		}
+	}
+	return s, nil
+}
