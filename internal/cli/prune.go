@@ -1,0 +1,152 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/autocompress/autocompress/export"
+	"github.com/autocompress/autocompress/prune"
+)
+
+func init() {
+	Register(&Command{
+		Name:  "prune",
+		Usage: "--model DIR --plan plan.json --out DIR [--engine vllm|sglang|trtllm|llamacpp|hf] [--format native|decilm|padded] [--force] [--json]",
+		Short: "write a pruned child checkpoint from a pruning plan",
+		Long: `prune slices a HuggingFace checkpoint (config.json + safetensors) to what a
+pruning plan keeps: hidden channels, query heads (within their KV groups), KV
+groups, MLP neurons, Mamba heads, whole layers or sub-blocks. The plan format is
+documented in prune/PLAN.md.
+
+The child is written one tensor at a time (memory stays at a few MiB whatever
+the model size), sharded like the parent, with a config.json that matches the
+tensor shapes exactly and the tokenizer and other files copied through. It is
+built in a temporary directory beside --out and moved into place only after it
+passed the --engine's shape rules (see 'autocompress validate'); an interrupted
+or failed run leaves nothing behind. An existing --out is replaced only with
+--force.
+
+Formats: native (the parent's architecture; every layer of a kind must keep
+the same widths), decilm (Llama family: DeciLMForCausalLM block_configs with
+per-layer KV groups and FFN widths, zero-padded to multiples of 256, and
+removed sub-blocks), padded (per-layer widths zero-padded to the widest layer
+so the native architecture can hold them; the function is unchanged).`,
+		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+			model := fs.String("model", "", "parent checkpoint `directory` (config.json + safetensors)")
+			planPath := fs.String("plan", "", "pruning plan `file` (JSON, see prune/PLAN.md)")
+			out := fs.String("out", "", "output `directory` for the child")
+			engine := fs.String("engine", "", "serving engine the child must load in: vllm, sglang, trtllm, llamacpp or hf (default: the plan's, else only config/tensor agreement is checked)")
+			format := fs.String("format", "", "output format: native, decilm or padded (default: the plan's, else native)")
+			force := fs.Bool("force", false, "replace an existing --out")
+			asJSON := fs.Bool("json", false, "print the result as JSON")
+			return func(ctx context.Context, env *Env, args []string) error {
+				if len(args) > 0 {
+					return Usagef("unexpected arguments %q", args)
+				}
+				switch {
+				case *model == "":
+					return Usagef("--model is required")
+				case *planPath == "":
+					return Usagef("--plan is required")
+				case *out == "":
+					return Usagef("--out is required")
+				}
+				if *engine != "" {
+					if _, err := export.Lookup(*engine); err != nil {
+						return Usagef("--engine: %v", err)
+					}
+				}
+				switch *format {
+				case "", prune.FormatNative, prune.FormatDeciLM, prune.FormatPadded:
+				default:
+					return Usagef("--format %q: want native, decilm or padded", *format)
+				}
+				if st, err := os.Stat(*model); err != nil || !st.IsDir() {
+					return Usagef("--model %s: not a checkpoint directory", *model)
+				}
+				plan, err := prune.LoadPlan(*planPath)
+				if err != nil {
+					return err
+				}
+				res, err := prune.Prune(ctx, prune.Options{
+					Model: *model, Plan: plan, Out: *out, Force: *force,
+					Format: *format, Engine: *engine, Progress: env.Stderr,
+					Validate: export.CheckDir,
+				})
+				if err != nil {
+					var ee *prune.ExistsError
+					if errors.As(err, &ee) {
+						return &ExitError{Code: 1, Msg: err.Error()}
+					}
+					return err
+				}
+				c := res.Layout.Child
+				eng := *engine
+				if eng == "" {
+					eng = plan.Engine
+				}
+				if *asJSON {
+					type layer struct {
+						Parent     int  `json:"parent"`
+						Heads      int  `json:"heads,omitempty"`
+						KVHeads    int  `json:"kv_heads,omitempty"`
+						Width      int  `json:"mlp_width,omitempty"`
+						MambaHeads int  `json:"mamba_heads,omitempty"`
+						Padded     bool `json:"padded,omitempty"`
+					}
+					var ls []layer
+					for i, l := range c.Layers {
+						x := layer{Parent: res.Layout.Layers[i].Parent}
+						if l.Attention != nil {
+							x.Heads, x.KVHeads = l.Attention.Heads, l.Attention.KVHeads
+						}
+						if l.MLP != nil {
+							x.Width = l.MLP.Width
+						}
+						if l.Mamba != nil {
+							x.MambaHeads = l.Mamba.Heads
+						}
+						for _, v := range append(append(append([]int(nil), res.Layout.Layers[i].Heads...), res.Layout.Layers[i].Neurons...), res.Layout.Layers[i].KVHeads...) {
+							if v < 0 {
+								x.Padded = true
+							}
+						}
+						ls = append(ls, x)
+					}
+					doc := map[string]any{
+						"out": res.Dir, "architecture": c.Arch, "format": res.Layout.Format, "engine": eng,
+						"hidden": c.Hidden, "layers": ls, "files": res.Files, "tensors": res.Tensors, "bytes": res.Bytes,
+					}
+					enc := json.NewEncoder(env.Stdout)
+					enc.SetIndent("", "  ")
+					return enc.Encode(doc)
+				}
+				checked := "config and tensors agree"
+				if eng != "" {
+					checked = "validated for " + eng
+				}
+				fmt.Fprintf(env.Stdout, "wrote %s: %s (%s format), %d layers, hidden %d, %d tensors, %s in %s; %s\n",
+					res.Dir, c.Arch, res.Layout.Format, len(c.Layers), c.Hidden, res.Tensors, pruneHumanBytes(res.Bytes),
+					strings.Join(res.Files, ", "), checked)
+				return nil
+			}
+		},
+	})
+}
+
+func pruneHumanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -1,0 +1,175 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/checkpoint"
+	"github.com/autocompress/autocompress/checkpoint/testutil"
+)
+
+// pruneParent writes a small synthetic Llama (8 heads in 4 KV groups,
+// hidden 32, FFN 600) in two shards.
+func pruneParent(t *testing.T) string {
+	t.Helper()
+	m := testutil.Llama{Vocab: 64, Hidden: 32, Intermediate: 600, Heads: 8, KVHeads: 4, HeadDim: 4, Layers: 3}
+	dir := filepath.Join(t.TempDir(), "parent")
+	err := testutil.Write(dir, testutil.LlamaSpecs(m, checkpoint.BF16), testutil.Options{Shards: 2,
+		Files: map[string][]byte{"config.json": testutil.LlamaConfig(m, checkpoint.BF16), "tokenizer.json": []byte("{}")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func runCLI(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := Run(context.Background(), args, strings.NewReader(""), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func writeFile(t *testing.T, name, s string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestPruneCommand(t *testing.T) {
+	parent := pruneParent(t)
+	plan := writeFile(t, "plan.json", `{"version": 1, "hidden": [0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23],
+	  "layers": [{"layer": 0, "heads": [0,2,4,6]}, {"layer": 1, "heads": [1,3,5,7]}, {"layer": 2, "heads": [0,3,4,7]}]}`)
+	out := filepath.Join(t.TempDir(), "child")
+	code, stdout, stderr := runCLI("prune", "--model", parent, "--plan", plan, "--out", out, "--engine", "vllm")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "validated for vllm") || !strings.Contains(stdout, "hidden 24") {
+		t.Errorf("stdout: %s", stdout)
+	}
+	if !strings.Contains(stderr, "prune [") {
+		t.Errorf("no progress bar on stderr: %q", stderr)
+	}
+	child, err := architecture.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if child.Hidden != 24 || child.Layers[0].Attention.Heads != 4 || child.Layers[0].Attention.HeadDim != 4 {
+		t.Errorf("child %+v", child.Layers[0].Attention)
+	}
+	if _, err := os.Stat(filepath.Join(out, "tokenizer.json")); err != nil {
+		t.Error("tokenizer not copied")
+	}
+
+	// Existing output without --force: exit 1, untouched.
+	code, _, stderr = runCLI("prune", "--model", parent, "--plan", plan, "--out", out)
+	if code != 1 || !strings.Contains(stderr, "--force") {
+		t.Errorf("existing output: exit %d, %s", code, stderr)
+	}
+	// --format padded with per-layer widths, --json.
+	plan2 := writeFile(t, "plan2.json", `{"version": 1, "layers": [{"layer": 0, "neurons": [0, 5, 9]}, {"layer": 2, "remove": true}]}`)
+	code, stdout, stderr = runCLI("prune", "--model", parent, "--plan", plan2, "--out", out, "--force", "--format", "padded", "--json")
+	if code != 0 {
+		t.Fatalf("padded: exit %d: %s", code, stderr)
+	}
+	var doc struct {
+		Format string
+		Layers []struct {
+			Parent   int
+			MLPWidth int `json:"mlp_width"`
+			Padded   bool
+		}
+		Files []string
+	}
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+		t.Fatalf("--json: %v\n%s", err, stdout)
+	}
+	if doc.Format != "padded" || len(doc.Layers) != 2 || doc.Layers[0].MLPWidth != 600 || !doc.Layers[0].Padded || doc.Layers[1].Parent != 1 {
+		t.Errorf("json %+v", doc)
+	}
+	// Native cannot hold per-layer widths: exit 1 with the plan error.
+	code, _, stderr = runCLI("prune", "--model", parent, "--plan", plan2, "--out", out, "--force")
+	if code != 1 || !strings.Contains(stderr, "layer 1") && !strings.Contains(stderr, "layer 0") {
+		t.Errorf("native per-layer: exit %d: %s", code, stderr)
+	}
+}
+
+func TestPruneCommandUsage(t *testing.T) {
+	parent := pruneParent(t)
+	plan := writeFile(t, "plan.json", `{"version": 1}`)
+	cases := [][]string{
+		{"prune", "--plan", plan, "--out", "x"},
+		{"prune", "--model", parent, "--out", "x"},
+		{"prune", "--model", parent, "--plan", plan},
+		{"prune", "--model", parent, "--plan", plan, "--out", "x", "--engine", "ollama"},
+		{"prune", "--model", parent, "--plan", plan, "--out", "x", "--format", "gguf"},
+		{"prune", "--model", "/nonexistent", "--plan", plan, "--out", "x"},
+		{"prune", "--model", parent, "--plan", plan, "--out", "x", "extra"},
+	}
+	for _, c := range cases {
+		if code, _, stderr := runCLI(c...); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (%s)", c, code, stderr)
+		}
+	}
+	bad := writeFile(t, "bad.json", `{"version": 1, "layers": [{"layer": 0, "heads": [3, 1]}]}`)
+	code, _, stderr := runCLI("prune", "--model", parent, "--plan", bad, "--out", filepath.Join(t.TempDir(), "o"))
+	if code != 1 || !strings.Contains(stderr, "layer 0: heads: not sorted") {
+		t.Errorf("bad plan: exit %d: %s", code, stderr)
+	}
+}
+
+func TestValidateCommand(t *testing.T) {
+	parent := pruneParent(t)
+	code, stdout, stderr := runCLI("validate", "--model", parent, "--engine", "all")
+	if code != 0 {
+		t.Fatalf("parent: exit %d\n%s%s", code, stdout, stderr)
+	}
+	for _, e := range []string{"vllm: LlamaForCausalLM, 3 layers: OK", "llamacpp:", "hf:", "sglang:", "trtllm:"} {
+		if !strings.Contains(stdout, e) {
+			t.Errorf("stdout lacks %q:\n%s", e, stdout)
+		}
+	}
+	// A DeciLM child with pruned query heads: fine for vLLM, not llama.cpp.
+	plan := writeFile(t, "plan.json", `{"version": 1, "output_format": "decilm",
+	  "layers": [{"layer": 0, "heads": [0,2,4,6], "neurons": [1,2,3]}, {"layer": 1, "heads": [1,3,5,7], "remove_mlp": true}, {"layer": 2, "heads": [0,3,4,7]}]}`)
+	out := filepath.Join(t.TempDir(), "deci")
+	if code, _, stderr := runCLI("prune", "--model", parent, "--plan", plan, "--out", out, "--engine", "vllm"); code != 0 {
+		t.Fatalf("prune: %s", stderr)
+	}
+	code, stdout, stderr = runCLI("validate", "--model", out, "--engine", "vllm,llamacpp")
+	if code != 1 || !strings.Contains(stdout, "vllm: DeciLMForCausalLM, 3 layers: OK") || !strings.Contains(stdout, "[head-dim]") ||
+		!strings.Contains(stderr, "1 of 2 engine(s)") {
+		t.Errorf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, _ = runCLI("validate", "--model", out, "--engine", "llamacpp", "--json")
+	var reps []struct {
+		Engine     string
+		Violations []struct {
+			Layer int
+			Rule  string
+		}
+	}
+	if err := json.Unmarshal([]byte(stdout), &reps); err != nil || code != 1 || len(reps) != 1 || len(reps[0].Violations) == 0 || reps[0].Violations[0].Rule != "head-dim" {
+		t.Errorf("json: exit %d err %v: %s", code, err, stdout)
+	}
+	// Broken tensors: shape unlike the config.
+	cfg, _ := os.ReadFile(filepath.Join(parent, "config.json"))
+	os.WriteFile(filepath.Join(parent, "config.json"), []byte(strings.Replace(string(cfg), `"intermediate_size": 600`, `"intermediate_size": 512`, 1)), 0o644)
+	code, stdout, _ = runCLI("validate", "--model", parent, "--engine", "hf")
+	if code != 1 || !strings.Contains(stdout, "layer 0: tensor model.layers.0.mlp.gate_proj.weight: shape [600 32]") {
+		t.Errorf("shape mismatch: exit %d\n%s", code, stdout)
+	}
+	for _, c := range [][]string{{"validate", "--engine", "vllm"}, {"validate", "--model", parent}, {"validate", "--model", parent, "--engine", "x"}} {
+		if code, _, _ := runCLI(c...); code != 2 {
+			t.Errorf("%v: exit %d, want 2", c, code)
+		}
+	}
+}

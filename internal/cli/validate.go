@@ -1,0 +1,100 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/autocompress/autocompress/export"
+)
+
+func init() {
+	Register(&Command{
+		Name:  "validate",
+		Usage: "--model DIR --engine vllm|sglang|trtllm|llamacpp|hf|all [--json]",
+		Short: "check that a checkpoint follows a serving engine's shape rules",
+		Long: `validate checks a HuggingFace checkpoint directory against the rules the
+serving engine enforces when it loads it: the architecture is one the engine
+serves; every tensor is present and shaped like config.json implies; grouped
+query heads divide evenly; and for DeciLM block_configs the per-engine rules
+(ffn_mult only for SGLang, TensorRT-LLM and llama.cpp, FFN widths multiples of
+256 and the ffn_mult round trip, head_dim = hidden/heads for llama.cpp, no
+qk-norm, no attention bias on TensorRT-LLM, replace_with_linear only where
+loaded, remote-code files for transformers, KV page ratios for vLLM).
+
+Every violation is listed with its layer and rule; warnings are printed but do
+not fail. --engine accepts a comma-separated list or "all". The exit status is
+1 when any engine's rules are broken.`,
+		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+			model := fs.String("model", "", "checkpoint `directory` (config.json + safetensors)")
+			engine := fs.String("engine", "", "engine(s): vllm, sglang, trtllm, llamacpp, hf, a comma-separated list, or all")
+			asJSON := fs.Bool("json", false, "print the reports as JSON")
+			return func(ctx context.Context, env *Env, args []string) error {
+				if len(args) > 0 {
+					return Usagef("unexpected arguments %q", args)
+				}
+				if *model == "" {
+					return Usagef("--model is required")
+				}
+				if *engine == "" {
+					return Usagef("--engine is required (%s or all)", strings.Join(export.Engines(), ", "))
+				}
+				engines := export.Engines()
+				if *engine != "all" {
+					engines = strings.Split(*engine, ",")
+					for _, e := range engines {
+						if _, err := export.Lookup(e); err != nil {
+							return Usagef("--engine: %v", err)
+						}
+					}
+				}
+				if st, err := os.Stat(*model); err != nil || !st.IsDir() {
+					return Usagef("--model %s: not a checkpoint directory", *model)
+				}
+				var reports []*export.Report
+				failed := 0
+				for _, e := range engines {
+					if err := ctx.Err(); err != nil {
+						return err
+					}
+					r, err := export.ValidateDir(*model, e)
+					if err != nil {
+						return err
+					}
+					reports = append(reports, r)
+					if !r.OK() {
+						failed++
+					}
+				}
+				if *asJSON {
+					enc := json.NewEncoder(env.Stdout)
+					enc.SetIndent("", "  ")
+					if err := enc.Encode(reports); err != nil {
+						return err
+					}
+				} else {
+					for _, r := range reports {
+						status := "OK"
+						if !r.OK() {
+							status = fmt.Sprintf("FAIL (%d violation(s))", len(r.Violations))
+						}
+						fmt.Fprintf(env.Stdout, "%s: %s, %d layers: %s\n", r.Engine, r.Arch, r.Layers, status)
+						for _, v := range r.Violations {
+							fmt.Fprintf(env.Stdout, "  error: %s\n", v)
+						}
+						for _, v := range r.Warnings {
+							fmt.Fprintf(env.Stdout, "  warning: %s\n", v)
+						}
+					}
+				}
+				if failed > 0 {
+					return &ExitError{Code: 1, Msg: fmt.Sprintf("%s breaks the rules of %d of %d engine(s)", *model, failed, len(engines))}
+				}
+				return nil
+			}
+		},
+	})
+}
