@@ -1,0 +1,341 @@
+package estimate
+
+import (
+	"math"
+
+	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/hardware"
+	"github.com/autocompress/autocompress/workload"
+)
+
+// Latency holds the time and throughput predictions of one deployment.
+// Times are in seconds, rates in tokens (or requests) per second.
+type Latency struct {
+	TTFT, TPOT, E2E          float64 // means
+	TTFTP90, TPOTP90, E2EP90 float64
+	// OutputTokS is the server's output-token throughput; PrefillTokS its
+	// input-token throughput; DecodeTokS the decode speed one user sees (1/TPOT).
+	OutputTokS, PrefillTokS, DecodeTokS float64
+	RequestsPerS                        float64
+	// Running is the mean number of requests being served; Queue the mean
+	// wait for admission included in TTFT and E2E.
+	Running, Queue float64
+	// Saturated is true when a Poisson rate exceeds the service capacity.
+	Saturated bool
+	// StepTime is the mean engine step during steady decode.
+	StepTime float64
+	Step     Terms // breakdown of that step
+}
+
+// steadyIn are the inputs of the analytic closed-loop model.
+type steadyIn struct {
+	isl, osl float64 // mean lengths
+	conc     float64 // clients (closed loop)
+	capacity float64 // max concurrent requests that fit (KV and sequence limits)
+	budget   float64 // per-step token budget
+	alpha0   float64
+}
+
+// steady is the analytic steady state of a closed loop of conc clients with
+// chunked prefill mixed into decode steps. Per request: n_p prefill steps
+// and osl−1 decode steps; with C requests running, a mean step holds
+// C·(osl−1)/L decodes and C·isl/L prefill tokens (L = n_p + osl − 1), so
+// the mean step time follows directly from the (linear) step model.
+func steady(m *stepModel, in steadyIn) Latency {
+	var out Latency
+	c := math.Min(in.conc, in.capacity)
+	if c < 1 {
+		c = 1
+	}
+	isl, osl := math.Max(in.isl, 1), math.Max(in.osl, 1)
+	dec := osl - 1
+	np := math.Ceil(isl / in.budget)
+	var b Batch
+	for range 3 {
+		L := np + dec
+		b = Batch{
+			Decode:     c * dec / L,
+			Prefill:    c * isl / L,
+			PrefillSeq: c * np / L,
+			PrefillAtt: c * isl * (isl + 1) / 2 / L,
+		}
+		b.PrefillDone = c / L
+		b.DecodeCtx = b.Decode * (isl + osl/2)
+		room := math.Max(in.budget-b.Decode, in.budget/8)
+		n2 := math.Ceil(isl / room)
+		if n2 == np {
+			break
+		}
+		np = n2
+	}
+	tm := m.terms(b)
+	tau := tm.Total()
+	// The step that carries a request's own prefill chunk holds at least that
+	// chunk (and its attention pairs).
+	chunk := isl / np
+	own := b
+	if own.Prefill < chunk {
+		own.Prefill = chunk
+		own.PrefillAtt = math.Max(own.PrefillAtt, chunk*(isl-chunk/2+0.5))
+		own.PrefillSeq = math.Max(own.PrefillSeq, 1)
+		own.PrefillDone = math.Max(own.PrefillDone, 1/np)
+	}
+	tauOwn := m.time(own)
+	ttft := in.alpha0 + np*tauOwn + 0.5*tau
+	e2e := ttft + dec*tau
+	x := c / e2e // requests per second in service
+	wait := 0.0
+	if in.conc > c {
+		wait = (in.conc - c) / x
+	}
+	out.TTFT = ttft + wait
+	out.TPOT = tau
+	out.E2E = e2e + wait
+	out.TTFTP90, out.TPOTP90, out.E2EP90 = out.TTFT, out.TPOT, out.E2E
+	out.RequestsPerS = x
+	out.OutputTokS = x * osl
+	out.PrefillTokS = x * isl
+	out.DecodeTokS = 1 / tau
+	out.Running = c
+	out.Queue = wait
+	out.StepTime = tau
+	out.Step = tm
+	return out
+}
+
+// poissonSteady solves Little's law N = λ·E2E(N) for the mean number of
+// requests in the system at rate λ (fixed point, damped).
+func poissonSteady(m *stepModel, in steadyIn, rate float64) Latency {
+	maxRun := steady(m, steadyIn{isl: in.isl, osl: in.osl, conc: in.capacity, capacity: in.capacity, budget: in.budget, alpha0: in.alpha0})
+	if rate >= maxRun.RequestsPerS {
+		maxRun.Saturated = true
+		maxRun.Queue = math.Inf(1)
+		maxRun.TTFT, maxRun.E2E, maxRun.TTFTP90, maxRun.E2EP90 = math.Inf(1), math.Inf(1), math.Inf(1), math.Inf(1)
+		return maxRun
+	}
+	n := 1.0
+	var l Latency
+	for range 60 {
+		in.conc = n
+		l = steady(m, in)
+		nn := rate * (l.E2E - l.Queue)
+		if math.Abs(nn-n) < 1e-3*n {
+			break
+		}
+		n = 0.5*n + 0.5*math.Max(nn, 1e-3)
+	}
+	// M/G/1-style wait for admission when the running set nears capacity.
+	util := rate / maxRun.RequestsPerS
+	wait := 0.0
+	if util > 0.5 {
+		wait = (l.E2E - l.Queue) / in.capacity * util / (1 - util) / 2
+	}
+	in.conc = math.Min(n, in.capacity)
+	l = steady(m, in)
+	l.Queue = wait
+	l.TTFT += wait
+	l.E2E += wait
+	l.TTFTP90, l.E2EP90 = l.TTFT, l.E2E
+	l.RequestsPerS = rate
+	l.OutputTokS = rate * in.osl
+	l.PrefillTokS = rate * in.isl
+	return l
+}
+
+// staticBatch prices an offline batch of n requests that all arrive at time
+// zero with the same lengths (Argonne's LLM.generate runs): prefill in chunks
+// of budget tokens, then osl−1 decode steps with all n sequences. It returns
+// the time to the first token of the last prompt and the total latency.
+func staticBatch(m *stepModel, n, isl, osl, budget float64) (ttft, total float64) {
+	remaining := n * isl
+	t := 0.0
+	done := 0.0
+	for remaining > 0 {
+		chunk := math.Min(budget, remaining)
+		seqs := math.Max(chunk/isl, 1)
+		// attention pairs: whole prompts when chunks hold several.
+		att := seqs * isl * (isl + 1) / 2
+		if chunk < isl {
+			off := isl - remaining
+			if off < 0 {
+				off = 0
+			}
+			att = chunk * (math.Mod(off, isl) + (chunk+1)/2)
+		}
+		finished := math.Min(math.Floor((done+chunk)/isl)-math.Floor(done/isl), n)
+		t += m.time(Batch{Prefill: chunk, PrefillAtt: att, PrefillSeq: seqs, PrefillDone: math.Max(finished, 0)})
+		remaining -= chunk
+		done += chunk
+	}
+	ttft = t
+	if osl > 1 {
+		b := Batch{Decode: n, DecodeCtx: n * (isl + osl/2)}
+		t += (osl - 1) * m.time(b)
+	}
+	return ttft, t
+}
+
+// Compiled is an estimator specialised to one GPU, engine, options and
+// workload, for pricing many candidate architectures cheaply: Price reuses
+// internal buffers and does not allocate. A Compiled is not safe for
+// concurrent use; compile one per goroutine.
+type Compiled struct {
+	hw       *hardware.GPU
+	r        resolved
+	co       Coeffs
+	family   string
+	w        workload.Workload
+	mode     workload.Mode
+	isl, osl float64
+	ctx      float64
+	conc     float64
+	nreq     float64
+	sum      Summary
+	mem      MemoryReport
+}
+
+// Price is the fast estimate of one candidate.
+type Price struct {
+	Fits bool
+	// FailTerm names the memory term that does not fit (when !Fits).
+	FailTerm         string
+	WeightsBytes     float64
+	TotalBytes       float64
+	KVCapacityTokens float64
+	MaxConcurrency   int
+	Latency
+}
+
+// Compile prepares an estimator for hw, engine eng, options o and workload
+// w (which must validate). Coefficients come from the embedded file unless
+// co is non-nil.
+func Compile(hw *hardware.GPU, eng Engine, o Options, w *workload.Workload, co *Coeffs) (*Compiled, error) {
+	if err := w.Validate(); err != nil {
+		return nil, err
+	}
+	maxLen := o.MaxModelLen
+	if maxLen <= 0 {
+		maxLen = w.MaxContext()
+	}
+	o2 := o
+	if !eng.Pool() && o2.MaxNumSeqs == 0 && w.Mode() == workload.ClosedLoop {
+		o2.MaxNumSeqs = w.Concurrency
+	}
+	r, err := resolve(eng, hw, &o2, maxLen)
+	if err != nil {
+		return nil, err
+	}
+	c := &Compiled{hw: hw, r: r, w: *w, mode: w.Mode()}
+	c.family = eng.Family(hw)
+	if co != nil {
+		c.co = *co
+	} else {
+		c.co, c.family = DefaultCoeffs().Family(c.family)
+	}
+	c.isl, c.osl = w.Input.MeanValue(), w.Output.MeanValue()
+	c.ctx = float64(maxLen)
+	c.conc = float64(w.Concurrency)
+	c.nreq = float64(w.Requests())
+	return c, nil
+}
+
+// Family returns the coefficient family in use.
+func (c *Compiled) Family() string { return c.family }
+
+// Coeffs returns the coefficients in use.
+func (c *Compiled) Coeffs() Coeffs { return c.co }
+
+// Price estimates memory and latency of m with the analytic steady-state
+// model. It does not allocate.
+func (c *Compiled) Price(m *architecture.Model) Price {
+	Summarize(&c.sum, m, &c.r.prec, c.r.kv, c.r.stateBytes, c.r.tp)
+	return c.PriceSummary(&c.sum)
+}
+
+// PriceSummary is Price for a precomputed Summary (s must use the same
+// precision, KV type and TP as c; see Compiled.Summarize).
+func (c *Compiled) PriceSummary(s *Summary) Price {
+	var p Price
+	ok := planMemory(&c.mem, s, c.hw, &c.r, c.ctx, c.r.maxSeqs)
+	p.WeightsBytes = c.mem.WeightsBytes
+	p.TotalBytes = c.mem.TotalBytes()
+	p.KVCapacityTokens = c.mem.KVCapacityTokens
+	p.MaxConcurrency = c.mem.MaxConcurrency
+	if !ok {
+		p.FailTerm = c.mem.Fail.Term
+		return p
+	}
+	p.Fits = true
+	m := newStepModel(s, c.hw, &c.r.prec, c.co)
+	p.Latency = c.latency(&m, &c.mem)
+	return p
+}
+
+// Summarize computes the Summary of m with c's precision, KV type and TP.
+func (c *Compiled) Summarize(s *Summary, m *architecture.Model) {
+	Summarize(s, m, &c.r.prec, c.r.kv, c.r.stateBytes, c.r.tp)
+}
+
+func (c *Compiled) capacity(mem *MemoryReport) float64 {
+	if !c.r.eng.Pool() {
+		return float64(max(mem.MaxConcurrency, 1))
+	}
+	// Pool engines admit by the mean request footprint.
+	per := c.isl + c.osl
+	capTok := mem.KVCapacityTokens
+	n := float64(c.r.maxSeqs)
+	if per > 0 && !math.IsInf(capTok, 1) {
+		n = math.Min(n, math.Floor(capTok/per))
+	}
+	return math.Max(n, 1)
+}
+
+func (c *Compiled) latency(m *stepModel, mem *MemoryReport) Latency {
+	in := steadyIn{isl: c.isl, osl: c.osl, capacity: c.capacity(mem), budget: float64(c.r.budgetToks), alpha0: c.co.Alpha0}
+	if !c.r.eng.Pool() {
+		in.capacity = math.Min(in.capacity, float64(c.r.maxSeqs))
+	}
+	switch c.mode {
+	case workload.Poisson:
+		return poissonSteady(m, in, c.w.Rate)
+	case workload.Offline:
+		in.conc = math.Min(c.nreq, in.capacity)
+		l := steady(m, in)
+		// n requests drained at the steady rate; mean wait is half the drain.
+		total := c.nreq/l.RequestsPerS + (l.E2E - l.Queue)
+		wait := math.Max(total-(l.E2E-l.Queue), 0) / 2
+		l.Queue = wait
+		l.TTFT += wait
+		l.E2E += wait
+		l.TTFTP90 = l.TTFT + 0.8*wait
+		l.E2EP90 = l.E2E + 0.8*wait
+		return l
+	default:
+		in.conc = c.conc
+		return steady(m, in)
+	}
+}
+
+// SetCoeffs replaces the coefficients (used by calibration).
+func (c *Compiled) SetCoeffs(co Coeffs) { c.co = co }
+
+// StaticBatch prices an offline static batch of n requests of isl input
+// and osl output tokens that all start together (as in LLM.generate
+// benchmarks), with a per-step prefill budget of budget tokens (0 = the
+// engine's). It returns the time to the last first token and the total
+// batch latency, in seconds.
+func (c *Compiled) StaticBatch(s *Summary, n, isl, osl, budget int) (ttft, total float64) {
+	m := newStepModel(s, c.hw, &c.r.prec, c.co)
+	if budget <= 0 {
+		budget = c.r.budgetToks
+	}
+	ttft, total = staticBatch(&m, float64(n), float64(isl), float64(osl), float64(budget))
+	return ttft + c.co.Alpha0, total + c.co.Alpha0
+}
+
+// Memory returns the memory plan of s under c (see Memory).
+func (c *Compiled) Memory(s *Summary) (MemoryReport, bool) {
+	var rep MemoryReport
+	ok := planMemory(&rep, s, c.hw, &c.r, c.ctx, c.r.maxSeqs)
+	return rep, ok
+}

@@ -1,0 +1,124 @@
+package estimate
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+)
+
+// Coeffs are the fitted efficiencies and overheads of one engine family
+// (costmodel.md §4.1). Multipliers are dimensionless (1 = the roofline term
+// at peak); overheads are in seconds.
+type Coeffs struct {
+	Comp      float64 `json:"comp"`       // × FLOPs/peak (1/MFU)
+	Weight    float64 `json:"weight"`     // × weight bytes/bandwidth
+	KV        float64 `json:"kv"`         // × decode KV bytes/bandwidth
+	State     float64 `json:"state"`      // × recurrent-state bytes/bandwidth
+	TP        float64 `json:"tp"`         // × all-reduce bytes/link bandwidth
+	TPLatency float64 `json:"tp_latency"` // s per all-reduce
+	Layer     float64 `json:"layer"`      // s per layer per step
+	Step      float64 `json:"step"`       // s per step
+	Req       float64 `json:"req"`        // s per request in the batch per step
+	MoE       float64 `json:"moe"`        // s per MoE layer per step
+	Alpha0    float64 `json:"alpha0"`     // s per request, added to TTFT (ingestion, scheduling, detokenisation)
+
+	// Validation figures written by calibrate: held-out median APE (fractions).
+	ErrTTFT       float64 `json:"err_ttft,omitempty"`
+	ErrTPOT       float64 `json:"err_tpot,omitempty"`
+	ErrThroughput float64 `json:"err_throughput,omitempty"`
+	// EngineVersion notes the engine versions the data came from; Rows how many rows were fitted.
+	EngineVersion string `json:"engine_version,omitempty"`
+	Rows          int    `json:"rows,omitempty"`
+	Source        string `json:"source,omitempty"`
+}
+
+// CoeffFile is the JSON document embedded in the binary.
+type CoeffFile struct {
+	Comment  string            `json:"comment"`
+	Command  string            `json:"command"`
+	Families map[string]Coeffs `json:"families"`
+}
+
+//go:embed coefficients.json
+var embeddedCoeffs []byte
+
+var defaultCoeffs = mustCoeffs(embeddedCoeffs)
+
+func mustCoeffs(b []byte) *CoeffFile {
+	f, err := ParseCoeffs(b)
+	if err != nil {
+		panic("estimate: embedded coefficients.json: " + err.Error())
+	}
+	return f
+}
+
+// ParseCoeffs reads a coefficient file and checks every value.
+func ParseCoeffs(b []byte) (*CoeffFile, error) {
+	var f CoeffFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("coefficient file: %w", err)
+	}
+	if len(f.Families) == 0 {
+		return nil, fmt.Errorf("coefficient file: no families")
+	}
+	for name, c := range f.Families {
+		for _, v := range c.vector() {
+			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+				return nil, fmt.Errorf("coefficient file: family %s has an invalid value %g", name, v)
+			}
+		}
+	}
+	return &f, nil
+}
+
+// DefaultCoeffs returns the embedded coefficient file.
+func DefaultCoeffs() *CoeffFile { return defaultCoeffs }
+
+// Family returns the coefficients for a family ("vllm", "llamacpp-metal", ...),
+// falling back to the nearest fitted family.
+func (f *CoeffFile) Family(name string) (Coeffs, string) {
+	if c, ok := f.Families[name]; ok {
+		return c, name
+	}
+	for _, fb := range fallbacks[name] {
+		if c, ok := f.Families[fb]; ok {
+			return c, fb
+		}
+	}
+	names := make([]string, 0, len(f.Families))
+	for n := range f.Families {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return f.Families[names[0]], names[0]
+}
+
+var fallbacks = map[string][]string{
+	"llamacpp-metal": {"llamacpp-cuda"},
+	"llamacpp-cpu":   {"native-cpu", "llamacpp-cuda"},
+	"native-cpu":     {"llamacpp-cpu", "llamacpp-cuda"},
+	"native-cuda":    {"llamacpp-cuda"},
+	"native-metal":   {"llamacpp-metal", "llamacpp-cuda"},
+	"sglang":         {"vllm"},
+}
+
+// The fitted coefficients as a vector, in the order of CoeffNames.
+func (c *Coeffs) vector() [11]float64 {
+	return [11]float64{c.Comp, c.Weight, c.KV, c.State, c.TP, c.TPLatency, c.Layer, c.Step, c.Req, c.MoE, c.Alpha0}
+}
+
+func (c *Coeffs) setVector(v [11]float64) {
+	c.Comp, c.Weight, c.KV, c.State, c.TP, c.TPLatency, c.Layer, c.Step, c.Req, c.MoE, c.Alpha0 =
+		v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10]
+}
+
+// CoeffNames names the entries of the coefficient vector.
+var CoeffNames = [11]string{"comp", "weight", "kv", "state", "tp", "tp_latency", "layer", "step", "req", "moe", "alpha0"}
+
+// Vector returns the coefficients in CoeffNames order.
+func (c Coeffs) Vector() [11]float64 { return c.vector() }
+
+// WithVector returns c with the coefficient values replaced.
+func (c Coeffs) WithVector(v [11]float64) Coeffs { c.setVector(v); return c }

@@ -1,0 +1,248 @@
+package estimate
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/autocompress/autocompress/hardware"
+)
+
+// Engine names a serving engine.
+type Engine string
+
+// Engines.
+const (
+	VLLM     Engine = "vllm"
+	SGLang   Engine = "sglang"
+	TRTLLM   Engine = "trtllm"
+	LlamaCPP Engine = "llamacpp"
+	// Native is autocompress's own CPU engine; it allocates like llama.cpp.
+	Native Engine = "native"
+)
+
+var engineAliases = map[string]Engine{
+	"vllm": VLLM, "sglang": SGLang, "trtllm": TRTLLM, "tensorrt-llm": TRTLLM, "trt-llm": TRTLLM, "tensorrt_llm": TRTLLM,
+	"llamacpp": LlamaCPP, "llama.cpp": LlamaCPP, "llama-cpp": LlamaCPP, "ollama": LlamaCPP, "native": Native,
+}
+
+// Engines returns the engine names.
+func Engines() []string {
+	return []string{string(LlamaCPP), string(Native), string(SGLang), string(TRTLLM), string(VLLM)}
+}
+
+// LookupEngine parses an engine name ("TensorRT-LLM", "llama.cpp" and
+// "ollama" are accepted spellings).
+func LookupEngine(name string) (Engine, error) {
+	e, ok := engineAliases[strings.ToLower(strings.TrimSpace(name))]
+	if !ok {
+		return "", &UnknownError{Kind: "engine", Name: name, Valid: Engines()}
+	}
+	return e, nil
+}
+
+// Pool reports whether the engine pre-allocates a KV pool from a budget
+// (vLLM, SGLang, TRT-LLM) rather than allocating exactly its context (llama.cpp).
+func (e Engine) Pool() bool { return e == VLLM || e == SGLang || e == TRTLLM }
+
+// Family returns the coefficient family: the engine, plus the backend for
+// llama.cpp ("llamacpp-cuda", "llamacpp-metal", "llamacpp-cpu").
+func (e Engine) Family(hw *hardware.GPU) string {
+	switch e {
+	case LlamaCPP:
+		return "llamacpp-" + string(hw.Backend)
+	case Native:
+		return "native-" + string(hw.Backend)
+	}
+	return string(e)
+}
+
+// Options are the deployment knobs; the zero value means the engine defaults.
+type Options struct {
+	// Precision of the weights (see Precisions); "" = bf16 (f16 for llama.cpp).
+	Precision string
+	// KVDType is the KV-cache type; "" or "auto" = model dtype (f16 in llama.cpp).
+	KVDType string
+	// TP is the tensor-parallel degree; 0 = 1.
+	TP int
+	// MaxModelLen is the per-request context limit; 0 = from the workload
+	// (or 4096 when there is none).
+	MaxModelLen int
+	// MaxNumSeqs caps running requests (vLLM max_num_seqs, SGLang
+	// max_running_requests, TRT-LLM max_batch_size, llama.cpp -np slots);
+	// 0 = engine default (llama.cpp: the workload's concurrency).
+	MaxNumSeqs int
+	// MaxBatchedTokens is the per-step token budget (vLLM
+	// max_num_batched_tokens, SGLang chunked_prefill_size, TRT-LLM
+	// max_num_tokens, llama.cpp n_ubatch); 0 = engine default.
+	MaxBatchedTokens int
+	// MemFraction is vLLM gpu_memory_utilization, SGLang mem_fraction_static
+	// or TRT-LLM free_gpu_memory_fraction; 0 = engine default.
+	MemFraction float64
+	// StateDType is the recurrent-state element type: "" = fp32 (llama.cpp,
+	// and the Mamba models that pin it), "bf16" for vLLM's auto on others.
+	StateDType string
+}
+
+// resolved holds Options with every default filled in.
+type resolved struct {
+	eng         Engine
+	prec        Precision
+	kv          KVType
+	stateBytes  float64
+	tp          int
+	maxLen      int
+	maxSeqs     int
+	budgetToks  int
+	memFraction float64
+}
+
+func resolve(eng Engine, hw *hardware.GPU, o *Options, maxLen int) (resolved, error) {
+	r := resolved{eng: eng, tp: max(o.TP, 1), maxLen: maxLen}
+	pn := o.Precision
+	if pn == "" {
+		pn = "bf16"
+		if !eng.Pool() {
+			pn = "f16"
+		}
+	}
+	p, err := LookupPrecision(pn)
+	if err != nil {
+		return r, err
+	}
+	if eng.Pool() && p.GGUF {
+		if p.Name == "f16" {
+			p, _ = LookupPrecision("fp16")
+		} else {
+			return r, &UnsupportedError{Msg: "precision " + p.Name + " is a GGUF format; " + string(eng) + " serves bf16, fp16, fp8, nvfp4, mxfp4, int4-awq or int4-gptq"}
+		}
+	}
+	if !eng.Pool() && !p.GGUF {
+		switch p.Name {
+		case "bf16", "fp16":
+			p, _ = LookupPrecision("f16")
+		default:
+			return r, &UnsupportedError{Msg: "precision " + p.Name + " is not a GGUF format; llama.cpp serves f16, q8_0, q6_k, q5_k_m, q4_k_m or q4_0"}
+		}
+	}
+	r.prec = p
+	kv, err := LookupKVType(o.KVDType)
+	if err != nil {
+		return r, err
+	}
+	if eng.Pool() && (kv.Name == "q8_0" || kv.Name == "q4_0") {
+		return r, &UnsupportedError{Msg: "KV type " + kv.Name + " is llama.cpp-only; use auto or fp8"}
+	}
+	if !eng.Pool() && kv.Name == "fp8" {
+		return r, &UnsupportedError{Msg: "llama.cpp has no fp8 KV cache; use f16, q8_0 or q4_0"}
+	}
+	r.kv = kv
+	r.stateBytes = 4
+	if o.StateDType == "bf16" || o.StateDType == "fp16" {
+		r.stateBytes = 2
+	}
+	if r.maxLen <= 0 {
+		r.maxLen = o.MaxModelLen
+	}
+	if r.maxLen <= 0 {
+		r.maxLen = 4096
+	}
+	big := hw.MemoryBytes >= 70<<30
+	r.maxSeqs, r.budgetToks, r.memFraction = o.MaxNumSeqs, o.MaxBatchedTokens, o.MemFraction
+	switch eng {
+	case VLLM:
+		// vLLM V1 defaults (vllm/engine/arg_utils.py): API server on ≥70 GiB GPUs
+		// 8192 batched tokens and 1024 sequences; smaller GPUs 2048 and 256.
+		r.maxSeqs = or(r.maxSeqs, pick(big, 1024, 256))
+		r.budgetToks = or(r.budgetToks, pick(big, 8192, 2048))
+		r.memFraction = orf(r.memFraction, 0.9)
+	case SGLang:
+		// server_args.py: chunked_prefill_size 8192 on large GPUs, 2048 below;
+		// mem_fraction_static grows with memory (≈0.85–0.88 on 80–192 GB parts).
+		r.maxSeqs = or(r.maxSeqs, 1024)
+		r.budgetToks = or(r.budgetToks, pick(big, 8192, 2048))
+		switch gibs := hw.MemoryBytes >> 30; {
+		case gibs >= 120:
+			r.memFraction = orf(r.memFraction, 0.88)
+		case gibs >= 60:
+			r.memFraction = orf(r.memFraction, 0.85)
+		default:
+			r.memFraction = orf(r.memFraction, 0.80)
+		}
+	case TRTLLM:
+		// trtllm-serve defaults: max_batch_size 2048, max_num_tokens 8192,
+		// KvCacheConfig(free_gpu_memory_fraction=0.9).
+		r.maxSeqs = or(r.maxSeqs, 2048)
+		r.budgetToks = or(r.budgetToks, 8192)
+		r.memFraction = orf(r.memFraction, 0.9)
+	default:
+		// llama.cpp: -np slots, n_batch 2048 / n_ubatch 512.
+		r.maxSeqs = or(r.maxSeqs, 1)
+		r.budgetToks = or(r.budgetToks, 512)
+		r.memFraction = orf(r.memFraction, 1)
+	}
+	if r.maxSeqs < 1 || r.budgetToks < 1 || r.memFraction <= 0 || r.memFraction > 1 {
+		return r, &UnsupportedError{Msg: "max sequences and batched tokens must be ≥ 1 and the memory fraction in (0, 1]"}
+	}
+	if r.tp > 1 && hw.GPUsPerNode > 0 && r.tp > hw.GPUsPerNode {
+		return r, &UnsupportedError{Msg: "TP " + itoa(r.tp) + " exceeds the " + itoa(hw.GPUsPerNode) + " GPUs of one " + hw.Name + " node"}
+	}
+	return r, nil
+}
+
+// UnsupportedError is a deployment the engine cannot run.
+type UnsupportedError struct{ Msg string }
+
+func (e *UnsupportedError) Error() string { return e.Msg }
+
+func or(v, d int) int {
+	if v > 0 {
+		return v
+	}
+	return d
+}
+
+func orf(v, d float64) float64 {
+	if v > 0 {
+		return v
+	}
+	return d
+}
+
+func pick(c bool, a, b int) int {
+	if c {
+		return a
+	}
+	return b
+}
+
+func itoa(i int) string {
+	const digits = "0123456789"
+	if i == 0 {
+		return "0"
+	}
+	neg := i < 0
+	if neg {
+		i = -i
+	}
+	var b [20]byte
+	n := len(b)
+	for i > 0 {
+		n--
+		b[n] = digits[i%10]
+		i /= 10
+	}
+	if neg {
+		n--
+		b[n] = '-'
+	}
+	return string(b[n:])
+}
+
+func sortedKeys[M ~map[string]V, V any](m M) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

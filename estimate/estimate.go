@@ -1,0 +1,89 @@
+// Package estimate predicts what serving a model costs on one deployment: a
+// GPU (package hardware), a serving engine (vLLM, SGLang, TensorRT-LLM,
+// llama.cpp or the native engine), a weight precision and a workload
+// (package workload).
+//
+// # Memory
+//
+// Memory applies each engine's own allocation rule (costmodel.md §2–3):
+// weights per tensor class at the deployed precision, KV cache per layer
+// (GQA, sliding windows, TP replication of KV heads), Mamba state per
+// sequence, activations, engine and CUDA overheads, then the KV capacity in
+// tokens and the number of full-length requests that fit. A deployment that
+// does not fit returns a *FitError naming the term and the shortfall.
+//
+// # Time
+//
+// One engine step costs roofline basis terms (FLOPs ÷ peak, weight and KV
+// bytes ÷ bandwidth, state bytes, all-reduce bytes ÷ link) multiplied by a few
+// coefficients fitted per engine family, plus per-layer, per-step and
+// per-request overheads. Two predictors share that step model:
+//
+//   - Simulator: a continuous-batching simulation (chunked prefill, KV
+//     capacity, FCFS admission; closed loop, Poisson or offline) giving mean
+//     and p90 TTFT, TPOT and E2E and throughputs.
+//   - Compiled.Price: an analytic steady state of the same model, with no
+//     simulation and no allocation, for architecture search.
+//
+// The coefficients ship in coefficients.json (embedded) and are refitted by
+// "autocompress calibrate" from public measurements (package
+// estimate/groundtruth); "autocompress validate-estimator" reports the
+// held-out error.
+package estimate
+
+import (
+	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/hardware"
+	"github.com/autocompress/autocompress/workload"
+)
+
+// Result is a full estimate.
+type Result struct {
+	Model    string
+	GPU      string
+	Engine   Engine
+	Family   string // coefficient family used
+	Workload string
+	Memory   MemoryReport
+	// Latency comes from the simulation; Analytic from the fast path.
+	Latency  Latency
+	Analytic Latency
+	Params   struct{ Total, Active float64 }
+	Coeffs   Coeffs
+}
+
+// Estimate prices m on hw with engine eng, options o and workload w: the
+// memory plan, the simulated latency and the analytic one.
+func Estimate(m *architecture.Model, hw *hardware.GPU, eng Engine, o Options, w *workload.Workload) (*Result, error) {
+	c, err := Compile(hw, eng, o, w, nil)
+	if err != nil {
+		return nil, err
+	}
+	var s Summary
+	c.Summarize(&s, m)
+	res := &Result{Model: m.Name, GPU: hw.Name, Engine: eng, Family: c.family, Workload: w.String(), Coeffs: c.co}
+	res.Params.Total, res.Params.Active = s.TotalParams, s.ActiveParams
+	ok := planMemory(&res.Memory, &s, hw, &c.r, c.ctx, c.r.maxSeqs)
+	if !ok {
+		f := res.Memory.Fail
+		return res, &f
+	}
+	p := c.PriceSummary(&s)
+	res.Analytic = p.Latency
+	var sim Simulator
+	l, err := c.Simulate(&sim, &s)
+	if err != nil {
+		return res, err
+	}
+	res.Latency = l
+	return res, nil
+}
+
+// LatencyOf is Estimate's simulated latency alone.
+func LatencyOf(m *architecture.Model, hw *hardware.GPU, eng Engine, o Options, w *workload.Workload) (Latency, error) {
+	r, err := Estimate(m, hw, eng, o, w)
+	if err != nil {
+		return Latency{}, err
+	}
+	return r.Latency, nil
+}

@@ -1,0 +1,353 @@
+package groundtruth
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/autocompress/autocompress/estimate"
+	"github.com/autocompress/autocompress/hardware"
+	"github.com/autocompress/autocompress/workload"
+)
+
+// Metric names a measured quantity.
+type Metric string
+
+// Metrics.
+const (
+	TTFT       Metric = "ttft"
+	TPOT       Metric = "tpot"
+	Throughput Metric = "throughput"
+)
+
+// Metrics lists the metrics in report order.
+var Metrics = []Metric{TPOT, TTFT, Throughput}
+
+// Prepared is a row bound to its compiled estimator, ready to predict under
+// any coefficients.
+type Prepared struct {
+	Row    *Row
+	Family string
+	Group  string // canonical model id, for leave-one-model-out
+	c      *estimate.Compiled
+	s      estimate.Summary
+}
+
+// Prepare compiles each row; rows that cannot be priced (the deployment does
+// not fit, unknown GPU, ...) are skipped and counted.
+func Prepare(rows []Row, skipped Skipped) []*Prepared {
+	var out []*Prepared
+	for i := range rows {
+		r := &rows[i]
+		hw, err := hardware.Lookup(r.GPU)
+		if err != nil {
+			skipped.add("unknown GPU")
+			continue
+		}
+		m, ok := Describe(r.Model)
+		if !ok {
+			skipped.add("model not described")
+			continue
+		}
+		o := estimate.Options{Precision: r.Precision, KVDType: r.KVDType, TP: r.TP}
+		var w workload.Workload
+		if r.Static() {
+			w = workload.Workload{Input: workload.FixedLength(r.ISL), Output: workload.FixedLength(r.OSL), Rate: math.Inf(1), NumRequests: r.Batch}
+			o.MaxNumSeqs = max(r.Batch, 1)
+			if r.Engine == estimate.LlamaCPP {
+				o.MaxNumSeqs = 1
+			}
+		} else {
+			w = workload.FixedClosed(r.ISL, r.OSL, r.Concurrency)
+		}
+		c, err := estimate.Compile(hw, r.Engine, o, &w, nil)
+		if err != nil {
+			skipped.add("cannot compile: " + firstWords(err.Error(), 6))
+			continue
+		}
+		p := &Prepared{Row: r, Family: r.Engine.Family(hw), Group: canonical(r.Model), c: c}
+		c.Summarize(&p.s, m)
+		if _, ok := c.Memory(&p.s); !ok {
+			skipped.add("does not fit in memory per the estimator")
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func firstWords(s string, n int) string {
+	f := strings.Fields(s)
+	if len(f) > n {
+		f = f[:n]
+	}
+	return strings.Join(f, " ")
+}
+
+// Predict returns the predicted value of metric for p under co, and whether
+// the row measured it.
+func (p *Prepared) Predict(co estimate.Coeffs, metric Metric) (pred, meas float64, ok bool) {
+	r := p.Row
+	p.c.SetCoeffs(co)
+	if r.Static() {
+		ttft, total := p.c.StaticBatch(&p.s, r.Batch, r.ISL, r.OSL, r.Budget)
+		switch metric {
+		case TTFT:
+			if r.TTFTms > 0 {
+				return ttft * 1000, r.TTFTms, true
+			}
+		case Throughput:
+			if r.LatencyS > 0 {
+				return float64(r.Batch*r.OSL) / total, r.OutputTokS, true
+			}
+		}
+		return 0, 0, false
+	}
+	pr := p.c.PriceSummary(&p.s)
+	switch metric {
+	case TTFT:
+		if r.TTFTms > 0 {
+			return pr.TTFT * 1000, r.TTFTms, true
+		}
+	case TPOT:
+		if r.TPOTms > 0 {
+			return pr.TPOT * 1000, r.TPOTms, true
+		}
+	case Throughput:
+		if r.OutputTokS > 0 {
+			return pr.OutputTokS, r.OutputTokS, true
+		}
+	}
+	return 0, 0, false
+}
+
+// fitted marks the coefficients the optimiser moves (others keep their prior).
+var fitted = map[string][]int{
+	// comp, weight, kv, tp, layer, step, req, alpha0
+	"default":       {0, 1, 2, 4, 6, 7, 8, 10},
+	"llamacpp-cuda": {0, 1, 2, 6, 7, 10},
+}
+
+// metricWeight balances the loss: TTFT is noisier (queueing, client time).
+var metricWeight = map[Metric]float64{TPOT: 1, TTFT: 0.5, Throughput: 1}
+
+// loss is the weighted mean squared log error over rows and metrics.
+func loss(rows []*Prepared, co estimate.Coeffs) float64 {
+	s, n := 0.0, 0.0
+	for _, p := range rows {
+		for _, m := range Metrics {
+			if m == Throughput && p.Row.Source == "aic" {
+				continue // derived from TTFT and TPOT; not an independent measurement
+			}
+			pred, meas, ok := p.Predict(co, m)
+			if !ok {
+				continue
+			}
+			if !(pred > 0) || math.IsInf(pred, 0) {
+				s += 25 * metricWeight[m]
+				n += metricWeight[m]
+				continue
+			}
+			d := math.Log(pred / meas)
+			s += metricWeight[m] * d * d
+			n += metricWeight[m]
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return s / n
+}
+
+// Fit fits the coefficients of one family on rows, starting from prior,
+// with Nelder–Mead on the logarithms of the fitted coefficients
+// (deterministic: fixed initial simplex, fixed iteration cap).
+func Fit(ctx context.Context, rows []*Prepared, family string, prior estimate.Coeffs, maxIter int) (estimate.Coeffs, float64) {
+	idx, ok := fitted[family]
+	if !ok {
+		idx = fitted["default"]
+	}
+	base := prior.Vector()
+	x0 := make([]float64, len(idx))
+	for i, k := range idx {
+		x0[i] = math.Log(math.Max(base[k], 1e-9))
+	}
+	toCoeffs := func(x []float64) estimate.Coeffs {
+		v := base
+		for i, k := range idx {
+			// Bound each coefficient to a physically sensible range.
+			v[k] = math.Exp(clamp(x[i], x0[i]-6, x0[i]+6))
+		}
+		if v[0] < 1 {
+			v[0] = 1 // cannot beat peak FLOPS
+		}
+		if v[1] < 1 {
+			v[1] = 1 // cannot beat peak bandwidth
+		}
+		return prior.WithVector(v)
+	}
+	f := func(x []float64) float64 {
+		if ctx.Err() != nil {
+			return math.Inf(1)
+		}
+		return loss(rows, toCoeffs(x))
+	}
+	x, fx := nelderMead(f, x0, 0.4, maxIter)
+	return toCoeffs(x), fx
+}
+
+func clamp(x, lo, hi float64) float64 { return math.Max(lo, math.Min(hi, x)) }
+
+// nelderMead minimises f from x0 with an initial simplex of step s.
+func nelderMead(f func([]float64) float64, x0 []float64, step float64, maxIter int) ([]float64, float64) {
+	n := len(x0)
+	pts := make([][]float64, n+1)
+	vals := make([]float64, n+1)
+	for i := range pts {
+		pts[i] = append([]float64(nil), x0...)
+		if i > 0 {
+			pts[i][i-1] += step
+		}
+		vals[i] = f(pts[i])
+	}
+	cen := make([]float64, n)
+	try := func(a float64, worst []float64) []float64 {
+		x := make([]float64, n)
+		for j := range x {
+			x[j] = cen[j] + a*(worst[j]-cen[j])
+		}
+		return x
+	}
+	for it := 0; it < maxIter; it++ {
+		// order
+		ord := make([]int, n+1)
+		for i := range ord {
+			ord[i] = i
+		}
+		sort.SliceStable(ord, func(a, b int) bool { return vals[ord[a]] < vals[ord[b]] })
+		np, nv := make([][]float64, n+1), make([]float64, n+1)
+		for i, o := range ord {
+			np[i], nv[i] = pts[o], vals[o]
+		}
+		pts, vals = np, nv
+		if math.Abs(vals[n]-vals[0]) < 1e-10*(1+math.Abs(vals[0])) && it > 50 {
+			break
+		}
+		for j := range cen {
+			cen[j] = 0
+			for i := 0; i < n; i++ {
+				cen[j] += pts[i][j] / float64(n)
+			}
+		}
+		xr := try(-1, pts[n])
+		fr := f(xr)
+		switch {
+		case fr < vals[0]:
+			xe := try(-2, pts[n])
+			if fe := f(xe); fe < fr {
+				pts[n], vals[n] = xe, fe
+			} else {
+				pts[n], vals[n] = xr, fr
+			}
+		case fr < vals[n-1]:
+			pts[n], vals[n] = xr, fr
+		default:
+			xc := try(0.5, pts[n])
+			if fc := f(xc); fc < vals[n] {
+				pts[n], vals[n] = xc, fc
+			} else {
+				for i := 1; i <= n; i++ {
+					for j := range pts[i] {
+						pts[i][j] = pts[0][j] + 0.5*(pts[i][j]-pts[0][j])
+					}
+					vals[i] = f(pts[i])
+				}
+			}
+		}
+	}
+	best := 0
+	for i := range vals {
+		if vals[i] < vals[best] {
+			best = i
+		}
+	}
+	return pts[best], vals[best]
+}
+
+// Families returns the coefficient families present in rows, sorted.
+func Families(rows []*Prepared) []string {
+	set := map[string]bool{}
+	for _, p := range rows {
+		set[p.Family] = true
+	}
+	var out []string
+	for k := range set {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func filter(rows []*Prepared, keep func(*Prepared) bool) []*Prepared {
+	var out []*Prepared
+	for _, p := range rows {
+		if keep(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// FitAll fits every family present in rows and returns the coefficient file.
+func FitAll(ctx context.Context, rows []*Prepared, prior *estimate.CoeffFile, maxIter int) (*estimate.CoeffFile, error) {
+	out := &estimate.CoeffFile{
+		Comment:  "Fitted by autocompress calibrate on the public ground truth (AIConfigurator silicon sample, Argonne LLM-Inference-Bench); deterministic Nelder-Mead on log-coefficients. Held-out errors: autocompress validate-estimator.",
+		Command:  "autocompress calibrate --out estimate/coefficients.json",
+		Families: map[string]estimate.Coeffs{},
+	}
+	for k, v := range prior.Families {
+		out.Families[k] = v
+	}
+	for _, fam := range Families(rows) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		sub := filter(rows, func(p *Prepared) bool { return p.Family == fam })
+		pc, _ := prior.Family(fam)
+		co, _ := Fit(ctx, sub, fam, pc, maxIter)
+		vers := map[string]bool{}
+		for _, p := range sub {
+			if v := p.Row.EngineVersion; v != "" {
+				vers[v] = true
+			}
+		}
+		var vl []string
+		for v := range vers {
+			vl = append(vl, v)
+		}
+		sort.Strings(vl)
+		if len(vl) > 8 {
+			vl = append(vl[:8], fmt.Sprintf("… (%d versions)", len(vers)))
+		}
+		co.EngineVersion = strings.Join(vl, ", ")
+		co.Rows = len(sub)
+		co.Source = sourcesOf(sub)
+		out.Families[fam] = co
+	}
+	return out, nil
+}
+
+func sourcesOf(rows []*Prepared) string {
+	set := map[string]int{}
+	for _, p := range rows {
+		set[p.Row.Source]++
+	}
+	var parts []string
+	for k, v := range set {
+		parts = append(parts, fmt.Sprintf("%s %d", k, v))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,108 @@
+package groundtruth
+
+import (
+	"strings"
+
+	"github.com/autocompress/autocompress/architecture"
+)
+
+// shape is a compact description of a uniform decoder from its public
+// config.json (HuggingFace), enough for the estimator.
+type shape struct {
+	layers, hidden, heads, kv, headDim, ffn, vocab int
+	tied, qkvBias, qkNorm                          bool
+	experts, topK, expertFFN                       int
+	window                                         int  // sliding window (Mistral-7B-v0.1: 4096 on every layer)
+	altWindow                                      bool // window on even layers only (gpt-oss)
+	attnBias                                       bool
+}
+
+// shapes maps the model ids found in the ground-truth files to their
+// config.json values. Ids not listed are skipped and counted.
+var shapes = map[string]shape{
+	"meta-llama/Llama-3.1-8B":        {layers: 32, hidden: 4096, heads: 32, kv: 8, headDim: 128, ffn: 14336, vocab: 128256},
+	"meta-llama/Llama-3.1-70B":       {layers: 80, hidden: 8192, heads: 64, kv: 8, headDim: 128, ffn: 28672, vocab: 128256},
+	"meta-llama/Meta-Llama-3-8B":     {layers: 32, hidden: 4096, heads: 32, kv: 8, headDim: 128, ffn: 14336, vocab: 128256},
+	"meta-llama/Meta-Llama-3-70B":    {layers: 80, hidden: 8192, heads: 64, kv: 8, headDim: 128, ffn: 28672, vocab: 128256},
+	"meta-llama/Llama-2-7b-hf":       {layers: 32, hidden: 4096, heads: 32, kv: 32, headDim: 128, ffn: 11008, vocab: 32000},
+	"meta-llama/Llama-2-70b-hf":      {layers: 80, hidden: 8192, heads: 64, kv: 8, headDim: 128, ffn: 28672, vocab: 32000},
+	"mistralai/Mistral-7B-v0.1":      {layers: 32, hidden: 4096, heads: 32, kv: 8, headDim: 128, ffn: 14336, vocab: 32000, window: 4096},
+	"mistralai/Mixtral-8x7B-v0.1":    {layers: 32, hidden: 4096, heads: 32, kv: 8, headDim: 128, vocab: 32000, experts: 8, topK: 2, expertFFN: 14336},
+	"Qwen/Qwen2-7B":                  {layers: 28, hidden: 3584, heads: 28, kv: 4, headDim: 128, ffn: 18944, vocab: 152064, qkvBias: true},
+	"Qwen/Qwen2-72B":                 {layers: 80, hidden: 8192, heads: 64, kv: 8, headDim: 128, ffn: 29568, vocab: 152064, qkvBias: true},
+	"Qwen/Qwen3-32B":                 {layers: 64, hidden: 5120, heads: 64, kv: 8, headDim: 128, ffn: 25600, vocab: 151936, qkNorm: true},
+	"Qwen/Qwen3-235B-A22B":           {layers: 94, hidden: 4096, heads: 64, kv: 4, headDim: 128, vocab: 151936, qkNorm: true, experts: 128, topK: 8, expertFFN: 1536},
+	"huggyllama/llama-7b":            {layers: 32, hidden: 4096, heads: 32, kv: 32, headDim: 128, ffn: 11008, vocab: 32000},
+	"Qwen/Qwen1.5-7B":                {layers: 32, hidden: 4096, heads: 32, kv: 32, headDim: 128, ffn: 11008, vocab: 151936, qkvBias: true},
+	"BAAI/Aquila-7B":                 {layers: 32, hidden: 4096, heads: 32, kv: 32, headDim: 128, ffn: 11008, vocab: 100008},
+	"meta-llama/Meta-Llama-3.1-8B":   {layers: 32, hidden: 4096, heads: 32, kv: 8, headDim: 128, ffn: 14336, vocab: 128256},
+	"meta-llama/Meta-Llama-3.1-70B":  {layers: 80, hidden: 8192, heads: 64, kv: 8, headDim: 128, ffn: 28672, vocab: 128256},
+	"meta-llama/Meta-Llama-3.1-405B": {layers: 126, hidden: 16384, heads: 128, kv: 8, headDim: 128, ffn: 53248, vocab: 128256},
+	"Qwen/Qwen3-8B":                  {layers: 36, hidden: 4096, heads: 32, kv: 8, headDim: 128, ffn: 12288, vocab: 151936, qkNorm: true},
+	"Qwen/Qwen3-30B-A3B":             {layers: 48, hidden: 2048, heads: 32, kv: 4, headDim: 128, vocab: 151936, qkNorm: true, experts: 128, topK: 8, expertFFN: 768},
+	"openai/gpt-oss-120b": {layers: 36, hidden: 2880, heads: 64, kv: 8, headDim: 64, vocab: 201088, experts: 128, topK: 4, expertFFN: 2880,
+		window: 128, altWindow: true, attnBias: true},
+	"openai/gpt-oss-20b": {layers: 24, hidden: 2880, heads: 64, kv: 8, headDim: 64, vocab: 201088, experts: 32, topK: 4, expertFFN: 2880,
+		window: 128, altWindow: true, attnBias: true},
+	"meta-llama/Llama-3.1-8B-Instruct": {layers: 32, hidden: 4096, heads: 32, kv: 8, headDim: 128, ffn: 14336, vocab: 128256},
+}
+
+// canonical strips quantization and instruct suffixes that do not change
+// the shape: "nvidia/Llama-3.1-8B-Instruct-FP8" → "meta-llama/Llama-3.1-8B".
+func canonical(id string) string {
+	s := id
+	for _, suf := range []string{"-FP8", "-NVFP4", "-Instruct", "-hf"} {
+		s = strings.TrimSuffix(s, suf)
+	}
+	switch {
+	case strings.HasPrefix(s, "nvidia/Llama-3.1-"):
+		s = "meta-llama/" + strings.TrimPrefix(s, "nvidia/")
+	case strings.HasPrefix(s, "nvidia/Qwen3-"):
+		s = "Qwen/" + strings.TrimPrefix(s, "nvidia/")
+	case strings.HasPrefix(s, "Qwen/Qwen3-235B-A22B"):
+		s = "Qwen/Qwen3-235B-A22B"
+	}
+	if s == "meta-llama/Llama-2-7b" || s == "meta-llama/Llama-2-70b" {
+		s += "-hf"
+	}
+	return s
+}
+
+// Describe returns the architecture of a model id found in the ground-truth
+// files (or one of a few common presets), built from its config.json values.
+func Describe(id string) (*architecture.Model, bool) {
+	sh, ok := shapes[id]
+	if !ok {
+		sh, ok = shapes[canonical(id)]
+	}
+	if !ok {
+		return nil, false
+	}
+	m := &architecture.Model{Name: id, Vocab: sh.vocab, Hidden: sh.hidden, TiedEmbeddings: sh.tied,
+		Norm: architecture.RMSNorm, DType: "bfloat16", Layers: make([]architecture.Layer, sh.layers)}
+	for i := range m.Layers {
+		l := &m.Layers[i]
+		win := sh.window
+		if sh.altWindow && i%2 == 1 {
+			win = 0
+		}
+		l.Attention = &architecture.Attention{Heads: sh.heads, KVHeads: sh.kv, HeadDim: sh.headDim,
+			QKVBias: sh.qkvBias || sh.attnBias, OutBias: sh.attnBias, QKNorm: sh.qkNorm, SlidingWindow: win}
+		if sh.experts > 0 {
+			l.MoE = &architecture.MoE{Experts: sh.experts, TopK: sh.topK, ExpertWidth: sh.expertFFN, Gated: true, Activation: "silu",
+				RouterBias: sh.attnBias, ExpertBias: sh.attnBias}
+		} else {
+			l.MLP = &architecture.MLP{Width: sh.ffn, Gated: true, Activation: "silu"}
+		}
+	}
+	return m, true
+}
+
+// Known returns the model ids Describe accepts.
+func Known() []string {
+	out := make([]string, 0, len(shapes))
+	for k := range shapes {
+		out = append(out, k)
+	}
+	return out
+}

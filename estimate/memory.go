@@ -1,0 +1,280 @@
+package estimate
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/hardware"
+)
+
+// GiB is 2³⁰ bytes.
+const GiB = 1 << 30
+
+// MemoryReport is the per-GPU memory plan of one deployment. Byte figures
+// are per GPU of the TP group.
+type MemoryReport struct {
+	Engine    Engine
+	Precision string
+	KVDType   string
+	TP        int
+
+	DeviceBytes float64 // memory the accelerator may allocate
+	// BudgetBytes is what the engine reserves (vLLM: gpu_memory_utilization ×
+	// total; SGLang: mem_fraction_static × total; TRT-LLM: everything it takes
+	// including its KV pool; llama.cpp: exactly NeededBytes).
+	BudgetBytes float64
+
+	WeightsBytes    float64
+	ActivationBytes float64 // peak activations / compute buffers
+	OverheadBytes   float64 // CUDA context, non-torch, CUDA graphs, NCCL, runtime, output buffers
+	KVPoolBytes     float64 // KV cache + recurrent state pool (llama.cpp: the context it allocates)
+
+	KVBytesPerToken  float64 // full-attention KV per token (sliding-window layers capped separately)
+	StateBytesPerSeq float64
+	// KVCapacityTokens is how many tokens of KV the pool holds (llama.cpp: n_ctx).
+	KVCapacityTokens float64
+	// MaxModelLen is the per-request context used for MaxConcurrency.
+	MaxModelLen int
+	// MaxConcurrency is how many full-length requests fit at once (also
+	// capped by the engine's sequence limit).
+	MaxConcurrency int
+	MaxSeqs        int // the engine's sequence limit
+	BudgetTokens   int // per-step token budget
+
+	// NeededBytes is weights + activations + overhead + the KV and state of
+	// MaxConcurrency full-length requests (llama.cpp: what it allocates).
+	NeededBytes float64
+
+	// Fits is false when a term does not fit; Fail then says which.
+	Fits bool
+	Fail FitError
+}
+
+// TotalBytes is the memory the deployment holds (the reserved budget plus the
+// context outside it).
+func (r *MemoryReport) TotalBytes() float64 {
+	return r.WeightsBytes + r.ActivationBytes + r.OverheadBytes + r.KVPoolBytes
+}
+
+// FitError says which memory term does not fit and by how much.
+type FitError struct {
+	Engine Engine
+	GPU    string
+	Term   string  // "weights", "activations", "KV cache", ...
+	Need   float64 // bytes the term needs
+	Have   float64 // bytes available to it
+	Hint   string
+	// Tokens and Slots describe the request context for KV terms.
+	Tokens, Slots int
+}
+
+func (e *FitError) Error() string {
+	term := e.Term
+	if e.Tokens > 0 {
+		term = fmt.Sprintf("%s (%d × %d tokens)", term, max(e.Slots, 1), e.Tokens)
+	}
+	s := fmt.Sprintf("does not fit on %s with %s: %s need %.2f GiB but only %.2f GiB is available (short by %.2f GiB)",
+		e.GPU, e.Engine, term, e.Need/GiB, e.Have/GiB, (e.Need-e.Have)/GiB)
+	if e.Hint != "" {
+		s += "; " + e.Hint
+	}
+	return s
+}
+
+// Memory plans the memory of model m on hw with engine eng. Requests are
+// assumed to need o.MaxModelLen tokens (4096 if unset).
+func Memory(m *architecture.Model, hw *hardware.GPU, eng Engine, o Options) (*MemoryReport, error) {
+	r, err := resolve(eng, hw, &o, o.MaxModelLen)
+	if err != nil {
+		return nil, err
+	}
+	var s Summary
+	Summarize(&s, m, &r.prec, r.kv, r.stateBytes, r.tp)
+	rep := &MemoryReport{}
+	if !planMemory(rep, &s, hw, &r, float64(r.maxLen), r.maxSeqs) {
+		f := rep.Fail
+		return rep, &f
+	}
+	return rep, nil
+}
+
+// Engine constants (costmodel.md §3.4).
+const (
+	cudaContext      = 0.6 * GiB  // outside vLLM's budget: 79.18 GiB total vs 78.57 free on an H100
+	vllmNonTorchTP1  = 0.15 * GiB // llm-d capacity_planner rounding
+	vllmNonTorchTPN  = 0.6 * GiB
+	vllmGraphs       = 0.5 * GiB // CUDA-graph delta, −0.9…+1.0 GiB measured
+	vllmActDense     = 5.5 * GiB // at 8192 batched tokens (llm-d)
+	vllmActMoE       = 8.0 * GiB
+	trtRuntimeOther  = 1.0 * GiB // runtime workspace beyond activations (AIC's 3.5 GiB is a safety margin)
+	sglangGraphs     = 1.0 * GiB
+	llamaCtxOverhead = 0.5 * GiB // CUDA/Metal context and ggml metadata
+	llamaSched       = 4 << 20
+	ubatchLlama      = 512
+)
+
+var trtActCoef = [4]float64{11, 6.5, 5, 5}     // TP 1, 2, 4, ≥8 (AIConfigurator, Llama-like)
+var sglActCoef = [4]float64{14, 8.5, 6.5, 6.5} // SGLang, +15 %
+var ncclBytes = [4]float64{0, 342e6, 392e6, 392e6}
+
+func tpIndex(tp int) int {
+	switch {
+	case tp <= 1:
+		return 0
+	case tp == 2:
+		return 1
+	case tp <= 4:
+		return 2
+	}
+	return 3
+}
+
+// planMemory fills rep for a summary; requests need ctx tokens each, and
+// slots is llama.cpp's -np (ignored by pool engines). It does not allocate;
+// it returns false with rep.Fail set when the deployment does not fit.
+func planMemory(rep *MemoryReport, s *Summary, hw *hardware.GPU, r *resolved, ctx float64, slots int) bool {
+	*rep = MemoryReport{Engine: r.eng, Precision: r.prec.Name, KVDType: r.kv.Name, TP: r.tp,
+		MaxSeqs: r.maxSeqs, BudgetTokens: r.budgetToks, MaxModelLen: int(ctx)}
+	dev := float64(hw.UsableBytes())
+	rep.DeviceBytes = dev
+	rep.WeightsBytes = s.WeightBytes
+	rep.KVBytesPerToken = s.KVBytes + s.SWAKVBytes
+	rep.StateBytesPerSeq = s.StateBytes
+	perReq := s.KVBytesPerSeq(ctx) + s.StateBytes
+	moe := s.MoELayers > 0
+	ti := tpIndex(r.tp)
+	fit := func(term string, need, have float64, hint string) bool {
+		rep.Fail = FitError{Engine: r.eng, GPU: hw.Name, Term: term, Need: need, Have: have, Hint: hint}
+		return false
+	}
+	tpHint := "use a larger --tp, a smaller --precision or a smaller model"
+	var pool float64
+	switch r.eng {
+	case VLLM:
+		budget := r.memFraction * dev
+		act := vllmActDense
+		if moe {
+			act = vllmActMoE
+		}
+		act *= float64(r.budgetToks) / 8192
+		nonTorch := vllmNonTorchTP1
+		if r.tp > 1 {
+			nonTorch = vllmNonTorchTPN
+		}
+		rep.BudgetBytes = budget
+		rep.ActivationBytes = act
+		rep.OverheadBytes = nonTorch + vllmGraphs + cudaContext
+		if s.WeightBytes > budget {
+			return fit("weights", s.WeightBytes, budget, tpHint)
+		}
+		pool = budget - s.WeightBytes - act - nonTorch - vllmGraphs
+		if pool <= 0 {
+			return fit("weights + activations + overhead", s.WeightBytes+act+nonTorch+vllmGraphs, budget,
+				"raise gpu_memory_utilization, lower max_num_batched_tokens, or use a larger --tp")
+		}
+	case SGLang:
+		budget := r.memFraction * dev
+		c := sglActCoef[ti]
+		if moe {
+			c *= 2
+		}
+		act := max(2*float64(r.budgetToks)*float64(s.Hidden)*c*1.15, 90<<20)
+		rep.BudgetBytes = budget
+		rep.ActivationBytes = act
+		rep.OverheadBytes = sglangGraphs + cudaContext + ncclBytes[ti]
+		if s.WeightBytes > budget {
+			return fit("weights", s.WeightBytes, budget, tpHint)
+		}
+		if rest := dev - budget; act+rep.OverheadBytes > rest {
+			return fit("activations + CUDA graphs", act+rep.OverheadBytes, rest, "lower mem_fraction_static or chunked_prefill_size")
+		}
+		pool = budget - s.WeightBytes
+	case TRTLLM:
+		c := trtActCoef[ti]
+		if moe {
+			c *= 2
+		}
+		act := max(2*float64(r.budgetToks)*float64(s.Hidden)*c, 70<<20)
+		rep.ActivationBytes = act
+		rep.OverheadBytes = cudaContext + ncclBytes[ti] + trtRuntimeOther
+		free := dev - s.WeightBytes - act - rep.OverheadBytes
+		if s.WeightBytes > dev {
+			return fit("weights", s.WeightBytes, dev, tpHint)
+		}
+		if free <= 0 {
+			return fit("weights + activations + runtime", s.WeightBytes+act+rep.OverheadBytes, dev, tpHint)
+		}
+		pool = r.memFraction * free
+		rep.BudgetBytes = s.WeightBytes + act + rep.OverheadBytes + pool
+	default: // llama.cpp, native: exact allocation for slots × ctx
+		n := float64(max(slots, 1))
+		nctx := math.Ceil(n*ctx/256) * 256
+		ub := float64(min(r.budgetToks, ubatchLlama))
+		compute := ub*float64(s.Vocab)*4 + ub*float64(4*s.Hidden+2*s.MaxFFN)*4 + ub*math.Min(nctx, 4096)*4 + llamaSched
+		out := n * float64(s.Vocab) * 4
+		rep.ActivationBytes = compute
+		rep.OverheadBytes = llamaCtxOverhead + out
+		fixed := s.WeightBytes + compute + rep.OverheadBytes
+		if s.WeightBytes > dev {
+			return fit("weights", s.WeightBytes, dev, "use a smaller GGUF type (e.g. q4_k_m) or a smaller model; llama.cpp would offload layers to the CPU")
+		}
+		// KV for the context as allocated: per-slot windowed layers hold the full
+		// context in llama.cpp's unified cache unless SWA is enabled; count full.
+		kv := (s.KVBytes+s.SWAKVBytes)*nctx + n*s.StateBytes
+		rep.KVPoolBytes = kv
+		rep.KVCapacityTokens = nctx
+		rep.NeededBytes = fixed + kv
+		rep.BudgetBytes = rep.NeededBytes
+		perSlot := (s.KVBytes+s.SWAKVBytes)*ctx + s.StateBytes + float64(s.Vocab)*4
+		if avail := dev - s.WeightBytes - compute - llamaCtxOverhead; perSlot > 0 && avail > 0 {
+			rep.MaxConcurrency = int(avail / perSlot)
+		}
+		if rep.NeededBytes > dev {
+			fit("KV cache", kv, dev-fixed,
+				"lower the context or the number of slots, use -ctk/-ctv q8_0, or a smaller GGUF type; otherwise llama.cpp offloads layers to the CPU and the speed estimate does not apply")
+			rep.Fail.Tokens, rep.Fail.Slots = int(ctx), int(n)
+			return false
+		}
+		rep.Fits = true
+		return true
+	}
+	rep.KVPoolBytes = pool
+	// Capacity: page-aligned tokens (vLLM 16-token blocks; TRT-LLM 32-token
+	// blocks; SGLang token-granular). Recurrent state takes one slot per
+	// running sequence before KV.
+	block := 1.0
+	switch r.eng {
+	case VLLM:
+		block = 16
+	case TRTLLM:
+		block = 32
+	}
+	statePool := 0.0
+	if s.StateBytes > 0 {
+		statePool = math.Min(float64(r.maxSeqs)*s.StateBytes, pool/2)
+	}
+	perTok := s.KVBytes + s.SWAKVBytes
+	if perTok > 0 {
+		rep.KVCapacityTokens = math.Floor((pool-statePool)/(perTok*block)) * block
+	} else {
+		rep.KVCapacityTokens = math.Inf(1)
+	}
+	if perReq > 0 {
+		// Full-length requests, each a whole number of blocks.
+		blocksPerReq := math.Ceil(ctx / block)
+		reqBytes := s.KVBytesPerSeq(blocksPerReq*block) + s.StateBytes
+		rep.MaxConcurrency = int(math.Min(float64(r.maxSeqs), math.Floor(pool/reqBytes)))
+	} else {
+		rep.MaxConcurrency = r.maxSeqs
+	}
+	if rep.MaxConcurrency < 1 {
+		fit("KV cache", perReq, pool,
+			"lower the context limit (--isl/--osl), use --kv-dtype fp8, a larger --tp or a smaller model")
+		rep.Fail.Tokens, rep.Fail.Slots = int(ctx), 1
+		return false
+	}
+	rep.NeededBytes = s.WeightBytes + rep.ActivationBytes + rep.OverheadBytes + float64(rep.MaxConcurrency)*perReq
+	rep.Fits = true
+	return true
+}

@@ -1,0 +1,133 @@
+package estimate
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Precision is a deployed weight format: effective bits per weight for each
+// tensor class (scales included) and the tensor-core data type its matrix
+// products run in.
+type Precision struct {
+	Name string
+	// LinearBPW covers the projection matrices of attention, MLP, MoE and Mamba.
+	LinearBPW float64
+	// EmbedBPW and HeadBPW cover the token embedding and the LM head.
+	EmbedBPW, HeadBPW float64
+	// SmallBPW covers norms, biases and Mamba's small vectors (F32 in GGUF).
+	SmallBPW float64
+	// Compute is the GEMM data type: "bf16", "fp8" or "fp4" (see hardware.GPU.PeakFLOPS).
+	Compute string
+	// GGUF marks llama.cpp formats.
+	GGUF bool
+	Note string
+}
+
+// Effective bits per weight (costmodel.md §3.1). Embeddings and the LM head
+// stay in BF16 in the HF-quantized formats (vLLM, SGLang and TRT-LLM load them
+// unquantized); llama.cpp writes token_embd in the base type and output.weight
+// in Q6_K for the k-quant mixes and Q4_0/Q8_0.
+var precisions = map[string]Precision{
+	"bf16": {Name: "bf16", LinearBPW: 16, EmbedBPW: 16, HeadBPW: 16, SmallBPW: 16, Compute: "bf16"},
+	"fp16": {Name: "fp16", LinearBPW: 16, EmbedBPW: 16, HeadBPW: 16, SmallBPW: 16, Compute: "bf16"},
+	"fp8": {Name: "fp8", LinearBPW: 8.002, EmbedBPW: 16, HeadBPW: 16, SmallBPW: 16, Compute: "fp8",
+		Note: "8 bits + per-tensor/per-channel or 128×128 block scales (~0.002)"},
+	"nvfp4": {Name: "nvfp4", LinearBPW: 4.5, EmbedBPW: 16, HeadBPW: 16, SmallBPW: 16, Compute: "fp4",
+		Note: "4 bits + one FP8 scale per 16"},
+	"mxfp4": {Name: "mxfp4", LinearBPW: 4.25, EmbedBPW: 16, HeadBPW: 16, SmallBPW: 16, Compute: "fp4",
+		Note: "4 bits + one E8M0 scale per 32"},
+	"int4-awq": {Name: "int4-awq", LinearBPW: 4.156, EmbedBPW: 16, HeadBPW: 16, SmallBPW: 16, Compute: "bf16",
+		Note: "W4A16, group 128: FP16 scale + 4-bit zero per group (derived)"},
+	"int4-gptq": {Name: "int4-gptq", LinearBPW: 4.156, EmbedBPW: 16, HeadBPW: 16, SmallBPW: 16, Compute: "bf16",
+		Note: "W4A16, group 128: FP16 scale + packed 4-bit zero per group (derived)"},
+	"q4_0": {Name: "q4_0", LinearBPW: 4.5, EmbedBPW: 4.5, HeadBPW: 6.5625, SmallBPW: 32, Compute: "bf16", GGUF: true,
+		Note: "18 B per 32 weights; output.weight Q6_K"},
+	"q4_k_m": {Name: "q4_k_m", LinearBPW: 4.81, EmbedBPW: 4.5, HeadBPW: 6.5625, SmallBPW: 32, Compute: "bf16", GGUF: true,
+		Note: "Q4_K mix with some Q6_K tensors: 4.9 bpw over a Llama-3-8B file (derived for linear tensors)"},
+	"q5_k_m": {Name: "q5_k_m", LinearBPW: 5.66, EmbedBPW: 5.5, HeadBPW: 6.5625, SmallBPW: 32, Compute: "bf16", GGUF: true,
+		Note: "Q5_K mix with some Q6_K tensors (derived from a 5.73 GB Llama-3-8B file)"},
+	"q6_k": {Name: "q6_k", LinearBPW: 6.5625, EmbedBPW: 6.5625, HeadBPW: 6.5625, SmallBPW: 32, Compute: "bf16", GGUF: true,
+		Note: "210 B per 256 weights"},
+	"q8_0": {Name: "q8_0", LinearBPW: 8.5, EmbedBPW: 8.5, HeadBPW: 8.5, SmallBPW: 32, Compute: "bf16", GGUF: true,
+		Note: "34 B per 32 weights"},
+	"f16": {Name: "f16", LinearBPW: 16, EmbedBPW: 16, HeadBPW: 16, SmallBPW: 32, Compute: "bf16", GGUF: true,
+		Note: "GGUF F16; norms F32"},
+}
+
+// Precisions returns the known precision names, sorted.
+func Precisions() []string {
+	out := make([]string, 0, len(precisions))
+	for n := range precisions {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// LookupPrecision returns the named precision ("Q4_K_M", "int4_awq" and
+// "fp4" are accepted spellings).
+func LookupPrecision(name string) (Precision, error) {
+	n := strings.ToLower(strings.TrimSpace(name))
+	switch n {
+	case "int4_awq", "awq":
+		n = "int4-awq"
+	case "int4_gptq", "gptq":
+		n = "int4-gptq"
+	case "fp4":
+		n = "nvfp4"
+	case "bfloat16":
+		n = "bf16"
+	case "float16":
+		n = "fp16"
+	}
+	p, ok := precisions[n]
+	if !ok {
+		return Precision{}, &UnknownError{Kind: "precision", Name: name, Valid: Precisions()}
+	}
+	return p, nil
+}
+
+// KVType is the data type of the KV cache.
+type KVType struct {
+	Name  string
+	Bytes float64 // bytes per element (scales included)
+}
+
+var kvTypes = map[string]KVType{
+	"bf16": {"bf16", 2}, "fp16": {"fp16", 2}, "f16": {"f16", 2}, "fp8": {"fp8", 1},
+	"q8_0": {"q8_0", 8.5 / 8}, "q4_0": {"q4_0", 4.5 / 8}, "fp32": {"fp32", 4},
+}
+
+// LookupKVType returns a KV-cache type; "" or "auto" is the model dtype (2 bytes).
+func LookupKVType(name string) (KVType, error) {
+	n := strings.ToLower(strings.TrimSpace(name))
+	if n == "" || n == "auto" {
+		return kvTypes["bf16"], nil
+	}
+	if n == "fp8_e4m3" || n == "fp8_e5m2" {
+		n = "fp8"
+	}
+	t, ok := kvTypes[n]
+	if !ok {
+		names := make([]string, 0, len(kvTypes)+1)
+		for k := range kvTypes {
+			names = append(names, k)
+		}
+		names = append(names, "auto")
+		sort.Strings(names)
+		return KVType{}, &UnknownError{Kind: "KV cache dtype", Name: name, Valid: names}
+	}
+	return t, nil
+}
+
+// UnknownError reports a name that is not one of the valid choices.
+type UnknownError struct {
+	Kind  string
+	Name  string
+	Valid []string
+}
+
+func (e *UnknownError) Error() string {
+	return fmt.Sprintf("unknown %s %q; valid: %s", e.Kind, e.Name, strings.Join(e.Valid, ", "))
+}

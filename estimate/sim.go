@@ -1,0 +1,320 @@
+package estimate
+
+import (
+	"errors"
+	"math"
+	"slices"
+
+	"github.com/autocompress/autocompress/workload"
+)
+
+// Simulator runs the continuous-batching simulation (costmodel.md §4.2):
+// FCFS admission while sequence slots and KV capacity allow, a per-step
+// token budget filled with one token per running decode and then prefill
+// chunks (chunked prefill), KV reserved for a request's full length at
+// admission (no preemption), and closed-loop, Poisson or offline arrivals.
+// A Simulator reuses its buffers between runs; it is not safe for
+// concurrent use.
+type Simulator struct {
+	reqs  []workload.Request
+	st    []simReq
+	wait  []int32
+	pre   []int32
+	heap  []heapItem
+	ttft  []float64
+	tpot  []float64
+	e2e   []float64
+	steps int
+}
+
+type simReq struct {
+	arrival, first, done float64
+	prefilled            int
+	ctx0                 float64
+}
+
+type heapItem struct {
+	finish int64
+	idx    int32
+}
+
+// ErrNoProgress is returned when no waiting request can ever be admitted
+// (a request larger than the whole KV capacity).
+var ErrNoProgress = errors.New("simulation cannot admit a request: it is larger than the KV capacity")
+
+type simParams struct {
+	budget   int
+	maxSeqs  int
+	capacity float64 // KV tokens (Inf when unlimited)
+	alpha0   float64
+}
+
+// run simulates w and returns the statistics over the measured requests.
+func (sim *Simulator) run(m *stepModel, p simParams, w *workload.Workload) (Latency, error) {
+	mode := w.Mode()
+	conc := w.Concurrency
+	n := w.Requests()
+	warm := 0
+	if mode == workload.ClosedLoop {
+		warm = conc
+		n = max(n, warm+max(2*conc, 32))
+	}
+	sim.reqs = w.SampleInto(sim.reqs[:0], n)
+	sim.st = slices.Grow(sim.st[:0], n)[:n]
+	for i := range sim.st {
+		sim.st[i] = simReq{arrival: sim.reqs[i].Arrival, first: -1, done: -1}
+	}
+	sim.wait, sim.pre, sim.heap = sim.wait[:0], sim.pre[:0], sim.heap[:0]
+	next := 0 // next request not yet arrived
+	if mode == workload.ClosedLoop {
+		for i := 0; i < min(conc, n); i++ {
+			sim.st[i].arrival = 0
+			sim.wait = append(sim.wait, int32(i))
+		}
+		next = min(conc, n)
+	}
+	now := 0.0
+	var step int64
+	kvUsed := 0.0
+	decodeCtx := 0.0
+	completed := 0
+	tWarm := 0.0
+	outAfterWarm := 0.0
+	budget := p.budget
+	for completed < n {
+		if mode != workload.ClosedLoop {
+			for next < n && sim.st[next].arrival <= now {
+				sim.wait = append(sim.wait, int32(next))
+				next++
+			}
+		}
+		d := len(sim.heap)
+		room := budget - d
+		var b Batch
+		b.Decode = float64(d)
+		b.DecodeCtx = decodeCtx
+		// Continue partial prefills, then admit FCFS.
+		for _, i := range sim.pre {
+			if room <= 0 {
+				break
+			}
+			r := &sim.st[i]
+			in := sim.reqs[i].Input
+			chunk := min(in-r.prefilled, room)
+			addChunk(&b, float64(r.prefilled), float64(chunk), r.prefilled+chunk == in)
+			room -= chunk
+		}
+		for room > 0 && len(sim.wait) > 0 && d+len(sim.pre) < p.maxSeqs {
+			i := sim.wait[0]
+			need := float64(sim.reqs[i].Input + sim.reqs[i].Output)
+			if kvUsed+need > p.capacity {
+				break
+			}
+			sim.wait = sim.wait[1:]
+			kvUsed += need
+			sim.pre = append(sim.pre, i)
+			in := sim.reqs[i].Input
+			chunk := min(in, room)
+			addChunk(&b, 0, float64(chunk), chunk == in)
+			room -= chunk
+		}
+		if b.Decode == 0 && b.Prefill == 0 {
+			if mode != workload.ClosedLoop && next < n {
+				now = math.Max(now, sim.st[next].arrival)
+				continue
+			}
+			return Latency{}, ErrNoProgress
+		}
+		tau := m.time(b)
+		now += tau
+		step++
+		// Apply the prefill chunks in the same order they were scheduled.
+		room = budget - d
+		keep := sim.pre[:0]
+		for _, i := range sim.pre {
+			r := &sim.st[i]
+			in := sim.reqs[i].Input
+			if room > 0 {
+				chunk := min(in-r.prefilled, room)
+				r.prefilled += chunk
+				room -= chunk
+			}
+			if r.prefilled < in {
+				keep = append(keep, i)
+				continue
+			}
+			r.first = now
+			out := sim.reqs[i].Output
+			if out <= 1 {
+				r.done = now
+				kvUsed -= float64(in + out)
+				completed++
+				if completed == warm {
+					tWarm = now
+				}
+				if completed > warm {
+					outAfterWarm += float64(out)
+				}
+				sim.finish(i, mode, &next, n, now)
+				continue
+			}
+			r.ctx0 = float64(in + 1)
+			sim.push(heapItem{finish: step + int64(out-1), idx: i})
+			decodeCtx += r.ctx0
+		}
+		sim.pre = keep
+		decodeCtx += float64(d)
+		for len(sim.heap) > 0 && sim.heap[0].finish <= step {
+			it := sim.pop()
+			i := it.idx
+			r := &sim.st[i]
+			r.done = now
+			in, out := sim.reqs[i].Input, sim.reqs[i].Output
+			decodeCtx -= float64(in + out)
+			kvUsed -= float64(in + out)
+			completed++
+			if completed == warm {
+				tWarm = now
+			}
+			if completed > warm {
+				outAfterWarm += float64(out)
+			}
+			sim.finish(i, mode, &next, n, now)
+		}
+	}
+	sim.steps = int(step)
+	// Statistics over measured requests (closed loop: those sent after the
+	// initial burst).
+	sim.ttft, sim.tpot, sim.e2e = sim.ttft[:0], sim.tpot[:0], sim.e2e[:0]
+	inTok, outTok := 0.0, 0.0
+	first, last := math.Inf(1), 0.0
+	for i := warm; i < n; i++ {
+		r := &sim.st[i]
+		q := sim.reqs[i]
+		sim.ttft = append(sim.ttft, r.first-r.arrival+p.alpha0)
+		sim.e2e = append(sim.e2e, r.done-r.arrival+p.alpha0)
+		if q.Output > 1 {
+			sim.tpot = append(sim.tpot, (r.done-r.first)/float64(q.Output-1))
+		}
+		inTok += float64(q.Input)
+		outTok += float64(q.Output)
+		first = math.Min(first, r.arrival)
+		last = math.Max(last, r.done)
+	}
+	var l Latency
+	l.TTFT, l.TTFTP90 = meanP90(sim.ttft)
+	l.TPOT, l.TPOTP90 = meanP90(sim.tpot)
+	l.E2E, l.E2EP90 = meanP90(sim.e2e)
+	span := last - first
+	if mode == workload.ClosedLoop {
+		span = now - tWarm
+		outTok = outAfterWarm
+		inTok = outAfterWarm * w.Input.MeanValue() / w.Output.MeanValue()
+	}
+	if span > 0 {
+		l.OutputTokS = outTok / span
+		l.PrefillTokS = inTok / span
+		l.RequestsPerS = float64(n-warm) / span
+	}
+	if l.TPOT > 0 {
+		l.DecodeTokS = 1 / l.TPOT
+	}
+	l.Running = l.RequestsPerS * (l.E2E - p.alpha0)
+	if mode == workload.ClosedLoop {
+		l.Running = float64(conc)
+	}
+	if span > 0 {
+		l.StepTime = span / float64(max(step, 1))
+	}
+	return l, nil
+}
+
+func addChunk(b *Batch, offset, chunk float64, last bool) {
+	b.Prefill += chunk
+	b.PrefillAtt += chunk * (offset + (chunk+1)/2)
+	b.PrefillSeq++
+	if last {
+		b.PrefillDone++
+	}
+}
+
+// finish hands the client of a closed loop its next request.
+func (sim *Simulator) finish(i int32, mode workload.Mode, next *int, n int, now float64) {
+	if mode != workload.ClosedLoop || *next >= n {
+		return
+	}
+	j := *next
+	*next++
+	sim.st[j].arrival = now
+	sim.wait = append(sim.wait, int32(j))
+}
+
+func (sim *Simulator) push(it heapItem) {
+	h := append(sim.heap, it)
+	k := len(h) - 1
+	for k > 0 {
+		p := (k - 1) / 2
+		if h[p].finish <= h[k].finish {
+			break
+		}
+		h[p], h[k] = h[k], h[p]
+		k = p
+	}
+	sim.heap = h
+}
+
+func (sim *Simulator) pop() heapItem {
+	h := sim.heap
+	top := h[0]
+	last := len(h) - 1
+	h[0] = h[last]
+	h = h[:last]
+	k := 0
+	for {
+		l := 2*k + 1
+		if l >= len(h) {
+			break
+		}
+		c := l
+		if r := l + 1; r < len(h) && h[r].finish < h[l].finish {
+			c = r
+		}
+		if h[k].finish <= h[c].finish {
+			break
+		}
+		h[k], h[c] = h[c], h[k]
+		k = c
+	}
+	sim.heap = h
+	return top
+}
+
+// meanP90 returns the mean and the 90th percentile (nearest rank); it sorts xs.
+func meanP90(xs []float64) (mean, p90 float64) {
+	if len(xs) == 0 {
+		return 0, 0
+	}
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	slices.Sort(xs)
+	k := int(math.Ceil(0.9*float64(len(xs)))) - 1
+	return s / float64(len(xs)), xs[max(k, 0)]
+}
+
+// Simulate runs the simulation for the compiled deployment and model m.
+func (c *Compiled) Simulate(sim *Simulator, m *Summary) (Latency, error) {
+	if !planMemory(&c.mem, m, c.hw, &c.r, c.ctx, c.r.maxSeqs) {
+		f := c.mem.Fail
+		return Latency{}, &f
+	}
+	sm := newStepModel(m, c.hw, &c.r.prec, c.co)
+	p := simParams{budget: c.r.budgetToks, maxSeqs: c.r.maxSeqs, capacity: c.mem.KVCapacityTokens, alpha0: c.co.Alpha0}
+	if !c.r.eng.Pool() {
+		// llama.cpp: one slot per sequence, each with its own context.
+		p.maxSeqs = min(c.r.maxSeqs, max(c.mem.MaxConcurrency, 1))
+		p.capacity = math.Inf(1)
+	}
+	return sim.run(&sm, p, &c.w)
+}

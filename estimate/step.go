@@ -1,0 +1,82 @@
+package estimate
+
+import (
+	"math"
+
+	"github.com/autocompress/autocompress/hardware"
+)
+
+// stepModel prices one engine iteration: roofline basis terms per GPU ×
+// fitted coefficients, plus per-layer, per-step and per-request overheads
+// (costmodel.md §4.1). It holds a pointer to the Summary, so the caller
+// keeps that alive and unchanged.
+type stepModel struct {
+	s    *Summary
+	co   Coeffs
+	peak float64 // FLOP/s for the compute dtype
+	bw   float64 // bytes/s
+	link float64 // bytes/s per direction
+	tp   float64
+}
+
+func newStepModel(s *Summary, hw *hardware.GPU, p *Precision, co Coeffs) stepModel {
+	link := hw.LinkBps
+	if link <= 0 {
+		link = 32e9
+	}
+	return stepModel{s: s, co: co, peak: hw.PeakFLOPS(p.Compute), bw: hw.BandwidthBps, link: link, tp: float64(max(s.TP, 1))}
+}
+
+// Batch describes the work of one step.
+type Batch struct {
+	Decode     float64 // sequences decoding one token
+	DecodeCtx  float64 // sum of their context lengths
+	Prefill    float64 // prefill tokens (all chunks together)
+	PrefillAtt float64 // Σ over chunks of chunk·(offset + (chunk+1)/2): causal attention pairs
+	PrefillSeq float64 // sequences with a prefill chunk in this step
+	// PrefillDone is the number of prefill chunks that finish a prompt (and
+	// so compute logits); defaults to PrefillSeq when zero.
+	PrefillDone float64
+}
+
+// Terms is the breakdown of one step time, in seconds.
+type Terms struct {
+	Compute, Weights, KV, State, Comm, Overhead float64
+}
+
+// Total returns the step time.
+func (t Terms) Total() float64 {
+	return t.Compute + t.Weights + t.KV + t.State + t.Comm + t.Overhead
+}
+
+// terms evaluates the basis terms × coefficients for one step.
+func (m *stepModel) terms(b Batch) Terms {
+	s := m.s
+	c := &m.co
+	tokens := b.Decode + b.Prefill
+	sampled := b.Decode + b.PrefillSeq
+	if b.PrefillDone > 0 {
+		sampled = b.Decode + b.PrefillDone
+	}
+	swaCtx := b.DecodeCtx
+	if s.Window > 0 {
+		swaCtx = math.Min(b.DecodeCtx, b.Decode*float64(s.Window))
+	}
+	// Attention FLOPs: prefill pairs (sliding-window layers use the same pairs,
+	// an over-count only for prompts longer than the window) plus decode reads.
+	flops := s.LinearFLOPs*tokens + s.HeadFLOPs*sampled + s.ScanFLOPs*b.Prefill +
+		s.AttnFLOPs*(b.PrefillAtt+b.DecodeCtx) + s.SWAFLOPs*(b.PrefillAtt+swaCtx)
+	var t Terms
+	t.Compute = c.Comp * flops / m.peak
+	t.Weights = c.Weight * s.StreamedBytes(tokens) / m.bw
+	t.KV = c.KV * (s.KVBytes*b.DecodeCtx + s.SWAKVBytes*swaCtx) / m.bw
+	t.State = c.State * 2 * s.StateBytes * b.Decode / m.bw
+	if s.AllReduces > 0 && tokens > 0 {
+		ring := 2 * (m.tp - 1) / m.tp
+		t.Comm = c.TP*s.ARBytes*tokens*ring/m.link + c.TPLatency*float64(s.AllReduces)
+	}
+	t.Overhead = c.Layer*float64(s.Layers) + c.Step + c.Req*(b.Decode+b.PrefillSeq) + c.MoE*float64(s.MoELayers)
+	return t
+}
+
+func (m *stepModel) time(b Batch) float64 { return m.terms(b).Total() }

@@ -1,0 +1,256 @@
+package estimate
+
+import (
+	"math"
+
+	"github.com/autocompress/autocompress/architecture"
+)
+
+// maxMoEGroups bounds the distinct (experts, top-k) shapes a Summary keeps;
+// layers beyond that are merged into the last group (an approximation for
+// models with more than four different expert layouts).
+const maxMoEGroups = 4
+
+type moeGroup struct {
+	Experts, TopK int
+	// Bytes is the sum over the group's layers of one routed expert's
+	// weight bytes per GPU.
+	Bytes float64
+}
+
+// Summary holds the per-GPU sums over layers that the memory and time
+// models need. It is computed once per (model, precision, KV type, TP) by
+// Summarize, without allocating, so that a search can price a candidate
+// cheaply. All byte and FLOP figures are per GPU of a TP group.
+type Summary struct {
+	Layers, AttnLayers, MoELayers, MambaLayers int
+	Hidden, Vocab                              int
+	MaxFFN                                     int // widest MLP or expert intermediate (activation buffers)
+	TP                                         int
+
+	// TotalParams and ActiveParams count all and per-token parameters of the model (not per GPU).
+	TotalParams, ActiveParams float64
+
+	WeightBytes float64 // all weights resident on one GPU
+	EmbedBytes  float64 // token embedding (resident, not streamed)
+	HeadBytes   float64 // LM head (streamed each step; 0 extra when tied, but still read)
+	// DenseBytes are the weights read by every step whatever the batch:
+	// attention, dense MLPs, shared experts, routers, Mamba, norms and the LM head.
+	DenseBytes float64
+	moe        [maxMoEGroups]moeGroup
+	nMoE       int
+
+	// LinearFLOPs are the FLOPs per token of the active linear layers (2·params), LM head excluded.
+	LinearFLOPs float64
+	// HeadFLOPs are the LM-head FLOPs per sampled token.
+	HeadFLOPs float64
+	// AttnFLOPs is the sum over full-attention layers of 4·n_q·d_h: attention
+	// FLOPs per (query token × context token). SWAFLOPs is the same for
+	// sliding-window layers, whose context is capped at Window.
+	AttnFLOPs, SWAFLOPs float64
+	Window              int
+	// ScanFLOPs approximate the Mamba2 SSD scan per token (∝ d_inner·d_state).
+	ScanFLOPs float64
+
+	// KVBytes is the KV cache per token of context for full-attention layers;
+	// SWAKVBytes for sliding-window layers (capped at Window tokens per sequence).
+	KVBytes, SWAKVBytes float64
+	// StateBytes is the recurrent (Mamba conv + SSM) state per sequence.
+	StateBytes float64
+
+	// AllReduces is the number of TP all-reduces per step (one per sub-block,
+	// 0 at TP 1); ARBytes are their bytes per token.
+	AllReduces int
+	ARBytes    float64
+}
+
+// Summarize computes s for model m deployed with precision p, KV type kv and
+// tensor-parallel degree tp (≥ 1). It does not allocate. stateBytes is the
+// element size of the recurrent state (4 for F32, 2 for the model dtype).
+func Summarize(s *Summary, m *architecture.Model, p *Precision, kv KVType, stateBytes float64, tp int) {
+	*s = Summary{}
+	if tp < 1 {
+		tp = 1
+	}
+	s.TP = tp
+	ftp := float64(tp)
+	h := m.Hidden
+	fh := float64(h)
+	s.Hidden, s.Vocab = h, m.Vocab
+	s.Layers = len(m.Layers)
+	lin := p.LinearBPW / 8
+	small := p.SmallBPW / 8
+	var total, active float64
+	for i := range m.Layers {
+		l := &m.Layers[i]
+		subBlocks := 0
+		if a := l.Attention; a != nil {
+			subBlocks++
+			s.AttnLayers++
+			q := float64(a.Heads * a.HeadDim)
+			kvd := float64(a.KVHeads * a.HeadDim)
+			n := fh*q + 2*fh*kvd + q*fh
+			sm := fh
+			if a.QKVBias {
+				sm += q + 2*kvd
+			}
+			if a.OutBias {
+				sm += fh
+			}
+			if a.QKNorm {
+				sm += 2 * float64(a.HeadDim)
+			}
+			total += n + sm
+			active += n + sm
+			s.DenseBytes += n/ftp*lin + sm*small
+			s.LinearFLOPs += 2 * n / ftp
+			kvHeads := max((a.KVHeads+tp-1)/tp, 1)
+			per := 2 * float64(kvHeads*a.HeadDim) * kv.Bytes
+			qh := float64(a.Heads*a.HeadDim) / ftp
+			if a.SlidingWindow > 0 {
+				s.SWAKVBytes += per
+				s.SWAFLOPs += 4 * qh
+				s.Window = max(s.Window, a.SlidingWindow)
+			} else {
+				s.KVBytes += per
+				s.AttnFLOPs += 4 * qh
+			}
+		}
+		if f := l.MLP; f != nil {
+			subBlocks++
+			w := float64(f.Width)
+			mats := 2.0
+			if f.Gated {
+				mats = 3
+			}
+			n := mats * fh * w
+			sm := fh
+			if f.Bias {
+				sm += w*(mats-1) + fh
+			}
+			total += n + sm
+			active += n + sm
+			s.DenseBytes += n/ftp*lin + sm*small
+			s.LinearFLOPs += 2 * n / ftp
+			s.MaxFFN = max(s.MaxFFN, f.Width)
+		}
+		if e := l.MoE; e != nil {
+			subBlocks++
+			s.MoELayers++
+			mats := 2.0
+			if e.Gated {
+				mats = 3
+			}
+			we := float64(e.ExpertWidth)
+			expert := mats * fh * we
+			if e.ExpertBias {
+				expert += we*(mats-1) + fh
+			}
+			router := fh * float64(e.Experts)
+			if e.RouterBias {
+				router += float64(e.Experts)
+			}
+			shared := mats * fh * float64(e.SharedWidth)
+			sm := fh
+			total += float64(e.Experts)*expert + router + shared + sm
+			active += float64(e.TopK)*expert + router + shared + sm
+			s.DenseBytes += (router+shared)/ftp*lin + sm*small
+			s.LinearFLOPs += 2 * (float64(e.TopK)*expert + router + shared) / ftp
+			s.addMoE(e.Experts, e.TopK, expert/ftp*lin)
+			s.MaxFFN = max(s.MaxFFN, e.ExpertWidth, e.SharedWidth)
+		}
+		if mb := l.Mamba; mb != nil {
+			subBlocks++
+			s.MambaLayers++
+			di := float64(mb.DInner())
+			gs := float64(mb.Groups * mb.StateSize)
+			nh := float64(mb.Heads)
+			inProj := fh * (2*di + 2*gs + nh)
+			outProj := di * fh
+			conv := (di + 2*gs) * float64(mb.ConvKernel)
+			sm := 3*nh + di + fh
+			if mb.ConvBias {
+				sm += di + 2*gs
+			}
+			if mb.Bias {
+				sm += 2*di + 2*gs + nh + fh
+			}
+			n := inProj + outProj
+			total += n + conv + sm
+			active += n + conv + sm
+			s.DenseBytes += n/ftp*lin + (conv+sm)*small
+			s.LinearFLOPs += 2 * (n + conv) / ftp
+			s.ScanFLOPs += 6 * di * float64(mb.StateSize) / ftp
+			st := float64(mb.ConvKernel-1)*(di+2*gs) + di*float64(mb.StateSize)
+			s.StateBytes += st * stateBytes / ftp
+		}
+		if tp > 1 {
+			s.AllReduces += subBlocks
+		}
+	}
+	// Final norm, embedding and head (vocabulary sharded over TP).
+	fv := float64(m.Vocab)
+	emb := fv * fh
+	total += emb + fh
+	active += emb + fh
+	s.EmbedBytes = emb / ftp * p.EmbedBPW / 8
+	s.HeadBytes = emb / ftp * p.HeadBPW / 8
+	if !m.TiedEmbeddings {
+		total += emb
+		active += emb
+	}
+	s.DenseBytes += s.HeadBytes + fh*small
+	s.HeadFLOPs = 2 * emb / ftp
+	s.TotalParams, s.ActiveParams = total, active
+	s.WeightBytes = s.DenseBytes + s.EmbedBytes
+	if m.TiedEmbeddings {
+		s.WeightBytes -= s.EmbedBytes // one shared tensor, counted as the head
+	}
+	for i := 0; i < s.nMoE; i++ {
+		g := &s.moe[i]
+		s.WeightBytes += g.Bytes * float64(g.Experts)
+	}
+	s.ARBytes = float64(s.AllReduces) * fh * 2
+}
+
+func (s *Summary) addMoE(experts, topk int, bytes float64) {
+	for i := 0; i < s.nMoE; i++ {
+		g := &s.moe[i]
+		if g.Experts == experts && g.TopK == topk {
+			g.Bytes += bytes
+			return
+		}
+	}
+	if s.nMoE < maxMoEGroups {
+		s.moe[s.nMoE] = moeGroup{Experts: experts, TopK: topk, Bytes: bytes}
+		s.nMoE++
+		return
+	}
+	s.moe[maxMoEGroups-1].Bytes += bytes
+}
+
+// StreamedBytes returns the weight bytes one engine step reads for a batch
+// of t tokens: the dense part plus, for MoE layers, the distinct experts the
+// batch routes to in expectation, E·(1 − (1 − k/E)^t) under uniform routing.
+func (s *Summary) StreamedBytes(t float64) float64 {
+	b := s.DenseBytes
+	if t < 1 {
+		t = 1
+	}
+	for i := 0; i < s.nMoE; i++ {
+		g := &s.moe[i]
+		e := float64(g.Experts)
+		touched := e * (1 - math.Pow(1-float64(g.TopK)/e, t))
+		b += g.Bytes * touched
+	}
+	return b
+}
+
+// KVBytesPerSeq returns the KV bytes one sequence of ctx tokens holds.
+func (s *Summary) KVBytesPerSeq(ctx float64) float64 {
+	w := ctx
+	if s.Window > 0 && float64(s.Window) < w {
+		w = float64(s.Window)
+	}
+	return s.KVBytes*ctx + s.SWAKVBytes*w
+}
