@@ -1,0 +1,245 @@
+// Package eval measures language-model quality on held-out text: perplexity
+// and bits per byte.
+//
+// # Windows
+//
+// A text is tokenized, prefixed with one context token (the model's BOS, or
+// its end-of-text token when it has no BOS, so that the first real token is
+// predicted too) and scored in windows of SeqLen tokens. With Stride 0 the
+// windows are packed: consecutive, non-overlapping except for the one token
+// that carries over, so every token is predicted exactly once, with between
+// 1 and SeqLen tokens of context (the mean is about SeqLen/2). With
+// 0 < Stride < SeqLen the windows slide: each window after the first
+// advances by Stride tokens and scores only its last Stride tokens, which
+// gives every token at least SeqLen−Stride tokens of context at
+// SeqLen/Stride times the cost.
+//
+// # Metrics
+//
+// Perplexity is exp(mean negative log-likelihood per predicted token).
+// Bits per byte is the total negative log-likelihood in bits divided by the
+// UTF-8 bytes of the text, which makes models with different tokenizers
+// comparable. Pre-tokenized ids have no bytes: only perplexity is reported.
+package eval
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+
+	"github.com/autocompress/autocompress/corpus"
+	"github.com/autocompress/autocompress/engine"
+	"github.com/autocompress/autocompress/internal/progress"
+)
+
+// Options configures Score.
+type Options struct {
+	SeqLen int // window length in tokens (default 128)
+	Stride int // 0 = packed windows; else sliding windows advancing by Stride
+	Batch  int // windows per forward pass (default 8)
+	// Progress receives a progress bar (nil = none).
+	Progress io.Writer
+}
+
+// Result is the outcome of scoring one token stream.
+type Result struct {
+	Tokens     int     // predicted tokens
+	NLL        float64 // total negative log-likelihood, nats
+	Perplexity float64
+	// Bytes of text covered and bits per byte; 0 and NaN for ids.
+	Bytes       int
+	BitsPerByte float64
+	SeqLen      int
+	Stride      int
+	Windows     int
+}
+
+// ErrEmpty is returned for a stream with nothing to predict.
+var ErrEmpty = errors.New("eval: nothing to score (need at least two tokens)")
+
+// window is one scored window: tokens [start, start+n) of the stream and the
+// first position within it whose target counts.
+type window struct{ start, n, from int }
+
+func windows(n, T, stride int) []window {
+	if stride <= 0 || stride >= T {
+		stride = T
+	}
+	var out []window
+	// Targets are stream[1:]; a window at start s covers inputs s..s+T-1 and
+	// targets s+1..s+T.
+	for s, scored := 0, 0; scored < n-1; {
+		w := min(T, n-1-s)
+		from := 0
+		if s > 0 {
+			from = max(0, scored-s)
+		}
+		out = append(out, window{s, w, from})
+		scored = s + w
+		if s+w >= n-1 {
+			break
+		}
+		s += stride
+	}
+	return out
+}
+
+// Score runs m over the token stream ids (ids[0] is context only; every
+// later token is predicted once) and returns perplexity. Bytes, when > 0,
+// is the UTF-8 length of the text the predicted tokens came from, for bits
+// per byte.
+func Score(m *engine.Model, ids []int32, bytes int, o Options) (*Result, error) {
+	if o.SeqLen <= 0 {
+		o.SeqLen = 128
+	}
+	if o.Batch <= 0 {
+		o.Batch = 8
+	}
+	if len(ids) < 2 {
+		return nil, ErrEmpty
+	}
+	vocab := m.Arch().Vocab
+	for i, id := range ids {
+		if id < 0 || int(id) >= vocab {
+			return nil, &MismatchError{Msg: fmt.Sprintf("token id %d at position %d is outside the model's vocabulary of %d", id, i, vocab)}
+		}
+	}
+	T := o.SeqLen
+	ws := windows(len(ids), T, o.Stride)
+	res := &Result{SeqLen: T, Stride: o.Stride, Windows: len(ws), Bytes: bytes, BitsPerByte: math.NaN()}
+	bar := progress.New(o.Progress, "eval", int64(len(ws)), "win")
+	// Windows of the same length are batched; the last may be shorter.
+	for i := 0; i < len(ws); {
+		j := i
+		for j < len(ws) && j-i < o.Batch && ws[j].n == ws[i].n {
+			j++
+		}
+		n := ws[i].n
+		in := make([]int32, 0, (j-i)*n)
+		tg := make([]int32, 0, (j-i)*n)
+		count := 0
+		for _, w := range ws[i:j] {
+			in = append(in, ids[w.start:w.start+n]...)
+			for k := 0; k < n; k++ {
+				if k < w.from {
+					tg = append(tg, -1)
+				} else {
+					tg = append(tg, ids[w.start+k+1])
+					count++
+				}
+			}
+		}
+		loss, err := m.ForwardLoss(in, tg, j-i, n)
+		if err != nil {
+			return nil, fmt.Errorf("eval: windows %d..%d: %w", i, j-1, err)
+		}
+		res.NLL += float64(loss) * float64(count)
+		res.Tokens += count
+		bar.Add(int64(j - i))
+		i = j
+	}
+	bar.Done()
+	res.Perplexity = math.Exp(res.NLL / float64(res.Tokens))
+	if bytes > 0 {
+		res.BitsPerByte = res.NLL / math.Ln2 / float64(bytes)
+	}
+	return res, nil
+}
+
+// MismatchError reports a model and tokenizer (or ids) that do not belong
+// together.
+type MismatchError struct{ Msg string }
+
+func (e *MismatchError) Error() string { return "eval: " + e.Msg }
+
+// ContextToken returns the token that prefixes a text: BOS if the model has
+// one, else its first EOS; ok is false when it has neither.
+func ContextToken(m *engine.Model) (id int32, ok bool) {
+	a := m.Arch()
+	if a.BOS >= 0 && a.BOS < a.Vocab {
+		return int32(a.BOS), true
+	}
+	if len(a.EOS) > 0 && a.EOS[0] >= 0 && a.EOS[0] < a.Vocab {
+		return int32(a.EOS[0]), true
+	}
+	return 0, false
+}
+
+// Encoder is a tokenizer (tokenizer.Tokenizer satisfies it).
+type Encoder interface {
+	Encode(text string, addSpecial bool) ([]int, error)
+	VocabSize() int
+}
+
+// EmptyTextError reports text with nothing to score.
+type EmptyTextError struct{ Name string }
+
+func (e *EmptyTextError) Error() string {
+	return "eval: " + e.Name + ": no text to score (empty or whitespace only)"
+}
+
+// Text scores raw UTF-8 text (name labels errors): it checks the encoding
+// (an *corpus.EncodingError names the byte offset of the first invalid
+// byte), tokenizes, prefixes ContextToken, and reports perplexity and bits
+// per byte over all of the text's bytes. The text is scored as given (not
+// cleaned).
+func Text(m *engine.Model, tok Encoder, name string, text []byte, o Options) (*Result, error) {
+	if err := corpus.CheckUTF8(name, text); err != nil {
+		return nil, err
+	}
+	if len(strings.TrimSpace(string(text))) == 0 {
+		return nil, &EmptyTextError{Name: name}
+	}
+	if tv, mv := tok.VocabSize(), m.Arch().Vocab; tv > mv {
+		return nil, &MismatchError{Msg: fmt.Sprintf("the tokenizer has %d tokens but the model's vocabulary has %d: use the tokenizer.json that belongs to the model", tv, mv)}
+	}
+	ids, err := tok.Encode(string(text), false)
+	if err != nil {
+		return nil, fmt.Errorf("eval: %s: %w", name, err)
+	}
+	stream := make([]int32, 0, len(ids)+1)
+	if c, ok := ContextToken(m); ok {
+		stream = append(stream, c)
+	}
+	for _, id := range ids {
+		stream = append(stream, int32(id))
+	}
+	return Score(m, stream, len(text), o)
+}
+
+// IDs scores pre-tokenized sequences: each sequence is scored as its own
+// stream (its first id is context only). The results are pooled: Tokens
+// and NLL add up, Perplexity is over all predicted tokens; no bits per byte.
+func IDs(m *engine.Model, seqs [][]int, o Options) (*Result, error) {
+	var total *Result
+	for i, s := range seqs {
+		if len(s) < 2 {
+			continue
+		}
+		ids := make([]int32, len(s))
+		for j, v := range s {
+			if v < 0 || v > math.MaxInt32 {
+				return nil, &MismatchError{Msg: fmt.Sprintf("sequence %d: id %d at position %d is not a token id", i, v, j)}
+			}
+			ids[j] = int32(v)
+		}
+		r, err := Score(m, ids, 0, o)
+		if err != nil {
+			return nil, fmt.Errorf("sequence %d: %w", i, err)
+		}
+		if total == nil {
+			total = r
+			continue
+		}
+		total.Tokens += r.Tokens
+		total.NLL += r.NLL
+		total.Windows += r.Windows
+	}
+	if total == nil {
+		return nil, ErrEmpty
+	}
+	total.Perplexity = math.Exp(total.NLL / float64(total.Tokens))
+	return total, nil
+}
