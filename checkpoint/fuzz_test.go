@@ -2,7 +2,10 @@ package checkpoint
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -79,5 +82,59 @@ func FuzzReadHeader(f *testing.F) {
 				}
 			}
 		}
+	})
+}
+
+// FuzzIndex opens a directory holding two valid shards and a fuzzed
+// model.safetensors.index.json. Nothing may panic; an accepted index must
+// give readable tensors, each in the shard the index names.
+func FuzzIndex(f *testing.F) {
+	f.Add([]byte(`{"metadata":{"total_size":20},"weight_map":{"a":"model-00001-of-00002.safetensors","b":"model-00002-of-00002.safetensors"}}`))
+	f.Add([]byte(`{"weight_map":{"a":"model-00001-of-00002.safetensors"}}`))
+	f.Add([]byte(`{"weight_map":{"a":"model-00002-of-00002.safetensors","b":"model-00002-of-00002.safetensors"}}`))
+	f.Add([]byte(`{"weight_map":{"a":"../x","b":"/etc/passwd"}}`))
+	f.Add([]byte(`{"weight_map":{"a":"model-00001-of-00002.safetensors","b":"."}}`))
+	f.Add([]byte(`{"metadata":{"x":[1,{"y":null}]},"weight_map":{}}`))
+	f.Add([]byte(`[]`))
+	dir := f.TempDir()
+	specs := []TensorSpec{{Name: "a", DType: F32, Shape: []int64{2}}, {Name: "b", DType: BF16, Shape: []int64{6}}}
+	for i, s := range specs {
+		w, err := Create(filepath.Join(dir, ShardName(i, 2)), specs[i:i+1], nil)
+		if err != nil {
+			f.Fatal(err)
+		}
+		if err := w.WriteTensor(s.Name, fill(s.Size(), byte(i))); err != nil {
+			f.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			f.Fatal(err)
+		}
+	}
+	idx := filepath.Join(dir, IndexFileName)
+	f.Fuzz(func(t *testing.T, index []byte) {
+		if err := os.WriteFile(idx, index, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r, err := Open(idx)
+		if err != nil {
+			_ = err.Error()
+			return
+		}
+		defer r.Close()
+		var m struct {
+			WeightMap map[string]string `json:"weight_map"`
+		}
+		if err := json.Unmarshal(index, &m); err != nil {
+			t.Fatalf("accepted an index that does not parse: %v", err)
+		}
+		for name, file := range m.WeightMap {
+			if got := r.Shard(name); filepath.Base(got) != filepath.Base(file) {
+				t.Fatalf("%s: stored in %s, index says %s", name, got, file)
+			}
+			if _, err := r.Bytes(name); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_ = r.Metadata()
 	})
 }

@@ -514,3 +514,39 @@ func TestReaderErrors(t *testing.T) {
 		t.Error("Tensor(ids) not found")
 	}
 }
+
+// TestConcurrentReads reads every tensor from several goroutines at once
+// (run with -race).
+func TestConcurrentReads(t *testing.T) {
+	specs := testutil.LlamaSpecs(tinyLlama, checkpoint.F16)
+	dir := testutil.WriteTB(t, specs, testutil.Options{Seed: 9, Shards: 2})
+	r, err := checkpoint.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	errc := make(chan error, 4)
+	for g := range 4 {
+		go func() {
+			for i := range specs {
+				s := specs[(i+g)%len(specs)]
+				got, err := r.Float32(s.Name)
+				if err != nil {
+					errc <- err
+					return
+				}
+				want, _ := testutil.Values(s, 9)
+				if !slices.Equal(got, want) {
+					errc <- errors.New(s.Name + ": values differ")
+					return
+				}
+			}
+			errc <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
