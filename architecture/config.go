@@ -54,6 +54,9 @@ const (
 	maxVocab   = 1 << 24
 	maxExperts = 1 << 14
 	maxHeads   = 1 << 14
+	// maxExpertBlocks caps routed experts summed over layers (Nemotron-3
+	// Super has 20,480; Qwen3-235B 12,032).
+	maxExpertBlocks = 1 << 18
 )
 
 // Load reads a model description from path, which is a config.json file, a

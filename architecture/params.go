@@ -35,7 +35,7 @@ func (m *Model) Params() Params {
 		ActivePerLayer: make([]int64, len(m.Layers)),
 	}
 	expert := make([]int64, len(m.Layers))
-	for _, t := range m.Tensors() {
+	m.walkTensors(&tensorList{visit: func(t TensorSpec) {
 		n := t.Numel()
 		p.Total += n
 		switch {
@@ -55,7 +55,7 @@ func (m *Model) Params() Params {
 			p.PerLayer[t.Layer] += n
 			p.ActivePerLayer[t.Layer] += n
 		}
-	}
+	}})
 	p.Active = p.Embedding + p.LMHead + p.FinalNorm
 	for i, l := range m.Layers {
 		if expert[i] > 0 && l.MoE != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -61,7 +62,14 @@ func (t TensorSpec) Numel() int64 {
 // not listed. DeciLM layers without a sub-block have neither its weights nor
 // its norm.
 func (m *Model) Tensors() []TensorSpec {
-	var b tensorList
+	b := tensorList{names: true}
+	m.walkTensors(&b)
+	return b.list
+}
+
+// walkTensors emits the tensors of m into b; with b.names false the names
+// are left empty (Params needs only shapes and kinds).
+func (m *Model) walkTensors(b *tensorList) {
 	h := int64(m.Hidden)
 	v := int64(m.Vocab)
 	if m.Arch == NemotronH {
@@ -112,17 +120,38 @@ func (m *Model) Tensors() []TensorSpec {
 	if !m.TiedEmbeddings {
 		b.add("lm_head.weight", -1, "lm_head", v, h)
 	}
-	return b.list
 }
 
-type tensorList struct{ list []TensorSpec }
+// tensorList collects TensorSpecs, or with visit set passes each to it
+// instead of storing it.
+type tensorList struct {
+	list  []TensorSpec
+	names bool
+	visit func(TensorSpec)
+}
+
+func (b *tensorList) emit(t TensorSpec) {
+	if b.visit != nil {
+		b.visit(t)
+		return
+	}
+	b.list = append(b.list, t)
+}
 
 func (b *tensorList) add(name string, layer int, kind string, shape ...int64) {
-	b.list = append(b.list, TensorSpec{Name: name, Shape: shape, Layer: layer, Kind: kind, Expert: -1})
+	b.emit(TensorSpec{Name: name, Shape: shape, Layer: layer, Kind: kind, Expert: -1})
 }
 
 func (b *tensorList) addExpert(name string, layer, expert, experts int, kind string, shape ...int64) {
-	b.list = append(b.list, TensorSpec{Name: name, Shape: shape, Layer: layer, Kind: kind, Expert: expert, Experts: experts})
+	b.emit(TensorSpec{Name: name, Shape: shape, Layer: layer, Kind: kind, Expert: expert, Experts: experts})
+}
+
+// expertPrefix formats p+"experts.<e>." only when names are wanted.
+func (b *tensorList) expertPrefix(p string, e int) string {
+	if !b.names {
+		return ""
+	}
+	return p + "experts." + strconv.Itoa(e) + "."
 }
 
 // linear adds name.weight [out, in] and, with bias, name.bias [out].
@@ -186,7 +215,7 @@ func (b *tensorList) mixtralMoE(p string, i int, h int64, x *MoE) {
 	b.linear(p+"gate", i, "moe_router", x.RouterBias, int64(x.Experts), h)
 	w := int64(x.ExpertWidth)
 	for e := 0; e < x.Experts; e++ {
-		q := fmt.Sprintf("%sexperts.%d.", p, e)
+		q := b.expertPrefix(p, e)
 		b.expertLinear(q+"w1", i, e, 1, "expert_gate", x.ExpertBias, w, h)
 		b.expertLinear(q+"w2", i, e, 1, "expert_down", x.ExpertBias, h, w)
 		b.expertLinear(q+"w3", i, e, 1, "expert_up", x.ExpertBias, w, h)
@@ -197,7 +226,7 @@ func (b *tensorList) qwenMoE(p string, i int, h int64, x *MoE) {
 	b.linear(p+"gate", i, "moe_router", x.RouterBias, int64(x.Experts), h)
 	w := int64(x.ExpertWidth)
 	for e := 0; e < x.Experts; e++ {
-		q := fmt.Sprintf("%sexperts.%d.", p, e)
+		q := b.expertPrefix(p, e)
 		if x.Gated {
 			b.expertLinear(q+"gate_proj", i, e, 1, "expert_gate", x.ExpertBias, w, h)
 		}
@@ -245,7 +274,7 @@ func (b *tensorList) nemotronMoE(p string, i int, h int64, x *MoE) {
 	}
 	w := int64(x.ExpertWidth)
 	for k := 0; k < x.Experts; k++ {
-		q := fmt.Sprintf("%sexperts.%d.", p, k)
+		q := b.expertPrefix(p, k)
 		if x.Gated {
 			b.expertLinear(q+"gate_proj", i, k, 1, "expert_gate", x.ExpertBias, w, in)
 		}

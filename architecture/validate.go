@@ -29,7 +29,15 @@ func (m *Model) Validate() error {
 	if m.Norm != RMSNorm && m.Norm != LayerNorm {
 		bad(-1, "unknown norm kind %q", m.Norm)
 	}
+	experts := 0
 	for i, l := range m.Layers {
+		if l.MoE != nil {
+			experts += l.MoE.Experts
+			if experts > maxExpertBlocks {
+				bad(i, "more than %d routed experts over all layers", maxExpertBlocks)
+				break
+			}
+		}
 		if a := l.Attention; a != nil {
 			switch {
 			case a.Heads <= 0 || a.Heads > maxHeads:

@@ -370,6 +370,15 @@ func (w *writer) windows() error {
 			o["sliding_window"] = sliding
 		}
 	case Qwen2, Qwen3, Qwen3MoE:
+		if w.rawHas("layer_types") {
+			// Explicit per-layer types win over max_window_layers.
+			o["layer_types"] = layerTypeList(m)
+			o["use_sliding_window"] = sliding != 0
+			if sliding != 0 {
+				o["sliding_window"] = sliding
+			}
+			break
+		}
 		// Layers at or above max_window_layers slide.
 		first := len(m.Layers)
 		for k, x := range win {
@@ -393,9 +402,6 @@ func (w *writer) windows() error {
 			if v := f.intOr("max_window_layers", 0); v > len(m.Layers) {
 				o["max_window_layers"] = len(m.Layers)
 			}
-		}
-		if w.rawHas("layer_types") {
-			o["layer_types"] = layerTypeList(m)
 		}
 	case GptOss:
 		if sliding != 0 {
