@@ -1,0 +1,43 @@
+package export_test
+
+import (
+	"fmt"
+
+	"github.com/autocompress/autocompress/export"
+)
+
+// A DeciLM FFN width survives the engines' ffn_mult rounding only when it is
+// a multiple of 256.
+func ExampleFFNMult() {
+	m := export.FFNMult(14336, 8192)
+	fmt.Println(m, export.DeciLMFFNWidth(m, 8192))
+	fmt.Println(export.DeciLMFFNWidth(export.FFNMult(14000, 8192), 8192))
+	// Output:
+	// 2.625 14336
+	// 14080
+}
+
+// Validating a config for SGLang, which reads only ffn_mult.
+func ExampleValidateConfig() {
+	cfg := []byte(`{"architectures": ["DeciLMForCausalLM"], "model_type": "nemotron-nas",
+	  "hidden_size": 64, "num_attention_heads": 8, "head_dim": 8, "vocab_size": 100,
+	  "num_hidden_layers": 2, "rms_norm_eps": 1e-5,
+	  "block_configs": [
+	    {"attention": {"n_heads_in_group": 2, "no_op": false}, "ffn": {"ffn_mult": 6.0, "no_op": false}},
+	    {"attention": {"no_op": true}, "ffn": {"intermediate_size": 256, "no_op": false}}]}`)
+	for _, engine := range []string{"vllm", "sglang"} {
+		r, err := export.ValidateConfig(cfg, engine)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println(engine, r.OK())
+		for _, v := range r.Violations {
+			fmt.Println(" ", v)
+		}
+	}
+	// Output:
+	// vllm true
+	// sglang false
+	//   layer 1: sglang reads only ffn.ffn_mult, but this block gives ffn.intermediate_size 256; write ffn_mult = 6 [decilm-ffn-mult-only]
+}
