@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 )
 
@@ -406,6 +405,3 @@ func (r *Reader) Float32Into(dst []float32, name string) error {
 	}
 	return nil
 }
-
-// formatInt is a small helper for metadata values.
-func formatInt(n int64) string { return strconv.FormatInt(n, 10) }

@@ -550,3 +550,36 @@ func TestConcurrentReads(t *testing.T) {
 		}
 	}
 }
+
+// TestShardedWriterIncomplete: a missing tensor fails Close and leaves no
+// shard and no index behind; Abort does the same.
+func TestShardedWriterIncomplete(t *testing.T) {
+	specs := testutil.LlamaSpecs(tinyLlama, checkpoint.BF16)
+	plan := checkpoint.PlanShards(specs, 4<<10)
+	for _, abort := range []bool{false, true} {
+		dir := t.TempDir()
+		w, err := checkpoint.CreateSharded(dir, plan, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := w.Plan(); len(got.Files) != len(plan.Files) {
+			t.Fatalf("Plan() has %d files", len(got.Files))
+		}
+		if err := w.WriteTensor("nope", nil); !errors.Is(err, checkpoint.ErrNotFound) {
+			t.Errorf("unknown tensor: %v", err)
+		}
+		for _, s := range specs[:len(specs)-1] {
+			if err := w.WriteTensor(s.Name, testutil.Data(s, 0)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if abort {
+			w.Abort()
+		} else if err := w.Close(); err == nil || !strings.Contains(err.Error(), specs[len(specs)-1].Name) {
+			t.Errorf("Close with a missing tensor: %v", err)
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+			t.Errorf("abort=%v left %d files", abort, len(ents))
+		}
+	}
+}
