@@ -245,69 +245,44 @@ func attentionForward(out, att, q, k, v []float32, s attnShape) {
 	T, hd, qd, kd := s.T, s.hd, s.qd(), s.kd()
 	group := s.heads / s.kvH
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	for b := 0; b < s.B; b++ {
-		for h := 0; h < s.heads; h++ {
+	// One task per (batch row, head), each on one core.
+	parallelFor(s.B*s.heads, 1, func(lo, hi int) {
+		for task := lo; task < hi; task++ {
+			b, h := task/s.heads, task%s.heads
 			g := h / group
-			P := att[(b*s.heads+h)*T*T : (b*s.heads+h+1)*T*T]
+			P := att[task*T*T : (task+1)*T*T]
 			qo := b*T*qd + h*hd
 			ko := b*T*kd + g*hd
-			blas.Sgemm(false, true, T, T, hd, scale, q[qo:], qd, k[ko:], kd, 0, P, T)
-			softmaxCausal(P, s)
-			blas.Sgemm(false, false, T, hd, T, 1, P, T, v[ko:], kd, 0, out[qo:], qd)
-		}
-	}
-}
-
-// softmaxCausal turns the T×T score matrix P into masked row-softmax
-// probabilities in place.
-func softmaxCausal(P []float32, s attnShape) {
-	T := s.T
-	parallelFor(T, 16, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			row := P[i*T : (i+1)*T]
-			mx := float32(math.Inf(-1))
-			for j := range row {
-				if s.allowed(i, j) && row[j] > mx {
-					mx = row[j]
-				}
+			blas.SgemmSerial(false, true, T, T, hd, scale, q[qo:], qd, k[ko:], kd, 0, P, T)
+			for i := 0; i < T; i++ {
+				softmaxRow(P[i*T:(i+1)*T], i, s)
 			}
-			var sum float32
-			for j := range row {
-				if s.allowed(i, j) {
-					e := float32(math.Exp(float64(row[j] - mx)))
-					row[j] = e
-					sum += e
-				} else {
-					row[j] = 0
-				}
-			}
-			inv := 1 / sum
-			for j := range row {
-				row[j] *= inv
-			}
+			blas.SgemmSerial(false, false, T, hd, T, 1, P, T, v[ko:], kd, 0, out[qo:], qd)
 		}
 	})
 }
 
 // attentionBackward: given dout (B·T, heads·hd), sets dq (overwrite) and
-// accumulates dk, dv (B·T, kvH·hd; callers zero them first); scratch is T×T.
-func attentionBackward(dq, dk, dv, dout, att, q, k, v, scratch []float32, s attnShape) {
+// accumulates dk, dv (B·T, kvH·hd; callers zero them first).
+func attentionBackward(dq, dk, dv, dout, att, q, k, v []float32, s attnShape) {
 	T, hd, qd, kd := s.T, s.hd, s.qd(), s.kd()
 	group := s.heads / s.kvH
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	dP := scratch[:T*T]
-	for b := 0; b < s.B; b++ {
-		for h := 0; h < s.heads; h++ {
-			g := h / group
-			P := att[(b*s.heads+h)*T*T : (b*s.heads+h+1)*T*T]
-			qo := b*T*qd + h*hd
+	// One task per (batch row, kv head): the query heads of a group add
+	// into the same dK, dV, so they run in sequence within the task.
+	parallelFor(s.B*s.kvH, 1, func(lo, hi int) {
+		dP := make([]float32, T*T)
+		for task := lo; task < hi; task++ {
+			b, g := task/s.kvH, task%s.kvH
 			ko := b*T*kd + g*hd
-			// dV += Pᵀ·dO ; dP = dO·Vᵀ
-			blas.Sgemm(true, false, T, hd, T, 1, P, T, dout[qo:], qd, 1, dv[ko:], kd)
-			blas.Sgemm(false, true, T, T, hd, 1, dout[qo:], qd, v[ko:], kd, 0, dP, T)
-			// dS = P ∘ (dP − rowsum(P∘dP))
-			parallelFor(T, 16, func(lo, hi int) {
-				for i := lo; i < hi; i++ {
+			for h := g * group; h < (g+1)*group; h++ {
+				P := att[(b*s.heads+h)*T*T : (b*s.heads+h+1)*T*T]
+				qo := b*T*qd + h*hd
+				// dV += Pᵀ·dO ; dP = dO·Vᵀ
+				blas.SgemmSerial(true, false, T, hd, T, 1, P, T, dout[qo:], qd, 1, dv[ko:], kd)
+				blas.SgemmSerial(false, true, T, T, hd, 1, dout[qo:], qd, v[ko:], kd, 0, dP, T)
+				// dS = P ∘ (dP − rowsum(P∘dP))
+				for i := 0; i < T; i++ {
 					p, d := P[i*T:(i+1)*T], dP[i*T:(i+1)*T]
 					var dot float32
 					for j := 0; j <= i; j++ {
@@ -317,12 +292,12 @@ func attentionBackward(dq, dk, dv, dout, att, q, k, v, scratch []float32, s attn
 						d[j] = p[j] * (d[j] - dot)
 					}
 				}
-			})
-			// dQ = scale·dS·K ; dK += scale·dSᵀ·Q
-			blas.Sgemm(false, false, T, hd, T, scale, dP, T, k[ko:], kd, 0, dq[qo:], qd)
-			blas.Sgemm(true, false, T, hd, T, scale, dP, T, q[qo:], qd, 1, dk[ko:], kd)
+				// dQ = scale·dS·K ; dK += scale·dSᵀ·Q
+				blas.SgemmSerial(false, false, T, hd, T, scale, dP, T, k[ko:], kd, 0, dq[qo:], qd)
+				blas.SgemmSerial(true, false, T, hd, T, scale, dP, T, q[qo:], qd, 1, dk[ko:], kd)
+			}
 		}
-	}
+	})
 }
 
 // crossEntropyForward returns the sum of −log softmax(logits)[target] over

@@ -237,7 +237,7 @@ func (m *Model) backBufs() *backBufs {
 	if m.a.backward != nil {
 		return m.a.backward
 	}
-	N, T := m.a.B*m.a.T, m.a.T
+	N := m.a.B * m.a.T
 	H := m.arch.Hidden
 	var qd, kd, ffn int
 	for _, d := range m.dims {
@@ -249,7 +249,6 @@ func (m *Model) backBufs() *backBufs {
 		dh: make([]float32, N*ffn), dgate: make([]float32, N*ffn), dup: make([]float32, N*ffn),
 		dao: make([]float32, N*qd), dq: make([]float32, N*qd), dqr: make([]float32, N*qd),
 		dk: make([]float32, N*kd), dkr: make([]float32, N*kd), dv: make([]float32, N*kd),
-		scratch: make([]float32, T*T),
 	}
 	m.a.backward = b
 	return b
@@ -448,7 +447,7 @@ func (m *Model) backward(dlogits []float32) {
 			clear(dkr)
 			clear(dv)
 			shape := attnShape{B: a.B, T: T, heads: d.heads, kvH: d.kvH, hd: d.hd, window: d.window}
-			attentionBackward(dqr, dkr, dv, dao, la.att, la.qr, la.kr, la.v, b.scratch, shape)
+			attentionBackward(dqr, dkr, dv, dao, la.att, la.qr, la.kr, la.v, shape)
 			tab := m.rope[d.hd]
 			ropeApply(dqr, N, d.heads, d.hd, tab, pos, -1)
 			ropeApply(dkr, N, d.kvH, d.hd, tab, pos, -1)

@@ -23,7 +23,15 @@ package blas
 import (
 	"fmt"
 	"runtime"
+	"sync/atomic"
 )
+
+var forceGo atomic.Bool
+
+// ForceGo routes Sgemm to the pure-Go kernel (on) or back to the compiled-in
+// backend (off), so one binary can measure both; it returns the previous
+// setting. Backend() keeps reporting the compiled-in backend.
+func ForceGo(on bool) bool { return forceGo.Swap(on) }
 
 // Backend returns the name of the compiled-in sgemm backend: "openblas" or "go".
 func Backend() string { return backendName }
@@ -44,7 +52,30 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 		scaleC(m, n, beta, c, ldc)
 		return
 	}
+	if forceGo.Load() {
+		goSgemm(runtime.GOMAXPROCS(0), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
 	sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// SgemmSerial is Sgemm on the calling goroutine only (one core), for many
+// small independent products run from parallel goroutines, such as the
+// per-head products of attention.
+func SgemmSerial(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	checkArgs(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
+	if m == 0 || n == 0 {
+		return
+	}
+	if k == 0 || alpha == 0 {
+		scaleC(m, n, beta, c, ldc)
+		return
+	}
+	if forceGo.Load() {
+		goSgemm(1, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	serial(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
 // SgemmGo is the pure-Go backend, callable directly whatever Backend()

@@ -49,7 +49,8 @@ type gemmFunc func(transA, transB bool, m, n, k int, alpha float32, a []float32,
 
 func backends() map[string]gemmFunc {
 	return map[string]gemmFunc{
-		"Sgemm(" + Backend() + ")": Sgemm,
+		"Sgemm(" + Backend() + ")":       Sgemm,
+		"SgemmSerial(" + Backend() + ")": SgemmSerial,
 		"SgemmGo(1 thread)": func(ta, tb bool, m, n, k int, al float32, a []float32, lda int, b []float32, ldb int, be float32, c []float32, ldc int) {
 			SgemmGo(1, ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc)
 		},

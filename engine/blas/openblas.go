@@ -7,28 +7,31 @@ package blas
 // #include <cblas.h>
 import "C"
 
-import (
-	"os"
-	"runtime"
-	"strconv"
-)
+import "runtime"
 
 const backendName = "openblas"
 
 func init() {
-	// One OpenBLAS thread per core unless the user chose otherwise, so that
-	// OpenBLAS and the engine's goroutines (which run between GEMM calls,
-	// never during one) do not oversubscribe the machine.
-	if n, err := strconv.Atoi(os.Getenv("OPENBLAS_NUM_THREADS")); err == nil && n > 0 {
-		C.openblas_set_num_threads(C.int(n))
-		return
-	}
-	C.openblas_set_num_threads(C.int(runtime.NumCPU()))
+	// OpenBLAS runs single-threaded and Go splits each product across
+	// GOMAXPROCS goroutines (see split). Threads OpenBLAS would own busy-wait
+	// for a while after every call and steal the cores from the engine's
+	// elementwise goroutines; with one thread per goroutine nothing is
+	// oversubscribed, and small products (attention heads) run in parallel
+	// through SgemmSerial.
+	C.openblas_set_num_threads(1)
 }
 
-func threads() int { return int(C.openblas_get_num_threads()) }
+func threads() int { return runtime.GOMAXPROCS(0) }
 
 func sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	split(runtime.GOMAXPROCS(0), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, cblas)
+}
+
+func serial(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	cblas(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+func cblas(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	ta, tb := uint32(C.CblasNoTrans), uint32(C.CblasNoTrans)
 	if transA {
 		ta = C.CblasTrans
