@@ -1,0 +1,316 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/autocompress/autocompress/architecture"
+)
+
+func init() {
+	Register(&Command{
+		Name:  "inspect",
+		Usage: "--model PRESET|config.json|DIR [--json]",
+		Short: "describe a model: layers, parameter counts, KV cache per token",
+		Long: `inspect reads a model description (a built-in preset named by its HuggingFace
+id, a config.json, or a checkpoint directory holding one) and prints its
+architecture, a table of its layers (consecutive identical layers grouped),
+exact parameter counts (total, active for MoE, embedding, LM head) and the KV
+cache it needs per token at bf16 (2 bytes per element; sliding-window layers
+counted in full).
+
+With --json it prints the same facts, one record per layer, for scripts.
+Run 'autocompress inspect --model list' to list the presets.`,
+		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+			model := fs.String("model", "", "preset name (HF id), config.json or checkpoint directory; 'list' lists presets")
+			asJSON := fs.Bool("json", false, "print JSON instead of text")
+			return func(_ context.Context, env *Env, args []string) error {
+				if len(args) > 0 {
+					return Usagef("inspect takes no arguments, got %q", args)
+				}
+				if *model == "" {
+					return Usagef("--model is required (a preset such as meta-llama/Llama-2-7b-hf, a config.json or a checkpoint directory)")
+				}
+				if *model == "list" {
+					return listPresets(env.Stdout, *asJSON)
+				}
+				m, err := architecture.Load(*model)
+				if err != nil {
+					return err
+				}
+				r := inspectModel(m)
+				if *asJSON {
+					enc := json.NewEncoder(env.Stdout)
+					enc.SetIndent("", "  ")
+					return enc.Encode(r)
+				}
+				return r.writeText(env.Stdout)
+			}
+		},
+	})
+}
+
+func listPresets(w io.Writer, asJSON bool) error {
+	names := architecture.Presets()
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(names)
+	}
+	for _, n := range names {
+		fmt.Fprintln(w, n)
+	}
+	return nil
+}
+
+// inspectReport is the --json output of inspect.
+type inspectReport struct {
+	Name            string         `json:"name,omitempty"`
+	Arch            string         `json:"arch"`
+	ModelType       string         `json:"model_type"`
+	Hidden          int            `json:"hidden_size"`
+	Vocab           int            `json:"vocab_size"`
+	NumLayers       int            `json:"num_layers"`
+	TiedEmbeddings  bool           `json:"tied_embeddings"`
+	DType           string         `json:"dtype,omitempty"`
+	MaxPositions    int            `json:"max_position_embeddings"`
+	Uniform         bool           `json:"uniform"`
+	Format          string         `json:"config_format"`
+	Params          paramsReport   `json:"params"`
+	KVBytesPerToken int64          `json:"kv_bytes_per_token_bf16"`
+	Layers          []layerReport  `json:"layers"`
+	LayerKinds      map[string]int `json:"layer_kinds"`
+}
+
+type paramsReport struct {
+	Total        int64 `json:"total"`
+	Active       int64 `json:"active"`
+	Embedding    int64 `json:"embedding"`
+	LMHead       int64 `json:"lm_head"`
+	NonEmbedding int64 `json:"non_embedding"`
+	Experts      int64 `json:"routed_experts"`
+}
+
+type layerReport struct {
+	Index     int              `json:"index"`
+	Kind      string           `json:"kind"`
+	Attention *attentionReport `json:"attention,omitempty"`
+	MLP       *mlpReport       `json:"mlp,omitempty"`
+	Mamba     *mambaReport     `json:"mamba,omitempty"`
+	MoE       *moeReport       `json:"moe,omitempty"`
+	Params    int64            `json:"params"`
+	Active    int64            `json:"active_params"`
+	KVBytes   int64            `json:"kv_bytes_per_token_bf16"`
+}
+
+type attentionReport struct {
+	Heads         int  `json:"heads"`
+	KVHeads       int  `json:"kv_heads"`
+	HeadDim       int  `json:"head_dim"`
+	SlidingWindow int  `json:"sliding_window,omitempty"`
+	QKNorm        bool `json:"qk_norm,omitempty"`
+	QKVBias       bool `json:"qkv_bias,omitempty"`
+	OutBias       bool `json:"out_bias,omitempty"`
+	Sinks         bool `json:"sinks,omitempty"`
+}
+
+type mlpReport struct {
+	Width      int    `json:"width"`
+	Gated      bool   `json:"gated"`
+	Activation string `json:"activation"`
+}
+
+type mambaReport struct {
+	Heads     int `json:"heads"`
+	HeadDim   int `json:"head_dim"`
+	StateSize int `json:"state_size"`
+	Groups    int `json:"groups"`
+	Conv      int `json:"conv_kernel"`
+}
+
+type moeReport struct {
+	Experts     int    `json:"experts"`
+	TopK        int    `json:"top_k"`
+	ExpertWidth int    `json:"expert_width"`
+	SharedWidth int    `json:"shared_width,omitempty"`
+	LatentSize  int    `json:"latent_size,omitempty"`
+	Gated       bool   `json:"gated"`
+	Activation  string `json:"activation"`
+}
+
+func layerKind(l architecture.Layer) string {
+	var parts []string
+	if l.Mamba != nil {
+		parts = append(parts, "mamba")
+	}
+	if l.Attention != nil {
+		parts = append(parts, "attn")
+	}
+	if l.MLP != nil {
+		parts = append(parts, "mlp")
+	}
+	if l.MoE != nil {
+		parts = append(parts, "moe")
+	}
+	if len(parts) == 0 {
+		return "empty"
+	}
+	return strings.Join(parts, "+")
+}
+
+func inspectModel(m *architecture.Model) *inspectReport {
+	p := m.Params()
+	format := architecture.FormatFor(m)
+	if format == architecture.Native && m.Arch == architecture.DeciLM {
+		format = architecture.DeciLMFormat
+	}
+	r := &inspectReport{
+		Name: m.Name, Arch: m.Arch, ModelType: m.ModelType, Hidden: m.Hidden, Vocab: m.Vocab,
+		NumLayers: len(m.Layers), TiedEmbeddings: m.TiedEmbeddings, DType: m.DType, MaxPositions: m.MaxPositions,
+		Uniform: m.Uniform(), Format: format.String(),
+		Params: paramsReport{Total: p.Total, Active: p.Active, Embedding: p.Embedding, LMHead: p.LMHead,
+			NonEmbedding: p.NonEmbedding(), Experts: p.Experts},
+		KVBytesPerToken: 2 * m.KVElemsPerToken(),
+		LayerKinds:      map[string]int{},
+	}
+	for i, l := range m.Layers {
+		lr := layerReport{Index: i, Kind: layerKind(l), Params: p.PerLayer[i], Active: p.ActivePerLayer[i]}
+		r.LayerKinds[lr.Kind]++
+		if a := l.Attention; a != nil {
+			lr.Attention = &attentionReport{Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, SlidingWindow: a.SlidingWindow,
+				QKNorm: a.QKNorm, QKVBias: a.QKVBias, OutBias: a.OutBias, Sinks: a.Sinks}
+			lr.KVBytes = 2 * 2 * int64(a.KVHeads) * int64(a.HeadDim)
+		}
+		if x := l.MLP; x != nil {
+			lr.MLP = &mlpReport{Width: x.Width, Gated: x.Gated, Activation: x.Activation}
+		}
+		if x := l.Mamba; x != nil {
+			lr.Mamba = &mambaReport{Heads: x.Heads, HeadDim: x.HeadDim, StateSize: x.StateSize, Groups: x.Groups, Conv: x.ConvKernel}
+		}
+		if x := l.MoE; x != nil {
+			lr.MoE = &moeReport{Experts: x.Experts, TopK: x.TopK, ExpertWidth: x.ExpertWidth, SharedWidth: x.SharedWidth,
+				LatentSize: x.LatentSize, Gated: x.Gated, Activation: x.Activation}
+		}
+		r.Layers = append(r.Layers, lr)
+	}
+	return r
+}
+
+// rowKey is what must match for consecutive layers to share a table row.
+func (l layerReport) rowKey() string {
+	c := l
+	c.Index = 0
+	b, _ := json.Marshal(c)
+	return string(b)
+}
+
+func (r *inspectReport) writeText(w io.Writer) error {
+	name := r.Name
+	if name == "" {
+		name = "(unnamed)"
+	}
+	tied := "no"
+	if r.TiedEmbeddings {
+		tied = "yes"
+	}
+	fmt.Fprintf(w, "model        %s\n", name)
+	fmt.Fprintf(w, "arch         %s (%s), %d layers, hidden %d, vocab %d, tied embeddings: %s\n",
+		r.Arch, r.ModelType, r.NumLayers, r.Hidden, r.Vocab, tied)
+	if r.DType != "" {
+		fmt.Fprintf(w, "dtype        %s, max positions %d\n", r.DType, r.MaxPositions)
+	}
+	uni := "no: per-layer shapes"
+	if r.Uniform {
+		uni = "yes"
+	}
+	fmt.Fprintf(w, "uniform      %s (config format: %s)\n", uni, r.Format)
+	p := r.Params
+	fmt.Fprintf(w, "params       total %s (%s)\n", commas(p.Total), billions(p.Total))
+	if p.Active != p.Total {
+		fmt.Fprintf(w, "             active %s (%s) per token; routed experts %s\n", commas(p.Active), billions(p.Active), commas(p.Experts))
+	}
+	fmt.Fprintf(w, "             embedding %s, lm head %s, non-embedding %s\n", commas(p.Embedding), commas(p.LMHead), commas(p.NonEmbedding))
+	fmt.Fprintf(w, "kv cache     %s bytes per token at bf16 (%s)\n\n", commas(r.KVBytesPerToken), kib(r.KVBytesPerToken))
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "layers\tkind\theads/kv/dim\twindow\tffn\tmamba h×d/state/groups\tmoe experts/top-k/width/shared\tparams/layer")
+	for i := 0; i < len(r.Layers); {
+		j := i + 1
+		for j < len(r.Layers) && r.Layers[j].rowKey() == r.Layers[i].rowKey() {
+			j++
+		}
+		l := r.Layers[i]
+		rng := strconv.Itoa(i)
+		if j-i > 1 {
+			rng = fmt.Sprintf("%d-%d", i, j-1)
+		}
+		att, win, ffn, mamba, moe := "-", "-", "-", "-", "-"
+		if a := l.Attention; a != nil {
+			att = fmt.Sprintf("%d/%d/%d", a.Heads, a.KVHeads, a.HeadDim)
+			if a.SlidingWindow > 0 {
+				win = strconv.Itoa(a.SlidingWindow)
+			}
+		}
+		if x := l.MLP; x != nil {
+			ffn = strconv.Itoa(x.Width)
+			if !x.Gated {
+				ffn += " (" + x.Activation + ")"
+			}
+		}
+		if x := l.Mamba; x != nil {
+			mamba = fmt.Sprintf("%d×%d/%d/%d", x.Heads, x.HeadDim, x.StateSize, x.Groups)
+		}
+		if x := l.MoE; x != nil {
+			moe = fmt.Sprintf("%d/%d/%d/%d", x.Experts, x.TopK, x.ExpertWidth, x.SharedWidth)
+			if x.LatentSize > 0 {
+				moe += fmt.Sprintf(" latent %d", x.LatentSize)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", rng, l.Kind, att, win, ffn, mamba, moe, commas(l.Params))
+		i = j
+	}
+	return tw.Flush()
+}
+
+// commas formats n with thousands separators: 6738415616 → 6,738,415,616.
+func commas(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	if neg {
+		s = s[1:]
+	}
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+func billions(n int64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.2fB", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.2fM", float64(n)/1e6)
+	}
+	return fmt.Sprintf("%.1fK", float64(n)/1e3)
+}
+
+func kib(n int64) string {
+	if n >= 1<<20 {
+		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+}
