@@ -81,7 +81,16 @@ func steady(m *stepModel, in steadyIn) Latency {
 		own.PrefillDone = math.Max(own.PrefillDone, 1/np)
 	}
 	tauOwn := m.time(own)
-	ttft := in.alpha0 + np*tauOwn + 0.5*tau
+	// Wait behind other prompts' prefill: ρ is the share of step time spent
+	// on prefill; M/D/1 wait ρ/(2(1−ρ)) × own prefill time.
+	nopre := b
+	nopre.Prefill, nopre.PrefillAtt, nopre.PrefillSeq, nopre.PrefillDone = 0, 0, 0, 0
+	rho := 0.0
+	if tau > 0 {
+		rho = math.Min(math.Max((tau-m.time(nopre))/tau, 0), 0.95)
+	}
+	qwait := m.co.Queue * rho / (2 * (1 - rho)) * np * tauOwn
+	ttft := in.alpha0 + np*tauOwn + 0.5*tau + qwait
 	e2e := ttft + dec*tau
 	x := c / e2e // requests per second in service
 	wait := 0.0

@@ -23,6 +23,9 @@ type Coeffs struct {
 	Req       float64 `json:"req"`        // s per request in the batch per step
 	MoE       float64 `json:"moe"`        // s per MoE layer per step
 	Alpha0    float64 `json:"alpha0"`     // s per request, added to TTFT (ingestion, scheduling, detokenisation)
+	// Queue scales the wait of a new prompt behind other prompts' prefill
+	// (M/D/1 wait ρ/(2(1−ρ)) × own prefill time, ρ = prefill share of step time).
+	Queue float64 `json:"queue"`
 
 	// Validation figures written by calibrate: held-out median APE (fractions).
 	ErrTTFT       float64 `json:"err_ttft,omitempty"`
@@ -105,20 +108,20 @@ var fallbacks = map[string][]string{
 }
 
 // The fitted coefficients as a vector, in the order of CoeffNames.
-func (c *Coeffs) vector() [11]float64 {
-	return [11]float64{c.Comp, c.Weight, c.KV, c.State, c.TP, c.TPLatency, c.Layer, c.Step, c.Req, c.MoE, c.Alpha0}
+func (c *Coeffs) vector() [12]float64 {
+	return [12]float64{c.Comp, c.Weight, c.KV, c.State, c.TP, c.TPLatency, c.Layer, c.Step, c.Req, c.MoE, c.Alpha0, c.Queue}
 }
 
-func (c *Coeffs) setVector(v [11]float64) {
-	c.Comp, c.Weight, c.KV, c.State, c.TP, c.TPLatency, c.Layer, c.Step, c.Req, c.MoE, c.Alpha0 =
-		v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10]
+func (c *Coeffs) setVector(v [12]float64) {
+	c.Comp, c.Weight, c.KV, c.State, c.TP, c.TPLatency, c.Layer, c.Step, c.Req, c.MoE, c.Alpha0, c.Queue =
+		v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11]
 }
 
 // CoeffNames names the entries of the coefficient vector.
-var CoeffNames = [11]string{"comp", "weight", "kv", "state", "tp", "tp_latency", "layer", "step", "req", "moe", "alpha0"}
+var CoeffNames = [12]string{"comp", "weight", "kv", "state", "tp", "tp_latency", "layer", "step", "req", "moe", "alpha0", "queue"}
 
 // Vector returns the coefficients in CoeffNames order.
-func (c Coeffs) Vector() [11]float64 { return c.vector() }
+func (c Coeffs) Vector() [12]float64 { return c.vector() }
 
 // WithVector returns c with the coefficient values replaced.
-func (c Coeffs) WithVector(v [11]float64) Coeffs { c.setVector(v); return c }
+func (c Coeffs) WithVector(v [12]float64) Coeffs { c.setVector(v); return c }

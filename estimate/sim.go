@@ -47,6 +47,7 @@ type simParams struct {
 	maxSeqs  int
 	capacity float64 // KV tokens (Inf when unlimited)
 	alpha0   float64
+	stagger  float64 // closed loop: spread of the clients' first requests (s)
 }
 
 // run simulates w and returns the statistics over the measured requests.
@@ -66,13 +67,17 @@ func (sim *Simulator) run(m *stepModel, p simParams, w *workload.Workload) (Late
 	}
 	sim.wait, sim.pre, sim.heap = sim.wait[:0], sim.pre[:0], sim.heap[:0]
 	next := 0 // next request not yet arrived
+	initial := 0
 	if mode == workload.ClosedLoop {
-		for i := 0; i < min(conc, n); i++ {
-			sim.st[i].arrival = 0
-			sim.wait = append(sim.wait, int32(i))
+		// Clients start spread over one request lifetime (p.stagger) so the
+		// loop begins near its steady state instead of in lock-step.
+		initial = min(conc, n)
+		for i := 0; i < initial; i++ {
+			sim.st[i].arrival = p.stagger * float64(i) / float64(initial)
 		}
-		next = min(conc, n)
+		next = initial
 	}
+	started := 0
 	now := 0.0
 	var step int64
 	kvUsed := 0.0
@@ -86,6 +91,11 @@ func (sim *Simulator) run(m *stepModel, p simParams, w *workload.Workload) (Late
 			for next < n && sim.st[next].arrival <= now {
 				sim.wait = append(sim.wait, int32(next))
 				next++
+			}
+		} else {
+			for started < initial && sim.st[started].arrival <= now {
+				sim.wait = append(sim.wait, int32(started))
+				started++
 			}
 		}
 		d := len(sim.heap)
@@ -121,6 +131,10 @@ func (sim *Simulator) run(m *stepModel, p simParams, w *workload.Workload) (Late
 		if b.Decode == 0 && b.Prefill == 0 {
 			if mode != workload.ClosedLoop && next < n {
 				now = math.Max(now, sim.st[next].arrival)
+				continue
+			}
+			if mode == workload.ClosedLoop && started < initial {
+				now = math.Max(now, sim.st[started].arrival)
 				continue
 			}
 			return Latency{}, ErrNoProgress
@@ -206,11 +220,15 @@ func (sim *Simulator) run(m *stepModel, p simParams, w *workload.Workload) (Late
 	l.TPOT, l.TPOTP90 = meanP90(sim.tpot)
 	l.E2E, l.E2EP90 = meanP90(sim.e2e)
 	span := last - first
-	if mode == workload.ClosedLoop {
-		span = now - tWarm
-		outTok = outAfterWarm
-		inTok = outAfterWarm * w.Input.MeanValue() / w.Output.MeanValue()
+	if mode == workload.ClosedLoop && l.E2E > 0 {
+		// Little's law over the measured requests: conc requests in the system.
+		m := float64(n - warm)
+		l.RequestsPerS = float64(conc) / (l.E2E - p.alpha0)
+		l.OutputTokS = l.RequestsPerS * outTok / m
+		l.PrefillTokS = l.RequestsPerS * inTok / m
+		span = 0
 	}
+	_, _ = tWarm, outAfterWarm
 	if span > 0 {
 		l.OutputTokS = outTok / span
 		l.PrefillTokS = inTok / span
@@ -311,6 +329,9 @@ func (c *Compiled) Simulate(sim *Simulator, m *Summary) (Latency, error) {
 	}
 	sm := newStepModel(m, c.hw, &c.r.prec, c.co)
 	p := simParams{budget: c.r.budgetToks, maxSeqs: c.r.maxSeqs, capacity: c.mem.KVCapacityTokens, alpha0: c.co.Alpha0}
+	if c.mode == workload.ClosedLoop {
+		p.stagger = c.latency(&sm, &c.mem).E2E - c.co.Alpha0
+	}
 	if !c.r.eng.Pool() {
 		// llama.cpp: one slot per sequence, each with its own context.
 		p.maxSeqs = min(c.r.maxSeqs, max(c.mem.MaxConcurrency, 1))

@@ -32,6 +32,10 @@ import (
 // Row is one measurement.
 type Row struct {
 	Source        string // "aic", "argonne", "argonne-ttft", or the user file name
+	// Era tags rows from old engine builds that get their own coefficient
+	// family ("2024" for Argonne: vLLM 0.5/0.6, TRT-LLM 0.11/0.12, llama.cpp
+	// 2024-09); "" for current builds.
+	Era string
 	ID            string
 	Engine        estimate.Engine
 	EngineVersion string
@@ -327,7 +331,7 @@ func argonneRow(t *table, rec []string, skipped Skipped) (Row, bool) {
 	if o := t.get(rec, "output length"); o != "" {
 		osl = atoi(o)
 	}
-	row := Row{Source: "argonne", Engine: eng, Model: model, GPU: gpu, TP: atoi(t.get(rec, "num of hardware")),
+	row := Row{Source: "argonne", Era: "2024", Engine: eng, Model: model, GPU: gpu, TP: atoi(t.get(rec, "num of hardware")),
 		ISL: n, OSL: osl, Batch: atoi(t.get(rec, "batch size")), Precision: "fp16", KVDType: "auto"}
 	if eng == estimate.LlamaCPP {
 		row.Precision = "f16"

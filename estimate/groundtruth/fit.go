@@ -67,7 +67,11 @@ func Prepare(rows []Row, skipped Skipped) []*Prepared {
 			skipped.add("cannot compile: " + firstWords(err.Error(), 6))
 			continue
 		}
-		p := &Prepared{Row: r, Family: r.Engine.Family(hw), Group: canonical(r.Model), c: c}
+		fam := r.Engine.Family(hw)
+		if r.Era != "" {
+			fam += "@" + r.Era
+		}
+		p := &Prepared{Row: r, Family: fam, Group: canonical(r.Model), c: c}
 		c.Summarize(&p.s, m)
 		if _, ok := c.Memory(&p.s); !ok {
 			skipped.add("does not fit in memory per the estimator")
@@ -126,8 +130,10 @@ func (p *Prepared) Predict(co estimate.Coeffs, metric Metric) (pred, meas float6
 // fitted marks the coefficients the optimiser moves (others keep their prior).
 var fitted = map[string][]int{
 	// comp, weight, kv, tp, layer, step, req, alpha0
-	"default":       {0, 1, 2, 4, 6, 7, 8, 10},
-	"llamacpp-cuda": {0, 1, 2, 6, 7, 10},
+	"default":            {0, 1, 2, 4, 6, 7, 8, 9, 10, 11},
+	"llamacpp-cuda@2024": {0, 1, 2, 6, 7, 10},
+	"vllm@2024":          {0, 1, 2, 4, 6, 7, 8, 10},
+	"trtllm@2024":        {0, 1, 2, 4, 6, 7, 8, 10},
 }
 
 // metricWeight balances the loss: TTFT is noisier (queueing, client time).
@@ -186,6 +192,9 @@ func Fit(ctx context.Context, rows []*Prepared, family string, prior estimate.Co
 		if v[1] < 1 {
 			v[1] = 1 // cannot beat peak bandwidth
 		}
+		if v[2] < 1 {
+			v[2] = 1
+		}
 		return prior.WithVector(v)
 	}
 	f := func(x []float64) float64 {
@@ -196,6 +205,21 @@ func Fit(ctx context.Context, rows []*Prepared, family string, prior estimate.Co
 	}
 	x, fx := nelderMead(f, x0, 0.4, maxIter)
 	return toCoeffs(x), fx
+}
+
+// priorFor returns the starting coefficients of a family ("vllm@2024"
+// starts from "vllm"), with a small non-zero MoE term so that its logarithm
+// can move.
+func priorFor(prior *estimate.CoeffFile, fam string) estimate.Coeffs {
+	pc, _ := prior.Family(fam)
+	if _, ok := prior.Families[fam]; !ok {
+		base, _, _ := strings.Cut(fam, "@")
+		pc, _ = prior.Family(base)
+	}
+	if pc.MoE <= 0 {
+		pc.MoE = 1e-5
+	}
+	return pc
 }
 
 func clamp(x, lo, hi float64) float64 { return math.Max(lo, math.Min(hi, x)) }
@@ -315,7 +339,7 @@ func FitAll(ctx context.Context, rows []*Prepared, prior *estimate.CoeffFile, ma
 			return nil, err
 		}
 		sub := filter(rows, func(p *Prepared) bool { return p.Family == fam })
-		pc, _ := prior.Family(fam)
+		pc := priorFor(prior, fam)
 		co, _ := Fit(ctx, sub, fam, pc, maxIter)
 		vers := map[string]bool{}
 		for _, p := range sub {

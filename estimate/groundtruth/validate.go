@@ -52,7 +52,7 @@ func Validate(ctx context.Context, rows []*Prepared, prior *estimate.CoeffFile, 
 	apes := map[key][]float64{}
 	for _, fam := range Families(rows) {
 		sub := filter(rows, func(p *Prepared) bool { return p.Family == fam })
-		pc, _ := prior.Family(fam)
+		pc := priorFor(prior, fam)
 		for _, hold := range []string{"gpu", "model"} {
 			groupOf := func(p *Prepared) string {
 				if hold == "gpu" {
