@@ -15,7 +15,32 @@
 //
 // FromConfig reads a HuggingFace config.json for the supported architectures
 // (see Supported) and Config writes one back in the most faithful format that
-// can express the shape.
+// can express the shape. Load accepts a config.json, a checkpoint directory
+// or a built-in preset named by its HuggingFace id (see Presets). Configs
+// written by Python may hold bare Infinity, -Infinity and NaN: they are
+// accepted, kept in Raw as NonFinite and written back bare.
+//
+// Uniform models are written in their native format (LlamaForCausalLM,
+// Qwen3ForCausalLM, NemotronHForCausalLM with its hybrid_override_pattern
+// sliced to the layers kept, ...). Per-layer Llama-family shapes are written
+// as DeciLM block_configs, which vLLM, SGLang, TensorRT-LLM and llama.cpp
+// load; FFN widths must then be multiples of 256. Shapes no format can
+// express are refused with a *FormatError that says why.
+//
+// # Tensors and parameters
+//
+// Tensors lists every tensor a checkpoint of the model holds, with its
+// HuggingFace name, shape and kind; CheckShapes compares a checkpoint's
+// tensors against it. Params counts parameters exactly (total, active per
+// token for MoE, embedding, LM head, per layer); the counts match what the
+// publishers state for every supported real model.
+//
+// # Errors
+//
+// Problems a user can fix are typed: *ConfigError and *MissingFieldError
+// name the config.json field, *UnsupportedArchError lists the supported
+// architectures, *ValidationError names the layer, *FormatError says why a
+// shape cannot be written, *ShapeError lists the tensors that do not match.
 package architecture
 
 // NormKind names the normalisation used by the model.

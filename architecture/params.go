@@ -1,5 +1,7 @@
 package architecture
 
+import "strings"
+
 // Params are exact parameter counts of a model, derived from Tensors.
 type Params struct {
 	// Total counts every parameter once (a tied LM head is not counted twice).
@@ -80,4 +82,42 @@ func (m *Model) KVElemsPerToken() int64 {
 		}
 	}
 	return n
+}
+
+// SSMStateElems returns the recurrent state one sequence holds across the
+// Mamba2 layers, in elements: conv is the convolution window
+// (conv_kernel−1)·(d_inner + 2·n_groups·d_state) per layer and ssm the state
+// heads·head_dim·d_state per layer. Engines keep ssm in fp32 or the model
+// dtype (mamba_ssm_cache_dtype); multiply accordingly.
+func (m *Model) SSMStateElems() (conv, ssm int64) {
+	for _, l := range m.Layers {
+		if x := l.Mamba; x != nil {
+			conv += int64(x.ConvKernel-1) * int64(x.DInner()+2*x.Groups*x.StateSize)
+			ssm += int64(x.DInner()) * int64(x.StateSize)
+		}
+	}
+	return conv, ssm
+}
+
+// Kind names the layer's sub-blocks joined by "+": "attention+mlp",
+// "attention+moe", "mamba", "attention", "mlp", "moe", or "empty" for a
+// removed layer.
+func (l Layer) Kind() string {
+	var parts []string
+	if l.Mamba != nil {
+		parts = append(parts, "mamba")
+	}
+	if l.Attention != nil {
+		parts = append(parts, "attention")
+	}
+	if l.MLP != nil {
+		parts = append(parts, "mlp")
+	}
+	if l.MoE != nil {
+		parts = append(parts, "moe")
+	}
+	if len(parts) == 0 {
+		return "empty"
+	}
+	return strings.Join(parts, "+")
 }

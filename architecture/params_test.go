@@ -177,3 +177,22 @@ func ExampleModel_Params() {
 	// embedding 131072000 lm head 131072000
 	// layer 0 202383360
 }
+
+func TestSSMStateElems(t *testing.T) {
+	m, err := Preset("nvidia/Nemotron-H-56B-Base-8K")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 54 Mamba layers, 256 heads × 64 = 16384 d_inner, 8 groups × 256 state:
+	// conv 3·(16384 + 4096) = 61,440 and ssm 16384·256 = 4,194,304 per layer.
+	conv, ssm := m.SSMStateElems()
+	if conv != 54*61440 || ssm != 54*4194304 {
+		t.Errorf("SSMStateElems = %d, %d; want %d, %d", conv, ssm, 54*61440, 54*4194304)
+	}
+	if k := m.Layers[0].Kind(); k != "mamba" {
+		t.Errorf("layer 0 kind %q", k)
+	}
+	if k := (Layer{}).Kind(); k != "empty" {
+		t.Errorf("empty layer kind %q", k)
+	}
+}

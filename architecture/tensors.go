@@ -233,12 +233,6 @@ func (b *tensorList) qwenMoE(p string, i int, h int64, x *MoE) {
 		b.expertLinear(q+"up_proj", i, e, 1, "expert_up", x.ExpertBias, w, h)
 		b.expertLinear(q+"down_proj", i, e, 1, "expert_down", x.ExpertBias, h, w)
 	}
-	if x.SharedWidth > 0 {
-		s := int64(x.SharedWidth)
-		b.linear(p+"shared_expert.gate_proj", i, "shared_gate", false, s, h)
-		b.linear(p+"shared_expert.up_proj", i, "shared_up", false, s, h)
-		b.linear(p+"shared_expert.down_proj", i, "shared_down", false, h, s)
-	}
 }
 
 // gptOssMoE lists transformers' GptOssMLP: a biased router and the experts

@@ -17,13 +17,16 @@ type ConfigOptions struct {
 
 // FormatFor returns the format Config uses by default: Native when the model
 // is uniform (or already DeciLM, whose native format is per-layer), DeciLM
-// for a non-uniform model whose layers DeciLM can express, else Native (and
-// Config then says why the shape cannot be written).
+// for a non-uniform Llama or Mistral model or any non-uniform model whose
+// layers DeciLM can express, else Native (and Config then says why the shape
+// cannot be written).
 func FormatFor(m *Model) Format {
 	if m.Arch == DeciLM || m.Uniform() {
 		return Native
 	}
-	if deciLMProblem(m) == nil {
+	if deciLMProblem(m) == nil || m.Arch == Llama || m.Arch == Mistral {
+		// For the Llama family the DeciLM error (e.g. a width that is not a
+		// multiple of 256) is the useful one.
 		return DeciLMFormat
 	}
 	return Native

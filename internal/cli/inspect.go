@@ -84,6 +84,8 @@ type inspectReport struct {
 	Format          string         `json:"config_format"`
 	Params          paramsReport   `json:"params"`
 	KVBytesPerToken int64          `json:"kv_bytes_per_token_bf16"`
+	SSMConvElems    int64          `json:"ssm_conv_state_elems_per_seq,omitempty"`
+	SSMStateElems   int64          `json:"ssm_state_elems_per_seq,omitempty"`
 	Layers          []layerReport  `json:"layers"`
 	LayerKinds      map[string]int `json:"layer_kinds"`
 }
@@ -144,26 +146,6 @@ type moeReport struct {
 	Activation  string `json:"activation"`
 }
 
-func layerKind(l architecture.Layer) string {
-	var parts []string
-	if l.Mamba != nil {
-		parts = append(parts, "mamba")
-	}
-	if l.Attention != nil {
-		parts = append(parts, "attn")
-	}
-	if l.MLP != nil {
-		parts = append(parts, "mlp")
-	}
-	if l.MoE != nil {
-		parts = append(parts, "moe")
-	}
-	if len(parts) == 0 {
-		return "empty"
-	}
-	return strings.Join(parts, "+")
-}
-
 func inspectModel(m *architecture.Model) *inspectReport {
 	p := m.Params()
 	format := architecture.FormatFor(m)
@@ -179,8 +161,9 @@ func inspectModel(m *architecture.Model) *inspectReport {
 		KVBytesPerToken: 2 * m.KVElemsPerToken(),
 		LayerKinds:      map[string]int{},
 	}
+	r.SSMConvElems, r.SSMStateElems = m.SSMStateElems()
 	for i, l := range m.Layers {
-		lr := layerReport{Index: i, Kind: layerKind(l), Params: p.PerLayer[i], Active: p.ActivePerLayer[i]}
+		lr := layerReport{Index: i, Kind: l.Kind(), Params: p.PerLayer[i], Active: p.ActivePerLayer[i]}
 		r.LayerKinds[lr.Kind]++
 		if a := l.Attention; a != nil {
 			lr.Attention = &attentionReport{Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, SlidingWindow: a.SlidingWindow,
@@ -236,7 +219,12 @@ func (r *inspectReport) writeText(w io.Writer) error {
 		fmt.Fprintf(w, "             active %s (%s) per token; routed experts %s\n", commas(p.Active), billions(p.Active), commas(p.Experts))
 	}
 	fmt.Fprintf(w, "             embedding %s, lm head %s, non-embedding %s\n", commas(p.Embedding), commas(p.LMHead), commas(p.NonEmbedding))
-	fmt.Fprintf(w, "kv cache     %s bytes per token at bf16 (%s)\n\n", commas(r.KVBytesPerToken), kib(r.KVBytesPerToken))
+	fmt.Fprintf(w, "kv cache     %s bytes per token at bf16 (%s)\n", commas(r.KVBytesPerToken), kib(r.KVBytesPerToken))
+	if r.SSMStateElems > 0 {
+		b := 4 * (r.SSMConvElems + r.SSMStateElems)
+		fmt.Fprintf(w, "mamba state  %s conv + %s ssm elements per sequence (%s at fp32)\n", commas(r.SSMConvElems), commas(r.SSMStateElems), kib(b))
+	}
+	fmt.Fprintln(w)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "layers\tkind\theads/kv/dim\twindow\tffn\tmamba h×d/state/groups\tmoe experts/top-k/width/shared\tparams/layer")

@@ -28,7 +28,7 @@ func TestInspectText(t *testing.T) {
 		"LlamaForCausalLM (llama), 32 layers, hidden 4096, vocab 32000",
 		"total 6,738,415,616 (6.74B)", // HF safetensors metadata of Llama-2-7b-hf
 		"524,288 bytes per token at bf16 (512.0 KiB)",
-		"0-31    attn+mlp  32/32/128", // one grouped row
+		"0-31    attention+mlp  32/32/128", // one grouped row
 		"202,383,360",
 	} {
 		if !strings.Contains(out, want) {
@@ -48,7 +48,7 @@ func TestInspectJSON(t *testing.T) {
 	}
 	// 52 layers "MEMEM*EMEMEM*...": 23 Mamba, 23 MoE, 6 attention; KV: 6 layers
 	// × 2 × 2 KV heads × 128 × 2 bytes = 6144.
-	if r.NumLayers != 52 || r.LayerKinds["mamba"] != 23 || r.LayerKinds["moe"] != 23 || r.LayerKinds["attn"] != 6 {
+	if r.NumLayers != 52 || r.LayerKinds["mamba"] != 23 || r.LayerKinds["moe"] != 23 || r.LayerKinds["attention"] != 6 {
 		t.Errorf("layers %d kinds %v", r.NumLayers, r.LayerKinds)
 	}
 	if r.KVBytesPerToken != 6144 || len(r.Layers) != 52 || r.Layers[5].Attention == nil || r.Layers[5].KVBytes != 1024 {
@@ -57,6 +57,10 @@ func TestInspectJSON(t *testing.T) {
 	// Card: 31.6B total, 3.6B active with embeddings.
 	if r.Params.Total != 31_577_940_288 || r.Params.Active != 3_580_076_352 {
 		t.Errorf("params %+v", r.Params)
+	}
+	// 23 Mamba layers: conv 3·(4096 + 2·8·128) = 18,432; ssm 4096·128 = 524,288.
+	if r.SSMConvElems != 23*18432 || r.SSMStateElems != 23*524288 {
+		t.Errorf("SSM state %d + %d", r.SSMConvElems, r.SSMStateElems)
 	}
 	var sum int64
 	for _, l := range r.Layers {
