@@ -464,3 +464,71 @@ func (t *TrainedBPE) Save(path string) error {
 	}
 	return os.Rename(f.Name(), path)
 }
+
+// ReadTrainedBPE reads back a tokenizer.json written by WriteJSON (a
+// byte-level BPE whose first 256 ids are the single bytes and whose merge i
+// produces id 256+i). Other tokenizer.json files are refused; load them with
+// the package's general reader instead.
+func ReadTrainedBPE(path string) (*TrainedBPE, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var tj struct {
+		AddedTokens []struct {
+			ID      int32  `json:"id"`
+			Content string `json:"content"`
+		} `json:"added_tokens"`
+		PreTokenizer struct {
+			Type string `json:"type"`
+		} `json:"pre_tokenizer"`
+		Model struct {
+			Type   string           `json:"type"`
+			Vocab  map[string]int32 `json:"vocab"`
+			Merges []string         `json:"merges"`
+		} `json:"model"`
+	}
+	if err := json.Unmarshal(b, &tj); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	bad := func(f string, a ...any) error {
+		return fmt.Errorf("%s: not a byte-level BPE written by TrainBPE: %s", path, fmt.Sprintf(f, a...))
+	}
+	if tj.Model.Type != "BPE" || tj.PreTokenizer.Type != "ByteLevel" {
+		return nil, bad("model %q, pre-tokenizer %q", tj.Model.Type, tj.PreTokenizer.Type)
+	}
+	n := 256 + len(tj.Model.Merges)
+	if len(tj.Model.Vocab) != n {
+		return nil, bad("%d vocabulary entries for %d merges", len(tj.Model.Vocab), len(tj.Model.Merges))
+	}
+	t := &TrainedBPE{Tokens: make([]string, n), Special: map[string]int32{}}
+	for s, id := range tj.Model.Vocab {
+		if id < 0 || int(id) >= n || t.Tokens[id] != "" {
+			return nil, bad("id %d of %q out of range or repeated", id, s)
+		}
+		t.Tokens[id] = s
+	}
+	for c := 0; c < 256; c++ {
+		if t.Tokens[c] != string(btBytesToRunes[c]) {
+			return nil, bad("id %d is %q, want the byte %#x", c, t.Tokens[c], c)
+		}
+	}
+	for i, m := range tj.Model.Merges {
+		l, r, ok := strings.Cut(m, " ")
+		li, lok := tj.Model.Vocab[l]
+		ri, rok := tj.Model.Vocab[r]
+		if !ok || !lok || !rok || tj.Model.Vocab[l+r] != int32(256+i) {
+			return nil, bad("merge %d %q does not produce id %d", i, m, 256+i)
+		}
+		t.Merges = append(t.Merges, [2]int32{li, ri})
+	}
+	for _, a := range tj.AddedTokens {
+		if int(a.ID) != len(t.Tokens) {
+			return nil, bad("added token %q has id %d, want %d", a.Content, a.ID, len(t.Tokens))
+		}
+		t.Special[a.Content] = a.ID
+		t.Tokens = append(t.Tokens, a.Content)
+	}
+	t.init()
+	return t, nil
+}

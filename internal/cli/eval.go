@@ -1,0 +1,151 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/autocompress/autocompress/engine"
+	"github.com/autocompress/autocompress/eval"
+	"github.com/autocompress/autocompress/tokenizer"
+)
+
+func init() {
+	Register(&Command{
+		Name:  "eval",
+		Usage: "--model DIR --data FILE [--seq-len N] [--stride N] [--json]",
+		Short: "perplexity and bits per byte of a model on text or token ids",
+		Long: `Scores a HuggingFace checkpoint directory on held-out text with the native
+engine. Text is tokenized with the model's tokenizer.json (or --tokenizer),
+prefixed with the model's BOS (or end-of-text) token so that the first word is
+predicted too, and scored in packed windows of --seq-len tokens: consecutive
+windows, every token predicted once, with 1..seq-len tokens of context. With
+--stride S (< seq-len) the windows slide by S tokens instead and every token
+gets at least seq-len−S tokens of context, at seq-len/S times the cost.
+
+Reports perplexity (exp of the mean negative log-likelihood per token) and bits
+per byte (total negative log-likelihood in bits over the text's UTF-8 bytes,
+comparable across tokenizers). Pre-tokenized id files (tokenizer.ReadIDs text
+or binary form; chosen by --ids, a .ids extension or the binary magic) give
+perplexity only; each line is scored as its own sequence.`,
+		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+			model := fs.String("model", "", "model `directory` (HF checkpoint)")
+			data := fs.String("data", "", "text or token-id `file` to score")
+			tokPath := fs.String("tokenizer", "", "tokenizer.json (default: the model's)")
+			ids := fs.Bool("ids", false, "the data file holds token ids")
+			var o eval.Options
+			fs.IntVar(&o.SeqLen, "seq-len", 128, "window length in tokens")
+			fs.IntVar(&o.Stride, "stride", 0, "sliding-window stride (0: packed windows)")
+			fs.IntVar(&o.Batch, "batch", 8, "windows per forward pass")
+			jsonOut := fs.Bool("json", false, "print the result as JSON")
+			return func(ctx context.Context, env *Env, args []string) error {
+				if len(args) > 0 {
+					return Usagef("unexpected arguments %q (give the file with --data)", args)
+				}
+				if *model == "" || *data == "" {
+					return Usagef("--model and --data are required")
+				}
+				if o.SeqLen < 1 || o.Stride < 0 || o.Batch < 1 {
+					return Usagef("--seq-len and --batch must be positive and --stride >= 0")
+				}
+				dir, cleanup, err := evalModelDir(*model)
+				if err != nil {
+					return err
+				}
+				defer cleanup()
+				m, err := engine.Load(dir)
+				if err != nil {
+					return err
+				}
+				if mp := m.Arch().MaxPositions; mp > 0 && o.SeqLen > mp {
+					return Usagef("--seq-len %d exceeds the model's max_position_embeddings %d", o.SeqLen, mp)
+				}
+				o.Progress = env.Stderr
+				var res *eval.Result
+				if evalIsIDs(*data, *ids) {
+					seqs, err := tokenizer.ReadIDsFile(*data)
+					if err != nil {
+						return err
+					}
+					if res, err = eval.IDs(m, seqs, o); err != nil {
+						return fmt.Errorf("%s: %w", *data, err)
+					}
+				} else {
+					tok, err := evalTokenizer(dir, *tokPath)
+					if err != nil {
+						return err
+					}
+					text, err := os.ReadFile(*data)
+					if err != nil {
+						return err
+					}
+					if res, err = eval.Text(m, tok, *data, text, o); err != nil {
+						return err
+					}
+				}
+				if *jsonOut {
+					out := map[string]any{"model": *model, "data": *data, "tokens": res.Tokens, "nll": res.NLL,
+						"perplexity": res.Perplexity, "seq_len": res.SeqLen, "stride": res.Stride, "windows": res.Windows}
+					if res.Bytes > 0 {
+						out["bytes"], out["bits_per_byte"] = res.Bytes, res.BitsPerByte
+					}
+					enc := json.NewEncoder(env.Stdout)
+					enc.SetIndent("", "  ")
+					return enc.Encode(out)
+				}
+				mode := "packed windows"
+				if res.Stride > 0 && res.Stride < res.SeqLen {
+					mode = fmt.Sprintf("sliding windows, stride %d", res.Stride)
+				}
+				fmt.Fprintf(env.Stdout, "%s on %s: %d tokens (%s of %d)\nperplexity    %.3f\n", *model, *data, res.Tokens, mode, res.SeqLen, res.Perplexity)
+				if !math.IsNaN(res.BitsPerByte) {
+					fmt.Fprintf(env.Stdout, "bits per byte %.4f (%d bytes)\n", res.BitsPerByte, res.Bytes)
+				}
+				return nil
+			}
+		},
+	})
+}
+
+// evalModelDir resolves --model to a checkpoint directory.
+func evalModelDir(model string) (dir string, cleanup func(), err error) {
+	st, err := os.Stat(model)
+	if err != nil {
+		return "", nil, fmt.Errorf("model: %w", err)
+	}
+	if !st.IsDir() {
+		return "", nil, fmt.Errorf("model %s is not a directory (want a HuggingFace checkpoint directory with config.json)", model)
+	}
+	return model, func() {}, nil
+}
+
+// evalTokenizer loads path, or dir/tokenizer.json.
+func evalTokenizer(dir, path string) (*tokenizer.Tokenizer, error) {
+	if path == "" {
+		path = filepath.Join(dir, "tokenizer.json")
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("the model directory %s has no tokenizer.json: pass --tokenizer, or token ids with --ids", dir)
+		}
+	}
+	return tokenizer.Load(path)
+}
+
+// evalIsIDs tells whether a data file holds token ids.
+func evalIsIDs(path string, flagged bool) bool {
+	if flagged || strings.HasSuffix(path, ".ids") {
+		return true
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b := make([]byte, len(tokenizer.BinaryIDsMagic))
+	n, _ := f.Read(b)
+	return string(b[:n]) == tokenizer.BinaryIDsMagic
+}

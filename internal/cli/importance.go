@@ -1,0 +1,218 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/autocompress/autocompress/corpus"
+	"github.com/autocompress/autocompress/engine"
+	"github.com/autocompress/autocompress/importance"
+	"github.com/autocompress/autocompress/tokenizer"
+)
+
+// importanceFiles is a repeatable, comma-separable file flag.
+type importanceFiles []string
+
+func (f *importanceFiles) String() string { return strings.Join(*f, ",") }
+func (f *importanceFiles) Set(v string) error {
+	for _, p := range strings.Split(v, ",") {
+		if p != "" {
+			*f = append(*f, p)
+		}
+	}
+	return nil
+}
+
+func init() {
+	Register(&Command{
+		Name:  "importance",
+		Usage: "--model DIR --data FILE... --out scores.safetensors [--seqs N] [--seq-len T] [flags]",
+		Short: "score hidden channels, heads, neurons and layers by activation importance",
+		Long: `Runs the model over calibration text and records Minitron activation
+importance (method.md §2): hidden channels from the input_layernorm and
+post_attention_layernorm outputs (summed over norm sites), query heads from the
+attention output before o_proj (L2 over head_dim; ranked within KV groups),
+MLP neurons from act(gate)·up, and per layer the block influence
+1 − cos(layer input, layer output) and the calibration-loss increase when the
+layer alone is skipped. Every statistic is the mean |activation| over the
+tokens of a sequence, then the L2 norm over sequences.
+
+Calibration data: UTF-8 text files (tokenized with the model's tokenizer.json,
+documents separated by the end-of-text token) or token-id files (--ids, .ids
+or the binary magic), packed into --seqs sequences of --seq-len tokens (the
+first ones, deterministically; fewer if the data is short).
+
+The scores are written as safetensors with provenance in __metadata__ (model
+hash, data hash, sequence length, token count, version). When --out already
+holds scores for the same model and data they are reused without a new pass
+(--force recomputes).`,
+		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+			var data importanceFiles
+			model := fs.String("model", "", "model `directory` (HF checkpoint)")
+			fs.Var(&data, "data", "calibration `files` (repeatable or comma-separated; positional arguments too)")
+			out := fs.String("out", "", "output scores `file` (.safetensors)")
+			tokPath := fs.String("tokenizer", "", "tokenizer.json (default: the model's)")
+			ids := fs.Bool("ids", false, "the data files hold token ids")
+			seqs := fs.Int("seqs", 64, "calibration sequences")
+			seqLen := fs.Int("seq-len", 128, "tokens per sequence")
+			batch := fs.Int("batch", 8, "sequences per forward pass")
+			skipSeqs := fs.Int("skip-seqs", 0, "sequences for the per-layer skip-loss passes (0: all)")
+			noSkip := fs.Bool("no-skip-loss", false, "do not measure the skip loss (saves one pass per layer)")
+			force := fs.Bool("force", false, "recompute even if --out holds matching scores")
+			jsonOut := fs.Bool("json", false, "print a summary as JSON")
+			return func(ctx context.Context, env *Env, args []string) error {
+				data = append(data, args...)
+				switch {
+				case *model == "" || *out == "":
+					return Usagef("--model and --out are required")
+				case len(data) == 0:
+					return Usagef("give calibration data with --data FILE")
+				case *seqs < 1 || *seqLen < 1 || *batch < 1 || *skipSeqs < 0:
+					return Usagef("--seqs, --seq-len and --batch must be positive")
+				}
+				dir, cleanup, err := evalModelDir(*model)
+				if err != nil {
+					return err
+				}
+				defer cleanup()
+				m, err := engine.Load(dir)
+				if err != nil {
+					return err
+				}
+				arch := m.Arch()
+				if mp := arch.MaxPositions; mp > 0 && *seqLen > mp {
+					return Usagef("--seq-len %d exceeds the model's max_position_embeddings %d", *seqLen, mp)
+				}
+				sep := int32(-1)
+				if len(arch.EOS) > 0 {
+					sep = int32(arch.EOS[0])
+				}
+				var streams [][]int32
+				if evalIsIDs(data[0], *ids) {
+					for _, p := range data {
+						s, err := tokenizer.ReadIDsFile(p)
+						if err != nil {
+							return err
+						}
+						if err := tokenizer.CheckIDs(s, arch.Vocab); err != nil {
+							return fmt.Errorf("%s: %w (are these ids for this model's tokenizer?)", p, err)
+						}
+						for _, q := range s {
+							streams = append(streams, importanceInt32(q))
+						}
+					}
+				} else {
+					tok, err := evalTokenizer(dir, *tokPath)
+					if err != nil {
+						return err
+					}
+					if tok.VocabSize() > arch.Vocab {
+						return fmt.Errorf("the tokenizer has %d tokens but the model's vocabulary has %d: use the tokenizer.json that belongs to the model", tok.VocabSize(), arch.Vocab)
+					}
+					for _, p := range data {
+						doc, err := corpus.ReadText(p)
+						if err != nil {
+							return err
+						}
+						q, err := tok.Encode(doc.Text, false)
+						if err != nil {
+							return fmt.Errorf("%s: %w", p, err)
+						}
+						streams = append(streams, importanceInt32(q))
+					}
+				}
+				rows := corpus.Pack(streams, sep, *seqLen)
+				if len(rows) == 0 {
+					n := 0
+					for _, s := range streams {
+						n += len(s) + 1
+					}
+					return fmt.Errorf("calibration data gives %d tokens, fewer than one sequence of --seq-len+1 = %d: give more text or a smaller --seq-len", n, *seqLen+1)
+				}
+				if len(rows) < *seqs {
+					fmt.Fprintf(env.Stderr, "note: the data fills only %d of %d sequences of %d tokens\n", len(rows), *seqs, *seqLen)
+				} else {
+					rows = rows[:*seqs]
+				}
+				modelHash, err := importance.HashModelDir(dir)
+				if err != nil {
+					return err
+				}
+				dataHash := importance.HashRows(rows)
+				var s *importance.Scores
+				reused := false
+				if !*force {
+					if old, err := importance.Load(*out); err == nil && old.Matches(modelHash, dataHash) {
+						s, reused = old, true
+						fmt.Fprintf(env.Stderr, "reusing %s (same model and calibration data)\n", *out)
+					}
+				}
+				if s == nil {
+					s, err = importance.Compute(m, rows, importance.Options{Batch: *batch, NoSkipLoss: *noSkip, SkipRows: *skipSeqs, Progress: env.Stderr})
+					if err != nil {
+						return err
+					}
+					s.ModelHash = modelHash
+					if err := s.Save(*out); err != nil {
+						return err
+					}
+				}
+				return importanceReport(env, s, *out, reused, *jsonOut)
+			}
+		},
+	})
+}
+
+func importanceInt32(s []int) []int32 {
+	out := make([]int32, len(s))
+	for i, v := range s {
+		out[i] = int32(v)
+	}
+	return out
+}
+
+func importanceReport(env *Env, s *importance.Scores, path string, reused, asJSON bool) error {
+	layerOrder := importance.Ranking(s.LayerBI)
+	if asJSON {
+		out := map[string]any{
+			"out": path, "reused": reused, "model_hash": s.ModelHash, "data_hash": s.DataHash,
+			"seq_len": s.SeqLen, "sequences": s.Sequences, "tokens": s.Tokens, "base_loss": s.BaseLoss,
+			"layer_bi": s.LayerBI, "layer_bi_order": layerOrder,
+			"hidden_least": importanceTail(importance.Ranking(s.Hidden), 8),
+		}
+		if !importanceAllNaN(s.LayerSkipLoss) {
+			out["layer_skip_loss"] = s.LayerSkipLoss
+		}
+		enc := json.NewEncoder(env.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	w := env.Stdout
+	fmt.Fprintf(w, "importance of %d layers over %d sequences × %d tokens (base loss %.4f) → %s\n", len(s.LayerBI), s.Sequences, s.SeqLen, s.BaseLoss, path)
+	fmt.Fprintf(w, "layer  block-influence  skip-loss\n")
+	for l := range s.LayerBI {
+		fmt.Fprintf(w, "%5d  %15.4f  %9.4f\n", l, s.LayerBI[l], s.LayerSkipLoss[l])
+	}
+	fmt.Fprintf(w, "least important layers (block influence): %v\n", importanceTail(layerOrder, 3))
+	fmt.Fprintf(w, "least important hidden channels: %v\n", importanceTail(importance.Ranking(s.Hidden), 8))
+	return nil
+}
+
+func importanceTail(v []int, n int) []int {
+	if len(v) <= n {
+		return v
+	}
+	return v[len(v)-n:]
+}
+
+func importanceAllNaN(v []float64) bool {
+	for _, x := range v {
+		if x == x {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,76 @@
+package cli
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"path/filepath"
+
+	"github.com/autocompress/autocompress/importance"
+)
+
+func TestImportanceCommand(t *testing.T) {
+	dir := evalModel(t)
+	text := evalWrite(t, "a.txt", []byte(strings.Repeat(evalText+"\n\n", 4)))
+	out := filepath.Join(t.TempDir(), "scores.safetensors")
+	args := []string{"importance", "--model", dir, "--data", text, "--out", out, "--seqs", "6", "--seq-len", "32", "--batch", "4"}
+	code, stdout, errs := evalRun(args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(stdout, "block-influence") || !strings.Contains(errs, "importance [") {
+		t.Errorf("stdout %q stderr %q", stdout, errs)
+	}
+	s, err := importance.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := importance.HashModelDir(dir)
+	if s.ModelHash != h || s.Sequences != 6 || s.SeqLen != 32 || len(s.LayerBI) != 3 || len(s.Heads[1]) != 4 || len(s.Neurons[2]) != 32 || len(s.Hidden) != 16 {
+		t.Errorf("scores: %+v", s)
+	}
+	// Same model and data: reused without a new pass.
+	code, stdout, errs = evalRun(append(args, "--json")...)
+	if code != 0 || !strings.Contains(errs, "reusing") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var sum struct {
+		Reused bool      `json:"reused"`
+		BI     []float64 `json:"layer_bi"`
+		Tokens int       `json:"tokens"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &sum); err != nil || !sum.Reused || len(sum.BI) != 3 || sum.Tokens != 192 {
+		t.Errorf("json %v: %s", err, stdout)
+	}
+	// Other data: recomputed.
+	code, _, errs = evalRun("importance", "--model", dir, "--data", text, "--out", out, "--seqs", "4", "--seq-len", "32", "--no-skip-loss")
+	if code != 0 || strings.Contains(errs, "reusing") {
+		t.Errorf("exit %d: %s", code, errs)
+	}
+}
+
+func TestImportanceCommandErrors(t *testing.T) {
+	dir := evalModel(t)
+	out := filepath.Join(t.TempDir(), "s.safetensors")
+	tests := []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"usage", []string{"importance", "--model", dir, "--out", out}, 2, "calibration data"},
+		{"empty", []string{"importance", "--model", dir, "--out", out, "--data", evalWrite(t, "e.txt", []byte("\n\n"))}, 1, "no text"},
+		{"utf8", []string{"importance", "--model", dir, "--out", out, "--data", evalWrite(t, "u.txt", []byte("abc\xff"))}, 1, "byte offset 3"},
+		{"short", []string{"importance", "--model", dir, "--out", out, "--data", evalWrite(t, "s.txt", []byte("Hello there.")), "--seq-len", "64"}, 1, "fewer than one sequence"},
+		{"ids", []string{"importance", "--model", dir, "--out", out, "--data", evalWrite(t, "i.ids", []byte("1 2 70000\n"))}, 1, "this model's tokenizer"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errs := evalRun(tc.args...)
+			if code != tc.code || !strings.Contains(errs, tc.msg) {
+				t.Errorf("exit %d (want %d), stderr %q, want %q", code, tc.code, errs, tc.msg)
+			}
+		})
+	}
+}

@@ -1,0 +1,269 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/checkpoint"
+	"github.com/autocompress/autocompress/corpus"
+	"github.com/autocompress/autocompress/engine"
+	"github.com/autocompress/autocompress/tokenizer"
+	"github.com/autocompress/autocompress/train"
+)
+
+func init() {
+	Register(&Command{
+		Name:  "train",
+		Usage: "(--config arch.json | --preset parent) (--corpus builtin | --data FILE...) --out DIR [flags]",
+		Short: "train a model from scratch on the native engine (resumable)",
+		Long: `Trains a Llama-style model with AdamW (decoupled weight decay, none on norms
+and biases), linear warm-up and cosine decay, global gradient-norm clipping and
+periodic evaluation on held-out rows, then saves a HuggingFace checkpoint
+directory (config.json, model.safetensors, tokenizer.json,
+generation_config.json).
+
+Data: --corpus builtin reads the State of the Union addresses and Jane
+Austen's novels unpacked by scripts/fetch-assets.sh (under --assets) and uses
+their deterministic train/validation split (package corpus); --data FILE...
+trains on UTF-8 text files (with --val FILE... for evaluation). Documents are
+separated by <|endoftext|> and packed into rows of --seq-len+1 tokens.
+
+Tokenizer: --tokenizer PATH reuses a tokenizer.json written by this command;
+otherwise a byte-level BPE with --bpe-merges merges is trained on the training
+text and saved with the model.
+
+A checkpoint (parameters, AdamW moments, step, data position) is written
+atomically to --checkpoint (default DIR.ckpt) every --checkpoint-every steps,
+at the end, and on Ctrl-C; --resume continues from it bit-identically.
+
+The embedded parent model (package parent) is reproduced by:
+  autocompress train --preset parent --corpus builtin --out parent/model \
+    --steps 3000 --batch 16 --seq-len 128 --lr 3e-3`,
+		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+			var (
+				configPath = fs.String("config", "", "architecture `config.json` (HF format); vocab_size is set from the tokenizer")
+				preset     = fs.String("preset", "", "architecture preset: parent")
+				corpusName = fs.String("corpus", "", "built-in corpus: builtin (SOTU + Jane Austen train split)")
+				assets     = fs.String("assets", ".", "module root holding testdata/ext (for --corpus builtin)")
+				valFiles   = fs.String("val", "", "comma-separated validation text files (with --data)")
+				tokPath    = fs.String("tokenizer", "", "tokenizer.json to reuse (default: train one)")
+				merges     = fs.Int("bpe-merges", 3839, "BPE merges when training the tokenizer (vocab = 256 + merges + 1)")
+				out        = fs.String("out", "", "output model `directory`")
+				ckpt       = fs.String("checkpoint", "", "checkpoint file (default DIR.ckpt)")
+				resume     = fs.Bool("resume", false, "continue from --checkpoint")
+				dtype      = fs.String("dtype", "BF16", "saved weight dtype: F32, BF16 or F16")
+				jsonOut    = fs.Bool("json", false, "print the summary as JSON")
+				seed       = fs.Uint64("seed", 1, "seed for the initial weights and the data order")
+				o          train.Options
+			)
+			fs.IntVar(&o.Steps, "steps", 1000, "optimiser steps")
+			fs.IntVar(&o.Batch, "batch", 16, "sequences per step")
+			fs.IntVar(&o.SeqLen, "seq-len", 128, "tokens per sequence")
+			fs.Float64Var(&o.LR, "lr", 3e-3, "peak learning rate")
+			fs.Float64Var(&o.MinLR, "min-lr", 0, "final learning rate (default lr/10)")
+			fs.IntVar(&o.Warmup, "warmup", 0, "warm-up steps (default steps/20)")
+			fs.Float64Var(&o.WeightDecay, "weight-decay", 0.1, "decoupled weight decay")
+			fs.Float64Var(&o.Clip, "clip", 1, "global gradient-norm clip (negative: off)")
+			fs.IntVar(&o.EvalEvery, "eval-every", 200, "evaluate every N steps (0: at the end)")
+			fs.IntVar(&o.EvalRows, "eval-rows", 64, "validation rows per evaluation")
+			fs.IntVar(&o.LogEvery, "log-every", 50, "log every N steps")
+			fs.IntVar(&o.CheckpointEvery, "checkpoint-every", 100, "checkpoint every N steps")
+			fs.IntVar(&o.StopAt, "stop-at", 0, "stop after this step with a checkpoint (resume later)")
+			return func(ctx context.Context, env *Env, args []string) error {
+				data := args
+				switch {
+				case *out == "":
+					return Usagef("--out is required")
+				case (*configPath == "") == (*preset == ""):
+					return Usagef("give exactly one of --config and --preset")
+				case *preset != "" && *preset != "parent":
+					return Usagef("unknown --preset %q (known: parent)", *preset)
+				case (*corpusName == "") == (len(data) == 0):
+					return Usagef("give --corpus builtin or text files to train on (not both)")
+				case *corpusName != "" && *corpusName != "builtin":
+					return Usagef("unknown --corpus %q (known: builtin)", *corpusName)
+				}
+				dt := checkpoint.DType(strings.ToUpper(*dtype))
+				if dt != checkpoint.F32 && dt != checkpoint.BF16 && dt != checkpoint.F16 {
+					return Usagef("--dtype %q: want F32, BF16 or F16", *dtype)
+				}
+				if *ckpt == "" {
+					*ckpt = filepath.Clean(*out) + ".ckpt"
+				}
+				o.Seed = *seed
+				o.CheckpointPath = *ckpt
+				o.Log = env.Stderr
+				o.Progress = nil
+				o.EnsureDefaults()
+				if err := o.Validate(); err != nil {
+					return &UsageError{Msg: err.Error()}
+				}
+
+				// Documents.
+				var trainDocs, valDocs []corpus.Document
+				if *corpusName == "builtin" {
+					docs, err := corpus.All(*assets)
+					if err != nil {
+						return err
+					}
+					trainDocs, valDocs = corpus.Split(docs, corpus.Train), corpus.Split(docs, corpus.Validation)
+				} else {
+					var err error
+					if trainDocs, err = trainReadDocs(data); err != nil {
+						return err
+					}
+					if *valFiles != "" {
+						if valDocs, err = trainReadDocs(strings.Split(*valFiles, ",")); err != nil {
+							return err
+						}
+					}
+				}
+
+				// Tokenizer.
+				var tok *tokenizer.TrainedBPE
+				if *tokPath != "" {
+					var err error
+					if tok, err = tokenizer.ReadTrainedBPE(*tokPath); err != nil {
+						return err
+					}
+				} else {
+					texts := make([]string, len(trainDocs))
+					for i, d := range trainDocs {
+						texts[i] = d.Text
+					}
+					t0 := time.Now()
+					var err error
+					tok, err = tokenizer.TrainBPE(texts, tokenizer.BPETrainOptions{Merges: *merges, Special: []string{train.EndOfText}})
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(env.Stderr, "trained a byte-level BPE: %d tokens in %s\n", tok.VocabSize(), time.Since(t0).Round(time.Millisecond))
+				}
+				eot, ok := tok.Special[train.EndOfText]
+				if !ok {
+					return fmt.Errorf("tokenizer has no %s token", train.EndOfText)
+				}
+				trainRows, trainBytes, err := train.Rows(tok, trainDocs, eot, o.SeqLen)
+				if err != nil {
+					return err
+				}
+				var valRows [][]int32
+				if len(valDocs) > 0 {
+					if valRows, _, err = train.Rows(tok, valDocs, eot, o.SeqLen); err != nil {
+						return err
+					}
+				}
+				fmt.Fprintf(env.Stderr, "data: %d training rows (%d tokens, %.2f bytes/token), %d validation rows of %d tokens\n",
+					len(trainRows), len(trainRows)*o.SeqLen, float64(trainBytes)/float64(len(trainRows)*o.SeqLen), len(valRows), o.SeqLen)
+
+				// Model.
+				var arch *architecture.Model
+				if *preset == "parent" {
+					arch = train.ParentArch(tok.VocabSize(), int(eot))
+				} else {
+					arch, err = architecture.Load(*configPath)
+					if err != nil {
+						return err
+					}
+					arch.Vocab = tok.VocabSize()
+					arch.EOS = []int{int(eot)}
+					arch.BOS = -1
+				}
+				m, err := engine.New(arch, *seed)
+				if err != nil {
+					return err
+				}
+				tr, err := train.New(m, trainRows, valRows, o)
+				if err != nil {
+					return err
+				}
+				if *resume {
+					if err := tr.Resume(*ckpt); err != nil {
+						return err
+					}
+					fmt.Fprintf(env.Stderr, "resumed %s at step %d\n", *ckpt, tr.State.Step)
+				}
+				fmt.Fprintf(env.Stderr, "model: %d parameters, %d layers, hidden %d; %d steps of %d×%d tokens\n",
+					m.NumParams(), arch.NumLayers(), arch.Hidden, o.Steps, o.Batch, o.SeqLen)
+				res, err := tr.Run(ctx)
+				if err != nil {
+					return err
+				}
+				if tr.State.Step < o.Steps {
+					fmt.Fprintf(env.Stderr, "stopped at step %d of %d; continue with --resume\n", tr.State.Step, o.Steps)
+					return nil
+				}
+				if err := trainSaveHF(m, tok, *out, dt); err != nil {
+					return err
+				}
+				sum := map[string]any{
+					"out": *out, "steps": tr.State.Step, "params": m.NumParams(), "vocab": tok.VocabSize(),
+					"train_tokens": len(trainRows) * o.SeqLen, "train_loss": res.LastLoss,
+					"elapsed_s": res.Elapsed.Seconds(),
+				}
+				if !math.IsNaN(res.ValLoss) {
+					sum["val_loss"], sum["val_ppl"] = res.ValLoss, math.Exp(res.ValLoss)
+				}
+				if *jsonOut {
+					enc := json.NewEncoder(env.Stdout)
+					enc.SetIndent("", "  ")
+					return enc.Encode(sum)
+				}
+				fmt.Fprintf(env.Stdout, "saved %s: %d parameters, %d steps, train loss %.4f", *out, m.NumParams(), tr.State.Step, res.LastLoss)
+				if v, ok := sum["val_ppl"]; ok {
+					fmt.Fprintf(env.Stdout, ", validation perplexity %.2f", v)
+				}
+				fmt.Fprintln(env.Stdout)
+				return nil
+			}
+		},
+	})
+}
+
+// trainReadDocs reads UTF-8 text files as documents (cleaned).
+func trainReadDocs(paths []string) ([]corpus.Document, error) {
+	var docs []corpus.Document
+	for _, p := range paths {
+		d, err := corpus.ReadText(p)
+		if err != nil {
+			return nil, err
+		}
+		docs = append(docs, d)
+	}
+	return docs, nil
+}
+
+// trainSaveHF writes the model, tokenizer.json and generation_config.json to dir,
+// assembled in a temporary sibling and renamed into place.
+func trainSaveHF(m *engine.Model, tok *tokenizer.TrainedBPE, dir string, dt checkpoint.DType) error {
+	tmp := filepath.Clean(dir) + ".saving"
+	os.RemoveAll(tmp)
+	if err := m.Save(tmp, dt); err != nil {
+		return err
+	}
+	if err := tok.Save(filepath.Join(tmp, "tokenizer.json")); err != nil {
+		os.RemoveAll(tmp)
+		return err
+	}
+	eot := tok.Special[train.EndOfText]
+	gen := fmt.Sprintf("{\n  \"eos_token_id\": %d,\n  \"pad_token_id\": %d,\n  \"do_sample\": false,\n  \"max_length\": 512\n}\n", eot, eot)
+	tc := fmt.Sprintf("{\n  \"tokenizer_class\": \"PreTrainedTokenizerFast\",\n  \"eos_token\": %q,\n  \"pad_token\": %q,\n  \"model_max_length\": 512\n}\n", train.EndOfText, train.EndOfText)
+	for name, body := range map[string]string{"generation_config.json": gen, "tokenizer_config.json": tc} {
+		if err := os.WriteFile(filepath.Join(tmp, name), []byte(body), 0o644); err != nil {
+			os.RemoveAll(tmp)
+			return err
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	return os.Rename(tmp, dir)
+}

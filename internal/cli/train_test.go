@@ -1,0 +1,109 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/autocompress/autocompress/engine"
+	"github.com/autocompress/autocompress/tokenizer"
+)
+
+const trainConfig = `{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 1,
+ "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+ "num_key_value_heads": 2, "head_dim": 4, "rms_norm_eps": 1e-5, "rope_theta": 10000,
+ "max_position_embeddings": 64, "tie_word_embeddings": true, "hidden_act": "silu", "torch_dtype": "float32"}`
+
+func TestTrainCommand(t *testing.T) {
+	cfg := evalWrite(t, "config.json", []byte(trainConfig))
+	data := evalWrite(t, "train.txt", []byte(strings.Repeat(evalText+"\n\n", 6)))
+	val := evalWrite(t, "val.txt", []byte(evalText))
+	out := filepath.Join(t.TempDir(), "model")
+	base := []string{"train", "--config", cfg, "--out", out, "--val", val, "--bpe-merges", "60",
+		"--steps", "12", "--batch", "2", "--seq-len", "16", "--lr", "1e-2", "--eval-every", "6", "--log-every", "3"}
+
+	// Stop half-way, then resume to the end.
+	code, _, errs := evalRun(append(append([]string{}, base...), "--stop-at", "5", data)...)
+	if code != 0 || !strings.Contains(errs, "stopped at step 5 of 12") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if _, err := os.Stat(out + ".ckpt"); err != nil {
+		t.Fatalf("no checkpoint: %v", err)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Fatal("model written before the run finished")
+	}
+	code, stdout, errs := evalRun(append(append([]string{}, base...), "--resume", "--json", data)...)
+	if code != 0 || !strings.Contains(errs, "resumed") || !strings.Contains(errs, "step 6 validation loss") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var sum struct {
+		Steps   int     `json:"steps"`
+		ValLoss float64 `json:"val_loss"`
+		Vocab   int     `json:"vocab"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &sum); err != nil || sum.Steps != 12 || sum.Vocab != 317 || sum.ValLoss <= 0 {
+		t.Fatalf("summary %v: %s", err, stdout)
+	}
+	for _, f := range []string{"config.json", "model.safetensors", "tokenizer.json", "generation_config.json"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Errorf("missing %s", f)
+		}
+	}
+	m, err := engine.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := m.Arch(); a.Vocab != 317 || a.NumLayers() != 2 || !slices.Equal(a.EOS, []int{316}) {
+		t.Errorf("saved arch: vocab %d layers %d eos %v", a.Vocab, a.NumLayers(), a.EOS)
+	}
+	// The saved tokenizer loads with the general reader and gives the same
+	// ids as the trainer's encoder.
+	tok, err := tokenizer.Load(filepath.Join(out, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := tokenizer.ReadTrainedBPE(filepath.Join(out, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := tok.Encode(evalText, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := own.Encode(evalText)
+	if len(ids) != len(want) {
+		t.Fatalf("%d ids vs %d", len(ids), len(want))
+	}
+	for i := range ids {
+		if int32(ids[i]) != want[i] {
+			t.Fatalf("id %d: %d vs %d", i, ids[i], want[i])
+		}
+	}
+}
+
+func TestTrainCommandUsage(t *testing.T) {
+	cfg := evalWrite(t, "config.json", []byte(trainConfig))
+	tests := []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"train", "--config", cfg, "x.txt"}, 2, "--out is required"},
+		{[]string{"train", "--out", "o", "x.txt"}, 2, "exactly one of --config and --preset"},
+		{[]string{"train", "--preset", "huge", "--out", "o", "x.txt"}, 2, "unknown --preset"},
+		{[]string{"train", "--preset", "parent", "--out", "o"}, 2, "--corpus builtin or text files"},
+		{[]string{"train", "--preset", "parent", "--out", "o", "--dtype", "int4", "x.txt"}, 2, "--dtype"},
+		{[]string{"train", "--config", cfg, "--out", filepath.Join(t.TempDir(), "o"), evalWrite(t, "bad.txt", []byte("ok\xfe"))}, 1, "byte offset 2"},
+		{[]string{"train", "--config", cfg, "--out", filepath.Join(t.TempDir(), "o"), "--seq-len", "500", evalWrite(t, "s.txt", []byte("tiny text"))}, 1, "give more data"},
+	}
+	for _, tc := range tests {
+		code, _, errs := evalRun(tc.args...)
+		if code != tc.code || !strings.Contains(errs, tc.msg) {
+			t.Errorf("%v: exit %d (want %d), stderr %q, want %q", tc.args, code, tc.code, errs, tc.msg)
+		}
+	}
+}
