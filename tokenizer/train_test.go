@@ -301,3 +301,54 @@ func BenchmarkTrainBPE(b *testing.B) {
 		}
 	}
 }
+
+// TestTrainedTokenizerLoads: the tokenizer.json written by the trainer loads
+// with Load, which gives the same ids as the trainer's own encoder and
+// decodes them back to the text; ReadTrainedBPE reads it back identically.
+func TestTrainedTokenizerLoads(t *testing.T) {
+	b, test := trainOnCorpus(t, 500)
+	path := filepath.Join(t.TempDir(), "tokenizer.json")
+	if err := b.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.VocabSize() != b.VocabSize() {
+		t.Errorf("vocab %d, want %d", tok.VocabSize(), b.VocabSize())
+	}
+	if id, ok := tok.TokenID("<|endoftext|>"); !ok || id != 756 {
+		t.Errorf("<|endoftext|> = %d %v", id, ok)
+	}
+	texts := append([]string{}, preTokCases...)
+	for _, d := range test {
+		texts = append(texts, d.Text)
+	}
+	for _, text := range texts {
+		got, err := tok.Encode(text, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := b.Encode(text)
+		if len(got) != len(want) {
+			t.Fatalf("%.40q: %d ids from Load, %d from the trainer", text, len(got), len(want))
+		}
+		for i := range got {
+			if int32(got[i]) != want[i] {
+				t.Fatalf("%.40q: id %d is %d from Load, %d from the trainer", text, i, got[i], want[i])
+			}
+		}
+		back, err := tok.Decode(got, false)
+		if err != nil || back != text {
+			t.Fatalf("%.40q: decode %v", text, err)
+		}
+	}
+	again, err := ReadTrainedBPE(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(again.Merges, b.Merges) || !reflect.DeepEqual(again.Tokens, b.Tokens) || !reflect.DeepEqual(again.Special, b.Special) {
+		t.Error("ReadTrainedBPE differs from what was saved")
+	}
+}
