@@ -66,6 +66,14 @@ func TestPresets(t *testing.T) {
 			t.Errorf("%s: Config output differs from the stored preset", name)
 		}
 	}
+	for alias, want := range map[string]string{"meta-llama/Llama-3.1-8B": "meta-llama/Meta-Llama-3.1-8B", "qwen3-8b": "Qwen/Qwen3-8B", "gpt-oss-120B": "openai/gpt-oss-120b"} {
+		if m, err := Preset(alias); err != nil || m.Name != want {
+			t.Errorf("Preset(%q) = %v, %v; want %s", alias, m, err, want)
+		}
+	}
+	if _, err := Preset("other/Qwen3-8B"); err == nil {
+		t.Error("a name with another organisation matched a preset")
+	}
 	if _, err := Preset("no/such-model"); err == nil || !strings.Contains(err.Error(), "meta-llama/Llama-2-7b-hf") {
 		t.Errorf("unknown preset error %v should list the presets", err)
 	}
