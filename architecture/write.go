@@ -13,6 +13,9 @@ type ConfigOptions struct {
 	// DType, when set, is written as torch_dtype instead of m.DType (e.g.
 	// "bfloat16" for a checkpoint saved in bf16).
 	DType string
+	// Drop lists keys of m.Raw not to carry over, e.g. "quantization_config"
+	// when the weights were written dequantised.
+	Drop []string
 }
 
 // FormatFor returns the format Config uses by default: Native when the model
@@ -49,6 +52,13 @@ func (m *Model) Config(opts ConfigOptions) ([]byte, error) {
 	out := map[string]any{}
 	if m.Raw != nil {
 		out = deepCopyJSON(m.Raw).(map[string]any)
+	}
+	for _, k := range opts.Drop {
+		delete(out, k)
+	}
+	if a, ok := out["architectures"].([]any); ok && len(a) > 0 && a[0] != m.Arch {
+		// auto_map names the remote code of the class read, not of m.Arch.
+		delete(out, "auto_map")
 	}
 	w := &writer{m: m, out: out, raw: m.Raw}
 	var err error

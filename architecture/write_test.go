@@ -196,6 +196,36 @@ func TestConfigGolden(t *testing.T) {
 		"pruned-llama-decilm.json": func(t *testing.T) ([]byte, error) {
 			return prunedLlama(t).Config(ConfigOptions{})
 		},
+		// Nemotron-H 56B cut to its first 20 layers, Mamba heads and MLP
+		// narrowed uniformly: the pattern is sliced, Mamba fields rewritten.
+		"nemotron-h-56b-cut.json": func(t *testing.T) ([]byte, error) {
+			m, err := Preset("nvidia/Nemotron-H-56B-Base-8K")
+			if err != nil {
+				return nil, err
+			}
+			m.Layers = m.Layers[:20]
+			for _, l := range m.Layers {
+				if l.Mamba != nil {
+					l.Mamba.Heads = 192
+				}
+				if l.MLP != nil {
+					l.MLP.Width = 24576
+				}
+			}
+			return m.Config(ConfigOptions{})
+		},
+		// gpt-oss-20b with 16 of 32 experts kept and 12 layers.
+		"gpt-oss-20b-cut.json": func(t *testing.T) ([]byte, error) {
+			m, err := Preset("openai/gpt-oss-20b")
+			if err != nil {
+				return nil, err
+			}
+			m.Layers = m.Layers[:12]
+			for _, l := range m.Layers {
+				l.MoE.Experts = 16
+			}
+			return m.Config(ConfigOptions{Drop: []string{"quantization_config"}, DType: "bfloat16"})
+		},
 	}
 	for name, gen := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -228,5 +258,30 @@ func TestPyFloat(t *testing.T) {
 		if got := pyFloat(f); got != want {
 			t.Errorf("pyFloat(%v) = %s, want %s", f, got, want)
 		}
+	}
+}
+
+func TestConfigDropAndArchChange(t *testing.T) {
+	m := loadShared(t, "configs/nvidia--Llama-3_3-Nemotron-Super-49B-v1.json")
+	// Make it uniform and write it as a plain Llama.
+	for i := range m.Layers {
+		m.Layers[i] = Layer{Attention: &Attention{Heads: 64, KVHeads: 8, HeadDim: 128}, MLP: &MLP{Width: 28672, Gated: true, Activation: "silu"}}
+	}
+	m.Arch, m.ModelType = Llama, "llama"
+	data, err := m.Config(ConfigOptions{Drop: []string{"_name_or_path"}, DType: "float16"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, gone := range []string{"auto_map", "block_configs", "_name_or_path", "nemotron-nas"} {
+		if bytes.Contains(data, []byte(gone)) {
+			t.Errorf("%s still in the Llama config", gone)
+		}
+	}
+	back, err := FromConfig(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Arch != Llama || back.DType != "float16" || back.Params().Total != 70_553_706_496 {
+		t.Errorf("got %s %s %d params", back.Arch, back.DType, back.Params().Total)
 	}
 }
