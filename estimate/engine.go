@@ -135,6 +135,9 @@ func resolve(eng Engine, hw *hardware.GPU, o *Options, maxLen int) (resolved, er
 	if !eng.Pool() && kv.Name == "fp8" {
 		return r, &UnsupportedError{Msg: "llama.cpp has no fp8 KV cache; use f16, q8_0 or q4_0"}
 	}
+	if !eng.Pool() && kv.Name == "bf16" {
+		kv = kvTypes["f16"]
+	}
 	r.kv = kv
 	r.stateBytes = 4
 	if o.StateDType == "bf16" || o.StateDType == "fp16" {

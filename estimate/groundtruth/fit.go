@@ -360,6 +360,17 @@ func FitAll(ctx context.Context, rows []*Prepared, prior *estimate.CoeffFile, ma
 		co.Source = sourcesOf(sub)
 		out.Families[fam] = co
 	}
+	// A family fitted only on old builds also serves as the current one
+	// (llama.cpp: the only public CUDA set is Argonne's 2024 run).
+	for fam, co := range out.Families {
+		base, era, ok := strings.Cut(fam, "@")
+		if !ok || era == "" {
+			continue
+		}
+		if cur, has := out.Families[base]; !has || cur.Rows == 0 {
+			out.Families[base] = co
+		}
+	}
 	return out, nil
 }
 

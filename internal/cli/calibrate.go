@@ -1,0 +1,199 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/autocompress/autocompress/estimate"
+	"github.com/autocompress/autocompress/estimate/groundtruth"
+	"github.com/autocompress/autocompress/internal/shareddata"
+)
+
+func init() {
+	Register(&Command{
+		Name:  "calibrate",
+		Usage: "[--data DIR] [--user FILE.csv] [--iter N] [--out estimate/coefficients.json] [--json]",
+		Short: "fit the estimator's coefficients to serving measurements",
+		Long: `Calibrate fits the step-time coefficients of each engine family (vllm, sglang, trtllm,
+llamacpp-cuda; "@2024" families for the 2024 Argonne builds) by deterministic Nelder-Mead
+on log-coefficients, minimising the mean squared log error of TPOT, TTFT and throughput.
+It then runs the leave-one-GPU-out and leave-one-model-out validation and stores the
+held-out median errors next to the coefficients.
+
+--data is the folder with aiconfigurator_silicon_sample.csv, argonne_all_results.csv and
+argonne_fig22_all_results_TTFT_ITL.csv (default: ../shared/data/groundtruth).
+--user adds your own measurements, a CSV with the header
+  engine,gpu,model,precision,kv_dtype,tp,isl,osl,concurrency,ttft_ms,tpot_ms,output_tok_s
+(closed-loop runs at fixed lengths; metric columns may be empty, at least one set).
+
+Reproduce the embedded coefficients with:
+  autocompress calibrate --out estimate/coefficients.json`,
+		Flags: calibrateFlags,
+	})
+}
+
+type gtFlags struct {
+	data, user string
+	iter       int
+	jsonOut    bool
+}
+
+func (g *gtFlags) register(fs *flag.FlagSet, iter int) {
+	fs.StringVar(&g.data, "data", "", "ground-truth folder (default ../shared/data/groundtruth)")
+	fs.StringVar(&g.user, "user", "", "your own measurements (CSV, see help)")
+	fs.IntVar(&g.iter, "iter", iter, "Nelder-Mead iterations per fit")
+	fs.BoolVar(&g.jsonOut, "json", false, "print JSON")
+}
+
+// load reads and prepares the measurement rows.
+func (g *gtFlags) load(stderr io.Writer) ([]*groundtruth.Prepared, groundtruth.Skipped, error) {
+	dir := g.data
+	if dir == "" {
+		d, ok := shareddata.Dir()
+		if !ok && g.user == "" {
+			return nil, nil, Usagef("no ground-truth folder: pass --data DIR (the folder with aiconfigurator_silicon_sample.csv) or --user FILE.csv")
+		}
+		dir = filepath.Join(d, "groundtruth")
+	}
+	var rows []groundtruth.Row
+	skipped := groundtruth.Skipped{}
+	if _, err := os.Stat(filepath.Join(dir, "aiconfigurator_silicon_sample.csv")); err == nil {
+		r, sk, err := groundtruth.LoadShared(dir)
+		if err != nil {
+			return nil, nil, err
+		}
+		rows, skipped = r, sk
+	} else if g.data != "" {
+		return nil, nil, fmt.Errorf("%s: no aiconfigurator_silicon_sample.csv there", dir)
+	}
+	if g.user != "" {
+		f, err := os.Open(g.user)
+		if err != nil {
+			return nil, nil, err
+		}
+		r, err := groundtruth.ReadUser(f, g.user, skipped)
+		f.Close()
+		if err != nil {
+			return nil, nil, err
+		}
+		rows = append(rows, r...)
+	}
+	ps := groundtruth.Prepare(rows, skipped)
+	if len(ps) == 0 {
+		return nil, nil, fmt.Errorf("no usable measurement rows (%s)", skipped)
+	}
+	fmt.Fprintf(stderr, "%d measurement rows usable; %s\n", len(ps), skipped)
+	return ps, skipped, nil
+}
+
+func calibrateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
+	var g gtFlags
+	g.register(fs, 800)
+	out := fs.String("out", "", "write the coefficient JSON here (e.g. estimate/coefficients.json)")
+	noVal := fs.Bool("no-validate", false, "skip the hold-out validation (faster; no error bands)")
+	return func(ctx context.Context, env *Env, args []string) error {
+		if len(args) > 0 {
+			return Usagef("unexpected arguments: %s", strings.Join(args, " "))
+		}
+		if g.iter < 10 {
+			return Usagef("--iter must be ≥ 10")
+		}
+		ps, _, err := g.load(env.Stderr)
+		if err != nil {
+			return err
+		}
+		cf, err := groundtruth.FitAll(ctx, ps, estimate.DefaultCoeffs(), g.iter)
+		if err != nil {
+			return err
+		}
+		if !*noVal {
+			rep, err := groundtruth.Validate(ctx, ps, estimate.DefaultCoeffs(), g.iter/2)
+			if err != nil {
+				return err
+			}
+			for _, c := range rep.Pooled {
+				co, ok := cf.Families[c.Family]
+				if !ok {
+					continue
+				}
+				switch c.Metric {
+				case groundtruth.TTFT:
+					co.ErrTTFT = c.Median
+				case groundtruth.TPOT:
+					co.ErrTPOT = c.Median
+				case groundtruth.Throughput:
+					co.ErrThroughput = c.Median
+				}
+				cf.Families[c.Family] = co
+			}
+			for fam, co := range cf.Families { // base families copied from an era inherit its errors
+				if base, _, ok := strings.Cut(fam, "@"); ok {
+					if b := cf.Families[base]; b.Rows == co.Rows && b.ErrTPOT == 0 && b.ErrThroughput == 0 {
+						b.ErrTTFT, b.ErrTPOT, b.ErrThroughput = co.ErrTTFT, co.ErrTPOT, co.ErrThroughput
+						cf.Families[base] = b
+					}
+				}
+			}
+		}
+		data, err := json.MarshalIndent(cf, "", "  ")
+		if err != nil {
+			return err
+		}
+		data = append(data, '\n')
+		if _, err := estimate.ParseCoeffs(data); err != nil {
+			return fmt.Errorf("fitted coefficients are invalid: %w", err)
+		}
+		if *out != "" {
+			if err := writeFileAtomic(*out, data); err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Stderr, "wrote %s\n", *out)
+		}
+		if g.jsonOut {
+			_, err := env.Stdout.Write(data)
+			return err
+		}
+		printCoeffs(env.Stdout, cf)
+		return nil
+	}
+}
+
+func printCoeffs(w io.Writer, cf *estimate.CoeffFile) {
+	names := make([]string, 0, len(cf.Families))
+	for n := range cf.Families {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Fprintf(w, "%-20s %6s %6s %6s %6s %8s %8s %8s %8s %8s %6s %5s  %s\n", "family", "comp", "weight", "kv", "tp",
+		"layer_us", "step_us", "req_us", "moe_us", "alpha0ms", "queue", "rows", "held-out median APE tpot/ttft/thr")
+	for _, n := range names {
+		c := cf.Families[n]
+		fmt.Fprintf(w, "%-20s %6.2f %6.2f %6.2f %6.2f %8.1f %8.1f %8.2f %8.1f %8.1f %6.2f %5d  %.0f%% / %.0f%% / %.0f%%\n", n,
+			c.Comp, c.Weight, c.KV, c.TP, c.Layer*1e6, c.Step*1e6, c.Req*1e6, c.MoE*1e6, c.Alpha0*1e3, c.Queue, c.Rows,
+			c.ErrTPOT*100, c.ErrTTFT*100, c.ErrThroughput*100)
+	}
+}
+
+// writeFileAtomic writes data to path through a temporary file and a rename.
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
