@@ -31,11 +31,11 @@ import (
 
 // Row is one measurement.
 type Row struct {
-	Source        string // "aic", "argonne", "argonne-ttft", or the user file name
+	Source string // "aic", "argonne", "argonne-ttft", or the user file name
 	// Era tags rows from old engine builds that get their own coefficient
 	// family ("2024" for Argonne: vLLM 0.5/0.6, TRT-LLM 0.11/0.12, llama.cpp
 	// 2024-09); "" for current builds.
-	Era string
+	Era           string
 	ID            string
 	Engine        estimate.Engine
 	EngineVersion string

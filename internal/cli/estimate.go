@@ -58,7 +58,7 @@ input-token throughput, decode_tok_s the decode speed one user sees (1000/tpot_m
 
 type estFlags struct {
 	model, gpu, gpuFile, engine, precision, kvDType, workload string
-	tp, isl, osl, concurrency, numRequests, context          int
+	tp, isl, osl, concurrency, numRequests, context           int
 	maxSeqs, maxBatched                                       int
 	memFraction                                               float64
 	rate                                                      string
