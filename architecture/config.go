@@ -57,6 +57,9 @@ const (
 	// maxExpertBlocks caps routed experts summed over layers (Nemotron-3
 	// Super has 20,480; Qwen3-235B 12,032).
 	maxExpertBlocks = 1 << 18
+	// maxParams caps the parameter count (10^15, far beyond any model) so
+	// that counts stay well inside int64.
+	maxParams = 1e15
 )
 
 // Load reads a model description from path, which is a config.json file, a

@@ -212,6 +212,8 @@ func TestFromConfigErrors(t *testing.T) {
 		{"wrong type", strings.Replace(llamaMinimal, `"hidden_size":64`, `"hidden_size":"64"`, 1), `"hidden_size": want a number, got a string`, new(*ConfigError)},
 		{"fraction", strings.Replace(llamaMinimal, `"hidden_size":64`, `"hidden_size":64.5`, 1), `"hidden_size": want an integer`, new(*ConfigError)},
 		{"kv not dividing", strings.Replace(llamaMinimal, `"num_attention_heads":8`, `"num_attention_heads":8,"num_key_value_heads":3`, 1), "not divisible by KV heads 3", new(*ValidationError)},
+		{"nan theta", strings.Replace(llamaMinimal, `"hidden_size":64`, `"hidden_size":64,"rope_theta":NaN`, 1), `"rope_theta": want a finite number, got NaN`, new(*ConfigError)},
+		{"huge", `{"architectures":["LlamaForCausalLM"],"hidden_size":4194304,"intermediate_size":4194304,"num_attention_heads":1,"num_hidden_layers":4096,"vocab_size":16777216}`, "parameters, more than 1e+15", new(*ValidationError)},
 		{"zero layers", strings.Replace(llamaMinimal, `"num_hidden_layers":2`, `"num_hidden_layers":0`, 1), `"num_hidden_layers": want 1..`, new(*ConfigError)},
 		{"pattern char", `{"architectures":["NemotronHForCausalLM"],"hidden_size":64,"vocab_size":10,"hybrid_override_pattern":"M?","mamba_num_heads":4,"mamba_head_dim":8,"n_groups":1}`,
 			`character '?' at layer 1`, new(*ConfigError)},

@@ -106,9 +106,15 @@ func (f *fields) firstInt(def int, keys ...string) int {
 	return def
 }
 
+// floatOr returns the finite number at key, or def when absent or null.
+// Non-finite values are refused: no field the model reads may be one.
 func (f *fields) floatOr(key string, def float64) float64 {
 	g, ok := f.number(key)
 	if !ok {
+		return def
+	}
+	if math.IsInf(g, 0) || math.IsNaN(g) {
+		f.bad(key, "want a finite number, got %v", g)
 		return def
 	}
 	return g

@@ -29,6 +29,8 @@ func FuzzFromConfig(f *testing.F) {
 		f.Add(data)
 	}
 	f.Add([]byte(`{"architectures":["LlamaForCausalLM"],"hidden_size":-Infinity}`))
+	f.Add([]byte(`{"architectures":["Qwen3ForCausalLM"],"hidden_size":8,"intermediate_size":8,"num_attention_heads":1,"num_hidden_layers":1,"vocab_size":1,"rope_theta":NaN}`))
+	f.Add([]byte(`{"architectures":["LlamaForCausalLM"],"hidden_size":4194304,"intermediate_size":4194304,"num_attention_heads":1,"num_hidden_layers":4096,"vocab_size":16777216}`))
 	f.Add([]byte(`{"architectures":["MistralForCausalLM"],"hidden_size":1,"intermediate_size":1,"num_attention_heads":1,"num_hidden_layers":1,"vocab_size":1}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := FromConfig(data)

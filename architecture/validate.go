@@ -3,6 +3,7 @@ package architecture
 import (
 	"errors"
 	"fmt"
+	"math"
 )
 
 // Validate checks that m is internally consistent: positive widths, query
@@ -23,8 +24,11 @@ func (m *Model) Validate() error {
 	if len(m.Layers) == 0 || len(m.Layers) > maxLayers {
 		bad(-1, "%d layers, want 1..%d", len(m.Layers), maxLayers)
 	}
-	if m.NormEps < 0 {
-		bad(-1, "negative norm epsilon %g", m.NormEps)
+	if !(m.NormEps >= 0) || math.IsInf(m.NormEps, 0) {
+		bad(-1, "norm epsilon %g, want a finite number >= 0", m.NormEps)
+	}
+	if r := m.Rope; !finite(r.Theta) || !finite(r.PartialFactor) || r.PartialFactor < 0 || r.PartialFactor > 1 {
+		bad(-1, "rope theta %g / partial rotary factor %g, want finite numbers and a factor in 0..1", r.Theta, r.PartialFactor)
 	}
 	if m.Norm != RMSNorm && m.Norm != LayerNorm {
 		bad(-1, "unknown norm kind %q", m.Norm)
@@ -95,8 +99,25 @@ func (m *Model) Validate() error {
 			}
 		}
 	}
+	if len(errs) == 0 {
+		// Reject sizes whose counts would overflow int64 (in float64, which
+		// cannot overflow here).
+		var total float64
+		m.walkTensors(&tensorList{visit: func(t TensorSpec) {
+			n := 1.0
+			for _, d := range t.Shape {
+				n *= float64(d)
+			}
+			total += n
+		}})
+		if total > maxParams {
+			bad(-1, "%.3g parameters, more than %.0g", total, float64(maxParams))
+		}
+	}
 	return errors.Join(errs...)
 }
+
+func finite(x float64) bool { return !math.IsInf(x, 0) && !math.IsNaN(x) }
 
 // Uniform reports whether every sub-block of a kind has the same shape in
 // every layer that has one (sliding windows excepted: native formats express
