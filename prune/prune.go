@@ -176,6 +176,8 @@ func Prune(ctx context.Context, opt Options) (res *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
+	src := sources{}
+	defer src.close()
 	w, err := checkpoint.CreateSharded(tmp, sp, meta)
 	if err != nil {
 		return nil, fmt.Errorf("prune: %w", err)
@@ -187,7 +189,7 @@ func Prune(ctx context.Context, opt Options) (res *Result, err error) {
 			w.Abort()
 			return nil, err
 		}
-		n, err := writeTensor(rd, w, byName[m.Src], m)
+		n, err := writeTensor(src, w, byName[m.Src], m)
 		if err != nil {
 			w.Abort()
 			return nil, fmt.Errorf("prune: %w", err)
@@ -239,20 +241,49 @@ func Prune(ctx context.Context, opt Options) (res *Result, err error) {
 	return res, nil
 }
 
+// sources opens the parent's safetensors files for positioned reads. The
+// pruner reads tensor data with pread (and, for tensors copied whole,
+// copy_file_range through os.File.ReadFrom) rather than through the reader's
+// memory map, so that the pages it streams through never count towards the
+// process's resident memory.
+type sources map[string]*os.File
+
+func (s sources) file(path string) (*os.File, error) {
+	if f, ok := s[path]; ok {
+		return f, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	s[path] = f
+	return f, nil
+}
+
+func (s sources) close() {
+	for _, f := range s {
+		f.Close()
+	}
+}
+
 // writeTensor streams one child tensor into w and returns its size.
-func writeTensor(rd *checkpoint.Reader, w *checkpoint.ShardedWriter, t checkpoint.TensorInfo, m TensorMap) (int64, error) {
-	sec, err := rd.Section(t.Name)
+func writeTensor(src sources, w *checkpoint.ShardedWriter, t checkpoint.TensorInfo, m TensorMap) (int64, error) {
+	f, err := src.file(t.File)
 	if err != nil {
 		return 0, err
 	}
 	shape := intShape(t.Shape)
 	if !m.Zero && m.Sel.IsIdentity(shape) {
-		if err := w.WriteTensorFrom(m.Dst, sec); err != nil {
+		// A whole tensor: let the kernel copy it (copy_file_range).
+		if _, err := f.Seek(t.Offset, io.SeekStart); err != nil {
+			return 0, fmt.Errorf("seeking to tensor %s at byte offset %d of %s: %w", t.Name, t.Offset, t.File, err)
+		}
+		if err := w.WriteTensorFrom(m.Dst, f); err != nil {
 			return 0, fmt.Errorf("%w (tensor %s at byte offset %d of %s)", err, t.Name, t.Offset, t.File)
 		}
 		return t.Size, nil
 	}
-	g, err := newGatherReader(sec, t.Name, shape, t.DType.Size(), m.Sel, m.Zero)
+	g, err := newGatherReader(io.NewSectionReader(f, t.Offset, t.Size), t.Name, shape, t.DType.Size(), m.Sel, m.Zero)
 	if err != nil {
 		return 0, fmt.Errorf("tensor %s in %s: %w", t.Name, t.File, err)
 	}

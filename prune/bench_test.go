@@ -1,0 +1,184 @@
+package prune
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/checkpoint"
+	"github.com/autocompress/autocompress/checkpoint/testutil"
+)
+
+var (
+	benchFlag   = flag.Bool("prune.bench", false, "run TestPruneSpeed: prune a synthetic ~2.3 GB sharded bf16 checkpoint and compare with cp -r")
+	benchLayers = flag.Int("prune.bench.layers", 16, "decoder layers of the TestPruneSpeed model (16 ≈ 2.3 GB)")
+)
+
+// Environment of the prune subprocess started by TestPruneSpeed.
+const (
+	envSubModel = "AUTOCOMPRESS_PRUNE_SUB_MODEL"
+	envSubPlan  = "AUTOCOMPRESS_PRUNE_SUB_PLAN"
+	envSubOut   = "AUTOCOMPRESS_PRUNE_SUB_OUT"
+)
+
+// TestPruneSubprocess is the body of the measured prune run; it does
+// nothing unless TestPruneSpeed started it.
+func TestPruneSubprocess(t *testing.T) {
+	model := os.Getenv(envSubModel)
+	if model == "" {
+		t.Skip("helper for TestPruneSpeed")
+	}
+	plan, err := LoadPlan(os.Getenv(envSubPlan))
+	must(t, err)
+	if _, err := Prune(context.Background(), Options{Model: model, Plan: plan, Out: os.Getenv(envSubOut), Force: true, Engine: "vllm"}); err != nil {
+		t.Fatal(err)
+	}
+	// Peak RSS of this process (VmHWM is per address space, reset by exec;
+	// rusage's ru_maxrss would include the parent's size at fork).
+	status, err := os.ReadFile("/proc/self/status")
+	must(t, err)
+	for _, line := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			fmt.Printf("VMHWM %s\n", strings.TrimSpace(strings.TrimPrefix(line, "VmHWM:")))
+		}
+	}
+}
+
+// TestPruneSpeed (go test ./prune -run TestPruneSpeed -prune.bench -v)
+// writes a synthetic Llama-shaped checkpoint of ~2.3 GB in bf16, 4 shards,
+// then, with the page cache warm, times in one run: cp -r, cp -r followed by
+// sync (the writer fsyncs every shard), an identity prune and a real prune
+// (hidden 2048→1792, FFN 8192→6144, one layer dropped), each prune in a
+// subprocess that reports its peak RSS (VmHWM). It prints the ratios and
+// fails when the pruning run exceeds 1.5× cp -r + sync, or when peak RSS
+// exceeds the largest tensor + 256 MiB.
+func TestPruneSpeed(t *testing.T) {
+	if !*benchFlag {
+		t.Skip("run with -prune.bench")
+	}
+	cfg := map[string]any{
+		"architectures": []string{"LlamaForCausalLM"}, "model_type": "llama",
+		"vocab_size": 32000, "hidden_size": 2048, "intermediate_size": 8192,
+		"num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
+		"num_hidden_layers": *benchLayers, "max_position_embeddings": 4096, "rms_norm_eps": 1e-5,
+		"rope_theta": 10000.0, "hidden_act": "silu", "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+	}
+	cfgBytes := configBytes(t, cfg)
+	m, err := architecture.FromConfig(cfgBytes)
+	must(t, err)
+	var specs []checkpoint.TensorSpec
+	var total, largest int64
+	for _, ts := range m.Tensors() {
+		s := checkpoint.TensorSpec{Name: ts.Name, DType: checkpoint.BF16, Shape: ts.Shape}
+		specs = append(specs, s)
+		total += s.Size()
+		largest = max(largest, s.Size())
+	}
+	root := t.TempDir()
+	parent := filepath.Join(root, "parent")
+	start := time.Now()
+	must(t, testutil.Write(parent, specs, testutil.Options{Shards: 4, Files: map[string][]byte{"config.json": cfgBytes}}))
+	t.Logf("generated %.2f GB in %d tensors, 4 shards, in %v", float64(total)/1e9, len(specs), time.Since(start).Round(time.Millisecond))
+
+	var hidden []int
+	for i := 0; i < 2048; i++ {
+		if i%8 != 7 {
+			hidden = append(hidden, i)
+		}
+	}
+	real := &Plan{Version: 1, Hidden: hidden}
+	for l := 0; l < *benchLayers; l++ {
+		if l == *benchLayers/2+1 {
+			real.Layers = append(real.Layers, LayerPlan{Layer: l, Remove: true})
+			continue
+		}
+		real.Layers = append(real.Layers, LayerPlan{Layer: l, Neurons: seqFrom(l*64, 6144)})
+	}
+	plans := map[string]string{"identity": writePlanFile(t, &Plan{Version: 1}), "prune": writePlanFile(t, real)}
+
+	// Warm the page cache for both sides.
+	copyDir := filepath.Join(root, "copy")
+	run := func(name string, args ...string) time.Duration {
+		t0 := time.Now()
+		out, err := exec.Command(name, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+		}
+		return time.Since(t0)
+	}
+	run("sh", "-c", "cat "+filepath.Join(parent, "*.safetensors")+" > /dev/null")
+	run("cp", "-r", parent, copyDir)
+	run("rm", "-rf", copyDir)
+	run("sync")
+
+	cp := run("cp", "-r", parent, copyDir)
+	run("rm", "-rf", copyDir)
+	run("sync")
+	t0 := time.Now()
+	run("cp", "-r", parent, copyDir)
+	run("sync")
+	cpSync := time.Since(t0)
+	run("rm", "-rf", copyDir)
+	run("sync")
+
+	type result struct {
+		dur   time.Duration
+		rss   int64
+		bytes int64
+	}
+	results := map[string]result{}
+	for _, name := range []string{"identity", "prune"} {
+		out := filepath.Join(root, "child-"+name)
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestPruneSubprocess$")
+		cmd.Env = append(os.Environ(), envSubModel+"="+parent, envSubPlan+"="+plans[name], envSubOut+"="+out)
+		t0 := time.Now()
+		b, err := cmd.CombinedOutput()
+		d := time.Since(t0)
+		if err != nil {
+			t.Fatalf("prune %s: %v\n%s", name, err, b)
+		}
+		var kb int64 = -1
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "VMHWM ") {
+				fmt.Sscanf(strings.TrimPrefix(line, "VMHWM "), "%d kB", &kb)
+			}
+		}
+		if kb < 0 {
+			t.Fatalf("prune %s: no VmHWM reported:\n%s", name, b)
+		}
+		r, err := checkpoint.Open(out)
+		must(t, err)
+		results[name] = result{dur: d, rss: kb * 1024, bytes: r.TotalSize()}
+		r.Close()
+		run("rm", "-rf", out)
+		run("sync")
+	}
+	limit := largest + 256<<20
+	t.Logf("parent %.2f GB, largest tensor %.1f MiB, RSS limit %.1f MiB", float64(total)/1e9, float64(largest)/(1<<20), float64(limit)/(1<<20))
+	t.Logf("cp -r:          %8v  (%.2f GB/s)", cp.Round(time.Millisecond), float64(total)/cp.Seconds()/1e9)
+	t.Logf("cp -r + sync:   %8v  (%.2f GB/s)", cpSync.Round(time.Millisecond), float64(total)/cpSync.Seconds()/1e9)
+	for _, name := range []string{"identity", "prune"} {
+		r := results[name]
+		t.Logf("prune %-9s %8v  wrote %.2f GB; ÷ cp -r = %.2f, ÷ (cp -r + sync) = %.2f; peak RSS %.1f MiB (%.2f of limit)",
+			name+":", r.dur.Round(time.Millisecond), float64(r.bytes)/1e9, r.dur.Seconds()/cp.Seconds(), r.dur.Seconds()/cpSync.Seconds(),
+			float64(r.rss)/(1<<20), float64(r.rss)/float64(limit))
+		if r.rss > limit {
+			t.Errorf("%s: peak RSS %d MiB over the limit %d MiB", name, r.rss>>20, limit>>20)
+		}
+		if r.dur.Seconds() > 1.5*cpSync.Seconds() {
+			t.Errorf("%s: %.2f× cp -r + sync, target ≤ 1.5", name, r.dur.Seconds()/cpSync.Seconds())
+		}
+	}
+	summary, _ := json.Marshal(map[string]any{"cp_s": cp.Seconds(), "cp_sync_s": cpSync.Seconds(),
+		"identity_s": results["identity"].dur.Seconds(), "prune_s": results["prune"].dur.Seconds(),
+		"identity_rss": results["identity"].rss, "prune_rss": results["prune"].rss, "limit": limit})
+	fmt.Println(string(summary))
+}
