@@ -153,7 +153,7 @@ func TestGolden(t *testing.T) {
 						if r.err == nil && it.Special != nil {
 							r.special, r.err = tok.Encode(it.Text, true)
 						}
-						if r.err == nil && it.Decoded != nil {
+						if r.err == nil && (it.Decoded != nil || name == "gpt2") {
 							r.decoded, r.err = tok.Decode(it.IDs, false)
 						}
 					}
@@ -177,6 +177,9 @@ func TestGolden(t *testing.T) {
 					t.Errorf("item %d %q with special tokens:\n got %v\nwant %v", i, clip(it.Text), r.special, it.Special)
 				case it.Decoded != nil && r.decoded != *it.Decoded:
 					t.Errorf("item %d: Decode = %q, want %q", i, clip(r.decoded), clip(*it.Decoded))
+				case name == "gpt2" && r.decoded != it.Text:
+					// Byte-level BPE without normalization round-trips exactly.
+					t.Errorf("item %d: Decode = %q, want the text %q", i, clip(r.decoded), clip(it.Text))
 				default:
 					continue
 				}

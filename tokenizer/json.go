@@ -498,6 +498,9 @@ func parseModel(raw json.RawMessage) (*bpeModel, []string, error) {
 	}
 	maxID := -1
 	for tok, id := range vocab {
+		if tok == "" {
+			return nil, nil, &FormatError{Where: "model.vocab", Msg: fmt.Sprintf("empty token string (id %d)", id)}
+		}
 		if id < 0 || id >= maxVocab {
 			return nil, nil, &FormatError{Where: "model.vocab", Msg: fmt.Sprintf("token %q has id %d outside [0, %d)", tok, id, maxVocab)}
 		}
@@ -551,7 +554,7 @@ func parseModel(raw json.RawMessage) (*bpeModel, []string, error) {
 
 // maxVocab bounds token ids so that a corrupt file cannot make us allocate
 // an enormous table.
-const maxVocab = 1 << 24
+const maxVocab = 1 << 22
 
 func parseMerge(raw json.RawMessage, where string) (string, string, error) {
 	raw = bytes.TrimSpace(raw)

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -135,6 +136,11 @@ func Parse(data []byte) (*Tokenizer, error) {
 	}
 	if t.post != nil {
 		before, after := t.post.bounds()
+		for _, id := range append(slices.Clone(before), after...) {
+			if _, ok := t.Token(id); !ok {
+				return nil, &FormatError{Where: "post_processor", Msg: fmt.Sprintf("special token id %d is not in the vocabulary", id)}
+			}
+		}
 		if len(before) > 0 {
 			t.bos = before[0]
 		}
