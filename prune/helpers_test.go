@@ -63,6 +63,27 @@ func nemotronHCfg() map[string]any {
 	}
 }
 
+func mixtralCfg() map[string]any {
+	c := llamaCfg(false)
+	c["architectures"] = []string{"MixtralForCausalLM"}
+	c["model_type"] = "mixtral"
+	c["num_local_experts"] = 3
+	c["num_experts_per_tok"] = 2
+	return c
+}
+
+func qwen3MoECfg() map[string]any {
+	c := qwen3Cfg()
+	c["architectures"] = []string{"Qwen3MoeForCausalLM"}
+	c["model_type"] = "qwen3_moe"
+	c["num_experts"] = 3
+	c["num_experts_per_tok"] = 2
+	c["moe_intermediate_size"] = 16
+	c["decoder_sparse_step"] = 1
+	c["mlp_only_layers"] = []int{}
+	return c
+}
+
 func synths() []synth {
 	return []synth{
 		{name: "llama-gqa", cfg: llamaCfg(false), dtype: checkpoint.BF16},
@@ -71,6 +92,8 @@ func synths() []synth {
 		{name: "qwen3-qknorm", cfg: qwen3Cfg(), dtype: checkpoint.BF16},
 		{name: "qwen2-bias", cfg: qwen2Cfg(), dtype: checkpoint.F16},
 		{name: "nemotron-h", cfg: nemotronHCfg(), dtype: checkpoint.BF16, shards: 2},
+		{name: "mixtral", cfg: mixtralCfg(), dtype: checkpoint.BF16},
+		{name: "qwen3-moe", cfg: qwen3MoECfg(), dtype: checkpoint.BF16},
 	}
 }
 

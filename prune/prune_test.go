@@ -237,6 +237,8 @@ func refChild(t *testing.T, parent *architecture.Model, p *Plan, vals map[string
 			rows = mambaX(0)
 		case "mamba_out":
 			rows, cols = hid, mambaX(0)
+		case "moe_router", "expert_gate", "expert_up", "expert_down", "shared_gate", "shared_up", "shared_down":
+			// carried through (the plans here do not prune hidden with MoE)
 		default:
 			t.Fatalf("refChild: kind %s not handled", ts.Kind)
 		}
@@ -304,6 +306,11 @@ func TestPruneSlices(t *testing.T) {
 			{Layer: 4, MambaHeads: ints(0, 1, 4, 5)},
 			{Layer: 5, Neurons: seqFrom(3, 20)},
 		}}},
+		// MoE layers: attention heads pruned, experts carried through.
+		{6, Plan{Version: 1, Layers: []LayerPlan{{Layer: 0, Heads: ints(0, 2, 4, 6)}, {Layer: 1, Heads: ints(0, 2, 4, 6)},
+			{Layer: 2, Remove: true}, {Layer: 3, Heads: ints(1, 3, 5, 7)}}}},
+		{7, Plan{Version: 1, Layers: []LayerPlan{{Layer: 0, Heads: ints(0, 2, 4, 6)}, {Layer: 1, Heads: ints(0, 2, 4, 6)},
+			{Layer: 2, Heads: ints(0, 2, 4, 6)}, {Layer: 3, Heads: ints(1, 3, 5, 7)}}}},
 	}
 	ss := synths()
 	for i, c := range cases {
@@ -311,7 +318,7 @@ func TestPruneSlices(t *testing.T) {
 		t.Run(fmt.Sprintf("%d-%s", i, s.name), func(t *testing.T) {
 			dir, parent := writeSynth(t, s)
 			plan := c.plan
-			out, res := runPrune(t, dir, &plan, "")
+			out, res := runPrune(t, dir, &plan, "vllm")
 			pv, ps := readAll(t, dir)
 			cv, cs := readAll(t, out)
 			want := refChild(t, parent, &plan, pv, ps)

@@ -116,8 +116,8 @@ func (l *Layout) layerSel(ci int, rest string, hid []int) (sel Selection, keep, 
 	switch {
 	case strings.HasPrefix(rest, "self_attn."):
 		sub = "attn." + strings.TrimPrefix(rest, "self_attn.")
-	case strings.HasPrefix(rest, "mlp."):
-		sub = "mlp." + strings.TrimPrefix(rest, "mlp.")
+	case strings.HasPrefix(rest, "mlp.") && parent.MoE != nil:
+		sub = "moe." + strings.TrimPrefix(rest, "mlp.")
 	case strings.HasPrefix(rest, "mixer."):
 		t := strings.TrimPrefix(rest, "mixer.")
 		switch {
@@ -127,6 +127,8 @@ func (l *Layout) layerSel(ci int, rest string, hid []int) (sel Selection, keep, 
 			sub = "attn." + t
 		case parent.MLP != nil:
 			sub = "mlp." + t
+		case parent.MoE != nil:
+			sub = "moe." + t
 		default:
 			return sel, false, false, fmt.Errorf("%w: mixer of a layer with no Mamba, attention or MLP block", ErrUnknownTensor)
 		}
@@ -171,6 +173,8 @@ func (l *Layout) layerSel(ci int, rest string, hid []int) (sel Selection, keep, 
 			return Selection{Rows: hid}, true, zero, nil
 		case "q_norm.weight", "k_norm.weight", "rotary_emb.inv_freq":
 			return Selection{}, true, false, nil
+		case "sinks": // one learned sink logit per query head (gpt-oss)
+			return Selection{Rows: ll.Heads}, true, zero, nil
 		}
 	case strings.HasPrefix(sub, "mlp."):
 		if !hasMLP {
@@ -220,6 +224,12 @@ func (l *Layout) layerSel(ci int, rest string, hid []int) (sel Selection, keep, 
 		case "out_proj.bias":
 			return Selection{Rows: hid}, true, false, nil
 		}
+	}
+	if hid == nil && !strings.HasPrefix(sub, "attn.") && !strings.HasPrefix(sub, "mlp.") && !strings.HasPrefix(sub, "mamba.") {
+		// A block the plan cannot prune (e.g. MoE experts) whose shapes do
+		// not depend on anything the plan changes: carried through. The
+		// child's tensors are checked against its config afterwards.
+		return Selection{}, true, false, nil
 	}
 	return sel, false, false, fmt.Errorf("%w: layer-local name %q", ErrUnknownTensor, rest)
 }
