@@ -460,6 +460,16 @@ func TestDeciLM(t *testing.T) {
 				t.Errorf("layer 3 k_proj differs at %d", i)
 			}
 			_ = res
+			// A DeciLM parent: the identity plan reproduces it bit for bit,
+			// and it can be pruned further (layer 1 keeps half its FFN).
+			again, _ := runPrune(t, out, &Plan{Version: 1}, engine)
+			compareDirsBitForBit(t, out, again)
+			twice, _ := runPrune(t, out, &Plan{Version: 1, Layers: []LayerPlan{{Layer: 1, Neurons: seqFrom(0, 384)}, {Layer: 3, Remove: true}}}, engine)
+			c2, err := architecture.Load(twice)
+			must(t, err)
+			if len(c2.Layers) != 3 || c2.Layers[1].MLP.Width != 512 || c2.Arch != "DeciLMForCausalLM" {
+				t.Errorf("re-pruned DeciLM: %d layers, layer 1 width %d", len(c2.Layers), c2.Layers[1].MLP.Width)
+			}
 		})
 	}
 }
