@@ -260,3 +260,29 @@ func ExampleRanking() {
 	fmt.Println(Ranking([]float64{0.2, 3, 0, 1}))
 	// Output: [1 3 0 2]
 }
+
+func FuzzLoad(f *testing.F) {
+	dir := f.TempDir()
+	s := &Scores{Hidden: []float64{1, 2}, LayerBI: []float64{1}, LayerSkipLoss: []float64{0}, KVHeads: []int{1},
+		Heads: [][]float64{{1, 2}}, HeadChannels: [][]float64{{1, 2, 3, 4}}, Neurons: [][]float64{{5}}, Version: Version}
+	p := filepath.Join(dir, "seed.safetensors")
+	if err := s.Save(p); err != nil {
+		f.Fatal(err)
+	}
+	seed, _ := os.ReadFile(p)
+	f.Add(seed)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		q := filepath.Join(dir, "f.safetensors")
+		if err := os.WriteFile(q, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, err := Load(q)
+		if err != nil {
+			return
+		}
+		for l := range got.Heads {
+			got.HeadOrder(l)
+		}
+		Ranking(got.Hidden)
+	})
+}

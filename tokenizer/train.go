@@ -455,6 +455,10 @@ func (t *TrainedBPE) Save(path string) error {
 		return err
 	}
 	defer os.Remove(f.Name())
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return err
+	}
 	if err := t.WriteJSON(f); err != nil {
 		f.Close()
 		return fmt.Errorf("writing %s: %w", path, err)

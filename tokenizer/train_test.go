@@ -352,3 +352,29 @@ func TestTrainedTokenizerLoads(t *testing.T) {
 		t.Error("ReadTrainedBPE differs from what was saved")
 	}
 }
+
+func FuzzReadTrainedBPE(f *testing.F) {
+	b, err := TrainBPE([]string{"ab ab ab aa abc abc"}, BPETrainOptions{Merges: 5, Special: []string{"<|endoftext|>"}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	var buf bytes.Buffer
+	b.WriteJSON(&buf)
+	f.Add(buf.Bytes())
+	f.Add([]byte(`{"model":{"type":"BPE","vocab":{},"merges":[]},"pre_tokenizer":{"type":"ByteLevel"}}`))
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := filepath.Join(dir, "t.json")
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		tb, err := ReadTrainedBPE(p)
+		if err != nil {
+			return
+		}
+		ids := tb.Encode("abc ab, a!")
+		if _, err := tb.Decode(ids); err != nil {
+			t.Fatalf("decode of own ids: %v", err)
+		}
+	})
+}

@@ -3,8 +3,10 @@ package train
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -268,4 +270,32 @@ func TestOptionsValidate(t *testing.T) {
 			t.Errorf("%+v accepted", o)
 		}
 	}
+}
+
+// FuzzResume feeds checkpoint bodies with a valid CRC appended, so that the
+// header and length checks behind the CRC are exercised.
+func FuzzResume(f *testing.F) {
+	dir := f.TempDir()
+	ckpt := filepath.Join(dir, "seed")
+	m, _ := engine.New(tinyArch(16), 42)
+	tr, err := New(m, patternRows(8, 16, 16, 1), nil, Options{Steps: 1, Batch: 2, SeqLen: 16, CheckpointPath: ckpt})
+	if err != nil {
+		f.Fatal(err)
+	}
+	if _, err := tr.Run(context.Background()); err != nil {
+		f.Fatal(err)
+	}
+	good, _ := os.ReadFile(ckpt)
+	f.Add(good[:len(good)-4])
+	f.Add([]byte(magic + "\x05\x00\x00\x00\x00\x00\x00\x00{}"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		p := filepath.Join(dir, "fuzz")
+		b := binary.LittleEndian.AppendUint32(append([]byte(nil), body...), crc32.ChecksumIEEE(body))
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		m, _ := engine.New(tinyArch(16), 42)
+		x, _ := New(m, patternRows(8, 16, 16, 1), nil, Options{Steps: 1, Batch: 2, SeqLen: 16})
+		x.Resume(p)
+	})
 }

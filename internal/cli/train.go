@@ -62,6 +62,7 @@ The embedded parent model (package parent) is reproduced by:
 				dtype      = fs.String("dtype", "BF16", "saved weight dtype: F32, BF16 or F16")
 				jsonOut    = fs.Bool("json", false, "print the summary as JSON")
 				seed       = fs.Uint64("seed", 1, "seed for the initial weights and the data order")
+				partial    = fs.Bool("save-partial", false, "with --stop-at: also save the model as it is when stopping")
 				o          train.Options
 			)
 			fs.IntVar(&o.Steps, "steps", 1000, "optimiser steps")
@@ -199,6 +200,12 @@ The embedded parent model (package parent) is reproduced by:
 				}
 				if tr.State.Step < o.Steps {
 					fmt.Fprintf(env.Stderr, "stopped at step %d of %d; continue with --resume\n", tr.State.Step, o.Steps)
+					if *partial {
+						if err := trainSaveHF(m, tok, *out, dt); err != nil {
+							return err
+						}
+						fmt.Fprintf(env.Stderr, "saved the partly trained model to %s\n", *out)
+					}
 					return nil
 				}
 				if err := trainSaveHF(m, tok, *out, dt); err != nil {
