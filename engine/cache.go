@@ -266,26 +266,28 @@ func cachedAttention(ao, q []float32, caches []*Cache, l int, start []int, d lay
 }
 
 // softmaxRow turns the scores of query position p against key positions
-// 0..len(row)-1 into masked softmax probabilities in place.
+// 0..len(row)-1 into masked softmax probabilities in place: keys after p,
+// or outside the sliding window, get 0.
 func softmaxRow(row []float32, p int, s attnShape) {
+	lo, hi := 0, min(p+1, len(row))
+	if s.window > 0 {
+		lo = max(0, p-s.window+1)
+	}
+	valid := row[lo:hi]
 	mx := float32(math.Inf(-1))
-	for j, v := range row {
-		if s.allowed(p, j) && v > mx {
-			mx = v
-		}
+	for _, v := range valid {
+		mx = max(mx, v)
 	}
 	var sum float32
-	for j, v := range row {
-		if s.allowed(p, j) {
-			e := float32(math.Exp(float64(v - mx)))
-			row[j] = e
-			sum += e
-		} else {
-			row[j] = 0
-		}
+	for j, v := range valid {
+		e := expf(v - mx)
+		valid[j] = e
+		sum += e
 	}
 	inv := 1 / sum
-	for j := range row {
-		row[j] *= inv
+	for j := range valid {
+		valid[j] *= inv
 	}
+	clear(row[:lo])
+	clear(row[hi:])
 }

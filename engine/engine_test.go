@@ -26,7 +26,7 @@ func TestCacheMatchesForward(t *testing.T) {
 			t.Fatal(err)
 		}
 		randomize(m, 4, 0.4)
-		const T, V = 40, 11
+		const T, V = 150, 11
 		r := rand.New(rand.NewPCG(8, 9))
 		seqs := [][]int32{randTokens(r, T, V), randTokens(r, T, V), randTokens(r, T, V)}
 		full := make([][]float32, len(seqs))
@@ -38,7 +38,7 @@ func TestCacheMatchesForward(t *testing.T) {
 			full[i] = append([]float32(nil), l...)
 		}
 		// Chunk schedules per sequence: prompt sizes then single tokens.
-		chunks := [][]int{{20, 1, 1, 3, 15}, {1, 1, 1, 17, 20}, {5, 5, 5, 5, 20}}
+		chunks := [][]int{{20, 1, 1, 3, 125}, {1, 1, 1, 17, 130}, {70, 70, 5, 4, 1}}
 		caches := []*Cache{m.NewCache(T), m.NewCache(T), m.NewCache(T)}
 		pos := make([]int, 3)
 		for step := 0; step < 5; step++ {

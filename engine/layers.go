@@ -198,7 +198,7 @@ func actF(x float32, act activation) float32 {
 	case actReLU:
 		return max(x, 0)
 	}
-	return x / (1 + float32(math.Exp(float64(-x))))
+	return x * sigmoid(x)
 }
 
 func actDeriv(x float32, act activation) float32 {
@@ -219,7 +219,7 @@ func actDeriv(x float32, act activation) float32 {
 		}
 		return 1
 	}
-	s := 1 / (1 + float32(math.Exp(float64(-x))))
+	s := sigmoid(x)
 	return s * (1 + x*(1-s))
 }
 
@@ -237,64 +237,93 @@ func (s attnShape) allowed(i, j int) bool {
 	return j <= i && (s.window <= 0 || i-j < s.window)
 }
 
+// attnBlock is the number of query rows whose scores are computed at once:
+// row block [r0, r1) only sees keys [k0, r1), so the causal upper triangle
+// is mostly skipped, and scratch stays attnBlock×T per goroutine.
+const attnBlock = 64
+
+// keyStart is the first key position visible to any query in [r0, r1).
+func (s attnShape) keyStart(r0 int) int {
+	if s.window > 0 {
+		return max(0, r0-s.window+1)
+	}
+	return 0
+}
+
+// attnProbs writes the masked softmax probabilities of query rows [r0, r1)
+// of head (b, h) against keys [k0, r1) into P ((r1−r0) × (r1−k0)).
+func attnProbs(P, q, k []float32, s attnShape, b, h, r0, r1, k0 int, scale float32) {
+	T, hd, qd, kd := s.T, s.hd, s.qd(), s.kd()
+	g := h / (s.heads / s.kvH)
+	nk := r1 - k0
+	blas.SgemmSerial(false, true, r1-r0, nk, hd, scale, q[(b*T+r0)*qd+h*hd:], qd, k[(b*T+k0)*kd+g*hd:], kd, 0, P, nk)
+	for i := 0; i < r1-r0; i++ {
+		softmaxRow(P[i*nk:(i+1)*nk], r0+i-k0, s)
+	}
+}
+
 // attentionForward: out (B·T, heads·hd) = softmax(q·kᵀ/√hd + causal mask)·v
 // per batch row and head, with query head h reading kv head h/(heads/kvH);
-// q is (B·T, heads·hd), k and v (B·T, kvH·hd); att (B, heads, T, T) keeps the
-// probabilities for backward (masked entries 0).
-func attentionForward(out, att, q, k, v []float32, s attnShape) {
+// q is (B·T, heads·hd), k and v (B·T, kvH·hd). The probabilities are not
+// kept: attentionBackward recomputes them, so memory does not grow with T².
+func attentionForward(out, q, k, v []float32, s attnShape) {
 	T, hd, qd, kd := s.T, s.hd, s.qd(), s.kd()
 	group := s.heads / s.kvH
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	// One task per (batch row, head), each on one core.
 	parallelFor(s.B*s.heads, 1, func(lo, hi int) {
+		P := make([]float32, attnBlock*T)
 		for task := lo; task < hi; task++ {
 			b, h := task/s.heads, task%s.heads
 			g := h / group
-			P := att[task*T*T : (task+1)*T*T]
-			qo := b*T*qd + h*hd
-			ko := b*T*kd + g*hd
-			blas.SgemmSerial(false, true, T, T, hd, scale, q[qo:], qd, k[ko:], kd, 0, P, T)
-			for i := 0; i < T; i++ {
-				softmaxRow(P[i*T:(i+1)*T], i, s)
+			for r0 := 0; r0 < T; r0 += attnBlock {
+				r1 := min(r0+attnBlock, T)
+				k0 := s.keyStart(r0)
+				attnProbs(P, q, k, s, b, h, r0, r1, k0, scale)
+				blas.SgemmSerial(false, false, r1-r0, hd, r1-k0, 1, P, r1-k0, v[(b*T+k0)*kd+g*hd:], kd, 0, out[(b*T+r0)*qd+h*hd:], qd)
 			}
-			blas.SgemmSerial(false, false, T, hd, T, 1, P, T, v[ko:], kd, 0, out[qo:], qd)
 		}
 	})
 }
 
 // attentionBackward: given dout (B·T, heads·hd), sets dq (overwrite) and
 // accumulates dk, dv (B·T, kvH·hd; callers zero them first).
-func attentionBackward(dq, dk, dv, dout, att, q, k, v []float32, s attnShape) {
+func attentionBackward(dq, dk, dv, dout, q, k, v []float32, s attnShape) {
 	T, hd, qd, kd := s.T, s.hd, s.qd(), s.kd()
 	group := s.heads / s.kvH
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	// One task per (batch row, kv head): the query heads of a group add
 	// into the same dK, dV, so they run in sequence within the task.
 	parallelFor(s.B*s.kvH, 1, func(lo, hi int) {
-		dP := make([]float32, T*T)
+		P := make([]float32, attnBlock*T)
+		dP := make([]float32, attnBlock*T)
 		for task := lo; task < hi; task++ {
 			b, g := task/s.kvH, task%s.kvH
-			ko := b*T*kd + g*hd
 			for h := g * group; h < (g+1)*group; h++ {
-				P := att[(b*s.heads+h)*T*T : (b*s.heads+h+1)*T*T]
-				qo := b*T*qd + h*hd
-				// dV += Pᵀ·dO ; dP = dO·Vᵀ
-				blas.SgemmSerial(true, false, T, hd, T, 1, P, T, dout[qo:], qd, 1, dv[ko:], kd)
-				blas.SgemmSerial(false, true, T, T, hd, 1, dout[qo:], qd, v[ko:], kd, 0, dP, T)
-				// dS = P ∘ (dP − rowsum(P∘dP))
-				for i := 0; i < T; i++ {
-					p, d := P[i*T:(i+1)*T], dP[i*T:(i+1)*T]
-					var dot float32
-					for j := 0; j <= i; j++ {
-						dot += p[j] * d[j]
+				for r0 := 0; r0 < T; r0 += attnBlock {
+					r1 := min(r0+attnBlock, T)
+					k0 := s.keyStart(r0)
+					n, nk := r1-r0, r1-k0
+					qo, ko := (b*T+r0)*qd+h*hd, (b*T+k0)*kd+g*hd
+					attnProbs(P, q, k, s, b, h, r0, r1, k0, scale)
+					// dV += Pᵀ·dO ; dP = dO·Vᵀ
+					blas.SgemmSerial(true, false, nk, hd, n, 1, P, nk, dout[qo:], qd, 1, dv[ko:], kd)
+					blas.SgemmSerial(false, true, n, nk, hd, 1, dout[qo:], qd, v[ko:], kd, 0, dP, nk)
+					// dS = P ∘ (dP − rowsum(P∘dP))
+					for i := 0; i < n; i++ {
+						p, d := P[i*nk:(i+1)*nk], dP[i*nk:(i+1)*nk]
+						var dot float32
+						for j, pj := range p {
+							dot += pj * d[j]
+						}
+						for j, pj := range p {
+							d[j] = pj * (d[j] - dot)
+						}
 					}
-					for j := range d {
-						d[j] = p[j] * (d[j] - dot)
-					}
+					// dQ = scale·dS·K ; dK += scale·dSᵀ·Q
+					blas.SgemmSerial(false, false, n, hd, nk, scale, dP, nk, k[ko:], kd, 0, dq[qo:], qd)
+					blas.SgemmSerial(true, false, nk, hd, n, scale, dP, nk, q[qo:], qd, 1, dk[ko:], kd)
 				}
-				// dQ = scale·dS·K ; dK += scale·dSᵀ·Q
-				blas.SgemmSerial(false, false, T, hd, T, scale, dP, T, k[ko:], kd, 0, dq[qo:], qd)
-				blas.SgemmSerial(true, false, T, hd, T, scale, dP, T, q[qo:], qd, 1, dk[ko:], kd)
 			}
 		}
 	})
@@ -330,7 +359,7 @@ func logSumExp(row []float32) float64 {
 	}
 	var s float64
 	for _, v := range row {
-		s += math.Exp(float64(v - mx))
+		s += float64(expf(v - mx))
 	}
 	return float64(mx) + math.Log(s)
 }
@@ -349,7 +378,7 @@ func crossEntropyBackward(dlogits, logits []float32, targets []int32, N, V int, 
 			row := logits[i*V : (i+1)*V]
 			lse := float32(logSumExp(row))
 			for j, v := range row {
-				d[j] = scale * float32(math.Exp(float64(v-lse)))
+				d[j] = scale * expf(v-lse)
 			}
 			d[t] -= scale
 		}

@@ -217,7 +217,6 @@ func (m *Model) allocActs(B, T int) *acts {
 			if d.qkNorm {
 				la.qrstd, la.krstd = make([]float32, N*d.heads), make([]float32, N*d.kvH)
 			}
-			la.att = make([]float32, B*d.heads*T*T)
 			la.ao = make([]float32, N*d.qd)
 		}
 		if d.mlp {
@@ -383,7 +382,7 @@ func (m *Model) forward() {
 			ropeApply(la.qr, N, d.heads, d.hd, tab, pos, 1)
 			ropeApply(la.kr, N, d.kvH, d.hd, tab, pos, 1)
 			shape := attnShape{B: a.B, T: T, heads: d.heads, kvH: d.kvH, hd: d.hd, window: d.window}
-			attentionForward(la.ao, la.att, la.qr, la.kr, la.v, shape)
+			attentionForward(la.ao, la.qr, la.kr, la.v, shape)
 			m.observe(l, SiteAttnHeads, la.ao, d.qd, d.heads, d.hd)
 			linearForward(out, la.ao, w.o, w.ob, N, d.qd, H)
 			residualAdd(la.mid, out)
@@ -447,7 +446,7 @@ func (m *Model) backward(dlogits []float32) {
 			clear(dkr)
 			clear(dv)
 			shape := attnShape{B: a.B, T: T, heads: d.heads, kvH: d.kvH, hd: d.hd, window: d.window}
-			attentionBackward(dqr, dkr, dv, dao, la.att, la.qr, la.kr, la.v, shape)
+			attentionBackward(dqr, dkr, dv, dao, la.qr, la.kr, la.v, shape)
 			tab := m.rope[d.hd]
 			ropeApply(dqr, N, d.heads, d.hd, tab, pos, -1)
 			ropeApply(dkr, N, d.kvH, d.hd, tab, pos, -1)
@@ -468,11 +467,13 @@ func (m *Model) backward(dlogits []float32) {
 	embeddingBackward(m.g.embed, dres, a.tokens, H)
 }
 
-// ForwardFLOPs returns the floating-point operations of one forward pass on
-// (B, T) as the engine performs it: 2·rows·in·out for every matrix product
-// (projections, MLP, LM head) plus 4·B·heads·T²·head_dim for attention
-// (scores and weighted sum over the full T×T square). A training step
-// (forward + backward) is 3× this.
+// ForwardFLOPs returns the model FLOPs of one forward pass on (B, T):
+// 2·rows·in·out for every matrix product (projections, MLP, LM head) plus
+// 4·head_dim per causal (query, key) pair and head for attention (scores and
+// weighted sum; B·T(T+1)/2 pairs per head, fewer with a sliding window). A
+// training step (forward + backward) counts 3× this. The engine performs
+// slightly more (whole 64-row blocks on the diagonal) and, in backward,
+// recomputes the attention scores; neither is counted.
 func (m *Model) ForwardFLOPs(B, T int) float64 {
 	N := float64(B * T)
 	H := float64(m.arch.Hidden)
@@ -480,7 +481,7 @@ func (m *Model) ForwardFLOPs(B, T int) float64 {
 	for _, d := range m.dims {
 		if d.attn {
 			f += 2 * N * H * float64(2*d.qd+2*d.kd)
-			f += 4 * float64(B*d.heads) * float64(T) * float64(T) * float64(d.hd)
+			f += 4 * float64(B*d.heads) * causalPairs(T, d.window) * float64(d.hd)
 		}
 		if d.mlp {
 			mats := 2.0
@@ -491,4 +492,14 @@ func (m *Model) ForwardFLOPs(B, T int) float64 {
 		}
 	}
 	return f
+}
+
+// causalPairs counts the (query, key) pairs a causal mask with an optional
+// sliding window allows in a sequence of T tokens.
+func causalPairs(T, window int) float64 {
+	if window <= 0 || window >= T {
+		return float64(T) * float64(T+1) / 2
+	}
+	w := float64(window)
+	return w*(w+1)/2 + float64(T-window)*w
 }
