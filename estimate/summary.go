@@ -80,44 +80,58 @@ func Summarize(s *Summary, m *architecture.Model, p *Precision, kv KVType, state
 	s.Layers = len(m.Layers)
 	lin := p.LinearBPW / 8
 	small := p.SmallBPW / 8
-	var total, active float64
+	linTP := lin / ftp // bytes per sharded linear element on one GPU
+	twoTP := 2 / ftp   // FLOPs per sharded linear element per token
+	fourTP := 4 / ftp
+	kvb := kv.Bytes
+	// Sums kept in locals (registers) for speed: this loop is the search's hot path.
+	var total, active, dense, linF, attnF, swaF, kvB, swaKV, scan, state float64
+	var attnL, moeL, mambaL, ars, window, maxFFN int
+	lastKV, lastKVPer := -1, 0.0 // memo of the KV-head rounding (integer division)
 	for i := range m.Layers {
 		l := &m.Layers[i]
-		subBlocks := 0
 		if a := l.Attention; a != nil {
-			subBlocks++
-			s.AttnLayers++
-			q := float64(a.Heads * a.HeadDim)
-			kvd := float64(a.KVHeads * a.HeadDim)
-			n := fh*q + 2*fh*kvd + q*fh
+			ars++
+			attnL++
+			hd := float64(a.HeadDim)
+			q := float64(a.Heads) * hd
+			kvd := float64(a.KVHeads) * hd
+			n := fh * (2*q + 2*kvd)
 			sm := fh
-			if a.QKVBias {
-				sm += q + 2*kvd
-			}
-			if a.OutBias {
-				sm += fh
-			}
-			if a.QKNorm {
-				sm += 2 * float64(a.HeadDim)
+			if a.QKVBias || a.OutBias || a.QKNorm {
+				if a.QKVBias {
+					sm += q + 2*kvd
+				}
+				if a.OutBias {
+					sm += fh
+				}
+				if a.QKNorm {
+					sm += 2 * hd
+				}
 			}
 			total += n + sm
 			active += n + sm
-			s.DenseBytes += n/ftp*lin + sm*small
-			s.LinearFLOPs += 2 * n / ftp
-			kvHeads := max((a.KVHeads+tp-1)/tp, 1)
-			per := 2 * float64(kvHeads*a.HeadDim) * kv.Bytes
-			qh := float64(a.Heads*a.HeadDim) / ftp
+			dense += n*linTP + sm*small
+			linF += n * twoTP
+			if tp == 1 {
+				lastKVPer = 2 * float64(a.KVHeads)
+			} else if a.KVHeads != lastKV {
+				lastKV = a.KVHeads
+				lastKVPer = 2 * float64(max((a.KVHeads+tp-1)/tp, 1))
+			}
+			per := lastKVPer * hd * kvb
+			qh := fourTP * q
 			if a.SlidingWindow > 0 {
-				s.SWAKVBytes += per
-				s.SWAFLOPs += 4 * qh
-				s.Window = max(s.Window, a.SlidingWindow)
+				swaKV += per
+				swaF += qh
+				window = max(window, a.SlidingWindow)
 			} else {
-				s.KVBytes += per
-				s.AttnFLOPs += 4 * qh
+				kvB += per
+				attnF += qh
 			}
 		}
 		if f := l.MLP; f != nil {
-			subBlocks++
+			ars++
 			w := float64(f.Width)
 			mats := 2.0
 			if f.Gated {
@@ -130,38 +144,53 @@ func Summarize(s *Summary, m *architecture.Model, p *Precision, kv KVType, state
 			}
 			total += n + sm
 			active += n + sm
-			s.DenseBytes += n/ftp*lin + sm*small
-			s.LinearFLOPs += 2 * n / ftp
-			s.MaxFFN = max(s.MaxFFN, f.Width)
+			dense += n*linTP + sm*small
+			linF += n * twoTP
+			if f.Width > maxFFN {
+				maxFFN = f.Width
+			}
 		}
 		if e := l.MoE; e != nil {
-			subBlocks++
-			s.MoELayers++
+			ars++
+			moeL++
 			mats := 2.0
 			if e.Gated {
 				mats = 3
 			}
 			we := float64(e.ExpertWidth)
-			expert := mats * fh * we
+			in := fh // LatentMoE experts run at the latent width
+			if e.LatentSize > 0 {
+				in = float64(e.LatentSize)
+			}
+			expert := mats * in * we
 			if e.ExpertBias {
-				expert += we*(mats-1) + fh
+				expert += we*(mats-1) + in
 			}
 			router := fh * float64(e.Experts)
 			if e.RouterBias {
 				router += float64(e.Experts)
 			}
+			if e.RouterCorrection {
+				router += float64(e.Experts)
+			}
 			shared := mats * fh * float64(e.SharedWidth)
+			if e.LatentSize > 0 {
+				shared += 2 * fh * in // fc1/fc2 latent projections, always active
+				if e.ExpertBias {
+					shared += in + fh
+				}
+			}
 			sm := fh
 			total += float64(e.Experts)*expert + router + shared + sm
 			active += float64(e.TopK)*expert + router + shared + sm
-			s.DenseBytes += (router+shared)/ftp*lin + sm*small
-			s.LinearFLOPs += 2 * (float64(e.TopK)*expert + router + shared) / ftp
-			s.addMoE(e.Experts, e.TopK, expert/ftp*lin)
-			s.MaxFFN = max(s.MaxFFN, e.ExpertWidth, e.SharedWidth)
+			dense += (router+shared)*linTP + sm*small
+			linF += (float64(e.TopK)*expert + router + shared) * twoTP
+			s.addMoE(e.Experts, e.TopK, expert*linTP)
+			maxFFN = max(maxFFN, e.ExpertWidth, e.SharedWidth)
 		}
 		if mb := l.Mamba; mb != nil {
-			subBlocks++
-			s.MambaLayers++
+			ars++
+			mambaL++
 			di := float64(mb.DInner())
 			gs := float64(mb.Groups * mb.StateSize)
 			nh := float64(mb.Heads)
@@ -178,15 +207,18 @@ func Summarize(s *Summary, m *architecture.Model, p *Precision, kv KVType, state
 			n := inProj + outProj
 			total += n + conv + sm
 			active += n + conv + sm
-			s.DenseBytes += n/ftp*lin + (conv+sm)*small
-			s.LinearFLOPs += 2 * (n + conv) / ftp
-			s.ScanFLOPs += 6 * di * float64(mb.StateSize) / ftp
+			dense += n*linTP + (conv+sm)*small
+			linF += (n + conv) * twoTP
+			scan += 6 * di * float64(mb.StateSize) / ftp
 			st := float64(mb.ConvKernel-1)*(di+2*gs) + di*float64(mb.StateSize)
-			s.StateBytes += st * stateBytes / ftp
+			state += st * stateBytes / ftp
 		}
-		if tp > 1 {
-			s.AllReduces += subBlocks
-		}
+	}
+	s.AttnLayers, s.MoELayers, s.MambaLayers, s.MaxFFN, s.Window = attnL, moeL, mambaL, maxFFN, window
+	s.DenseBytes, s.LinearFLOPs, s.AttnFLOPs, s.SWAFLOPs = dense, linF, attnF, swaF
+	s.KVBytes, s.SWAKVBytes, s.ScanFLOPs, s.StateBytes = kvB, swaKV, scan, state
+	if tp > 1 {
+		s.AllReduces = ars
 	}
 	// Final norm, embedding and head (vocabulary sharded over TP).
 	fv := float64(m.Vocab)
