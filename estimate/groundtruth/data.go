@@ -125,7 +125,12 @@ func readTable(r io.Reader, file string) (*table, error) {
 			break
 		}
 		if err != nil {
-			line, _ := cr.FieldPos(0)
+			line := len(t.recs) + 2
+			var pe *csv.ParseError
+			if errors.As(err, &pe) {
+				line = pe.Line
+				err = pe.Err
+			}
 			return nil, &ParseError{File: file, Line: line, Msg: err.Error()}
 		}
 		if len(t.recs) >= maxRows {

@@ -1,0 +1,213 @@
+package groundtruth
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/autocompress/autocompress/estimate"
+	"github.com/autocompress/autocompress/internal/shareddata"
+)
+
+func TestDescribeMatchesPublishedSizes(t *testing.T) {
+	for id, want := range map[string]float64{
+		"meta-llama/Llama-3.1-8B": 8.03, "meta-llama/Llama-3.1-70B": 70.55, "Qwen/Qwen3-32B": 32.76,
+		"Qwen/Qwen3-235B-A22B-FP8": 235.09, "mistralai/Mixtral-8x7B-v0.1": 46.70, "meta-llama/Llama-2-7b-hf": 6.74,
+		"openai/gpt-oss-120b": 116.83, "nvidia/Llama-3.1-8B-Instruct-FP8": 8.03,
+	} {
+		m, ok := Describe(id)
+		if !ok {
+			t.Fatalf("%s not described", id)
+		}
+		p := float64(m.Params().Total) / 1e9
+		if math.Abs(p-want)/want > 0.01 {
+			t.Errorf("%s: %.2f B params, published %.2f B", id, p, want)
+		}
+	}
+	if _, ok := Describe("deepseek-ai/DeepSeek-R1"); ok {
+		t.Error("DeepSeek-R1 (MLA) should not be described")
+	}
+}
+
+func TestReadUser(t *testing.T) {
+	good := "engine,gpu,model,precision,kv_dtype,tp,isl,osl,concurrency,ttft_ms,tpot_ms,output_tok_s\n" +
+		"vllm,h100-sxm,meta-llama/Llama-3.1-8B,bf16,auto,1,1024,256,16,80.5,9.1,\n" +
+		"sglang,h200,unknown/model,bf16,auto,1,1024,256,16,80.5,9.1,\n"
+	sk := Skipped{}
+	rows, err := ReadUser(strings.NewReader(good), "mine.csv", sk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].TPOTms != 9.1 || rows[0].Concurrency != 16 || sk["model not described (mine.csv)"] != 1 {
+		t.Fatalf("rows %+v skipped %v", rows, sk)
+	}
+	for _, tc := range []struct{ in, err string }{
+		{"", "empty file"},
+		{"engine,gpu\n", "missing columns"},
+		{"engine,gpu,model,isl,osl,concurrency\ntgi,h100,m,1,1,1\n", "unknown engine"},
+		{"engine,gpu,model,isl,osl,concurrency\nvllm,h100,m,0,1,1\n", "positive integers"},
+		{"engine,gpu,model,isl,osl,concurrency,ttft_ms\nvllm,h100,m,1,1,1,\n", "no measurement"},
+		{"engine,gpu,model,isl,osl,concurrency,ttft_ms\nvllm,h100,m,1,1,1,-3\n", "non-negative"},
+	} {
+		_, err := ReadUser(strings.NewReader(tc.in), "f.csv", Skipped{})
+		if err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%q: error %v, want %q", tc.in, err, tc.err)
+		}
+	}
+}
+
+func TestLoadShared(t *testing.T) {
+	dir := shareddata.Require(t, "groundtruth")
+	rows, sk, err := LoadShared(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, r := range rows {
+		count[r.Source]++
+		if r.TP < 1 || r.ISL < 1 || r.OSL < 1 {
+			t.Fatalf("bad row %+v", r)
+		}
+	}
+	// 3619 aggregated AIC rows, of which the described models (Llama-3.1-8B/70B,
+	// Qwen3-32B/235B, gpt-oss-120b) are about 1,700.
+	if count["aic"] < 1500 || count["argonne"] < 1300 || count["argonne-ttft"] < 15 {
+		t.Errorf("rows per source %v", count)
+	}
+	if sk["disaggregated (aic)"] != 1602 {
+		t.Errorf("disaggregated rows skipped: %d, want 1602 (README)", sk["disaggregated (aic)"])
+	}
+	if !strings.Contains(sk.String(), "model not described") {
+		t.Errorf("skip reasons: %s", sk)
+	}
+}
+
+// TestFitRecoversKnownCoefficients: rows "measured" with known coefficients
+// must be fitted back (the optimiser and loss work end to end).
+func TestFitRecoversKnownCoefficients(t *testing.T) {
+	var rows []Row
+	for _, gpu := range []string{"h100-sxm", "h200", "b200"} {
+		for _, conc := range []int{1, 8, 32, 128} {
+			for _, isl := range []int{512, 4096} {
+				rows = append(rows, Row{Source: "synthetic", Engine: estimate.VLLM, Model: "meta-llama/Llama-3.1-8B", GPU: gpu,
+					Precision: "bf16", TP: 1, ISL: isl, OSL: 256, Concurrency: conc, TTFTms: 1, TPOTms: 1})
+			}
+		}
+	}
+	ps := Prepare(rows, Skipped{})
+	truth, _ := estimate.DefaultCoeffs().Family("vllm")
+	truth.Comp, truth.Weight, truth.Step, truth.Alpha0 = 1.7, 1.15, 2e-3, 0.03
+	for _, p := range ps {
+		ttft, _, _ := p.Predict(truth, TTFT)
+		tpot, _, _ := p.Predict(truth, TPOT)
+		p.Row.TTFTms, p.Row.TPOTms = ttft, tpot
+	}
+	start, _ := estimate.DefaultCoeffs().Family("vllm")
+	fit, l := Fit(context.Background(), ps, "vllm", start, 1500)
+	if l > 1e-3 {
+		t.Errorf("loss %.2g after fitting exact data", l)
+	}
+	for _, p := range ps {
+		for _, m := range []Metric{TTFT, TPOT} {
+			pred, meas, _ := p.Predict(fit, m)
+			if d := math.Abs(pred-meas) / meas; d > 0.05 {
+				t.Errorf("%s %s conc %d isl %d: %.3g vs %.3g", p.Row.GPU, m, p.Row.Concurrency, p.Row.ISL, pred, meas)
+			}
+		}
+	}
+}
+
+// TestHeldOutErrors runs the leave-one-GPU-out / leave-one-model-out
+// validation on the shared ground truth and asserts the medians it reaches.
+// The issue's targets are 8 % TPOT, 15 % TTFT and 10 % throughput; the model
+// reaches them only partly (see the report), so the bounds below are what it
+// achieves, with a small margin, to catch regressions.
+func TestHeldOutErrors(t *testing.T) {
+	dir := shareddata.Require(t, "groundtruth")
+	rows, sk, err := LoadShared(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := Prepare(rows, sk)
+	iter := 300
+	if testing.Short() {
+		iter = 150
+	}
+	rep, err := Validate(context.Background(), ps, estimate.DefaultCoeffs(), iter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reached := map[Metric]float64{TPOT: heldOutTPOT, TTFT: heldOutTTFT, Throughput: heldOutThroughput}
+	for _, c := range rep.Overall {
+		t.Logf("held-out %s: median %.1f%% p90 %.1f%% (n=%d)", c.Metric, c.Median*100, c.P90*100, c.N)
+		if c.Median > reached[c.Metric] {
+			t.Errorf("held-out median %s APE %.1f%% exceeds %.1f%%", c.Metric, c.Median*100, reached[c.Metric]*100)
+		}
+	}
+	if len(rep.Overall) != 3 {
+		t.Errorf("overall cells: %+v", rep.Overall)
+	}
+}
+
+// Reached held-out medians (plus margin); targets are 0.08 / 0.15 / 0.10.
+const (
+	heldOutTPOT       = 0.20
+	heldOutTTFT       = 0.46
+	heldOutThroughput = 0.15
+)
+
+func fuzzSeeds(f *testing.F, names ...string) {
+	f.Add([]byte("engine,gpu,model,isl,osl,concurrency,ttft_ms\nvllm,h100,meta-llama/Llama-3.1-8B,1,1,1,3\n"))
+	f.Add([]byte("a,b\n\"x,1\n"))
+	if dir, ok := shareddata.Path("groundtruth"); ok {
+		for _, n := range names {
+			if b, err := os.ReadFile(filepath.Join(dir, n)); err == nil {
+				if len(b) > 4000 {
+					b = b[:4000]
+				}
+				f.Add(b)
+			}
+		}
+	}
+}
+
+func FuzzReadUser(f *testing.F) {
+	fuzzSeeds(f)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rows, err := ReadUser(bytes.NewReader(data), "fuzz.csv", Skipped{})
+		if err != nil {
+			return
+		}
+		for _, r := range rows {
+			if r.ISL < 1 || r.OSL < 1 || r.Concurrency < 1 || r.TTFTms < 0 {
+				t.Fatalf("accepted an invalid row %+v", r)
+			}
+		}
+		Prepare(rows, Skipped{})
+	})
+}
+
+func FuzzReadMeasurements(f *testing.F) {
+	fuzzSeeds(f, "aiconfigurator_silicon_sample.csv", "argonne_all_results.csv", "argonne_fig22_all_results_TTFT_ITL.csv")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, read := range []func(*bytes.Reader) ([]Row, error){
+			func(r *bytes.Reader) ([]Row, error) { return ReadAIC(r, "f", Skipped{}) },
+			func(r *bytes.Reader) ([]Row, error) { return ReadArgonne(r, "f", Skipped{}) },
+			func(r *bytes.Reader) ([]Row, error) { return ReadArgonneTTFT(r, "f", Skipped{}) },
+		} {
+			rows, err := read(bytes.NewReader(data))
+			if err != nil {
+				continue
+			}
+			for _, r := range rows {
+				if r.TP < 1 || r.ISL < 1 || r.OSL < 1 {
+					t.Fatalf("accepted an invalid row %+v", r)
+				}
+			}
+		}
+	})
+}
