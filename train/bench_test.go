@@ -44,7 +44,7 @@ func BenchmarkTrainStep(b *testing.B) {
 			rows[i][j] = int32(r.IntN(4096))
 		}
 	}
-	tr, err := New(m, rows, nil, Options{Steps: 1 << 30, Batch: B, SeqLen: T, })
+	tr, err := New(m, rows, nil, Options{Steps: 1 << 30, Batch: B, SeqLen: T})
 	if err != nil {
 		b.Fatal(err)
 	}

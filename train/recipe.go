@@ -25,7 +25,7 @@ func ParentArch(vocab, eos int) *architecture.Model {
 		Arch: "LlamaForCausalLM", ModelType: "llama", Name: "autocompress-parent",
 		Vocab: vocab, Hidden: 192, TiedEmbeddings: true,
 		Norm: architecture.RMSNorm, NormEps: 1e-5, MaxPositions: 512,
-		Rope: architecture.Rope{Theta: 10000, PartialFactor: 1},
+		Rope:  architecture.Rope{Theta: 10000, PartialFactor: 1},
 		DType: "bfloat16", BOS: -1, EOS: []int{eos}, Layers: layers,
 	}
 }
