@@ -6,6 +6,7 @@ import (
 	"compress/zlib"
 	"encoding/binary"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -376,5 +377,48 @@ func TestCheckUTF8AndReadText(t *testing.T) {
 	os.WriteFile(p, []byte("Hello\r\nworld"), 0o644)
 	if d, err := ReadText(p); err != nil || d.Text != "Hello world" {
 		t.Errorf("ReadText = %q, %v", d.Text, err)
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata")
+
+// TestSplitGolden pins the validation and test documents of the real
+// corpora: the parent model's held-out figures depend on them. Run with
+// -update after an intended change.
+func TestSplitGolden(t *testing.T) {
+	docs, err := All(moduleRoot(t))
+	if errors.Is(err, ErrMissing) {
+		t.Skipf("%v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	counts := map[Part]int{}
+	bytes := map[Part]int{}
+	for _, d := range docs {
+		p := DefaultAssign(d.Name)
+		counts[p]++
+		bytes[p] += len(d.Text)
+		if p != Train {
+			fmt.Fprintf(&b, "%s\t%s\t%d\n", p, d.Name, len(d.Text))
+		}
+	}
+	for _, p := range []Part{Train, Validation, Test} {
+		fmt.Fprintf(&b, "total %s: %d documents, %d bytes\n", p, counts[p], bytes[p])
+	}
+	golden := filepath.Join("testdata", "split.golden")
+	if *update {
+		os.MkdirAll("testdata", 0o755)
+		if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test -run TestSplitGolden -update)", err)
+	}
+	if b.String() != string(want) {
+		t.Errorf("split differs from %s (-update to accept):\n%s", golden, b.String())
 	}
 }
