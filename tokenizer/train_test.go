@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -377,4 +378,23 @@ func FuzzReadTrainedBPE(f *testing.F) {
 			t.Fatalf("decode of own ids: %v", err)
 		}
 	})
+}
+
+func ExampleTrainBPE() {
+	b, err := TrainBPE([]string{"the cat and the hat and the bat"}, BPETrainOptions{Merges: 4, Special: []string{"<|endoftext|>"}})
+	if err != nil {
+		panic(err)
+	}
+	for _, m := range b.Merges {
+		fmt.Printf("%q + %q\n", b.Tokens[m[0]], b.Tokens[m[1]])
+	}
+	ids := b.Encode("the hat")
+	text, _ := b.Decode(ids)
+	fmt.Println(ids, text)
+	// Output:
+	// "a" + "t"
+	// "h" + "e"
+	// "t" + "he"
+	// "Ġ" + "a"
+	// [258 32 104 256] the hat
 }

@@ -299,3 +299,16 @@ func FuzzResume(f *testing.F) {
 		x.Resume(p)
 	})
 }
+
+func ExampleSchedule() {
+	s := Schedule{Peak: 3e-3, Min: 3e-4, Warmup: 10, Total: 100}
+	for _, step := range []int{0, 9, 55, 99, 100} {
+		fmt.Printf("step %3d: lr %.2e\n", step, s.LR(step))
+	}
+	// Output:
+	// step   0: lr 3.00e-04
+	// step   9: lr 3.00e-03
+	// step  55: lr 1.65e-03
+	// step  99: lr 3.01e-04
+	// step 100: lr 3.00e-04
+}
