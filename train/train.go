@@ -314,8 +314,9 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 		res.Tokens += int64(o.Batch * o.SeqLen)
 		bar.Add(1)
 		if o.LogEvery > 0 && t.State.Step%o.LogEvery == 0 {
-			el := time.Since(start).Seconds()
-			t.logf("step %d/%d loss %.4f lr %.3g grad-norm %.3g %.0f tok/s", t.State.Step, o.Steps, loss, lr, norm, float64(res.Tokens)/el)
+			el := time.Since(start)
+			eta := time.Duration(float64(el) / float64(res.Steps) * float64(o.Steps-t.State.Step)).Round(time.Second)
+			t.logf("step %d/%d loss %.4f lr %.3g grad-norm %.3g %.0f tok/s ETA %s", t.State.Step, o.Steps, loss, lr, norm, float64(res.Tokens)/el.Seconds(), eta)
 		}
 		last := t.State.Step == o.Steps
 		if (o.EvalEvery > 0 && t.State.Step%o.EvalEvery == 0) || last {

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -72,5 +74,16 @@ func TestImportanceCommandErrors(t *testing.T) {
 				t.Errorf("exit %d (want %d), stderr %q, want %q", code, tc.code, errs, tc.msg)
 			}
 		})
+	}
+}
+
+// TestImportanceCommandBadCheckpoint: tensors that disagree with config.json.
+func TestImportanceCommandBadCheckpoint(t *testing.T) {
+	dir := evalModel(t)
+	cfg, _ := os.ReadFile(filepath.Join(dir, "config.json"))
+	os.WriteFile(filepath.Join(dir, "config.json"), bytes.Replace(cfg, []byte(`"num_key_value_heads": 2`), []byte(`"num_key_value_heads": 4`), 1), 0o644)
+	code, _, errs := evalRun("importance", "--model", dir, "--out", filepath.Join(t.TempDir(), "s"), "--data", evalWrite(t, "a.txt", []byte(evalText)))
+	if code != 1 || !strings.Contains(errs, "k_proj") || !strings.Contains(errs, "disagree") {
+		t.Errorf("exit %d: %s", code, errs)
 	}
 }
