@@ -43,6 +43,7 @@ type gtFlags struct {
 	data, user string
 	iter       int
 	jsonOut    bool
+	userOnly   bool
 }
 
 func (g *gtFlags) register(fs *flag.FlagSet, iter int) {
@@ -50,12 +51,18 @@ func (g *gtFlags) register(fs *flag.FlagSet, iter int) {
 	fs.StringVar(&g.user, "user", "", "your own measurements (CSV, see help)")
 	fs.IntVar(&g.iter, "iter", iter, "Nelder-Mead iterations per fit")
 	fs.BoolVar(&g.jsonOut, "json", false, "print JSON")
+	fs.BoolVar(&g.userOnly, "user-only", false, "use only --user, not the public ground truth")
 }
 
 // load reads and prepares the measurement rows.
 func (g *gtFlags) load(stderr io.Writer) ([]*groundtruth.Prepared, groundtruth.Skipped, error) {
+	if g.userOnly && g.user == "" {
+		return nil, nil, Usagef("--user-only needs --user FILE.csv")
+	}
 	dir := g.data
-	if dir == "" {
+	if g.userOnly {
+		dir = ""
+	} else if dir == "" {
 		d, ok := shareddata.Dir()
 		if !ok && g.user == "" {
 			return nil, nil, Usagef("no ground-truth folder: pass --data DIR (the folder with aiconfigurator_silicon_sample.csv) or --user FILE.csv")
@@ -64,7 +71,9 @@ func (g *gtFlags) load(stderr io.Writer) ([]*groundtruth.Prepared, groundtruth.S
 	}
 	var rows []groundtruth.Row
 	skipped := groundtruth.Skipped{}
-	if _, err := os.Stat(filepath.Join(dir, "aiconfigurator_silicon_sample.csv")); err == nil {
+	if dir == "" {
+		// user rows only
+	} else if _, err := os.Stat(filepath.Join(dir, "aiconfigurator_silicon_sample.csv")); err == nil {
 		r, sk, err := groundtruth.LoadShared(dir)
 		if err != nil {
 			return nil, nil, err

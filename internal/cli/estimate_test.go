@@ -1,0 +1,195 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/autocompress/autocompress/hardware"
+)
+
+func estRunCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := Run(context.Background(), args, strings.NewReader(""), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestEstimateNoFlags(t *testing.T) {
+	code, out, errs := estRunCLI(t, "estimate")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"Meta-Llama-3.1-8B", "h100-sxm", "vllm", "weights", "KV cache: 128.0 KiB/token", "TTFT", "TPOT", "Throughput", "chat"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestEstimateJSON(t *testing.T) {
+	code, out, errs := estRunCLI(t, "estimate", "--gpu", "h200", "--precision", "fp8", "--isl", "2048", "--osl", "256", "--concurrency", "32", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var v estJSONOut
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !v.Fits || v.Latency == nil || v.Latency.TPOTms <= 0 || v.Memory.KVBytesPerToken != 128<<10 || v.Memory.Precision != "fp8" {
+		t.Errorf("unexpected JSON: %+v", v)
+	}
+}
+
+func TestEstimateErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"estimate", "--gpu", "h900"}, 2, "rtx-4090"},
+		{[]string{"estimate", "--engine", "tgi"}, 2, "sglang"},
+		{[]string{"estimate", "--precision", "int3"}, 2, "q4_k_m"},
+		{[]string{"estimate", "--model", "no/such-model"}, 2, "Meta-Llama-3.1-8B"},
+		{[]string{"estimate", "--isl", "0", "--osl", "10"}, 2, "input length"},
+		{[]string{"estimate", "--isl", "100"}, 2, "--osl"},
+		{[]string{"estimate", "--isl", "10", "--osl", "10", "--rate", "-3"}, 2, "rate"},
+		{[]string{"estimate", "--model", "meta-llama/Meta-Llama-3.1-70B", "--precision", "fp8", "--isl", "16000", "--osl", "100"}, 1, "short by"},
+		{[]string{"estimate", "--scenarios", "x.csv"}, 2, "--out"},
+	} {
+		code, _, errs := estRunCLI(t, tc.args...)
+		if code != tc.code || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d containing %q", tc.args, code, errs, tc.code, tc.want)
+		}
+	}
+}
+
+func TestEstimateGPUFile(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "mygpu.yaml")
+	if err := os.WriteFile(p, []byte("name: lab-card\nmemory_gib: 48\nbandwidth_gbs: 1000\nbf16_tflops: 300\nfp8_tflops: 600\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := estRunCLI(t, "estimate", "--gpu-file", p, "--gpu", "lab-card", "--isl", "512", "--osl", "64", "--concurrency", "4")
+	if code != 0 || !strings.Contains(out, "lab-card") {
+		t.Fatalf("exit %d: %s %s", code, out, errs)
+	}
+}
+
+// TestScenariosRoundTrip writes a scenario file with good and bad rows and
+// checks that every row comes back, bad ones with an error.
+func TestScenariosRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.csv")
+	out := filepath.Join(dir, "out.csv")
+	data := "id,model,gpu,engine,precision,tp,isl,osl,concurrency,request_rate,num_requests\n" +
+		"a,meta-llama/Meta-Llama-3.1-8B,h100-sxm,vllm,bf16,1,1024,256,16,,\n" +
+		"b,meta-llama/Meta-Llama-3.1-70B,h200,trtllm,fp8,2,2048,512,,2.5,200\n" +
+		"c,meta-llama/Meta-Llama-3.1-8B,rtx-4090,llamacpp,q4_k_m,1,512,128,1,,\n" +
+		"d,meta-llama/Meta-Llama-3.1-8B,h900,vllm,bf16,1,1024,256,16,,\n" +
+		"e,meta-llama/Meta-Llama-3.1-70B,h100-sxm,vllm,fp8,1,16000,100,1,,\n" +
+		"f,meta-llama/Meta-Llama-3.1-8B,h100-sxm,vllm,bf16,1,x,256,16,,\n" +
+		"g,meta-llama/Meta-Llama-3.1-8B,h100-sxm,sglang,bf16,1,1024,256,,inf,100\n"
+	if err := os.WriteFile(in, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := estRunCLI(t, "estimate", "--scenarios", in, "--out", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(recs[0], ",") != strings.Join(scenarioOut, ",") {
+		t.Fatalf("header %v", recs[0])
+	}
+	if len(recs) != 8 {
+		t.Fatalf("%d rows, want 7 + header", len(recs)-1)
+	}
+	byID := map[string][]string{}
+	for _, r := range recs[1:] {
+		byID[r[0]] = r
+	}
+	for _, id := range []string{"a", "b", "c", "g"} {
+		r := byID[id]
+		if r[1] != "true" || r[len(r)-1] != "" || r[9] == "" {
+			t.Errorf("row %s: %v", id, r)
+		}
+	}
+	for id, want := range map[string]string{"d": "unknown GPU", "e": "short by", "f": "not an integer"} {
+		r := byID[id]
+		if r[1] != "false" || !strings.Contains(r[len(r)-1], want) {
+			t.Errorf("row %s: %v, want error containing %q", id, r, want)
+		}
+	}
+}
+
+func FuzzEstimateScenarios(f *testing.F) {
+	f.Add([]byte("id,model,gpu,engine,precision,tp,isl,osl,concurrency,request_rate,num_requests\na,meta-llama/Meta-Llama-3.1-8B,h100-sxm,vllm,bf16,1,128,16,2,,\n"))
+	f.Add([]byte("id,model,gpu,engine,isl,osl\n1,x,y,z,1,1\n\"bad\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 2000 {
+			return
+		}
+		var out bytes.Buffer
+		n, _, err := EstimateScenarios(context.Background(), bytes.NewReader(data), &out, hardware.Default(), nil, true)
+		if err != nil {
+			return
+		}
+		recs, err := csv.NewReader(&out).ReadAll()
+		if err != nil {
+			t.Fatalf("output is not CSV: %v", err)
+		}
+		if len(recs) != n+1 {
+			t.Fatalf("%d rows written, %d reported", len(recs)-1, n)
+		}
+	})
+}
+
+func TestValidateEstimatorNeedsData(t *testing.T) {
+	code, _, errs := estRunCLI(t, "validate-estimator", "--data", t.TempDir())
+	if code == 0 || !strings.Contains(errs, "aiconfigurator_silicon_sample.csv") {
+		t.Errorf("exit %d, %s", code, errs)
+	}
+}
+
+func TestCalibrateUserFile(t *testing.T) {
+	dir := t.TempDir()
+	user := filepath.Join(dir, "mine.csv")
+	var b strings.Builder
+	b.WriteString("engine,gpu,model,precision,kv_dtype,tp,isl,osl,concurrency,ttft_ms,tpot_ms,output_tok_s\n")
+	for _, c := range []string{"1", "4", "16", "64"} {
+		b.WriteString("vllm,h100-sxm,meta-llama/Llama-3.1-8B,bf16,auto,1,1024,256," + c + ",60,9,\n")
+		b.WriteString("vllm,h200,meta-llama/Llama-3.1-8B,bf16,auto,1,1024,256," + c + ",50,7,\n")
+	}
+	if err := os.WriteFile(user, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "coeffs.json")
+	code, stdout, errs := estRunCLI(t, "calibrate", "--data", dir+"/none", "--user", user, "--iter", "60", "--out", out, "--no-validate")
+	if code == 0 {
+		t.Fatalf("a missing --data folder should fail: %s", stdout)
+	}
+	code, _, errs = estRunCLI(t, "calibrate", "--user", user, "--user-only", "--iter", "60", "--out", out, "--no-validate")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if _, err := os.Stat(out); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs = estRunCLI(t, "estimate", "--coeffs", out, "--isl", "1024", "--osl", "256", "--concurrency", "4")
+	if code != 0 {
+		t.Fatalf("estimate with fitted coefficients: %s", errs)
+	}
+}
