@@ -64,7 +64,9 @@ The embedded parent model (package parent) is reproduced by:
 				seed       = fs.Uint64("seed", 1, "seed for the initial weights and the data order")
 				partial    = fs.Bool("save-partial", false, "with --stop-at: also save the model as it is when stopping")
 				o          train.Options
+				dataFlag   importanceFiles
 			)
+			fs.Var(&dataFlag, "data", "training text `files` (repeatable or comma-separated; positional arguments too)")
 			fs.IntVar(&o.Steps, "steps", 1000, "optimiser steps")
 			fs.IntVar(&o.Batch, "batch", 16, "sequences per step")
 			fs.IntVar(&o.SeqLen, "seq-len", 128, "tokens per sequence")
@@ -79,7 +81,7 @@ The embedded parent model (package parent) is reproduced by:
 			fs.IntVar(&o.CheckpointEvery, "checkpoint-every", 100, "checkpoint every N steps")
 			fs.IntVar(&o.StopAt, "stop-at", 0, "stop after this step with a checkpoint (resume later)")
 			return func(ctx context.Context, env *Env, args []string) error {
-				data := args
+				data := append(dataFlag, args...)
 				switch {
 				case *out == "":
 					return Usagef("--out is required")

@@ -26,7 +26,7 @@ func TestTrainCommand(t *testing.T) {
 		"--steps", "12", "--batch", "2", "--seq-len", "16", "--lr", "1e-2", "--eval-every", "6", "--log-every", "3"}
 
 	// Stop half-way, then resume to the end.
-	code, _, errs := evalRun(append(append([]string{}, base...), "--stop-at", "5", data)...)
+	code, _, errs := evalRun(append(append([]string{}, base...), "--stop-at", "5", "--data", data)...)
 	if code != 0 || !strings.Contains(errs, "stopped at step 5 of 12") {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
