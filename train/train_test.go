@@ -312,3 +312,24 @@ func ExampleSchedule() {
 	// step  99: lr 3.01e-04
 	// step 100: lr 3.00e-04
 }
+
+func TestParentArch(t *testing.T) {
+	a := ParentArch(4096, 4095)
+	m, err := engine.New(a, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 4096·192 tied embedding + 8 × (q 192·192, k,v 2·192·48, o 192·192,
+	// gate/up/down 3·192·512, two norms 2·192) + final norm 192.
+	want := 4096*192 + 8*(192*192+2*192*48+192*192+3*192*512+2*192) + 192
+	if m.NumParams() != want {
+		t.Errorf("%d parameters, want %d", m.NumParams(), want)
+	}
+	if bf16 := 2 * want; bf16 > 10<<20 {
+		t.Errorf("%d bytes in bf16, over the 10 MB budget", bf16)
+	}
+	at := a.Layers[0].Attention
+	if a.NumLayers() < 8 || at.Heads != 8 || at.KVHeads != 2 || !a.TiedEmbeddings || a.EOS[0] != 4095 {
+		t.Errorf("arch %+v", a)
+	}
+}
