@@ -37,8 +37,8 @@ func (m *Model) Params() Params {
 		ActivePerLayer: make([]int64, len(m.Layers)),
 	}
 	expert := make([]int64, len(m.Layers))
-	m.walkTensors(&tensorList{visit: func(t TensorSpec) {
-		n := t.Numel()
+	m.walkTensors(&tensorList{visit: func(t TensorSpec, repeat int64) {
+		n := t.Numel() * repeat
 		p.Total += n
 		switch {
 		case t.Layer < 0:

@@ -123,19 +123,36 @@ func (m *Model) walkTensors(b *tensorList) {
 }
 
 // tensorList collects TensorSpecs, or with visit set passes each to it
-// instead of storing it.
+// instead of storing it. Visitors see routed experts collapsed: the tensors
+// of expert 0 only, with repeat set to the expert count (1 for everything
+// else), which keeps counting independent of the number of experts.
 type tensorList struct {
-	list  []TensorSpec
-	names bool
-	visit func(TensorSpec)
+	list   []TensorSpec
+	names  bool
+	visit  func(t TensorSpec, repeat int64)
+	repeat int64
 }
 
 func (b *tensorList) emit(t TensorSpec) {
 	if b.visit != nil {
-		b.visit(t)
+		r := int64(1)
+		if b.repeat > 0 && t.Expert >= 0 {
+			r = b.repeat
+		}
+		b.visit(t, r)
 		return
 	}
 	b.list = append(b.list, t)
+}
+
+// experts returns how many experts to list: all of them when collecting, one
+// (standing for all) when visiting.
+func (b *tensorList) experts(n int) int {
+	if b.visit != nil {
+		b.repeat = int64(n)
+		return min(n, 1)
+	}
+	return n
 }
 
 func (b *tensorList) add(name string, layer int, kind string, shape ...int64) {
@@ -214,7 +231,7 @@ func (b *tensorList) expertLinear(name string, i, e, n int, kind string, bias bo
 func (b *tensorList) mixtralMoE(p string, i int, h int64, x *MoE) {
 	b.linear(p+"gate", i, "moe_router", x.RouterBias, int64(x.Experts), h)
 	w := int64(x.ExpertWidth)
-	for e := 0; e < x.Experts; e++ {
+	for e := range b.experts(x.Experts) {
 		q := b.expertPrefix(p, e)
 		b.expertLinear(q+"w1", i, e, 1, "expert_gate", x.ExpertBias, w, h)
 		b.expertLinear(q+"w2", i, e, 1, "expert_down", x.ExpertBias, h, w)
@@ -225,7 +242,7 @@ func (b *tensorList) mixtralMoE(p string, i int, h int64, x *MoE) {
 func (b *tensorList) qwenMoE(p string, i int, h int64, x *MoE) {
 	b.linear(p+"gate", i, "moe_router", x.RouterBias, int64(x.Experts), h)
 	w := int64(x.ExpertWidth)
-	for e := 0; e < x.Experts; e++ {
+	for e := range b.experts(x.Experts) {
 		q := b.expertPrefix(p, e)
 		if x.Gated {
 			b.expertLinear(q+"gate_proj", i, e, 1, "expert_gate", x.ExpertBias, w, h)
@@ -267,7 +284,7 @@ func (b *tensorList) nemotronMoE(p string, i int, h int64, x *MoE) {
 		b.linear(p+"fc1_latent_proj", i, "latent_in", x.ExpertBias, in, h)
 	}
 	w := int64(x.ExpertWidth)
-	for k := 0; k < x.Experts; k++ {
+	for k := range b.experts(x.Experts) {
 		q := b.expertPrefix(p, k)
 		if x.Gated {
 			b.expertLinear(q+"gate_proj", i, k, 1, "expert_gate", x.ExpertBias, w, in)

@@ -103,8 +103,8 @@ func (m *Model) Validate() error {
 		// Reject sizes whose counts would overflow int64 (in float64, which
 		// cannot overflow here).
 		var total float64
-		m.walkTensors(&tensorList{visit: func(t TensorSpec) {
-			n := 1.0
+		m.walkTensors(&tensorList{visit: func(t TensorSpec, repeat int64) {
+			n := float64(repeat)
 			for _, d := range t.Shape {
 				n *= float64(d)
 			}
