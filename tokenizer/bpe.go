@@ -27,8 +27,53 @@ type bpeModel struct {
 	ignoreMerges bool
 	byteIDs      [256]int32 // ids of <0x00>..<0xFF>, -1 when absent
 
+	// chunkBefore, when not 0, is a rune (the Metaspace "▁") that no
+	// vocabulary token has after a different rune: a word can then be cut
+	// before every such rune that follows another rune without changing
+	// the result, which keeps long un-pre-tokenized lines (Llama-2,
+	// Mistral) fast and cacheable.
+	chunkBefore rune
+
 	mu    sync.RWMutex
 	cache map[string][]int32
+}
+
+// setChunking enables chunkBefore for r when the vocabulary allows it.
+func (m *bpeModel) setChunking(r rune) {
+	if _, ok := m.vocab[string(r)]; !ok {
+		return
+	}
+	for tok := range m.vocab {
+		prev := r
+		for _, c := range tok {
+			if c == r && prev != r {
+				return
+			}
+			prev = c
+		}
+	}
+	m.chunkBefore = r
+}
+
+// encode appends the ids of one pre-tokenized piece to dst, cutting it into
+// chunks first when chunkBefore allows.
+func (m *bpeModel) encode(word string, dst []int) ([]int, error) {
+	if m.chunkBefore == 0 || m.ignoreMerges {
+		return m.encodeWord(word, dst)
+	}
+	start := 0
+	prev := m.chunkBefore
+	var err error
+	for i, c := range word {
+		if c == m.chunkBefore && prev != m.chunkBefore && i > start {
+			if dst, err = m.encodeWord(word[start:i], dst); err != nil {
+				return dst, err
+			}
+			start = i
+		}
+		prev = c
+	}
+	return m.encodeWord(word[start:], dst)
 }
 
 const (

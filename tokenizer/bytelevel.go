@@ -28,9 +28,9 @@ func init() {
 
 // byteLevelEncode maps every byte of s to its byte-level rune.
 func byteLevelEncode(s string) string {
-	buf := make([]rune, len(s))
+	buf := make([]byte, 0, 2*len(s))
 	for i := 0; i < len(s); i++ {
-		buf[i] = byteToRune[s[i]]
+		buf = append(buf, byteToStr[s[i]]...)
 	}
 	return string(buf)
 }

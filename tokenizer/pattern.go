@@ -15,6 +15,8 @@ type pattern struct {
 	literal string
 	re      *regexp2.Regexp // nil for a literal
 	source  string
+	// fast, when set, is a hand-written matcher equivalent to re.
+	fast func(string) [][2]int
 }
 
 func compileRegex(src string) (*pattern, error) {
@@ -22,7 +24,7 @@ func compileRegex(src string) (*pattern, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compiling regex %q: %w", src, err)
 	}
-	return &pattern{re: re, source: src}, nil
+	return &pattern{re: re, source: src, fast: fastMatcher(src)}, nil
 }
 
 // findAll returns the byte ranges [start, end) of the non-overlapping matches
@@ -41,6 +43,9 @@ func (p *pattern) findAll(s string) ([][2]int, error) {
 			out = append(out, [2]int{off + i, off + i + len(p.literal)})
 			off += i + len(p.literal)
 		}
+	}
+	if p.fast != nil {
+		return p.fast(s), nil
 	}
 	runes := []rune(s)
 	// byteAt[i] is the byte offset of rune i; byteAt[len(runes)] = len(s).

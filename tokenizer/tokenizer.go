@@ -127,6 +127,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 		t.normAdded = newAddedMatcher(norm, normC)
 	}
 	t.vocabSize = len(t.idToToken)
+	model.setChunking('▁')
 	t.tokenToID = make(map[string]int, len(t.idToToken))
 	for tok, id := range model.vocab {
 		t.tokenToID[tok] = int(id)
@@ -290,7 +291,7 @@ func (t *Tokenizer) encodePieces(seg segment, ids []int) ([]int, error) {
 	}
 	for _, p := range ps {
 		var err error
-		if ids, err = t.model.encodeWord(p.text, ids); err != nil {
+		if ids, err = t.model.encode(p.text, ids); err != nil {
 			return nil, err
 		}
 	}
