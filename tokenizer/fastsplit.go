@@ -32,8 +32,12 @@ func fastMatcher(src string) func(string) [][2]int {
 	return nil
 }
 
-func isL(r rune) bool { return r < utf8.RuneSelf && ('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z') || r >= utf8.RuneSelf && unicode.IsLetter(r) }
-func isN(r rune) bool { return r < utf8.RuneSelf && '0' <= r && r <= '9' || r >= utf8.RuneSelf && unicode.IsNumber(r) }
+func isL(r rune) bool {
+	return r < utf8.RuneSelf && ('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z') || r >= utf8.RuneSelf && unicode.IsLetter(r)
+}
+func isN(r rune) bool {
+	return r < utf8.RuneSelf && '0' <= r && r <= '9' || r >= utf8.RuneSelf && unicode.IsNumber(r)
+}
 func isS(r rune) bool { return unicode.IsSpace(r) }
 
 // isOther is [^\s\p{L}\p{N}].

@@ -75,7 +75,6 @@ func FuzzFastSplit(f *testing.F) {
 	})
 }
 
-
 // BenchmarkSplit measures the hand-written GPT-2 and Qwen2 split matchers on
 // real prose and reports their speed-up over regexp2 (the peer, timed on the
 // same text in the same run) as "x-regexp2".
