@@ -720,9 +720,11 @@ func unsupportedBlock(f *fields, b *fields, path string, nested ...string) bool 
 			return true
 		}
 	}
-	if b.has("sparsify") {
-		f.fail(&UnsupportedArchError{Arch: DeciLM, Reason: path + ".sparsify is set: sparsified blocks are not supported"})
-		return true
+	for _, k := range []string{"sparsify", "num_sink_tokens", "parallel_blocks"} {
+		if b.has(k) {
+			f.fail(&UnsupportedArchError{Arch: DeciLM, Reason: path + "." + k + " is set: this block_configs feature is not supported"})
+			return true
+		}
 	}
 	return false
 }

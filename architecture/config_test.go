@@ -221,6 +221,8 @@ func TestFromConfigErrors(t *testing.T) {
 			`"num_hidden_layers": is 3 but hybrid_override_pattern has 2 layers`, new(*ConfigError)},
 		{"decilm linear", `{"architectures":["DeciLMForCausalLM"],"hidden_size":64,"vocab_size":10,"num_attention_heads":8,
 		  "block_configs":[{"attention":{"replace_with_linear":true,"no_op":false},"ffn":{"ffn_mult":1}}]}`, "block_configs[0].attention.replace_with_linear is true", new(*UnsupportedArchError)},
+		{"decilm sinks", `{"architectures":["DeciLMForCausalLM"],"hidden_size":64,"vocab_size":10,"num_attention_heads":8,
+		  "block_configs":[{"attention":{"n_heads_in_group":2,"num_sink_tokens":4},"ffn":{"ffn_mult":1}}]}`, "block_configs[0].attention.num_sink_tokens is set", new(*UnsupportedArchError)},
 		{"decilm group", `{"architectures":["DeciLMForCausalLM"],"hidden_size":64,"vocab_size":10,"num_attention_heads":8,
 		  "block_configs":[{"attention":{"n_heads_in_group":3},"ffn":{"ffn_mult":1}}]}`, `"block_configs[0].attention.n_heads_in_group": must divide num_attention_heads 8, got 3`, new(*ConfigError)},
 		{"decilm missing ffn", `{"architectures":["DeciLMForCausalLM"],"hidden_size":64,"vocab_size":10,"num_attention_heads":8,

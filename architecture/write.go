@@ -586,8 +586,10 @@ func deciLMProblem(m *Model) *FormatError {
 				return bad(i, "attention sinks are not part of the DeciLM block")
 			case a.QKVBias != a.OutBias:
 				return bad(i, "DeciLM's attention_bias covers q, k, v and o together; this layer has qkv bias %v and o bias %v", a.QKVBias, a.OutBias)
-			case a.SlidingWindow != 0:
-				return bad(i, "sliding-window attention is not written to DeciLM block_configs")
+			case a.SlidingWindow != 0 && m.Arch != DeciLM:
+				// window_length is read back from DeciLM configs, but engines
+				// may ignore it: converting a sliding-window model is refused.
+				return bad(i, "sliding-window attention is not converted to DeciLM block_configs (engines may ignore window_length)")
 			}
 			if first == nil {
 				first = a
@@ -650,6 +652,9 @@ func (w *writer) deciLM() error {
 			heads, headDim, bias = a.Heads, a.HeadDim, a.QKVBias
 			att["n_heads_in_group"] = a.Heads / a.KVHeads
 			att["no_op"] = false
+			if a.SlidingWindow > 0 {
+				att["window_length"] = a.SlidingWindow
+			}
 		}
 		ffn := map[string]any{"ffn_mult": nil, "no_op": true, "replace_with_linear": false, "sparsify": nil}
 		if x := l.MLP; x != nil {
