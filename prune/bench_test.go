@@ -20,6 +20,7 @@ import (
 var (
 	benchFlag   = flag.Bool("prune.bench", false, "run TestPruneSpeed: prune a synthetic ~2.3 GB sharded bf16 checkpoint and compare with cp -r")
 	benchLayers = flag.Int("prune.bench.layers", 16, "decoder layers of the TestPruneSpeed model (16 ≈ 2.3 GB)")
+	benchDir    = flag.String("prune.bench.dir", "", "keep TestPruneSpeed's files in this directory and reuse a parent generated there before")
 )
 
 // Environment of the prune subprocess started by TestPruneSpeed.
@@ -57,9 +58,10 @@ func TestPruneSubprocess(t *testing.T) {
 // then, with the page cache warm, times in one run: cp -r, cp -r followed by
 // sync (the writer fsyncs every shard), an identity prune and a real prune
 // (hidden 2048→1792, FFN 8192→6144, one layer dropped), each prune in a
-// subprocess that reports its peak RSS (VmHWM). It prints the ratios and
-// fails when the pruning run exceeds 1.5× cp -r + sync, or when peak RSS
-// exceeds the largest tensor + 256 MiB.
+// subprocess that reports its peak RSS (VmHWM), in three interleaved rounds.
+// It prints the best-of-three ratios to cp -r and to cp -r + sync, and
+// fails when a prune exceeds 1.5× cp -r + sync, or when peak RSS exceeds the
+// largest tensor + 256 MiB.
 func TestPruneSpeed(t *testing.T) {
 	if !*benchFlag {
 		t.Skip("run with -prune.bench")
@@ -82,11 +84,16 @@ func TestPruneSpeed(t *testing.T) {
 		total += s.Size()
 		largest = max(largest, s.Size())
 	}
-	root := t.TempDir()
-	parent := filepath.Join(root, "parent")
-	start := time.Now()
-	must(t, testutil.Write(parent, specs, testutil.Options{Shards: 4, Files: map[string][]byte{"config.json": cfgBytes}}))
-	t.Logf("generated %.2f GB in %d tensors, 4 shards, in %v", float64(total)/1e9, len(specs), time.Since(start).Round(time.Millisecond))
+	root := *benchDir
+	if root == "" {
+		root = t.TempDir()
+	}
+	parent := filepath.Join(root, fmt.Sprintf("parent-%d", *benchLayers))
+	if _, err := os.Stat(filepath.Join(parent, "config.json")); err != nil {
+		start := time.Now()
+		must(t, testutil.Write(parent, specs, testutil.Options{Shards: 4, Files: map[string][]byte{"config.json": cfgBytes}}))
+		t.Logf("generated %.2f GB in %d tensors, 4 shards, in %v", float64(total)/1e9, len(specs), time.Since(start).Round(time.Millisecond))
+	}
 
 	var hidden []int
 	for i := 0; i < 2048; i++ {
@@ -119,23 +126,12 @@ func TestPruneSpeed(t *testing.T) {
 	run("rm", "-rf", copyDir)
 	run("sync")
 
-	cp := run("cp", "-r", parent, copyDir)
-	run("rm", "-rf", copyDir)
-	run("sync")
-	t0 := time.Now()
-	run("cp", "-r", parent, copyDir)
-	run("sync")
-	cpSync := time.Since(t0)
-	run("rm", "-rf", copyDir)
-	run("sync")
-
 	type result struct {
 		dur   time.Duration
 		rss   int64
 		bytes int64
 	}
-	results := map[string]result{}
-	for _, name := range []string{"identity", "prune"} {
+	prune := func(name string) result {
 		out := filepath.Join(root, "child-"+name)
 		cmd := exec.Command(os.Args[0], "-test.run", "^TestPruneSubprocess$")
 		cmd.Env = append(os.Environ(), envSubModel+"="+parent, envSubPlan+"="+plans[name], envSubOut+"="+out)
@@ -156,17 +152,56 @@ func TestPruneSpeed(t *testing.T) {
 		}
 		r, err := checkpoint.Open(out)
 		must(t, err)
-		results[name] = result{dur: d, rss: kb * 1024, bytes: r.TotalSize()}
+		res := result{dur: d, rss: kb * 1024, bytes: r.TotalSize()}
 		r.Close()
 		run("rm", "-rf", out)
 		run("sync")
+		return res
 	}
+	// Three interleaved rounds; the best of each is compared (the machine
+	// is shared, so single timings are noisy).
+	const rounds = 3
+	var cps, cpSyncs []time.Duration
+	results := map[string][]result{}
+	for range rounds {
+		cps = append(cps, run("cp", "-r", parent, copyDir))
+		run("rm", "-rf", copyDir)
+		run("sync")
+		t0 := time.Now()
+		run("cp", "-r", parent, copyDir)
+		run("sync")
+		cpSyncs = append(cpSyncs, time.Since(t0))
+		run("rm", "-rf", copyDir)
+		run("sync")
+		for _, name := range []string{"identity", "prune"} {
+			results[name] = append(results[name], prune(name))
+		}
+	}
+	best := func(ds []time.Duration) time.Duration {
+		m := ds[0]
+		for _, d := range ds {
+			m = min(m, d)
+		}
+		return m
+	}
+	cp, cpSync := best(cps), best(cpSyncs)
+	t.Logf("cp -r rounds %v, cp -r + sync rounds %v", cps, cpSyncs)
 	limit := largest + 256<<20
 	t.Logf("parent %.2f GB, largest tensor %.1f MiB, RSS limit %.1f MiB", float64(total)/1e9, float64(largest)/(1<<20), float64(limit)/(1<<20))
+	t.Logf("best of %d rounds:", rounds)
 	t.Logf("cp -r:          %8v  (%.2f GB/s)", cp.Round(time.Millisecond), float64(total)/cp.Seconds()/1e9)
 	t.Logf("cp -r + sync:   %8v  (%.2f GB/s)", cpSync.Round(time.Millisecond), float64(total)/cpSync.Seconds()/1e9)
+	bestOf := map[string]result{}
 	for _, name := range []string{"identity", "prune"} {
-		r := results[name]
+		var ds []time.Duration
+		r := results[name][0]
+		for _, x := range results[name] {
+			ds = append(ds, x.dur)
+			r.rss = max(r.rss, x.rss)
+		}
+		r.dur = best(ds)
+		bestOf[name] = r
+		t.Logf("prune %s rounds %v", name, ds)
 		t.Logf("prune %-9s %8v  wrote %.2f GB; ÷ cp -r = %.2f, ÷ (cp -r + sync) = %.2f; peak RSS %.1f MiB (%.2f of limit)",
 			name+":", r.dur.Round(time.Millisecond), float64(r.bytes)/1e9, r.dur.Seconds()/cp.Seconds(), r.dur.Seconds()/cpSync.Seconds(),
 			float64(r.rss)/(1<<20), float64(r.rss)/float64(limit))
@@ -178,7 +213,7 @@ func TestPruneSpeed(t *testing.T) {
 		}
 	}
 	summary, _ := json.Marshal(map[string]any{"cp_s": cp.Seconds(), "cp_sync_s": cpSync.Seconds(),
-		"identity_s": results["identity"].dur.Seconds(), "prune_s": results["prune"].dur.Seconds(),
-		"identity_rss": results["identity"].rss, "prune_rss": results["prune"].rss, "limit": limit})
+		"identity_s": bestOf["identity"].dur.Seconds(), "prune_s": bestOf["prune"].dur.Seconds(),
+		"identity_rss": bestOf["identity"].rss, "prune_rss": bestOf["prune"].rss, "limit": limit})
 	fmt.Println(string(summary))
 }
