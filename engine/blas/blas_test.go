@@ -54,6 +54,12 @@ func backends() map[string]gemmFunc {
 		"SgemmGo(1 thread)": func(ta, tb bool, m, n, k int, al float32, a []float32, lda int, b []float32, ldb int, be float32, c []float32, ldc int) {
 			SgemmGo(1, ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc)
 		},
+		"SgemmGo(portable kernel)": func(ta, tb bool, m, n, k int, al float32, a []float32, lda int, b []float32, ldb int, be float32, c []float32, ldc int) {
+			prev := useAsm
+			useAsm = false
+			defer func() { useAsm = prev }()
+			SgemmGo(2, ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc)
+		},
 		"SgemmGo(3 threads)": func(ta, tb bool, m, n, k int, al float32, a []float32, lda int, b []float32, ldb int, be float32, c []float32, ldc int) {
 			SgemmGo(3, ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc)
 		},
@@ -63,7 +69,7 @@ func backends() map[string]gemmFunc {
 func TestSgemmAgainstReference(t *testing.T) {
 	shapes := [][3]int{
 		{1, 1, 1}, {1, 7, 3}, {5, 1, 9}, {3, 5, 0}, {7, 13, 17}, {4, 4, 4},
-		{33, 65, 129}, {67, 259, 300}, {130, 3, 513}, {2, 300, 5},
+		{33, 65, 129}, {67, 259, 300}, {130, 3, 513}, {2, 300, 5}, {7, 2100, 20},
 	}
 	if !testing.Short() {
 		shapes = append(shapes, [3]int{257, 261, 263})

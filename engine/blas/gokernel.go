@@ -3,73 +3,95 @@ package blas
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/autocompress/autocompress/engine/blas/internal/avx2"
 )
 
-// Blocking of the pure-Go kernel. C is cut into tiles of mc×nc processed by
-// one goroutine each; for every kc-slice of the inner dimension the tile's
-// A rows and B columns are packed into contiguous panels of mr rows and nr
-// columns (zero-padded at the edges), and a register-blocked mr×nr
-// micro-kernel walks the panels. kc×nc floats of packed B (64 KiB) stay in
-// L2, a kc×mr panel of A (4 KiB) in L1.
+// useAsm selects the assembly micro-kernel; tests switch it off to check
+// the portable one.
+var useAsm = avx2.Available
+
+// Blocking of the pure-Go kernel (Goto's scheme). For every nc-wide
+// column block and kc-deep slice of the inner dimension, op(B) is packed
+// once into panels of nr columns (kc×nc floats, shared by all goroutines);
+// then the goroutines take mc-row blocks of A, pack each into panels of mr
+// rows (kc×mc, private, L2-sized) and run an mr×nr micro-kernel over every
+// (A panel, B panel) pair: an AVX2/FMA assembly kernel (twelve 8-wide
+// accumulators, adding straight into C) on amd64 CPUs that have it, plain
+// Go otherwise. Edges are zero-padded.
 const (
-	mr = 4
-	nr = 4
-	mc = 64
-	nc = 256
+	mr = 6
+	nr = 16
+	mc = 96
+	nc = 2048
 	kc = 256
 	// Below this many multiply-adds one goroutine does the whole product.
 	serialWork = 1 << 16
 )
 
-type packBufs struct {
-	a [mc * kc]float32
-	b [nc * kc]float32
-}
-
-var bufPool = sync.Pool{New: func() any { return new(packBufs) }}
+var (
+	bPool = sync.Pool{New: func() any { b := make([]float32, nc*kc); return &b }}
+	aPool = sync.Pool{New: func() any { a := make([]float32, mc*kc); return &a }}
+)
 
 func goSgemm(threads int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	scaleC(m, n, beta, c, ldc)
-	tm := (m + mc - 1) / mc
-	tn := (n + nc - 1) / nc
-	tiles := tm * tn
-	if threads > tiles {
-		threads = tiles
+	if m*n*k <= serialWork {
+		threads = 1
 	}
-	tile := func(t int, buf *packBufs) {
-		i0 := (t / tn) * mc
-		j0 := (t % tn) * nc
-		mm := min(mc, m-i0)
+	pb := bPool.Get().(*[]float32)
+	defer bPool.Put(pb)
+	for j0 := 0; j0 < n; j0 += nc {
 		nn := min(nc, n-j0)
 		for p0 := 0; p0 < k; p0 += kc {
 			kk := min(kc, k-p0)
-			packA(transA, a, lda, i0, mm, p0, kk, buf.a[:])
-			packB(transB, b, ldb, p0, kk, j0, nn, buf.b[:])
-			macro(mm, nn, kk, alpha, buf.a[:], buf.b[:], c[i0*ldc+j0:], ldc)
+			// Pack B's panels, split across the goroutines.
+			panels := (nn + nr - 1) / nr
+			parallel(threads, panels, func(lo, hi int) {
+				for pn := lo; pn < hi; pn++ {
+					packB(transB, b, ldb, p0, kk, j0+pn*nr, min(nr, nn-pn*nr), (*pb)[pn*nr*kk:])
+				}
+			})
+			// Row blocks of A.
+			blocks := (m + mc - 1) / mc
+			parallel(threads, blocks, func(lo, hi int) {
+				pa := aPool.Get().(*[]float32)
+				defer aPool.Put(pa)
+				for blk := lo; blk < hi; blk++ {
+					i0 := blk * mc
+					mm := min(mc, m-i0)
+					packA(transA, a, lda, i0, mm, p0, kk, *pa)
+					macro(mm, nn, kk, alpha, *pa, *pb, c[i0*ldc+j0:], ldc)
+				}
+			})
 		}
 	}
-	if threads <= 1 || m*n*k <= serialWork {
-		buf := bufPool.Get().(*packBufs)
-		for t := 0; t < tiles; t++ {
-			tile(t, buf)
-		}
-		bufPool.Put(buf)
+}
+
+// parallel runs fn over [0, n) split into at most threads contiguous
+// ranges, one goroutine each (inline when one suffices).
+func parallel(threads, n int, fn func(lo, hi int)) {
+	if threads > n {
+		threads = n
+	}
+	if threads <= 1 {
+		fn(0, n)
 		return
 	}
-	var next atomic.Int64
 	var wg sync.WaitGroup
+	var next atomic.Int64
+	// Work stealing in units of one item keeps the cores balanced when
+	// items differ (edge blocks) or a core is busy elsewhere.
 	for w := 0; w < threads; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			buf := bufPool.Get().(*packBufs)
-			defer bufPool.Put(buf)
 			for {
-				t := int(next.Add(1) - 1)
-				if t >= tiles {
+				i := int(next.Add(1) - 1)
+				if i >= n {
 					return
 				}
-				tile(t, buf)
+				fn(i, i+1)
 			}
 		}()
 	}
@@ -101,28 +123,23 @@ func packA(trans bool, a []float32, lda, i0, mm, p0, kk int, dst []float32) {
 	}
 }
 
-// packB writes op(B)[p0:p0+kk, j0:j0+nn] as panels of nr columns:
-// dst[panel·kk·nr + p·nr + c] = op(B)[p0+p, j0+panel·nr+c], zero past nn.
-func packB(trans bool, b []float32, ldb, p0, kk, j0, nn int, dst []float32) {
-	for jp := 0; jp < nn; jp += nr {
-		d := dst[jp*kk : jp*kk+kk*nr]
-		cols := min(nr, nn-jp)
-		if cols < nr {
-			clear(d)
+// packB writes the panel op(B)[p0:p0+kk, j0:j0+cols] (cols ≤ nr) as
+// dst[p·nr + c], zero-padding columns past cols.
+func packB(trans bool, b []float32, ldb, p0, kk, j0, cols int, dst []float32) {
+	d := dst[:kk*nr]
+	if cols < nr {
+		clear(d)
+	}
+	if !trans {
+		for p := 0; p < kk; p++ {
+			copy(d[p*nr:p*nr+cols], b[(p0+p)*ldb+j0:(p0+p)*ldb+j0+cols])
 		}
-		if !trans {
-			for p := 0; p < kk; p++ {
-				src := b[(p0+p)*ldb+j0+jp : (p0+p)*ldb+j0+jp+cols]
-				copy(d[p*nr:p*nr+cols], src)
-			}
-			continue
-		}
-		for cc := 0; cc < cols; cc++ {
-			j := j0 + jp + cc
-			src := b[j*ldb+p0 : j*ldb+p0+kk]
-			for p, v := range src {
-				d[p*nr+cc] = v
-			}
+		return
+	}
+	for cc := 0; cc < cols; cc++ {
+		src := b[(j0+cc)*ldb+p0 : (j0+cc)*ldb+p0+kk]
+		for p, v := range src {
+			d[p*nr+cc] = v
 		}
 	}
 }
@@ -136,8 +153,13 @@ func macro(mm, nn, kk int, alpha float32, pa, pb []float32, c []float32, ldc int
 		cols := min(nr, nn-jp)
 		for ip := 0; ip < mm; ip += mr {
 			ap := pa[ip*kk : ip*kk+kk*mr]
-			kernel(kk, ap, bp, &acc)
 			rows := min(mr, mm-ip)
+			if useAsm && rows == mr && cols == nr {
+				_ = c[(ip+mr-1)*ldc+jp+nr-1]
+				avx2.Kernel6x16Acc(kk, &ap[0], &bp[0], &c[ip*ldc+jp], ldc, alpha)
+				continue
+			}
+			kernel(kk, ap, bp, &acc)
 			for r := 0; r < rows; r++ {
 				crow := c[(ip+r)*ldc+jp : (ip+r)*ldc+jp+cols]
 				for cc := range crow {
@@ -148,33 +170,31 @@ func macro(mm, nn, kk int, alpha float32, pa, pb []float32, c []float32, ldc int
 	}
 }
 
-// kernel computes the 4×4 product of a kk×4 A panel and a kk×4 B panel in
-// sixteen scalar accumulators.
+// kernel computes the mr×nr product of a kk×mr A panel and a kk×nr B panel.
 func kernel(kk int, a, b []float32, out *[mr * nr]float32) {
-	var c00, c01, c02, c03, c10, c11, c12, c13, c20, c21, c22, c23, c30, c31, c32, c33 float32
+	if useAsm {
+		_ = a[kk*mr-1]
+		_ = b[kk*nr-1]
+		avx2.Kernel6x16(kk, &a[0], &b[0], &out[0])
+		return
+	}
+	genericKernel(kk, a, b, out)
+}
+
+// genericKernel is the portable micro-kernel: one row of A against the B
+// panel at a time, accumulating in out.
+func genericKernel(kk int, a, b []float32, out *[mr * nr]float32) {
+	*out = [mr * nr]float32{}
 	a = a[:kk*mr]
 	b = b[:kk*nr]
-	for p := 0; p+mr <= len(a) && p+nr <= len(b); p += 4 {
-		aa := a[p : p+4 : p+4]
-		bb := b[p : p+4 : p+4]
-		a0, a1, a2, a3 := aa[0], aa[1], aa[2], aa[3]
-		b0, b1, b2, b3 := bb[0], bb[1], bb[2], bb[3]
-		c00 += a0 * b0
-		c01 += a0 * b1
-		c02 += a0 * b2
-		c03 += a0 * b3
-		c10 += a1 * b0
-		c11 += a1 * b1
-		c12 += a1 * b2
-		c13 += a1 * b3
-		c20 += a2 * b0
-		c21 += a2 * b1
-		c22 += a2 * b2
-		c23 += a2 * b3
-		c30 += a3 * b0
-		c31 += a3 * b1
-		c32 += a3 * b2
-		c33 += a3 * b3
+	for p := 0; p < kk; p++ {
+		bp := b[p*nr : p*nr+nr : p*nr+nr]
+		for r := 0; r < mr; r++ {
+			av := a[p*mr+r]
+			o := out[r*nr : r*nr+nr : r*nr+nr]
+			for c, bv := range bp {
+				o[c] += av * bv
+			}
+		}
 	}
-	*out = [mr * nr]float32{c00, c01, c02, c03, c10, c11, c12, c13, c20, c21, c22, c23, c30, c31, c32, c33}
 }

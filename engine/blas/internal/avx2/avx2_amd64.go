@@ -1,0 +1,41 @@
+// Package avx2 holds the AVX2/FMA assembly micro-kernel of the pure-Go
+// sgemm. It is a separate package because Go assembly cannot live in a
+// package that uses cgo (the OpenBLAS backend).
+package avx2
+
+// Kernel6x16 sets out[r·16+c] = Σ_{p<kk} a[p·6+r]·b[p·16+c] for r < 6,
+// c < 16: a is a packed kk×6 panel, b a packed kk×16 panel, out 96 floats.
+// Callers must check Available first and pass buffers of that size.
+//
+//go:noescape
+func Kernel6x16(kk int, a, b, out *float32)
+
+// Kernel6x16Acc computes the same product and adds alpha times it into the
+// 6×16 block of C at c with row stride ldc (elements).
+//
+//go:noescape
+func Kernel6x16Acc(kk int, a, b, c *float32, ldc int, alpha float32)
+
+func cpuid(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
+
+func xgetbv() (eax, edx uint32)
+
+// Available reports whether the CPU and the OS support AVX2 and FMA3.
+var Available = detect()
+
+func detect() bool {
+	maxID, _, _, _ := cpuid(0, 0)
+	if maxID < 7 {
+		return false
+	}
+	_, _, c1, _ := cpuid(1, 0)
+	const fma, osxsave, avx = 1 << 12, 1 << 27, 1 << 28
+	if c1&fma == 0 || c1&osxsave == 0 || c1&avx == 0 {
+		return false
+	}
+	if xcr0, _ := xgetbv(); xcr0&6 != 6 { // XMM and YMM state enabled by the OS
+		return false
+	}
+	_, b7, _, _ := cpuid(7, 0)
+	return b7&(1<<5) != 0
+}

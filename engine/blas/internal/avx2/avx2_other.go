@@ -1,0 +1,14 @@
+//go:build !amd64
+
+// Package avx2 holds the AVX2/FMA assembly micro-kernel of the pure-Go
+// sgemm; on this architecture it is absent.
+package avx2
+
+// Available is false: no assembly kernel on this architecture.
+const Available = false
+
+// Kernel6x16 is never called where Available is false.
+func Kernel6x16(kk int, a, b, out *float32) { panic("avx2: not available") }
+
+// Kernel6x16Acc is never called where Available is false.
+func Kernel6x16Acc(kk int, a, b, c *float32, ldc int, alpha float32) { panic("avx2: not available") }

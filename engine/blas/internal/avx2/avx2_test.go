@@ -1,0 +1,57 @@
+package avx2
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+func TestKernel6x16(t *testing.T) {
+	if !Available {
+		t.Skip("CPU without AVX2/FMA")
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, kk := range []int{1, 2, 7, 256} {
+		a := make([]float32, kk*6)
+		b := make([]float32, kk*16)
+		for i := range a {
+			a[i] = float32(r.NormFloat64())
+		}
+		for i := range b {
+			b[i] = float32(r.NormFloat64())
+		}
+		var out [96]float32
+		for i := range out {
+			out[i] = 99 // must be overwritten
+		}
+		Kernel6x16(kk, &a[0], &b[0], &out[0])
+		// The accumulating form adds 0.5× the product into a 6×16 block of
+		// a 6×20 matrix whose other columns stay untouched.
+		c := make([]float32, 6*20)
+		for i := range c {
+			c[i] = float32(i)
+		}
+		Kernel6x16Acc(kk, &a[0], &b[0], &c[0], 20, 0.5)
+		for row := 0; row < 6; row++ {
+			for col := 0; col < 20; col++ {
+				want := float32(row*20 + col)
+				if col < 16 {
+					want += 0.5 * out[row*16+col]
+				}
+				if d := c[row*20+col] - want; d > 1e-4 || d < -1e-4 {
+					t.Fatalf("kk=%d acc C[%d,%d] = %v, want %v", kk, row, col, c[row*20+col], want)
+				}
+			}
+		}
+		for row := 0; row < 6; row++ {
+			for c := 0; c < 16; c++ {
+				var want float64
+				for p := 0; p < kk; p++ {
+					want += float64(a[p*6+row]) * float64(b[p*16+c])
+				}
+				if d := float64(out[row*16+c]) - want; d > 1e-4*float64(kk) || d < -1e-4*float64(kk) {
+					t.Fatalf("kk=%d out[%d,%d] = %v, want %v", kk, row, c, out[row*16+c], want)
+				}
+			}
+		}
+	}
+}
