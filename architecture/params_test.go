@@ -129,11 +129,7 @@ func hasMoE(m *Model) bool {
 }
 
 func TestParamsPerLayerSums(t *testing.T) {
-	for _, file := range realConfigs(t) {
-		m, err := Load(file)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for file, m := range allModels(t) {
 		p := m.Params()
 		sum, act := p.Embedding+p.LMHead+p.FinalNorm, p.Embedding+p.LMHead+p.FinalNorm
 		for i := range p.PerLayer {

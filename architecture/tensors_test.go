@@ -213,11 +213,7 @@ func TestTensorNamesPerArch(t *testing.T) {
 // TestParamsFormula checks Params against the closed-form counts of the cost
 // model (costmodel.md §3.1), written independently of Tensors.
 func TestParamsFormula(t *testing.T) {
-	for _, file := range realConfigs(t) {
-		m, err := Load(file)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for file, m := range allModels(t) {
 		h := int64(m.Hidden)
 		var total int64 = int64(m.Vocab) * h
 		if !m.TiedEmbeddings {
