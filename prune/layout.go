@@ -439,7 +439,6 @@ func resolveGrouped(e *PlanError, li int, field string, idx []int, n, groups int
 
 // checkFormatShape verifies that the child can be written in the format.
 func checkFormatShape(e *PlanError, child *architecture.Model, lay *Layout, format string) error {
-	type sig struct{ heads, kv, width, mamba int }
 	var first struct {
 		attn, mlp, mamba *int
 	}

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/checkpoint"
 )
 
 // TestPaddedFunctionUnchanged: a per-layer child made uniform by zero
@@ -212,4 +214,85 @@ func maxDiff(a, b []float32) float64 {
 		d = math.Max(d, math.Abs(float64(a[i]-b[i])))
 	}
 	return d
+}
+
+// TestPaddedNemotronH: per-layer MLP widths and attention heads of a hybrid
+// are zero-padded (non-gated relu² MLP, GQA attention); Mamba heads stay
+// uniform. Padded blocks compute what the unpadded ones do.
+func TestPaddedNemotronH(t *testing.T) {
+	cfg := nemotronHCfg()
+	cfg["hybrid_override_pattern"] = "M*M-*-" // MLP width 40, 4 heads / 2 KV
+	s := synth{name: "nemotron-h2", cfg: cfg, dtype: checkpoint.BF16}
+	plan := Plan{Version: 1, OutputFormat: FormatPadded, Layers: []LayerPlan{
+		{Layer: 0, MambaHeads: ints(0, 1, 4, 5)},
+		{Layer: 1, KVHeads: ints(1), Heads: ints(2)},
+		{Layer: 2, MambaHeads: ints(2, 3, 6, 7)},
+		{Layer: 3, Neurons: seqFrom(5, 12)},
+		{Layer: 4, Heads: ints(0, 3)},
+		{Layer: 5, Neurons: seqFrom(0, 30)},
+	}}
+	dir, parent := writeSynth(t, s)
+	out, _ := runPrune(t, dir, &plan, "vllm")
+	child, err := architecture.Load(out)
+	must(t, err)
+	if w := child.Layers[3].MLP.Width; w != 30 || child.Layers[1].Attention.Heads != 2 || child.Layers[1].Attention.KVHeads != 2 || child.Layers[0].Mamba.Heads != 4 {
+		t.Fatalf("padded hybrid: width %d, attention %+v, mamba %+v", w, child.Layers[1].Attention, child.Layers[0].Mamba)
+	}
+	pv, ps := readAll(t, dir)
+	cv, _ := readAll(t, out)
+	ref := refChild(t, parent, &plan, pv, ps)
+	r := rand.New(rand.NewPCG(7, 8))
+	const T = 3
+	h := parent.Hidden
+	x := make([]float32, T*h)
+	for i := range x {
+		x[i] = r.Float32()*2 - 1
+	}
+	rename := func(w map[string][]float32, layer int) map[string][]float32 {
+		out := map[string][]float32{}
+		p := fmt.Sprintf("backbone.layers.%d.mixer.", layer)
+		for k, v := range w {
+			if len(k) > len(p) && k[:len(p)] == p {
+				out[fmt.Sprintf("model.layers.%d.self_attn.", layer)+k[len(p):]] = v
+				out[fmt.Sprintf("model.layers.%d.mlp.", layer)+k[len(p):]] = v
+			}
+		}
+		return out
+	}
+	for _, c := range []struct{ layer, heads, kv int }{{1, 1, 1}, {4, 2, 2}} {
+		p := fmt.Sprintf("model.layers.%d.", c.layer)
+		got := attention(rename(cv, c.layer), p, x, T, h, 2, 2, 8, false)
+		want := attention(rename(ref, c.layer), p, x, T, h, c.heads, c.kv, 8, false)
+		if d := maxDiff(got, want); d > 1e-5 || allZero(want) {
+			t.Errorf("layer %d attention: padded differs by %g", c.layer, d)
+		}
+	}
+	for _, c := range []struct{ layer, width int }{{3, 12}, {5, 30}} {
+		got := relu2MLP(rename(cv, c.layer), fmt.Sprintf("model.layers.%d.", c.layer), x, T, h, 30)
+		want := relu2MLP(rename(ref, c.layer), fmt.Sprintf("model.layers.%d.", c.layer), x, T, h, c.width)
+		if d := maxDiff(got, want); d > 1e-5 || allZero(want) {
+			t.Errorf("layer %d MLP: padded differs by %g", c.layer, d)
+		}
+	}
+	// Per-layer Mamba heads cannot be padded.
+	plan.Layers[2].MambaHeads = ints(0, 4)
+	plan.Layers = plan.Layers[:3]
+	err = pruneErr(t, dir, &plan)
+	if !strings.Contains(err.Error(), "mamba_heads") || !strings.Contains(err.Error(), "grouped RMSNorm") {
+		t.Errorf("per-layer Mamba heads: %v", err)
+	}
+}
+
+// relu2MLP is Nemotron-H's MLP: down(relu(up·x)²).
+func relu2MLP(w map[string][]float32, p string, x []float32, T, h, width int) []float32 {
+	var out []float32
+	for t := 0; t < T; t++ {
+		u := matvec(w[p+"mlp.up_proj.weight"], x[t*h:(t+1)*h], width, h)
+		for i := range u {
+			u[i] = max(u[i], 0)
+			u[i] *= u[i]
+		}
+		out = append(out, matvec(w[p+"mlp.down_proj.weight"], u, h, width)...)
+	}
+	return out
 }

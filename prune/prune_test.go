@@ -371,9 +371,6 @@ func checkShardsLike(t *testing.T, parentDir, childDir string, res *Result) {
 		t.Fatalf("child not sharded")
 	}
 	parentShardOfChildShard := map[string]string{}
-	for _, ll := range res.Layout.Layers {
-		_ = ll
-	}
 	re := regexp.MustCompile(`layers\.(\d+)\.`)
 	for _, ti := range rc.Tensors() {
 		src := ti.Name
