@@ -35,7 +35,11 @@ var (
 )
 
 func goSgemm(threads int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	scaleC(m, n, beta, c, ldc)
+	// beta == 0: the first k-slice stores into C instead of adding, so C
+	// is never cleared or read.
+	if beta != 0 {
+		scaleC(m, n, beta, c, ldc)
+	}
 	if m*n*k <= serialWork {
 		threads = 1
 	}
@@ -61,7 +65,7 @@ func goSgemm(threads int, transA, transB bool, m, n, k int, alpha float32, a []f
 					i0 := blk * mc
 					mm := min(mc, m-i0)
 					packA(transA, a, lda, i0, mm, p0, kk, *pa)
-					macro(mm, nn, kk, alpha, *pa, *pb, c[i0*ldc+j0:], ldc)
+					macro(mm, nn, kk, alpha, *pa, *pb, c[i0*ldc+j0:], ldc, beta == 0 && p0 == 0)
 				}
 			})
 		}
@@ -104,19 +108,34 @@ func packA(trans bool, a []float32, lda, i0, mm, p0, kk int, dst []float32) {
 	for ip := 0; ip < mm; ip += mr {
 		d := dst[ip*kk : ip*kk+kk*mr]
 		rows := min(mr, mm-ip)
-		if rows < mr {
+		i := i0 + ip
+		switch {
+		case rows == mr && !trans:
+			// Six row streams in, one sequential stream out.
+			r0 := a[i*lda+p0 : i*lda+p0+kk]
+			r1 := a[(i+1)*lda+p0 : (i+1)*lda+p0+kk]
+			r2 := a[(i+2)*lda+p0 : (i+2)*lda+p0+kk]
+			r3 := a[(i+3)*lda+p0 : (i+3)*lda+p0+kk]
+			r4 := a[(i+4)*lda+p0 : (i+4)*lda+p0+kk]
+			r5 := a[(i+5)*lda+p0 : (i+5)*lda+p0+kk]
+			for p := range r0 {
+				o := d[p*mr : p*mr+mr : p*mr+mr]
+				o[0], o[1], o[2], o[3], o[4], o[5] = r0[p], r1[p], r2[p], r3[p], r4[p], r5[p]
+			}
+		case trans:
+			// op(A) rows are columns of A: each p gives rows contiguous.
+			if rows < mr {
+				clear(d)
+			}
+			for p := 0; p < kk; p++ {
+				copy(d[p*mr:p*mr+rows], a[(p0+p)*lda+i:(p0+p)*lda+i+rows])
+			}
+		default:
 			clear(d)
-		}
-		for r := 0; r < rows; r++ {
-			i := i0 + ip + r
-			if !trans {
-				src := a[i*lda+p0 : i*lda+p0+kk]
+			for r := 0; r < rows; r++ {
+				src := a[(i+r)*lda+p0 : (i+r)*lda+p0+kk]
 				for p, v := range src {
 					d[p*mr+r] = v
-				}
-			} else {
-				for p := 0; p < kk; p++ {
-					d[p*mr+r] = a[(p0+p)*lda+i]
 				}
 			}
 		}
@@ -145,8 +164,8 @@ func packB(trans bool, b []float32, ldb, p0, kk, j0, cols int, dst []float32) {
 }
 
 // macro multiplies the packed mm×kk A block by the packed kk×nn B block and
-// adds alpha times the product into C (stride ldc).
-func macro(mm, nn, kk int, alpha float32, pa, pb []float32, c []float32, ldc int) {
+// adds alpha times the product into C (stride ldc), or stores it when store.
+func macro(mm, nn, kk int, alpha float32, pa, pb []float32, c []float32, ldc int, store bool) {
 	var acc [mr * nr]float32
 	for jp := 0; jp < nn; jp += nr {
 		bp := pb[jp*kk : jp*kk+kk*nr]
@@ -156,12 +175,22 @@ func macro(mm, nn, kk int, alpha float32, pa, pb []float32, c []float32, ldc int
 			rows := min(mr, mm-ip)
 			if useAsm && rows == mr && cols == nr {
 				_ = c[(ip+mr-1)*ldc+jp+nr-1]
-				avx2.Kernel6x16Acc(kk, &ap[0], &bp[0], &c[ip*ldc+jp], ldc, alpha)
+				if store {
+					avx2.Kernel6x16Store(kk, &ap[0], &bp[0], &c[ip*ldc+jp], ldc, alpha)
+				} else {
+					avx2.Kernel6x16Acc(kk, &ap[0], &bp[0], &c[ip*ldc+jp], ldc, alpha)
+				}
 				continue
 			}
 			kernel(kk, ap, bp, &acc)
 			for r := 0; r < rows; r++ {
 				crow := c[(ip+r)*ldc+jp : (ip+r)*ldc+jp+cols]
+				if store {
+					for cc := range crow {
+						crow[cc] = alpha * acc[r*nr+cc]
+					}
+					continue
+				}
 				for cc := range crow {
 					crow[cc] += alpha * acc[r*nr+cc]
 				}

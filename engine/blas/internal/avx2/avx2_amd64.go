@@ -16,6 +16,12 @@ func Kernel6x16(kk int, a, b, out *float32)
 //go:noescape
 func Kernel6x16Acc(kk int, a, b, c *float32, ldc int, alpha float32)
 
+// Kernel6x16Store computes the same product and stores alpha times it into
+// the 6×16 block of C at c (row stride ldc), without reading C.
+//
+//go:noescape
+func Kernel6x16Store(kk int, a, b, c *float32, ldc int, alpha float32)
+
 func cpuid(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
 
 func xgetbv() (eax, edx uint32)

@@ -12,3 +12,6 @@ func Kernel6x16(kk int, a, b, out *float32) { panic("avx2: not available") }
 
 // Kernel6x16Acc is never called where Available is false.
 func Kernel6x16Acc(kk int, a, b, c *float32, ldc int, alpha float32) { panic("avx2: not available") }
+
+// Kernel6x16Store is never called where Available is false.
+func Kernel6x16Store(kk int, a, b, c *float32, ldc int, alpha float32) { panic("avx2: not available") }

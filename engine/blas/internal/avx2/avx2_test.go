@@ -31,6 +31,22 @@ func TestKernel6x16(t *testing.T) {
 			c[i] = float32(i)
 		}
 		Kernel6x16Acc(kk, &a[0], &b[0], &c[0], 20, 0.5)
+		st := make([]float32, 6*20)
+		for i := range st {
+			st[i] = float32(-i)
+		}
+		Kernel6x16Store(kk, &a[0], &b[0], &st[0], 20, 2)
+		for row := 0; row < 6; row++ {
+			for col := 0; col < 20; col++ {
+				want := float32(-(row*20 + col))
+				if col < 16 {
+					want = 2 * out[row*16+col]
+				}
+				if d := st[row*20+col] - want; d > 1e-4 || d < -1e-4 {
+					t.Fatalf("kk=%d store C[%d,%d] = %v, want %v", kk, row, col, st[row*20+col], want)
+				}
+			}
+		}
 		for row := 0; row < 6; row++ {
 			for col := 0; col < 20; col++ {
 				want := float32(row*20 + col)
