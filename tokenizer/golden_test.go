@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"compress/gzip"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -91,6 +92,73 @@ func gpt2JSON(tb testing.TB) []byte {
 }`, enc, merges)
 }
 
+// llama2JSON builds a HuggingFace tokenizer.json for Meta's Llama-2
+// vocabulary from llama-tokenizer-js, which embeds the 32,000 tokens (base64
+// of "\n"-separated UTF-8, line i = id i) and the merges (base64 of uint16
+// little-endian id pairs in priority order). The settings are those of the
+// HF Llama-2 tokenizer.json (legacy): Prepend "▁" + Replace " " → "▁",
+// byte_fallback, fuse_unk, BOS template.
+func llama2JSON(tb testing.TB) []byte {
+	tb.Helper()
+	src, err := os.ReadFile(extFile(tb, "npm/llama-tokenizer-js/package/llama-tokenizer.js"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	constant := func(name string) []byte {
+		_, rest, ok := strings.Cut(string(src), "const "+name+` = "`)
+		if !ok {
+			tb.Fatalf("llama-tokenizer.js: no %s", name)
+		}
+		b64, _, _ := strings.Cut(rest, `"`)
+		b, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil {
+			tb.Fatalf("llama-tokenizer.js: %s: %v", name, err)
+		}
+		return b
+	}
+	tokens := strings.Split(string(constant("llama_vocab_base64")), "\n")
+	if len(tokens) != 32000 {
+		tb.Fatalf("llama-tokenizer.js: %d tokens, want 32000", len(tokens))
+	}
+	vocab := make(map[string]int, len(tokens))
+	for id, t := range tokens {
+		vocab[t] = id
+	}
+	mb := constant("llama_merges_binary")
+	var merges [][2]string
+	for i := 0; i+3 < len(mb); i += 4 {
+		a := int(mb[i]) | int(mb[i+1])<<8
+		b := int(mb[i+2]) | int(mb[i+3])<<8
+		merges = append(merges, [2]string{tokens[a], tokens[b]})
+	}
+	f := map[string]any{
+		"added_tokens": []any{
+			map[string]any{"id": 0, "content": "<unk>", "special": true},
+			map[string]any{"id": 1, "content": "<s>", "special": true},
+			map[string]any{"id": 2, "content": "</s>", "special": true},
+		},
+		"normalizer": map[string]any{"type": "Sequence", "normalizers": []any{
+			map[string]any{"type": "Prepend", "prepend": "▁"},
+			map[string]any{"type": "Replace", "pattern": map[string]any{"String": " "}, "content": "▁"},
+		}},
+		"post_processor": map[string]any{"type": "TemplateProcessing",
+			"single":         []any{map[string]any{"SpecialToken": map[string]any{"id": "<s>"}}, map[string]any{"Sequence": map[string]any{"id": "A"}}},
+			"special_tokens": map[string]any{"<s>": map[string]any{"id": "<s>", "ids": []int{1}}}},
+		"decoder": map[string]any{"type": "Sequence", "decoders": []any{
+			map[string]any{"type": "Replace", "pattern": map[string]any{"String": "▁"}, "content": " "},
+			map[string]any{"type": "ByteFallback"}, map[string]any{"type": "Fuse"},
+			map[string]any{"type": "Strip", "content": " ", "start": 1, "stop": 0},
+		}},
+		"model": map[string]any{"type": "BPE", "vocab": vocab, "merges": merges, "unk_token": "<unk>",
+			"fuse_unk": true, "byte_fallback": true},
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
 var (
 	tokOnce  sync.Map // name → *onceTok
 	tokPaths = map[string]string{
@@ -106,19 +174,22 @@ type onceTok struct {
 }
 
 // refTokenizer loads (once per test binary) one of the reference tokenizers:
-// "gpt2", "qwen3" or "mistral".
+// "gpt2", "llama2", "qwen3" or "mistral".
 func refTokenizer(tb testing.TB, name string) *Tokenizer {
 	tb.Helper()
 	var data []byte
-	if name == "gpt2" {
+	switch name {
+	case "gpt2":
 		data = gpt2JSON(tb)
-	} else {
+	case "llama2":
+		data = llama2JSON(tb)
+	default:
 		extFile(tb, tokPaths[name])
 	}
 	v, _ := tokOnce.LoadOrStore(name, &onceTok{})
 	o := v.(*onceTok)
 	o.once.Do(func() {
-		if name == "gpt2" {
+		if data != nil {
 			o.tok, o.err = Parse(data)
 		} else {
 			o.tok, o.err = Load(filepath.Join("..", "testdata", "ext", tokPaths[name]))
@@ -131,9 +202,11 @@ func refTokenizer(tb testing.TB, name string) *Tokenizer {
 }
 
 func TestGolden(t *testing.T) {
-	for _, name := range []string{"gpt2", "qwen3", "mistral"} {
+	for _, name := range []string{"gpt2", "qwen3", "mistral", "llama2"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
+			// llama-tokenizer-js always adds BOS.
+			addSpecial := name == "llama2"
 			tok := refTokenizer(t, name)
 			items := readGolden(t, name)
 			type result struct {
@@ -149,7 +222,7 @@ func TestGolden(t *testing.T) {
 					for i := range next {
 						it := items[i]
 						r := &res[i]
-						r.ids, r.err = tok.Encode(it.Text, false)
+						r.ids, r.err = tok.Encode(it.Text, addSpecial)
 						if r.err == nil && it.Special != nil {
 							r.special, r.err = tok.Encode(it.Text, true)
 						}

