@@ -80,6 +80,7 @@ type modelJSON struct {
 	FuseUnk                 bool              `json:"fuse_unk"`
 	ByteFallback            bool              `json:"byte_fallback"`
 	IgnoreMerges            bool              `json:"ignore_merges"`
+	Dropout                 *float64          `json:"dropout"`
 }
 
 func isNull(raw json.RawMessage) bool {
@@ -473,6 +474,10 @@ func parseModel(raw json.RawMessage) (*bpeModel, []string, error) {
 	}
 	if mj.Type != "BPE" {
 		return nil, nil, &UnsupportedError{Component: "model type", Kind: mj.Type, Supported: supportedModels}
+	}
+	if mj.Dropout != nil && *mj.Dropout != 0 {
+		// Dropout makes encoding random; it is a training-time option.
+		return nil, nil, &UnsupportedError{Component: "model.dropout", Kind: fmt.Sprint(*mj.Dropout), Supported: []string{"null", "0"}}
 	}
 	if mj.ContinuingSubwordPrefix != nil && *mj.ContinuingSubwordPrefix != "" {
 		return nil, nil, &UnsupportedError{Component: "model.continuing_subword_prefix", Kind: *mj.ContinuingSubwordPrefix, Supported: []string{`"" or null`}}

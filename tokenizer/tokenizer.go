@@ -8,8 +8,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -279,6 +282,33 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) ([]int, error) {
 		ids = t.post.process(ids)
 	}
 	return ids, nil
+}
+
+// EncodeAll encodes many texts on all CPUs; out[i] holds the ids of
+// texts[i]. The first error (by index) is returned, naming the text.
+func (t *Tokenizer) EncodeAll(texts []string, addSpecial bool) ([][]int, error) {
+	out := make([][]int, len(texts))
+	errs := make([]error, len(texts))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(texts)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(texts) {
+					return
+				}
+				out[i], errs[i] = t.Encode(texts[i], addSpecial)
+			}
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("text %d: %w", i, err)
+		}
+	}
+	return out, nil
 }
 
 func (t *Tokenizer) encodePieces(seg segment, ids []int) ([]int, error) {

@@ -279,6 +279,48 @@ func TestAddedTokens(t *testing.T) {
 	}
 }
 
+// An added token marked normalized is matched in the normalized text (here
+// lowercased); one that is not is matched in the raw text only.
+func TestAddedTokensNormalized(t *testing.T) {
+	vocab := map[string]int{"a": 0, "[": 1, "m": 2, "]": 3, "x": 4, " ": 5}
+	f := tinyJSON(t, map[string]any{"type": "BPE", "vocab": vocab, "merges": []string{}},
+		map[string]any{
+			"normalizer": map[string]any{"type": "Lowercase"},
+			"added_tokens": []any{
+				map[string]any{"id": 6, "content": "[M]", "normalized": true},
+				map[string]any{"id": 7, "content": "[X]", "normalized": false},
+			},
+		})
+	tok, err := Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		in   string
+		want []int
+	}{
+		{"a[M]a", []int{0, 6, 0}},
+		{"a[m]a", []int{0, 6, 0}}, // the lowercased content matches too
+		{"[X]a", []int{7, 0}},
+		{"[x]", []int{1, 4, 3}}, // not normalized: "[x]" is not "[X]"
+	} {
+		got, err := tok.Encode(tc.in, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("Encode(%q) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+	all, err := tok.EncodeAll([]string{"a[M]a", "[X]a", "x"}, false)
+	if err != nil || len(all) != 3 || !slices.Equal(all[1], []int{7, 0}) || !slices.Equal(all[2], []int{4}) {
+		t.Errorf("EncodeAll = %v, %v", all, err)
+	}
+	if _, err := tok.EncodeAll([]string{"a", "b"}, false); err == nil || !strings.Contains(err.Error(), "text 1:") {
+		t.Errorf("EncodeAll error = %v, want one naming text 1", err)
+	}
+}
+
 func TestPostProcessorsAndDecoders(t *testing.T) {
 	vocab := map[string]int{"<s>": 0, "</s>": 1, "▁": 2, "a": 3, "b": 4, "▁a": 5, "<0xC3>": 6, "<0xA9>": 7, "<0xFF>": 8}
 	model := map[string]any{"type": "BPE", "vocab": vocab, "merges": []string{"▁ a"}, "byte_fallback": true}
@@ -372,6 +414,7 @@ func TestBadInput(t *testing.T) {
 		{"normalizer", tinyJSON(t, model(), map[string]any{"normalizer": map[string]any{"type": "Precompiled"}}), `unsupported normalizer type "Precompiled"`, new(*UnsupportedError)},
 		{"decoder", tinyJSON(t, model(), map[string]any{"decoder": map[string]any{"type": "WordPiece"}}), `unsupported decoder type "WordPiece"`, new(*UnsupportedError)},
 		{"prefix", tinyJSON(t, model("continuing_subword_prefix", "##"), nil), `continuing_subword_prefix "##"`, new(*UnsupportedError)},
+		{"dropout", tinyJSON(t, model("dropout", 0.1), nil), `unsupported model.dropout "0.1"`, new(*UnsupportedError)},
 		{"suffix", tinyJSON(t, model("end_of_word_suffix", "</w>"), nil), `end_of_word_suffix "</w>"`, new(*UnsupportedError)},
 		{"behavior", tinyJSON(t, model(), map[string]any{"pre_tokenizer": map[string]any{"type": "Split", "pattern": map[string]any{"String": " "}, "behavior": "Sideways"}}), `behavior "Sideways"`, new(*UnsupportedError)},
 		{"invalid json", []byte(`{"model": {"type": "BPE", "vocab": {"a": 0,}}}`), "byte 44", new(*FormatError)},
@@ -442,5 +485,52 @@ func TestLoadErrors(t *testing.T) {
 	_, err := Load(t.TempDir())
 	if err == nil || !strings.Contains(err.Error(), "tokenizer.json does not exist") {
 		t.Errorf("Load(empty dir) error = %v", err)
+	}
+}
+
+// Long Metaspace lines are cut before "▁" only when no token has "▁" after
+// another rune, and the cut gives the same ids as the whole-line merge.
+func TestMetaspaceChunking(t *testing.T) {
+	for _, name := range []string{"mistral", "llama2"} {
+		if tok := refTokenizer(t, name); tok.model.chunkBefore != '▁' {
+			t.Errorf("%s: chunking not enabled", name)
+		}
+	}
+	vocab := map[string]int{"▁": 0, "a": 1, "▁a": 2, "a▁": 3, "a▁a": 4}
+	model := map[string]any{"type": "BPE", "vocab": vocab, "merges": []string{"▁ a", "a ▁", "a▁ a"}}
+	tok, err := Parse(tinyJSON(t, model, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.model.chunkBefore != 0 {
+		t.Fatal("chunking enabled although a token has ▁ after another rune")
+	}
+	// Whole-word BPE: "▁ a" (rank 0) merges first, which leaves "a" + "▁a"
+	// with no merge between them: [1 2].
+	if got, _ := tok.Encode("a▁a", false); !slices.Equal(got, []int{1, 2}) {
+		t.Errorf("Encode = %v, want [1 2]", got)
+	}
+	delete(vocab, "a▁")
+	delete(vocab, "a▁a")
+	model["merges"] = []string{"▁ a"}
+	tok, err = Parse(tinyJSON(t, model, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.model.chunkBefore != '▁' {
+		t.Fatal("chunking not enabled")
+	}
+	long := strings.Repeat("a▁▁a▁", 1000)
+	got, err := tok.Encode(long, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok.model.chunkBefore = 0
+	tok.model.mu.Lock()
+	clear(tok.model.cache)
+	tok.model.mu.Unlock()
+	want, _ := tok.Encode(long, false)
+	if !slices.Equal(got, want) {
+		t.Errorf("chunked encoding differs from whole-line encoding")
 	}
 }
