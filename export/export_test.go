@@ -262,3 +262,39 @@ func FuzzValidateConfig(f *testing.F) {
 		}
 	})
 }
+
+// TestTensorParallel: per-layer KV heads must divide by TP or replicate
+// evenly; query heads and MLP widths must divide by TP.
+func TestTensorParallel(t *testing.T) {
+	cfg := deciConfig(func(c map[string]any, b []map[string]any) {
+		b[1]["attention"] = map[string]any{"n_heads_in_group": 8, "no_op": false} // 1 KV head: replicates
+		b[2]["attention"] = map[string]any{"n_heads_in_group": 4, "no_op": false} // 2 KV heads
+	})
+	dir := writeDeci(t, cfg, nil, nil)
+	for _, c := range []struct {
+		tp    int
+		rules string // tp-* violations in layer order
+	}{
+		{1, ""}, {2, ""},
+		{4, ""}, // 4, 1 and 2 KV heads: divide or replicate evenly
+		{3, "tp-heads,tp-kv-heads,tp-mlp,tp-heads,tp-mlp,tp-heads,tp-kv-heads,tp-mlp"},
+	} {
+		r, err := ValidateDirWith(dir, "vllm", Options{TP: c.tp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, v := range r.Violations {
+			if strings.HasPrefix(v.Rule, "tp-") {
+				got = append(got, v.Rule)
+			}
+		}
+		if strings.Join(got, ",") != c.rules {
+			t.Errorf("TP %d: %v, want %v", c.tp, got, c.rules)
+		}
+	}
+	r, _ := ValidateDirWith(dir, "llamacpp", Options{TP: 4})
+	if !r.OK() || len(r.Warnings) == 0 {
+		t.Errorf("llama.cpp with TP: %v %v", r.Violations, r.Warnings)
+	}
+}

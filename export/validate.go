@@ -89,12 +89,26 @@ func (e *ValidationError) Error() string {
 	return b.String()
 }
 
+// Options are serving settings that add rules.
+type Options struct {
+	// TP is the tensor-parallel size (0 or 1: none). With TP > 1, query
+	// heads, MLP widths and Mamba heads must divide by TP, and KV heads must
+	// divide by TP or evenly replicate across it (TP % kv == 0), for the
+	// engines that shard that way (vLLM, SGLang, TensorRT-LLM).
+	TP int
+}
+
 // ValidateDir validates the checkpoint directory dir (config.json plus
 // safetensors weights) for engine ("" checks only what every engine needs:
 // the tensors present and shaped like the config). The error is for what
 // stops validation itself (unknown engine, unreadable directory); rule
 // violations are in the report.
 func ValidateDir(dir, engine string) (*Report, error) {
+	return ValidateDirWith(dir, engine, Options{})
+}
+
+// ValidateDirWith is ValidateDir with serving options.
+func ValidateDirWith(dir, engine string, opt Options) (*Report, error) {
 	caps, err := capsFor(engine)
 	if err != nil {
 		return nil, err
@@ -111,6 +125,7 @@ func ValidateDir(dir, engine string) (*Report, error) {
 	if m == nil {
 		return r, nil
 	}
+	checkTP(r, m, caps, opt.TP)
 	ck, err := checkpoint.Open(dir)
 	if err != nil {
 		r.violate(-1, "", "weights", "cannot read the weights: %v", err)
@@ -251,6 +266,39 @@ func checkModel(r *Report, m *architecture.Model, caps Capabilities, raw map[str
 		for i, l := range m.Layers {
 			if a := l.Attention; a != nil && a.KVHeads > 0 && mx%a.KVHeads != 0 {
 				r.warn(i, "", "kv-page-ratio", "%d KV heads do not divide the largest layer's %d; older vLLM V1 builds need KV cache pages that divide each other (prefer power-of-two ratios)", a.KVHeads, mx)
+			}
+		}
+	}
+}
+
+// checkTP applies the tensor-parallel divisibility rules.
+func checkTP(r *Report, m *architecture.Model, caps Capabilities, tp int) {
+	if tp <= 1 {
+		return
+	}
+	switch caps.Name {
+	case "llamacpp", "hf":
+		r.warn(-1, "", "tp", "%s does not shard layers by tensor parallelism; TP %d not checked", caps.Name, tp)
+		return
+	}
+	for i, l := range m.Layers {
+		if a := l.Attention; a != nil {
+			if a.Heads%tp != 0 {
+				r.violate(i, "", "tp-heads", "%d query heads are not divisible by TP %d", a.Heads, tp)
+			}
+			if a.KVHeads%tp != 0 && tp%a.KVHeads != 0 {
+				r.violate(i, "", "tp-kv-heads", "%d KV heads neither divide by TP %d nor replicate evenly across it", a.KVHeads, tp)
+			}
+		}
+		if x := l.MLP; x != nil && x.Width%tp != 0 {
+			r.violate(i, "", "tp-mlp", "MLP width %d is not divisible by TP %d", x.Width, tp)
+		}
+		if x := l.Mamba; x != nil {
+			if x.Heads%tp != 0 {
+				r.violate(i, "", "tp-mamba", "%d Mamba heads are not divisible by TP %d", x.Heads, tp)
+			}
+			if x.Groups%tp != 0 && x.Groups != 1 {
+				r.violate(i, "", "tp-mamba", "n_groups %d is not divisible by TP %d", x.Groups, tp)
 			}
 		}
 	}

@@ -29,9 +29,12 @@ type Options struct {
 	Format, Engine string
 	// Progress, when not nil, receives a progress bar (e.g. os.Stderr).
 	Progress io.Writer
-	// Validate, when not nil, checks the finished child directory for the
-	// engine before it is moved into place; an error aborts the run and
-	// removes the output. The CLI passes the export package's validator.
+	// TP is the tensor-parallel size the child is served with (0: none);
+	// the default validator then checks head and width divisibility.
+	TP int
+	// Validate, when not nil, replaces the default check of the finished
+	// child directory (export.ValidateDirWith for the engine and TP) before
+	// it is moved into place; an error aborts the run and removes the output.
 	Validate func(dir, engine string) error
 }
 
@@ -224,7 +227,13 @@ func Prune(ctx context.Context, opt Options) (res *Result, err error) {
 	}
 	validate := opt.Validate
 	if validate == nil {
-		validate = export.CheckDir
+		validate = func(dir, engine string) error {
+			r, err := export.ValidateDirWith(dir, engine, export.Options{TP: opt.TP})
+			if err != nil {
+				return err
+			}
+			return r.Err()
+		}
 	}
 	if err := validate(tmp, plan.Engine); err != nil {
 		if plan.Engine == "" {

@@ -16,7 +16,7 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "prune",
-		Usage: "--model DIR --plan plan.json --out DIR [--engine vllm|sglang|trtllm|llamacpp|hf] [--format native|decilm|padded] [--force] [--json]",
+		Usage: "--model DIR --plan plan.json --out DIR [--engine vllm|sglang|trtllm|llamacpp|hf] [--format native|decilm|padded] [--tp N] [--force] [--json]",
 		Short: "write a pruned child checkpoint from a pruning plan",
 		Long: `prune slices a HuggingFace checkpoint (config.json + safetensors) to what a
 pruning plan keeps: hidden channels, query heads (within their KV groups), KV
@@ -43,6 +43,7 @@ so the native architecture can hold them; the function is unchanged).`,
 			engine := fs.String("engine", "", "serving engine the child must load in: vllm, sglang, trtllm, llamacpp or hf (default: the plan's, else only config/tensor agreement is checked)")
 			format := fs.String("format", "", "output format: native, decilm or padded (default: the plan's, else native)")
 			force := fs.Bool("force", false, "replace an existing --out")
+			tp := fs.Int("tp", 0, "tensor-parallel size the child will be served with (checks head and width divisibility)")
 			asJSON := fs.Bool("json", false, "print the result as JSON")
 			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) > 0 {
@@ -55,6 +56,9 @@ so the native architecture can hold them; the function is unchanged).`,
 					return Usagef("--plan is required")
 				case *out == "":
 					return Usagef("--out is required")
+				}
+				if *tp < 0 {
+					return Usagef("--tp %d: want a positive tensor-parallel size", *tp)
 				}
 				if *engine != "" {
 					if _, err := export.Lookup(*engine); err != nil {
@@ -75,8 +79,7 @@ so the native architecture can hold them; the function is unchanged).`,
 				}
 				res, err := prune.Prune(ctx, prune.Options{
 					Model: *model, Plan: plan, Out: *out, Force: *force,
-					Format: *format, Engine: *engine, Progress: env.Stderr,
-					Validate: export.CheckDir,
+					Format: *format, Engine: *engine, Progress: env.Stderr, TP: *tp,
 				})
 				if err != nil {
 					var ee *prune.ExistsError

@@ -95,6 +95,12 @@ func TestPruneCommand(t *testing.T) {
 	if doc.Format != "padded" || len(doc.Layers) != 2 || doc.Layers[0].MLPWidth != 600 || !doc.Layers[0].Padded || doc.Layers[1].Parent != 1 {
 		t.Errorf("json %+v", doc)
 	}
+	// TP 3 cannot split 8 heads: refused, nothing written.
+	out3 := filepath.Join(t.TempDir(), "tp3")
+	code, _, stderr = runCLI("prune", "--model", parent, "--plan", plan2, "--out", out3, "--format", "padded", "--engine", "vllm", "--tp", "3")
+	if _, err := os.Stat(out3); code != 1 || !strings.Contains(stderr, "[tp-heads]") || err == nil {
+		t.Errorf("--tp 3: exit %d: %s", code, stderr)
+	}
 	// Native cannot hold per-layer widths: exit 1 with the plan error.
 	code, _, stderr = runCLI("prune", "--model", parent, "--plan", plan2, "--out", out, "--force")
 	if code != 1 || !strings.Contains(stderr, "layer 1") && !strings.Contains(stderr, "layer 0") {
@@ -113,6 +119,7 @@ func TestPruneCommandUsage(t *testing.T) {
 		{"prune", "--model", parent, "--plan", plan, "--out", "x", "--format", "gguf"},
 		{"prune", "--model", "/nonexistent", "--plan", plan, "--out", "x"},
 		{"prune", "--model", parent, "--plan", plan, "--out", "x", "extra"},
+		{"prune", "--model", parent, "--plan", plan, "--out", "x", "--tp", "-2"},
 	}
 	for _, c := range cases {
 		if code, _, stderr := runCLI(c...); code != 2 {
@@ -167,7 +174,12 @@ func TestValidateCommand(t *testing.T) {
 	if code != 1 || !strings.Contains(stdout, "layer 0: tensor model.layers.0.mlp.gate_proj.weight: shape [600 32]") {
 		t.Errorf("shape mismatch: exit %d\n%s", code, stdout)
 	}
-	for _, c := range [][]string{{"validate", "--engine", "vllm"}, {"validate", "--model", parent}, {"validate", "--model", parent, "--engine", "x"}} {
+	// Tensor parallelism: 8 heads do not split over TP 3.
+	code, stdout, _ = runCLI("validate", "--model", out, "--engine", "vllm", "--tp", "3")
+	if code != 1 || !strings.Contains(stdout, "[tp-heads]") {
+		t.Errorf("--tp 3: exit %d\n%s", code, stdout)
+	}
+	for _, c := range [][]string{{"validate", "--model", parent, "--engine", "vllm", "--tp", "-1"}, {"validate", "--engine", "vllm"}, {"validate", "--model", parent}, {"validate", "--model", parent, "--engine", "x"}} {
 		if code, _, _ := runCLI(c...); code != 2 {
 			t.Errorf("%v: exit %d, want 2", c, code)
 		}

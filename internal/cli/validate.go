@@ -14,7 +14,7 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "validate",
-		Usage: "--model DIR --engine vllm|sglang|trtllm|llamacpp|hf|all [--json]",
+		Usage: "--model DIR --engine vllm|sglang|trtllm|llamacpp|hf|all [--tp N] [--json]",
 		Short: "check that a checkpoint follows a serving engine's shape rules",
 		Long: `validate checks a HuggingFace checkpoint directory against the rules the
 serving engine enforces when it loads it: the architecture is one the engine
@@ -32,12 +32,16 @@ not fail. --engine accepts a comma-separated list or "all". The exit status is
 			model := fs.String("model", "", "checkpoint `directory` (config.json + safetensors)")
 			engine := fs.String("engine", "", "engine(s): vllm, sglang, trtllm, llamacpp, hf, a comma-separated list, or all")
 			asJSON := fs.Bool("json", false, "print the reports as JSON")
+			tp := fs.Int("tp", 0, "tensor-parallel size to check head and width divisibility for (vllm, sglang, trtllm)")
 			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) > 0 {
 					return Usagef("unexpected arguments %q", args)
 				}
 				if *model == "" {
 					return Usagef("--model is required")
+				}
+				if *tp < 0 {
+					return Usagef("--tp %d: want a positive tensor-parallel size", *tp)
 				}
 				if *engine == "" {
 					return Usagef("--engine is required (%s or all)", strings.Join(export.Engines(), ", "))
@@ -60,7 +64,7 @@ not fail. --engine accepts a comma-separated list or "all". The exit status is
 					if err := ctx.Err(); err != nil {
 						return err
 					}
-					r, err := export.ValidateDir(*model, e)
+					r, err := export.ValidateDirWith(*model, e, export.Options{TP: *tp})
 					if err != nil {
 						return err
 					}
