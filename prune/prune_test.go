@@ -3,6 +3,7 @@ package prune
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -27,6 +28,7 @@ func TestIdentity(t *testing.T) {
 			dir, parent := writeSynth(t, s)
 			out, _ := runPrune(t, dir, &Plan{Version: 1}, "")
 			compareDirsBitForBit(t, dir, out)
+			compareConfigs(t, dir, out)
 			child, err := architecture.Load(out)
 			must(t, err)
 			parent.Raw, child.Raw, parent.Name, child.Name = nil, nil, "", ""
@@ -39,7 +41,8 @@ func TestIdentity(t *testing.T) {
 		dir := shareddata.Require(t, "models/stories260K")
 		src := stageStories(t, dir)
 		out, _ := runPrune(t, src, &Plan{Version: 1}, "hf")
-		compareTensorsBitForBit(t, src, out)
+		compareDirsBitForBit(t, src, out)
+		compareConfigs(t, src, out)
 	})
 }
 
@@ -73,6 +76,33 @@ func compareDirsBitForBit(t *testing.T, a, b string) {
 		}
 	}
 	compareTensorsBitForBit(t, a, b)
+}
+
+// compareConfigs checks that the child's config.json keeps every key of the
+// parent's with the same value. Keys the writer adds are class defaults made
+// explicit (attention_bias, use_sliding_window, ...); the callers check that
+// both configs read back as the same model.
+func compareConfigs(t *testing.T, a, b string) {
+	t.Helper()
+	var x, y map[string]any
+	for _, c := range []struct {
+		dir string
+		v   *map[string]any
+	}{{a, &x}, {b, &y}} {
+		data, err := os.ReadFile(filepath.Join(c.dir, "config.json"))
+		must(t, err)
+		must(t, json.Unmarshal(fixNonFinite(data), c.v))
+	}
+	for k, v := range x {
+		if w, ok := y[k]; !ok || !reflect.DeepEqual(v, w) {
+			t.Errorf("config.json %s: %v, parent %v", k, w, v)
+		}
+	}
+	for k, w := range y {
+		if _, ok := x[k]; !ok {
+			t.Logf("config.json makes %s explicit: %v", k, w)
+		}
+	}
 }
 
 func compareTensorsBitForBit(t *testing.T, a, b string) {
