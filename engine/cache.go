@@ -194,52 +194,42 @@ func (m *Model) Step(caches []*Cache, tokens [][]int32, all bool) ([][]float32, 
 
 // cachedAttention computes, for every new row of every sequence, causal
 // attention over that sequence's cached keys and values (which already hold
-// the new rows). q and ao are (R, heads·hd). Long chunks (prompts) use GEMMs
-// per head; short ones (decoding) use dot products, parallel over
-// sequences × heads.
+// the new rows). q and ao are (R, heads·hd). Tasks are (sequence, head)
+// pairs run in parallel, each on one core: chunks of 16 or more new rows
+// (prompts) use GEMMs, shorter ones (decoding) dot products.
 func cachedAttention(ao, q []float32, caches []*Cache, l int, start []int, d layerDims) {
 	scale := float32(1 / math.Sqrt(float64(d.hd)))
 	group := d.heads / d.kvH
 	s := attnShape{heads: d.heads, kvH: d.kvH, hd: d.hd, window: d.window}
-	type task struct{ seq, head int }
-	var small []task
-	for i, c := range caches {
-		n := start[i+1] - start[i]
-		if n < 16 {
-			for h := 0; h < d.heads; h++ {
-				small = append(small, task{i, h})
-			}
-			continue
-		}
-		// Prompt chunk: scores (n × total) by GEMM, then masked softmax.
-		total := c.n + n
-		P := make([]float32, n*total)
-		for h := 0; h < d.heads; h++ {
+	parallelFor(len(caches)*d.heads, 1, func(lo, hi int) {
+		var scratch []float32
+		for task := lo; task < hi; task++ {
+			seq, h := task/d.heads, task%d.heads
+			c := caches[seq]
 			g := h / group
-			qo := start[i]*d.qd + h*d.hd
-			blas.Sgemm(false, true, n, total, d.hd, scale, q[qo:], d.qd, c.k[l][g*d.hd:], d.kd, 0, P, total)
-			parallelFor(n, 8, func(lo, hi int) {
-				for r := lo; r < hi; r++ {
-					softmaxRow(P[r*total:(r+1)*total], c.n+r, s)
-				}
-			})
-			blas.Sgemm(false, false, n, d.hd, total, 1, P, total, c.v[l][g*d.hd:], d.kd, 0, ao[qo:], d.qd)
-		}
-	}
-	parallelFor(len(small), 1, func(lo, hi int) {
-		var scores []float32
-		for _, t := range small[lo:hi] {
-			c := caches[t.seq]
-			g := t.head / group
-			n := start[t.seq+1] - start[t.seq]
-			total := c.n + n
-			scores = grow(scores, total)
+			n := start[seq+1] - start[seq]
+			past := c.n // cached tokens before this step's rows
+			total := past + n
 			K, Vc := c.k[l], c.v[l]
+			qo := start[seq]*d.qd + h*d.hd
+			if n >= 16 {
+				// Prompt chunk: scores (n × total) by GEMM, masked softmax,
+				// weighted sum by GEMM.
+				scratch = grow(scratch, n*total)
+				P := scratch
+				blas.SgemmSerial(false, true, n, total, d.hd, scale, q[qo:], d.qd, K[g*d.hd:], d.kd, 0, P, total)
+				for r := 0; r < n; r++ {
+					softmaxRow(P[r*total:(r+1)*total], past+r, s)
+				}
+				blas.SgemmSerial(false, false, n, d.hd, total, 1, P, total, Vc[g*d.hd:], d.kd, 0, ao[qo:], d.qd)
+				continue
+			}
+			scratch = grow(scratch, total)
 			for r := 0; r < n; r++ {
-				row := start[t.seq] + r
-				p := c.n + r
-				qv := q[row*d.qd+t.head*d.hd : row*d.qd+(t.head+1)*d.hd]
-				sc := scores[:p+1]
+				row := start[seq] + r
+				p := past + r
+				qv := q[row*d.qd+h*d.hd : row*d.qd+(h+1)*d.hd]
+				sc := scratch[:p+1]
 				for j := range sc {
 					kv := K[j*d.kd+g*d.hd : j*d.kd+(g+1)*d.hd]
 					var dot float32
@@ -249,7 +239,7 @@ func cachedAttention(ao, q []float32, caches []*Cache, l int, start []int, d lay
 					sc[j] = dot * scale
 				}
 				softmaxRow(sc, p, s)
-				out := ao[row*d.qd+t.head*d.hd : row*d.qd+(t.head+1)*d.hd]
+				out := ao[row*d.qd+h*d.hd : row*d.qd+(h+1)*d.hd]
 				clear(out)
 				for j, pj := range sc {
 					if pj == 0 {

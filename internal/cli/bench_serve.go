@@ -261,18 +261,19 @@ type bsBenchReport struct {
 }
 
 var bsBenchMetrics = []struct {
-	name string
-	f    func(bsBenchRun) float64
+	name, label, unit string
+	scale             float64 // printed value = scale × stored value
+	f                 func(bsBenchRun) float64
 }{
-	{"ttft_mean_s", func(r bsBenchRun) float64 { return r.TTFT.Mean }},
-	{"ttft_p90_s", func(r bsBenchRun) float64 { return r.TTFT.P90 }},
-	{"tpot_mean_s", func(r bsBenchRun) float64 { return r.TPOT.Mean }},
-	{"tpot_p90_s", func(r bsBenchRun) float64 { return r.TPOT.P90 }},
-	{"e2e_mean_s", func(r bsBenchRun) float64 { return r.E2E.Mean }},
-	{"e2e_p90_s", func(r bsBenchRun) float64 { return r.E2E.P90 }},
-	{"output_tokens_per_s", func(r bsBenchRun) float64 { return r.OutputTPS }},
-	{"total_tokens_per_s", func(r bsBenchRun) float64 { return r.TotalTPS }},
-	{"requests_per_s", func(r bsBenchRun) float64 { return r.RequestsPS }},
+	{"ttft_mean_s", "TTFT mean", "ms", 1e3, func(r bsBenchRun) float64 { return r.TTFT.Mean }},
+	{"ttft_p90_s", "TTFT p90", "ms", 1e3, func(r bsBenchRun) float64 { return r.TTFT.P90 }},
+	{"tpot_mean_s", "TPOT mean", "ms", 1e3, func(r bsBenchRun) float64 { return r.TPOT.Mean }},
+	{"tpot_p90_s", "TPOT p90", "ms", 1e3, func(r bsBenchRun) float64 { return r.TPOT.P90 }},
+	{"e2e_mean_s", "latency mean", "ms", 1e3, func(r bsBenchRun) float64 { return r.E2E.Mean }},
+	{"e2e_p90_s", "latency p90", "ms", 1e3, func(r bsBenchRun) float64 { return r.E2E.P90 }},
+	{"output_tokens_per_s", "output throughput", "tok/s", 1, func(r bsBenchRun) float64 { return r.OutputTPS }},
+	{"total_tokens_per_s", "total throughput", "tok/s", 1, func(r bsBenchRun) float64 { return r.TotalTPS }},
+	{"requests_per_s", "request throughput", "req/s", 1, func(r bsBenchRun) float64 { return r.RequestsPS }},
 }
 
 func (b *bsBenchReport) aggregate() {
@@ -286,15 +287,10 @@ func (b *bsBenchReport) print(env *Env) {
 	w := env.Stdout
 	fmt.Fprintf(w, "model      %s (%d parameters, float32, %s sgemm, %d threads)\n", b.Model, b.Params, b.Backend, b.Threads)
 	fmt.Fprintf(w, "workload   %s; %d requests per run, %d runs after a warm-up\n\n", b.Workload, b.Requests, b.Repeats)
-	fmt.Fprintf(w, "%-22s %12s %10s\n", "metric", "mean of runs", "spread")
+	fmt.Fprintf(w, "%-20s %18s %8s\n", "metric", "mean of runs", "spread")
 	for _, m := range bsBenchMetrics {
 		s := b.Summary[m.name]
-		v, unit := s.Mean, ""
-		if strings.HasSuffix(m.name, "_s") {
-			v, unit = 1e3*v, " ms"
-		}
-		name := strings.TrimSuffix(m.name, "_s")
-		fmt.Fprintf(w, "%-22s %9.2f%-3s %9.1f%%\n", name, v, unit, 100*s.Spread)
+		fmt.Fprintf(w, "%-20s %12.2f %-5s %7.1f%%\n", m.label, m.scale*s.Mean, m.unit, 100*s.Spread)
 	}
 	fmt.Fprintf(w, "\npeak memory (VmHWM)    %.1f MiB; peak KV cache %.1f MiB\n", float64(b.PeakRSSBytes)/(1<<20), float64(b.Runs[0].PeakKV)/(1<<20))
 }

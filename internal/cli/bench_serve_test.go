@@ -37,7 +37,7 @@ func TestBenchServeTinyModel(t *testing.T) {
 	}
 	// Human-readable table.
 	code, out, errOut = genRunCLI("bench-serve", "--model", dir, "--isl", "8", "--osl", "4", "--concurrency", "2", "--repeats", "1")
-	if code != 0 || !strings.Contains(out, "ttft_mean") || !strings.Contains(out, "VmHWM") {
+	if code != 0 || !strings.Contains(out, "TTFT mean") || !strings.Contains(out, "VmHWM") {
 		t.Fatalf("exit %d: %s %s", code, out, errOut)
 	}
 }
