@@ -16,7 +16,7 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "tokenize",
-		Usage: "--tokenizer FILE|DIR [--decode] [--add-special] [--skip-special] [--json] < input",
+		Usage: "--tokenizer FILE|DIR [--decode] [--add-special] [--skip-special] [--json|--binary] < input",
 		Short: "turn text into token ids (one line of ids per input line) or, with --decode, back",
 		Long: `Reads standard input and writes standard output.
 
@@ -25,8 +25,11 @@ encoded to one line of space-separated token ids. With --decode every input
 line of ids (separated by spaces or commas) is decoded to text; a binary
 token-id file (see the tokenizer package) is accepted too.
 
---json writes one JSON object per line, {"text": ..., "ids": [...]}, which
-keeps line boundaries even when decoded text contains newlines.
+--json writes one JSON object per line, {"text": ..., "ids": [...]} (and,
+when encoding, "tokens": the vocabulary strings of the ids), which keeps line
+boundaries even when decoded text contains newlines. --binary writes the
+encoded ids in the binary token-id form (little-endian uint32, see the
+tokenizer package) that every command reading ids accepts.
 
 The tokenizer is a HuggingFace tokenizer.json (BPE models: GPT-2, Llama-3,
 Qwen2/3, Llama-2, Mistral, SmolLM...) or a model directory holding one.`,
@@ -35,7 +38,8 @@ Qwen2/3, Llama-2, Mistral, SmolLM...) or a model directory holding one.`,
 			decode := fs.Bool("decode", false, "decode lines of token ids to text instead of encoding text")
 			addSpecial := fs.Bool("add-special", false, "add the tokenizer's special tokens (e.g. BOS) when encoding")
 			skipSpecial := fs.Bool("skip-special", false, "leave special tokens out when decoding")
-			asJSON := fs.Bool("json", false, `write one JSON object {"text", "ids"} per line`)
+			asJSON := fs.Bool("json", false, `write one JSON object {"text", "ids", "tokens"} per line`)
+			binary := fs.Bool("binary", false, "write the encoded ids as a binary token-id file (to redirect to a .bin file)")
 			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) > 0 {
 					return Usagef("tokenize reads standard input and takes no arguments, got %q", args)
@@ -49,6 +53,9 @@ Qwen2/3, Llama-2, Mistral, SmolLM...) or a model directory holding one.`,
 				if !*decode && *skipSpecial {
 					return Usagef("--skip-special applies to decoding; use it with --decode")
 				}
+				if *binary && (*decode || *asJSON) {
+					return Usagef("--binary writes encoded ids; it cannot be combined with --decode or --json")
+				}
 				tok, err := tokenizer.Load(*tokPath)
 				if err != nil {
 					return err
@@ -58,7 +65,7 @@ Qwen2/3, Llama-2, Mistral, SmolLM...) or a model directory holding one.`,
 				if *decode {
 					err = decodeStream(ctx, tok, in, out, *skipSpecial, *asJSON)
 				} else {
-					err = encodeStream(ctx, tok, in, out, *addSpecial, *asJSON)
+					err = encodeStream(ctx, tok, in, out, *addSpecial, *asJSON, *binary)
 				}
 				if ferr := out.Flush(); err == nil {
 					err = ferr
@@ -70,8 +77,9 @@ Qwen2/3, Llama-2, Mistral, SmolLM...) or a model directory holding one.`,
 }
 
 type tokenizeRecord struct {
-	Text string `json:"text"`
-	IDs  []int  `json:"ids"`
+	Text   string   `json:"text"`
+	IDs    []int    `json:"ids"`
+	Tokens []string `json:"tokens,omitempty"`
 }
 
 // readLine returns the next line without its line end; ok is false at the
@@ -107,6 +115,18 @@ func writeIDs(out *bufio.Writer, ids []int) {
 	out.Write(append(b, '\n'))
 }
 
+// binaryRecord writes one sequence of the binary token-id form.
+func binaryRecord(out *bufio.Writer, buf []byte, ids []int) {
+	le := func(v int) {
+		buf[0], buf[1], buf[2], buf[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+		out.Write(buf[:4])
+	}
+	le(len(ids))
+	for _, id := range ids {
+		le(id)
+	}
+}
+
 func writeRecord(out *bufio.Writer, rec tokenizeRecord) error {
 	if rec.IDs == nil {
 		rec.IDs = []int{}
@@ -116,7 +136,15 @@ func writeRecord(out *bufio.Writer, rec tokenizeRecord) error {
 	return enc.Encode(rec)
 }
 
-func encodeStream(ctx context.Context, tok *tokenizer.Tokenizer, in *bufio.Reader, out *bufio.Writer, addSpecial, asJSON bool) error {
+func encodeStream(ctx context.Context, tok *tokenizer.Tokenizer, in *bufio.Reader, out *bufio.Writer, addSpecial, asJSON, binary bool) error {
+	if binary {
+		// The binary form is a header followed by independent records, so
+		// it can be written one line at a time.
+		if err := tokenizer.WriteIDsBinary(out, nil); err != nil {
+			return err
+		}
+	}
+	var rec [4]byte
 	for lineNo := 1; ; lineNo++ {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -132,11 +160,18 @@ func encodeStream(ctx context.Context, tok *tokenizer.Tokenizer, in *bufio.Reade
 		if err != nil {
 			return fmt.Errorf("line %d: %w", lineNo, err)
 		}
-		if asJSON {
-			if err := writeRecord(out, tokenizeRecord{Text: line, IDs: ids}); err != nil {
+		switch {
+		case binary:
+			binaryRecord(out, rec[:], ids)
+		case asJSON:
+			toks := make([]string, len(ids))
+			for i, id := range ids {
+				toks[i], _ = tok.Token(id)
+			}
+			if err := writeRecord(out, tokenizeRecord{Text: line, IDs: ids, Tokens: toks}); err != nil {
 				return err
 			}
-		} else {
+		default:
 			writeIDs(out, ids)
 		}
 	}

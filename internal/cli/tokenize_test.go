@@ -89,7 +89,8 @@ func TestTokenizeCommand(t *testing.T) {
 		{"encode", []string{"--tokenizer", tok}, "hello world\n\nhe\r\n", 0, hello + "\n\n" + enc("he") + "\n", ""},
 		{"encode no final newline", []string{"--tokenizer", tok}, "he", 0, enc("he") + "\n", ""},
 		{"add special", []string{"--tokenizer", tok, "--add-special"}, "he\n", 0, "0 " + enc("he") + "\n", ""},
-		{"json", []string{"--tokenizer", tok, "--json"}, "he\n\n", 0, `{"text":"he","ids":[` + strings.ReplaceAll(enc("he"), " ", ",") + "]}\n" + `{"text":"","ids":[]}` + "\n", ""},
+		{"json", []string{"--tokenizer", tok, "--json"}, "he\n\n", 0, `{"text":"he","ids":[` + strings.ReplaceAll(enc("he"), " ", ",") + `],"tokens":["he"]}` + "\n" + `{"text":"","ids":[]}` + "\n", ""},
+		{"binary and json", []string{"--tokenizer", tok, "--binary", "--json"}, "", 2, "", "--binary writes encoded ids"},
 		{"decode", []string{"--tokenizer", tok, "--decode"}, hello + "\n0," + enc("he") + "\n", 0, "hello world\n<s>he\n", ""},
 		{"decode skip", []string{"--tokenizer", tok, "--decode", "--skip-special"}, "0 " + enc("he") + "\n", 0, "he\n", ""},
 		{"decode json", []string{"--tokenizer", tok, "--decode", "--json"}, "0\n", 0, `{"text":"<s>","ids":[0]}` + "\n", ""},
@@ -116,6 +117,30 @@ func TestTokenizeCommand(t *testing.T) {
 				t.Errorf("stderr %q does not contain %q", errb.String(), tc.err)
 			}
 		})
+	}
+}
+
+// --binary output reads back with tokenizer.ReadIDs and decodes again.
+func TestTokenizeBinaryRoundTrip(t *testing.T) {
+	tok := writeTinyTokenizer(t)
+	in := "hello world\n\nhe said\n"
+	var bin, errb bytes.Buffer
+	if code := Run(context.Background(), []string{"tokenize", "--tokenizer", tok, "--binary", "--add-special"}, strings.NewReader(in), &bin, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	seqs, err := tokenizer.ReadIDs(bytes.NewReader(bin.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seqs) != 3 || len(seqs[1]) != 1 || seqs[1][0] != 0 {
+		t.Fatalf("sequences %v: want 3, the second only BOS", seqs)
+	}
+	var out bytes.Buffer
+	if code := Run(context.Background(), []string{"tokenize", "--tokenizer", tok, "--decode", "--skip-special"}, &bin, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if out.String() != in {
+		t.Errorf("decoded %q, want %q", out.String(), in)
 	}
 }
 
