@@ -9,19 +9,24 @@ import (
 	"os"
 	"strings"
 
+	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/export"
+	"github.com/autocompress/autocompress/importance"
 	"github.com/autocompress/autocompress/prune"
 )
 
 func init() {
 	Register(&Command{
 		Name:  "prune",
-		Usage: "--model DIR --plan plan.json --out DIR [--engine vllm|sglang|trtllm|llamacpp|hf] [--format native|decilm|padded] [--tp N] [--force] [--json]",
+		Usage: "--model DIR (--plan plan.json | --scores scores.safetensors --keep-hidden N --keep-heads N --keep-ffn N --drop-layers N) --out DIR [--engine vllm|sglang|trtllm|llamacpp|hf] [--format native|decilm|padded] [--tp N] [--force] [--json]",
 		Short: "write a pruned child checkpoint from a pruning plan",
 		Long: `prune slices a HuggingFace checkpoint (config.json + safetensors) to what a
 pruning plan keeps: hidden channels, query heads (within their KV groups), KV
 groups, MLP neurons, Mamba heads, whole layers or sub-blocks. The plan format is
-documented in prune/PLAN.md.
+documented in prune/PLAN.md. Instead of --plan, --scores builds a uniform plan
+from importance scores (autocompress importance) and --keep-* targets, keeping
+the top-scoring units (query heads ranked within their KV groups) and dropping
+the layers of lowest block influence; --write-plan saves it.
 
 The child is written one tensor at a time (memory stays at a few MiB whatever
 the model size), sharded like the parent, with a config.json that matches the
@@ -45,6 +50,12 @@ so the native architecture can hold them; the function is unchanged).`,
 			force := fs.Bool("force", false, "replace an existing --out")
 			tp := fs.Int("tp", 0, "tensor-parallel size the child will be served with (checks head and width divisibility)")
 			asJSON := fs.Bool("json", false, "print the result as JSON")
+			scores := fs.String("scores", "", "build the plan from an importance `file` (autocompress importance output) instead of --plan")
+			keepHidden := fs.Int("keep-hidden", 0, "with --scores: hidden channels to keep (0: all)")
+			keepHeads := fs.Int("keep-heads", 0, "with --scores: query heads to keep per layer, a multiple of the KV groups (0: all)")
+			keepFFN := fs.Int("keep-ffn", 0, "with --scores: MLP neurons to keep per layer (0: all)")
+			dropLayers := fs.Int("drop-layers", 0, "with --scores: layers to drop, lowest block influence first")
+			writePlan := fs.String("write-plan", "", "with --scores: also write the generated plan to this `file`")
 			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) > 0 {
 					return Usagef("unexpected arguments %q", args)
@@ -52,8 +63,14 @@ so the native architecture can hold them; the function is unchanged).`,
 				switch {
 				case *model == "":
 					return Usagef("--model is required")
-				case *planPath == "":
-					return Usagef("--plan is required")
+				case *planPath == "" && *scores == "":
+					return Usagef("--plan (or --scores with --keep-* targets) is required")
+				case *planPath != "" && *scores != "":
+					return Usagef("give --plan or --scores, not both")
+				case *scores == "" && (*keepHidden != 0 || *keepHeads != 0 || *keepFFN != 0 || *dropLayers != 0 || *writePlan != ""):
+					return Usagef("--keep-*, --drop-layers and --write-plan need --scores")
+				case *keepHidden < 0 || *keepHeads < 0 || *keepFFN < 0 || *dropLayers < 0:
+					return Usagef("--keep-* and --drop-layers must not be negative")
 				case *out == "":
 					return Usagef("--out is required")
 				}
@@ -73,8 +90,19 @@ so the native architecture can hold them; the function is unchanged).`,
 				if st, err := os.Stat(*model); err != nil || !st.IsDir() {
 					return Usagef("--model %s: not a checkpoint directory", *model)
 				}
-				plan, err := prune.LoadPlan(*planPath)
-				if err != nil {
+				var plan *prune.Plan
+				var err error
+				if *scores != "" {
+					plan, err = planFromScores(*model, *scores, *keepHidden, *keepHeads, *keepFFN, *dropLayers)
+					if err != nil {
+						return err
+					}
+					if *writePlan != "" {
+						if err := savePlan(*writePlan, plan); err != nil {
+							return err
+						}
+					}
+				} else if plan, err = prune.LoadPlan(*planPath); err != nil {
 					return err
 				}
 				res, err := prune.Prune(ctx, prune.Options{
@@ -140,6 +168,73 @@ so the native architecture can hold them; the function is unchanged).`,
 			}
 		},
 	})
+}
+
+// planFromScores builds a uniform plan from importance scores: the same
+// number of hidden channels, query heads per layer (ranked within their KV
+// groups) and neurons everywhere, the layers with the lowest block influence
+// dropped.
+func planFromScores(modelDir, path string, hidden, heads, ffn, drop int) (*prune.Plan, error) {
+	m, err := architecture.Load(modelDir)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := importance.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(sc.Hidden) != m.Hidden || len(sc.LayerBI) != len(m.Layers) {
+		return nil, fmt.Errorf("%s was computed for another model: %d hidden scores and %d layers, the model has %d and %d",
+			path, len(sc.Hidden), len(sc.LayerBI), m.Hidden, len(m.Layers))
+	}
+	f32 := func(v []float64) []float32 {
+		if v == nil {
+			return nil
+		}
+		out := make([]float32, len(v))
+		for i, x := range v {
+			out[i] = float32(x)
+		}
+		return out
+	}
+	s := prune.Scores{Hidden: f32(sc.Hidden), Layers: f32(sc.LayerBI)}
+	t := prune.Targets{Hidden: hidden, DropLayers: drop}
+	for l := range m.Layers {
+		var h, n []float64
+		if l < len(sc.Heads) {
+			h = sc.Heads[l]
+		}
+		if l < len(sc.Neurons) {
+			n = sc.Neurons[l]
+		}
+		s.Heads = append(s.Heads, f32(h))
+		s.Neurons = append(s.Neurons, f32(n))
+		t.Heads = append(t.Heads, heads)
+		t.Neurons = append(t.Neurons, ffn)
+	}
+	p, err := prune.PlanFromScores(m, s, t)
+	if err != nil {
+		return nil, fmt.Errorf("plan from %s: %w", path, err)
+	}
+	return p, nil
+}
+
+func savePlan(path string, p *prune.Plan) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if err := p.Write(f); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 func pruneHumanBytes(n int64) string {

@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/checkpoint"
 	"github.com/autocompress/autocompress/checkpoint/testutil"
+	"github.com/autocompress/autocompress/importance"
+	"github.com/autocompress/autocompress/prune"
 )
 
 // pruneParent writes a small synthetic Llama (8 heads in 4 KV groups,
@@ -183,5 +186,77 @@ func TestValidateCommand(t *testing.T) {
 		if code, _, _ := runCLI(c...); code != 2 {
 			t.Errorf("%v: exit %d, want 2", c, code)
 		}
+	}
+}
+
+// TestPruneCommandScores builds the plan from an importance file: the kept
+// units are the top-scoring ones (heads within their KV group), the layer
+// of lowest block influence is dropped, and --write-plan saves the plan.
+func TestPruneCommandScores(t *testing.T) {
+	parent := pruneParent(t) // 3 layers, hidden 32, 8 heads in 4 groups, FFN 600
+	sc := &importance.Scores{KVHeads: []int{4, 4, 4}, LayerBI: []float64{0.5, 0.1, 0.9},
+		LayerSkipLoss: []float64{0, 0, 0}, Version: importance.Version}
+	for i := 0; i < 32; i++ {
+		sc.Hidden = append(sc.Hidden, float64((i*7)%32))
+	}
+	for l := 0; l < 3; l++ {
+		var h, hc, n []float64
+		for i := 0; i < 8; i++ {
+			h = append(h, float64((i+l)%8))
+		}
+		for i := 0; i < 32; i++ {
+			hc = append(hc, 1)
+		}
+		for i := 0; i < 600; i++ {
+			n = append(n, float64((i*13+l)%600))
+		}
+		sc.Heads = append(sc.Heads, h)
+		sc.HeadChannels = append(sc.HeadChannels, hc)
+		sc.Neurons = append(sc.Neurons, n)
+	}
+	scores := filepath.Join(t.TempDir(), "scores.safetensors")
+	if err := sc.Save(scores); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "child")
+	planOut := filepath.Join(t.TempDir(), "plan.json")
+	code, stdout, stderr := runCLI("prune", "--model", parent, "--scores", scores, "--keep-hidden", "24", "--keep-heads", "4",
+		"--keep-ffn", "512", "--drop-layers", "1", "--write-plan", planOut, "--out", out, "--engine", "sglang")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "2 layers, hidden 24") {
+		t.Errorf("stdout: %s", stdout)
+	}
+	p, err := prune.LoadPlan(planOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Hidden) != 24 {
+		t.Errorf("hidden %v", p.Hidden)
+	}
+	for _, c := range p.Hidden {
+		if sc.Hidden[c] < 8 { // scores are a permutation of 0..31: the top 24 are ≥ 8
+			t.Errorf("kept hidden channel %d of score %v", c, sc.Hidden[c])
+		}
+	}
+	var removed []int
+	for _, lp := range p.Layers {
+		if lp.Remove {
+			removed = append(removed, lp.Layer)
+		}
+		if lp.Layer == 0 && !reflect.DeepEqual(lp.Heads, []int{1, 3, 5, 7}) {
+			t.Errorf("layer 0 heads %v, want the better head of each pair [1 3 5 7]", lp.Heads)
+		}
+	}
+	if !reflect.DeepEqual(removed, []int{1}) {
+		t.Errorf("removed %v, want [1] (lowest block influence)", removed)
+	}
+	// Targets without --scores, or both --plan and --scores: usage errors.
+	if code, _, _ := runCLI("prune", "--model", parent, "--plan", planOut, "--scores", scores, "--out", out); code != 2 {
+		t.Errorf("--plan with --scores: exit %d", code)
+	}
+	if code, _, _ := runCLI("prune", "--model", parent, "--plan", planOut, "--keep-ffn", "3", "--out", out); code != 2 {
+		t.Errorf("--keep-ffn without --scores: exit %d", code)
 	}
 }
