@@ -1,12 +1,9 @@
 package engine
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/checkpoint"
@@ -136,69 +133,18 @@ func (m *Model) Save(dir string, dtype checkpoint.DType) (err error) {
 
 var torchDType = map[checkpoint.DType]string{checkpoint.F32: "float32", checkpoint.BF16: "bfloat16", checkpoint.F16: "float16"}
 
-// configJSON writes config.json for the model. PRIVATE ADAPTER until
-// architecture provides a config writer: it handles models whose layers all
-// have the same shape (Llama / Qwen2 / Qwen3 / Mistral style), starting from
-// the config the model was read from so unknown keys survive.
+// configJSON writes config.json through architecture's writer: the native
+// format of the model's class when its layers are uniform, DeciLM's
+// per-layer block_configs otherwise. A model built by New without an
+// architecture class is written as LlamaForCausalLM.
 func (m *Model) configJSON(dtype checkpoint.DType) ([]byte, error) {
-	a := m.arch
-	if len(a.Layers) == 0 {
-		return nil, errors.New("engine: save: model has no layers")
+	a := m.arch.Clone()
+	if a.Arch == "" {
+		a.Arch, a.ModelType = architecture.Llama, "llama"
 	}
-	l0 := a.Layers[0]
-	for i, l := range a.Layers {
-		if l.Attention == nil || l.MLP == nil || *l.Attention != *l0.Attention || *l.MLP != *l0.MLP {
-			return nil, &UnsupportedError{Layer: i, Feature: "saving a model whose layers differ in shape needs a per-layer config writer (not available yet)"}
-		}
+	cfg, err := a.Config(architecture.ConfigOptions{DType: torchDType[dtype]})
+	if err != nil {
+		return nil, fmt.Errorf("engine: save: %w", err)
 	}
-	cfg := map[string]any{}
-	for k, v := range a.Raw {
-		cfg[k] = v
-	}
-	arch := a.Arch
-	if arch == "" {
-		arch = "LlamaForCausalLM"
-	}
-	mt := a.ModelType
-	if mt == "" {
-		mt = "llama"
-	}
-	at, ml := l0.Attention, l0.MLP
-	act := ml.Activation
-	if act == "" {
-		act = "silu"
-	}
-	set := map[string]any{
-		"architectures": []string{arch}, "model_type": mt,
-		"vocab_size": a.Vocab, "hidden_size": a.Hidden, "intermediate_size": ml.Width,
-		"num_hidden_layers": len(a.Layers), "num_attention_heads": at.Heads,
-		"num_key_value_heads": at.KVHeads, "head_dim": at.HeadDim,
-		"rms_norm_eps": a.NormEps, "rope_theta": a.Rope.Theta,
-		"max_position_embeddings": a.MaxPositions, "tie_word_embeddings": a.TiedEmbeddings,
-		"hidden_act": act, "attention_bias": at.QKVBias, "mlp_bias": ml.Bias,
-		"torch_dtype": torchDType[dtype],
-	}
-	if a.BOS >= 0 {
-		set["bos_token_id"] = a.BOS
-	}
-	if len(a.EOS) == 1 {
-		set["eos_token_id"] = a.EOS[0]
-	} else if len(a.EOS) > 1 {
-		set["eos_token_id"] = slices.Clone(a.EOS)
-	}
-	if s := a.Rope.Scaling; s != nil {
-		rs := map[string]any{"rope_type": s.Type, "factor": s.Factor}
-		if s.Type == "llama3" {
-			rs["low_freq_factor"], rs["high_freq_factor"] = s.LowFreqFactor, s.HighFreqFactor
-			rs["original_max_position_embeddings"] = s.OriginalMaxPositions
-		}
-		set["rope_scaling"] = rs
-	}
-	if a.Rope.PartialFactor > 0 && a.Rope.PartialFactor < 1 {
-		set["partial_rotary_factor"] = a.Rope.PartialFactor
-	}
-	for k, v := range set {
-		cfg[k] = v
-	}
-	return json.MarshalIndent(cfg, "", "  ")
+	return cfg, nil
 }
