@@ -50,11 +50,13 @@ func Load(dir string) (*Model, error) {
 		return nil, err
 	}
 	defer r.Close()
-	m, err := newEmpty(arch)
+	specs, err := TensorSpecs(arch)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
-	for _, s := range m.specs {
+	// Check every tensor before allocating anything, so that a config.json
+	// claiming a huge model fails on its first tensor, not on memory.
+	for _, s := range specs {
 		info, ok := r.Tensor(s.Name)
 		if !ok {
 			return nil, &MissingTensorError{File: r.Path(), Tensor: s.Name, Want: s.Shape}
@@ -62,6 +64,13 @@ func Load(dir string) (*Model, error) {
 		if !sameShape(s.Shape, info.Shape) {
 			return nil, &ShapeError{File: info.File, Tensor: s.Name, Want: s.Shape, Got: info.Shape}
 		}
+	}
+	m, err := newEmpty(arch)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	for _, s := range m.specs {
+		info, _ := r.Tensor(s.Name)
 		if err := r.Float32Into(m.Tensor(s.Name), s.Name); err != nil {
 			return nil, fmt.Errorf("%s: %w", info.File, err)
 		}
