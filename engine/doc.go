@@ -63,9 +63,23 @@
 // identities in forward and backward, to measure the loss increase when a
 // layer is removed.
 //
-// # Generation
+// # Generation and serving
 //
 // NewCache and Step run the model incrementally with a KV cache, several
-// sequences at once (continuous batching); Generate decodes greedily or by
-// seeded temperature / top-p sampling and stops at EOS.
+// sequences at once, each feeding a prompt chunk or decoding one token;
+// Generate decodes greedily or by seeded temperature / top-p sampling and
+// stops at EOS; Serve runs a request stream with continuous batching and
+// chunked prefill and measures TTFT, TPOT and latency per request.
+//
+// # Speed
+//
+// Matrix products go through engine/blas. Attention is computed per (batch
+// row, head) in blocks of 64 query rows with GEMMs, skipping the causal
+// upper triangle; its probabilities are not stored but recomputed in the
+// backward pass, so activation memory grows with T, not T². Elementwise
+// operations split rows across GOMAXPROCS goroutines; GEMMs are split the
+// same way (OpenBLAS runs single-threaded per goroutine), so the two never
+// oversubscribe the cores. ForwardFLOPs gives the model FLOPs that the
+// speed benchmark (BenchmarkEngineSpeed) divides by the measured sgemm
+// peak.
 package engine

@@ -464,3 +464,38 @@ func TestSavePerLayerRoundTrip(t *testing.T) {
 		t.Fatalf("logits differ by %g", d)
 	}
 }
+
+func ExampleModel_Generate() {
+	arch := &architecture.Model{Vocab: 16, Hidden: 8, Norm: architecture.RMSNorm, NormEps: 1e-5,
+		Rope: architecture.Rope{Theta: 10000}, TiedEmbeddings: true, EOS: []int{2},
+		Layers: []architecture.Layer{{
+			Attention: &architecture.Attention{Heads: 2, KVHeads: 1, HeadDim: 4},
+			MLP:       &architecture.MLP{Width: 16, Gated: true, Activation: "silu"}}}}
+	m, _ := New(arch, 1)
+	a, _ := m.Generate(context.Background(), []int32{1, 5}, GenerateOptions{MaxTokens: 5, Temperature: 1, TopP: 0.9, Seed: 7, EOS: []int{}})
+	b, _ := m.Generate(context.Background(), []int32{1, 5}, GenerateOptions{MaxTokens: 5, Temperature: 1, TopP: 0.9, Seed: 7, EOS: []int{}})
+	fmt.Println(len(a), fmt.Sprint(a) == fmt.Sprint(b))
+	// Output: 5 true
+}
+
+func ExampleObserverFunc() {
+	arch := &architecture.Model{Vocab: 16, Hidden: 8, Norm: architecture.RMSNorm, NormEps: 1e-5,
+		Rope: architecture.Rope{Theta: 10000}, TiedEmbeddings: true,
+		Layers: []architecture.Layer{{
+			Attention: &architecture.Attention{Heads: 2, KVHeads: 1, HeadDim: 4},
+			MLP:       &architecture.MLP{Width: 16, Gated: true, Activation: "silu"}}}}
+	m, _ := New(arch, 1)
+	// Sum |activation| per FFN neuron (the input of down_proj).
+	score := make([]float64, 16)
+	m.SetObserver(ObserverFunc(func(a *Activation) {
+		if a.Site != SiteMLPAct {
+			return
+		}
+		for i, v := range a.Data {
+			score[i%a.Width] += math.Abs(float64(v))
+		}
+	}))
+	m.Forward([]int32{1, 2, 3, 4}, 2, 2)
+	fmt.Println(len(score), score[0] > 0)
+	// Output: 16 true
+}
