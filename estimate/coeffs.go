@@ -26,6 +26,13 @@ type Coeffs struct {
 	// Queue scales the wait of a new prompt behind other prompts' prefill
 	// (M/D/1 wait ρ/(2(1−ρ)) × own prefill time, ρ = prefill share of step time).
 	Queue float64 `json:"queue"`
+	// CompLow multiplies the linear-layer compute term when GEMMs run in FP8
+	// or FP4 (their achieved share of the doubled peak is lower than BF16's).
+	CompLow float64 `json:"comp_low"`
+	// Ctx is the decode-attention latency per context token per attention
+	// layer of the mean sequence (s): the occupancy-bound critical path of
+	// paged-attention kernels, which the KV-bytes term misses at small batch.
+	Ctx float64 `json:"ctx"`
 
 	// Validation figures written by calibrate: held-out median APE (fractions).
 	ErrTTFT       float64 `json:"err_ttft,omitempty"`
@@ -49,6 +56,15 @@ var embeddedCoeffs []byte
 
 var defaultCoeffs = mustCoeffs(embeddedCoeffs)
 
+//go:embed priors.json
+var embeddedPriors []byte
+
+var priorCoeffs = mustCoeffs(embeddedPriors)
+
+// PriorCoeffs returns the fixed starting values of calibration (priors.json),
+// so that refitting does not depend on the previously fitted file.
+func PriorCoeffs() *CoeffFile { return priorCoeffs }
+
 func mustCoeffs(b []byte) *CoeffFile {
 	f, err := ParseCoeffs(b)
 	if err != nil {
@@ -67,6 +83,10 @@ func ParseCoeffs(b []byte) (*CoeffFile, error) {
 		return nil, fmt.Errorf("coefficient file: no families")
 	}
 	for name, c := range f.Families {
+		if c.CompLow == 0 {
+			c.CompLow = 1
+			f.Families[name] = c
+		}
 		for _, v := range c.vector() {
 			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
 				return nil, fmt.Errorf("coefficient file: family %s has an invalid value %g", name, v)
@@ -108,20 +128,20 @@ var fallbacks = map[string][]string{
 }
 
 // The fitted coefficients as a vector, in the order of CoeffNames.
-func (c *Coeffs) vector() [12]float64 {
-	return [12]float64{c.Comp, c.Weight, c.KV, c.State, c.TP, c.TPLatency, c.Layer, c.Step, c.Req, c.MoE, c.Alpha0, c.Queue}
+func (c *Coeffs) vector() [14]float64 {
+	return [14]float64{c.Comp, c.Weight, c.KV, c.State, c.TP, c.TPLatency, c.Layer, c.Step, c.Req, c.MoE, c.Alpha0, c.Queue, c.CompLow, c.Ctx}
 }
 
-func (c *Coeffs) setVector(v [12]float64) {
-	c.Comp, c.Weight, c.KV, c.State, c.TP, c.TPLatency, c.Layer, c.Step, c.Req, c.MoE, c.Alpha0, c.Queue =
-		v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11]
+func (c *Coeffs) setVector(v [14]float64) {
+	c.Comp, c.Weight, c.KV, c.State, c.TP, c.TPLatency, c.Layer, c.Step, c.Req, c.MoE, c.Alpha0, c.Queue, c.CompLow, c.Ctx =
+		v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13]
 }
 
 // CoeffNames names the entries of the coefficient vector.
-var CoeffNames = [12]string{"comp", "weight", "kv", "state", "tp", "tp_latency", "layer", "step", "req", "moe", "alpha0", "queue"}
+var CoeffNames = [14]string{"comp", "weight", "kv", "state", "tp", "tp_latency", "layer", "step", "req", "moe", "alpha0", "queue", "comp_low", "ctx"}
 
 // Vector returns the coefficients in CoeffNames order.
-func (c Coeffs) Vector() [12]float64 { return c.vector() }
+func (c Coeffs) Vector() [14]float64 { return c.vector() }
 
 // WithVector returns c with the coefficient values replaced.
-func (c Coeffs) WithVector(v [12]float64) Coeffs { c.setVector(v); return c }
+func (c Coeffs) WithVector(v [14]float64) Coeffs { c.setVector(v); return c }

@@ -237,7 +237,9 @@ func TestUnknownNamesListValid(t *testing.T) {
 }
 
 // TestSimulationMatchesAnalytic: for closed loops with fixed lengths the
-// simulation and the analytic steady state share one step model and must agree.
+// simulation and the analytic steady state share one step model and must
+// agree on TPOT; E2E and throughput differ by the fitted prefill-queueing
+// term (queue × M/D/1 wait), which only the analytic path carries.
 func TestSimulationMatchesAnalytic(t *testing.T) {
 	h100 := gpu(t, "h100-sxm")
 	for _, tc := range []struct{ isl, osl, conc int }{{1024, 512, 1}, {1024, 512, 16}, {2048, 256, 64}, {512, 1024, 128}} {
@@ -251,7 +253,7 @@ func TestSimulationMatchesAnalytic(t *testing.T) {
 			name   string
 			s, a   float64
 			relTol float64
-		}{{"TPOT", s.TPOT, a.TPOT, 0.12}, {"E2E", s.E2E, a.E2E, 0.12}, {"throughput", s.OutputTokS, a.OutputTokS, 0.12}} {
+		}{{"TPOT", s.TPOT, a.TPOT, 0.12}, {"E2E", s.E2E, a.E2E, 0.2}, {"throughput", s.OutputTokS, a.OutputTokS, 0.2}} {
 			if d := math.Abs(x.s-x.a) / x.a; d > x.relTol {
 				t.Errorf("%+v %s: sim %.4g vs analytic %.4g (%.0f%%)", tc, x.name, x.s, x.a, d*100)
 			}

@@ -11,9 +11,11 @@ import (
 // (costmodel.md §4.1). It holds a pointer to the Summary, so the caller
 // keeps that alive and unchanged.
 type stepModel struct {
-	s    *Summary
-	co   Coeffs
-	peak float64 // FLOP/s for the compute dtype
+	s        *Summary
+	co       Coeffs
+	peak     float64 // FLOP/s of the linear layers' compute dtype
+	peakAttn float64 // FLOP/s of attention (BF16)
+	linMul   float64 // Comp × (CompLow for FP8/FP4 GEMMs)
 	bw   float64 // bytes/s
 	link float64 // bytes/s per direction
 	tp   float64
@@ -24,7 +26,12 @@ func newStepModel(s *Summary, hw *hardware.GPU, p *Precision, co Coeffs) stepMod
 	if link <= 0 {
 		link = 32e9
 	}
-	return stepModel{s: s, co: co, peak: hw.PeakFLOPS(p.Compute), bw: hw.BandwidthBps, link: link, tp: float64(max(s.TP, 1))}
+	m := stepModel{s: s, co: co, peak: hw.PeakFLOPS(p.Compute), peakAttn: hw.BF16FLOPS, bw: hw.BandwidthBps, link: link, tp: float64(max(s.TP, 1))}
+	m.linMul = co.Comp
+	if m.peak > hw.BF16FLOPS {
+		m.linMul *= co.CompLow
+	}
+	return m
 }
 
 // Batch describes the work of one step.
@@ -64,12 +71,23 @@ func (m *stepModel) terms(b Batch) Terms {
 	}
 	// Attention FLOPs: prefill pairs (sliding-window layers use the same pairs,
 	// an over-count only for prompts longer than the window) plus decode reads.
-	flops := s.LinearFLOPs*tokens + s.HeadFLOPs*sampled + s.ScanFLOPs*b.Prefill +
-		s.AttnFLOPs*(b.PrefillAtt+b.DecodeCtx) + s.SWAFLOPs*(b.PrefillAtt+swaCtx)
+	linear := s.LinearFLOPs*tokens + s.HeadFLOPs*sampled
+	attn := s.ScanFLOPs*b.Prefill + s.AttnFLOPs*(b.PrefillAtt+b.DecodeCtx) + s.SWAFLOPs*(b.PrefillAtt+swaCtx)
 	var t Terms
-	t.Compute = c.Comp * flops / m.peak
+	t.Compute = m.linMul*linear/m.peak + c.Comp*attn/m.peakAttn
 	t.Weights = c.Weight * s.StreamedBytes(tokens) / m.bw
 	t.KV = c.KV * (s.KVBytes*b.DecodeCtx + s.SWAKVBytes*swaCtx) / m.bw
+	if b.Decode > 0 && c.Ctx > 0 {
+		mean := b.DecodeCtx / b.Decode
+		full := float64(s.AttnLayers)
+		if s.Window > 0 && s.SWAKVBytes > 0 {
+			// windowed layers see at most Window tokens
+			nSWA := full * s.SWAKVBytes / (s.SWAKVBytes + s.KVBytes)
+			t.KV += c.Ctx * ((full-nSWA)*mean + nSWA*math.Min(mean, float64(s.Window)))
+		} else {
+			t.KV += c.Ctx * full * mean
+		}
+	}
 	t.State = c.State * 2 * s.StateBytes * b.Decode / m.bw
 	if s.AllReduces > 0 && tokens > 0 {
 		ring := 2 * (m.tp - 1) / m.tp

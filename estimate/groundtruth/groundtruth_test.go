@@ -99,14 +99,14 @@ func TestFitRecoversKnownCoefficients(t *testing.T) {
 		}
 	}
 	ps := Prepare(rows, Skipped{})
-	truth, _ := estimate.DefaultCoeffs().Family("vllm")
+	truth, _ := estimate.PriorCoeffs().Family("vllm")
 	truth.Comp, truth.Weight, truth.Step, truth.Alpha0 = 1.7, 1.15, 2e-3, 0.03
 	for _, p := range ps {
 		ttft, _, _ := p.Predict(truth, TTFT)
 		tpot, _, _ := p.Predict(truth, TPOT)
 		p.Row.TTFTms, p.Row.TPOTms = ttft, tpot
 	}
-	start, _ := estimate.DefaultCoeffs().Family("vllm")
+	start, _ := estimate.PriorCoeffs().Family("vllm")
 	fit, l := Fit(context.Background(), ps, "vllm", start, 1500)
 	if l > 1e-3 {
 		t.Errorf("loss %.2g after fitting exact data", l)
@@ -137,7 +137,7 @@ func TestHeldOutErrors(t *testing.T) {
 	if testing.Short() {
 		iter = 150
 	}
-	rep, err := Validate(context.Background(), ps, estimate.DefaultCoeffs(), iter)
+	rep, err := Validate(context.Background(), ps, estimate.PriorCoeffs(), iter)
 	if err != nil {
 		t.Fatal(err)
 	}

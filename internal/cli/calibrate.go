@@ -118,12 +118,12 @@ func calibrateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args [
 		if err != nil {
 			return err
 		}
-		cf, err := groundtruth.FitAll(ctx, ps, estimate.DefaultCoeffs(), g.iter)
+		cf, err := groundtruth.FitAll(ctx, ps, estimate.PriorCoeffs(), g.iter)
 		if err != nil {
 			return err
 		}
 		if !*noVal {
-			rep, err := groundtruth.Validate(ctx, ps, estimate.DefaultCoeffs(), g.iter/2)
+			rep, err := groundtruth.Validate(ctx, ps, estimate.PriorCoeffs(), g.iter/2)
 			if err != nil {
 				return err
 			}
@@ -184,9 +184,9 @@ func printCoeffs(w io.Writer, cf *estimate.CoeffFile) {
 		"layer_us", "step_us", "req_us", "moe_us", "alpha0ms", "queue", "rows", "held-out median APE tpot/ttft/thr")
 	for _, n := range names {
 		c := cf.Families[n]
-		fmt.Fprintf(w, "%-20s %6.2f %6.2f %6.2f %6.2f %8.1f %8.1f %8.2f %8.1f %8.1f %6.2f %5d  %.0f%% / %.0f%% / %.0f%%\n", n,
+		fmt.Fprintf(w, "%-20s %6.2f %6.2f %6.2f %6.2f %8.1f %8.1f %8.2f %8.1f %8.1f %6.2f %5d  %s / %s / %s\n", n,
 			c.Comp, c.Weight, c.KV, c.TP, c.Layer*1e6, c.Step*1e6, c.Req*1e6, c.MoE*1e6, c.Alpha0*1e3, c.Queue, c.Rows,
-			c.ErrTPOT*100, c.ErrTTFT*100, c.ErrThroughput*100)
+			band(c.ErrTPOT), band(c.ErrTTFT), band(c.ErrThroughput))
 	}
 }
 

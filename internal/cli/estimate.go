@@ -309,6 +309,14 @@ func estRun(m *architecture.Model, hw *hardware.GPU, eng estimate.Engine, o esti
 
 func gib(b float64) float64 { return b / estimate.GiB }
 
+// band formats a held-out median APE; 0 means the metric had no data.
+func band(x float64) string {
+	if x <= 0 {
+		return "n/a (no data)"
+	}
+	return fmt.Sprintf("±%.0f%%", x*100)
+}
+
 func printMemory(w io.Writer, r *estimate.Result, hw *hardware.GPU) {
 	mem := &r.Memory
 	fmt.Fprintf(w, "autocompress estimate: %s on %s (%s) with %s, %s weights, KV %s, TP %d\n",
@@ -353,9 +361,9 @@ func printEstimate(w io.Writer, r *estimate.Result, hw *hardware.GPU, analyticOn
 		fmt.Fprintf(w, "warning: the request rate exceeds the service capacity; queues grow without bound\n")
 	}
 	c := r.Coeffs
-	if c.ErrTPOT > 0 || c.ErrTTFT > 0 {
-		fmt.Fprintf(w, "Error band (held-out median APE for %s): TPOT ±%.0f%%, TTFT ±%.0f%%, throughput ±%.0f%%\n",
-			r.Family, c.ErrTPOT*100, c.ErrTTFT*100, c.ErrThroughput*100)
+	if c.ErrTPOT > 0 || c.ErrTTFT > 0 || c.ErrThroughput > 0 {
+		fmt.Fprintf(w, "Error band (held-out median APE for %s): TPOT %s, TTFT %s, throughput %s\n",
+			r.Family, band(c.ErrTPOT), band(c.ErrTTFT), band(c.ErrThroughput))
 	} else {
 		fmt.Fprintf(w, "Error band: %s has no fitted data (priors only); expect ±30%% or worse\n", r.Family)
 	}

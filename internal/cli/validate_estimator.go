@@ -44,7 +44,7 @@ func validateEstimatorFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env
 		if err != nil {
 			return err
 		}
-		rep, err := groundtruth.Validate(ctx, ps, estimate.DefaultCoeffs(), g.iter)
+		rep, err := groundtruth.Validate(ctx, ps, estimate.PriorCoeffs(), g.iter)
 		if err != nil {
 			return err
 		}
