@@ -330,8 +330,9 @@ func attentionBackward(dq, dk, dv, dout, q, k, v []float32, s attnShape) {
 }
 
 // crossEntropyForward returns the sum of −log softmax(logits)[target] over
-// rows with target ≥ 0 and their count; logits is (N,V).
-func crossEntropyForward(logits []float32, targets []int32, N, V int) (sum float64, count int) {
+// rows with target ≥ 0 and their count; logits is (N,V). lse (N) receives
+// each row's log-sum-exp for the backward pass.
+func crossEntropyForward(lse, logits []float32, targets []int32, N, V int) (sum float64, count int) {
 	partial := make([]float64, N)
 	parallelFor(N, 4, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
@@ -340,7 +341,9 @@ func crossEntropyForward(logits []float32, targets []int32, N, V int) (sum float
 				continue
 			}
 			row := logits[i*V : (i+1)*V]
-			partial[i] = logSumExp(row) - float64(row[t])
+			l := logSumExp(row)
+			lse[i] = float32(l)
+			partial[i] = l - float64(row[t])
 		}
 	})
 	for i, t := range targets[:N] {
@@ -365,8 +368,8 @@ func logSumExp(row []float32) float64 {
 }
 
 // crossEntropyBackward: dlogits (N,V) = scale·(softmax(logits) − onehot(target))
-// (overwrites; rows with target < 0 get 0).
-func crossEntropyBackward(dlogits, logits []float32, targets []int32, N, V int, scale float32) {
+// (overwrites; rows with target < 0 get 0), with lse from the forward pass.
+func crossEntropyBackward(dlogits, logits, lse []float32, targets []int32, N, V int, scale float32) {
 	parallelFor(N, 4, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			d := dlogits[i*V : (i+1)*V]
@@ -376,9 +379,9 @@ func crossEntropyBackward(dlogits, logits []float32, targets []int32, N, V int, 
 				continue
 			}
 			row := logits[i*V : (i+1)*V]
-			lse := float32(logSumExp(row))
+			l := lse[i]
 			for j, v := range row {
-				d[j] = scale * expf(v-lse)
+				d[j] = scale * expf(v-l)
 			}
 			d[t] -= scale
 		}

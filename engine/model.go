@@ -188,6 +188,7 @@ type acts struct {
 	lnf      []float32
 	rstdf    []float32
 	logits   []float32
+	lse      []float32 // per row log-sum-exp of the logits (ForwardLoss)
 	backward *backBufs
 }
 
@@ -229,6 +230,7 @@ func (m *Model) allocActs(B, T int) *acts {
 	}
 	a.lnf, a.rstdf = make([]float32, N*H), make([]float32, N)
 	a.logits = make([]float32, N*m.arch.Vocab)
+	a.lse = make([]float32, N)
 	return a
 }
 
@@ -303,7 +305,7 @@ func (m *Model) ForwardLoss(tokens, targets []int32, B, T int) (float32, error) 
 		return 0, err
 	}
 	copy(m.a.targets, targets)
-	sum, count := crossEntropyForward(logits, m.a.targets, B*T, m.arch.Vocab)
+	sum, count := crossEntropyForward(m.a.lse, logits, m.a.targets, B*T, m.arch.Vocab)
 	if count == 0 {
 		return 0, &InputError{"every target is negative (ignored): no loss to compute"}
 	}
@@ -322,7 +324,7 @@ func (m *Model) Backward() error {
 		return ErrNoForward
 	}
 	b := m.backBufs()
-	crossEntropyBackward(b.dlogits, m.a.logits, m.a.targets, m.a.B*m.a.T, m.arch.Vocab, 1/float32(m.a.count))
+	crossEntropyBackward(b.dlogits, m.a.logits, m.a.lse, m.a.targets, m.a.B*m.a.T, m.arch.Vocab, 1/float32(m.a.count))
 	m.backward(b.dlogits)
 	return nil
 }

@@ -122,11 +122,13 @@ func packA(trans bool, a []float32, lda, i0, mm, p0, kk int, dst []float32) {
 				o := d[p*mr : p*mr+mr : p*mr+mr]
 				o[0], o[1], o[2], o[3], o[4], o[5] = r0[p], r1[p], r2[p], r3[p], r4[p], r5[p]
 			}
-		case trans:
-			// op(A) rows are columns of A: each p gives rows contiguous.
-			if rows < mr {
-				clear(d)
+		case trans && rows == mr:
+			// op(A) rows are columns of A: each p gives six contiguous values.
+			for p := 0; p < kk; p++ {
+				*(*[mr]float32)(d[p*mr:]) = *(*[mr]float32)(a[(p0+p)*lda+i:])
 			}
+		case trans:
+			clear(d)
 			for p := 0; p < kk; p++ {
 				copy(d[p*mr:p*mr+rows], a[(p0+p)*lda+i:(p0+p)*lda+i+rows])
 			}
@@ -150,6 +152,12 @@ func packB(trans bool, b []float32, ldb, p0, kk, j0, cols int, dst []float32) {
 		clear(d)
 	}
 	if !trans {
+		if cols == nr {
+			for p := 0; p < kk; p++ {
+				*(*[nr]float32)(d[p*nr:]) = *(*[nr]float32)(b[(p0+p)*ldb+j0:])
+			}
+			return
+		}
 		for p := 0; p < kk; p++ {
 			copy(d[p*nr:p*nr+cols], b[(p0+p)*ldb+j0:(p0+p)*ldb+j0+cols])
 		}
