@@ -125,7 +125,10 @@ func packA(trans bool, a []float32, lda, i0, mm, p0, kk int, dst []float32) {
 		case trans && rows == mr:
 			// op(A) rows are columns of A: each p gives six contiguous values.
 			for p := 0; p < kk; p++ {
-				*(*[mr]float32)(d[p*mr:]) = *(*[mr]float32)(a[(p0+p)*lda+i:])
+				off := (p0+p)*lda + i
+				src := a[off : off+mr : off+mr]
+				o := d[p*mr : p*mr+mr : p*mr+mr]
+				o[0], o[1], o[2], o[3], o[4], o[5] = src[0], src[1], src[2], src[3], src[4], src[5]
 			}
 		case trans:
 			clear(d)
@@ -154,7 +157,12 @@ func packB(trans bool, b []float32, ldb, p0, kk, j0, cols int, dst []float32) {
 	if !trans {
 		if cols == nr {
 			for p := 0; p < kk; p++ {
-				*(*[nr]float32)(d[p*nr:]) = *(*[nr]float32)(b[(p0+p)*ldb+j0:])
+				off := (p0+p)*ldb + j0
+				src := b[off : off+nr : off+nr]
+				o := d[p*nr : p*nr+nr : p*nr+nr]
+				for c := range o {
+					o[c] = src[c]
+				}
 			}
 			return
 		}
