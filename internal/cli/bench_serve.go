@@ -51,7 +51,7 @@ at once. GEMMs use all cores (GOMAXPROCS); OpenBLAS, when built with
 			isl := fs.Int("isl", 128, "prompt (input) tokens per request")
 			osl := fs.Int("osl", 128, "generated (output) tokens per request")
 			concurrency := fs.Int("concurrency", 4, "closed-loop clients (requests in flight)")
-			requests := fs.Int("requests", 0, "requests per run (default 4 × concurrency, or the preset's)")
+			requests := fs.Int("requests", 0, "requests per run (default max(8 × concurrency, 32), or the preset's)")
 			preset := fs.String("workload", "", "workload `preset`: "+strings.Join(workload.Presets(), ", "))
 			maxContext := fs.Int("max-context", 0, "clip prompt + output to this many tokens (0: the preset's limit, capped by max_position_embeddings)")
 			repeats := fs.Int("repeats", 3, "measured runs after the warm-up")
@@ -98,7 +98,7 @@ at once. GEMMs use all cores (GOMAXPROCS); OpenBLAS, when built with
 				if *requests > 0 {
 					w.NumRequests = *requests
 				} else if *preset == "" {
-					w.NumRequests = 4 * *concurrency
+					w.NumRequests = max(8**concurrency, 32)
 				}
 				w.Seed = *seed
 				m, err := engine.Load(*model)
