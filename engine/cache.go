@@ -195,14 +195,14 @@ func (m *Model) Step(caches []*Cache, tokens [][]int32, all bool) ([][]float32, 
 // cachedAttention computes, for every new row of every sequence, causal
 // attention over that sequence's cached keys and values (which already hold
 // the new rows). q and ao are (R, heads·hd). Tasks are (sequence, head)
-// pairs run in parallel, each on one core: chunks of 16 or more new rows
-// (prompts) use GEMMs, shorter ones (decoding) dot products.
+// pairs run in parallel, each on one core with serial GEMMs: scores
+// (n × total), masked softmax, weighted sum.
 func cachedAttention(ao, q []float32, caches []*Cache, l int, start []int, d layerDims) {
 	scale := float32(1 / math.Sqrt(float64(d.hd)))
 	group := d.heads / d.kvH
 	s := attnShape{heads: d.heads, kvH: d.kvH, hd: d.hd, window: d.window}
 	parallelFor(len(caches)*d.heads, 1, func(lo, hi int) {
-		var scratch []float32
+		var P []float32
 		for task := lo; task < hi; task++ {
 			seq, h := task/d.heads, task%d.heads
 			c := caches[seq]
@@ -210,47 +210,15 @@ func cachedAttention(ao, q []float32, caches []*Cache, l int, start []int, d lay
 			n := start[seq+1] - start[seq]
 			past := c.n // cached tokens before this step's rows
 			total := past + n
-			K, Vc := c.k[l], c.v[l]
+			k0 := s.keyStart(past) // keys before k0 are outside every row's window
+			nk := total - k0
 			qo := start[seq]*d.qd + h*d.hd
-			if n >= 16 {
-				// Prompt chunk: scores (n × total) by GEMM, masked softmax,
-				// weighted sum by GEMM.
-				scratch = grow(scratch, n*total)
-				P := scratch
-				blas.SgemmSerial(false, true, n, total, d.hd, scale, q[qo:], d.qd, K[g*d.hd:], d.kd, 0, P, total)
-				for r := 0; r < n; r++ {
-					softmaxRow(P[r*total:(r+1)*total], past+r, s)
-				}
-				blas.SgemmSerial(false, false, n, d.hd, total, 1, P, total, Vc[g*d.hd:], d.kd, 0, ao[qo:], d.qd)
-				continue
-			}
-			scratch = grow(scratch, total)
+			P = grow(P, n*nk)
+			blas.SgemmSerial(false, true, n, nk, d.hd, scale, q[qo:], d.qd, c.k[l][k0*d.kd+g*d.hd:], d.kd, 0, P, nk)
 			for r := 0; r < n; r++ {
-				row := start[seq] + r
-				p := past + r
-				qv := q[row*d.qd+h*d.hd : row*d.qd+(h+1)*d.hd]
-				sc := scratch[:p+1]
-				for j := range sc {
-					kv := K[j*d.kd+g*d.hd : j*d.kd+(g+1)*d.hd]
-					var dot float32
-					for e, x := range qv {
-						dot += x * kv[e]
-					}
-					sc[j] = dot * scale
-				}
-				softmaxRow(sc, p, s)
-				out := ao[row*d.qd+h*d.hd : row*d.qd+(h+1)*d.hd]
-				clear(out)
-				for j, pj := range sc {
-					if pj == 0 {
-						continue
-					}
-					vv := Vc[j*d.kd+g*d.hd : j*d.kd+(g+1)*d.hd]
-					for e := range out {
-						out[e] += pj * vv[e]
-					}
-				}
+				softmaxRow(P[r*nk:(r+1)*nk], past+r-k0, s)
 			}
+			blas.SgemmSerial(false, false, n, d.hd, nk, 1, P, nk, c.v[l][k0*d.kd+g*d.hd:], d.kd, 0, ao[qo:], d.qd)
 		}
 	})
 }

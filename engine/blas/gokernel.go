@@ -35,6 +35,10 @@ var (
 )
 
 func goSgemm(threads int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if m <= smallM {
+		smallSgemm(threads, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
 	// beta == 0: the first k-slice stores into C instead of adding, so C
 	// is never cleared or read.
 	if beta != 0 {

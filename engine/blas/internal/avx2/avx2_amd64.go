@@ -22,6 +22,18 @@ func Kernel6x16Acc(kk int, a, b, c *float32, ldc int, alpha float32)
 //go:noescape
 func Kernel6x16Store(kk int, a, b, c *float32, ldc int, alpha float32)
 
+// Dot returns Σ x[i]·y[i] over the first n − n%8 elements; the caller adds
+// the last n%8 products.
+//
+//go:noescape
+func Dot(x, y *float32, n int) float32
+
+// Axpy sets y[i] += alpha·x[i] over the first n − n%8 elements; the caller
+// does the last n%8.
+//
+//go:noescape
+func Axpy(alpha float32, x, y *float32, n int)
+
 func cpuid(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
 
 func xgetbv() (eax, edx uint32)

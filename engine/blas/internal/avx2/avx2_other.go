@@ -15,3 +15,9 @@ func Kernel6x16Acc(kk int, a, b, c *float32, ldc int, alpha float32) { panic("av
 
 // Kernel6x16Store is never called where Available is false.
 func Kernel6x16Store(kk int, a, b, c *float32, ldc int, alpha float32) { panic("avx2: not available") }
+
+// Dot is never called where Available is false.
+func Dot(x, y *float32, n int) float32 { panic("avx2: not available") }
+
+// Axpy is never called where Available is false.
+func Axpy(alpha float32, x, y *float32, n int) { panic("avx2: not available") }

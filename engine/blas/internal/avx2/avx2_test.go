@@ -71,3 +71,36 @@ func TestKernel6x16(t *testing.T) {
 		}
 	}
 }
+
+func TestDotAxpy(t *testing.T) {
+	if !Available {
+		t.Skip("CPU without AVX2/FMA")
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{8, 16, 40, 64, 96, 264} {
+		x := make([]float32, n+3)
+		y := make([]float32, n+3)
+		for i := range x {
+			x[i], y[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
+		}
+		var want float64
+		for i := 0; i < n; i++ {
+			want += float64(x[i]) * float64(y[i])
+		}
+		if got := Dot(&x[0], &y[0], n); got-float32(want) > 1e-4 || got-float32(want) < -1e-4 {
+			t.Fatalf("n=%d: Dot %v, want %v", n, got, want)
+		}
+		// A length that is not a multiple of 8 leaves the tail alone.
+		y0 := append([]float32(nil), y...)
+		Axpy(0.5, &x[0], &y[0], n+3)
+		for i := range y {
+			want := y0[i]
+			if i < n { // n+3 rounded down to a multiple of 8 is n here
+				want += 0.5 * x[i]
+			}
+			if d := y[i] - want; d > 1e-6 || d < -1e-6 {
+				t.Fatalf("n=%d: Axpy y[%d] = %v, want %v", n, i, y[i], want)
+			}
+		}
+	}
+}

@@ -1,0 +1,97 @@
+package blas
+
+import "github.com/autocompress/autocompress/engine/blas/internal/avx2"
+
+// smallM is the largest m handled without packing: for a few rows of C
+// (decoding, GEMV-like products) packing B would cost as much as the
+// product itself, so each C row is computed from dot products (B
+// transposed: rows of B are contiguous) or row updates (B not transposed).
+const smallM = 4
+
+// dot returns Σ x[i]·y[i] (len(x) == len(y)).
+func dot(x, y []float32) float32 {
+	n := len(x)
+	var s float32
+	head := 0
+	if useAsm && n >= 8 {
+		head = n &^ 7
+		s = avx2.Dot(&x[0], &y[0], head)
+	}
+	y = y[:n]
+	for i := head; i < n; i++ {
+		s += x[i] * y[i]
+	}
+	return s
+}
+
+// axpy sets y += alpha·x (len(x) == len(y)).
+func axpy(alpha float32, x, y []float32) {
+	n := len(x)
+	head := 0
+	if useAsm && n >= 8 {
+		head = n &^ 7
+		avx2.Axpy(alpha, &x[0], &y[0], head)
+	}
+	y = y[:n]
+	for i := head; i < n; i++ {
+		y[i] += alpha * x[i]
+	}
+}
+
+// smallSgemm computes C = alpha·op(A)·op(B) + beta·C for m ≤ smallM,
+// splitting the columns of C across threads.
+func smallSgemm(threads int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	// Rows of op(A), contiguous.
+	rows := make([][]float32, m)
+	for i := range rows {
+		if !transA {
+			rows[i] = a[i*lda : i*lda+k]
+			continue
+		}
+		r := make([]float32, k)
+		for p := range r {
+			r[p] = a[p*lda+i]
+		}
+		rows[i] = r
+	}
+	const chunk = 64
+	blocks := (n + chunk - 1) / chunk
+	if m*n*k <= serialWork {
+		threads = 1
+	}
+	parallel(threads, blocks, func(lo, hi int) {
+		j0, j1 := lo*chunk, min(hi*chunk, n)
+		if transB {
+			// Each row of B is read once (and stays in L1) for all m rows.
+			for j := j0; j < j1; j++ {
+				brow := b[j*ldb : j*ldb+k]
+				for i, ar := range rows {
+					d := alpha * dot(ar, brow)
+					if beta == 0 {
+						c[i*ldc+j] = d
+					} else {
+						c[i*ldc+j] = beta*c[i*ldc+j] + d
+					}
+				}
+			}
+			return
+		}
+		for i, ar := range rows {
+			crow := c[i*ldc+j0 : i*ldc+j1]
+			switch beta {
+			case 0:
+				clear(crow)
+			case 1:
+			default:
+				for j := range crow {
+					crow[j] *= beta
+				}
+			}
+			for p, av := range ar {
+				if av != 0 {
+					axpy(alpha*av, b[p*ldb+j0:p*ldb+j1], crow)
+				}
+			}
+		}
+	})
+}
