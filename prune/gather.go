@@ -21,15 +21,18 @@ type gatherReader struct {
 	total    int64 // output bytes
 	emitted  int64
 
-	ri   int // current row run
-	roff int // rows consumed from the current run
-	src  []byte
-	out  []byte // pending output
+	ri   int     // current row run
+	roff int     // rows consumed from the current run
+	src  *[]byte // source chunk buffer, shared between readers
+	out  []byte  // pending output (when the caller's buffer is small)
 }
 
 const chunkBytes = 4 << 20
 
-func newGatherReader(ra io.ReaderAt, name string, shape []int, elemSize int, sel Selection, zero bool) (*gatherReader, error) {
+func newGatherReader(ra io.ReaderAt, name string, shape []int, elemSize int, sel Selection, zero bool, buf *[]byte) (*gatherReader, error) {
+	if buf == nil {
+		buf = new([]byte)
+	}
 	if len(shape) == 0 {
 		// A scalar: one "row" of one element.
 		shape = []int{1}
@@ -41,7 +44,7 @@ func newGatherReader(ra io.ReaderAt, name string, shape []int, elemSize int, sel
 	for _, d := range shape[1:] {
 		n *= d
 	}
-	g := &gatherReader{ra: ra, name: name, rowBytes: n, zero: zero}
+	g := &gatherReader{ra: ra, name: name, rowBytes: n, zero: zero, src: buf}
 	rows := sel.Rows
 	if rows == nil {
 		rows = seq(shape[0])
@@ -59,14 +62,27 @@ func newGatherReader(ra io.ReaderAt, name string, shape []int, elemSize int, sel
 	return g, nil
 }
 
+// Read fills p with the next output bytes. When p holds at least one
+// output row, rows are gathered straight into p (one copy fewer); pending
+// bytes of a partly read row are kept in g.out.
 func (g *gatherReader) Read(p []byte) (int, error) {
 	if len(g.out) == 0 {
 		if g.emitted >= g.total {
 			return 0, io.EOF
 		}
-		if err := g.fill(); err != nil {
+		if g.outRow > 0 && len(p) >= g.outRow {
+			out, err := g.fill(p[:0], len(p)/g.outRow)
+			if err != nil {
+				return 0, err
+			}
+			g.emitted += int64(len(out))
+			return len(out), nil
+		}
+		out, err := g.fill(g.out[:0], 1<<30)
+		if err != nil {
 			return 0, err
 		}
+		g.out = out
 	}
 	n := copy(p, g.out)
 	g.out = g.out[n:]
@@ -74,40 +90,42 @@ func (g *gatherReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// fill produces the next chunk of output rows into g.out.
-func (g *gatherReader) fill() error {
+// fill appends up to maxRows next output rows (at most chunkBytes of
+// source, within one run of rows) to dst.
+func (g *gatherReader) fill(dst []byte, maxRows int) ([]byte, error) {
 	for g.ri < len(g.rows) && g.roff >= g.rows[g.ri].n {
 		g.ri++
 		g.roff = 0
 	}
 	if g.ri >= len(g.rows) {
-		return io.ErrUnexpectedEOF
+		return dst, io.ErrUnexpectedEOF
 	}
 	r := g.rows[g.ri]
 	per := max(1, chunkBytes/max(1, max(g.rowBytes, g.outRow)))
-	k := min(per, r.n-g.roff)
+	k := min(per, r.n-g.roff, maxRows)
 	outLen := k * g.outRow
-	if cap(g.out) < outLen {
-		g.out = make([]byte, 0, outLen)
-	}
-	out := g.out[:0]
+	out := dst
 	if g.zero || r.start < 0 {
 		out = appendZeros(out, outLen)
 	} else {
 		first := r.start + g.roff
 		srcLen := k * g.rowBytes
 		if g.cols == nil {
-			out = out[:srcLen]
-			if err := g.readAt(out, int64(first)*int64(g.rowBytes)); err != nil {
-				return err
+			if cap(out)-len(out) < srcLen {
+				out = append(out, make([]byte, srcLen)...)[:len(out)]
 			}
+			buf := out[len(out) : len(out)+srcLen]
+			if err := g.readAt(buf, int64(first)*int64(g.rowBytes)); err != nil {
+				return dst, err
+			}
+			out = out[:len(out)+srcLen]
 		} else {
-			if cap(g.src) < srcLen {
-				g.src = make([]byte, srcLen)
+			if cap(*g.src) < srcLen {
+				*g.src = make([]byte, srcLen)
 			}
-			src := g.src[:srcLen]
+			src := (*g.src)[:srcLen]
 			if err := g.readAt(src, int64(first)*int64(g.rowBytes)); err != nil {
-				return err
+				return dst, err
 			}
 			for i := range k {
 				row := src[i*g.rowBytes : (i+1)*g.rowBytes]
@@ -122,8 +140,7 @@ func (g *gatherReader) fill() error {
 		}
 	}
 	g.roff += k
-	g.out = out
-	return nil
+	return out, nil
 }
 
 func (g *gatherReader) readAt(buf []byte, off int64) error {

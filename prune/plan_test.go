@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/autocompress/autocompress/architecture"
 )
@@ -234,7 +236,7 @@ func TestGather(t *testing.T) {
 					}
 				}
 				// The streaming reader agrees with Gather.
-				gr, err := newGatherReader(bytes.NewReader(src), "t", shape, elem, sel, false)
+				gr, err := newGatherReader(bytes.NewReader(src), "t", shape, elem, sel, false, nil)
 				must(t, err)
 				var buf bytes.Buffer
 				if _, err := buf.ReadFrom(gr); err != nil {
@@ -242,6 +244,14 @@ func TestGather(t *testing.T) {
 				}
 				if !bytes.Equal(buf.Bytes(), got) {
 					t.Fatalf("gatherReader differs from Gather for shape %v sel %+v", shape, sel)
+				}
+				// Read in tiny pieces (smaller than a row) as well.
+				gr, err = newGatherReader(bytes.NewReader(src), "t", shape, elem, sel, false, nil)
+				must(t, err)
+				small, err := io.ReadAll(iotest.OneByteReader(gr))
+				must(t, err)
+				if !bytes.Equal(small, got) {
+					t.Fatalf("byte-wise gatherReader differs from Gather for shape %v sel %+v", shape, sel)
 				}
 			}
 		}

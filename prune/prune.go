@@ -179,7 +179,7 @@ func Prune(ctx context.Context, opt Options) (res *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	src := sources{}
+	src := &sources{}
 	defer src.close()
 	w, err := checkpoint.CreateSharded(tmp, sp, meta)
 	if err != nil {
@@ -255,28 +255,34 @@ func Prune(ctx context.Context, opt Options) (res *Result, err error) {
 // copy_file_range through os.File.ReadFrom) rather than through the reader's
 // memory map, so that the pages it streams through never count towards the
 // process's resident memory.
-type sources map[string]*os.File
+type sources struct {
+	files map[string]*os.File
+	buf   []byte // source chunk buffer reused by every tensor
+}
 
-func (s sources) file(path string) (*os.File, error) {
-	if f, ok := s[path]; ok {
+func (s *sources) file(path string) (*os.File, error) {
+	if f, ok := s.files[path]; ok {
 		return f, nil
 	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	s[path] = f
+	if s.files == nil {
+		s.files = map[string]*os.File{}
+	}
+	s.files[path] = f
 	return f, nil
 }
 
-func (s sources) close() {
-	for _, f := range s {
+func (s *sources) close() {
+	for _, f := range s.files {
 		f.Close()
 	}
 }
 
 // writeTensor streams one child tensor into w and returns its size.
-func writeTensor(src sources, w *checkpoint.ShardedWriter, t checkpoint.TensorInfo, m TensorMap) (int64, error) {
+func writeTensor(src *sources, w *checkpoint.ShardedWriter, t checkpoint.TensorInfo, m TensorMap) (int64, error) {
 	f, err := src.file(t.File)
 	if err != nil {
 		return 0, err
@@ -292,7 +298,7 @@ func writeTensor(src sources, w *checkpoint.ShardedWriter, t checkpoint.TensorIn
 		}
 		return t.Size, nil
 	}
-	g, err := newGatherReader(io.NewSectionReader(f, t.Offset, t.Size), t.Name, shape, t.DType.Size(), m.Sel, m.Zero)
+	g, err := newGatherReader(io.NewSectionReader(f, t.Offset, t.Size), t.Name, shape, t.DType.Size(), m.Sel, m.Zero, &src.buf)
 	if err != nil {
 		return 0, fmt.Errorf("tensor %s in %s: %w", t.Name, t.File, err)
 	}
