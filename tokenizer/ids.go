@@ -10,24 +10,6 @@ import (
 	"strconv"
 )
 
-// Token-id files hold pre-tokenized text, one sequence of ids per record.
-//
-// The text form has one sequence per line; ids are decimal integers
-// separated by spaces, tabs or commas (so "1 2 3", "1,2,3" and "1, 2, 3" are
-// the same). An empty line is an empty sequence; a final newline does not
-// start another sequence; CRLF line ends are accepted.
-//
-// The binary form is little-endian:
-//
-//	offset 0   8 bytes  magic "ACTKIDS\x00"
-//	offset 8   uint32   version, 1
-//	offset 12  uint32   reserved, 0
-//	then, per sequence:
-//	           uint32   n, the number of ids
-//	           n × uint32 ids
-//
-// and ends at a record boundary. [ReadIDs] tells the forms apart by the magic.
-
 // BinaryIDsMagic starts a binary token-id file.
 const BinaryIDsMagic = "ACTKIDS\x00"
 
@@ -40,7 +22,8 @@ const (
 	maxSeqLen = 1 << 28
 )
 
-// ReadIDs reads token-id sequences in the text or binary form (see above).
+// ReadIDs reads token-id sequences in the text or binary form described in
+// the package documentation, telling them apart by the binary magic.
 func ReadIDs(r io.Reader) ([][]int, error) {
 	br := bufio.NewReaderSize(r, 1<<16)
 	head, err := br.Peek(len(idsMagic))

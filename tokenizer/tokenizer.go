@@ -25,15 +25,14 @@ type Tokenizer struct {
 	decoder    decoder       // nil: tokens joined by spaces
 	post       postProcessor // nil: nothing added
 
-	added      []*AddedToken
-	rawAdded   *addedMatcher // added tokens matched in the raw text
-	normAdded  *addedMatcher // added tokens matched in normalized text
-	idToToken  []string
-	tokenToID  map[string]int
-	special    map[int]bool
-	bos, eos   int
-	vocabSize  int
-	configPath string
+	added     []*AddedToken
+	rawAdded  *addedMatcher // added tokens matched in the raw text
+	normAdded *addedMatcher // added tokens matched in normalized text
+	idToToken []string
+	tokenToID map[string]int
+	special   map[int]bool
+	bos, eos  int
+	vocabSize int
 }
 
 // Load reads a tokenizer.json file. If path is a directory, its
@@ -57,7 +56,6 @@ func Load(path string) (*Tokenizer, error) {
 	cfg := filepath.Join(filepath.Dir(path), "tokenizer_config.json")
 	if data, err := os.ReadFile(cfg); err == nil {
 		t.applyConfig(data)
-		t.configPath = cfg
 	}
 	return t, nil
 }
