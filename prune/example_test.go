@@ -1,10 +1,15 @@
 package prune_test
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/checkpoint"
+	"github.com/autocompress/autocompress/checkpoint/testutil"
 	"github.com/autocompress/autocompress/prune"
 )
 
@@ -47,4 +52,34 @@ func ExampleResolve() {
 	// invalid pruning plan: layer 1: neurons: keeps 512 neurons but layer 0 keeps 3; per-layer MLP widths need output_format decilm (Llama family) or padded
 	// 0 0 256 4
 	// 1 1 512 4
+}
+
+// Pruning a (synthetic) sharded Llama checkpoint: hidden 32 → 24, one query
+// head kept per KV group, the last layer dropped; the child is validated for
+// vLLM before it is moved into place.
+func ExamplePrune() {
+	dir, _ := os.MkdirTemp("", "prune-example")
+	defer os.RemoveAll(dir)
+	m := testutil.Llama{Vocab: 64, Hidden: 32, Intermediate: 64, Heads: 8, KVHeads: 4, HeadDim: 4, Layers: 3}
+	parent := filepath.Join(dir, "parent")
+	if err := testutil.Write(parent, testutil.LlamaSpecs(m, checkpoint.BF16), testutil.Options{Shards: 2,
+		Files: map[string][]byte{"config.json": testutil.LlamaConfig(m, checkpoint.BF16)}}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	var hidden []int
+	for i := 0; i < 24; i++ {
+		hidden = append(hidden, i)
+	}
+	plan := &prune.Plan{Version: 1, Hidden: hidden, Engine: "vllm", Layers: []prune.LayerPlan{
+		{Layer: 0, Heads: []int{0, 2, 4, 6}}, {Layer: 1, Heads: []int{1, 3, 5, 7}}, {Layer: 2, Remove: true},
+	}}
+	res, err := prune.Prune(context.Background(), prune.Options{Model: parent, Plan: plan, Out: filepath.Join(dir, "child")})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	c := res.Layout.Child
+	fmt.Println(c.Arch, c.Hidden, len(c.Layers), c.Layers[0].Attention.Heads, c.Layers[0].Attention.KVHeads, res.Files)
+	// Output: LlamaForCausalLM 24 2 4 4 [model-00001-of-00002.safetensors model-00002-of-00002.safetensors]
 }

@@ -89,10 +89,17 @@ func FuzzReadPlan(f *testing.F) {
 		`{"version":1,"hidden":[0,1,5],"layers":[{"layer":0,"heads":[0,2],"kv_heads":[0],"neurons":[1,2,3]},{"layer":2,"remove":true}],"output_format":"decilm","engine":"sglang"}`,
 		`{"version":1,"layers":[{"layer":3,"mamba_heads":[1,9]},{"layer":4,"remove_attention":true}]}`,
 		`{"version":1,"hidden":[]}`, `[]`, `null`, `{"version":1e400}`,
+		`{"version":1,"hidden":[1,5,9],"layers":[{"layer":0,"mamba_heads":[0,4]},{"layer":1,"heads":[1,3]},{"layer":5,"neurons":[2]}]}`,
 	} {
 		f.Add([]byte(s))
 	}
 	m := fuzzModel(f)
+	var names []string
+	shapes := map[string][]int{}
+	for _, ts := range m.Tensors() {
+		names = append(names, ts.Name)
+		shapes[ts.Name] = intShape(ts.Shape)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := ReadPlan(bytes.NewReader(data))
 		if err != nil {
@@ -112,8 +119,25 @@ func FuzzReadPlan(f *testing.F) {
 		if !reflect.DeepEqual(p, q) {
 			t.Fatalf("round trip changed the plan")
 		}
-		// Resolving against a model must not panic, whatever the plan.
-		_, _ = Resolve(m, p)
+		// Resolving against a model and mapping its tensors must not
+		// panic, whatever the plan; a resolved plan maps every tensor.
+		for _, format := range []string{"", FormatPadded} {
+			q := *p
+			q.OutputFormat = format
+			lay, err := Resolve(m, &q)
+			if err != nil {
+				continue
+			}
+			maps, err := lay.Map(names, shapes)
+			if err != nil {
+				t.Fatalf("resolved plan does not map: %v", err)
+			}
+			for _, mp := range maps {
+				if len(mp.Shape) != len(shapes[mp.Src]) {
+					t.Fatalf("%s: shape %v from %v", mp.Dst, mp.Shape, shapes[mp.Src])
+				}
+			}
+		}
 	})
 }
 
