@@ -29,8 +29,15 @@
 // pre-tokenized into pieces, and each piece is encoded by BPE (with a
 // per-piece cache and a priority-queue merge); finally the post-processor adds
 // BOS/EOS when asked. [Tokenizer.Decode] maps ids back to tokens and runs the
-// decoder chain. Regular expressions use github.com/dlclark/regexp2, which
-// supports the look-ahead of the GPT-2 and Qwen patterns.
+// decoder chain.
+//
+// Regular expressions use github.com/dlclark/regexp2, which supports the
+// look-ahead of the GPT-2 and Qwen patterns; the GPT-2, Qwen2 and Llama-3
+// split patterns themselves run on hand-written matchers (20-40 times
+// faster) that are fuzzed against regexp2. A long line without
+// pre-tokenization (Llama-2, Mistral) is cut before each "▁" when the
+// vocabulary makes that exact. The tokenizer is safe for concurrent use;
+// [Tokenizer.EncodeAll] encodes many texts on all CPUs.
 //
 // # Token-id files
 //
