@@ -27,6 +27,10 @@ type Options struct {
 	// Format and Engine override the plan's output_format and engine when
 	// not empty.
 	Format, Engine string
+	// ExtraFiles are copied into the child directory (by base name), e.g.
+	// the DeciLM remote-code files configuration_decilm.py and
+	// modeling_decilm.py that transformers needs.
+	ExtraFiles []string
 	// Progress, when not nil, receives a progress bar (e.g. os.Stderr).
 	Progress io.Writer
 	// TP is the tensor-parallel size the child is served with (0: none);
@@ -224,6 +228,11 @@ func Prune(ctx context.Context, opt Options) (res *Result, err error) {
 	}
 	if err := checkpoint.CopyFiles(tmp, opt.Model, copyNames); err != nil {
 		return nil, fmt.Errorf("prune: %w", err)
+	}
+	for _, f := range opt.ExtraFiles {
+		if err := checkpoint.CopyFiles(tmp, filepath.Dir(f), []string{filepath.Base(f)}); err != nil {
+			return nil, fmt.Errorf("prune: adding %s: %w", f, err)
+		}
 	}
 	validate := opt.Validate
 	if validate == nil {

@@ -526,6 +526,19 @@ func TestDeciLMEngineRules(t *testing.T) {
 		t.Errorf("kv removal without matching heads must fail: %v", err)
 	}
 	ffnOnly.Layers = ffnOnly.Layers[:2]
+	// With the remote-code files added, transformers can load it.
+	code := t.TempDir()
+	var extra []string
+	for _, f := range []string{"configuration_decilm.py", "modeling_decilm.py"} {
+		must(t, os.WriteFile(filepath.Join(code, f), []byte("# remote code\n"), 0o644))
+		extra = append(extra, filepath.Join(code, f))
+	}
+	hfOut := filepath.Join(t.TempDir(), "hf")
+	if _, err := Prune(context.Background(), Options{Model: dir, Plan: withEngine(ffnOnly, "hf"), Out: hfOut, ExtraFiles: extra}); err != nil {
+		t.Errorf("hf with remote code: %v", err)
+	} else if _, err := os.Stat(filepath.Join(hfOut, "modeling_decilm.py")); err != nil {
+		t.Error("remote code not copied")
+	}
 	for _, e := range []string{"llamacpp", "vllm", "sglang", "trtllm", "hf"} {
 		if e == "hf" {
 			// transformers needs the remote-code files the parent lacks.

@@ -18,7 +18,7 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "prune",
-		Usage: "--model DIR (--plan plan.json | --scores scores.safetensors --keep-hidden N --keep-heads N --keep-ffn N --drop-layers N) --out DIR [--engine vllm|sglang|trtllm|llamacpp|hf] [--format native|decilm|padded] [--tp N] [--force] [--json]",
+		Usage: "--model DIR (--plan plan.json | --scores scores.safetensors --keep-hidden N --keep-heads N --keep-ffn N --drop-layers N) --out DIR [--engine vllm|sglang|trtllm|llamacpp|hf] [--format native|decilm|padded] [--tp N] [--add-files F,...] [--force] [--json]",
 		Short: "write a pruned child checkpoint from a pruning plan",
 		Long: `prune slices a HuggingFace checkpoint (config.json + safetensors) to what a
 pruning plan keeps: hidden channels, query heads (within their KV groups), KV
@@ -48,6 +48,7 @@ so the native architecture can hold them; the function is unchanged).`,
 			engine := fs.String("engine", "", "serving engine the child must load in: vllm, sglang, trtllm, llamacpp or hf (default: the plan's, else only config/tensor agreement is checked)")
 			format := fs.String("format", "", "output format: native, decilm or padded (default: the plan's, else native)")
 			force := fs.Bool("force", false, "replace an existing --out")
+			addFiles := fs.String("add-files", "", "comma-separated `files` to copy into the child, e.g. the DeciLM remote code configuration_decilm.py,modeling_decilm.py for --engine hf")
 			tp := fs.Int("tp", 0, "tensor-parallel size the child will be served with (checks head and width divisibility)")
 			asJSON := fs.Bool("json", false, "print the result as JSON")
 			scores := fs.String("scores", "", "build the plan from an importance `file` (autocompress importance output) instead of --plan")
@@ -90,6 +91,15 @@ so the native architecture can hold them; the function is unchanged).`,
 				if st, err := os.Stat(*model); err != nil || !st.IsDir() {
 					return Usagef("--model %s: not a checkpoint directory", *model)
 				}
+				var extra []string
+				if *addFiles != "" {
+					for _, f := range strings.Split(*addFiles, ",") {
+						if st, err := os.Stat(f); err != nil || !st.Mode().IsRegular() {
+							return Usagef("--add-files: %s is not a readable file", f)
+						}
+						extra = append(extra, f)
+					}
+				}
 				var plan *prune.Plan
 				var err error
 				if *scores != "" {
@@ -107,7 +117,7 @@ so the native architecture can hold them; the function is unchanged).`,
 				}
 				res, err := prune.Prune(ctx, prune.Options{
 					Model: *model, Plan: plan, Out: *out, Force: *force,
-					Format: *format, Engine: *engine, Progress: env.Stderr, TP: *tp,
+					Format: *format, Engine: *engine, Progress: env.Stderr, TP: *tp, ExtraFiles: extra,
 				})
 				if err != nil {
 					var ee *prune.ExistsError
