@@ -73,7 +73,7 @@ type specialTokenJSON struct {
 type modelJSON struct {
 	Type                    string            `json:"type"`
 	Vocab                   json.RawMessage   `json:"vocab"`
-	Merges                  []json.RawMessage `json:"merges"`
+	Merges                  json.RawMessage   `json:"merges"`
 	UnkToken                *string           `json:"unk_token"`
 	ContinuingSubwordPrefix *string           `json:"continuing_subword_prefix"`
 	EndOfWordSuffix         *string           `json:"end_of_word_suffix"`
@@ -469,7 +469,7 @@ func parseModel(raw json.RawMessage) (*bpeModel, []string, error) {
 	if err := json.Unmarshal(raw, &mj); err != nil {
 		return nil, nil, jsonError("model", err)
 	}
-	if mj.Type == "" && mj.Merges != nil {
+	if mj.Type == "" && !isNull(mj.Merges) {
 		mj.Type = "BPE" // old files omit the type
 	}
 	if mj.Type != "BPE" {
@@ -494,7 +494,7 @@ func parseModel(raw json.RawMessage) (*bpeModel, []string, error) {
 	}
 	m := &bpeModel{
 		vocab:        make(map[string]int32, len(vocab)),
-		merges:       make(map[uint64]mergeInfo, len(mj.Merges)),
+		merges:       map[uint64]mergeInfo{},
 		unkID:        -1,
 		fuseUnk:      mj.FuseUnk,
 		byteFallback: mj.ByteFallback,
@@ -532,12 +532,13 @@ func parseModel(raw json.RawMessage) (*bpeModel, []string, error) {
 		}
 		m.unkID = id
 	}
-	for i, raw := range mj.Merges {
+	pairs, err := parseMerges(mj.Merges)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, p := range pairs {
 		where := fmt.Sprintf("model.merges[%d]", i)
-		a, b, err := parseMerge(raw, where)
-		if err != nil {
-			return nil, nil, err
-		}
+		a, b := p[0], p[1]
 		ida, ok := m.vocab[a]
 		if !ok {
 			return nil, nil, &FormatError{Where: where, Msg: fmt.Sprintf("merge %q %q: token %q is not in the vocabulary", a, b, a)}
@@ -560,6 +561,50 @@ func parseModel(raw json.RawMessage) (*bpeModel, []string, error) {
 // maxVocab bounds token ids so that a corrupt file cannot make us allocate
 // an enormous table.
 const maxVocab = 1 << 22
+
+// parseMerges reads the merges, all "a b" strings or all ["a", "b"] pairs
+// (the fast paths), or a mixture.
+func parseMerges(raw json.RawMessage) ([][2]string, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var strs []string
+	if json.Unmarshal(raw, &strs) == nil {
+		out := make([][2]string, len(strs))
+		for i, s := range strs {
+			a, b, ok := strings.Cut(s, " ")
+			if !ok || strings.Contains(b, " ") {
+				return nil, &FormatError{Where: fmt.Sprintf("model.merges[%d]", i), Msg: fmt.Sprintf("merge %q must be two tokens separated by one space", s)}
+			}
+			out[i] = [2]string{a, b}
+		}
+		return out, nil
+	}
+	var lists [][]string
+	if json.Unmarshal(raw, &lists) == nil {
+		out := make([][2]string, len(lists))
+		for i, l := range lists {
+			if len(l) != 2 {
+				return nil, &FormatError{Where: fmt.Sprintf("model.merges[%d]", i), Msg: fmt.Sprintf(`merge %q must be two tokens ["a", "b"]`, l)}
+			}
+			out[i] = [2]string{l[0], l[1]}
+		}
+		return out, nil
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, jsonError("model.merges", err)
+	}
+	out := make([][2]string, len(items))
+	for i, it := range items {
+		a, b, err := parseMerge(it, fmt.Sprintf("model.merges[%d]", i))
+		if err != nil {
+			return nil, err
+		}
+		out[i] = [2]string{a, b}
+	}
+	return out, nil
+}
 
 func parseMerge(raw json.RawMessage, where string) (string, string, error) {
 	raw = bytes.TrimSpace(raw)
