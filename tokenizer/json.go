@@ -71,16 +71,16 @@ type specialTokenJSON struct {
 
 // modelJSON is the "model" object.
 type modelJSON struct {
-	Type                    string            `json:"type"`
-	Vocab                   json.RawMessage   `json:"vocab"`
-	Merges                  json.RawMessage   `json:"merges"`
-	UnkToken                *string           `json:"unk_token"`
-	ContinuingSubwordPrefix *string           `json:"continuing_subword_prefix"`
-	EndOfWordSuffix         *string           `json:"end_of_word_suffix"`
-	FuseUnk                 bool              `json:"fuse_unk"`
-	ByteFallback            bool              `json:"byte_fallback"`
-	IgnoreMerges            bool              `json:"ignore_merges"`
-	Dropout                 *float64          `json:"dropout"`
+	Type                    string          `json:"type"`
+	Vocab                   json.RawMessage `json:"vocab"`
+	Merges                  json.RawMessage `json:"merges"`
+	UnkToken                *string         `json:"unk_token"`
+	ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
+	EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
+	FuseUnk                 bool            `json:"fuse_unk"`
+	ByteFallback            bool            `json:"byte_fallback"`
+	IgnoreMerges            bool            `json:"ignore_merges"`
+	Dropout                 *float64        `json:"dropout"`
 }
 
 func isNull(raw json.RawMessage) bool {
