@@ -53,6 +53,9 @@ type ServeStats struct {
 	Steps        int
 	MaxBatch     int   // largest number of sequences in one step
 	PeakKVBytes  int64 // most KV-cache memory held at once
+	// CPUSeconds is the user+system CPU time the process used during the
+	// run (0 where the OS does not report it).
+	CPUSeconds float64
 }
 
 type serveSeq struct {
@@ -96,6 +99,7 @@ func (m *Model) Serve(ctx context.Context, reqs []ServeRequest, opt ServeOptions
 		sort.SliceStable(order, func(a, b int) bool { return reqs[order[a]].Arrival < reqs[order[b]].Arrival })
 	}
 	next := 0
+	cpu0 := processCPUSeconds()
 	start := time.Now()
 	now := func() float64 { return time.Since(start).Seconds() }
 	var active []*serveSeq
@@ -197,5 +201,6 @@ func (m *Model) Serve(ctx context.Context, reqs []ServeRequest, opt ServeOptions
 		active = kept
 	}
 	st.Wall = now()
+	st.CPUSeconds = processCPUSeconds() - cpu0
 	return st, nil
 }

@@ -39,7 +39,9 @@ its output length (EOS is ignored) so runs do the same work.
 One warm-up run (not reported) is followed by --repeats measured runs.
 Each metric is reported as the mean over runs of the per-run mean and p90,
 with the spread across runs ((max−min)/mean), so run-to-run noise is
-visible. Peak memory is the process's VmHWM (Linux).
+visible. Wall-clock rates depend on what else runs on the machine; output
+tokens per CPU-second of this process are reported beside them as a
+load-independent figure. Peak memory is the process's VmHWM (Linux).
 
 The scheduler: every step runs all sequences in flight as one batch; each
 decodes one token or feeds a chunk of its prompt (at most --prefill-tokens
@@ -209,6 +211,11 @@ type bsBenchRun struct {
 	Steps      int     `json:"steps"`
 	MaxBatch   int     `json:"max_batch"`
 	PeakKV     int64   `json:"peak_kv_bytes"`
+	// CPUSeconds is the process's user+system CPU time during the run;
+	// output tokens per CPU-second vary less than wall-clock rates when
+	// other processes share the cores.
+	CPUSeconds   float64 `json:"cpu_seconds"`
+	OutputPerCPU float64 `json:"output_tokens_per_cpu_s"`
 }
 
 func bsSummarizeRun(st *engine.ServeStats) bsBenchRun {
@@ -220,11 +227,16 @@ func bsSummarizeRun(st *engine.ServeStats) bsBenchRun {
 			tpot = append(tpot, r.TPOT)
 		}
 	}
-	return bsBenchRun{
+	r := bsBenchRun{
 		Seconds: st.Wall, TTFT: bsMeanP90(ttft), TPOT: bsMeanP90(tpot), E2E: bsMeanP90(e2e),
 		OutputTPS: float64(st.OutputTokens) / st.Wall, TotalTPS: float64(st.OutputTokens+st.InputTokens) / st.Wall,
 		RequestsPS: float64(len(st.Requests)) / st.Wall, Steps: st.Steps, MaxBatch: st.MaxBatch, PeakKV: st.PeakKVBytes,
 	}
+	if st.CPUSeconds > 0 {
+		r.CPUSeconds = st.CPUSeconds
+		r.OutputPerCPU = float64(st.OutputTokens) / st.CPUSeconds
+	}
+	return r
 }
 
 // bsSpread is a metric across runs: mean and relative spread (max−min)/mean.
@@ -274,6 +286,7 @@ var bsBenchMetrics = []struct {
 	{"output_tokens_per_s", "output throughput", "tok/s", 1, func(r bsBenchRun) float64 { return r.OutputTPS }},
 	{"total_tokens_per_s", "total throughput", "tok/s", 1, func(r bsBenchRun) float64 { return r.TotalTPS }},
 	{"requests_per_s", "request throughput", "req/s", 1, func(r bsBenchRun) float64 { return r.RequestsPS }},
+	{"output_tokens_per_cpu_s", "output per CPU-second", "tok", 1, func(r bsBenchRun) float64 { return r.OutputPerCPU }},
 }
 
 func (b *bsBenchReport) aggregate() {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -23,6 +24,9 @@ func TestBenchServeTinyModel(t *testing.T) {
 	for i, r := range rep.Runs {
 		if r.TTFT.Mean <= 0 || r.TTFT.P90 < r.TTFT.Mean*0.5 || r.TPOT.Mean <= 0 || r.OutputTPS <= 0 {
 			t.Fatalf("run %d: %+v", i, r)
+		}
+		if runtime.GOOS == "linux" && (r.CPUSeconds <= 0 || r.OutputPerCPU <= 0) {
+			t.Fatalf("run %d: no CPU time measured: %+v", i, r)
 		}
 		if r.MaxBatch > 3 {
 			t.Fatalf("run %d: %d sequences in a step with concurrency 3", i, r.MaxBatch)
