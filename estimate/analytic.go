@@ -90,6 +90,10 @@ func steady(m *stepModel, in steadyIn) Latency {
 		rho = math.Min(math.Max((tau-m.time(nopre))/tau, 0), 0.95)
 	}
 	qwait := m.co.Queue * rho / (2 * (1 - rho)) * np * tauOwn
+	if m.co.Burst > 0 && c > 1 {
+		one := m.time(Batch{Prefill: isl, PrefillAtt: isl * (isl + 1) / 2, PrefillSeq: 1, PrefillDone: 1}) - m.time(Batch{})
+		qwait += m.co.Burst * (c - 1) / 2 * math.Max(one, 0)
+	}
 	ttft := in.alpha0 + np*tauOwn + 0.5*tau + qwait
 	e2e := ttft + dec*tau
 	x := c / e2e // requests per second in service

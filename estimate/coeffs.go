@@ -33,6 +33,10 @@ type Coeffs struct {
 	// layer of the mean sequence (s): the occupancy-bound critical path of
 	// paged-attention kernels, which the KV-bytes term misses at small batch.
 	Ctx float64 `json:"ctx"`
+	// Burst scales the wait of a closed-loop request behind the prompts of
+	// the clients that arrive with it: Burst × (C−1)/2 × one prompt's prefill
+	// time (1 = every client in lock-step, 0 = perfectly staggered).
+	Burst float64 `json:"burst"`
 
 	// Validation figures written by calibrate: held-out median APE (fractions).
 	ErrTTFT       float64 `json:"err_ttft,omitempty"`
@@ -128,20 +132,20 @@ var fallbacks = map[string][]string{
 }
 
 // The fitted coefficients as a vector, in the order of CoeffNames.
-func (c *Coeffs) vector() [14]float64 {
-	return [14]float64{c.Comp, c.Weight, c.KV, c.State, c.TP, c.TPLatency, c.Layer, c.Step, c.Req, c.MoE, c.Alpha0, c.Queue, c.CompLow, c.Ctx}
+func (c *Coeffs) vector() [15]float64 {
+	return [15]float64{c.Comp, c.Weight, c.KV, c.State, c.TP, c.TPLatency, c.Layer, c.Step, c.Req, c.MoE, c.Alpha0, c.Queue, c.CompLow, c.Ctx, c.Burst}
 }
 
-func (c *Coeffs) setVector(v [14]float64) {
-	c.Comp, c.Weight, c.KV, c.State, c.TP, c.TPLatency, c.Layer, c.Step, c.Req, c.MoE, c.Alpha0, c.Queue, c.CompLow, c.Ctx =
-		v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13]
+func (c *Coeffs) setVector(v [15]float64) {
+	c.Comp, c.Weight, c.KV, c.State, c.TP, c.TPLatency, c.Layer, c.Step, c.Req, c.MoE, c.Alpha0, c.Queue, c.CompLow, c.Ctx, c.Burst =
+		v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13], v[14]
 }
 
 // CoeffNames names the entries of the coefficient vector.
-var CoeffNames = [14]string{"comp", "weight", "kv", "state", "tp", "tp_latency", "layer", "step", "req", "moe", "alpha0", "queue", "comp_low", "ctx"}
+var CoeffNames = [15]string{"comp", "weight", "kv", "state", "tp", "tp_latency", "layer", "step", "req", "moe", "alpha0", "queue", "comp_low", "ctx", "burst"}
 
 // Vector returns the coefficients in CoeffNames order.
-func (c Coeffs) Vector() [14]float64 { return c.vector() }
+func (c Coeffs) Vector() [15]float64 { return c.vector() }
 
 // WithVector returns c with the coefficient values replaced.
-func (c Coeffs) WithVector(v [14]float64) Coeffs { c.setVector(v); return c }
+func (c Coeffs) WithVector(v [15]float64) Coeffs { c.setVector(v); return c }

@@ -16,9 +16,9 @@ type stepModel struct {
 	peak     float64 // FLOP/s of the linear layers' compute dtype
 	peakAttn float64 // FLOP/s of attention (BF16)
 	linMul   float64 // Comp × (CompLow for FP8/FP4 GEMMs)
-	bw   float64 // bytes/s
-	link float64 // bytes/s per direction
-	tp   float64
+	bw       float64 // bytes/s
+	link     float64 // bytes/s per direction
+	tp       float64
 }
 
 func newStepModel(s *Summary, hw *hardware.GPU, p *Precision, co Coeffs) stepModel {

@@ -83,15 +83,14 @@ func (g *GPU) UsableBytes() int64 {
 
 // PeakFLOPS returns the dense tensor rate for the compute data type of a
 // weight format: "bf16", "fp16", "fp8", "fp4", "int8". Types the device lacks
-// fall back to the next wider one (FP4 → FP8 → BF16), as engines do when
-// they dequantise.
+// fall back to BF16: engines run FP4 weights on pre-Blackwell GPUs as W4A16
+// (dequantised to BF16, e.g. Marlin) and FP8 ones on Ampere likewise.
 func (g *GPU) PeakFLOPS(dtype string) float64 {
 	switch dtype {
 	case "fp4":
 		if g.FP4FLOPS > 0 {
 			return g.FP4FLOPS
 		}
-		return g.PeakFLOPS("fp8")
 	case "fp8":
 		if g.FP8FLOPS > 0 {
 			return g.FP8FLOPS

@@ -70,8 +70,8 @@ func TestLookupAliasesAndUnknown(t *testing.T) {
 
 func TestPeakFLOPSFallback(t *testing.T) {
 	h100, _ := Lookup("h100-sxm")
-	if h100.PeakFLOPS("fp4") != h100.FP8FLOPS {
-		t.Errorf("H100 has no FP4: want FP8 rate, got %g", h100.PeakFLOPS("fp4"))
+	if h100.PeakFLOPS("fp4") != h100.BF16FLOPS {
+		t.Errorf("H100 has no FP4: want the BF16 rate (W4A16), got %g", h100.PeakFLOPS("fp4"))
 	}
 	a100, _ := Lookup("a100-80gb")
 	if a100.PeakFLOPS("fp8") != a100.BF16FLOPS {

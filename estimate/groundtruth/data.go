@@ -250,6 +250,9 @@ func ReadAIC(r io.Reader, file string, skipped Skipped) ([]Row, error) {
 			skipped.add("unknown quant mode (aic)")
 			continue
 		}
+		if prec == "nvfp4" && strings.Contains(model, "gpt-oss") {
+			prec = "mxfp4" // gpt-oss ships MXFP4 experts
+		}
 		kv := "auto"
 		if eng == estimate.TRTLLM && prec != "bf16" {
 			kv = "fp8" // TRT-LLM quantized checkpoints carry kv_cache_quant_algo FP8

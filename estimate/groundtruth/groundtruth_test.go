@@ -153,11 +153,13 @@ func TestHeldOutErrors(t *testing.T) {
 	}
 }
 
-// Reached held-out medians (plus margin); targets are 0.08 / 0.15 / 0.10.
+// Held-out medians reached (14.0–14.3 % TPOT, 35.4–35.8 % TTFT, 9.4–9.5 %
+// throughput at 150–400 iterations) plus a small margin. Targets are 8 %,
+// 15 % and 10 %: throughput meets its target; TPOT and TTFT do not.
 const (
-	heldOutTPOT       = 0.20
-	heldOutTTFT       = 0.46
-	heldOutThroughput = 0.15
+	heldOutTPOT       = 0.16
+	heldOutTTFT       = 0.40
+	heldOutThroughput = 0.10
 )
 
 func fuzzSeeds(f *testing.F, names ...string) {
