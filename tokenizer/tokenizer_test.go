@@ -494,9 +494,11 @@ func TestLoadErrors(t *testing.T) {
 // another rune, and the cut gives the same ids as the whole-line merge.
 func TestMetaspaceChunking(t *testing.T) {
 	for _, name := range []string{"mistral", "llama2"} {
-		if tok := refTokenizer(t, name); tok.model.chunkBefore != '▁' {
-			t.Errorf("%s: chunking not enabled", name)
-		}
+		t.Run(name, func(t *testing.T) {
+			if tok := refTokenizer(t, name); tok.model.chunkBefore != '▁' {
+				t.Errorf("%s: chunking not enabled", name)
+			}
+		})
 	}
 	vocab := map[string]int{"▁": 0, "a": 1, "▁a": 2, "a▁": 3, "a▁a": 4}
 	model := map[string]any{"type": "BPE", "vocab": vocab, "merges": []string{"▁ a", "a ▁", "a▁ a"}}
