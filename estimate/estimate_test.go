@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -392,9 +393,11 @@ func BenchmarkPrice70B(b *testing.B) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := cpuSeconds()
 	for b.Loop() {
 		c.Price(m)
 	}
+	b.ReportMetric(float64(b.N)/(cpuSeconds()-cpu0), "candidates/cpu-s")
 	perSec := float64(b.N) / b.Elapsed().Seconds()
 	b.StopTimer()
 	// Peer run in the same process: the floor of reading every layer's
@@ -427,11 +430,13 @@ func BenchmarkSimulate(b *testing.B) {
 	var sim Simulator
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := cpuSeconds()
 	for b.Loop() {
 		if _, err := c.Simulate(&sim, &s); err != nil {
 			b.Fatal(err)
 		}
 	}
+	b.ReportMetric(float64(b.N)/(cpuSeconds()-cpu0), "workloads/cpu-s")
 	perSec := float64(b.N) / b.Elapsed().Seconds()
 	b.ReportMetric(perSec, "workloads/s")
 	b.ReportMetric(perSec/1e3, "x_target_1k/s")
@@ -463,4 +468,101 @@ func ExampleCompiled_Price() {
 	// 80 layers: fits true, weights 68 GiB
 	// 60 layers: fits true, weights 52 GiB
 	// 40 layers: fits true, weights 36 GiB
+}
+
+// TestAssembleEqualsSummarize: pricing from precomputed per-layer sums must
+// give exactly the Summary of the whole model.
+func TestAssembleEqualsSummarize(t *testing.T) {
+	m := llama("het", 12, 2048, 16, 4, 8192, 32000)
+	m.Layers[1].MLP.Width = 4096
+	m.Layers[2].Attention.KVHeads = 2
+	m.Layers[3].Attention.SlidingWindow = 1024
+	m.Layers[4].MLP = nil
+	m.Layers[4].MoE = &architecture.MoE{Experts: 16, TopK: 2, ExpertWidth: 1024, Gated: true, SharedWidth: 2048}
+	m.Layers[5].Attention = nil
+	m.Layers[5].Mamba = &architecture.Mamba{Heads: 32, HeadDim: 64, StateSize: 128, Groups: 4, ConvKernel: 4}
+	m.Layers[6] = architecture.Layer{}
+	m.TiedEmbeddings = true
+	w := workload.FixedClosed(1024, 128, 8)
+	for _, tp := range []int{1, 2} {
+		c, err := Compile(gpu(t, "h100-sxm"), VLLM, Options{Precision: "fp8", TP: tp}, &w, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want, got Summary
+		c.Summarize(&want, m)
+		parts := make([]*LayerSum, len(m.Layers))
+		for i := range m.Layers {
+			ls := c.LayerSum(&m.Layers[i], m.Hidden)
+			parts[i] = &ls
+		}
+		c.Assemble(&got, m, parts)
+		for _, pair := range [][2]float64{{got.WeightBytes, want.WeightBytes}, {got.KVBytes, want.KVBytes}, {got.SWAKVBytes, want.SWAKVBytes},
+			{got.StateBytes, want.StateBytes}, {got.LinearFLOPs, want.LinearFLOPs}, {got.TotalParams, want.TotalParams}, {got.DenseBytes, want.DenseBytes},
+			{got.StreamedBytes(37), want.StreamedBytes(37)}, {got.ARBytes, want.ARBytes}} {
+			if math.Abs(pair[0]-pair[1]) > 1e-6*math.Abs(pair[1]) {
+				t.Errorf("TP %d: assembled %v, summarized %v", tp, pair[0], pair[1])
+			}
+		}
+		if got.Layers != want.Layers || got.Window != want.Window || got.MoELayers != want.MoELayers || got.AllReduces != want.AllReduces {
+			t.Errorf("TP %d: counts differ: %+v vs %+v", tp, got, want)
+		}
+		if n := testing.AllocsPerRun(50, func() { c.Assemble(&got, m, parts); c.PriceSummary(&got) }); n != 0 {
+			t.Errorf("Assemble+PriceSummary allocate %.0f times", n)
+		}
+	}
+}
+
+// BenchmarkPriceAssembled70B prices candidates whose 80 layers come from a
+// menu of precomputed LayerSums (how a search enumerates per-layer choices).
+func BenchmarkPriceAssembled70B(b *testing.B) {
+	w := workload.FixedClosed(2048, 512, 32)
+	c, err := Compile(gpu(b, "h100-sxm"), VLLM, Options{Precision: "fp8", TP: 2}, &w, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := llama70B()
+	menu := make([]LayerSum, 32)
+	for k := range menu {
+		l := m.Layers[0].Clone()
+		l.MLP.Width = 28672 - 512*(k%16)
+		if k >= 16 {
+			l.Attention.KVHeads = 4
+		}
+		menu[k] = c.LayerSum(&l, m.Hidden)
+	}
+	// 64 candidates, each layer pointing at a menu entry.
+	cands := make([][]*LayerSum, 64)
+	for k := range cands {
+		cands[k] = make([]*LayerSum, 80)
+		for j := range cands[k] {
+			cands[k][j] = &menu[(k*7+j*3)%32]
+		}
+	}
+	var s Summary
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuSeconds()
+	i := 0
+	for b.Loop() {
+		c.Assemble(&s, m, cands[i%64])
+		i++
+		c.PriceSummary(&s)
+	}
+	b.ReportMetric(float64(b.N)/(cpuSeconds()-cpu0), "candidates/cpu-s")
+	perSec := float64(b.N) / b.Elapsed().Seconds()
+	b.ReportMetric(perSec, "candidates/s")
+	b.ReportMetric(perSec/1e6, "x_target_1M/s")
+}
+
+// cpuSeconds returns the process's user+system CPU time. Benchmarks report
+// candidates per CPU-second beside wall-clock rates because the shared
+// development machine is oversubscribed (wall time there includes waiting
+// for a core).
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }

@@ -72,12 +72,17 @@ func Summarize(s *Summary, m *architecture.Model, p *Precision, kv KVType, state
 	if tp < 1 {
 		tp = 1
 	}
+	sumLayers(s, m.Layers, m.Hidden, p, kv, stateBytes, tp)
+	finish(s, m, p, tp)
+}
+
+// sumLayers adds the per-layer terms of layers into s (whose other fields
+// must be zero).
+func sumLayers(s *Summary, layers []architecture.Layer, h int, p *Precision, kv KVType, stateBytes float64, tp int) {
 	s.TP = tp
 	ftp := float64(tp)
-	h := m.Hidden
 	fh := float64(h)
-	s.Hidden, s.Vocab = h, m.Vocab
-	s.Layers = len(m.Layers)
+	s.Layers = len(layers)
 	lin := p.LinearBPW / 8
 	small := p.SmallBPW / 8
 	linTP := lin / ftp // bytes per sharded linear element on one GPU
@@ -88,8 +93,8 @@ func Summarize(s *Summary, m *architecture.Model, p *Precision, kv KVType, state
 	var total, active, dense, linF, attnF, swaF, kvB, swaKV, scan, state float64
 	var attnL, moeL, mambaL, ars, window, maxFFN int
 	lastKV, lastKVPer := -1, 0.0 // memo of the KV-head rounding (integer division)
-	for i := range m.Layers {
-		l := &m.Layers[i]
+	for i := range layers {
+		l := &layers[i]
 		if a := l.Attention; a != nil {
 			ars++
 			attnL++
@@ -220,7 +225,18 @@ func Summarize(s *Summary, m *architecture.Model, p *Precision, kv KVType, state
 	if tp > 1 {
 		s.AllReduces = ars
 	}
-	// Final norm, embedding and head (vocabulary sharded over TP).
+	s.TotalParams, s.ActiveParams = total, active
+}
+
+// finish adds the final norm, the embedding and the LM head (vocabulary
+// sharded over TP) to the layer sums and derives the totals.
+func finish(s *Summary, m *architecture.Model, p *Precision, tp int) {
+	ftp := float64(tp)
+	h := m.Hidden
+	fh := float64(h)
+	s.Hidden, s.Vocab = h, m.Vocab
+	small := p.SmallBPW / 8
+	total, active := s.TotalParams, s.ActiveParams
 	fv := float64(m.Vocab)
 	emb := fv * fh
 	total += emb + fh
@@ -285,4 +301,66 @@ func (s *Summary) KVBytesPerSeq(ctx float64) float64 {
 		w = float64(s.Window)
 	}
 	return s.KVBytes*ctx + s.SWAKVBytes*w
+}
+
+// LayerSum is one layer's additive contribution to a Summary under a
+// Compiled's precision, KV type and TP. A search that picks each layer from
+// a small menu of shapes computes every option's LayerSum once and then
+// prices a candidate with Assemble, in time linear in the layer count with
+// a handful of additions per layer.
+type LayerSum struct {
+	total, active, dense, linF, attnF, swaF, scan, kv, swaKV, state float64
+	moeBytes                                                        float64
+	attn, moe, mamba, ars, window, maxFFN, moeE, moeK               int32
+}
+
+// LayerSum returns the contribution of layer l of a model of width hidden.
+func (c *Compiled) LayerSum(l *architecture.Layer, hidden int) LayerSum {
+	var x Summary
+	one := [1]architecture.Layer{*l}
+	sumLayers(&x, one[:], hidden, &c.r.prec, c.r.kv, c.r.stateBytes, c.r.tp)
+	ls := LayerSum{total: x.TotalParams, active: x.ActiveParams, dense: x.DenseBytes, linF: x.LinearFLOPs,
+		attnF: x.AttnFLOPs, swaF: x.SWAFLOPs, scan: x.ScanFLOPs, kv: x.KVBytes, swaKV: x.SWAKVBytes, state: x.StateBytes,
+		attn: int32(x.AttnLayers), moe: int32(x.MoELayers), mamba: int32(x.MambaLayers), ars: int32(x.AllReduces),
+		window: int32(x.Window), maxFFN: int32(x.MaxFFN)}
+	if x.nMoE > 0 {
+		ls.moeE, ls.moeK, ls.moeBytes = int32(x.moe[0].Experts), int32(x.moe[0].TopK), x.moe[0].Bytes
+	}
+	return ls
+}
+
+// Assemble fills s from the per-layer sums of a candidate whose global shape
+// (hidden size, vocabulary, tied embeddings) is base's; base.Layers is
+// ignored. It does not allocate. The result equals c.Summarize on the model
+// with those layers.
+func (c *Compiled) Assemble(s *Summary, base *architecture.Model, layers []*LayerSum) {
+	*s = Summary{TP: c.r.tp, Layers: len(layers)}
+	var total, active, dense, linF, attnF, swaF, scan, kv, swaKV, state float64
+	var attn, moe, mamba, ars, window, maxFFN int32
+	for _, x := range layers {
+		total += x.total
+		active += x.active
+		dense += x.dense
+		linF += x.linF
+		attnF += x.attnF
+		swaF += x.swaF
+		scan += x.scan
+		kv += x.kv
+		swaKV += x.swaKV
+		state += x.state
+		attn += x.attn
+		moe += x.moe
+		mamba += x.mamba
+		ars += x.ars
+		window = max(window, x.window)
+		maxFFN = max(maxFFN, x.maxFFN)
+		if x.moeE > 0 {
+			s.addMoE(int(x.moeE), int(x.moeK), x.moeBytes)
+		}
+	}
+	s.TotalParams, s.ActiveParams, s.DenseBytes, s.LinearFLOPs = total, active, dense, linF
+	s.AttnFLOPs, s.SWAFLOPs, s.ScanFLOPs, s.KVBytes, s.SWAKVBytes, s.StateBytes = attnF, swaF, scan, kv, swaKV, state
+	s.AttnLayers, s.MoELayers, s.MambaLayers, s.AllReduces = int(attn), int(moe), int(mamba), int(ars)
+	s.Window, s.MaxFFN = int(window), int(maxFFN)
+	finish(s, base, &c.r.prec, c.r.tp)
 }
