@@ -21,6 +21,7 @@ type AddedToken struct {
 // aho-corasick automaton of the HuggingFace library does.
 type addedMatcher struct {
 	byFirst  map[byte][]*AddedToken // candidates by first byte, longest first
+	first    [256]bool              // bytes that start some candidate
 	contents map[*AddedToken]string // the text matched (normalized when Normalized)
 }
 
@@ -34,6 +35,7 @@ func newAddedMatcher(tokens []*AddedToken, contents []string) *addedMatcher {
 		}
 		idx[t] = c
 		m.byFirst[c[0]] = append(m.byFirst[c[0]], t)
+		m.first[c[0]] = true
 	}
 	for b, ts := range m.byFirst {
 		// Longest first; stable by id for equal lengths.
@@ -68,27 +70,33 @@ func (m *addedMatcher) split(s string, atStart bool) []segment {
 	var out []segment
 	startOff := 0 // end of the previous match
 	for i := 0; i < len(s); {
-		cands := m.byFirst[s[i]]
+		if !m.first[s[i]] {
+			i++
+			continue
+		}
+		// Leftmost-longest, as the aho-corasick automaton of the
+		// HuggingFace library: the longest token starting here wins.
 		var hit *AddedToken
-		for _, t := range cands {
-			c := m.contents[t]
-			if !strings.HasPrefix(s[i:], c) {
-				continue
+		for _, t := range m.byFirst[s[i]] {
+			if strings.HasPrefix(s[i:], m.contents[t]) {
+				hit = t
+				break
 			}
-			if t.SingleWord {
-				if r, _ := utf8.DecodeLastRuneInString(s[:i]); i > 0 && isWordChar(r) {
-					continue
-				}
-				if r, _ := utf8.DecodeRuneInString(s[i+len(c):]); i+len(c) < len(s) && isWordChar(r) {
-					continue
-				}
-			}
-			hit = t
-			break
 		}
 		if hit == nil {
 			i++
 			continue
+		}
+		if hit.SingleWord {
+			// A match inside a word is dropped (and, as there, the
+			// matcher resumes after it).
+			end := i + len(m.contents[hit])
+			before, _ := utf8.DecodeLastRuneInString(s[:i])
+			after, _ := utf8.DecodeRuneInString(s[end:])
+			if i > 0 && isWordChar(before) || end < len(s) && isWordChar(after) {
+				i = end
+				continue
+			}
 		}
 		start, stop := i, i+len(m.contents[hit])
 		if hit.LStrip {
