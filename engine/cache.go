@@ -236,13 +236,7 @@ func softmaxRow(row []float32, p int, s attnShape) {
 	for _, v := range valid {
 		mx = max(mx, v)
 	}
-	var sum float32
-	for j, v := range valid {
-		e := expf(v - mx)
-		valid[j] = e
-		sum += e
-	}
-	inv := 1 / sum
+	inv := 1 / blas.ExpShiftSum(valid, mx)
 	for j := range valid {
 		valid[j] *= inv
 	}

@@ -335,13 +335,14 @@ func attentionBackward(dq, dk, dv, dout, q, k, v []float32, s attnShape) {
 func crossEntropyForward(lse, logits []float32, targets []int32, N, V int) (sum float64, count int) {
 	partial := make([]float64, N)
 	parallelFor(N, 4, func(lo, hi int) {
+		tmp := make([]float32, V)
 		for i := lo; i < hi; i++ {
 			t := targets[i]
 			if t < 0 {
 				continue
 			}
 			row := logits[i*V : (i+1)*V]
-			l := logSumExp(row)
+			l := logSumExpInto(tmp, row)
 			lse[i] = float32(l)
 			partial[i] = l - float64(row[t])
 		}
@@ -355,6 +356,17 @@ func crossEntropyForward(lse, logits []float32, targets []int32, N, V int) (sum 
 	return sum, count
 }
 
+// logSumExpInto returns log Σ exp(row), using tmp (len(row)) as scratch.
+func logSumExpInto(tmp, row []float32) float64 {
+	mx := float32(math.Inf(-1))
+	for _, v := range row {
+		mx = max(mx, v)
+	}
+	copy(tmp, row)
+	return float64(mx) + math.Log(float64(blas.ExpShiftSum(tmp, mx)))
+}
+
+// logSumExp returns log Σ exp(row) (reference form, float64 sum).
 func logSumExp(row []float32) float64 {
 	mx := float32(math.Inf(-1))
 	for _, v := range row {
@@ -378,10 +390,10 @@ func crossEntropyBackward(dlogits, logits, lse []float32, targets []int32, N, V 
 				clear(d)
 				continue
 			}
-			row := logits[i*V : (i+1)*V]
-			l := lse[i]
-			for j, v := range row {
-				d[j] = scale * expf(v-l)
+			copy(d, logits[i*V:(i+1)*V])
+			blas.ExpShiftSum(d, lse[i])
+			for j := range d {
+				d[j] *= scale
 			}
 			d[t] -= scale
 		}

@@ -172,3 +172,28 @@ func BenchmarkSgemmPeak(b *testing.B) {
 			runtime.NumCPU(), Backend(), main, Threads(), pure, pure/main, Backend())
 	}
 }
+
+func TestExpShiftSum(t *testing.T) {
+	for _, asm := range []bool{true, false} {
+		prev := useAsm
+		useAsm = asm && prev
+		x := make([]float32, 37)
+		for i := range x {
+			x[i] = float32(i)*0.7 - 12
+		}
+		orig := append([]float32(nil), x...)
+		sum := ExpShiftSum(x, 3)
+		useAsm = prev
+		var want float64
+		for i, v := range orig {
+			e := math.Exp(float64(v - 3))
+			want += e
+			if math.Abs(float64(x[i])-e) > 3e-7*e {
+				t.Fatalf("asm=%v: x[%d] = %v, want %v", asm, i, x[i], e)
+			}
+		}
+		if math.Abs(float64(sum)-want) > 1e-6*want {
+			t.Fatalf("asm=%v: sum %v, want %v", asm, sum, want)
+		}
+	}
+}

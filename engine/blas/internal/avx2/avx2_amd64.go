@@ -34,6 +34,14 @@ func Dot(x, y *float32, n int) float32
 //go:noescape
 func Axpy(alpha float32, x, y *float32, n int)
 
+// ExpSum sets x[i] = exp(x[i] − shift) for the first n − n%8 elements and
+// returns their sum; the caller does the last n%8. Relative error < 2e-7;
+// results below e^−87.3 are clamped to about 1.2e-38, above e^88.4 to
+// about 2.6e38.
+//
+//go:noescape
+func ExpSum(x *float32, n int, shift float32) float32
+
 func cpuid(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
 
 func xgetbv() (eax, edx uint32)

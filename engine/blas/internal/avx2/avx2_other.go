@@ -21,3 +21,6 @@ func Dot(x, y *float32, n int) float32 { panic("avx2: not available") }
 
 // Axpy is never called where Available is false.
 func Axpy(alpha float32, x, y *float32, n int) { panic("avx2: not available") }
+
+// ExpSum is never called where Available is false.
+func ExpSum(x *float32, n int, shift float32) float32 { panic("avx2: not available") }

@@ -1,6 +1,7 @@
 package avx2
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -103,4 +104,41 @@ func TestDotAxpy(t *testing.T) {
 			}
 		}
 	}
+}
+
+func TestExpSum(t *testing.T) {
+	if !Available {
+		t.Skip("CPU without AVX2/FMA")
+	}
+	var worst float64
+	for start := -87.0; start < 88; start += 0.37 {
+		x := make([]float32, 35)
+		for i := range x {
+			x[i] = float32(start + 0.0113*float64(i))
+		}
+		orig := append([]float32(nil), x...)
+		sum := ExpSum(&x[0], len(x), 0.25)
+		var want float64
+		for i := range x {
+			if i >= 32 { // tail left alone
+				if x[i] != orig[i] {
+					t.Fatalf("tail x[%d] changed", i)
+				}
+				continue
+			}
+			e := math.Exp(float64(orig[i] - 0.25)) // the shift is subtracted in float32
+			want += e
+			if e < 1.2e-38 || e > 3e38 {
+				continue
+			}
+			worst = max(worst, math.Abs(float64(x[i])-e)/e)
+		}
+		if math.Abs(float64(sum)-want) > 1e-6*want && want > 1e-30 && want < 1e38 {
+			t.Fatalf("start %v: sum %v, want %v", start, sum, want)
+		}
+	}
+	if worst > 3e-7 {
+		t.Fatalf("ExpSum relative error %.3g", worst)
+	}
+	t.Logf("ExpSum max relative error %.3g", worst)
 }

@@ -356,3 +356,183 @@ axpy8:
 axpydone:
 	VZEROUPPER
 	RET
+
+// Constants of ExpSum, eight copies each (32 bytes) for full-width memory operands:
+// log2e = 1.4426950408889634
+DATA expc<>+0(SB)/4, $0x3fb8aa3b
+DATA expc<>+4(SB)/4, $0x3fb8aa3b
+DATA expc<>+8(SB)/4, $0x3fb8aa3b
+DATA expc<>+12(SB)/4, $0x3fb8aa3b
+DATA expc<>+16(SB)/4, $0x3fb8aa3b
+DATA expc<>+20(SB)/4, $0x3fb8aa3b
+DATA expc<>+24(SB)/4, $0x3fb8aa3b
+DATA expc<>+28(SB)/4, $0x3fb8aa3b
+// half = 0.5
+DATA expc<>+32(SB)/4, $0x3f000000
+DATA expc<>+36(SB)/4, $0x3f000000
+DATA expc<>+40(SB)/4, $0x3f000000
+DATA expc<>+44(SB)/4, $0x3f000000
+DATA expc<>+48(SB)/4, $0x3f000000
+DATA expc<>+52(SB)/4, $0x3f000000
+DATA expc<>+56(SB)/4, $0x3f000000
+DATA expc<>+60(SB)/4, $0x3f000000
+// c1 = 0.693359375
+DATA expc<>+64(SB)/4, $0x3f318000
+DATA expc<>+68(SB)/4, $0x3f318000
+DATA expc<>+72(SB)/4, $0x3f318000
+DATA expc<>+76(SB)/4, $0x3f318000
+DATA expc<>+80(SB)/4, $0x3f318000
+DATA expc<>+84(SB)/4, $0x3f318000
+DATA expc<>+88(SB)/4, $0x3f318000
+DATA expc<>+92(SB)/4, $0x3f318000
+// c2 = -0.00021219444
+DATA expc<>+96(SB)/4, $0xb95e8083
+DATA expc<>+100(SB)/4, $0xb95e8083
+DATA expc<>+104(SB)/4, $0xb95e8083
+DATA expc<>+108(SB)/4, $0xb95e8083
+DATA expc<>+112(SB)/4, $0xb95e8083
+DATA expc<>+116(SB)/4, $0xb95e8083
+DATA expc<>+120(SB)/4, $0xb95e8083
+DATA expc<>+124(SB)/4, $0xb95e8083
+// hi = 88.3762626647949
+DATA expc<>+128(SB)/4, $0x42b0c0a5
+DATA expc<>+132(SB)/4, $0x42b0c0a5
+DATA expc<>+136(SB)/4, $0x42b0c0a5
+DATA expc<>+140(SB)/4, $0x42b0c0a5
+DATA expc<>+144(SB)/4, $0x42b0c0a5
+DATA expc<>+148(SB)/4, $0x42b0c0a5
+DATA expc<>+152(SB)/4, $0x42b0c0a5
+DATA expc<>+156(SB)/4, $0x42b0c0a5
+// lo = -87.3365402
+DATA expc<>+160(SB)/4, $0xc2aeac4f
+DATA expc<>+164(SB)/4, $0xc2aeac4f
+DATA expc<>+168(SB)/4, $0xc2aeac4f
+DATA expc<>+172(SB)/4, $0xc2aeac4f
+DATA expc<>+176(SB)/4, $0xc2aeac4f
+DATA expc<>+180(SB)/4, $0xc2aeac4f
+DATA expc<>+184(SB)/4, $0xc2aeac4f
+DATA expc<>+188(SB)/4, $0xc2aeac4f
+// p0 = 0.000198756915
+DATA expc<>+192(SB)/4, $0x39506967
+DATA expc<>+196(SB)/4, $0x39506967
+DATA expc<>+200(SB)/4, $0x39506967
+DATA expc<>+204(SB)/4, $0x39506967
+DATA expc<>+208(SB)/4, $0x39506967
+DATA expc<>+212(SB)/4, $0x39506967
+DATA expc<>+216(SB)/4, $0x39506967
+DATA expc<>+220(SB)/4, $0x39506967
+// p1 = 0.0013981999507
+DATA expc<>+224(SB)/4, $0x3ab743ce
+DATA expc<>+228(SB)/4, $0x3ab743ce
+DATA expc<>+232(SB)/4, $0x3ab743ce
+DATA expc<>+236(SB)/4, $0x3ab743ce
+DATA expc<>+240(SB)/4, $0x3ab743ce
+DATA expc<>+244(SB)/4, $0x3ab743ce
+DATA expc<>+248(SB)/4, $0x3ab743ce
+DATA expc<>+252(SB)/4, $0x3ab743ce
+// p2 = 0.0083334519073
+DATA expc<>+256(SB)/4, $0x3c088908
+DATA expc<>+260(SB)/4, $0x3c088908
+DATA expc<>+264(SB)/4, $0x3c088908
+DATA expc<>+268(SB)/4, $0x3c088908
+DATA expc<>+272(SB)/4, $0x3c088908
+DATA expc<>+276(SB)/4, $0x3c088908
+DATA expc<>+280(SB)/4, $0x3c088908
+DATA expc<>+284(SB)/4, $0x3c088908
+// p3 = 0.041665795894
+DATA expc<>+288(SB)/4, $0x3d2aa9c1
+DATA expc<>+292(SB)/4, $0x3d2aa9c1
+DATA expc<>+296(SB)/4, $0x3d2aa9c1
+DATA expc<>+300(SB)/4, $0x3d2aa9c1
+DATA expc<>+304(SB)/4, $0x3d2aa9c1
+DATA expc<>+308(SB)/4, $0x3d2aa9c1
+DATA expc<>+312(SB)/4, $0x3d2aa9c1
+DATA expc<>+316(SB)/4, $0x3d2aa9c1
+// p4 = 0.16666665459
+DATA expc<>+320(SB)/4, $0x3e2aaaaa
+DATA expc<>+324(SB)/4, $0x3e2aaaaa
+DATA expc<>+328(SB)/4, $0x3e2aaaaa
+DATA expc<>+332(SB)/4, $0x3e2aaaaa
+DATA expc<>+336(SB)/4, $0x3e2aaaaa
+DATA expc<>+340(SB)/4, $0x3e2aaaaa
+DATA expc<>+344(SB)/4, $0x3e2aaaaa
+DATA expc<>+348(SB)/4, $0x3e2aaaaa
+// p5 = 0.50000001201
+DATA expc<>+352(SB)/4, $0x3f000000
+DATA expc<>+356(SB)/4, $0x3f000000
+DATA expc<>+360(SB)/4, $0x3f000000
+DATA expc<>+364(SB)/4, $0x3f000000
+DATA expc<>+368(SB)/4, $0x3f000000
+DATA expc<>+372(SB)/4, $0x3f000000
+DATA expc<>+376(SB)/4, $0x3f000000
+DATA expc<>+380(SB)/4, $0x3f000000
+// one = 1.0
+DATA expc<>+384(SB)/4, $0x3f800000
+DATA expc<>+388(SB)/4, $0x3f800000
+DATA expc<>+392(SB)/4, $0x3f800000
+DATA expc<>+396(SB)/4, $0x3f800000
+DATA expc<>+400(SB)/4, $0x3f800000
+DATA expc<>+404(SB)/4, $0x3f800000
+DATA expc<>+408(SB)/4, $0x3f800000
+DATA expc<>+412(SB)/4, $0x3f800000
+// 127, the float32 exponent bias (int32)
+DATA expc<>+416(SB)/4, $0x0000007f
+DATA expc<>+420(SB)/4, $0x0000007f
+DATA expc<>+424(SB)/4, $0x0000007f
+DATA expc<>+428(SB)/4, $0x0000007f
+DATA expc<>+432(SB)/4, $0x0000007f
+DATA expc<>+436(SB)/4, $0x0000007f
+DATA expc<>+440(SB)/4, $0x0000007f
+DATA expc<>+444(SB)/4, $0x0000007f
+GLOBL expc<>(SB), RODATA|NOPTR, $448
+
+// func ExpSum(x *float32, n int, shift float32) float32
+// Sets x[i] = exp(x[i] − shift) for the first n − n%8 elements and returns
+// their sum (callers do the tail). Cephes expf: clamp to [−87.34, 88.38],
+// n = floor(x·log2e + 0.5), r = x − n·ln2 (two-part), degree-6 polynomial,
+// times 2^n built in the exponent field. Relative error < 2e-7.
+TEXT ·ExpSum(SB), NOSPLIT, $0-28
+	MOVQ         x+0(FP), SI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS shift+16(FP), Y15
+	VXORPS       Y0, Y0, Y0
+
+exploop:
+	CMPQ         CX, $8
+	JLT          expsum
+	VMOVUPS      (SI), Y1
+	VSUBPS       Y15, Y1, Y1
+	VMINPS       expc<>+128(SB), Y1, Y1
+	VMAXPS       expc<>+160(SB), Y1, Y1
+	VMOVUPS      expc<>+32(SB), Y2
+	VFMADD231PS  expc<>+0(SB), Y1, Y2
+	VROUNDPS     $1, Y2, Y2
+	VFNMADD231PS expc<>+64(SB), Y2, Y1
+	VFNMADD231PS expc<>+96(SB), Y2, Y1
+	VMULPS       Y1, Y1, Y3
+	VMOVUPS      expc<>+192(SB), Y4
+	VFMADD213PS  expc<>+224(SB), Y1, Y4
+	VFMADD213PS  expc<>+256(SB), Y1, Y4
+	VFMADD213PS  expc<>+288(SB), Y1, Y4
+	VFMADD213PS  expc<>+320(SB), Y1, Y4
+	VFMADD213PS  expc<>+352(SB), Y1, Y4
+	VFMADD213PS  Y1, Y3, Y4
+	VADDPS       expc<>+384(SB), Y4, Y4
+	VCVTPS2DQ    Y2, Y5
+	VPADDD       expc<>+416(SB), Y5, Y5
+	VPSLLD       $23, Y5, Y5
+	VMULPS       Y5, Y4, Y4
+	VMOVUPS      Y4, (SI)
+	VADDPS       Y4, Y0, Y0
+	ADDQ         $32, SI
+	SUBQ         $8, CX
+	JMP          exploop
+
+expsum:
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, ret+24(FP)
+	VZEROUPPER
+	RET
