@@ -157,11 +157,21 @@ func ropeApply(x []float32, N, heads, hd int, tab *ropeTable, pos func(row int) 
 // (gate nil).
 func activationForward(h, gate, up []float32, N, F int, act activation) {
 	parallelFor(N, 8, func(lo, hi int) {
-		for i := lo * F; i < hi*F; i++ {
-			if gate == nil {
-				h[i] = actF(up[i], act)
-			} else {
-				h[i] = actF(gate[i], act) * up[i]
+		hh, uu := h[lo*F:hi*F], up[lo*F:hi*F]
+		switch {
+		case gate != nil && act == actSiLU: // SwiGLU, the common case
+			gg := gate[lo*F : hi*F]
+			for i, g := range gg {
+				hh[i] = g * sigmoid(g) * uu[i]
+			}
+		case gate != nil:
+			gg := gate[lo*F : hi*F]
+			for i, g := range gg {
+				hh[i] = actF(g, act) * uu[i]
+			}
+		default:
+			for i, u := range uu {
+				hh[i] = actF(u, act)
 			}
 		}
 	})
@@ -171,14 +181,25 @@ func activationForward(h, gate, up []float32, N, F int, act activation) {
 // (non-gated: dup = dh·act'(up)); both overwritten.
 func activationBackward(dgate, dup, dh, gate, up []float32, N, F int, act activation) {
 	parallelFor(N, 8, func(lo, hi int) {
-		for i := lo * F; i < hi*F; i++ {
-			if gate == nil {
-				dup[i] = dh[i] * actDeriv(up[i], act)
-				continue
+		dd, du, uu := dh[lo*F:hi*F], dup[lo*F:hi*F], up[lo*F:hi*F]
+		switch {
+		case gate != nil && act == actSiLU:
+			gg, dg := gate[lo*F:hi*F], dgate[lo*F:hi*F]
+			for i, g := range gg {
+				sg := sigmoid(g)
+				dg[i] = dd[i] * sg * (1 + g*(1-sg)) * uu[i]
+				du[i] = dd[i] * g * sg
 			}
-			g := gate[i]
-			dgate[i] = dh[i] * actDeriv(g, act) * up[i]
-			dup[i] = dh[i] * actF(g, act)
+		case gate != nil:
+			gg, dg := gate[lo*F:hi*F], dgate[lo*F:hi*F]
+			for i, g := range gg {
+				dg[i] = dd[i] * actDeriv(g, act) * uu[i]
+				du[i] = dd[i] * actF(g, act)
+			}
+		default:
+			for i, u := range uu {
+				du[i] = dd[i] * actDeriv(u, act)
+			}
 		}
 	})
 }
