@@ -37,7 +37,9 @@
 //
 // Activations for a (B, T) are allocated by the first forward pass and
 // reused while (B, T) stays the same; the logits returned by Forward are
-// owned by the model and overwritten by the next pass.
+// owned by the model and overwritten by the next pass. SetInference(true)
+// keeps no activations for backward (all layers share one set of buffers),
+// for calibration and evaluation of deep models at long sequence lengths.
 //
 // Each layer kind has one function pair, xxxForward / xxxBackward, in
 // layers.go, with its shapes in the doc comment; backward functions

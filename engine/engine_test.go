@@ -499,3 +499,45 @@ func ExampleObserverFunc() {
 	fmt.Println(len(score), score[0] > 0)
 	// Output: 16 true
 }
+
+// TestInferenceMode: shared layer buffers give the same loss, logits and
+// observations as training mode, refuse backward, and switching back
+// restores training.
+func TestInferenceMode(t *testing.T) {
+	m, _ := New(tinyArch(false), 8)
+	randomize(m, 9, 0.4)
+	r := rand.New(rand.NewPCG(7, 7))
+	const B, T = 2, 70
+	toks, tg := randTokens(r, B*T, 11), randTokens(r, B*T, 11)
+	rec := &recorder{acts: map[string][]float32{}}
+	m.SetObserver(rec)
+	want, _ := m.ForwardLoss(toks, tg, B, T)
+	wantLogits := append([]float32(nil), m.a.logits...)
+	wantActs := rec.acts
+	m.SetInference(true)
+	rec.acts = map[string][]float32{}
+	got, err := m.ForwardLoss(toks, tg, B, T)
+	if err != nil || got != want {
+		t.Fatalf("inference loss %v (%v), training %v", got, err, want)
+	}
+	if d := maxAbsDiff(m.a.logits, wantLogits); d != 0 {
+		t.Fatalf("logits differ by %g", d)
+	}
+	for k, v := range wantActs {
+		if d := maxAbsDiff(rec.acts[k], v); d != 0 || len(rec.acts[k]) != len(v) {
+			t.Fatalf("observation %s differs by %g", k, d)
+		}
+	}
+	if err := m.Backward(); !errors.Is(err, ErrInference) {
+		t.Fatalf("backward in inference mode: %v", err)
+	}
+	if &m.a.layers[0].h[0] != &m.a.layers[3].h[0] {
+		t.Fatal("inference mode does not share layer buffers")
+	}
+	m.SetInference(false)
+	m.ZeroGrad()
+	m.ForwardLoss(toks, tg, B, T)
+	if err := m.Backward(); err != nil {
+		t.Fatal(err)
+	}
+}

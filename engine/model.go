@@ -27,8 +27,9 @@ type Model struct {
 	observer Observer
 	skip     []bool
 
-	a    *acts
-	step *stepBufs
+	a         *acts
+	step      *stepBufs
+	inference bool
 }
 
 // New builds a model of architecture arch with random weights: matrices and
@@ -178,18 +179,19 @@ type layerActs struct {
 
 // acts holds every activation for one (B, T), plus backward scratch.
 type acts struct {
-	B, T     int
-	tokens   []int32
-	targets  []int32
-	count    int // targets ≥ 0
-	hasLoss  bool
-	res      [][]float32 // L+1 hidden states (N,H)
-	layers   []layerActs
-	lnf      []float32
-	rstdf    []float32
-	logits   []float32
-	lse      []float32 // per row log-sum-exp of the logits (ForwardLoss)
-	backward *backBufs
+	B, T      int
+	tokens    []int32
+	targets   []int32
+	count     int  // targets ≥ 0
+	inference bool // layer buffers shared: no backward
+	hasLoss   bool
+	res       [][]float32 // L+1 hidden states (N,H)
+	layers    []layerActs
+	lnf       []float32
+	rstdf     []float32
+	logits    []float32
+	lse       []float32 // per row log-sum-exp of the logits (ForwardLoss)
+	backward  *backBufs
 }
 
 type backBufs struct {
@@ -202,30 +204,54 @@ type backBufs struct {
 func (m *Model) allocActs(B, T int) *acts {
 	N := B * T
 	H := m.arch.Hidden
-	a := &acts{B: B, T: T, tokens: make([]int32, N), targets: make([]int32, N)}
-	a.res = make([][]float32, len(m.dims)+1)
-	for i := range a.res {
-		a.res[i] = make([]float32, N*H)
-	}
-	a.layers = make([]layerActs, len(m.dims))
-	for i, d := range m.dims {
-		la := &a.layers[i]
-		la.mid = make([]float32, N*H)
-		if d.attn {
-			la.ln1, la.rstd1 = make([]float32, N*H), make([]float32, N)
-			la.q, la.qr = make([]float32, N*d.qd), make([]float32, N*d.qd)
-			la.k, la.kr, la.v = make([]float32, N*d.kd), make([]float32, N*d.kd), make([]float32, N*d.kd)
-			if d.qkNorm {
-				la.qrstd, la.krstd = make([]float32, N*d.heads), make([]float32, N*d.kvH)
+	a := &acts{B: B, T: T, tokens: make([]int32, N), targets: make([]int32, N), inference: m.inference}
+	L := len(m.dims)
+	a.res = make([][]float32, L+1)
+	a.layers = make([]layerActs, L)
+	// alloc returns a buffer of n floats; in inference mode, buffer number
+	// slot is shared by all layers (sized for the widest), so memory does
+	// not grow with depth.
+	shared := map[int][]float32{}
+	if m.inference {
+		need := map[int]int{}
+		for _, d := range m.dims {
+			for slot, n := range layerBufSizes(d, N, H) {
+				need[slot] = max(need[slot], n)
 			}
-			la.ao = make([]float32, N*d.qd)
 		}
-		if d.mlp {
-			la.ln2, la.rstd2 = make([]float32, N*H), make([]float32, N)
-			if d.gated {
-				la.gate = make([]float32, N*d.ffn)
+		for slot, n := range need {
+			shared[slot] = make([]float32, n)
+		}
+		// Hidden states ping-pong between two buffers.
+		r0, r1 := make([]float32, N*H), make([]float32, N*H)
+		for i := range a.res {
+			a.res[i] = r0
+			if i%2 == 1 {
+				a.res[i] = r1
 			}
-			la.up, la.h = make([]float32, N*d.ffn), make([]float32, N*d.ffn)
+		}
+	} else {
+		for i := range a.res {
+			a.res[i] = make([]float32, N*H)
+		}
+	}
+	for i, d := range m.dims {
+		sizes := layerBufSizes(d, N, H)
+		buf := func(slot int) []float32 {
+			n := sizes[slot]
+			if n == 0 {
+				return nil
+			}
+			if m.inference {
+				return shared[slot][:n]
+			}
+			return make([]float32, n)
+		}
+		a.layers[i] = layerActs{
+			mid: buf(slotMid), ln1: buf(slotLn1), rstd1: buf(slotRstd1),
+			q: buf(slotQ), qr: buf(slotQr), k: buf(slotK), kr: buf(slotKr), v: buf(slotV),
+			qrstd: buf(slotQrstd), krstd: buf(slotKrstd), ao: buf(slotAo),
+			ln2: buf(slotLn2), rstd2: buf(slotRstd2), gate: buf(slotGate), up: buf(slotUp), h: buf(slotH),
 		}
 	}
 	a.lnf, a.rstdf = make([]float32, N*H), make([]float32, N)
@@ -233,6 +259,68 @@ func (m *Model) allocActs(B, T int) *acts {
 	a.lse = make([]float32, N)
 	return a
 }
+
+// Activation buffer slots of one layer.
+const (
+	slotMid = iota
+	slotLn1
+	slotRstd1
+	slotQ
+	slotQr
+	slotK
+	slotKr
+	slotV
+	slotQrstd
+	slotKrstd
+	slotAo
+	slotLn2
+	slotRstd2
+	slotGate
+	slotUp
+	slotH
+	numSlots
+)
+
+// layerBufSizes returns the floats each activation buffer of a layer needs
+// for N rows (0: the layer has no such buffer).
+func layerBufSizes(d layerDims, N, H int) [numSlots]int {
+	var s [numSlots]int
+	s[slotMid] = N * H
+	if d.attn {
+		s[slotLn1], s[slotRstd1] = N*H, N
+		s[slotQ], s[slotQr] = N*d.qd, N*d.qd
+		s[slotK], s[slotKr], s[slotV] = N*d.kd, N*d.kd, N*d.kd
+		if d.qkNorm {
+			s[slotQrstd], s[slotKrstd] = N*d.heads, N*d.kvH
+		}
+		s[slotAo] = N * d.qd
+	}
+	if d.mlp {
+		s[slotLn2], s[slotRstd2] = N*H, N
+		if d.gated {
+			s[slotGate] = N * d.ffn
+		}
+		s[slotUp], s[slotH] = N*d.ffn, N*d.ffn
+	}
+	return s
+}
+
+// SetInference switches inference mode on or off. In inference mode the
+// forward passes keep no per-layer activations for backward: all layers
+// share one set of buffers, so activation memory does not grow with the
+// number of layers (calibration and evaluation of large models at long
+// sequence lengths). Backward and BackwardFromLogits then return
+// ErrInference. Observers and SetSkip work in both modes. The default is
+// off (training mode).
+func (m *Model) SetInference(on bool) {
+	if m.inference != on {
+		m.inference = on
+		m.a = nil // reallocate for the new mode on the next forward pass
+	}
+}
+
+// ErrInference is returned by the backward passes in inference mode.
+var ErrInference = errors.New("engine: backward after a forward pass in inference mode (call SetInference(false) before the forward pass to keep activations)")
 
 func (m *Model) backBufs() *backBufs {
 	if m.a.backward != nil {
@@ -283,7 +371,7 @@ func (m *Model) Forward(tokens []int32, B, T int) ([]float32, error) {
 	if err := m.checkTokens("tokens", tokens, B, T, false); err != nil {
 		return nil, err
 	}
-	if m.a == nil || m.a.B != B || m.a.T != T {
+	if m.a == nil || m.a.B != B || m.a.T != T || m.a.inference != m.inference {
 		m.a = nil // release before allocating the new size
 		m.a = m.allocActs(B, T)
 	}
@@ -323,6 +411,9 @@ func (m *Model) Backward() error {
 	if m.a == nil || !m.a.hasLoss {
 		return ErrNoForward
 	}
+	if m.a.inference {
+		return ErrInference
+	}
 	b := m.backBufs()
 	crossEntropyBackward(b.dlogits, m.a.logits, m.a.lse, m.a.targets, m.a.B*m.a.T, m.arch.Vocab, 1/float32(m.a.count))
 	m.backward(b.dlogits)
@@ -335,6 +426,9 @@ func (m *Model) Backward() error {
 func (m *Model) BackwardFromLogits(dlogits []float32) error {
 	if m.a == nil {
 		return ErrNoForward
+	}
+	if m.a.inference {
+		return ErrInference
 	}
 	if want := m.a.B * m.a.T * m.arch.Vocab; len(dlogits) != want {
 		return &InputError{fmt.Sprintf("dlogits has %d values, the last forward produced %d logits", len(dlogits), want)}
