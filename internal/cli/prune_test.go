@@ -31,13 +31,13 @@ func pruneParent(t *testing.T) string {
 	return dir
 }
 
-func runCLI(args ...string) (int, string, string) {
+func pruneRunCLI(args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
 	code := Run(context.Background(), args, strings.NewReader(""), &out, &errb)
 	return code, out.String(), errb.String()
 }
 
-func writeFile(t *testing.T, name, s string) string {
+func pruneWriteFile(t *testing.T, name, s string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), name)
 	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
@@ -48,10 +48,10 @@ func writeFile(t *testing.T, name, s string) string {
 
 func TestPruneCommand(t *testing.T) {
 	parent := pruneParent(t)
-	plan := writeFile(t, "plan.json", `{"version": 1, "hidden": [0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23],
+	plan := pruneWriteFile(t, "plan.json", `{"version": 1, "hidden": [0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23],
 	  "layers": [{"layer": 0, "heads": [0,2,4,6]}, {"layer": 1, "heads": [1,3,5,7]}, {"layer": 2, "heads": [0,3,4,7]}]}`)
 	out := filepath.Join(t.TempDir(), "child")
-	code, stdout, stderr := runCLI("prune", "--model", parent, "--plan", plan, "--out", out, "--engine", "vllm")
+	code, stdout, stderr := pruneRunCLI("prune", "--model", parent, "--plan", plan, "--out", out, "--engine", "vllm")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -73,13 +73,13 @@ func TestPruneCommand(t *testing.T) {
 	}
 
 	// Existing output without --force: exit 1, untouched.
-	code, _, stderr = runCLI("prune", "--model", parent, "--plan", plan, "--out", out)
+	code, _, stderr = pruneRunCLI("prune", "--model", parent, "--plan", plan, "--out", out)
 	if code != 1 || !strings.Contains(stderr, "--force") {
 		t.Errorf("existing output: exit %d, %s", code, stderr)
 	}
 	// --format padded with per-layer widths, --json.
-	plan2 := writeFile(t, "plan2.json", `{"version": 1, "layers": [{"layer": 0, "neurons": [0, 5, 9]}, {"layer": 2, "remove": true}]}`)
-	code, stdout, stderr = runCLI("prune", "--model", parent, "--plan", plan2, "--out", out, "--force", "--format", "padded", "--json")
+	plan2 := pruneWriteFile(t, "plan2.json", `{"version": 1, "layers": [{"layer": 0, "neurons": [0, 5, 9]}, {"layer": 2, "remove": true}]}`)
+	code, stdout, stderr = pruneRunCLI("prune", "--model", parent, "--plan", plan2, "--out", out, "--force", "--format", "padded", "--json")
 	if code != 0 {
 		t.Fatalf("padded: exit %d: %s", code, stderr)
 	}
@@ -100,12 +100,12 @@ func TestPruneCommand(t *testing.T) {
 	}
 	// TP 3 cannot split 8 heads: refused, nothing written.
 	out3 := filepath.Join(t.TempDir(), "tp3")
-	code, _, stderr = runCLI("prune", "--model", parent, "--plan", plan2, "--out", out3, "--format", "padded", "--engine", "vllm", "--tp", "3")
+	code, _, stderr = pruneRunCLI("prune", "--model", parent, "--plan", plan2, "--out", out3, "--format", "padded", "--engine", "vllm", "--tp", "3")
 	if _, err := os.Stat(out3); code != 1 || !strings.Contains(stderr, "[tp-heads]") || err == nil {
 		t.Errorf("--tp 3: exit %d: %s", code, stderr)
 	}
 	// Native cannot hold per-layer widths: exit 1 with the plan error.
-	code, _, stderr = runCLI("prune", "--model", parent, "--plan", plan2, "--out", out, "--force")
+	code, _, stderr = pruneRunCLI("prune", "--model", parent, "--plan", plan2, "--out", out, "--force")
 	if code != 1 || !strings.Contains(stderr, "layer 1") && !strings.Contains(stderr, "layer 0") {
 		t.Errorf("native per-layer: exit %d: %s", code, stderr)
 	}
@@ -113,7 +113,7 @@ func TestPruneCommand(t *testing.T) {
 
 func TestPruneCommandUsage(t *testing.T) {
 	parent := pruneParent(t)
-	plan := writeFile(t, "plan.json", `{"version": 1}`)
+	plan := pruneWriteFile(t, "plan.json", `{"version": 1}`)
 	cases := [][]string{
 		{"prune", "--plan", plan, "--out", "x"},
 		{"prune", "--model", parent, "--out", "x"},
@@ -125,12 +125,12 @@ func TestPruneCommandUsage(t *testing.T) {
 		{"prune", "--model", parent, "--plan", plan, "--out", "x", "--tp", "-2"},
 	}
 	for _, c := range cases {
-		if code, _, stderr := runCLI(c...); code != 2 {
+		if code, _, stderr := pruneRunCLI(c...); code != 2 {
 			t.Errorf("%v: exit %d, want 2 (%s)", c, code, stderr)
 		}
 	}
-	bad := writeFile(t, "bad.json", `{"version": 1, "layers": [{"layer": 0, "heads": [3, 1]}]}`)
-	code, _, stderr := runCLI("prune", "--model", parent, "--plan", bad, "--out", filepath.Join(t.TempDir(), "o"))
+	bad := pruneWriteFile(t, "bad.json", `{"version": 1, "layers": [{"layer": 0, "heads": [3, 1]}]}`)
+	code, _, stderr := pruneRunCLI("prune", "--model", parent, "--plan", bad, "--out", filepath.Join(t.TempDir(), "o"))
 	if code != 1 || !strings.Contains(stderr, "layer 0: heads: not sorted") {
 		t.Errorf("bad plan: exit %d: %s", code, stderr)
 	}
@@ -138,7 +138,7 @@ func TestPruneCommandUsage(t *testing.T) {
 
 func TestValidateCommand(t *testing.T) {
 	parent := pruneParent(t)
-	code, stdout, stderr := runCLI("validate", "--model", parent, "--engine", "all")
+	code, stdout, stderr := pruneRunCLI("validate", "--model", parent, "--engine", "all")
 	if code != 0 {
 		t.Fatalf("parent: exit %d\n%s%s", code, stdout, stderr)
 	}
@@ -148,18 +148,18 @@ func TestValidateCommand(t *testing.T) {
 		}
 	}
 	// A DeciLM child with pruned query heads: fine for vLLM, not llama.cpp.
-	plan := writeFile(t, "plan.json", `{"version": 1, "output_format": "decilm",
+	plan := pruneWriteFile(t, "plan.json", `{"version": 1, "output_format": "decilm",
 	  "layers": [{"layer": 0, "heads": [0,2,4,6], "neurons": [1,2,3]}, {"layer": 1, "heads": [1,3,5,7], "remove_mlp": true}, {"layer": 2, "heads": [0,3,4,7]}]}`)
 	out := filepath.Join(t.TempDir(), "deci")
-	if code, _, stderr := runCLI("prune", "--model", parent, "--plan", plan, "--out", out, "--engine", "vllm"); code != 0 {
+	if code, _, stderr := pruneRunCLI("prune", "--model", parent, "--plan", plan, "--out", out, "--engine", "vllm"); code != 0 {
 		t.Fatalf("prune: %s", stderr)
 	}
-	code, stdout, stderr = runCLI("validate", "--model", out, "--engine", "vllm,llamacpp")
+	code, stdout, stderr = pruneRunCLI("validate", "--model", out, "--engine", "vllm,llamacpp")
 	if code != 1 || !strings.Contains(stdout, "vllm: DeciLMForCausalLM, 3 layers: OK") || !strings.Contains(stdout, "[head-dim]") ||
 		!strings.Contains(stderr, "1 of 2 engine(s)") {
 		t.Errorf("exit %d\n%s%s", code, stdout, stderr)
 	}
-	code, stdout, _ = runCLI("validate", "--model", out, "--engine", "llamacpp", "--json")
+	code, stdout, _ = pruneRunCLI("validate", "--model", out, "--engine", "llamacpp", "--json")
 	var reps []struct {
 		Engine     string
 		Violations []struct {
@@ -173,17 +173,17 @@ func TestValidateCommand(t *testing.T) {
 	// Broken tensors: shape unlike the config.
 	cfg, _ := os.ReadFile(filepath.Join(parent, "config.json"))
 	os.WriteFile(filepath.Join(parent, "config.json"), []byte(strings.Replace(string(cfg), `"intermediate_size": 600`, `"intermediate_size": 512`, 1)), 0o644)
-	code, stdout, _ = runCLI("validate", "--model", parent, "--engine", "hf")
+	code, stdout, _ = pruneRunCLI("validate", "--model", parent, "--engine", "hf")
 	if code != 1 || !strings.Contains(stdout, "layer 0: tensor model.layers.0.mlp.gate_proj.weight: shape [600 32]") {
 		t.Errorf("shape mismatch: exit %d\n%s", code, stdout)
 	}
 	// Tensor parallelism: 8 heads do not split over TP 3.
-	code, stdout, _ = runCLI("validate", "--model", out, "--engine", "vllm", "--tp", "3")
+	code, stdout, _ = pruneRunCLI("validate", "--model", out, "--engine", "vllm", "--tp", "3")
 	if code != 1 || !strings.Contains(stdout, "[tp-heads]") {
 		t.Errorf("--tp 3: exit %d\n%s", code, stdout)
 	}
 	for _, c := range [][]string{{"validate", "--model", parent, "--engine", "vllm", "--tp", "-1"}, {"validate", "--engine", "vllm"}, {"validate", "--model", parent}, {"validate", "--model", parent, "--engine", "x"}} {
-		if code, _, _ := runCLI(c...); code != 2 {
+		if code, _, _ := pruneRunCLI(c...); code != 2 {
 			t.Errorf("%v: exit %d, want 2", c, code)
 		}
 	}
@@ -220,7 +220,7 @@ func TestPruneCommandScores(t *testing.T) {
 	}
 	out := filepath.Join(t.TempDir(), "child")
 	planOut := filepath.Join(t.TempDir(), "plan.json")
-	code, stdout, stderr := runCLI("prune", "--model", parent, "--scores", scores, "--keep-hidden", "24", "--keep-heads", "4",
+	code, stdout, stderr := pruneRunCLI("prune", "--model", parent, "--scores", scores, "--keep-hidden", "24", "--keep-heads", "4",
 		"--keep-ffn", "512", "--drop-layers", "1", "--write-plan", planOut, "--out", out, "--engine", "sglang")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
@@ -253,10 +253,10 @@ func TestPruneCommandScores(t *testing.T) {
 		t.Errorf("removed %v, want [1] (lowest block influence)", removed)
 	}
 	// Targets without --scores, or both --plan and --scores: usage errors.
-	if code, _, _ := runCLI("prune", "--model", parent, "--plan", planOut, "--scores", scores, "--out", out); code != 2 {
+	if code, _, _ := pruneRunCLI("prune", "--model", parent, "--plan", planOut, "--scores", scores, "--out", out); code != 2 {
 		t.Errorf("--plan with --scores: exit %d", code)
 	}
-	if code, _, _ := runCLI("prune", "--model", parent, "--plan", planOut, "--keep-ffn", "3", "--out", out); code != 2 {
+	if code, _, _ := pruneRunCLI("prune", "--model", parent, "--plan", planOut, "--keep-ffn", "3", "--out", out); code != 2 {
 		t.Errorf("--keep-ffn without --scores: exit %d", code)
 	}
 }
