@@ -132,8 +132,8 @@ func (m *Model) Step(caches []*Cache, tokens [][]int32, all bool) ([][]float32, 
 				maxPos = max(maxPos, p+1)
 			}
 			tab.ensure(maxPos)
-			ropeApply(b.q, R, d.heads, d.hd, tab, pos, 1)
-			ropeApply(b.k, R, d.kvH, d.hd, tab, pos, 1)
+			ropeForward(b.q, R, d.heads, d.hd, tab, pos)
+			ropeForward(b.k, R, d.kvH, d.hd, tab, pos)
 			for i, c := range caches {
 				n := start[i+1] - start[i]
 				copy(c.k[l][c.n*d.kd:(c.n+n)*d.kd], b.k[start[i]*d.kd:start[i+1]*d.kd])

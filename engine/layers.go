@@ -153,6 +153,18 @@ func ropeApply(x []float32, N, heads, hd int, tab *ropeTable, pos func(row int) 
 	})
 }
 
+// ropeForward rotates x (N, heads·hd) in place by the angles of the
+// positions pos(row).
+func ropeForward(x []float32, N, heads, hd int, tab *ropeTable, pos func(row int) int) {
+	ropeApply(x, N, heads, hd, tab, pos, 1)
+}
+
+// ropeBackward turns dy into dx in place: the rotation is orthogonal, so
+// its gradient is the inverse rotation.
+func ropeBackward(dx []float32, N, heads, hd int, tab *ropeTable, pos func(row int) int) {
+	ropeApply(dx, N, heads, hd, tab, pos, -1)
+}
+
 // activationForward: h (N,F) = act(gate)·up for gated MLPs, act(up) otherwise
 // (gate nil).
 func activationForward(h, gate, up []float32, N, F int, act activation) {

@@ -475,8 +475,8 @@ func (m *Model) forward() {
 			}
 			tab := m.rope[d.hd]
 			tab.ensure(T)
-			ropeApply(la.qr, N, d.heads, d.hd, tab, pos, 1)
-			ropeApply(la.kr, N, d.kvH, d.hd, tab, pos, 1)
+			ropeForward(la.qr, N, d.heads, d.hd, tab, pos)
+			ropeForward(la.kr, N, d.kvH, d.hd, tab, pos)
 			shape := attnShape{B: a.B, T: T, heads: d.heads, kvH: d.kvH, hd: d.hd, window: d.window}
 			attentionForward(la.ao, la.qr, la.kr, la.v, shape)
 			m.observe(l, SiteAttnHeads, la.ao, d.qd, d.heads, d.hd)
@@ -544,8 +544,8 @@ func (m *Model) backward(dlogits []float32) {
 			shape := attnShape{B: a.B, T: T, heads: d.heads, kvH: d.kvH, hd: d.hd, window: d.window}
 			attentionBackward(dqr, dkr, dv, dao, la.qr, la.kr, la.v, shape)
 			tab := m.rope[d.hd]
-			ropeApply(dqr, N, d.heads, d.hd, tab, pos, -1)
-			ropeApply(dkr, N, d.kvH, d.hd, tab, pos, -1)
+			ropeBackward(dqr, N, d.heads, d.hd, tab, pos)
+			ropeBackward(dkr, N, d.kvH, d.hd, tab, pos)
 			dq, dk := dqr, dkr
 			if d.qkNorm {
 				dq, dk = b.dq[:N*qd], b.dk[:N*kd]
