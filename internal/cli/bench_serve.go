@@ -148,7 +148,7 @@ at once. GEMMs use all cores (GOMAXPROCS); OpenBLAS, when built with
 				}
 				rep := bsBenchReport{
 					Model: *model, Params: m.NumParams(), Backend: blas.Backend(), Threads: runtime.GOMAXPROCS(0),
-					Workload: w.String(), Requests: len(reqs), Repeats: *repeats, Runs: runs,
+					Workload: w.String(), ContextLimit: w.ContextLimit, Requests: len(reqs), Repeats: *repeats, Runs: runs,
 					PeakRSSBytes: bsPeakRSS(),
 				}
 				rep.aggregate()
@@ -265,6 +265,7 @@ type bsBenchReport struct {
 	Backend      string              `json:"backend"`
 	Threads      int                 `json:"threads"`
 	Workload     string              `json:"workload"`
+	ContextLimit int                 `json:"context_limit"` // prompt + output clipped to this (0: none)
 	Requests     int                 `json:"requests_per_run"`
 	Repeats      int                 `json:"repeats"`
 	Summary      map[string]bsSpread `json:"summary"`
@@ -299,7 +300,11 @@ func (b *bsBenchReport) aggregate() {
 func (b *bsBenchReport) print(env *Env) {
 	w := env.Stdout
 	fmt.Fprintf(w, "model      %s (%d parameters, float32, %s sgemm, %d threads)\n", b.Model, b.Params, b.Backend, b.Threads)
-	fmt.Fprintf(w, "workload   %s; %d requests per run, %d runs after a warm-up\n\n", b.Workload, b.Requests, b.Repeats)
+	fmt.Fprintf(w, "workload   %s; %d requests per run, %d runs after a warm-up\n", b.Workload, b.Requests, b.Repeats)
+	if b.ContextLimit > 0 {
+		fmt.Fprintf(w, "context    prompt + output clipped to %d tokens per request\n", b.ContextLimit)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "%-20s %18s %8s\n", "metric", "mean of runs", "spread")
 	for _, m := range bsBenchMetrics {
 		s := b.Summary[m.name]
