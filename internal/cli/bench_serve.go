@@ -208,6 +208,8 @@ type bsBenchRun struct {
 	OutputTPS  float64 `json:"output_tokens_per_s"`
 	TotalTPS   float64 `json:"total_tokens_per_s"`
 	RequestsPS float64 `json:"requests_per_s"`
+	InputToks  int     `json:"input_tokens"`
+	OutputToks int     `json:"output_tokens"`
 	Steps      int     `json:"steps"`
 	MaxBatch   int     `json:"max_batch"`
 	PeakKV     int64   `json:"peak_kv_bytes"`
@@ -230,7 +232,7 @@ func bsSummarizeRun(st *engine.ServeStats) bsBenchRun {
 	r := bsBenchRun{
 		Seconds: st.Wall, TTFT: bsMeanP90(ttft), TPOT: bsMeanP90(tpot), E2E: bsMeanP90(e2e),
 		OutputTPS: float64(st.OutputTokens) / st.Wall, TotalTPS: float64(st.OutputTokens+st.InputTokens) / st.Wall,
-		RequestsPS: float64(len(st.Requests)) / st.Wall, Steps: st.Steps, MaxBatch: st.MaxBatch, PeakKV: st.PeakKVBytes,
+		RequestsPS: float64(len(st.Requests)) / st.Wall, InputToks: st.InputTokens, OutputToks: st.OutputTokens, Steps: st.Steps, MaxBatch: st.MaxBatch, PeakKV: st.PeakKVBytes,
 	}
 	if st.CPUSeconds > 0 {
 		r.CPUSeconds = st.CPUSeconds
@@ -303,6 +305,10 @@ func (b *bsBenchReport) print(env *Env) {
 	fmt.Fprintf(w, "workload   %s; %d requests per run, %d runs after a warm-up\n", b.Workload, b.Requests, b.Repeats)
 	if b.ContextLimit > 0 {
 		fmt.Fprintf(w, "context    prompt + output clipped to %d tokens per request\n", b.ContextLimit)
+	}
+	if r := b.Runs[0]; b.Requests > 0 {
+		fmt.Fprintf(w, "lengths    %.0f prompt and %.0f output tokens per request on average\n",
+			float64(r.InputToks)/float64(b.Requests), float64(r.OutputToks)/float64(b.Requests))
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "%-20s %18s %8s\n", "metric", "mean of runs", "spread")
