@@ -50,7 +50,10 @@ func steady(m *stepModel, in steadyIn) Latency {
 	isl, osl := math.Max(in.isl, 1), math.Max(in.osl, 1)
 	dec := osl - 1
 	np := math.Ceil(isl / in.budget)
-	var b Batch
+	// Over one request's lifetime (L steps) the c running requests each do
+	// one prefill; my decode steps carry the other c−1 requests' prefill
+	// work and decodes, my prefill steps carry my own chunk as well.
+	var b, mine Batch
 	for range 3 {
 		L := np + dec
 		b = Batch{
@@ -61,6 +64,15 @@ func steady(m *stepModel, in steadyIn) Latency {
 		}
 		b.PrefillDone = c / L
 		b.DecodeCtx = b.Decode * (isl + osl/2)
+		o := (c - 1) / c // share of the work done by the others
+		mine = Batch{
+			Decode:      1 + b.Decode*o,
+			Prefill:     b.Prefill * o,
+			PrefillSeq:  b.PrefillSeq * o,
+			PrefillAtt:  b.PrefillAtt * o,
+			PrefillDone: b.PrefillDone * o,
+		}
+		mine.DecodeCtx = mine.Decode * (isl + osl/2)
 		room := math.Max(in.budget-b.Decode, in.budget/8)
 		n2 := math.Ceil(isl / room)
 		if n2 == np {
@@ -68,26 +80,26 @@ func steady(m *stepModel, in steadyIn) Latency {
 		}
 		np = n2
 	}
-	tm := m.terms(b)
-	tau := tm.Total()
-	// The step that carries a request's own prefill chunk holds at least that
-	// chunk (and its attention pairs).
+	tm := m.terms(mine)
+	tau := tm.Total() // my decode step: TPOT
+	// The step that carries a request's own prefill chunk holds that chunk
+	// (and its attention pairs) on top of the others' work.
 	chunk := isl / np
-	own := b
-	if own.Prefill < chunk {
-		own.Prefill = chunk
-		own.PrefillAtt = math.Max(own.PrefillAtt, chunk*(isl-chunk/2+0.5))
-		own.PrefillSeq = math.Max(own.PrefillSeq, 1)
-		own.PrefillDone = math.Max(own.PrefillDone, 1/np)
-	}
+	own := mine
+	own.Decode = mine.Decode - 1
+	own.DecodeCtx = own.Decode * (isl + osl/2)
+	own.Prefill += chunk
+	own.PrefillAtt += chunk * (isl - chunk/2 + 0.5)
+	own.PrefillSeq++
+	own.PrefillDone += 1 / np
 	tauOwn := m.time(own)
 	// Wait behind other prompts' prefill: ρ is the share of step time spent
 	// on prefill; M/D/1 wait ρ/(2(1−ρ)) × own prefill time.
 	nopre := b
 	nopre.Prefill, nopre.PrefillAtt, nopre.PrefillSeq, nopre.PrefillDone = 0, 0, 0, 0
 	rho := 0.0
-	if tau > 0 {
-		rho = math.Min(math.Max((tau-m.time(nopre))/tau, 0), 0.95)
+	if tb := m.time(b); tb > 0 {
+		rho = math.Min(math.Max((tb-m.time(nopre))/tb, 0), 0.95)
 	}
 	qwait := m.co.Queue * rho / (2 * (1 - rho)) * np * tauOwn
 	if m.co.Burst > 0 && c > 1 {
