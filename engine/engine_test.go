@@ -13,6 +13,7 @@ import (
 
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/checkpoint"
+	"github.com/autocompress/autocompress/checkpoint/testutil"
 	"github.com/autocompress/autocompress/internal/shareddata"
 )
 
@@ -539,5 +540,30 @@ func TestInferenceMode(t *testing.T) {
 	m.ForwardLoss(toks, tg, B, T)
 	if err := m.Backward(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLoadShardedBF16: a sharded BF16 checkpoint written by checkpoint's
+// test generator loads with every tensor equal to the generator's values.
+func TestLoadShardedBF16(t *testing.T) {
+	shape := testutil.Llama{Vocab: 40, Hidden: 16, Intermediate: 24, Heads: 4, KVHeads: 2, Layers: 3}
+	specs := testutil.LlamaSpecs(shape, checkpoint.BF16)
+	dir := testutil.WriteTB(t, specs, testutil.Options{Seed: 3, Shards: 3,
+		Files: map[string][]byte{"config.json": testutil.LlamaConfig(shape, checkpoint.BF16)}})
+	m, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range specs {
+		want, err := testutil.Values(s, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := maxAbsDiff(m.Tensor(s.Name), want); d != 0 || len(m.Tensor(s.Name)) != len(want) {
+			t.Fatalf("%s differs by %g", s.Name, d)
+		}
+	}
+	if len(m.Specs()) != len(specs) {
+		t.Fatalf("engine has %d tensors, checkpoint %d", len(m.Specs()), len(specs))
 	}
 }
