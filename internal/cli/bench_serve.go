@@ -46,8 +46,9 @@ load-independent figure. Peak memory is the process's VmHWM (Linux).
 The scheduler: every step runs all sequences in flight as one batch; each
 decodes one token or feeds a chunk of its prompt (at most --prefill-tokens
 prompt tokens per step); finished requests leave and new ones are admitted
-at once. GEMMs use all cores (GOMAXPROCS); OpenBLAS, when built with
--tags openblas, runs one thread per goroutine so nothing is oversubscribed.`,
+at once. GEMMs and elementwise work use GOMAXPROCS threads (--threads
+fixes the number); OpenBLAS, when built with -tags openblas, runs one
+thread per goroutine so nothing is oversubscribed.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 			model := fs.String("model", "", "model `directory` with config.json and *.safetensors (required)")
 			isl := fs.Int("isl", 128, "prompt (input) tokens per request")
@@ -59,6 +60,7 @@ at once. GEMMs use all cores (GOMAXPROCS); OpenBLAS, when built with
 			repeats := fs.Int("repeats", 3, "measured runs after the warm-up")
 			prefill := fs.Int("prefill-tokens", 512, "most prompt tokens per scheduler step (chunked prefill)")
 			seed := fs.Uint64("seed", 1, "seed of the random prompts")
+			threads := fs.Int("threads", 0, "compute threads (GOMAXPROCS) for the run; 0 keeps the current setting")
 			asJSON := fs.Bool("json", false, "write the report as JSON")
 			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) > 0 {
@@ -85,6 +87,11 @@ at once. GEMMs use all cores (GOMAXPROCS); OpenBLAS, when built with
 					return Usagef("--prefill-tokens must be ≥ 1, got %d", *prefill)
 				case *maxContext < 0:
 					return Usagef("--max-context must be ≥ 0, got %d", *maxContext)
+				case *threads < 0:
+					return Usagef("--threads must be ≥ 0, got %d", *threads)
+				}
+				if *threads > 0 {
+					defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(*threads))
 				}
 				w := workload.FixedClosed(*isl, *osl, *concurrency)
 				if *preset != "" {

@@ -40,8 +40,8 @@ func TestBenchServeTinyModel(t *testing.T) {
 		t.Fatalf("summary %+v", rep.Summary)
 	}
 	// Human-readable table.
-	code, out, errOut = genRunCLI("bench-serve", "--model", dir, "--isl", "8", "--osl", "4", "--concurrency", "2", "--repeats", "1")
-	if code != 0 || !strings.Contains(out, "TTFT mean") || !strings.Contains(out, "VmHWM") {
+	code, out, errOut = genRunCLI("bench-serve", "--model", dir, "--isl", "8", "--osl", "4", "--concurrency", "2", "--repeats", "1", "--threads", "1")
+	if code != 0 || !strings.Contains(out, "TTFT mean") || !strings.Contains(out, "VmHWM") || !strings.Contains(out, "1 threads") {
 		t.Fatalf("exit %d: %s %s", code, out, errOut)
 	}
 }
