@@ -225,6 +225,35 @@ func TestMemoryRules(t *testing.T) {
 	}
 }
 
+// TestVLLMHybridPageAlignment: costmodel.md §3.3 — vLLM raises the
+// attention block size until an attention page holds one Mamba layer's
+// state, and pads Mamba pages to that size.
+func TestVLLMHybridPageAlignment(t *testing.T) {
+	m := &architecture.Model{Name: "hyb", Vocab: 32000, Hidden: 2048}
+	for i := range 8 {
+		var l architecture.Layer
+		if i%4 == 3 {
+			l.Attention = &architecture.Attention{Heads: 16, KVHeads: 2, HeadDim: 128}
+		} else {
+			l.Mamba = &architecture.Mamba{Heads: 32, HeadDim: 64, StateSize: 128, Groups: 8, ConvKernel: 4}
+		}
+		m.Layers = append(m.Layers, l)
+	}
+	rep, err := Memory(m, gpu(t, "h100-sxm"), VLLM, Options{StateDType: "bf16", MaxModelLen: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kvLayer := 2.0 * 2 * 128 * 2              // bytes per token per attention layer
+	st := (3*(2048+2*8*128) + 2048*128) * 2.0 // one Mamba layer's state, bf16
+	block := 16 * math.Ceil(st/(kvLayer*16))  // tokens per attention page
+	if want := 6 * block * kvLayer; rep.StateBytesPerSeq != want {
+		t.Errorf("padded state %g B/seq, want %g (block %g tokens)", rep.StateBytesPerSeq, want, block)
+	}
+	if math.Mod(rep.KVCapacityTokens, block) != 0 {
+		t.Errorf("capacity %g is not a whole number of %g-token blocks", rep.KVCapacityTokens, block)
+	}
+}
+
 func TestUnknownNamesListValid(t *testing.T) {
 	if _, err := LookupEngine("tgi"); err == nil || !strings.Contains(err.Error(), "vllm") {
 		t.Errorf("engine: %v", err)

@@ -250,9 +250,21 @@ func planMemory(rep *MemoryReport, s *Summary, hw *hardware.GPU, r *resolved, ct
 	case TRTLLM:
 		block = 32
 	}
+	stateSeq := s.StateBytes
+	if r.eng == VLLM && s.StateBytes > 0 && s.MambaLayers > 0 && s.AttnLayers > 0 && s.KVBytes+s.SWAKVBytes > 0 {
+		// vLLM hybrid allocator: the attention block grows (in 16-token steps)
+		// until one attention page holds at least one Mamba layer's state,
+		// and each Mamba page is padded to the attention page size.
+		kvLayer := (s.KVBytes + s.SWAKVBytes) / float64(s.AttnLayers)
+		stLayer := s.StateBytes / float64(s.MambaLayers)
+		block = 16 * math.Ceil(stLayer/(kvLayer*16))
+		stateSeq = float64(s.MambaLayers) * block * kvLayer
+		rep.StateBytesPerSeq = stateSeq
+		perReq = s.KVBytesPerSeq(ctx) + stateSeq
+	}
 	statePool := 0.0
-	if s.StateBytes > 0 {
-		statePool = math.Min(float64(r.maxSeqs)*s.StateBytes, pool/2)
+	if stateSeq > 0 {
+		statePool = math.Min(float64(r.maxSeqs)*stateSeq, pool/2)
 	}
 	perTok := s.KVBytes + s.SWAKVBytes
 	if perTok > 0 {
@@ -263,7 +275,7 @@ func planMemory(rep *MemoryReport, s *Summary, hw *hardware.GPU, r *resolved, ct
 	if perReq > 0 {
 		// Full-length requests, each a whole number of blocks.
 		blocksPerReq := math.Ceil(ctx / block)
-		reqBytes := s.KVBytesPerSeq(blocksPerReq*block) + s.StateBytes
+		reqBytes := s.KVBytesPerSeq(blocksPerReq*block) + stateSeq
 		rep.MaxConcurrency = int(math.Min(float64(r.maxSeqs), math.Floor(pool/reqBytes)))
 	} else {
 		rep.MaxConcurrency = r.maxSeqs
