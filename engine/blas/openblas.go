@@ -24,10 +24,20 @@ func init() {
 func threads() int { return runtime.GOMAXPROCS(0) }
 
 func sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if m <= smallM && useAsm {
+		// A few rows (decoding): the AVX2 dot-product path is faster than
+		// OpenBLAS's packed kernel here.
+		smallSgemm(runtime.GOMAXPROCS(0), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
 	split(runtime.GOMAXPROCS(0), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, cblas)
 }
 
 func serial(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if m <= smallM && useAsm {
+		smallSgemm(1, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
 	cblas(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 

@@ -62,8 +62,35 @@ func smallSgemm(threads int, transA, transB bool, m, n, k int, alpha float32, a 
 	parallel(threads, blocks, func(lo, hi int) {
 		j0, j1 := lo*chunk, min(hi*chunk, n)
 		if transB {
-			// Each row of B is read once (and stays in L1) for all m rows.
-			for j := j0; j < j1; j++ {
+			// Each row of B is read once (and stays in L1) for all m rows;
+			// with AVX2 four rows of B go through one pass over a row of A.
+			j := j0
+			if useAsm && k >= 8 {
+				var out [4]float32
+				head := k &^ 7
+				for ; j+4 <= j1; j += 4 {
+					b0, b1 := b[j*ldb:j*ldb+k], b[(j+1)*ldb:(j+1)*ldb+k]
+					b2, b3 := b[(j+2)*ldb:(j+2)*ldb+k], b[(j+3)*ldb:(j+3)*ldb+k]
+					for i, ar := range rows {
+						avx2.Dot4(&ar[0], &b0[0], &b1[0], &b2[0], &b3[0], head, &out[0])
+						for p := head; p < k; p++ {
+							out[0] += ar[p] * b0[p]
+							out[1] += ar[p] * b1[p]
+							out[2] += ar[p] * b2[p]
+							out[3] += ar[p] * b3[p]
+						}
+						cr := c[i*ldc+j : i*ldc+j+4 : i*ldc+j+4]
+						for q, d := range out {
+							if beta == 0 {
+								cr[q] = alpha * d
+							} else {
+								cr[q] = beta*cr[q] + alpha*d
+							}
+						}
+					}
+				}
+			}
+			for ; j < j1; j++ {
 				brow := b[j*ldb : j*ldb+k]
 				for i, ar := range rows {
 					d := alpha * dot(ar, brow)

@@ -28,6 +28,12 @@ func Kernel6x16Store(kk int, a, b, c *float32, ldc int, alpha float32)
 //go:noescape
 func Dot(x, y *float32, n int) float32
 
+// Dot4 sets out[r] = Σ x[i]·br[i] for r = 0..3 over the first n − n%8
+// elements; the caller adds the tails. out has 4 elements.
+//
+//go:noescape
+func Dot4(x, b0, b1, b2, b3 *float32, n int, out *float32)
+
 // Axpy sets y[i] += alpha·x[i] over the first n − n%8 elements; the caller
 // does the last n%8.
 //

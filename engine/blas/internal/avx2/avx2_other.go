@@ -24,3 +24,6 @@ func Axpy(alpha float32, x, y *float32, n int) { panic("avx2: not available") }
 
 // ExpSum is never called where Available is false.
 func ExpSum(x *float32, n int, shift float32) float32 { panic("avx2: not available") }
+
+// Dot4 is never called where Available is false.
+func Dot4(x, b0, b1, b2, b3 *float32, n int, out *float32) { panic("avx2: not available") }

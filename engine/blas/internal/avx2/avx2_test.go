@@ -91,6 +91,19 @@ func TestDotAxpy(t *testing.T) {
 		if got := Dot(&x[0], &y[0], n); got-float32(want) > 1e-4 || got-float32(want) < -1e-4 {
 			t.Fatalf("n=%d: Dot %v, want %v", n, got, want)
 		}
+		// Dot4 against four rows: y, x, and two shifted copies.
+		rows := [4][]float32{y, x, y[1:], x[2:]}
+		var out [4]float32
+		Dot4(&x[0], &rows[0][0], &rows[1][0], &rows[2][0], &rows[3][0], n, &out[0])
+		for r, row := range rows {
+			var w float64
+			for i := 0; i < n; i++ {
+				w += float64(x[i]) * float64(row[i])
+			}
+			if d := float64(out[r]) - w; d > 1e-4 || d < -1e-4 {
+				t.Fatalf("n=%d: Dot4[%d] = %v, want %v", n, r, out[r], w)
+			}
+		}
 		// A length that is not a multiple of 8 leaves the tail alone.
 		y0 := append([]float32(nil), y...)
 		Axpy(0.5, &x[0], &y[0], n+3)

@@ -536,3 +536,45 @@ expsum:
 	VMOVSS       X0, ret+24(FP)
 	VZEROUPPER
 	RET
+
+// func Dot4(x, b0, b1, b2, b3 *float32, n int, out *float32)
+// out[r] = Σ x[i]·br[i] over the first n − n%8 elements, for r = 0..3: one
+// load of x serves four rows of B (callers add the tails).
+TEXT ·Dot4(SB), NOSPLIT, $0-56
+	MOVQ   x+0(FP), SI
+	MOVQ   b0+8(FP), R8
+	MOVQ   b1+16(FP), R9
+	MOVQ   b2+24(FP), R10
+	MOVQ   b3+32(FP), R11
+	MOVQ   n+40(FP), CX
+	MOVQ   out+48(FP), DX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+dot4loop:
+	CMPQ        CX, $8
+	JLT         dot4sum
+	VMOVUPS     (SI), Y4
+	VFMADD231PS (R8), Y4, Y0
+	VFMADD231PS (R9), Y4, Y1
+	VFMADD231PS (R10), Y4, Y2
+	VFMADD231PS (R11), Y4, Y3
+	ADDQ        $32, SI
+	ADDQ        $32, R8
+	ADDQ        $32, R9
+	ADDQ        $32, R10
+	ADDQ        $32, R11
+	SUBQ        $8, CX
+	JMP         dot4loop
+
+dot4sum:
+	VHADDPS      Y1, Y0, Y0
+	VHADDPS      Y3, Y2, Y2
+	VHADDPS      Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVUPS      X0, (DX)
+	VZEROUPPER
+	RET
