@@ -330,7 +330,9 @@ func (c *Compiled) Simulate(sim *Simulator, m *Summary) (Latency, error) {
 	sm := newStepModel(m, c.hw, &c.r.prec, c.co)
 	p := simParams{budget: c.r.budgetToks, maxSeqs: c.r.maxSeqs, capacity: c.mem.KVCapacityTokens, alpha0: c.co.Alpha0}
 	if c.mode == workload.ClosedLoop {
-		p.stagger = c.latency(&sm, &c.mem).E2E - c.co.Alpha0
+		// Burst is the fitted share of clients moving in lock-step: the
+		// initial requests spread over (1 − Burst) of a request lifetime.
+		p.stagger = (1 - math.Min(c.co.Burst, 1)) * (c.latency(&sm, &c.mem).E2E - c.co.Alpha0)
 	}
 	if !c.r.eng.Pool() {
 		// llama.cpp: one slot per sequence, each with its own context.

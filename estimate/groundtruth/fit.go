@@ -130,7 +130,7 @@ func (p *Prepared) Predict(co estimate.Coeffs, metric Metric) (pred, meas float6
 // fitted marks the coefficients the optimiser moves (others keep their prior).
 var fitted = map[string][]int{
 	// comp, weight, kv, tp, layer, step, req, alpha0
-	"default": {0, 1, 2, 4, 6, 7, 8, 9, 10, 11, 12, 13},
+	"default": {0, 1, 2, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14},
 	// Argonne's llama.cpp prompts run in chunks of 1–64 tokens (n_batch), so
 	// they say nothing about prefill FLOP efficiency at serving chunk sizes:
 	// comp keeps its prior there.

@@ -37,8 +37,10 @@ func init() {
 		Short: "predict memory, KV capacity, TTFT, TPOT and throughput of a model on a GPU and engine",
 		Long: `Estimate prices one deployment: the memory plan of the engine (weights, activations,
 overheads, KV pool, KV capacity in tokens and the concurrency that fits) and the
-latency and throughput of a workload, from a continuous-batching simulation over a
-fitted step-time model (the analytic fast path is shown beside it). With no flags it
+latency and throughput of a workload from a fitted step-time model: the analytic steady
+state (the path validate-estimator measures) beside a continuous-batching simulation
+(mean and p90; it shares the step model but not the fitted queueing terms, so its TTFT
+is less accurate). Batch mode reports the analytic figures. With no flags it
 prices meta-llama/Meta-Llama-3.1-8B on h100-sxm with vllm, bf16 and the chat workload.
 
 --model takes a preset name, a config.json or a checkpoint directory.
@@ -346,17 +348,23 @@ func fmtTokens(t float64) string {
 
 func printEstimate(w io.Writer, r *estimate.Result, hw *hardware.GPU, analyticOnly bool) {
 	printMemory(w, r, hw)
-	l, a := r.Latency, r.Analytic
-	how := "simulated"
+	a, l := r.Analytic, r.Latency
 	if analyticOnly {
-		how = "analytic"
+		fmt.Fprintf(w, "\nLatency (analytic steady state, the validated path)\n")
+		fmt.Fprintf(w, "  TTFT           ms  %9.1f\n", a.TTFT*1e3)
+		fmt.Fprintf(w, "  TPOT           ms  %9.2f\n", a.TPOT*1e3)
+		fmt.Fprintf(w, "  E2E            s   %9.2f\n", a.E2E)
+	} else {
+		fmt.Fprintf(w, "\nLatency                  analytic  | simulated mean     p90\n")
+		fmt.Fprintf(w, "  TTFT           ms  %9.1f     | %9.1f %9.1f\n", a.TTFT*1e3, l.TTFT*1e3, l.TTFTP90*1e3)
+		fmt.Fprintf(w, "  TPOT           ms  %9.2f     | %9.2f %9.2f\n", a.TPOT*1e3, l.TPOT*1e3, l.TPOTP90*1e3)
+		fmt.Fprintf(w, "  E2E            s   %9.2f     | %9.2f %9.2f\n", a.E2E, l.E2E, l.E2EP90)
 	}
-	fmt.Fprintf(w, "\nLatency (%s)             mean       p90   [analytic mean]\n", how)
-	fmt.Fprintf(w, "  TTFT           ms  %9.1f %9.1f   [%9.1f]\n", l.TTFT*1e3, l.TTFTP90*1e3, a.TTFT*1e3)
-	fmt.Fprintf(w, "  TPOT           ms  %9.2f %9.2f   [%9.2f]\n", l.TPOT*1e3, l.TPOTP90*1e3, a.TPOT*1e3)
-	fmt.Fprintf(w, "  E2E            s   %9.2f %9.2f   [%9.2f]\n", l.E2E, l.E2EP90, a.E2E)
-	fmt.Fprintf(w, "Throughput: %.0f output tok/s, %.0f input tok/s, %.1f tok/s per user, %.2f requests/s\n",
-		l.OutputTokS, l.PrefillTokS, l.DecodeTokS, l.RequestsPerS)
+	fmt.Fprintf(w, "Throughput (analytic): %.0f output tok/s, %.0f input tok/s, %.1f tok/s per user, %.2f requests/s\n",
+		a.OutputTokS, a.PrefillTokS, a.DecodeTokS, a.RequestsPerS)
+	if !analyticOnly {
+		fmt.Fprintf(w, "Throughput (simulated): %.0f output tok/s\n", l.OutputTokS)
+	}
 	if a.Saturated {
 		fmt.Fprintf(w, "warning: the request rate exceeds the service capacity; queues grow without bound\n")
 	}
@@ -645,7 +653,7 @@ func estimateScenario(rec []string, col map[string]int, cat *hardware.Catalog, c
 		}
 		return out
 	}
-	mem, l := &res.Memory, res.Latency
+	mem, l := &res.Memory, res.Analytic
 	return []string{id, "true", ff(gib(mem.WeightsBytes), 3), ff(gib(mem.KVPoolBytes), 3), ff(gib(mem.ActivationBytes+mem.OverheadBytes), 3),
 		ff(gib(mem.TotalBytes()), 3), fmtTokens(mem.KVCapacityTokens), strconv.Itoa(mem.MaxConcurrency),
 		ff(l.TTFT*1e3, 2), ff(l.TPOT*1e3, 3), ff(l.E2E*1e3, 1), ff(l.OutputTokS, 1), ff(l.PrefillTokS, 1), ff(l.DecodeTokS, 2), ""}
