@@ -172,10 +172,7 @@ func activationForward(h, gate, up []float32, N, F int, act activation) {
 		hh, uu := h[lo*F:hi*F], up[lo*F:hi*F]
 		switch {
 		case gate != nil && act == actSiLU: // SwiGLU, the common case
-			gg := gate[lo*F : hi*F]
-			for i, g := range gg {
-				hh[i] = g * sigmoid(g) * uu[i]
-			}
+			blas.SiLUMul(hh, gate[lo*F:hi*F], uu)
 		case gate != nil:
 			gg := gate[lo*F : hi*F]
 			for i, g := range gg {
@@ -197,8 +194,9 @@ func activationBackward(dgate, dup, dh, gate, up []float32, N, F int, act activa
 		switch {
 		case gate != nil && act == actSiLU:
 			gg, dg := gate[lo*F:hi*F], dgate[lo*F:hi*F]
+			blas.Sigmoid(dg, gg) // dg holds σ(g) until overwritten below
 			for i, g := range gg {
-				sg := sigmoid(g)
+				sg := dg[i]
 				dg[i] = dd[i] * sg * (1 + g*(1-sg)) * uu[i]
 				du[i] = dd[i] * g * sg
 			}

@@ -197,3 +197,28 @@ func TestExpShiftSum(t *testing.T) {
 		}
 	}
 }
+
+func TestSigmoidSiLUMul(t *testing.T) {
+	for _, asm := range []bool{true, false} {
+		prev := useAsm
+		useAsm = asm && prev
+		g := make([]float32, 29)
+		u := make([]float32, 29)
+		for i := range g {
+			g[i], u[i] = float32(i)*0.9-13, float32(i%5)-2
+		}
+		s, h := make([]float32, 29), make([]float32, 29)
+		Sigmoid(s, g)
+		SiLUMul(h, g, u)
+		useAsm = prev
+		for i := range g {
+			want := 1 / (1 + math.Exp(-float64(g[i])))
+			if math.Abs(float64(s[i])-want) > 3e-7*want {
+				t.Fatalf("asm=%v: Sigmoid(%v) = %v, want %v", asm, g[i], s[i], want)
+			}
+			if w := float64(g[i]) * float64(u[i]) * want; math.Abs(float64(h[i])-w) > 1e-6*math.Abs(w)+1e-12 {
+				t.Fatalf("asm=%v: SiLUMul = %v, want %v", asm, h[i], w)
+			}
+		}
+	}
+}

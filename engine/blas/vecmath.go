@@ -24,3 +24,34 @@ func ExpShiftSum(x []float32, shift float32) float32 {
 	}
 	return sum
 }
+
+// Sigmoid sets dst[i] = 1/(1+exp(−src[i])) (len(dst) == len(src)); AVX2
+// where available (relative error < 2e-7), math.Exp otherwise.
+func Sigmoid(dst, src []float32) {
+	n := len(src)
+	dst = dst[:n]
+	head := 0
+	if useAsm && n >= 8 {
+		head = n &^ 7
+		avx2.Sigmoid(&dst[0], &src[0], head)
+	}
+	for i := head; i < n; i++ {
+		dst[i] = float32(1 / (1 + math.Exp(-float64(src[i]))))
+	}
+}
+
+// SiLUMul sets h[i] = gate[i]·up[i]·sigmoid(gate[i]), the SwiGLU product
+// (all of one length); AVX2 where available.
+func SiLUMul(h, gate, up []float32) {
+	n := len(gate)
+	h, up = h[:n], up[:n]
+	head := 0
+	if useAsm && n >= 8 {
+		head = n &^ 7
+		avx2.SiLUMul(&h[0], &gate[0], &up[0], head)
+	}
+	for i := head; i < n; i++ {
+		g := float64(gate[i])
+		h[i] = float32(g * float64(up[i]) / (1 + math.Exp(-g)))
+	}
+}

@@ -48,6 +48,18 @@ func Axpy(alpha float32, x, y *float32, n int)
 //go:noescape
 func ExpSum(x *float32, n int, shift float32) float32
 
+// Sigmoid sets dst[i] = 1/(1+exp(−src[i])) for the first n − n%8
+// elements; the caller does the tail.
+//
+//go:noescape
+func Sigmoid(dst, src *float32, n int)
+
+// SiLUMul sets h[i] = gate[i]·up[i]/(1+exp(−gate[i])) (SwiGLU) for the first
+// n − n%8 elements; the caller does the tail.
+//
+//go:noescape
+func SiLUMul(h, gate, up *float32, n int)
+
 func cpuid(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
 
 func xgetbv() (eax, edx uint32)

@@ -27,3 +27,9 @@ func ExpSum(x *float32, n int, shift float32) float32 { panic("avx2: not availab
 
 // Dot4 is never called where Available is false.
 func Dot4(x, b0, b1, b2, b3 *float32, n int, out *float32) { panic("avx2: not available") }
+
+// Sigmoid is never called where Available is false.
+func Sigmoid(dst, src *float32, n int) { panic("avx2: not available") }
+
+// SiLUMul is never called where Available is false.
+func SiLUMul(h, gate, up *float32, n int) { panic("avx2: not available") }

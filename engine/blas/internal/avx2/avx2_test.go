@@ -155,3 +155,36 @@ func TestExpSum(t *testing.T) {
 	}
 	t.Logf("ExpSum max relative error %.3g", worst)
 }
+
+func TestSigmoidSiLU(t *testing.T) {
+	if !Available {
+		t.Skip("CPU without AVX2/FMA")
+	}
+	n := 8 * 200
+	g := make([]float32, n+5)
+	u := make([]float32, n+5)
+	for i := range g {
+		g[i] = float32(i-n/2) * 0.071 // −57 … 57
+		u[i] = float32(i%7) - 3
+	}
+	sg := make([]float32, n+5)
+	h := make([]float32, n+5)
+	Sigmoid(&sg[0], &g[0], n+5)
+	SiLUMul(&h[0], &g[0], &u[0], n+5)
+	for i := range g {
+		if i >= n {
+			if sg[i] != 0 || h[i] != 0 {
+				t.Fatalf("tail %d written", i)
+			}
+			continue
+		}
+		s := 1 / (1 + math.Exp(-float64(g[i])))
+		if math.Abs(float64(sg[i])-s) > 2e-7*s+1e-30 {
+			t.Fatalf("Sigmoid(%v) = %v, want %v", g[i], sg[i], s)
+		}
+		w := float64(g[i]) * float64(u[i]) * s
+		if math.Abs(float64(h[i])-w) > 1e-6*math.Abs(w)+1e-30 {
+			t.Fatalf("SiLUMul(%v, %v) = %v, want %v", g[i], u[i], h[i], w)
+		}
+	}
+}

@@ -578,3 +578,98 @@ dot4sum:
 	VMOVUPS      X0, (DX)
 	VZEROUPPER
 	RET
+
+// func Sigmoid(dst, src *float32, n int)
+// dst[i] = 1/(1+exp(−src[i])) for the first n − n%8 elements.
+TEXT ·Sigmoid(SB), NOSPLIT, $0-24
+	MOVQ    dst+0(FP), DI
+	MOVQ    src+8(FP), SI
+	MOVQ    n+16(FP), CX
+	VXORPS  Y6, Y6, Y6
+	VMOVUPS expc<>+384(SB), Y7
+
+sigloop:
+	CMPQ         CX, $8
+	JLT          sigdone
+	VMOVUPS      (SI), Y0
+	VSUBPS       Y0, Y6, Y1
+	VMINPS       expc<>+128(SB), Y1, Y1
+	VMAXPS       expc<>+160(SB), Y1, Y1
+	VMOVUPS      expc<>+32(SB), Y2
+	VFMADD231PS  expc<>+0(SB), Y1, Y2
+	VROUNDPS     $1, Y2, Y2
+	VFNMADD231PS expc<>+64(SB), Y2, Y1
+	VFNMADD231PS expc<>+96(SB), Y2, Y1
+	VMULPS       Y1, Y1, Y3
+	VMOVUPS      expc<>+192(SB), Y4
+	VFMADD213PS  expc<>+224(SB), Y1, Y4
+	VFMADD213PS  expc<>+256(SB), Y1, Y4
+	VFMADD213PS  expc<>+288(SB), Y1, Y4
+	VFMADD213PS  expc<>+320(SB), Y1, Y4
+	VFMADD213PS  expc<>+352(SB), Y1, Y4
+	VFMADD213PS  Y1, Y3, Y4
+	VADDPS       expc<>+384(SB), Y4, Y4
+	VCVTPS2DQ    Y2, Y5
+	VPADDD       expc<>+416(SB), Y5, Y5
+	VPSLLD       $23, Y5, Y5
+	VMULPS       Y5, Y4, Y4
+	VADDPS       Y7, Y4, Y4
+	VDIVPS       Y4, Y7, Y4
+	VMOVUPS      Y4, (DI)
+	ADDQ         $32, SI
+	ADDQ         $32, DI
+	SUBQ         $8, CX
+	JMP          sigloop
+
+sigdone:
+	VZEROUPPER
+	RET
+
+// func SiLUMul(h, gate, up *float32, n int)
+// h[i] = g[i]·u[i]/(1+exp(−g[i])) (SwiGLU) for the first n − n%8 elements.
+TEXT ·SiLUMul(SB), NOSPLIT, $0-32
+	MOVQ    h+0(FP), DI
+	MOVQ    gate+8(FP), SI
+	MOVQ    up+16(FP), DX
+	MOVQ    n+24(FP), CX
+	VXORPS  Y6, Y6, Y6
+	VMOVUPS expc<>+384(SB), Y7
+
+siluloop:
+	CMPQ         CX, $8
+	JLT          siludone
+	VMOVUPS      (SI), Y0
+	VSUBPS       Y0, Y6, Y1
+	VMINPS       expc<>+128(SB), Y1, Y1
+	VMAXPS       expc<>+160(SB), Y1, Y1
+	VMOVUPS      expc<>+32(SB), Y2
+	VFMADD231PS  expc<>+0(SB), Y1, Y2
+	VROUNDPS     $1, Y2, Y2
+	VFNMADD231PS expc<>+64(SB), Y2, Y1
+	VFNMADD231PS expc<>+96(SB), Y2, Y1
+	VMULPS       Y1, Y1, Y3
+	VMOVUPS      expc<>+192(SB), Y4
+	VFMADD213PS  expc<>+224(SB), Y1, Y4
+	VFMADD213PS  expc<>+256(SB), Y1, Y4
+	VFMADD213PS  expc<>+288(SB), Y1, Y4
+	VFMADD213PS  expc<>+320(SB), Y1, Y4
+	VFMADD213PS  expc<>+352(SB), Y1, Y4
+	VFMADD213PS  Y1, Y3, Y4
+	VADDPS       expc<>+384(SB), Y4, Y4
+	VCVTPS2DQ    Y2, Y5
+	VPADDD       expc<>+416(SB), Y5, Y5
+	VPSLLD       $23, Y5, Y5
+	VMULPS       Y5, Y4, Y4
+	VADDPS       Y7, Y4, Y4
+	VMULPS       (DX), Y0, Y0
+	VDIVPS       Y4, Y0, Y0
+	VMOVUPS      Y0, (DI)
+	ADDQ         $32, SI
+	ADDQ         $32, DX
+	ADDQ         $32, DI
+	SUBQ         $8, CX
+	JMP          siluloop
+
+siludone:
+	VZEROUPPER
+	RET
