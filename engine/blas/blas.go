@@ -2,9 +2,20 @@
 // engine is built on, with two interchangeable backends:
 //
 //   - "openblas": cblas_sgemm from OpenBLAS through cgo, selected by the
-//     build tag "openblas" (go build -tags openblas; needs libopenblas-dev);
-//   - "go": a pure-Go, cache-blocked, packed kernel that runs on all cores
-//     with goroutines. It always builds, also with CGO_ENABLED=0.
+//     build tag "openblas" (go build -tags openblas; needs libopenblas-dev).
+//     OpenBLAS runs single-threaded and Go splits each product into row or
+//     column blocks across GOMAXPROCS goroutines, so OpenBLAS threads never
+//     compete with the engine's own goroutines;
+//   - "go": a pure-Go, cache-blocked, packed kernel (Goto's scheme) that
+//     runs on all cores with goroutines, with an AVX2/FMA assembly
+//     micro-kernel on amd64 CPUs that have it (internal/avx2; the portable
+//     Go kernel elsewhere). It always builds, also with CGO_ENABLED=0, and
+//     reaches about 0.8–0.9× OpenBLAS on a 1024³ product.
+//
+// Products with at most four rows (decoding) skip packing in both backends
+// and use AVX2 dot-product and axpy kernels. The package also has the few
+// vector kernels the engine's softmax and SwiGLU need (ExpShiftSum,
+// Sigmoid, SiLUMul).
 //
 // Both compute, in row-major storage,
 //
