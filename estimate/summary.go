@@ -103,7 +103,10 @@ func sumLayers(s *Summary, layers []architecture.Layer, h int, p *Precision, kv 
 			kvd := float64(a.KVHeads) * hd
 			n := fh * (2*q + 2*kvd)
 			sm := fh
-			if a.QKVBias || a.OutBias || a.QKNorm {
+			if a.QKVBias || a.OutBias || a.QKNorm || a.Sinks {
+				if a.Sinks {
+					sm += float64(a.Heads)
+				}
 				if a.QKVBias {
 					sm += q + 2*kvd
 				}

@@ -3,12 +3,14 @@ package groundtruth
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/internal/shareddata"
 )
@@ -212,4 +214,45 @@ func FuzzReadMeasurements(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestDescribeMatchesPresets cross-checks the ground-truth shape table with
+// the architecture package's presets, parsed from the real config.json files.
+func TestDescribeMatchesPresets(t *testing.T) {
+	pairs := map[string]string{
+		"meta-llama/Llama-3.1-8B": "meta-llama/Meta-Llama-3.1-8B", "meta-llama/Llama-3.1-70B": "meta-llama/Meta-Llama-3.1-70B",
+		"Qwen/Qwen3-32B": "Qwen/Qwen3-32B", "Qwen/Qwen3-235B-A22B": "Qwen/Qwen3-235B-A22B", "mistralai/Mixtral-8x7B-v0.1": "mistralai/Mixtral-8x7B-v0.1",
+		"meta-llama/Llama-2-7b-hf": "meta-llama/Llama-2-7b-hf", "meta-llama/Llama-2-70b-hf": "meta-llama/Llama-2-70b-hf",
+		"Qwen/Qwen2-7B": "Qwen/Qwen2-7B", "openai/gpt-oss-120b": "openai/gpt-oss-120b", "mistralai/Mistral-7B-v0.1": "mistralai/Mistral-7B-v0.1",
+		"meta-llama/Meta-Llama-3-8B": "meta-llama/Meta-Llama-3-8B",
+	}
+	checked := 0
+	for id, preset := range pairs {
+		want, err := architecture.Preset(preset)
+		if err != nil {
+			continue // preset not shipped (yet)
+		}
+		got, ok := Describe(id)
+		if !ok {
+			t.Fatalf("%s not described", id)
+		}
+		gp, wp := got.Params(), want.Params()
+		if gp.Total != wp.Total || gp.Active != wp.Active {
+			t.Errorf("%s: params %d/%d active, preset %d/%d", id, gp.Total, gp.Active, wp.Total, wp.Active)
+		}
+		if got.KVElemsPerToken() != want.KVElemsPerToken() {
+			t.Errorf("%s: KV elements per token %d, preset %d", id, got.KVElemsPerToken(), want.KVElemsPerToken())
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Skip("no matching architecture presets")
+	}
+}
+
+func ExampleDescribe() {
+	m, _ := Describe("nvidia/Llama-3.1-8B-Instruct-FP8")
+	p := m.Params()
+	fmt.Printf("%d layers, %.2f B parameters\n", m.NumLayers(), float64(p.Total)/1e9)
+	// Output: 32 layers, 8.03 B parameters
 }

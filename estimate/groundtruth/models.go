@@ -87,7 +87,8 @@ func Describe(id string) (*architecture.Model, bool) {
 			win = 0
 		}
 		l.Attention = &architecture.Attention{Heads: sh.heads, KVHeads: sh.kv, HeadDim: sh.headDim,
-			QKVBias: sh.qkvBias || sh.attnBias, OutBias: sh.attnBias, QKNorm: sh.qkNorm, SlidingWindow: win}
+			QKVBias: sh.qkvBias || sh.attnBias, OutBias: sh.attnBias, QKNorm: sh.qkNorm, SlidingWindow: win,
+			Sinks: sh.attnBias}
 		if sh.experts > 0 {
 			l.MoE = &architecture.MoE{Experts: sh.experts, TopK: sh.topK, ExpertWidth: sh.expertFFN, Gated: true, Activation: "silu",
 				RouterBias: sh.attnBias, ExpertBias: sh.attnBias}
