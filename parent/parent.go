@@ -1,0 +1,165 @@
+// Package parent embeds autocompress's own parent model: a small
+// Llama-style decoder trained with this project's engine on public-domain
+// English (the State of the Union addresses and Jane Austen's novels), so
+// that every command — importance, search, prune, distil, eval — can be
+// demonstrated and tested end to end on a real trained model without
+// downloading anything.
+//
+// The model is a complete HuggingFace checkpoint directory (config.json,
+// model.safetensors in bfloat16, tokenizer.json, tokenizer_config.json,
+// generation_config.json) compiled into the binary with go:embed. Dir
+// materialises it once per process in the temporary directory; Extract
+// writes it anywhere. README.md in this directory gives the command that
+// reproduces it, the data split, the training time and its held-out
+// perplexity.
+package parent
+
+import (
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+)
+
+//go:embed model/*
+var files embed.FS
+
+// Files lists the files of the checkpoint directory.
+var Files = []string{"config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}
+
+// FS returns the checkpoint directory as a file system (rooted at the
+// directory, e.g. FS().Open("config.json")).
+func FS() fs.FS {
+	sub, err := fs.Sub(files, "model")
+	if err != nil {
+		panic(err) // cannot happen: "model" is a valid embedded directory
+	}
+	return sub
+}
+
+// Hash returns the SHA-256 (hex) over the embedded files' names and
+// contents, in name order: a stable identity of the parent.
+func Hash() string {
+	hashOnce.Do(func() {
+		h := sha256.New()
+		names, _ := fs.Glob(FS(), "*")
+		sort.Strings(names)
+		for _, n := range names {
+			b, _ := fs.ReadFile(FS(), n)
+			fmt.Fprintf(h, "%s\x00%d\x00", n, len(b))
+			h.Write(b)
+		}
+		hash = hex.EncodeToString(h.Sum(nil))
+	})
+	return hash
+}
+
+var (
+	hashOnce sync.Once
+	hash     string
+)
+
+// Extract writes the checkpoint directory to dir (created if needed; files
+// already there with the same names are replaced). Each file is written to
+// a temporary name and renamed, so a reader never sees a partial file.
+func Extract(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("parent: %w", err)
+	}
+	names, err := fs.Glob(FS(), "*")
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if err := copyFile(filepath.Join(dir, n), n); err != nil {
+			return fmt.Errorf("parent: extracting %s: %w", n, err)
+		}
+	}
+	return nil
+}
+
+func copyFile(dst, name string) error {
+	src, err := FS().Open(name)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	f, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := io.Copy(f, src); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), dst)
+}
+
+var (
+	dirOnce sync.Once
+	dirPath string
+	dirErr  error
+)
+
+// Dir returns a directory holding the parent checkpoint, extracting it on
+// first use to $TMPDIR/autocompress-parent-<hash prefix>; a complete
+// directory from an earlier process is reused. Treat it as read-only.
+func Dir() (string, error) {
+	dirOnce.Do(func() {
+		d := filepath.Join(os.TempDir(), "autocompress-parent-"+Hash()[:16])
+		if complete(d) {
+			dirPath = d
+			return
+		}
+		tmp, err := os.MkdirTemp(os.TempDir(), ".autocompress-parent-*")
+		if err != nil {
+			dirErr = fmt.Errorf("parent: %w", err)
+			return
+		}
+		if err := Extract(tmp); err != nil {
+			os.RemoveAll(tmp)
+			dirErr = err
+			return
+		}
+		os.Chmod(tmp, 0o755)
+		if err := os.Rename(tmp, d); err != nil {
+			os.RemoveAll(tmp)
+			if !complete(d) { // another process may have won the race
+				dirErr = fmt.Errorf("parent: %w", err)
+				return
+			}
+		}
+		dirPath = d
+	})
+	return dirPath, dirErr
+}
+
+// complete reports whether d holds every embedded file with the right size.
+func complete(d string) bool {
+	names, _ := fs.Glob(FS(), "*")
+	for _, n := range names {
+		info, err := fs.Stat(FS(), n)
+		if err != nil {
+			return false
+		}
+		st, err := os.Stat(filepath.Join(d, n))
+		if err != nil || st.Size() != info.Size() {
+			return false
+		}
+	}
+	return len(names) > 0
+}
