@@ -12,6 +12,7 @@ import (
 
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/eval"
+	"github.com/autocompress/autocompress/parent"
 	"github.com/autocompress/autocompress/tokenizer"
 )
 
@@ -32,9 +33,11 @@ Reports perplexity (exp of the mean negative log-likelihood per token) and bits
 per byte (total negative log-likelihood in bits over the text's UTF-8 bytes,
 comparable across tokenizers). Pre-tokenized id files (tokenizer.ReadIDs text
 or binary form; chosen by --ids, a .ids extension or the binary magic) give
-perplexity only; each line is scored as its own sequence.`,
+perplexity only; each line is scored as its own sequence.
+
+--model parent scores the embedded parent model (package parent).`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
-			model := fs.String("model", "", "model `directory` (HF checkpoint)")
+			model := fs.String("model", "", "model `directory` (HF checkpoint), or \"parent\" for the embedded parent")
 			data := fs.String("data", "", "text or token-id `file` to score")
 			tokPath := fs.String("tokenizer", "", "tokenizer.json (default: the model's)")
 			ids := fs.Bool("ids", false, "the data file holds token ids")
@@ -112,8 +115,15 @@ perplexity only; each line is scored as its own sequence.`,
 	})
 }
 
-// evalModelDir resolves --model to a checkpoint directory.
+// evalModelDir resolves --model to a checkpoint directory: a path, or
+// "parent" for the embedded parent model (when no such path exists).
 func evalModelDir(model string) (dir string, cleanup func(), err error) {
+	if model == "parent" {
+		if _, err := os.Stat(model); err != nil {
+			d, err := parent.Dir()
+			return d, func() {}, err
+		}
+	}
 	st, err := os.Stat(model)
 	if err != nil {
 		return "", nil, fmt.Errorf("model: %w", err)

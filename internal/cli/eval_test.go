@@ -138,3 +138,22 @@ func TestEvalCommandErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestEvalCommandParent(t *testing.T) {
+	text := evalWrite(t, "t.txt", []byte(evalText))
+	code, out, errs := evalRun("eval", "--model", "parent", "--data", text, "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var r struct {
+		Perplexity  float64 `json:"perplexity"`
+		BitsPerByte float64 `json:"bits_per_byte"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	// Jane Austen's first sentence: the parent has read her other chapters.
+	if r.Perplexity <= 1 || r.Perplexity > 1000 || r.BitsPerByte <= 0 || r.BitsPerByte > 3 {
+		t.Errorf("parent on Austen: %+v", r)
+	}
+}

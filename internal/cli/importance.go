@@ -51,7 +51,7 @@ holds scores for the same model and data they are reused without a new pass
 (--force recomputes).`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 			var data importanceFiles
-			model := fs.String("model", "", "model `directory` (HF checkpoint)")
+			model := fs.String("model", "", "model `directory` (HF checkpoint), or \"parent\" for the embedded parent")
 			fs.Var(&data, "data", "calibration `files` (repeatable or comma-separated; positional arguments too)")
 			out := fs.String("out", "", "output scores `file` (.safetensors)")
 			tokPath := fs.String("tokenizer", "", "tokenizer.json (default: the model's)")

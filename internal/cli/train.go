@@ -46,7 +46,9 @@ at the end, and on Ctrl-C; --resume continues from it bit-identically.
 
 The embedded parent model (package parent) is reproduced by:
   autocompress train --preset parent --corpus builtin --out parent/model \
-    --steps 3000 --batch 16 --seq-len 128 --lr 3e-3`,
+    --checkpoint /tmp/parent.ckpt --steps 700 --warmup 30 --batch 16 \
+    --seq-len 128 --lr 3e-3 --eval-every 100 --eval-rows 32 --log-every 10 \
+    --checkpoint-every 20 --json`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 			var (
 				configPath = fs.String("config", "", "architecture `config.json` (HF format); vocab_size is set from the tokenizer")
@@ -271,6 +273,13 @@ func trainSaveHF(m *engine.Model, tok *tokenizer.TrainedBPE, dir string, dt chec
 			return err
 		}
 	}
+	// Readable by everyone, like any checkpoint a user shares.
+	if ents, err := os.ReadDir(tmp); err == nil {
+		for _, e := range ents {
+			os.Chmod(filepath.Join(tmp, e.Name()), 0o644)
+		}
+	}
+	os.Chmod(tmp, 0o755)
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
