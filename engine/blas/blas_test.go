@@ -55,9 +55,19 @@ func backends() map[string]gemmFunc {
 			SgemmGo(1, ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc)
 		},
 		"SgemmGo(portable kernel)": func(ta, tb bool, m, n, k int, al float32, a []float32, lda int, b []float32, ldb int, be float32, c []float32, ldc int) {
-			prev := useAsm
-			useAsm = false
-			defer func() { useAsm = prev }()
+			prev := mode
+			setMode(modeGo)
+			defer setMode(prev)
+			SgemmGo(2, ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc)
+		},
+		"SgemmGo(AVX2 kernel)": func(ta, tb bool, m, n, k int, al float32, a []float32, lda int, b []float32, ldb int, be float32, c []float32, ldc int) {
+			prev := mode
+			if prev == modeGo {
+				SgemmGo(2, ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc) // no AVX2 here: portable
+				return
+			}
+			setMode(modeAVX2)
+			defer setMode(prev)
 			SgemmGo(2, ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc)
 		},
 		"SgemmGo(3 threads)": func(ta, tb bool, m, n, k int, al float32, a []float32, lda int, b []float32, ldb int, be float32, c []float32, ldc int) {

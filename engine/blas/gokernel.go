@@ -7,21 +7,57 @@ import (
 	"github.com/autocompress/autocompress/engine/blas/internal/avx2"
 )
 
-// useAsm selects the assembly micro-kernel; tests switch it off to check
-// the portable one.
-var useAsm = avx2.Available
+// kernelMode selects the micro-kernel of the pure-Go sgemm.
+type kernelMode int
+
+const (
+	modeGo     kernelMode = iota // portable Go, 6×16
+	modeAVX2                     // AVX2/FMA assembly, 6×16
+	modeAVX512                   // AVX-512 assembly, 12×32
+)
+
+var (
+	mode kernelMode
+	// mr×nr is the register block of the current kernel: A is packed in
+	// panels of mr rows, B in panels of nr columns.
+	mr, nr int
+	// useAsm enables the AVX2 vector kernels (small products, exp, sigmoid);
+	// tests switch it off to check the portable code.
+	useAsm bool
+)
+
+func init() {
+	switch {
+	case avx2.Has512:
+		setMode(modeAVX512)
+	case avx2.Available:
+		setMode(modeAVX2)
+	default:
+		setMode(modeGo)
+	}
+}
+
+// setMode switches the micro-kernel (tests use it to check each one).
+func setMode(m kernelMode) {
+	mode = m
+	mr, nr = 6, 16
+	if m == modeAVX512 {
+		mr, nr = 12, 32
+	}
+	useAsm = m != modeGo
+}
 
 // Blocking of the pure-Go kernel (Goto's scheme). For every nc-wide
 // column block and kc-deep slice of the inner dimension, op(B) is packed
 // once into panels of nr columns (kc×nc floats, shared by all goroutines);
 // then the goroutines take mc-row blocks of A, pack each into panels of mr
 // rows (kc×mc, private, L2-sized) and run an mr×nr micro-kernel over every
-// (A panel, B panel) pair: an AVX2/FMA assembly kernel (twelve 8-wide
-// accumulators, adding straight into C) on amd64 CPUs that have it, plain
-// Go otherwise. Edges are zero-padded.
+// (A panel, B panel) pair, adding straight into C: an AVX-512 kernel
+// (twenty-four 16-wide accumulators, 12×32) or an AVX2/FMA kernel (twelve
+// 8-wide accumulators, 6×16) on amd64 CPUs that have them, plain Go
+// otherwise. Edges are zero-padded. mc and nc are multiples of every mr
+// and nr.
 const (
-	mr = 6
-	nr = 16
 	mc = 96
 	nc = 2048
 	kc = 256
@@ -115,24 +151,20 @@ func packA(trans bool, a []float32, lda, i0, mm, p0, kk int, dst []float32) {
 		i := i0 + ip
 		switch {
 		case rows == mr && !trans:
-			// Six row streams in, one sequential stream out.
-			r0 := a[i*lda+p0 : i*lda+p0+kk]
-			r1 := a[(i+1)*lda+p0 : (i+1)*lda+p0+kk]
-			r2 := a[(i+2)*lda+p0 : (i+2)*lda+p0+kk]
-			r3 := a[(i+3)*lda+p0 : (i+3)*lda+p0+kk]
-			r4 := a[(i+4)*lda+p0 : (i+4)*lda+p0+kk]
-			r5 := a[(i+5)*lda+p0 : (i+5)*lda+p0+kk]
-			for p := range r0 {
-				o := d[p*mr : p*mr+mr : p*mr+mr]
-				o[0], o[1], o[2], o[3], o[4], o[5] = r0[p], r1[p], r2[p], r3[p], r4[p], r5[p]
+			// Six row streams in at a time, sequential stream out.
+			for r0 := 0; r0 < mr; r0 += 6 {
+				row := func(r int) []float32 { return a[(i+r0+r)*lda+p0 : (i+r0+r)*lda+p0+kk] }
+				pack6(d, r0, row(0), row(1), row(2), row(3), row(4), row(5))
 			}
-		case trans && rows == mr:
-			// op(A) rows are columns of A: each p gives six contiguous values.
+		case rows == mr && trans:
+			// op(A) rows are columns of A: each p gives mr contiguous values.
 			for p := 0; p < kk; p++ {
 				off := (p0+p)*lda + i
 				src := a[off : off+mr : off+mr]
 				o := d[p*mr : p*mr+mr : p*mr+mr]
-				o[0], o[1], o[2], o[3], o[4], o[5] = src[0], src[1], src[2], src[3], src[4], src[5]
+				for r, v := range src {
+					o[r] = v
+				}
 			}
 		case trans:
 			clear(d)
@@ -148,6 +180,17 @@ func packA(trans bool, a []float32, lda, i0, mm, p0, kk int, dst []float32) {
 				}
 			}
 		}
+	}
+}
+
+// pack6 interleaves six equally long rows into d: d[p·mr + off + r] = r_r[p].
+func pack6(d []float32, off int, r0, r1, r2, r3, r4, r5 []float32) {
+	n := len(r0)
+	r1, r2, r3, r4, r5 = r1[:n], r2[:n], r3[:n], r4[:n], r5[:n]
+	step := mr
+	for p := 0; p < n; p++ {
+		o := d[p*step+off : p*step+off+6 : p*step+off+6]
+		o[0], o[1], o[2], o[3], o[4], o[5] = r0[p], r1[p], r2[p], r3[p], r4[p], r5[p]
 	}
 }
 
@@ -186,23 +229,26 @@ func packB(trans bool, b []float32, ldb, p0, kk, j0, cols int, dst []float32) {
 // macro multiplies the packed mm×kk A block by the packed kk×nn B block and
 // adds alpha times the product into C (stride ldc), or stores it when store.
 func macro(mm, nn, kk int, alpha float32, pa, pb []float32, c []float32, ldc int, store bool) {
-	var acc [mr * nr]float32
+	var tmp [12 * 32]float32
+	acc := tmp[:mr*nr]
 	for jp := 0; jp < nn; jp += nr {
 		bp := pb[jp*kk : jp*kk+kk*nr]
 		cols := min(nr, nn-jp)
 		for ip := 0; ip < mm; ip += mr {
 			ap := pa[ip*kk : ip*kk+kk*mr]
 			rows := min(mr, mm-ip)
-			if useAsm && rows == mr && cols == nr {
+			if mode != modeGo && rows == mr && cols == nr {
 				_ = c[(ip+mr-1)*ldc+jp+nr-1]
-				if store {
-					avx2.Kernel6x16Store(kk, &ap[0], &bp[0], &c[ip*ldc+jp], ldc, alpha)
-				} else {
-					avx2.Kernel6x16Acc(kk, &ap[0], &bp[0], &c[ip*ldc+jp], ldc, alpha)
-				}
+				fullKernel(kk, ap, bp, &c[ip*ldc+jp], ldc, alpha, store)
 				continue
 			}
-			kernel(kk, ap, bp, &acc)
+			// Edge tile: the product into a temporary block, then the
+			// rows×cols corner into C.
+			if mode != modeGo {
+				fullKernel(kk, ap, bp, &acc[0], nr, 1, true)
+			} else {
+				genericKernel(kk, ap, bp, acc)
+			}
 			for r := 0; r < rows; r++ {
 				crow := c[(ip+r)*ldc+jp : (ip+r)*ldc+jp+cols]
 				if store {
@@ -219,21 +265,27 @@ func macro(mm, nn, kk int, alpha float32, pa, pb []float32, c []float32, ldc int
 	}
 }
 
-// kernel computes the mr×nr product of a kk×mr A panel and a kk×nr B panel.
-func kernel(kk int, a, b []float32, out *[mr * nr]float32) {
-	if useAsm {
-		_ = a[kk*mr-1]
-		_ = b[kk*nr-1]
-		avx2.Kernel6x16(kk, &a[0], &b[0], &out[0])
-		return
+// fullKernel runs the assembly kernel of the current mode on one mr×nr
+// block of C at c: C = alpha·A·B (store) or C += alpha·A·B.
+func fullKernel(kk int, a, b []float32, c *float32, ldc int, alpha float32, store bool) {
+	_ = a[kk*mr-1]
+	_ = b[kk*nr-1]
+	switch {
+	case mode == modeAVX512 && store:
+		avx2.Kernel12x32Store(kk, &a[0], &b[0], c, ldc, alpha)
+	case mode == modeAVX512:
+		avx2.Kernel12x32Acc(kk, &a[0], &b[0], c, ldc, alpha)
+	case store:
+		avx2.Kernel6x16Store(kk, &a[0], &b[0], c, ldc, alpha)
+	default:
+		avx2.Kernel6x16Acc(kk, &a[0], &b[0], c, ldc, alpha)
 	}
-	genericKernel(kk, a, b, out)
 }
 
-// genericKernel is the portable micro-kernel: one row of A against the B
-// panel at a time, accumulating in out.
-func genericKernel(kk int, a, b []float32, out *[mr * nr]float32) {
-	*out = [mr * nr]float32{}
+// genericKernel is the portable micro-kernel: out (mr×nr) = A panel ·
+// B panel, one row of A against the B panel at a time.
+func genericKernel(kk int, a, b []float32, out []float32) {
+	clear(out)
 	a = a[:kk*mr]
 	b = b[:kk*nr]
 	for p := 0; p < kk; p++ {

@@ -60,12 +60,36 @@ func Sigmoid(dst, src *float32, n int)
 //go:noescape
 func SiLUMul(h, gate, up *float32, n int)
 
+// Kernel12x32Acc is the AVX-512 micro-kernel: it adds alpha times the
+// product of a packed kk×12 A panel and a packed kk×32 B panel into the
+// 12×32 block of C at c (row stride ldc). Callers check Has512 first.
+//
+//go:noescape
+func Kernel12x32Acc(kk int, a, b, c *float32, ldc int, alpha float32)
+
+// Kernel12x32Store is Kernel12x32Acc storing instead of adding (C not read).
+//
+//go:noescape
+func Kernel12x32Store(kk int, a, b, c *float32, ldc int, alpha float32)
+
 func cpuid(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
 
 func xgetbv() (eax, edx uint32)
 
 // Available reports whether the CPU and the OS support AVX2 and FMA3.
 var Available = detect()
+
+// Has512 reports whether AVX-512F is usable too (CPU and OS ZMM state).
+var Has512 = Available && detect512()
+
+func detect512() bool {
+	_, b7, _, _ := cpuid(7, 0)
+	if b7&(1<<16) == 0 { // AVX512F
+		return false
+	}
+	xcr0, _ := xgetbv()
+	return xcr0&0xe6 == 0xe6 // XMM, YMM, opmask, ZMM_Hi256, Hi16_ZMM
+}
 
 func detect() bool {
 	maxID, _, _, _ := cpuid(0, 0)

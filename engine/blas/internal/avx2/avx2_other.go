@@ -7,6 +7,9 @@ package avx2
 // Available is false: no assembly kernel on this architecture.
 const Available = false
 
+// Has512 is false: no assembly kernel on this architecture.
+const Has512 = false
+
 // Kernel6x16 is never called where Available is false.
 func Kernel6x16(kk int, a, b, out *float32) { panic("avx2: not available") }
 
@@ -33,3 +36,9 @@ func Sigmoid(dst, src *float32, n int) { panic("avx2: not available") }
 
 // SiLUMul is never called where Available is false.
 func SiLUMul(h, gate, up *float32, n int) { panic("avx2: not available") }
+
+// Kernel12x32Acc is never called where Has512 is false.
+func Kernel12x32Acc(kk int, a, b, c *float32, ldc int, alpha float32) { panic("avx2: not available") }
+
+// Kernel12x32Store is never called where Has512 is false.
+func Kernel12x32Store(kk int, a, b, c *float32, ldc int, alpha float32) { panic("avx2: not available") }

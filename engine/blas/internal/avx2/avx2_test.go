@@ -188,3 +188,45 @@ func TestSigmoidSiLU(t *testing.T) {
 		}
 	}
 }
+
+func TestKernel12x32(t *testing.T) {
+	if !Has512 {
+		t.Skip("CPU without AVX-512")
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, kk := range []int{1, 3, 256} {
+		a := make([]float32, kk*12)
+		b := make([]float32, kk*32)
+		for i := range a {
+			a[i] = float32(r.NormFloat64())
+		}
+		for i := range b {
+			b[i] = float32(r.NormFloat64())
+		}
+		const ldc = 35
+		acc := make([]float32, 12*ldc)
+		st := make([]float32, 12*ldc)
+		for i := range acc {
+			acc[i], st[i] = float32(i), float32(-i)
+		}
+		Kernel12x32Acc(kk, &a[0], &b[0], &acc[0], ldc, 0.5)
+		Kernel12x32Store(kk, &a[0], &b[0], &st[0], ldc, 2)
+		for row := 0; row < 12; row++ {
+			for col := 0; col < ldc; col++ {
+				var dot float64
+				if col < 32 {
+					for p := 0; p < kk; p++ {
+						dot += float64(a[p*12+row]) * float64(b[p*32+col])
+					}
+				}
+				wantAcc, wantSt := float64(row*ldc+col)+0.5*dot, 2*dot
+				if col >= 32 {
+					wantSt = float64(-(row*ldc + col))
+				}
+				if math.Abs(float64(acc[row*ldc+col])-wantAcc) > 1e-3 || math.Abs(float64(st[row*ldc+col])-wantSt) > 1e-3 {
+					t.Fatalf("kk=%d C[%d,%d]: acc %v want %v, store %v want %v", kk, row, col, acc[row*ldc+col], wantAcc, st[row*ldc+col], wantSt)
+				}
+			}
+		}
+	}
+}
