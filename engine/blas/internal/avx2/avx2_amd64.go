@@ -1,6 +1,8 @@
-// Package avx2 holds the AVX2/FMA assembly micro-kernel of the pure-Go
-// sgemm. It is a separate package because Go assembly cannot live in a
-// package that uses cgo (the OpenBLAS backend).
+// Package avx2 holds the assembly kernels of the pure-Go sgemm: the AVX2/FMA
+// 6×16 and AVX-512 12×32 micro-kernels, dot/axpy kernels for products of a
+// few rows, and vector exp, sigmoid and SwiGLU. It is a separate package
+// because Go assembly cannot live in a package that uses cgo (the OpenBLAS
+// backend).
 package avx2
 
 // Kernel6x16 sets out[r·16+c] = Σ_{p<kk} a[p·6+r]·b[p·16+c] for r < 6,

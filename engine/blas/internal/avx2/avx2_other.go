@@ -1,7 +1,7 @@
 //go:build !amd64
 
-// Package avx2 holds the AVX2/FMA assembly micro-kernel of the pure-Go
-// sgemm; on this architecture it is absent.
+// Package avx2 holds the assembly kernels of the pure-Go sgemm; on this
+// architecture they are absent.
 package avx2
 
 // Available is false: no assembly kernel on this architecture.
