@@ -116,10 +116,11 @@ perplexity only; each line is scored as its own sequence.
 }
 
 // evalModelDir resolves --model to a checkpoint directory: a path, or
-// "parent" for the embedded parent model (when no such path exists).
+// "parent" for the embedded parent model (unless ./parent is itself a
+// checkpoint directory).
 func evalModelDir(model string) (dir string, cleanup func(), err error) {
 	if model == "parent" {
-		if _, err := os.Stat(model); err != nil {
+		if _, err := os.Stat(filepath.Join(model, "config.json")); err != nil {
 			d, err := parent.Dir()
 			return d, func() {}, err
 		}
