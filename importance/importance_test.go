@@ -13,6 +13,7 @@ import (
 
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/engine"
+	"github.com/autocompress/autocompress/internal/shareddata"
 )
 
 func arch() *architecture.Model {
@@ -285,4 +286,55 @@ func FuzzLoad(f *testing.F) {
 		}
 		Ranking(got.Hidden)
 	})
+}
+
+// TestStories260K runs the scorer on a checkpoint written by another
+// project (llama2.c's stories260K in HF layout: 5 layers, 8 heads sharing 4
+// KV heads, hidden 64, FFN 172) and checks shapes, finiteness and the
+// round trip.
+func TestStories260K(t *testing.T) {
+	dir := filepath.Dir(shareddata.Require(t, "models/stories260K/config.json"))
+	m, err := engine.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(4, 4))
+	data := make([][]int32, 8)
+	for i := range data {
+		data[i] = make([]int32, 33)
+		for j := range data[i] {
+			data[i][j] = int32(3 + r.IntN(509))
+		}
+	}
+	s, err := Compute(m, data, Options{Batch: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Hidden) != 64 || len(s.LayerBI) != 5 || len(s.Heads[4]) != 8 || s.KVHeads[0] != 4 || len(s.Neurons[2]) != 172 || len(s.HeadChannels[1]) != 64 {
+		t.Fatalf("shapes: hidden %d layers %d heads %d kv %d neurons %d", len(s.Hidden), len(s.LayerBI), len(s.Heads[4]), s.KVHeads[0], len(s.Neurons[2]))
+	}
+	check := func(name string, v []float64) {
+		for i, x := range v {
+			if math.IsNaN(x) || math.IsInf(x, 0) || x < 0 && name != "skip" {
+				t.Fatalf("%s[%d] = %g", name, i, x)
+			}
+		}
+	}
+	check("hidden", s.Hidden)
+	check("bi", s.LayerBI)
+	check("skip", s.LayerSkipLoss)
+	for l := range 5 {
+		check("heads", s.Heads[l])
+		check("neurons", s.Neurons[l])
+		if len(s.HeadOrder(l)) != 4 || len(s.HeadOrder(l)[0]) != 2 {
+			t.Fatalf("layer %d head order %v", l, s.HeadOrder(l))
+		}
+	}
+	p := filepath.Join(t.TempDir(), "s.safetensors")
+	if err := s.Save(p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(p); err != nil {
+		t.Fatal(err)
+	}
 }
