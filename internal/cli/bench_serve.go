@@ -50,7 +50,7 @@ at once. GEMMs and elementwise work use GOMAXPROCS threads (--threads
 fixes the number); OpenBLAS, when built with -tags openblas, runs one
 thread per goroutine so nothing is oversubscribed.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
-			model := fs.String("model", "", "model `directory` with config.json and *.safetensors (required)")
+			model := fs.String("model", "", "model `directory` with config.json and *.safetensors, or \"parent\" for the embedded parent (required)")
 			isl := fs.Int("isl", 128, "prompt (input) tokens per request")
 			osl := fs.Int("osl", 128, "generated (output) tokens per request")
 			concurrency := fs.Int("concurrency", 4, "closed-loop clients (requests in flight)")
@@ -66,8 +66,9 @@ thread per goroutine so nothing is oversubscribed.`,
 				if len(args) > 0 {
 					return Usagef("unexpected arguments %q", args)
 				}
-				if *model == "" {
-					return Usagef("--model is required (a HuggingFace checkpoint directory)")
+				dir, err := checkpointDir(*model)
+				if err != nil {
+					return err
 				}
 				set := map[string]bool{}
 				fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -110,7 +111,7 @@ thread per goroutine so nothing is oversubscribed.`,
 					w.NumRequests = max(8**concurrency, 32)
 				}
 				w.Seed = *seed
-				m, err := engine.Load(*model)
+				m, err := engine.Load(dir)
 				if err != nil {
 					return err
 				}

@@ -41,7 +41,7 @@ stops at an EOS token from config.json or after --max-tokens.
 A summary (tokens, time, tokens/s, the sgemm backend) goes to standard error;
 --json instead writes one JSON object with the ids, text and timings.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
-			model := fs.String("model", "", "model `directory` with config.json and *.safetensors (required)")
+			model := fs.String("model", "", "model `directory` with config.json and *.safetensors, or \"parent\" for the embedded parent (required)")
 			prompt := fs.String("prompt", "", "prompt `text` (needs tokenizer.json in the model directory)")
 			ids := fs.String("ids", "", "prompt as token `ids`, e.g. 1,2,3")
 			maxTokens := fs.Int("max-tokens", 64, "most tokens to generate")
@@ -54,8 +54,9 @@ A summary (tokens, time, tokens/s, the sgemm backend) goes to standard error;
 				if len(args) > 0 {
 					return Usagef("unexpected arguments %q (quote a multi-word --prompt)", args)
 				}
-				if *model == "" {
-					return Usagef("--model is required (a HuggingFace checkpoint directory)")
+				dir, err := checkpointDir(*model)
+				if err != nil {
+					return err
 				}
 				if *prompt != "" && *ids != "" {
 					return Usagef("give either --prompt or --ids, not both")
@@ -82,14 +83,14 @@ A summary (tokens, time, tokens/s, the sgemm backend) goes to standard error;
 						promptIDs = append(promptIDs, int32(id))
 					}
 				}
-				tok, err := genLoadTokenizer(*model)
+				tok, err := genLoadTokenizer(dir)
 				if err != nil {
 					return err
 				}
 				if *prompt != "" && tok == nil {
 					return fmt.Errorf("%s has no tokenizer.json, so --prompt cannot be encoded; pass token ids with --ids instead", *model)
 				}
-				m, err := engine.Load(*model)
+				m, err := engine.Load(dir)
 				if err != nil {
 					return err
 				}

@@ -96,7 +96,7 @@ func TestGenerateUsageErrors(t *testing.T) {
 		{[]string{"generate", "--model", dir, "--temperature", "-1"}, 2, "--temperature"},
 		{[]string{"generate", "--model", dir, "--max-tokens", "0"}, 2, "--max-tokens"},
 		{[]string{"generate", "--model", dir, "--prompt", "hello"}, 1, "no tokenizer.json"},
-		{[]string{"generate", "--model", filepath.Join(dir, "nope")}, 1, "nope"},
+		{[]string{"generate", "--model", filepath.Join(dir, "nope")}, 2, "nope"},
 	}
 	for _, tc := range tests {
 		code, _, errOut := genRunCLI(tc.args...)

@@ -88,8 +88,9 @@ so the native architecture can hold them; the function is unchanged).`,
 				default:
 					return Usagef("--format %q: want native, decilm or padded", *format)
 				}
-				if st, err := os.Stat(*model); err != nil || !st.IsDir() {
-					return Usagef("--model %s: not a checkpoint directory", *model)
+				dir, err := checkpointDir(*model)
+				if err != nil {
+					return err
 				}
 				var extra []string
 				if *addFiles != "" {
@@ -101,9 +102,8 @@ so the native architecture can hold them; the function is unchanged).`,
 					}
 				}
 				var plan *prune.Plan
-				var err error
 				if *scores != "" {
-					plan, err = planFromScores(*model, *scores, *keepHidden, *keepHeads, *keepFFN, *dropLayers)
+					plan, err = planFromScores(dir, *scores, *keepHidden, *keepHeads, *keepFFN, *dropLayers)
 					if err != nil {
 						return err
 					}
@@ -116,7 +116,7 @@ so the native architecture can hold them; the function is unchanged).`,
 					return err
 				}
 				res, err := prune.Prune(ctx, prune.Options{
-					Model: *model, Plan: plan, Out: *out, Force: *force,
+					Model: dir, Plan: plan, Out: *out, Force: *force,
 					Format: *format, Engine: *engine, Progress: env.Stderr, TP: *tp, ExtraFiles: extra,
 				})
 				if err != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/autocompress/autocompress/export"
@@ -55,8 +54,9 @@ not fail. --engine accepts a comma-separated list or "all". The exit status is
 						}
 					}
 				}
-				if st, err := os.Stat(*model); err != nil || !st.IsDir() {
-					return Usagef("--model %s: not a checkpoint directory", *model)
+				dir, err := checkpointDir(*model)
+				if err != nil {
+					return err
 				}
 				var reports []*export.Report
 				failed := 0
@@ -64,7 +64,7 @@ not fail. --engine accepts a comma-separated list or "all". The exit status is
 					if err := ctx.Err(); err != nil {
 						return err
 					}
-					r, err := export.ValidateDirWith(*model, e, export.Options{TP: *tp})
+					r, err := export.ValidateDirWith(dir, e, export.Options{TP: *tp})
 					if err != nil {
 						return err
 					}
