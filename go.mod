@@ -3,7 +3,7 @@ module github.com/autocompress/autocompress
 go 1.26.8
 
 require (
-	github.com/dlclark/regexp2 v1.12.0 // indirect
-	github.com/x448/float16 v0.8.4 // indirect
-	golang.org/x/text v0.44.0 // indirect
+	github.com/dlclark/regexp2 v1.12.0
+	github.com/x448/float16 v0.8.4
+	golang.org/x/text v0.44.0
 )
