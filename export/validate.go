@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -432,7 +433,7 @@ func checkTensors(r *Report, m *architecture.Model, got []checkpoint.TensorInfo)
 			r.violate(layer(w.Name), w.Name, "tensor-missing", "missing: the config implies shape %v", w.Shape)
 			continue
 		}
-		if !sameShape(t.Shape, w.Shape) {
+		if !slices.Equal(t.Shape, w.Shape) {
 			r.violate(layer(w.Name), w.Name, "tensor-shape", "shape %v in %s at byte offset %d, but the config implies %v", t.Shape, filepath.Base(t.File), t.Offset, w.Shape)
 		}
 	}
@@ -463,18 +464,6 @@ func checkTensors(r *Report, m *architecture.Model, got []checkpoint.TensorInfo)
 			}
 		}
 	}
-}
-
-func sameShape(a []int64, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func truthy(v any) bool {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/autocompress/autocompress/architecture"
@@ -369,7 +370,7 @@ func checkAgainstConfig(m *architecture.Model, got []checkpoint.TensorInfo, whic
 		switch {
 		case !ok:
 			problems = append(problems, fmt.Sprintf("tensor %s is missing (the %s config implies shape %v)", w.Name, which, w.Shape))
-		case !equalShape(t.Shape, w.Shape):
+		case !slices.Equal(t.Shape, w.Shape):
 			where := ""
 			if t.File != "" {
 				where = fmt.Sprintf(" in %s at byte offset %d", t.File, t.Offset)
@@ -400,16 +401,4 @@ type ShapeError struct {
 
 func (e *ShapeError) Error() string {
 	return fmt.Sprintf("%s checkpoint does not match its config.json:\n  %s", e.Which, strings.Join(e.Problems, "\n  "))
-}
-
-func equalShape(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
