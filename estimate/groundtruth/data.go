@@ -12,7 +12,12 @@
 //   - A user's own measurements in the CSV schema of ReadUser.
 //
 // Rows whose model, GPU or layout cannot be described are skipped and
-// counted by reason (Skipped).
+// counted by reason (Skipped). Two provenance rules of the silicon sample's
+// README also drop rows, never the estimator's error: runs whose
+// silicon_data_source says wip=True (work in progress), and runs whose
+// benchmarked client concurrency (silicon_concurrency) differs from
+// batch_size without attention data parallelism — several replicas behind
+// one endpoint, whose per-engine load is not recorded.
 package groundtruth
 
 import (
@@ -206,6 +211,12 @@ func ReadAIC(r io.Reader, file string, skipped Skipped) ([]Row, error) {
 			skipped.add("disaggregated (aic)")
 			continue
 		}
+		src := t.get(rec, "silicon_data_source")
+		if hasItem(src, "wip=True") {
+			// Provenance marks the run as work in progress.
+			skipped.add("marked wip=True (aic)")
+			continue
+		}
 		model := t.get(rec, "model_path")
 		if _, ok := Describe(model); !ok {
 			skipped.add("model not described (aic)")
@@ -266,12 +277,38 @@ func ReadAIC(r io.Reader, file string, skipped Skipped) ([]Row, error) {
 			skipped.add("invalid numbers (aic)")
 			continue
 		}
+		if sc, ok := itemValue(src, "silicon_concurrency"); ok && atoi(sc) != row.Concurrency {
+			// Several replicas behind one endpoint: the per-engine load is
+			// not batch_size and the split is not recorded.
+			skipped.add("client concurrency is not batch_size: several replicas (aic)")
+			continue
+		}
 		// Throughput implied by the closed loop: N·osl / E2E.
 		e2e := row.TTFTms + float64(row.OSL-1)*row.TPOTms
 		row.OutputTokS = float64(row.Concurrency*row.OSL) / (e2e / 1000)
 		out = append(out, row)
 	}
 	return out, nil
+}
+
+// hasItem reports whether the ;-separated provenance list src holds item.
+func hasItem(src, item string) bool {
+	for _, it := range strings.Split(src, ";") {
+		if strings.TrimSpace(it) == item {
+			return true
+		}
+	}
+	return false
+}
+
+// itemValue returns the value of key=value in the ;-separated list src.
+func itemValue(src, key string) (string, bool) {
+	for _, it := range strings.Split(src, ";") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(it), "="); ok && k == key {
+			return v, true
+		}
+	}
+	return "", false
 }
 
 var argonneGPUs = map[string]string{
