@@ -41,6 +41,14 @@ type steadyIn struct {
 // and osl−1 decode steps; with C requests running, a mean step holds
 // C·(osl−1)/L decodes and C·isl/L prefill tokens (L = n_p + osl − 1), so
 // the mean step time follows directly from the (linear) step model.
+//
+// TTFT = α0 + the steps carrying my own prefill chunks + half a step (the
+// step in flight when I arrive) + the wait behind other prompts' prefill.
+// That wait is an M/D/1 wait ρ/(2(1−ρ)) own prefills (ρ: prefill share of
+// step time, scaled by the fitted Queue), capped at (c−1)·ρ/2 because a
+// closed loop of c clients has at most c−1 other prompts to queue behind,
+// plus the lock-step burst: Burst × (c−1)/2 prompts prefilled ahead of mine
+// when clients arrive together.
 func steady(m *stepModel, in steadyIn) Latency {
 	var out Latency
 	c := math.Min(in.conc, in.capacity)
@@ -101,7 +109,9 @@ func steady(m *stepModel, in steadyIn) Latency {
 	if tb := m.time(b); tb > 0 {
 		rho = math.Min(math.Max((tb-m.time(nopre))/tb, 0), 0.95)
 	}
-	qwait := m.co.Queue * rho / (2 * (1 - rho)) * np * tauOwn
+	// A closed loop has no more than c−1 other prompts to wait for: the open
+	// M/D/1 form is capped at the others' share of prefill work in flight.
+	qwait := m.co.Queue * math.Min(rho/(2*(1-rho)), (c-1)*rho/2) * np * tauOwn
 	if m.co.Burst > 0 && c > 1 {
 		one := m.time(Batch{Prefill: isl, PrefillAtt: isl * (isl + 1) / 2, PrefillSeq: 1, PrefillDone: 1}) - m.time(Batch{})
 		qwait += m.co.Burst * (c - 1) / 2 * math.Max(one, 0)

@@ -155,12 +155,14 @@ func TestHeldOutErrors(t *testing.T) {
 	}
 }
 
-// Held-out medians reached (14.3–14.7 % TPOT, 34.8–35.4 % TTFT, 9.4–9.5 %
-// throughput at 90–400 iterations) plus a small margin. Targets are 8 %,
-// 15 % and 10 %: throughput meets its target; TPOT and TTFT do not.
+// Held-out medians reached: 13.8 % TPOT, 34.7 % TTFT, 9.2 % throughput at
+// 300 iterations; 14.6 %, 34.4 % and 9.5 % at the -short 90. The bounds
+// are those plus a small margin, so that a regression fails. Targets are
+// 8 %, 15 % and 10 %: throughput meets its target; TPOT and TTFT do not
+// (see ACCURACY.md).
 const (
-	heldOutTPOT       = 0.16
-	heldOutTTFT       = 0.40
+	heldOutTPOT       = 0.15
+	heldOutTTFT       = 0.36
 	heldOutThroughput = 0.10
 )
 
