@@ -46,9 +46,9 @@ at the end, and on Ctrl-C; --resume continues from it bit-identically.
 
 The embedded parent model (package parent) is reproduced by:
   autocompress train --preset parent --corpus builtin --out parent/model \
-    --checkpoint /tmp/parent.ckpt --steps 700 --warmup 30 --batch 16 \
-    --seq-len 128 --lr 3e-3 --eval-every 100 --eval-rows 32 --log-every 10 \
-    --checkpoint-every 20 --json`,
+    --checkpoint /tmp/parent.ckpt --steps 1500 --warmup 50 --batch 16 \
+    --seq-len 128 --lr 3e-3 --eval-every 250 --eval-rows 64 --log-every 25 \
+    --checkpoint-every 25 --json`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 			var (
 				configPath = fs.String("config", "", "architecture `config.json` (HF format); vocab_size is set from the tokenizer")
