@@ -12,7 +12,6 @@ import (
 
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/eval"
-	"github.com/autocompress/autocompress/parent"
 	"github.com/autocompress/autocompress/tokenizer"
 )
 
@@ -56,11 +55,10 @@ perplexity only; each line is scored as its own sequence.
 				if o.SeqLen < 1 || o.Stride < 0 || o.Batch < 1 {
 					return Usagef("--seq-len and --batch must be positive and --stride >= 0")
 				}
-				dir, cleanup, err := evalModelDir(*model)
+				dir, err := checkpointDir(*model)
 				if err != nil {
 					return err
 				}
-				defer cleanup()
 				m, err := engine.Load(dir)
 				if err != nil {
 					return err
@@ -115,25 +113,6 @@ perplexity only; each line is scored as its own sequence.
 	})
 }
 
-// evalModelDir resolves --model to a checkpoint directory: a path, or
-// "parent" for the embedded parent model (unless ./parent is itself a
-// checkpoint directory).
-func evalModelDir(model string) (dir string, cleanup func(), err error) {
-	if model == "parent" {
-		if _, err := os.Stat(filepath.Join(model, "config.json")); err != nil {
-			d, err := parent.Dir()
-			return d, func() {}, err
-		}
-	}
-	st, err := os.Stat(model)
-	if err != nil {
-		return "", nil, fmt.Errorf("model: %w", err)
-	}
-	if !st.IsDir() {
-		return "", nil, fmt.Errorf("model %s is not a directory (want a HuggingFace checkpoint directory with config.json)", model)
-	}
-	return model, func() {}, nil
-}
 
 // evalTokenizer loads path, or dir/tokenizer.json.
 func evalTokenizer(dir, path string) (*tokenizer.Tokenizer, error) {

@@ -73,11 +73,10 @@ holds scores for the same model and data they are reused without a new pass
 				case *seqs < 1 || *seqLen < 1 || *batch < 1 || *skipSeqs < 0:
 					return Usagef("--seqs, --seq-len and --batch must be positive")
 				}
-				dir, cleanup, err := evalModelDir(*model)
+				dir, err := checkpointDir(*model)
 				if err != nil {
 					return err
 				}
-				defer cleanup()
 				m, err := engine.Load(dir)
 				if err != nil {
 					return err
