@@ -113,7 +113,6 @@ perplexity only; each line is scored as its own sequence.
 	})
 }
 
-
 // evalTokenizer loads path, or dir/tokenizer.json.
 func evalTokenizer(dir, path string) (*tokenizer.Tokenizer, error) {
 	if path == "" {
