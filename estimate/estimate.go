@@ -23,12 +23,17 @@
 //     capacity, FCFS admission; closed loop, Poisson or offline) giving mean
 //     and p90 TTFT, TPOT and E2E and throughputs.
 //   - Compiled.Price: an analytic steady state of the same model, with no
-//     simulation and no allocation, for architecture search.
+//     simulation and no allocation, for architecture search. In a closed
+//     loop of c clients, TPOT is my decode step carrying the others' decodes
+//     and their prefill chunks spread over my decode steps; TTFT is α0 + my
+//     own prefill steps + half a step + an M/D/1 wait behind the others'
+//     prefill (capped at the c−1 prompts a closed loop can hold) + a
+//     lock-step burst term for clients that arrive together.
 //
 // The coefficients ship in coefficients.json (embedded) and are refitted by
 // "autocompress calibrate" from public measurements (package
 // estimate/groundtruth); "autocompress validate-estimator" reports the
-// held-out error.
+// held-out error; estimate/ACCURACY.md records the protocol and the figures.
 package estimate
 
 import (

@@ -25,7 +25,9 @@ overall, against the targets (median APE ≤ 8 % TPOT, ≤ 15 % TTFT, ≤ 10 % t
 Throughput of the AIConfigurator rows is derived from their TTFT and TPOT
 (concurrency × osl ÷ E2E); Argonne's throughput is measured. No public file here records
 the KV capacity an engine reports, so KV capacity is not validated; memory rules are
-checked against the documented numbers in the estimate package tests.`,
+checked against the documented numbers in the estimate package tests.
+
+The protocol, the latest figures and the error analysis are in estimate/ACCURACY.md.`,
 		Flags: validateEstimatorFlags,
 	})
 }
