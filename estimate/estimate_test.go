@@ -595,3 +595,35 @@ func cpuSeconds() float64 {
 	}
 	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
+
+// TestClosedLoopQueueCap checks that a closed loop of two clients never
+// waits for more than the other client's prompt: with a large queue scale
+// and prefill-dominated steps (ρ near 1), the open M/D/1 wait ρ/(2(1−ρ))
+// would be many own prefills, the closed-loop cap is (c−1)·ρ/2 ≤ ½.
+func TestClosedLoopQueueCap(t *testing.T) {
+	h100 := gpu(t, "h100-sxm")
+	w := workload.FixedClosed(8192, 2, 2)
+	base, _ := DefaultCoeffs().Family("vllm")
+	base.Burst, base.Alpha0 = 0, 0
+	ttft := func(queue float64) float64 {
+		co := base
+		co.Queue = queue
+		c, err := Compile(h100, VLLM, Options{}, &w, &co)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := c.Price(llama8B())
+		if !p.Fits {
+			t.Fatal("does not fit")
+		}
+		return p.TTFT
+	}
+	t0, t10 := ttft(0), ttft(10)
+	if t10 <= t0 {
+		t.Fatalf("queue scale 10 adds no wait: %.4f vs %.4f", t10, t0)
+	}
+	// Wait ≤ Queue × ½ × own prefill time, and own prefill time < t0.
+	if t10-t0 > 10*0.5*t0 {
+		t.Errorf("two clients wait %.4f s behind one prompt whose prefill takes < %.4f s", t10-t0, t0)
+	}
+}

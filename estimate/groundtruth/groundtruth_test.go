@@ -62,6 +62,40 @@ func TestReadUser(t *testing.T) {
 	}
 }
 
+// TestReadAICProvenanceRules checks the two provenance rules of the silicon
+// sample's README: wip=True runs and several-replica runs (client
+// concurrency ≠ batch_size) are skipped and counted; other rows are kept
+// with batch_size as the concurrency.
+func TestReadAICProvenanceRules(t *testing.T) {
+	head := "id,silicon_data_source,backend,backend_version,model_path,system,precision,mode,isl,osl,gemm_quant_mode,moe_quant_mode,batch_size,tp_size,pp_size,attention_dp_size,silicon_ttft_ms,silicon_tpot_ms\n"
+	row := func(src string, batch int) string {
+		return fmt.Sprintf("r,%q,vllm,0.12.0,meta-llama/Llama-3.1-8B,h100_sxm,bf16,agg,1024,128,,,%d,1,1,1,80,9\n", src, batch)
+	}
+	in := head +
+		row("db-dump/2026-04-27; silicon_concurrency=16; measured=2026-04-17", 16) +
+		row("source_file=x.csv; silicon_concurrency=16; wip=True", 16) +
+		row("source_file=x.csv; silicon_concurrency=64", 16) +
+		row("source_file=x.csv", 8) // no silicon_concurrency: batch_size is used
+	sk := Skipped{}
+	rows, err := ReadAIC(strings.NewReader(in), "aic.csv", sk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || rows[0].Concurrency != 16 || rows[1].Concurrency != 8 {
+		t.Fatalf("rows %+v", rows)
+	}
+	if sk["marked wip=True (aic)"] != 1 || sk["client concurrency is not batch_size: several replicas (aic)"] != 1 {
+		t.Fatalf("skipped %v", sk)
+	}
+	// A key must match a whole item, not a prefix or a value.
+	if hasItem("a=1; wip=Truely", "wip=True") || !hasItem(" wip=True ;b", "wip=True") {
+		t.Error("hasItem matches partial items")
+	}
+	if v, ok := itemValue("x_silicon_concurrency=3; silicon_concurrency=5", "silicon_concurrency"); !ok || v != "5" {
+		t.Errorf("itemValue = %q, %v", v, ok)
+	}
+}
+
 func TestLoadShared(t *testing.T) {
 	dir := shareddata.Require(t, "groundtruth")
 	rows, sk, err := LoadShared(dir)
