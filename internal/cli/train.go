@@ -35,6 +35,11 @@ Austen's novels unpacked by scripts/fetch-assets.sh (under --assets) and uses
 their deterministic train/validation split (package corpus); --data FILE...
 trains on UTF-8 text files (with --val FILE... for evaluation). Documents are
 separated by <|endoftext|> and packed into rows of --seq-len+1 tokens.
+Pre-tokenized token-id files (tokenizer.ReadIDs text or binary form; chosen
+by --ids, a .ids extension or the binary magic) are accepted for --data and
+--val too: each id sequence is one document. They need --tokenizer, the
+tokenizer.json the ids were made with (it sizes the vocabulary and is saved
+with the model).
 
 Tokenizer: --tokenizer PATH reuses a tokenizer.json written by this command;
 otherwise a byte-level BPE with --bpe-merges merges is trained on the training
@@ -66,9 +71,10 @@ The embedded parent model (package parent) is reproduced by:
 				seed       = fs.Uint64("seed", 1, "seed for the initial weights and the data order")
 				partial    = fs.Bool("save-partial", false, "with --stop-at: also save the model as it is when stopping")
 				o          train.Options
+				idsFlag    = fs.Bool("ids", false, "the --data and --val files hold token ids (needs --tokenizer)")
 				dataFlag   importanceFiles
 			)
-			fs.Var(&dataFlag, "data", "training text `files` (repeatable or comma-separated; positional arguments too)")
+			fs.Var(&dataFlag, "data", "training text or token-id `files` (repeatable or comma-separated; positional arguments too)")
 			fs.IntVar(&o.Steps, "steps", 1000, "optimiser steps")
 			fs.IntVar(&o.Batch, "batch", 16, "sequences per step")
 			fs.IntVar(&o.SeqLen, "seq-len", 128, "tokens per sequence")
@@ -112,21 +118,41 @@ The embedded parent model (package parent) is reproduced by:
 					return &UsageError{Msg: err.Error()}
 				}
 
+				// Pre-tokenized data: every file must be token ids, or none.
+				var valPaths []string
+				if *valFiles != "" {
+					valPaths = strings.Split(*valFiles, ",")
+				}
+				useIDs := false
+				if *corpusName == "" {
+					var err error
+					if useIDs, err = trainDataIsIDs(append(append([]string{}, data...), valPaths...), *idsFlag); err != nil {
+						return err
+					}
+				}
+				if useIDs && *tokPath == "" {
+					return Usagef("token-id data needs --tokenizer: the tokenizer.json the ids were made with (it sizes the vocabulary and is saved with the model)")
+				}
+				if *idsFlag && *corpusName != "" {
+					return Usagef("--ids applies to --data files, not to --corpus builtin")
+				}
+
 				// Documents.
 				var trainDocs, valDocs []corpus.Document
+				var trainIDs, valIDs [][]int32 // with useIDs: read once the tokenizer is known
 				if *corpusName == "builtin" {
 					docs, err := corpus.All(*assets)
 					if err != nil {
 						return err
 					}
 					trainDocs, valDocs = corpus.Split(docs, corpus.Train), corpus.Split(docs, corpus.Validation)
-				} else {
+				} else if !useIDs {
 					var err error
 					if trainDocs, err = trainReadDocs(data); err != nil {
 						return err
 					}
-					if *valFiles != "" {
-						if valDocs, err = trainReadDocs(strings.Split(*valFiles, ",")); err != nil {
+					if len(valPaths) > 0 {
+						if valDocs, err = trainReadDocs(valPaths); err != nil {
 							return err
 						}
 					}
@@ -156,18 +182,38 @@ The embedded parent model (package parent) is reproduced by:
 				if !ok {
 					return fmt.Errorf("tokenizer has no %s token", train.EndOfText)
 				}
-				trainRows, trainBytes, err := train.Rows(tok, trainDocs, eot, o.SeqLen)
-				if err != nil {
-					return err
-				}
-				var valRows [][]int32
-				if len(valDocs) > 0 {
-					if valRows, _, err = train.Rows(tok, valDocs, eot, o.SeqLen); err != nil {
+				var trainRows, valRows [][]int32
+				var err error
+				if useIDs {
+					if trainIDs, err = trainReadIDs(data, tok.VocabSize()); err != nil {
 						return err
 					}
+					if valIDs, err = trainReadIDs(valPaths, tok.VocabSize()); err != nil {
+						return err
+					}
+					if trainRows, err = trainPackIDs(trainIDs, eot, o.SeqLen); err != nil {
+						return err
+					}
+					if len(valIDs) > 0 {
+						if valRows, err = trainPackIDs(valIDs, eot, o.SeqLen); err != nil {
+							return err
+						}
+					}
+					fmt.Fprintf(env.Stderr, "data: %d training rows (%d tokens, pre-tokenized), %d validation rows of %d tokens\n",
+						len(trainRows), len(trainRows)*o.SeqLen, len(valRows), o.SeqLen)
+				} else {
+					var trainBytes int
+					if trainRows, trainBytes, err = train.Rows(tok, trainDocs, eot, o.SeqLen); err != nil {
+						return err
+					}
+					if len(valDocs) > 0 {
+						if valRows, _, err = train.Rows(tok, valDocs, eot, o.SeqLen); err != nil {
+							return err
+						}
+					}
+					fmt.Fprintf(env.Stderr, "data: %d training rows (%d tokens, %.2f bytes/token), %d validation rows of %d tokens\n",
+						len(trainRows), len(trainRows)*o.SeqLen, float64(trainBytes)/float64(len(trainRows)*o.SeqLen), len(valRows), o.SeqLen)
 				}
-				fmt.Fprintf(env.Stderr, "data: %d training rows (%d tokens, %.2f bytes/token), %d validation rows of %d tokens\n",
-					len(trainRows), len(trainRows)*o.SeqLen, float64(trainBytes)/float64(len(trainRows)*o.SeqLen), len(valRows), o.SeqLen)
 
 				// Model.
 				var arch *architecture.Model
@@ -250,6 +296,49 @@ func trainReadDocs(paths []string) ([]corpus.Document, error) {
 		docs = append(docs, d)
 	}
 	return docs, nil
+}
+
+// trainDataIsIDs tells whether the data files hold token ids (--ids, a .ids
+// extension or the binary magic); a mix of id and text files is refused.
+func trainDataIsIDs(paths []string, flagged bool) (bool, error) {
+	if flagged || len(paths) == 0 {
+		return flagged, nil
+	}
+	first := evalIsIDs(paths[0], false)
+	for _, p := range paths[1:] {
+		if evalIsIDs(p, false) != first {
+			return false, Usagef("%s and %s: give either text files or token-id files, not both (or --ids to read all as ids)", paths[0], p)
+		}
+	}
+	return first, nil
+}
+
+// trainReadIDs reads token-id files; each sequence is one document. Ids
+// must lie in [0, vocab).
+func trainReadIDs(paths []string, vocab int) ([][]int32, error) {
+	var seqs [][]int32
+	for _, p := range paths {
+		s, err := tokenizer.ReadIDsFile(p)
+		if err != nil {
+			return nil, err
+		}
+		if err := tokenizer.CheckIDs(s, vocab); err != nil {
+			return nil, fmt.Errorf("%s: %w (are these ids for the --tokenizer given?)", p, err)
+		}
+		for _, q := range s {
+			seqs = append(seqs, importanceInt32(q))
+		}
+	}
+	return seqs, nil
+}
+
+// trainPackIDs packs id documents, separated by sep, into rows of seqLen+1.
+func trainPackIDs(seqs [][]int32, sep int32, seqLen int) ([][]int32, error) {
+	rows := corpus.Pack(seqs, sep, seqLen)
+	if len(rows) == 0 && len(seqs) > 0 {
+		return nil, fmt.Errorf("train: %d id sequences give fewer than %d tokens, not one row of --seq-len+1: give more data or a smaller --seq-len", len(seqs), seqLen+1)
+	}
+	return rows, nil
 }
 
 // trainSaveHF writes the model, tokenizer.json and generation_config.json to dir,

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/autocompress/autocompress/corpus"
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/tokenizer"
 )
@@ -102,6 +104,100 @@ func TestTrainCommandUsage(t *testing.T) {
 	}
 	for _, tc := range tests {
 		code, _, errs := evalRun(tc.args...)
+		if code != tc.code || !strings.Contains(errs, tc.msg) {
+			t.Errorf("%v: exit %d (want %d), stderr %q, want %q", tc.args, code, tc.code, errs, tc.msg)
+		}
+	}
+}
+
+// TestTrainCommandTokenIDs trains on the same data as text and as token ids
+// (text and binary id files) with the same tokenizer and seed: the packed
+// rows are the same, so the trained weights must be bit-identical.
+func TestTrainCommandTokenIDs(t *testing.T) {
+	cfg := evalWrite(t, "config.json", []byte(trainConfig))
+	text := strings.Repeat(evalText+"\n\n", 4)
+	data := evalWrite(t, "train.txt", []byte(text))
+	val := evalWrite(t, "val.txt", []byte(evalText))
+	dir := t.TempDir()
+	base := []string{"train", "--config", cfg, "--steps", "4", "--batch", "2", "--seq-len", "16", "--lr", "1e-2",
+		"--eval-every", "2", "--log-every", "2", "--dtype", "F32", "--json"}
+	run := func(out string, extra ...string) *engine.Model {
+		t.Helper()
+		code, _, errs := evalRun(append(append(append([]string{}, base...), "--out", out), extra...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", extra, code, errs)
+		}
+		m, err := engine.Load(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	// Text, training its own tokenizer; then text again with that tokenizer.
+	first := filepath.Join(dir, "first")
+	run(first, "--bpe-merges", "60", "--val", val, data)
+	tokPath := filepath.Join(first, "tokenizer.json")
+	fromText := run(filepath.Join(dir, "text"), "--tokenizer", tokPath, "--val", val, data)
+
+	// The same documents as ids, encoded by the saved tokenizer.
+	tok, err := tokenizer.ReadTrainedBPE(tokPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	encode := func(path string) [][]int {
+		doc, err := corpus.ReadText(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []int
+		for _, id := range tok.Encode(doc.Text) {
+			ids = append(ids, int(id))
+		}
+		return [][]int{ids}
+	}
+	write := func(name string, seqs [][]int, binary bool) string {
+		var b bytes.Buffer
+		w := tokenizer.WriteIDs
+		if binary {
+			w = tokenizer.WriteIDsBinary
+		}
+		if err := w(&b, seqs); err != nil {
+			t.Fatal(err)
+		}
+		return evalWrite(t, name, b.Bytes())
+	}
+	trainIDs, valIDs := encode(data), encode(val)
+	for _, tc := range []struct {
+		name  string
+		extra []string
+	}{
+		{"text-ids", []string{"--val", write("val.ids", valIDs, false), write("train.ids", trainIDs, false)}},
+		{"binary-ids", []string{"--val", write("val.bin", valIDs, true), "--data", write("train.bin", trainIDs, true)}},
+		{"flagged", []string{"--ids", "--val", write("val.tok", valIDs, false), write("train.tok", trainIDs, false)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := run(filepath.Join(dir, tc.name), append([]string{"--tokenizer", tokPath}, tc.extra...)...)
+			if !slices.Equal(m.Params(), fromText.Params()) {
+				t.Fatal("weights trained on token ids differ from those trained on the same text")
+			}
+		})
+	}
+
+	// Errors a user can fix.
+	idsFile := write("x.ids", trainIDs, false)
+	bad := write("bad.ids", [][]int{{1, 2, 100000}}, false)
+	tests := []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"--out", filepath.Join(dir, "e1"), idsFile}, 2, "token-id data needs --tokenizer"},
+		{[]string{"--out", filepath.Join(dir, "e2"), "--tokenizer", tokPath, idsFile, data}, 2, "not both"},
+		{[]string{"--out", filepath.Join(dir, "e3"), "--tokenizer", tokPath, bad}, 1, "are these ids for the --tokenizer"},
+		{[]string{"--out", filepath.Join(dir, "e4"), "--tokenizer", tokPath, "--seq-len", "60", write("short.ids", [][]int{{1, 2, 3}}, false)}, 1, "give more data"},
+	}
+	for _, tc := range tests {
+		code, _, errs := evalRun(append(append([]string{}, base...), tc.args...)...)
 		if code != tc.code || !strings.Contains(errs, tc.msg) {
 			t.Errorf("%v: exit %d (want %d), stderr %q, want %q", tc.args, code, tc.code, errs, tc.msg)
 		}
