@@ -115,11 +115,11 @@ func TestTrainCommandUsage(t *testing.T) {
 // rows are the same, so the trained weights must be bit-identical.
 func TestTrainCommandTokenIDs(t *testing.T) {
 	cfg := evalWrite(t, "config.json", []byte(trainConfig))
-	text := strings.Repeat(evalText+"\n\n", 4)
-	data := evalWrite(t, "train.txt", []byte(text))
+	data := evalWrite(t, "train.txt", []byte(evalText))
+	data2 := evalWrite(t, "train2.txt", []byte("A short first document."))
 	val := evalWrite(t, "val.txt", []byte(evalText))
 	dir := t.TempDir()
-	base := []string{"train", "--config", cfg, "--steps", "4", "--batch", "2", "--seq-len", "16", "--lr", "1e-2",
+	base := []string{"train", "--config", cfg, "--steps", "8", "--batch", "2", "--seq-len", "16", "--lr", "1e-2",
 		"--eval-every", "2", "--log-every", "2", "--dtype", "F32", "--json"}
 	run := func(out string, extra ...string) *engine.Model {
 		t.Helper()
@@ -135,25 +135,30 @@ func TestTrainCommandTokenIDs(t *testing.T) {
 	}
 	// Text, training its own tokenizer; then text again with that tokenizer.
 	first := filepath.Join(dir, "first")
-	run(first, "--bpe-merges", "60", "--val", val, data)
+	run(first, "--bpe-merges", "60", "--val", val, data2, data)
 	tokPath := filepath.Join(first, "tokenizer.json")
-	fromText := run(filepath.Join(dir, "text"), "--tokenizer", tokPath, "--val", val, data)
+	fromText := run(filepath.Join(dir, "text"), "--tokenizer", tokPath, "--val", val, data2, data)
 
 	// The same documents as ids, encoded by the saved tokenizer.
 	tok, err := tokenizer.ReadTrainedBPE(tokPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	encode := func(path string) [][]int {
-		doc, err := corpus.ReadText(path)
-		if err != nil {
-			t.Fatal(err)
+	// One id sequence per document (file).
+	encode := func(paths ...string) [][]int {
+		var seqs [][]int
+		for _, p := range paths {
+			doc, err := corpus.ReadText(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []int
+			for _, id := range tok.Encode(doc.Text) {
+				ids = append(ids, int(id))
+			}
+			seqs = append(seqs, ids)
 		}
-		var ids []int
-		for _, id := range tok.Encode(doc.Text) {
-			ids = append(ids, int(id))
-		}
-		return [][]int{ids}
+		return seqs
 	}
 	write := func(name string, seqs [][]int, binary bool) string {
 		var b bytes.Buffer
@@ -166,7 +171,7 @@ func TestTrainCommandTokenIDs(t *testing.T) {
 		}
 		return evalWrite(t, name, b.Bytes())
 	}
-	trainIDs, valIDs := encode(data), encode(val)
+	trainIDs, valIDs := encode(data2, data), encode(val)
 	for _, tc := range []struct {
 		name  string
 		extra []string
