@@ -28,6 +28,29 @@ func (m *Model) NewCache(capacity int) *Cache {
 	return c
 }
 
+// fits tells whether the cache's buffers can hold capacity tokens of m.
+func (c *Cache) fits(m *Model, capacity int) bool {
+	if len(c.k) != len(m.dims) {
+		return false
+	}
+	for l, d := range m.dims {
+		if d.attn && cap(c.k[l]) < capacity*d.kd {
+			return false
+		}
+	}
+	return true
+}
+
+// resize empties the cache and sets its capacity (buffers must fit).
+func (c *Cache) resize(m *Model, capacity int) {
+	c.n, c.cap = 0, capacity
+	for l, d := range m.dims {
+		if d.attn {
+			c.k[l], c.v[l] = c.k[l][:capacity*d.kd], c.v[l][:capacity*d.kd]
+		}
+	}
+}
+
 // Len returns the number of tokens in the cache.
 func (c *Cache) Len() int { return c.n }
 
@@ -53,6 +76,18 @@ type stepBufs struct {
 	rstd, qrstd    []float32
 	gate, up, h    []float32
 	logits         []float32
+	// Per-step bookkeeping, reused.
+	flat          []int32
+	rowPos, start []int
+	rows          []int
+	out           [][]float32
+}
+
+func growInt(b []int, n int) []int {
+	if cap(b) < n {
+		return make([]int, n)
+	}
+	return b[:n]
 }
 
 func grow(b []float32, n int) []float32 {
@@ -89,10 +124,14 @@ func (m *Model) Step(caches []*Cache, tokens [][]int32, all bool) ([][]float32, 
 		}
 		R += len(ts)
 	}
-	// Row r belongs to sequence rowSeq[r] at position rowPos[r].
-	flat := make([]int32, 0, R)
-	rowPos := make([]int, 0, R)
-	start := make([]int, len(tokens)+1)
+	if m.step == nil {
+		m.step = &stepBufs{}
+	}
+	b := m.step
+	// Row r is at position rowPos[r] of its sequence; sequence i has rows
+	// start[i]..start[i+1]-1.
+	flat, rowPos := b.flat[:0], b.rowPos[:0]
+	start := growInt(b.start, len(tokens)+1)
 	for i, ts := range tokens {
 		start[i] = len(flat)
 		flat = append(flat, ts...)
@@ -101,10 +140,7 @@ func (m *Model) Step(caches []*Cache, tokens [][]int32, all bool) ([][]float32, 
 		}
 	}
 	start[len(tokens)] = R
-	if m.step == nil {
-		m.step = &stepBufs{}
-	}
-	b := m.step
+	b.flat, b.rowPos, b.start = flat, rowPos, start
 	H, V := m.arch.Hidden, m.arch.Vocab
 	b.x = grow(b.x, R*H)
 	b.ln = grow(b.ln, R*H)
@@ -163,17 +199,17 @@ func (m *Model) Step(caches []*Cache, tokens [][]int32, all bool) ([][]float32, 
 		c.n += start[i+1] - start[i]
 	}
 	// Final norm and LM head on the rows whose logits are wanted.
-	var rows []int
+	rows := b.rows[:0]
 	if all {
-		rows = make([]int, R)
-		for r := range rows {
-			rows[r] = r
+		for r := range R {
+			rows = append(rows, r)
 		}
 	} else {
 		for i := range tokens {
 			rows = append(rows, start[i+1]-1)
 		}
 	}
+	b.rows = rows
 	sel := b.ln[:len(rows)*H]
 	for j, r := range rows {
 		copy(sel[j*H:(j+1)*H], b.x[r*H:(r+1)*H])
@@ -181,7 +217,10 @@ func (m *Model) Step(caches []*Cache, tokens [][]int32, all bool) ([][]float32, 
 	rmsnormForward(sel, b.rstd, sel, m.p.norm, len(rows), H, m.eps)
 	b.logits = grow(b.logits, len(rows)*V)
 	linearForward(b.logits, sel, m.p.head, nil, len(rows), H, V)
-	out := make([][]float32, len(tokens))
+	if cap(b.out) < len(tokens) {
+		b.out = make([][]float32, len(tokens))
+	}
+	out := b.out[:len(tokens)]
 	for i := range tokens {
 		if all {
 			out[i] = b.logits[start[i]*V : start[i+1]*V]
@@ -202,7 +241,8 @@ func cachedAttention(ao, q []float32, caches []*Cache, l int, start []int, d lay
 	group := d.heads / d.kvH
 	s := attnShape{heads: d.heads, kvH: d.kvH, hd: d.hd, window: d.window}
 	parallelFor(len(caches)*d.heads, 1, func(lo, hi int) {
-		var P []float32
+		buf := getScratch(0)
+		defer putScratch(buf)
 		for task := lo; task < hi; task++ {
 			seq, h := task/d.heads, task%d.heads
 			c := caches[seq]
@@ -213,7 +253,8 @@ func cachedAttention(ao, q []float32, caches []*Cache, l int, start []int, d lay
 			k0 := s.keyStart(past) // keys before k0 are outside every row's window
 			nk := total - k0
 			qo := start[seq]*d.qd + h*d.hd
-			P = grow(P, n*nk)
+			*buf = grow(*buf, n*nk)
+			P := *buf
 			blas.SgemmSerial(false, true, n, nk, d.hd, scale, q[qo:], d.qd, c.k[l][k0*d.kd+g*d.hd:], d.kd, 0, P, nk)
 			for r := 0; r < n; r++ {
 				softmaxRow(P[r*nk:(r+1)*nk], past+r-k0, s)

@@ -303,7 +303,9 @@ func attentionForward(out, q, k, v []float32, s attnShape) {
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	// One task per (batch row, head), each on one core.
 	parallelFor(s.B*s.heads, 1, func(lo, hi int) {
-		P := make([]float32, attnBlock*T)
+		buf := getScratch(attnBlock * T)
+		defer putScratch(buf)
+		P := *buf
 		for task := lo; task < hi; task++ {
 			b, h := task/s.heads, task%s.heads
 			g := h / group
@@ -326,8 +328,10 @@ func attentionBackward(dq, dk, dv, dout, q, k, v []float32, s attnShape) {
 	// One task per (batch row, kv head): the query heads of a group add
 	// into the same dK, dV, so they run in sequence within the task.
 	parallelFor(s.B*s.kvH, 1, func(lo, hi int) {
-		P := make([]float32, attnBlock*T)
-		dP := make([]float32, attnBlock*T)
+		pb, dpb := getScratch(attnBlock*T), getScratch(attnBlock*T)
+		defer putScratch(pb)
+		defer putScratch(dpb)
+		P, dP := *pb, *dpb
 		for task := lo; task < hi; task++ {
 			b, g := task/s.kvH, task%s.kvH
 			for h := g * group; h < (g+1)*group; h++ {
@@ -366,7 +370,9 @@ func attentionBackward(dq, dk, dv, dout, q, k, v []float32, s attnShape) {
 func crossEntropyForward(lse, logits []float32, targets []int32, N, V int) (sum float64, count int) {
 	partial := make([]float64, N)
 	parallelFor(N, 4, func(lo, hi int) {
-		tmp := make([]float32, V)
+		buf := getScratch(V)
+		defer putScratch(buf)
+		tmp := *buf
 		for i := lo; i < hi; i++ {
 			t := targets[i]
 			if t < 0 {

@@ -27,9 +27,11 @@ type Model struct {
 	observer Observer
 	skip     []bool
 
-	a         *acts
-	step      *stepBufs
-	inference bool
+	a    *acts
+	step *stepBufs
+	// freeCaches are KV caches of finished Serve requests, for reuse.
+	freeCaches []*Cache
+	inference  bool
 }
 
 // New builds a model of architecture arch with random weights: matrices and

@@ -104,6 +104,14 @@ func (m *Model) Serve(ctx context.Context, reqs []ServeRequest, opt ServeOptions
 	now := func() float64 { return time.Since(start).Seconds() }
 	var active []*serveSeq
 	var kv int64
+	// Reused across steps, so that the loop does not allocate (garbage
+	// collection during a run is timing noise): the step's lists, and the
+	// KV caches of finished requests (kept by the model for later runs
+	// too), resliced for the next request.
+	var caches []*Cache
+	var toks [][]int32
+	var seqs []*serveSeq
+	free := &m.freeCaches
 	clients := opt.Concurrency
 	for done := 0; done < len(reqs); {
 		if err := ctx.Err(); err != nil {
@@ -126,7 +134,7 @@ func (m *Model) Serve(ctx context.Context, reqs []ServeRequest, opt ServeOptions
 				}
 			}
 			r := reqs[i]
-			s := &serveSeq{req: i, cache: m.NewCache(len(r.Prompt) + r.Output)}
+			s := &serveSeq{req: i, cache: m.reuseCache(free, len(r.Prompt)+r.Output), tokens: make([]int32, 0, r.Output)}
 			kv += s.cache.Bytes()
 			st.PeakKVBytes = max(st.PeakKVBytes, kv)
 			st.Requests[i] = RequestStats{Input: len(r.Prompt), Output: r.Output, Arrival: arrival, Start: now()}
@@ -139,9 +147,7 @@ func (m *Model) Serve(ctx context.Context, reqs []ServeRequest, opt ServeOptions
 			continue
 		}
 		// Build the step: decoders first, then prompt chunks within budget.
-		var caches []*Cache
-		var toks [][]int32
-		var seqs []*serveSeq
+		caches, toks, seqs = caches[:0], toks[:0], seqs[:0]
 		left := budget
 		for _, s := range active {
 			r := reqs[s.req]
@@ -191,6 +197,8 @@ func (m *Model) Serve(ctx context.Context, reqs []ServeRequest, opt ServeOptions
 			}
 			rs.Tokens = s.tokens
 			kv -= s.cache.Bytes()
+			*free = append(*free, s.cache)
+			s.cache = nil
 			st.InputTokens += rs.Input
 			st.OutputTokens += rs.Output
 			done++
@@ -203,4 +211,21 @@ func (m *Model) Serve(ctx context.Context, reqs []ServeRequest, opt ServeOptions
 	st.Wall = now()
 	st.CPUSeconds = processCPUSeconds() - cpu0
 	return st, nil
+}
+
+// reuseCache returns an empty cache for capacity tokens, taking the first
+// cache in *free whose memory suffices (removed from *free) or making one.
+// A reused cache is resliced to capacity, so Bytes reports what the request
+// needs, not what the buffer once held.
+func (m *Model) reuseCache(free *[]*Cache, capacity int) *Cache {
+	for i, c := range *free {
+		if c.fits(m, capacity) {
+			last := len(*free) - 1
+			(*free)[i] = (*free)[last]
+			*free = (*free)[:last]
+			c.resize(m, capacity)
+			return c
+		}
+	}
+	return m.NewCache(capacity)
 }

@@ -66,9 +66,42 @@ const (
 )
 
 var (
-	bPool = sync.Pool{New: func() any { b := make([]float32, nc*kc); return &b }}
-	aPool = sync.Pool{New: func() any { a := make([]float32, mc*kc); return &a }}
+	bPool = bufList{size: nc * kc}
+	aPool = bufList{size: mc * kc}
 )
+
+// bufList keeps packing buffers of one size for reuse. Unlike a sync.Pool it
+// is not emptied by garbage collection, so a long run (training, a serving
+// benchmark) does not reallocate megabytes of packing buffers after every
+// GC cycle — which would itself trigger the next cycle.
+type bufList struct {
+	mu   sync.Mutex
+	size int
+	free []*[]float32
+}
+
+// Get returns a buffer of size float32s (contents undefined).
+func (l *bufList) Get() *[]float32 {
+	l.mu.Lock()
+	if n := len(l.free); n > 0 {
+		b := l.free[n-1]
+		l.free = l.free[:n-1]
+		l.mu.Unlock()
+		return b
+	}
+	l.mu.Unlock()
+	b := make([]float32, l.size)
+	return &b
+}
+
+// Put gives a buffer back; at most 64 are kept.
+func (l *bufList) Put(b *[]float32) {
+	l.mu.Lock()
+	if len(l.free) < 64 {
+		l.free = append(l.free, b)
+	}
+	l.mu.Unlock()
+}
 
 func goSgemm(threads int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	if m <= smallM {
@@ -83,7 +116,7 @@ func goSgemm(threads int, transA, transB bool, m, n, k int, alpha float32, a []f
 	if m*n*k <= serialWork {
 		threads = 1
 	}
-	pb := bPool.Get().(*[]float32)
+	pb := bPool.Get()
 	defer bPool.Put(pb)
 	for j0 := 0; j0 < n; j0 += nc {
 		nn := min(nc, n-j0)
@@ -99,7 +132,7 @@ func goSgemm(threads int, transA, transB bool, m, n, k int, alpha float32, a []f
 			// Row blocks of A.
 			blocks := (m + mc - 1) / mc
 			parallel(threads, blocks, func(lo, hi int) {
-				pa := aPool.Get().(*[]float32)
+				pa := aPool.Get()
 				defer aPool.Put(pa)
 				for blk := lo; blk < hi; blk++ {
 					i0 := blk * mc

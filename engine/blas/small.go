@@ -42,7 +42,8 @@ func axpy(alpha float32, x, y []float32) {
 // splitting the columns of C across threads.
 func smallSgemm(threads int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	// Rows of op(A), contiguous.
-	rows := make([][]float32, m)
+	var rowBuf [smallM][]float32 // on the stack: no allocation per call
+	rows := rowBuf[:m]
 	for i := range rows {
 		if !transA {
 			rows[i] = a[i*lda : i*lda+k]
@@ -59,66 +60,76 @@ func smallSgemm(threads int, transA, transB bool, m, n, k int, alpha float32, a 
 	if m*n*k <= serialWork {
 		threads = 1
 	}
+	if threads <= 1 || blocks <= 1 {
+		smallCols(transB, rows, 0, n, k, alpha, b, ldb, beta, c, ldc)
+		return
+	}
+	rs := append([][]float32(nil), rows...) // shared with the goroutines
 	parallel(threads, blocks, func(lo, hi int) {
-		j0, j1 := lo*chunk, min(hi*chunk, n)
-		if transB {
-			// Each row of B is read once (and stays in L1) for all m rows;
-			// with AVX2 four rows of B go through one pass over a row of A.
-			j := j0
-			if useAsm && k >= 8 {
-				var out [4]float32
-				head := k &^ 7
-				for ; j+4 <= j1; j += 4 {
-					b0, b1 := b[j*ldb:j*ldb+k], b[(j+1)*ldb:(j+1)*ldb+k]
-					b2, b3 := b[(j+2)*ldb:(j+2)*ldb+k], b[(j+3)*ldb:(j+3)*ldb+k]
-					for i, ar := range rows {
-						avx2.Dot4(&ar[0], &b0[0], &b1[0], &b2[0], &b3[0], head, &out[0])
-						for p := head; p < k; p++ {
-							out[0] += ar[p] * b0[p]
-							out[1] += ar[p] * b1[p]
-							out[2] += ar[p] * b2[p]
-							out[3] += ar[p] * b3[p]
-						}
-						cr := c[i*ldc+j : i*ldc+j+4 : i*ldc+j+4]
-						for q, d := range out {
-							if beta == 0 {
-								cr[q] = alpha * d
-							} else {
-								cr[q] = beta*cr[q] + alpha*d
-							}
-						}
-					}
-				}
-			}
-			for ; j < j1; j++ {
-				brow := b[j*ldb : j*ldb+k]
-				for i, ar := range rows {
-					d := alpha * dot(ar, brow)
-					if beta == 0 {
-						c[i*ldc+j] = d
-					} else {
-						c[i*ldc+j] = beta*c[i*ldc+j] + d
-					}
-				}
-			}
-			return
-		}
-		for i, ar := range rows {
-			crow := c[i*ldc+j0 : i*ldc+j1]
-			switch beta {
-			case 0:
-				clear(crow)
-			case 1:
-			default:
-				for j := range crow {
-					crow[j] *= beta
-				}
-			}
-			for p, av := range ar {
-				if av != 0 {
-					axpy(alpha*av, b[p*ldb+j0:p*ldb+j1], crow)
-				}
-			}
-		}
+		smallCols(transB, rs, lo*chunk, min(hi*chunk, n), k, alpha, b, ldb, beta, c, ldc)
 	})
+}
+
+// smallCols computes columns j0..j1-1 of C = alpha·A·op(B) + beta·C for the
+// rows of A given.
+func smallCols(transB bool, rows [][]float32, j0, j1, k int, alpha float32, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if transB {
+		// Each row of B is read once (and stays in L1) for all m rows;
+		// with AVX2 four rows of B go through one pass over a row of A.
+		j := j0
+		if useAsm && k >= 8 {
+			var out [4]float32
+			head := k &^ 7
+			for ; j+4 <= j1; j += 4 {
+				b0, b1 := b[j*ldb:j*ldb+k], b[(j+1)*ldb:(j+1)*ldb+k]
+				b2, b3 := b[(j+2)*ldb:(j+2)*ldb+k], b[(j+3)*ldb:(j+3)*ldb+k]
+				for i, ar := range rows {
+					avx2.Dot4(&ar[0], &b0[0], &b1[0], &b2[0], &b3[0], head, &out[0])
+					for p := head; p < k; p++ {
+						out[0] += ar[p] * b0[p]
+						out[1] += ar[p] * b1[p]
+						out[2] += ar[p] * b2[p]
+						out[3] += ar[p] * b3[p]
+					}
+					cr := c[i*ldc+j : i*ldc+j+4 : i*ldc+j+4]
+					for q, d := range out {
+						if beta == 0 {
+							cr[q] = alpha * d
+						} else {
+							cr[q] = beta*cr[q] + alpha*d
+						}
+					}
+				}
+			}
+		}
+		for ; j < j1; j++ {
+			brow := b[j*ldb : j*ldb+k]
+			for i, ar := range rows {
+				d := alpha * dot(ar, brow)
+				if beta == 0 {
+					c[i*ldc+j] = d
+				} else {
+					c[i*ldc+j] = beta*c[i*ldc+j] + d
+				}
+			}
+		}
+		return
+	}
+	for i, ar := range rows {
+		crow := c[i*ldc+j0 : i*ldc+j1]
+		switch beta {
+		case 0:
+			clear(crow)
+		case 1:
+		default:
+			for j := range crow {
+				crow[j] *= beta
+			}
+		}
+		for p, av := range ar {
+			if av != 0 {
+				axpy(alpha*av, b[p*ldb+j0:p*ldb+j1], crow)
+			}
+		}
+	}
 }
