@@ -34,6 +34,15 @@ type steadyIn struct {
 	capacity float64 // max concurrent requests that fit (KV and sequence limits)
 	budget   float64 // per-step token budget
 	alpha0   float64
+	// fill marks llama-server's scheduler: each iteration gathers one token
+	// per generating slot and then prompt tokens of every slot processing a
+	// prompt, up to n_batch (budget). Prompts that arrive together share a
+	// step instead of queueing one behind another; they wait only when the
+	// prompt tokens in flight exceed the step's room.
+	fill bool
+	// late marks a closed loop on llama-server: a client's next request
+	// arrives just after the server started its next step (see steady).
+	late bool
 }
 
 // steady is the analytic steady state of a closed loop of conc clients with
@@ -62,8 +71,14 @@ func steady(m *stepModel, in steadyIn) Latency {
 	// one prefill; my decode steps carry the other c−1 requests' prefill
 	// work and decodes, my prefill steps carry my own chunk as well.
 	var b, mine Batch
+	L := np + dec
 	for range 3 {
-		L := np + dec
+		L = np + dec
+		if in.fill {
+			// n_batch bounds the tokens of a step: c requests need
+			// c·(isl+dec) tokens per lifetime of L steps.
+			L = math.Max(L, c*(isl+dec)/in.budget)
+		}
 		b = Batch{
 			Decode:     c * dec / L,
 			Prefill:    c * isl / L,
@@ -112,11 +127,24 @@ func steady(m *stepModel, in steadyIn) Latency {
 	// A closed loop has no more than c−1 other prompts to wait for: the open
 	// M/D/1 form is capped at the others' share of prefill work in flight.
 	qwait := m.co.Queue * math.Min(rho/(2*(1-rho)), (c-1)*rho/2) * np * tauOwn
-	if m.co.Burst > 0 && c > 1 {
+	if in.fill {
+		// llama-server: no M/D/1 queue behind single prompts; a prompt waits
+		// only for n_batch room, the L − dec − np steps a saturated loop
+		// adds to each request (0 when the prompts in flight fit a step).
+		qwait = math.Max(L-dec-np, 0) * m.time(b)
+	} else if m.co.Burst > 0 && c > 1 {
 		one := m.time(Batch{Prefill: isl, PrefillAtt: isl * (isl + 1) / 2, PrefillSeq: 1, PrefillDone: 1}) - m.time(Batch{})
 		qwait += m.co.Burst * (c - 1) / 2 * math.Max(one, 0)
 	}
-	ttft := in.alpha0 + np*tauOwn + 0.5*tau + qwait
+	inFlight := 0.5 * tau // a random arrival waits half the step in flight
+	if in.late {
+		// llama-server starts its next batch as soon as it has sent a
+		// response, so a closed-loop client's next request arrives just
+		// after a step started and waits all of it, unless no other request
+		// keeps the server busy (c = 1).
+		inFlight = math.Min(math.Max(c-1, 0), 1) * tau
+	}
+	ttft := in.alpha0 + np*tauOwn + inFlight + qwait
 	e2e := ttft + dec*tau
 	x := c / e2e // requests per second in service
 	wait := 0.0
@@ -301,7 +329,7 @@ func (c *Compiled) PriceSummary(s *Summary) Price {
 		return p
 	}
 	p.Fits = true
-	m := newStepModel(s, c.hw, &c.r.prec, c.co)
+	m := c.stepModel(s)
 	p.Latency = c.latency(&m, &c.mem)
 	return p
 }
@@ -329,6 +357,7 @@ func (c *Compiled) latency(m *stepModel, mem *MemoryReport) Latency {
 	in := steadyIn{isl: c.isl, osl: c.osl, capacity: c.capacity(mem), budget: float64(c.r.budgetToks), alpha0: c.co.Alpha0}
 	if !c.r.eng.Pool() {
 		in.capacity = math.Min(in.capacity, float64(c.r.maxSeqs))
+		in.fill = true
 	}
 	switch c.mode {
 	case workload.Poisson:
@@ -347,6 +376,7 @@ func (c *Compiled) latency(m *stepModel, mem *MemoryReport) Latency {
 		return l
 	default:
 		in.conc = c.conc
+		in.late = in.fill
 		return steady(m, in)
 	}
 }
@@ -360,7 +390,7 @@ func (c *Compiled) SetCoeffs(co Coeffs) { c.co = co }
 // engine's). It returns the time to the last first token and the total
 // batch latency, in seconds.
 func (c *Compiled) StaticBatch(s *Summary, n, isl, osl, budget int) (ttft, total float64) {
-	m := newStepModel(s, c.hw, &c.r.prec, c.co)
+	m := c.stepModel(s)
 	if budget <= 0 {
 		budget = c.r.budgetToks
 	}

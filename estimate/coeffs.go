@@ -37,6 +37,13 @@ type Coeffs struct {
 	// the clients that arrive with it: Burst × (C−1)/2 × one prompt's prefill
 	// time (1 = every client in lock-step, 0 = perfectly staggered).
 	Burst float64 `json:"burst"`
+	// Quant is the dequantization cost of block-quantized GGUF weights
+	// (q4_0 … q8_0): each graph pass unpacks every weight once, costing
+	// Quant × (linear FLOPs of one token) ÷ peak FLOPS. It is what makes
+	// llama.cpp's bandwidth efficiency quantization-specific (costmodel.md
+	// §5.4) and larger on GPUs with little ALU per byte (Apple). 0 = none.
+	// It is a prior, not fitted: no fitted row uses a quantized GGUF type.
+	Quant float64 `json:"quant,omitempty"`
 
 	// Validation figures written by calibrate: held-out median APE (fractions).
 	ErrTTFT       float64 `json:"err_ttft,omitempty"`

@@ -46,14 +46,33 @@ func (e Engine) Pool() bool { return e == VLLM || e == SGLang || e == TRTLLM }
 
 // Family returns the coefficient family: the engine, plus the backend for
 // llama.cpp ("llamacpp-cuda", "llamacpp-metal", "llamacpp-cpu").
+//
+// llama.cpp on CUDA has two GPU classes (a documented rule, not per-GPU
+// factors): HBM datacenter parts (DatacenterHBM) use "llamacpp-cuda@2024",
+// fitted on Argonne's 2024 runs on A100/H100/GH200, the only llama.cpp
+// measurements on that class (≈62 % of HBM bandwidth plus ≈3 ms per token;
+// costmodel.md §5.4 reports the same class far below consumer cards);
+// consumer and workstation GDDR cards use "llamacpp-cuda", the §5.4 priors
+// of current builds on RTX 4090/3090/4080.
 func (e Engine) Family(hw *hardware.GPU) string {
 	switch e {
 	case LlamaCPP:
+		if hw.Backend == hardware.CUDA && DatacenterHBM(hw) {
+			return "llamacpp-cuda@2024"
+		}
 		return "llamacpp-" + string(hw.Backend)
 	case Native:
 		return "native-" + string(hw.Backend)
 	}
 	return string(e)
+}
+
+// DatacenterHBM reports whether hw is an HBM datacenter GPU: an NVLink
+// module (A100/H100/H200/B200/GH200/GB200 SXM) or a PCIe card with at least
+// 1.9 TB/s and 64 GiB (H100 PCIe, A100 80GB PCIe). GDDR cards (GeForce, L4,
+// L40S, RTX PRO) and unified-memory devices are not.
+func DatacenterHBM(hw *hardware.GPU) bool {
+	return hw.Link == hardware.NVLink || (hw.BandwidthBps >= 1.9e12 && hw.MemoryBytes >= 64<<30)
 }
 
 // Options are the deployment knobs; the zero value means the engine defaults.
@@ -73,8 +92,13 @@ type Options struct {
 	MaxNumSeqs int
 	// MaxBatchedTokens is the per-step token budget (vLLM
 	// max_num_batched_tokens, SGLang chunked_prefill_size, TRT-LLM
-	// max_num_tokens, llama.cpp n_ubatch); 0 = engine default.
+	// max_num_tokens, llama.cpp n_batch: the tokens one llama-server
+	// iteration gathers from all slots); 0 = engine default (llama.cpp 2048).
 	MaxBatchedTokens int
+	// MicroBatch is llama.cpp's n_ubatch: a step of n_batch tokens runs as
+	// ⌈tokens/n_ubatch⌉ graph passes, each streaming the weights once;
+	// 0 = 512. Ignored by the pool engines.
+	MicroBatch int
 	// MemFraction is vLLM gpu_memory_utilization, SGLang mem_fraction_static
 	// or TRT-LLM free_gpu_memory_fraction; 0 = engine default.
 	MemFraction float64
@@ -93,6 +117,7 @@ type resolved struct {
 	maxLen      int
 	maxSeqs     int
 	budgetToks  int
+	ubatch      int // llama.cpp n_ubatch (0 for the pool engines)
 	memFraction float64
 }
 
@@ -178,9 +203,12 @@ func resolve(eng Engine, hw *hardware.GPU, o *Options, maxLen int) (resolved, er
 		r.budgetToks = or(r.budgetToks, 8192)
 		r.memFraction = orf(r.memFraction, 0.9)
 	default:
-		// llama.cpp: -np slots, n_batch 2048 / n_ubatch 512.
+		// llama-server: -np slots, n_batch 2048 tokens gathered per iteration
+		// (one decode token per generating slot, then prompt tokens of the
+		// slots processing prompts), computed in n_ubatch 512 passes.
 		r.maxSeqs = or(r.maxSeqs, 1)
-		r.budgetToks = or(r.budgetToks, 512)
+		r.budgetToks = or(r.budgetToks, 2048)
+		r.ubatch = min(or(o.MicroBatch, ubatchLlama), r.budgetToks)
 		r.memFraction = orf(r.memFraction, 1)
 	}
 	if r.maxSeqs < 1 || r.budgetToks < 1 || r.memFraction <= 0 || r.memFraction > 1 {

@@ -210,7 +210,7 @@ func planMemory(rep *MemoryReport, s *Summary, hw *hardware.GPU, r *resolved, ct
 	default: // llama.cpp, native: exact allocation for slots × ctx
 		n := float64(max(slots, 1))
 		nctx := math.Ceil(n*ctx/256) * 256
-		ub := float64(min(r.budgetToks, ubatchLlama))
+		ub := float64(min(r.budgetToks, or(r.ubatch, ubatchLlama)))
 		compute := ub*float64(s.Vocab)*4 + ub*float64(4*s.Hidden+2*s.MaxFFN)*4 + ub*math.Min(nctx, 4096)*4 + llamaSched
 		out := n * float64(s.Vocab) * 4
 		rep.ActivationBytes = compute

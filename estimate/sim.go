@@ -16,11 +16,15 @@ import (
 // A Simulator reuses its buffers between runs; it is not safe for
 // concurrent use.
 type Simulator struct {
-	reqs  []workload.Request
-	st    []simReq
-	wait  []int32
-	pre   []int32
-	heap  []heapItem
+	reqs []workload.Request
+	st   []simReq
+	wait []int32
+	pre  []int32
+	heap []heapItem
+	// late holds closed-loop requests sent during the step in flight
+	// (simParams.late): late[0] joins the queue after this step, late[1]
+	// after the next one.
+	late  [2][]int32
 	ttft  []float64
 	tpot  []float64
 	e2e   []float64
@@ -48,6 +52,10 @@ type simParams struct {
 	capacity float64 // KV tokens (Inf when unlimited)
 	alpha0   float64
 	stagger  float64 // closed loop: spread of the clients' first requests (s)
+	// late: a client's next request reaches a busy engine after its next
+	// step has started (llama-server's loop starts the next batch as soon as
+	// it has sent the last token), so it waits for that step to end.
+	late bool
 }
 
 // run simulates w and returns the statistics over the measured requests.
@@ -56,16 +64,22 @@ func (sim *Simulator) run(m *stepModel, p simParams, w *workload.Workload) (Late
 	conc := w.Concurrency
 	n := w.Requests()
 	warm := 0
+	total := n // requests sampled: the measured ones plus closed-loop fillers
 	if mode == workload.ClosedLoop {
 		warm = conc
 		n = max(n, warm+max(2*conc, 32))
+		// The clients keep sending until every measured request is done, so
+		// the measured ones never see the loop drain (fewer prompts to share
+		// steps with would bias TTFT and TPOT low); the fillers are not measured.
+		total = n + conc
 	}
-	sim.reqs = w.SampleInto(sim.reqs[:0], n)
-	sim.st = slices.Grow(sim.st[:0], n)[:n]
+	sim.reqs = w.SampleInto(sim.reqs[:0], total)
+	sim.st = slices.Grow(sim.st[:0], total)[:total]
 	for i := range sim.st {
 		sim.st[i] = simReq{arrival: sim.reqs[i].Arrival, first: -1, done: -1}
 	}
 	sim.wait, sim.pre, sim.heap = sim.wait[:0], sim.pre[:0], sim.heap[:0]
+	sim.late[0], sim.late[1] = sim.late[0][:0], sim.late[1][:0]
 	next := 0 // next request not yet arrived
 	initial := 0
 	if mode == workload.ClosedLoop {
@@ -129,6 +143,12 @@ func (sim *Simulator) run(m *stepModel, p simParams, w *workload.Workload) (Late
 			room -= chunk
 		}
 		if b.Decode == 0 && b.Prefill == 0 {
+			if len(sim.late[0])+len(sim.late[1]) > 0 {
+				// An idle engine takes the requests at once.
+				sim.wait = append(append(sim.wait, sim.late[0]...), sim.late[1]...)
+				sim.late[0], sim.late[1] = sim.late[0][:0], sim.late[1][:0]
+				continue
+			}
 			if mode != workload.ClosedLoop && next < n {
 				now = math.Max(now, sim.st[next].arrival)
 				continue
@@ -162,14 +182,16 @@ func (sim *Simulator) run(m *stepModel, p simParams, w *workload.Workload) (Late
 			if out <= 1 {
 				r.done = now
 				kvUsed -= float64(in + out)
-				completed++
+				if int(i) < n {
+					completed++
+				}
 				if completed == warm {
 					tWarm = now
 				}
 				if completed > warm {
 					outAfterWarm += float64(out)
 				}
-				sim.finish(i, mode, &next, n, now)
+				sim.finish(i, mode, &next, total, now, p.late)
 				continue
 			}
 			r.ctx0 = float64(in + 1)
@@ -186,14 +208,22 @@ func (sim *Simulator) run(m *stepModel, p simParams, w *workload.Workload) (Late
 			in, out := sim.reqs[i].Input, sim.reqs[i].Output
 			decodeCtx -= float64(in + out)
 			kvUsed -= float64(in + out)
-			completed++
+			if int(i) < n {
+				completed++
+			}
 			if completed == warm {
 				tWarm = now
 			}
 			if completed > warm {
 				outAfterWarm += float64(out)
 			}
-			sim.finish(i, mode, &next, n, now)
+			sim.finish(i, mode, &next, total, now, p.late)
+		}
+		if p.late {
+			// Requests sent during the previous step have arrived by now; those
+			// sent at the end of this one arrive while the next step runs.
+			sim.wait = append(sim.wait, sim.late[0]...)
+			sim.late[0], sim.late[1] = sim.late[1], sim.late[0][:0]
 		}
 	}
 	sim.steps = int(step)
@@ -257,13 +287,17 @@ func addChunk(b *Batch, offset, chunk float64, last bool) {
 }
 
 // finish hands the client of a closed loop its next request.
-func (sim *Simulator) finish(i int32, mode workload.Mode, next *int, n int, now float64) {
+func (sim *Simulator) finish(i int32, mode workload.Mode, next *int, n int, now float64, late bool) {
 	if mode != workload.ClosedLoop || *next >= n {
 		return
 	}
 	j := *next
 	*next++
 	sim.st[j].arrival = now
+	if late {
+		sim.late[1] = append(sim.late[1], int32(j))
+		return
+	}
 	sim.wait = append(sim.wait, int32(j))
 }
 
@@ -327,7 +361,7 @@ func (c *Compiled) Simulate(sim *Simulator, m *Summary) (Latency, error) {
 		f := c.mem.Fail
 		return Latency{}, &f
 	}
-	sm := newStepModel(m, c.hw, &c.r.prec, c.co)
+	sm := c.stepModel(m)
 	p := simParams{budget: c.r.budgetToks, maxSeqs: c.r.maxSeqs, capacity: c.mem.KVCapacityTokens, alpha0: c.co.Alpha0}
 	if c.mode == workload.ClosedLoop {
 		// Burst is the fitted share of clients moving in lock-step: the
@@ -338,6 +372,7 @@ func (c *Compiled) Simulate(sim *Simulator, m *Summary) (Latency, error) {
 		// llama.cpp: one slot per sequence, each with its own context.
 		p.maxSeqs = min(c.r.maxSeqs, max(c.mem.MaxConcurrency, 1))
 		p.capacity = math.Inf(1)
+		p.late = true
 	}
 	return sim.run(&sm, p, &c.w)
 }

@@ -16,9 +16,18 @@ type stepModel struct {
 	peak     float64 // FLOP/s of the linear layers' compute dtype
 	peakAttn float64 // FLOP/s of attention (BF16)
 	linMul   float64 // Comp × (CompLow for FP8/FP4 GEMMs)
-	bw       float64 // bytes/s
-	link     float64 // bytes/s per direction
-	tp       float64
+	// dequant is the ALU time to unpack block-quantized GGUF weights once
+	// (Quant × linear FLOPs of one token ÷ peak): llama.cpp's matrix-vector
+	// kernels dequantize every weight on each pass, so it is paid per pass,
+	// not per token.
+	dequant float64
+	// ubatch is llama.cpp's n_ubatch: a step of more tokens runs as
+	// ⌈tokens/ubatch⌉ graph passes, each streaming the weights and paying
+	// the per-layer and per-step overheads once; 0 = one pass per step.
+	ubatch float64
+	bw     float64 // bytes/s
+	link   float64 // bytes/s per direction
+	tp     float64
 }
 
 func newStepModel(s *Summary, hw *hardware.GPU, p *Precision, co Coeffs) stepModel {
@@ -30,6 +39,9 @@ func newStepModel(s *Summary, hw *hardware.GPU, p *Precision, co Coeffs) stepMod
 	m.linMul = co.Comp
 	if m.peak > hw.BF16FLOPS {
 		m.linMul *= co.CompLow
+	}
+	if p.GGUF && p.Name != "f16" && co.Quant > 0 && m.peak > 0 {
+		m.dequant = co.Quant * s.LinearFLOPs / m.peak
 	}
 	return m
 }
@@ -73,9 +85,16 @@ func (m *stepModel) terms(b Batch) Terms {
 	// an over-count only for prompts longer than the window) plus decode reads.
 	linear := s.LinearFLOPs*tokens + s.HeadFLOPs*sampled
 	attn := s.ScanFLOPs*b.Prefill + s.AttnFLOPs*(b.PrefillAtt+b.DecodeCtx) + s.SWAFLOPs*(b.PrefillAtt+swaCtx)
+	passes := 1.0
+	if m.ubatch > 0 && tokens > m.ubatch {
+		passes = math.Ceil(tokens / m.ubatch)
+	}
 	var t Terms
 	t.Compute = m.linMul*linear/m.peak + c.Comp*attn/m.peakAttn
-	t.Weights = c.Weight * s.StreamedBytes(tokens) / m.bw
+	if m.dequant > 0 && tokens > 0 {
+		t.Compute += m.dequant * passes
+	}
+	t.Weights = c.Weight * passes * s.StreamedBytes(tokens/passes) / m.bw
 	t.KV = c.KV * (s.KVBytes*b.DecodeCtx + s.SWAKVBytes*swaCtx) / m.bw
 	if b.Decode > 0 && c.Ctx > 0 {
 		mean := b.DecodeCtx / b.Decode
@@ -94,7 +113,18 @@ func (m *stepModel) terms(b Batch) Terms {
 		t.Comm = c.TP*s.ARBytes*tokens*ring/m.link + c.TPLatency*float64(s.AllReduces)
 	}
 	t.Overhead = c.Layer*float64(s.Layers) + c.Step + c.Req*(b.Decode+b.PrefillSeq) + c.MoE*float64(s.MoELayers)
+	if passes > 1 {
+		t.Overhead += (passes - 1) * (c.Layer*float64(s.Layers) + c.Step + c.MoE*float64(s.MoELayers))
+	}
 	return t
 }
 
 func (m *stepModel) time(b Batch) float64 { return m.terms(b).Total() }
+
+// stepModel returns the step model of s under c's GPU, precision,
+// coefficients and (llama.cpp) micro-batch.
+func (c *Compiled) stepModel(s *Summary) stepModel {
+	m := newStepModel(s, c.hw, &c.r.prec, c.co)
+	m.ubatch = float64(c.r.ubatch)
+	return m
+}

@@ -68,7 +68,7 @@ func Prepare(rows []Row, skipped Skipped) []*Prepared {
 			continue
 		}
 		fam := r.Engine.Family(hw)
-		if r.Era != "" {
+		if r.Era != "" && !strings.Contains(fam, "@") {
 			fam += "@" + r.Era
 		}
 		p := &Prepared{Row: r, Family: fam, Group: canonical(r.Model), c: c}
@@ -389,14 +389,16 @@ func FitAll(ctx context.Context, rows []*Prepared, prior *estimate.CoeffFile, ma
 		co.Source = sourcesOf(sub)
 		out.Families[fam] = co
 	}
-	// A family fitted only on old builds also serves as the current one
-	// (llama.cpp: the only public CUDA set is Argonne's 2024 run).
+	// A family fitted only on old builds also serves as the current one when
+	// the priors do not describe the current builds. (llama.cpp's current
+	// CUDA and Metal builds have their own priors from costmodel.md §5.4:
+	// Argonne's 2024 datacenter fit describes only its own GPU class.)
 	for fam, co := range out.Families {
 		base, era, ok := strings.Cut(fam, "@")
 		if !ok || era == "" {
 			continue
 		}
-		if cur, has := out.Families[base]; !has || cur.Rows == 0 {
+		if _, has := out.Families[base]; !has {
 			out.Families[base] = co
 		}
 	}
