@@ -240,7 +240,17 @@ func cachedAttention(ao, q []float32, caches []*Cache, l int, start []int, d lay
 	scale := float32(1 / math.Sqrt(float64(d.hd)))
 	group := d.heads / d.kvH
 	s := attnShape{heads: d.heads, kvH: d.kvH, hd: d.hd, window: d.window}
-	parallelFor(len(caches)*d.heads, 1, func(lo, hi int) {
+	// Decoding steps are small (one query row per sequence): below about
+	// 2¹⁸ multiply-adds the goroutine fan-out costs more than it gains.
+	work := 0
+	for i, c := range caches {
+		work += (start[i+1] - start[i]) * (c.n + 1) * d.hd * d.heads * 2
+	}
+	grain := 1
+	if work < 1<<18 {
+		grain = len(caches) * d.heads
+	}
+	parallelFor(len(caches)*d.heads, grain, func(lo, hi int) {
 		buf := getScratch(0)
 		defer putScratch(buf)
 		for task := lo; task < hi; task++ {

@@ -22,7 +22,7 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "bench-serve",
-		Usage: "--model DIR [--isl N --osl N --concurrency N --requests N | --workload PRESET] [--repeats N] [--json]",
+		Usage: "--model DIR [--isl N --osl N --concurrency N --requests N | --workload PRESET] [--repeats N] [--threads N] [--json]",
 		Short: "measure serving latency and throughput of a model on this machine (native engine)",
 		Long: `Runs a model with the native engine's continuous-batching scheduler
 and reports measured time to first token (TTFT), time per output token
@@ -36,12 +36,19 @@ distributions, arrival mode and request count; --requests and
 random token ids from a seeded generator; every request generates exactly
 its output length (EOS is ignored) so runs do the same work.
 
-One warm-up run (not reported) is followed by --repeats measured runs.
-Each metric is reported as the mean over runs of the per-run mean and p90,
-with the spread across runs ((max−min)/mean), so run-to-run noise is
-visible. Wall-clock rates depend on what else runs on the machine; output
-tokens per CPU-second of this process are reported beside them as a
-load-independent figure. Peak memory is the process's VmHWM (Linux).
+The work is fixed: the same seeded prompts every run, greedy decoding,
+every request generating exactly its output length. Warm-up runs (a short
+slice of the requests, not reported) repeat until two in a row agree on
+TPOT within 5% (at most --max-warmup), so caches, buffers and CPU
+frequency are steady; then --repeats measured runs follow, each after a
+forced garbage collection (the serving loop itself reuses its buffers, so
+collections during a run are rare; their count is reported). Each metric
+is the per-run mean or p90; the report gives its median over the runs with
+the min–max range, the relative spread (max−min)/median and the relative
+interquartile range, so run-to-run noise is visible. Wall-clock rates
+depend on what else runs on the machine; output tokens per CPU-second of
+this process are reported beside them as a load-independent figure. Peak
+memory is the process's VmHWM (Linux).
 
 The scheduler: every step runs all sequences in flight as one batch; each
 decodes one token or feeds a chunk of its prompt (at most --prefill-tokens
@@ -54,10 +61,11 @@ thread per goroutine so nothing is oversubscribed.`,
 			isl := fs.Int("isl", 128, "prompt (input) tokens per request")
 			osl := fs.Int("osl", 128, "generated (output) tokens per request")
 			concurrency := fs.Int("concurrency", 4, "closed-loop clients (requests in flight)")
-			requests := fs.Int("requests", 0, "requests per run (default max(8 × concurrency, 32), or the preset's)")
+			requests := fs.Int("requests", 0, "requests per run (default max(16 × concurrency, 64), or the preset's)")
 			preset := fs.String("workload", "", "workload `preset`: "+strings.Join(workload.Presets(), ", "))
 			maxContext := fs.Int("max-context", 0, "clip prompt + output to this many tokens (0: the preset's limit, capped by max_position_embeddings)")
-			repeats := fs.Int("repeats", 3, "measured runs after the warm-up")
+			repeats := fs.Int("repeats", 5, "measured runs after the warm-up")
+			maxWarmup := fs.Int("max-warmup", 6, "most warm-up runs (at least 2 are run)")
 			prefill := fs.Int("prefill-tokens", 512, "most prompt tokens per scheduler step (chunked prefill)")
 			seed := fs.Uint64("seed", 1, "seed of the random prompts")
 			threads := fs.Int("threads", 0, "compute threads (GOMAXPROCS) for the run; 0 keeps the current setting")
@@ -84,6 +92,8 @@ thread per goroutine so nothing is oversubscribed.`,
 					return Usagef("--requests must be ≥ 0, got %d", *requests)
 				case *repeats < 1:
 					return Usagef("--repeats must be ≥ 1, got %d", *repeats)
+				case *maxWarmup < 2:
+					return Usagef("--max-warmup must be ≥ 2, got %d", *maxWarmup)
 				case *prefill < 1:
 					return Usagef("--prefill-tokens must be ≥ 1, got %d", *prefill)
 				case *maxContext < 0:
@@ -108,7 +118,7 @@ thread per goroutine so nothing is oversubscribed.`,
 				if *requests > 0 {
 					w.NumRequests = *requests
 				} else if *preset == "" {
-					w.NumRequests = max(8**concurrency, 32)
+					w.NumRequests = max(16**concurrency, 64)
 				}
 				w.Seed = *seed
 				m, err := engine.Load(dir)
@@ -137,26 +147,25 @@ thread per goroutine so nothing is oversubscribed.`,
 				if w.Mode() == workload.ClosedLoop {
 					opt.Concurrency = w.Concurrency
 				}
-				// Warm-up: a short run that touches every code path.
-				warm := reqs[:min(len(reqs), max(opt.Concurrency, 2))]
-				if _, err := m.Serve(ctx, warm, opt); err != nil {
+				warmups, err := bsWarmUp(ctx, m, reqs, opt, *maxWarmup)
+				if err != nil {
 					return err
 				}
 				var runs []bsBenchRun
 				for i := 0; i < *repeats; i++ {
-					st, err := m.Serve(ctx, reqs, opt)
+					run, err := bsMeasure(ctx, m, reqs, opt)
 					if err != nil {
 						return err
 					}
-					runs = append(runs, bsSummarizeRun(st))
+					runs = append(runs, run)
 					if !*asJSON {
 						fmt.Fprintf(env.Stderr, "run %d/%d: %.1f output tokens/s, TTFT %.1f ms, TPOT %.2f ms\n",
-							i+1, *repeats, runs[i].OutputTPS, 1e3*runs[i].TTFT.Mean, 1e3*runs[i].TPOT.Mean)
+							i+1, *repeats, run.OutputTPS, 1e3*run.TTFT.Mean, 1e3*run.TPOT.Mean)
 					}
 				}
 				rep := bsBenchReport{
 					Model: *model, Params: m.NumParams(), Backend: blas.Backend(), Threads: runtime.GOMAXPROCS(0),
-					Workload: w.String(), ContextLimit: w.ContextLimit, Requests: len(reqs), Repeats: *repeats, Runs: runs,
+					Workload: w.String(), ContextLimit: w.ContextLimit, Requests: len(reqs), Repeats: *repeats, WarmupRuns: warmups, Runs: runs,
 					PeakRSSBytes: bsPeakRSS(),
 				}
 				rep.aggregate()
@@ -170,6 +179,48 @@ thread per goroutine so nothing is oversubscribed.`,
 			}
 		},
 	})
+}
+
+// bsWarmUp runs a slice of the requests (at least two per client) until two
+// runs in a row agree on mean TPOT within 5%, at most maxRuns times, and
+// returns the number of runs.
+func bsWarmUp(ctx context.Context, m *engine.Model, reqs []engine.ServeRequest, opt engine.ServeOptions, maxRuns int) (int, error) {
+	warm := reqs[:min(len(reqs), max(2*opt.Concurrency, 8))]
+	prev := math.NaN()
+	for i := 1; ; i++ {
+		st, err := m.Serve(ctx, warm, opt)
+		if err != nil {
+			return i, err
+		}
+		tpot := bsSummarizeRun(st).TPOT.Mean
+		if tpot == 0 { // one-token outputs: compare wall time
+			tpot = st.Wall
+		}
+		if i >= maxRuns || math.Abs(tpot-prev) <= 0.05*prev {
+			return i, nil
+		}
+		prev = tpot
+	}
+}
+
+// bsMeasure runs the requests once after a forced garbage collection and
+// summarises the run, with the number of collections during it.
+func bsMeasure(ctx context.Context, m *engine.Model, reqs []engine.ServeRequest, opt engine.ServeOptions) (bsBenchRun, error) {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	gc0 := ms.NumGC
+	st, err := m.Serve(ctx, reqs, opt)
+	if err != nil {
+		return bsBenchRun{}, err
+	}
+	runtime.ReadMemStats(&ms)
+	run := bsSummarizeRun(st)
+	run.GCCycles = int(ms.NumGC - gc0)
+	if run.Seconds > 0 {
+		run.CPUShare = run.CPUSeconds / (run.Seconds * float64(runtime.GOMAXPROCS(0)))
+	}
+	return run, nil
 }
 
 // bsBenchRequests samples the workload's requests with random prompt ids.
@@ -226,6 +277,12 @@ type bsBenchRun struct {
 	// other processes share the cores.
 	CPUSeconds   float64 `json:"cpu_seconds"`
 	OutputPerCPU float64 `json:"output_tokens_per_cpu_s"`
+	// GCCycles is the number of garbage collections during the run.
+	GCCycles int `json:"gc_cycles"`
+	// CPUShare is CPUSeconds / (Seconds × threads): the share of its
+	// threads' time the process got. When other processes take cores it
+	// drops, and wall-clock figures of that run are slower.
+	CPUShare float64 `json:"cpu_share"`
 }
 
 func bsSummarizeRun(st *engine.ServeStats) bsBenchRun {
@@ -249,24 +306,45 @@ func bsSummarizeRun(st *engine.ServeStats) bsBenchRun {
 	return r
 }
 
-// bsSpread is a metric across runs: mean and relative spread (max−min)/mean.
+// bsSpread is one metric across runs: the median, the range, the relative
+// spread (max−min)/median and the relative interquartile range
+// (Q3−Q1)/median, quartiles interpolated linearly between order statistics.
 type bsSpread struct {
-	Mean   float64 `json:"mean"`
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
 	Spread float64 `json:"spread"`
+	RelIQR float64 `json:"rel_iqr"`
 }
 
 func bsSpreadOf(runs []bsBenchRun, f func(bsBenchRun) float64) bsSpread {
-	lo, hi, sum := math.Inf(1), math.Inf(-1), 0.0
-	for _, r := range runs {
-		v := f(r)
-		lo, hi, sum = min(lo, v), max(hi, v), sum+v
+	xs := make([]float64, len(runs))
+	for i, r := range runs {
+		xs[i] = f(r)
 	}
-	mean := sum / float64(len(runs))
-	s := 0.0
-	if mean != 0 {
-		s = (hi - lo) / mean
+	return bsSpreadOfValues(xs)
+}
+
+func bsSpreadOfValues(xs []float64) bsSpread {
+	if len(xs) == 0 {
+		return bsSpread{}
 	}
-	return bsSpread{Mean: mean, Spread: s}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	q := func(p float64) float64 {
+		x := p * float64(len(s)-1)
+		i := int(x)
+		if i+1 >= len(s) {
+			return s[len(s)-1]
+		}
+		return s[i] + (x-float64(i))*(s[i+1]-s[i])
+	}
+	r := bsSpread{Median: q(0.5), Min: s[0], Max: s[len(s)-1]}
+	if r.Median != 0 {
+		r.Spread = (r.Max - r.Min) / r.Median
+		r.RelIQR = (q(0.75) - q(0.25)) / r.Median
+	}
+	return r
 }
 
 type bsBenchReport struct {
@@ -278,6 +356,7 @@ type bsBenchReport struct {
 	ContextLimit int                 `json:"context_limit"` // prompt + output clipped to this (0: none)
 	Requests     int                 `json:"requests_per_run"`
 	Repeats      int                 `json:"repeats"`
+	WarmupRuns   int                 `json:"warmup_runs"`
 	Summary      map[string]bsSpread `json:"summary"`
 	Runs         []bsBenchRun        `json:"runs"`
 	PeakRSSBytes int64               `json:"peak_rss_bytes"`
@@ -310,7 +389,7 @@ func (b *bsBenchReport) aggregate() {
 func (b *bsBenchReport) print(env *Env) {
 	w := env.Stdout
 	fmt.Fprintf(w, "model      %s (%d parameters, float32, %s sgemm, %d threads)\n", b.Model, b.Params, b.Backend, b.Threads)
-	fmt.Fprintf(w, "workload   %s; %d requests per run, %d runs after a warm-up\n", b.Workload, b.Requests, b.Repeats)
+	fmt.Fprintf(w, "workload   %s; %d requests per run, %d runs after %d warm-up runs\n", b.Workload, b.Requests, b.Repeats, b.WarmupRuns)
 	if b.ContextLimit > 0 {
 		fmt.Fprintf(w, "context    prompt + output clipped to %d tokens per request\n", b.ContextLimit)
 	}
@@ -319,12 +398,25 @@ func (b *bsBenchReport) print(env *Env) {
 			float64(r.InputToks)/float64(b.Requests), float64(r.OutputToks)/float64(b.Requests))
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "%-20s %18s %8s\n", "metric", "mean of runs", "spread")
+	fmt.Fprintf(w, "%-22s %18s %23s %8s %8s\n", "metric", "median of runs", "min – max", "spread", "rel IQR")
 	for _, m := range bsBenchMetrics {
 		s := b.Summary[m.name]
-		fmt.Fprintf(w, "%-20s %12.2f %-5s %7.1f%%\n", m.label, m.scale*s.Mean, m.unit, 100*s.Spread)
+		fmt.Fprintf(w, "%-22s %12.2f %-5s %11.2f – %-9.2f %7.1f%% %7.1f%%\n", m.label, m.scale*s.Median, m.unit,
+			m.scale*s.Min, m.scale*s.Max, 100*s.Spread, 100*s.RelIQR)
 	}
-	fmt.Fprintf(w, "\npeak memory (VmHWM)    %.1f MiB; peak KV cache %.1f MiB\n", float64(b.PeakRSSBytes)/(1<<20), float64(b.Runs[0].PeakKV)/(1<<20))
+	gcs := 0
+	for _, r := range b.Runs {
+		gcs += r.GCCycles
+	}
+	fmt.Fprintf(w, "\nspread = (max − min)/median, rel IQR = (Q3 − Q1)/median over %d runs; %d garbage collections during them\n", len(b.Runs), gcs)
+	if sh := bsSpreadOf(b.Runs, func(r bsBenchRun) float64 { return r.CPUShare }); sh.Median > 0 {
+		fmt.Fprintf(w, "CPU share  %.0f%% of %d threads' time (min %.0f%%, max %.0f%%)", 100*sh.Median, b.Threads, 100*sh.Min, 100*sh.Max)
+		if sh.Spread > 0.1 {
+			fmt.Fprint(w, ": it varied between runs, so other processes probably took cores; prefer the per-CPU-second figure or rerun on a quiet machine")
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "peak memory (VmHWM)    %.1f MiB; peak KV cache %.1f MiB\n", float64(b.PeakRSSBytes)/(1<<20), float64(b.Runs[0].PeakKV)/(1<<20))
 }
 
 // bsPeakRSS returns VmHWM from /proc/self/status in bytes (0 where absent).

@@ -2,9 +2,15 @@ package cli
 
 import (
 	"encoding/json"
+	"math"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/checkpoint"
+	"github.com/autocompress/autocompress/engine"
 )
 
 func TestBenchServeTinyModel(t *testing.T) {
@@ -36,7 +42,7 @@ func TestBenchServeTinyModel(t *testing.T) {
 			t.Fatalf("run %d: %.2f output tokens", i, got)
 		}
 	}
-	if s := rep.Summary["output_tokens_per_s"]; s.Mean <= 0 || s.Spread < 0 {
+	if s := rep.Summary["output_tokens_per_s"]; s.Median <= 0 || s.Spread < 0 || s.Min > s.Median || s.Max < s.Median || rep.WarmupRuns < 2 {
 		t.Fatalf("summary %+v", rep.Summary)
 	}
 	// Human-readable table.
@@ -73,5 +79,107 @@ func TestBenchServeWorkloadAndErrors(t *testing.T) {
 		if code != 2 || !strings.Contains(errOut, tc.msg) {
 			t.Errorf("%v: exit %d, stderr %q (want %q)", tc.args, code, errOut, tc.msg)
 		}
+	}
+}
+
+// TestBenchServeSpreadOf checks the summary statistics against values
+// worked out by hand (quartiles by linear interpolation between order
+// statistics, as numpy.percentile's default).
+func TestBenchServeSpreadOf(t *testing.T) {
+	tests := []struct {
+		xs                       []float64
+		median, lo, hi, sp, riqr float64
+	}{
+		{[]float64{5, 1, 4, 2, 3}, 3, 1, 5, 4.0 / 3, 2.0 / 3},
+		{[]float64{4, 1, 3, 2}, 2.5, 1, 4, 3 / 2.5, (3.25 - 1.75) / 2.5},
+		{[]float64{7}, 7, 7, 7, 0, 0},
+		{[]float64{10, 10, 11}, 10, 10, 11, 0.1, 0.05},
+		{[]float64{0, 0}, 0, 0, 0, 0, 0},
+	}
+	for _, tc := range tests {
+		s := bsSpreadOfValues(tc.xs)
+		got := []float64{s.Median, s.Min, s.Max, s.Spread, s.RelIQR}
+		want := []float64{tc.median, tc.lo, tc.hi, tc.sp, tc.riqr}
+		for i := range got {
+			if math.Abs(got[i]-want[i]) > 1e-12 {
+				t.Errorf("%v: got median, min, max, spread, rel IQR = %v, want %v", tc.xs, got, want)
+				break
+			}
+		}
+	}
+}
+
+// randomBenchModelDir saves a random 5.8M-parameter Llama (vocab 4096,
+// hidden 256, 6 layers, 4 heads of 64 with 2 kv heads, FFN 768, tied).
+func randomBenchModelDir(t *testing.T) string {
+	t.Helper()
+	a := &architecture.Model{Arch: "LlamaForCausalLM", ModelType: "llama", Vocab: 4096, Hidden: 256,
+		TiedEmbeddings: true, Norm: architecture.RMSNorm, NormEps: 1e-5, MaxPositions: 1024,
+		Rope: architecture.Rope{Theta: 10000, PartialFactor: 1}, BOS: 1, EOS: []int{2}, DType: "float32"}
+	for range 6 {
+		a.Layers = append(a.Layers, architecture.Layer{
+			Attention: &architecture.Attention{Heads: 4, KVHeads: 2, HeadDim: 64},
+			MLP:       &architecture.MLP{Width: 768, Gated: true, Activation: "silu"}})
+	}
+	m, err := engine.New(a, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.NumParams() < 5_000_000 {
+		t.Fatalf("%d parameters, want ≥ 5M", m.NumParams())
+	}
+	dir := filepath.Join(t.TempDir(), "random")
+	if err := m.Save(dir, checkpoint.F32); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestBenchServeReproducible runs bench-serve several times in one process
+// (each invocation with its own warm-up and repeats, as a user would run
+// it) on the embedded parent and on a random 5.8M-parameter model, and
+// asserts that the reported medians of TPOT, TTFT and output throughput
+// agree across invocations within 10% ((max − min)/median). It takes about
+// a minute; skipped under -short. The measurement is wall-clock: on a
+// machine shared with other jobs it can fail for reasons outside the
+// engine, which the logged CPU shares show.
+func TestBenchServeReproducible(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs bench-serve 6 times (about a minute); skipped under -short")
+	}
+	const invocations = 3
+	for _, model := range []struct{ name, dir string }{{"parent", "parent"}, {"random-5.8M", randomBenchModelDir(t)}} {
+		t.Run(model.name, func(t *testing.T) {
+			var tpot, ttft, tps, share []float64
+			for i := range invocations {
+				code, out, errOut := genRunCLI("bench-serve", "--model", model.dir, "--isl", "128", "--osl", "64",
+					"--concurrency", "4", "--requests", "32", "--repeats", "3", "--json")
+				if code != 0 {
+					t.Fatalf("exit %d: %s", code, errOut)
+				}
+				var rep bsBenchReport
+				if err := json.Unmarshal([]byte(out), &rep); err != nil {
+					t.Fatal(err)
+				}
+				s := rep.Summary
+				tpot = append(tpot, s["tpot_mean_s"].Median)
+				ttft = append(ttft, s["ttft_mean_s"].Median)
+				tps = append(tps, s["output_tokens_per_s"].Median)
+				share = append(share, bsSpreadOf(rep.Runs, func(r bsBenchRun) float64 { return r.CPUShare }).Median)
+				t.Logf("invocation %d: TPOT %.3f ms (spread %.1f%%), TTFT %.2f ms (%.1f%%), %.0f output tok/s (%.1f%%), %d warm-up runs, CPU share %.0f%%",
+					i+1, 1e3*tpot[i], 100*s["tpot_mean_s"].Spread, 1e3*ttft[i], 100*s["ttft_mean_s"].Spread,
+					tps[i], 100*s["output_tokens_per_s"].Spread, rep.WarmupRuns, 100*share[i])
+			}
+			for _, m := range []struct {
+				name string
+				xs   []float64
+			}{{"TPOT", tpot}, {"TTFT", ttft}, {"output throughput", tps}} {
+				s := bsSpreadOfValues(m.xs)
+				t.Logf("%s across %d invocations: spread %.1f%%", m.name, invocations, 100*s.Spread)
+				if s.Spread > 0.10 {
+					t.Errorf("%s varies by %.1f%% across invocations (%v); want ≤ 10%% (CPU shares %v)", m.name, 100*s.Spread, m.xs, share)
+				}
+			}
+		})
 	}
 }
