@@ -20,6 +20,10 @@ type Latency struct {
 	// Running is the mean number of requests being served; Queue the mean
 	// wait for admission included in TTFT and E2E.
 	Running, Queue float64
+	// PromptWait is the mean wait of a new prompt behind other prompts'
+	// prefill once admitted (llama.cpp: for room in n_batch), included in
+	// TTFT; the analytic path only.
+	PromptWait float64
 	// Saturated is true when a Poisson rate exceeds the service capacity.
 	Saturated bool
 	// StepTime is the mean engine step during steady decode.
@@ -161,6 +165,7 @@ func steady(m *stepModel, in steadyIn) Latency {
 	out.DecodeTokS = 1 / tau
 	out.Running = c
 	out.Queue = wait
+	out.PromptWait = qwait
 	out.StepTime = tau
 	out.Step = tm
 	return out

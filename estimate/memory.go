@@ -41,6 +41,7 @@ type MemoryReport struct {
 	MaxConcurrency int
 	MaxSeqs        int // the engine's sequence limit
 	BudgetTokens   int // per-step token budget
+	MicroBatch     int // llama.cpp n_ubatch (0 for the pool engines)
 
 	// NeededBytes is weights + activations + overhead + the KV and state of
 	// MaxConcurrency full-length requests (llama.cpp: what it allocates).
@@ -135,7 +136,7 @@ func tpIndex(tp int) int {
 // it returns false with rep.Fail set when the deployment does not fit.
 func planMemory(rep *MemoryReport, s *Summary, hw *hardware.GPU, r *resolved, ctx float64, slots int) bool {
 	*rep = MemoryReport{Engine: r.eng, Precision: r.prec.Name, KVDType: r.kv.Name, TP: r.tp,
-		MaxSeqs: r.maxSeqs, BudgetTokens: r.budgetToks, MaxModelLen: int(ctx)}
+		MaxSeqs: r.maxSeqs, BudgetTokens: r.budgetToks, MicroBatch: r.ubatch, MaxModelLen: int(ctx)}
 	dev := float64(hw.UsableBytes())
 	rep.DeviceBytes = dev
 	rep.WeightsBytes = s.WeightBytes

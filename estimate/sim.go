@@ -33,6 +33,8 @@ type Simulator struct {
 
 type simReq struct {
 	arrival, first, done float64
+	admitted             float64 // when it got a sequence slot (and KV)
+	ready                float64 // when it reached the engine's queue
 	prefilled            int
 	ctx0                 float64
 }
@@ -76,7 +78,7 @@ func (sim *Simulator) run(m *stepModel, p simParams, w *workload.Workload) (Late
 	sim.reqs = w.SampleInto(sim.reqs[:0], total)
 	sim.st = slices.Grow(sim.st[:0], total)[:total]
 	for i := range sim.st {
-		sim.st[i] = simReq{arrival: sim.reqs[i].Arrival, first: -1, done: -1}
+		sim.st[i] = simReq{arrival: sim.reqs[i].Arrival, ready: sim.reqs[i].Arrival, first: -1, done: -1}
 	}
 	sim.wait, sim.pre, sim.heap = sim.wait[:0], sim.pre[:0], sim.heap[:0]
 	sim.late[0], sim.late[1] = sim.late[0][:0], sim.late[1][:0]
@@ -88,6 +90,7 @@ func (sim *Simulator) run(m *stepModel, p simParams, w *workload.Workload) (Late
 		initial = min(conc, n)
 		for i := 0; i < initial; i++ {
 			sim.st[i].arrival = p.stagger * float64(i) / float64(initial)
+			sim.st[i].ready = sim.st[i].arrival
 		}
 		next = initial
 	}
@@ -137,6 +140,7 @@ func (sim *Simulator) run(m *stepModel, p simParams, w *workload.Workload) (Late
 			sim.wait = sim.wait[1:]
 			kvUsed += need
 			sim.pre = append(sim.pre, i)
+			sim.st[i].admitted = now
 			in := sim.reqs[i].Input
 			chunk := min(in, room)
 			addChunk(&b, 0, float64(chunk), chunk == in)
@@ -145,6 +149,12 @@ func (sim *Simulator) run(m *stepModel, p simParams, w *workload.Workload) (Late
 		if b.Decode == 0 && b.Prefill == 0 {
 			if len(sim.late[0])+len(sim.late[1]) > 0 {
 				// An idle engine takes the requests at once.
+				for _, j := range sim.late[0] {
+					sim.st[j].ready = now
+				}
+				for _, j := range sim.late[1] {
+					sim.st[j].ready = now
+				}
 				sim.wait = append(append(sim.wait, sim.late[0]...), sim.late[1]...)
 				sim.late[0], sim.late[1] = sim.late[0][:0], sim.late[1][:0]
 				continue
@@ -222,6 +232,9 @@ func (sim *Simulator) run(m *stepModel, p simParams, w *workload.Workload) (Late
 		if p.late {
 			// Requests sent during the previous step have arrived by now; those
 			// sent at the end of this one arrive while the next step runs.
+			for _, j := range sim.late[0] {
+				sim.st[j].ready = now
+			}
 			sim.wait = append(sim.wait, sim.late[0]...)
 			sim.late[0], sim.late[1] = sim.late[1], sim.late[0][:0]
 		}
@@ -231,6 +244,7 @@ func (sim *Simulator) run(m *stepModel, p simParams, w *workload.Workload) (Late
 	// initial burst).
 	sim.ttft, sim.tpot, sim.e2e = sim.ttft[:0], sim.tpot[:0], sim.e2e[:0]
 	inTok, outTok := 0.0, 0.0
+	queued := 0.0
 	first, last := math.Inf(1), 0.0
 	for i := warm; i < n; i++ {
 		r := &sim.st[i]
@@ -240,6 +254,7 @@ func (sim *Simulator) run(m *stepModel, p simParams, w *workload.Workload) (Late
 		if q.Output > 1 {
 			sim.tpot = append(sim.tpot, (r.done-r.first)/float64(q.Output-1))
 		}
+		queued += r.admitted - r.ready
 		inTok += float64(q.Input)
 		outTok += float64(q.Output)
 		first = math.Min(first, r.arrival)
@@ -249,6 +264,8 @@ func (sim *Simulator) run(m *stepModel, p simParams, w *workload.Workload) (Late
 	l.TTFT, l.TTFTP90 = meanP90(sim.ttft)
 	l.TPOT, l.TPOTP90 = meanP90(sim.tpot)
 	l.E2E, l.E2EP90 = meanP90(sim.e2e)
+	// Queue: the wait for a sequence slot (and KV) once at the engine.
+	l.Queue = queued / float64(max(n-warm, 1))
 	span := last - first
 	if mode == workload.ClosedLoop && l.E2E > 0 {
 		// Little's law over the measured requests: conc requests in the system.
@@ -293,7 +310,7 @@ func (sim *Simulator) finish(i int32, mode workload.Mode, next *int, n int, now 
 	}
 	j := *next
 	*next++
-	sim.st[j].arrival = now
+	sim.st[j].arrival, sim.st[j].ready = now, now
 	if late {
 		sim.late[1] = append(sim.late[1], int32(j))
 		return

@@ -368,6 +368,9 @@ func printEstimate(w io.Writer, r *estimate.Result, hw *hardware.GPU, analyticOn
 	if a.Saturated {
 		fmt.Fprintf(w, "warning: the request rate exceeds the service capacity; queues grow without bound\n")
 	}
+	if !r.Engine.Pool() {
+		printSlots(w, r, analyticOnly)
+	}
 	c := r.Coeffs
 	if c.ErrTPOT > 0 || c.ErrTTFT > 0 || c.ErrThroughput > 0 {
 		fmt.Fprintf(w, "Error band (held-out median APE for %s): TPOT %s, TTFT %s, throughput %s\n",
@@ -381,6 +384,26 @@ func printEstimate(w io.Writer, r *estimate.Result, hw *hardware.GPU, analyticOn
 	if c.EngineVersion != "" {
 		fmt.Fprintf(w, "Coefficients: %s, fitted on %d rows (engine versions %s)\n", r.Family, c.Rows, c.EngineVersion)
 	}
+}
+
+// printSlots shows llama-server's scheduling: the parallel slots (-np), the
+// per-step batch and the two waits in TTFT (for a free slot; for room in
+// n_batch behind other prompts).
+func printSlots(w io.Writer, r *estimate.Result, analyticOnly bool) {
+	mem, a, l := &r.Memory, r.Analytic, r.Latency
+	slots := min(mem.MaxSeqs, max(mem.MaxConcurrency, 1))
+	fmt.Fprintf(w, "Scheduling (llama-server): %d slots (-np %d), n_batch %d tokens per step computed in n_ubatch %d passes\n",
+		slots, mem.MaxSeqs, mem.BudgetTokens, mem.MicroBatch)
+	if a.Running > 0 && a.Queue > 0 {
+		fmt.Fprintf(w, "  requests beyond the %d slots queue for one: %.1f running, mean slot wait %.1f ms analytic", slots, a.Running, a.Queue*1e3)
+		if !analyticOnly {
+			fmt.Fprintf(w, ", %.1f ms simulated", l.Queue*1e3)
+		}
+		fmt.Fprintln(w)
+	} else {
+		fmt.Fprintf(w, "  every request has a slot: no slot queue\n")
+	}
+	fmt.Fprintf(w, "  prompt wait for n_batch room behind other prompts (in TTFT): %.1f ms analytic\n", a.PromptWait*1e3)
 }
 
 type estJSONOut struct {
