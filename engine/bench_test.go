@@ -150,3 +150,24 @@ func report(b *testing.B, backend string, s speed) {
 			backend, s.peakCPU, s.fwdCPU, 100*s.fwdCPU/s.peakCPU, s.trainCPU, 100*s.trainCPU/s.peakCPU)
 	}
 }
+
+// BenchmarkForward runs only the forward pass of the BenchmarkEngineSpeed
+// model (B=4, T=256), for profiling:
+//
+//	go test -tags openblas -run XXX -bench 'Forward$' -cpuprofile cpu.prof ./engine/
+func BenchmarkForward(b *testing.B) {
+	const B, T = 4, 256
+	m, err := New(benchArch(), 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(2, 2))
+	toks := randTokens(r, B*T, 4096)
+	if _, err := m.Forward(toks, B, T); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		m.Forward(toks, B, T)
+	}
+	b.ReportMetric(m.ForwardFLOPs(B, T)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}

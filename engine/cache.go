@@ -283,27 +283,8 @@ func softmaxRow(row []float32, p int, s attnShape) {
 		lo = max(0, p-s.window+1)
 	}
 	valid := row[lo:hi]
-	mx := maxOf(valid)
-	inv := 1 / blas.ExpShiftSum(valid, mx)
-	for j := range valid {
-		valid[j] *= inv
-	}
+	mx := blas.Max(valid)
+	blas.Scale(1/blas.ExpShiftSum(valid, mx), valid)
 	clear(row[:lo])
 	clear(row[hi:])
-}
-
-// maxOf returns the largest value of x (−Inf for an empty x), with four
-// independent running maxima.
-func maxOf(x []float32) float32 {
-	m0 := float32(math.Inf(-1))
-	m1, m2, m3 := m0, m0, m0
-	i := 0
-	for ; i+4 <= len(x); i += 4 {
-		v := x[i : i+4 : i+4]
-		m0, m1, m2, m3 = max(m0, v[0]), max(m1, v[1]), max(m2, v[2]), max(m3, v[3])
-	}
-	for ; i < len(x); i++ {
-		m0 = max(m0, x[i])
-	}
-	return max(max(m0, m1), max(m2, m3))
 }

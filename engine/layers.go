@@ -37,16 +37,10 @@ func rmsnormForward(out, rstd, x, w []float32, N, C int, eps float32) {
 	parallelFor(N, 32, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			xi := x[i*C : (i+1)*C]
-			var ss float32
-			for _, v := range xi {
-				ss += v * v
-			}
+			ss := blas.Dot(xi, xi)
 			r := 1 / float32(math.Sqrt(float64(ss/float32(C)+eps)))
 			rstd[i] = r
-			oi := out[i*C : (i+1)*C]
-			for j, v := range xi {
-				oi[j] = v * r * w[j]
-			}
+			blas.MulScale(out[i*C:(i+1)*C], r, xi, w)
 		}
 	})
 }
@@ -440,8 +434,6 @@ func crossEntropyBackward(dlogits, logits, lse []float32, targets []int32, N, V 
 // residualAdd: y (n) += x.
 func residualAdd(y, x []float32) {
 	parallelFor(len(y), 4096, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			y[i] += x[i]
-		}
+		blas.Axpy(1, x[lo:hi], y[lo:hi])
 	})
 }

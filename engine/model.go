@@ -485,8 +485,9 @@ func (m *Model) forward() {
 			linearForward(out, la.ao, w.o, w.ob, N, d.qd, H)
 			residualAdd(la.mid, out)
 		}
-		copy(out, la.mid)
-		if d.mlp {
+		if !d.mlp {
+			copy(out, la.mid)
+		} else {
 			rmsnormForward(la.ln2, la.rstd2, la.mid, w.postNorm, N, H, m.eps)
 			m.observe(l, SiteMLPNorm, la.ln2, H, 0, 0)
 			if d.gated {

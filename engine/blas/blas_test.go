@@ -232,3 +232,57 @@ func TestSigmoidSiLUMul(t *testing.T) {
 		}
 	}
 }
+
+func TestMaxScale(t *testing.T) {
+	for _, n := range []int{0, 1, 7, 8, 9, 33, 100} {
+		x := make([]float32, n)
+		want := float32(math.Inf(-1))
+		for i := range x {
+			x[i] = float32((i*37)%23) - 11
+			want = max(want, x[i])
+		}
+		if got := Max(x); got != want {
+			t.Errorf("Max of %d: %v, want %v", n, got, want)
+		}
+		y := append([]float32(nil), x...)
+		Scale(-0.5, y)
+		for i := range y {
+			if y[i] != -0.5*x[i] {
+				t.Fatalf("Scale of %d: y[%d] = %v, want %v", n, i, y[i], -0.5*x[i])
+			}
+		}
+	}
+}
+
+// TestMulScale: the AVX2 path is bit-identical to the scalar loop, also
+// in place, for every tail length.
+func TestMulScale(t *testing.T) {
+	for _, n := range []int{0, 1, 7, 8, 9, 31, 256, 259} {
+		x, w := make([]float32, n), make([]float32, n)
+		for i := range x {
+			x[i], w[i] = float32(i%13)*0.37-2, float32(i%7)*0.11+0.5
+		}
+		out := make([]float32, n)
+		MulScale(out, 0.731, x, w)
+		inPlace := append([]float32(nil), x...)
+		MulScale(inPlace, 0.731, inPlace, w)
+		for i := range x {
+			want := x[i] * 0.731 * w[i]
+			if out[i] != want || inPlace[i] != want {
+				t.Fatalf("n=%d i=%d: %v (in place %v), want %v", n, i, out[i], inPlace[i], want)
+			}
+		}
+		y := append([]float32(nil), w...)
+		Axpy(1, x, y)
+		var d float64
+		for i := range x {
+			if y[i] != w[i]+x[i] {
+				t.Fatalf("Axpy n=%d i=%d: %v, want %v", n, i, y[i], w[i]+x[i])
+			}
+			d += float64(x[i]) * float64(w[i])
+		}
+		if got := Dot(x, w); math.Abs(float64(got)-d) > 1e-4*(1+math.Abs(d)) {
+			t.Fatalf("Dot n=%d: %v, want %v", n, got, d)
+		}
+	}
+}

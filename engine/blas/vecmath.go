@@ -55,3 +55,52 @@ func SiLUMul(h, gate, up []float32) {
 		h[i] = float32(g * float64(up[i]) / (1 + math.Exp(-g)))
 	}
 }
+
+// Max returns the largest element of x (−Inf for an empty x); AVX2 where
+// available. With NaNs in x the result is unspecified.
+func Max(x []float32) float32 {
+	m := float32(math.Inf(-1))
+	head := 0
+	if useAsm && len(x) >= 8 {
+		head = len(x) &^ 7
+		m = avx2.Max(&x[0], head)
+	}
+	for _, v := range x[head:] {
+		m = max(m, v)
+	}
+	return m
+}
+
+// Scale sets x[i] *= alpha; AVX2 where available.
+func Scale(alpha float32, x []float32) {
+	head := 0
+	if useAsm && len(x) >= 8 {
+		head = len(x) &^ 7
+		avx2.Scale(alpha, &x[0], head)
+	}
+	for i := head; i < len(x); i++ {
+		x[i] *= alpha
+	}
+}
+
+// MulScale sets out[i] = (x[i]·alpha)·w[i] (all of len(x); out may alias
+// x), the output of a norm layer; AVX2 where available, bit-identical to
+// the scalar loop.
+func MulScale(out []float32, alpha float32, x, w []float32) {
+	n := len(x)
+	out, w = out[:n], w[:n]
+	head := 0
+	if useAsm && n >= 8 {
+		head = n &^ 7
+		avx2.MulScale(alpha, &x[0], &w[0], &out[0], head)
+	}
+	for i := head; i < n; i++ {
+		out[i] = x[i] * alpha * w[i]
+	}
+}
+
+// Dot returns Σ x[i]·y[i] (len(y) ≥ len(x)); AVX2 where available.
+func Dot(x, y []float32) float32 { return dot(x, y[:len(x)]) }
+
+// Axpy sets y[i] += alpha·x[i] (len(y) ≥ len(x)); AVX2 where available.
+func Axpy(alpha float32, x, y []float32) { axpy(alpha, x, y[:len(x)]) }

@@ -109,3 +109,21 @@ func detect() bool {
 	_, b7, _, _ := cpuid(7, 0)
 	return b7&(1<<5) != 0
 }
+
+// Max returns the largest of the first n − n%8 elements (n ≥ 8); the
+// caller does the tail. A NaN input may or may not be returned.
+//
+//go:noescape
+func Max(x *float32, n int) float32
+
+// Scale sets x[i] *= alpha over the first n − n%8 elements; the caller does
+// the tail.
+//
+//go:noescape
+func Scale(alpha float32, x *float32, n int)
+
+// MulScale sets out[i] = (x[i]·alpha)·w[i] over the first n − n%8
+// elements; the caller does the tail. out may alias x.
+//
+//go:noescape
+func MulScale(alpha float32, x, w, out *float32, n int)

@@ -42,3 +42,12 @@ func Kernel12x32Acc(kk int, a, b, c *float32, ldc int, alpha float32) { panic("a
 
 // Kernel12x32Store is never called where Has512 is false.
 func Kernel12x32Store(kk int, a, b, c *float32, ldc int, alpha float32) { panic("avx2: not available") }
+
+// Max is not available on this architecture.
+func Max(x *float32, n int) float32 { panic("avx2: not available") }
+
+// Scale is not available on this architecture.
+func Scale(alpha float32, x *float32, n int) { panic("avx2: not available") }
+
+// MulScale is not available on this architecture.
+func MulScale(alpha float32, x, w, out *float32, n int) { panic("avx2: not available") }

@@ -230,3 +230,39 @@ func TestKernel12x32(t *testing.T) {
 		}
 	}
 }
+
+func TestMaxScale(t *testing.T) {
+	if !Available {
+		t.Skip("no AVX2")
+	}
+	r := rand.New(rand.NewPCG(9, 9))
+	for _, n := range []int{8, 16, 24, 32, 40, 64, 96, 136, 1000} {
+		x := make([]float32, n+5) // the tail must not be read
+		for i := range x {
+			x[i] = float32(r.NormFloat64()) - 10
+		}
+		for _, at := range []int{0, n / 2, n - 1} { // the maximum in each lane position
+			y := append([]float32(nil), x...)
+			y[at] = 3
+			y[n+2] = 100 // in the tail: ignored
+			want := float32(math.Inf(-1))
+			for _, v := range y[:n] {
+				want = max(want, v)
+			}
+			if got := Max(&y[0], n); got != want {
+				t.Fatalf("Max n=%d max at %d: %v, want %v", n, at, got, want)
+			}
+		}
+		y := append([]float32(nil), x...)
+		Scale(0.25, &y[0], n)
+		for i := range y {
+			want := x[i]
+			if i < n {
+				want *= 0.25
+			}
+			if y[i] != want {
+				t.Fatalf("Scale n=%d: y[%d] = %v, want %v", n, i, y[i], want)
+			}
+		}
+	}
+}

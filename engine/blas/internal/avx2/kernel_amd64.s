@@ -985,3 +985,107 @@ kernel12x32storedone:
 	VMOVUPS Z25, 64(DX)
 	VZEROUPPER
 	RET
+
+// func Max(x *float32, n int) float32
+// max x[i] over the first n − n%8 elements (n ≥ 8; callers do the tail).
+TEXT ·Max(SB), NOSPLIT, $0-20
+	MOVQ    x+0(FP), SI
+	MOVQ    n+8(FP), CX
+	VMOVUPS (SI), Y0
+	VMOVAPS Y0, Y1
+	VMOVAPS Y0, Y2
+	VMOVAPS Y0, Y3
+
+max32:
+	CMPQ   CX, $32
+	JLT    max8
+	VMAXPS (SI), Y0, Y0
+	VMAXPS 32(SI), Y1, Y1
+	VMAXPS 64(SI), Y2, Y2
+	VMAXPS 96(SI), Y3, Y3
+	ADDQ   $128, SI
+	SUBQ   $32, CX
+	JMP    max32
+
+max8:
+	CMPQ   CX, $8
+	JLT    maxred
+	VMAXPS (SI), Y0, Y0
+	ADDQ   $32, SI
+	SUBQ   $8, CX
+	JMP    max8
+
+maxred:
+	VMAXPS       Y1, Y0, Y0
+	VMAXPS       Y3, Y2, Y2
+	VMAXPS       Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS       X1, X0, X0
+	VPERMILPS    $0x4E, X0, X1
+	VMAXPS       X1, X0, X0
+	VPERMILPS    $0xB1, X0, X1
+	VMAXPS       X1, X0, X0
+	VMOVSS       X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func Scale(alpha float32, x *float32, n int)
+// x[i] *= alpha over the first n − n%8 elements (callers do the tail).
+TEXT ·Scale(SB), NOSPLIT, $0-24
+	VBROADCASTSS alpha+0(FP), Y0
+	MOVQ         x+8(FP), SI
+	MOVQ         n+16(FP), CX
+
+scale32:
+	CMPQ    CX, $32
+	JLT     scale8
+	VMULPS  (SI), Y0, Y1
+	VMULPS  32(SI), Y0, Y2
+	VMULPS  64(SI), Y0, Y3
+	VMULPS  96(SI), Y0, Y4
+	VMOVUPS Y1, (SI)
+	VMOVUPS Y2, 32(SI)
+	VMOVUPS Y3, 64(SI)
+	VMOVUPS Y4, 96(SI)
+	ADDQ    $128, SI
+	SUBQ    $32, CX
+	JMP     scale32
+
+scale8:
+	CMPQ    CX, $8
+	JLT     scaledone
+	VMULPS  (SI), Y0, Y1
+	VMOVUPS Y1, (SI)
+	ADDQ    $32, SI
+	SUBQ    $8, CX
+	JMP     scale8
+
+scaledone:
+	VZEROUPPER
+	RET
+
+// func MulScale(alpha float32, x, w, out *float32, n int)
+// out[i] = (x[i]·alpha)·w[i] over the first n − n%8 elements (callers do
+// the tail); out may alias x.
+TEXT ·MulScale(SB), NOSPLIT, $0-40
+	VBROADCASTSS alpha+0(FP), Y0
+	MOVQ         x+8(FP), SI
+	MOVQ         w+16(FP), DX
+	MOVQ         out+24(FP), DI
+	MOVQ         n+32(FP), CX
+
+ms8:
+	CMPQ    CX, $8
+	JLT     msdone
+	VMULPS  (SI), Y0, Y1
+	VMULPS  (DX), Y1, Y1
+	VMOVUPS Y1, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DX
+	ADDQ    $32, DI
+	SUBQ    $8, CX
+	JMP     ms8
+
+msdone:
+	VZEROUPPER
+	RET
