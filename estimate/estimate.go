@@ -30,6 +30,19 @@
 //     prefill (capped at the c−1 prompts a closed loop can hold) + a
 //     lock-step burst term for clients that arrive together.
 //
+// # llama.cpp
+//
+// llama.cpp has three coefficient families: "llamacpp-cuda@2024" (fitted on
+// Argonne's 2024 runs; used for HBM datacenter GPUs, see DatacenterHBM),
+// and "llamacpp-cuda" and "llamacpp-metal" for GDDR cards and Apple silicon,
+// priors derived from the batch-1 decode efficiencies of costmodel.md §5.4
+// (a fixed cost per layer, a weight-streaming efficiency and a
+// dequantization term for block-quantized GGUF weights that makes η
+// quantization-specific). Both predictors model llama-server: -np slots on a
+// shared context, requests beyond the slots queue, each iteration gathers
+// one token per generating slot and then prompt tokens up to n_batch (2048),
+// computed in n_ubatch (512) passes that each stream the weights once.
+//
 // The coefficients ship in coefficients.json (embedded) and are refitted by
 // "autocompress calibrate" from public measurements (package
 // estimate/groundtruth); "autocompress validate-estimator" reports the

@@ -454,6 +454,10 @@ type latJSON struct {
 	UserTokS   float64 `json:"decode_tok_s"`
 	ReqS       float64 `json:"requests_per_s"`
 	Saturated  bool    `json:"saturated,omitempty"`
+	// SlotWaitms is the mean wait for a sequence slot (llama.cpp -np) or KV
+	// admission; PromptWaitms the analytic wait behind other prompts.
+	SlotWaitms   float64 `json:"queue_ms"`
+	PromptWaitms float64 `json:"prompt_wait_ms,omitempty"`
 }
 
 func toLatJSON(l estimate.Latency) *latJSON {
@@ -465,7 +469,8 @@ func toLatJSON(l estimate.Latency) *latJSON {
 	}
 	return &latJSON{TTFTms: fin(l.TTFT * 1e3), TTFTP90ms: fin(l.TTFTP90 * 1e3), TPOTms: fin(l.TPOT * 1e3), TPOTP90ms: fin(l.TPOTP90 * 1e3),
 		E2Ems: fin(l.E2E * 1e3), E2EP90ms: fin(l.E2EP90 * 1e3), OutputTokS: fin(l.OutputTokS), InputTokS: fin(l.PrefillTokS),
-		UserTokS: fin(l.DecodeTokS), ReqS: fin(l.RequestsPerS), Saturated: l.Saturated}
+		UserTokS: fin(l.DecodeTokS), ReqS: fin(l.RequestsPerS), Saturated: l.Saturated,
+		SlotWaitms: fin(l.Queue * 1e3), PromptWaitms: fin(l.PromptWait * 1e3)}
 }
 
 func estJSON(r *estimate.Result, hw *hardware.GPU, err error) *estJSONOut {
