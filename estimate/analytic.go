@@ -334,7 +334,8 @@ func (c *Compiled) PriceSummary(s *Summary) Price {
 		return p
 	}
 	p.Fits = true
-	m := c.stepModel(s)
+	m := newStepModel(s, c.hw, &c.r.prec, c.co)
+	m.ubatch = float64(c.r.ubatch)
 	p.Latency = c.latency(&m, &c.mem)
 	return p
 }

@@ -85,16 +85,9 @@ func (m *stepModel) terms(b Batch) Terms {
 	// an over-count only for prompts longer than the window) plus decode reads.
 	linear := s.LinearFLOPs*tokens + s.HeadFLOPs*sampled
 	attn := s.ScanFLOPs*b.Prefill + s.AttnFLOPs*(b.PrefillAtt+b.DecodeCtx) + s.SWAFLOPs*(b.PrefillAtt+swaCtx)
-	passes := 1.0
-	if m.ubatch > 0 && tokens > m.ubatch {
-		passes = math.Ceil(tokens / m.ubatch)
-	}
 	var t Terms
 	t.Compute = m.linMul*linear/m.peak + c.Comp*attn/m.peakAttn
-	if m.dequant > 0 && tokens > 0 {
-		t.Compute += m.dequant * passes
-	}
-	t.Weights = c.Weight * passes * s.StreamedBytes(tokens/passes) / m.bw
+	t.Weights = c.Weight * s.StreamedBytes(tokens) / m.bw
 	t.KV = c.KV * (s.KVBytes*b.DecodeCtx + s.SWAKVBytes*swaCtx) / m.bw
 	if b.Decode > 0 && c.Ctx > 0 {
 		mean := b.DecodeCtx / b.Decode
@@ -113,10 +106,28 @@ func (m *stepModel) terms(b Batch) Terms {
 		t.Comm = c.TP*s.ARBytes*tokens*ring/m.link + c.TPLatency*float64(s.AllReduces)
 	}
 	t.Overhead = c.Layer*float64(s.Layers) + c.Step + c.Req*(b.Decode+b.PrefillSeq) + c.MoE*float64(s.MoELayers)
-	if passes > 1 {
-		t.Overhead += (passes - 1) * (c.Layer*float64(s.Layers) + c.Step + c.MoE*float64(s.MoELayers))
+	if m.ubatch > 0 || m.dequant > 0 {
+		m.llamaPasses(&t, tokens)
 	}
 	return t
+}
+
+// llamaPasses applies llama.cpp's micro-batching to t: a step of more than
+// n_ubatch tokens runs as ⌈tokens/n_ubatch⌉ graph passes, each streaming
+// the weights, unpacking quantized ones and paying the per-layer and
+// per-step overheads once.
+func (m *stepModel) llamaPasses(t *Terms, tokens float64) {
+	if tokens <= 0 {
+		return
+	}
+	s, c := m.s, &m.co
+	passes := 1.0
+	if m.ubatch > 0 && tokens > m.ubatch {
+		passes = math.Ceil(tokens / m.ubatch)
+		t.Weights = c.Weight * passes * s.StreamedBytes(tokens/passes) / m.bw
+		t.Overhead += (passes - 1) * (c.Layer*float64(s.Layers) + c.Step + c.MoE*float64(s.MoELayers))
+	}
+	t.Compute += m.dequant * passes
 }
 
 func (m *stepModel) time(b Batch) float64 { return m.terms(b).Total() }
