@@ -1,6 +1,7 @@
 package estimate
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -191,4 +192,18 @@ func TestLlamaServerAnalyticMatchesSim(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The coefficient family llama.cpp uses follows the GPU class: HBM
+// datacenter parts keep Argonne's 2024 fit, GDDR cards and Apple silicon the
+// current-build priors of costmodel.md §5.4.
+func ExampleEngine_Family() {
+	for _, name := range []string{"h100-sxm", "rtx-4090", "apple-m3-max"} {
+		hw, _ := hardware.Lookup(name)
+		fmt.Println(name, LlamaCPP.Family(hw), DatacenterHBM(hw))
+	}
+	// Output:
+	// h100-sxm llamacpp-cuda@2024 true
+	// rtx-4090 llamacpp-cuda false
+	// apple-m3-max llamacpp-metal false
 }

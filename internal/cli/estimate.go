@@ -84,8 +84,8 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 	fs.StringVar(&f.rate, "rate", "", "Poisson request rate per second, or inf for an offline run")
 	fs.IntVar(&f.numRequests, "num-requests", 0, "requests of a Poisson or offline run (default 256)")
 	fs.IntVar(&f.context, "context", 0, "per-request context limit (max model length); default from the workload")
-	fs.IntVar(&f.maxSeqs, "max-num-seqs", 0, "engine sequence limit (default: the engine's)")
-	fs.IntVar(&f.maxBatched, "max-batched-tokens", 0, "per-step token budget (default: the engine's)")
+	fs.IntVar(&f.maxSeqs, "max-num-seqs", 0, "engine sequence limit; llamacpp: parallel slots -np (default: the engine's; llamacpp: the concurrency)")
+	fs.IntVar(&f.maxBatched, "max-batched-tokens", 0, "per-step token budget; llamacpp: n_batch (default: the engine's; llamacpp 2048, computed in n_ubatch 512 passes)")
 	fs.Float64Var(&f.memFraction, "mem-fraction", 0, "gpu_memory_utilization / mem_fraction_static / free_gpu_memory_fraction (default: the engine's)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print JSON")
 	fs.BoolVar(&f.analytic, "analytic", false, "use the analytic steady state only (no simulation)")
@@ -392,8 +392,12 @@ func printEstimate(w io.Writer, r *estimate.Result, hw *hardware.GPU, analyticOn
 func printSlots(w io.Writer, r *estimate.Result, analyticOnly bool) {
 	mem, a, l := &r.Memory, r.Analytic, r.Latency
 	slots := min(mem.MaxSeqs, max(mem.MaxConcurrency, 1))
-	fmt.Fprintf(w, "Scheduling (llama-server): %d slots (-np %d), n_batch %d tokens per step computed in n_ubatch %d passes\n",
-		slots, mem.MaxSeqs, mem.BudgetTokens, mem.MicroBatch)
+	name := "llama-server"
+	if r.Engine != estimate.LlamaCPP {
+		name = string(r.Engine) + " engine, modelled like llama-server"
+	}
+	fmt.Fprintf(w, "Scheduling (%s): %d slots (-np %d), n_batch %d tokens per step computed in n_ubatch %d passes\n",
+		name, slots, mem.MaxSeqs, mem.BudgetTokens, mem.MicroBatch)
 	if a.Running > 0 && a.Queue > 0 {
 		fmt.Fprintf(w, "  requests beyond the %d slots queue for one: %.1f running, mean slot wait %.1f ms analytic", slots, a.Running, a.Queue*1e3)
 		if !analyticOnly {

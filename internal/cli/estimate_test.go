@@ -32,6 +32,41 @@ func TestEstimateNoFlags(t *testing.T) {
 	}
 }
 
+// TestEstimateLlamaServerSlots: llama.cpp estimates show the slots, the
+// per-step batch and the slot queue; beyond the slots the queue is reported
+// by both paths and the analytic and simulated TTFT agree within 15 %.
+func TestEstimateLlamaServerSlots(t *testing.T) {
+	code, out, errs := estRunCLI(t, "estimate", "--model", "Qwen/Qwen3-8B", "--gpu", "rtx-4090", "--engine", "llamacpp",
+		"--precision", "q4_k_m", "--workload", "game-character", "--max-num-seqs", "8")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"Scheduling (llama-server): 8 slots (-np 8), n_batch 2048", "n_ubatch 512",
+		"requests beyond the 8 slots queue for one", "ms simulated", "prompt wait for n_batch room"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, errs = estRunCLI(t, "estimate", "--model", "Qwen/Qwen3-8B", "--gpu", "rtx-4090", "--engine", "llamacpp",
+		"--precision", "q4_k_m", "--workload", "game-character", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var v estJSONOut
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if v.Family != "llamacpp-cuda" || v.Latency == nil || v.Analytic == nil {
+		t.Fatalf("unexpected JSON: %s", out)
+	}
+	if r := v.Analytic.TTFTms / v.Latency.TTFTms; r < 1/1.15 || r > 1.15 {
+		t.Errorf("TTFT analytic %.1f ms vs simulated %.1f ms", v.Analytic.TTFTms, v.Latency.TTFTms)
+	}
+	if r := v.Analytic.TPOTms / v.Latency.TPOTms; r < 1/1.15 || r > 1.15 {
+		t.Errorf("TPOT analytic %.2f ms vs simulated %.2f ms", v.Analytic.TPOTms, v.Latency.TPOTms)
+	}
+}
+
 func TestEstimateJSON(t *testing.T) {
 	code, out, errs := estRunCLI(t, "estimate", "--gpu", "h200", "--precision", "fp8", "--isl", "2048", "--osl", "256", "--concurrency", "32", "--json")
 	if code != 0 {
