@@ -396,8 +396,12 @@ func printSlots(w io.Writer, r *estimate.Result, analyticOnly bool) {
 	if r.Engine != estimate.LlamaCPP {
 		name = string(r.Engine) + " engine, modelled like llama-server"
 	}
-	fmt.Fprintf(w, "Scheduling (%s): %d slots (-np %d), n_batch %d tokens per step computed in n_ubatch %d passes\n",
-		name, slots, mem.MaxSeqs, mem.BudgetTokens, mem.MicroBatch)
+	plural := "s"
+	if slots == 1 {
+		plural = ""
+	}
+	fmt.Fprintf(w, "Scheduling (%s): %d slot%s (-np %d), n_batch %d tokens per step computed in n_ubatch %d passes\n",
+		name, slots, plural, mem.MaxSeqs, mem.BudgetTokens, mem.MicroBatch)
 	if a.Running > 0 && a.Queue > 0 {
 		fmt.Fprintf(w, "  requests beyond the %d slots queue for one: %.1f running, mean slot wait %.1f ms analytic", slots, a.Running, a.Queue*1e3)
 		if !analyticOnly {
