@@ -39,7 +39,7 @@ its output length (EOS is ignored) so runs do the same work.
 The work is fixed: the same seeded prompts every run, greedy decoding,
 every request generating exactly its output length. Warm-up runs (a short
 slice of the requests, not reported) repeat until two in a row agree on
-TPOT within 5% (at most --max-warmup), so caches, buffers and CPU
+TPOT and TTFT within 5% (at most --max-warmup), so caches, buffers and CPU
 frequency are steady; then --repeats measured runs follow, each after a
 forced garbage collection (the serving loop itself reuses its buffers, so
 collections during a run are rare; their count is reported). Each metric
@@ -182,24 +182,25 @@ thread per goroutine so nothing is oversubscribed.`,
 }
 
 // bsWarmUp runs a slice of the requests (at least two per client) until two
-// runs in a row agree on mean TPOT within 5%, at most maxRuns times, and
-// returns the number of runs.
+// runs in a row agree on mean TPOT and mean TTFT within 5%, at most maxRuns
+// times, and returns the number of runs.
 func bsWarmUp(ctx context.Context, m *engine.Model, reqs []engine.ServeRequest, opt engine.ServeOptions, maxRuns int) (int, error) {
 	warm := reqs[:min(len(reqs), max(2*opt.Concurrency, 8))]
-	prev := math.NaN()
+	near := func(a, b float64) bool { return math.Abs(a-b) <= 0.05*b }
+	var prev bsBenchRun
 	for i := 1; ; i++ {
 		st, err := m.Serve(ctx, warm, opt)
 		if err != nil {
 			return i, err
 		}
-		tpot := bsSummarizeRun(st).TPOT.Mean
-		if tpot == 0 { // one-token outputs: compare wall time
-			tpot = st.Wall
+		run := bsSummarizeRun(st)
+		if run.TPOT.Mean == 0 { // one-token outputs: compare wall time
+			run.TPOT.Mean = st.Wall
 		}
-		if i >= maxRuns || math.Abs(tpot-prev) <= 0.05*prev {
+		if i >= maxRuns || (i > 1 && near(run.TPOT.Mean, prev.TPOT.Mean) && near(run.TTFT.Mean, prev.TTFT.Mean)) {
 			return i, nil
 		}
-		prev = tpot
+		prev = run
 	}
 }
 

@@ -2,9 +2,11 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -139,47 +141,63 @@ func randomBenchModelDir(t *testing.T) string {
 // (each invocation with its own warm-up and repeats, as a user would run
 // it) on the embedded parent and on a random 5.8M-parameter model, and
 // asserts that the reported medians of TPOT, TTFT and output throughput
-// agree across invocations within 10% ((max − min)/median). It takes about
-// a minute; skipped under -short. The measurement is wall-clock: on a
-// machine shared with other jobs it can fail for reasons outside the
-// engine, which the logged CPU shares show.
+// agree across invocations within 10% ((max − min)/median).
+//
+// Wall-clock figures are only reproducible if the process gets the same
+// CPU time: on a 2-core machine shared with other jobs, a run with all
+// threads loses a whole core whenever another process takes one (its CPU
+// share, logged, drops from about 60% to 50%), and every barrier waits for
+// it. So the assertion is made single-threaded (--threads 1), where one
+// competing process costs little, and with all threads only when the
+// invocations got the same CPU share (within 10%); otherwise the
+// all-thread figures are logged, not asserted. About a minute; skipped
+// under -short.
 func TestBenchServeReproducible(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs bench-serve 6 times (about a minute); skipped under -short")
+		t.Skip("runs bench-serve 12 times (about a minute); skipped under -short")
 	}
 	const invocations = 3
-	for _, model := range []struct{ name, dir string }{{"parent", "parent"}, {"random-5.8M", randomBenchModelDir(t)}} {
-		t.Run(model.name, func(t *testing.T) {
-			var tpot, ttft, tps, share []float64
-			for i := range invocations {
-				code, out, errOut := genRunCLI("bench-serve", "--model", model.dir, "--isl", "128", "--osl", "64",
-					"--concurrency", "4", "--requests", "32", "--repeats", "3", "--json")
-				if code != 0 {
-					t.Fatalf("exit %d: %s", code, errOut)
+	random := randomBenchModelDir(t)
+	for _, model := range []struct{ name, dir string }{{"parent", "parent"}, {"random-5.8M", random}} {
+		for _, threads := range []int{1, runtime.GOMAXPROCS(0)} {
+			t.Run(fmt.Sprintf("%s/threads=%d", model.name, threads), func(t *testing.T) {
+				var tpot, ttft, tps, share []float64
+				for i := range invocations {
+					code, out, errOut := genRunCLI("bench-serve", "--model", model.dir, "--isl", "128", "--osl", "64",
+						"--concurrency", "4", "--requests", "32", "--repeats", "3", "--threads", strconv.Itoa(threads), "--json")
+					if code != 0 {
+						t.Fatalf("exit %d: %s", code, errOut)
+					}
+					var rep bsBenchReport
+					if err := json.Unmarshal([]byte(out), &rep); err != nil {
+						t.Fatal(err)
+					}
+					s := rep.Summary
+					tpot = append(tpot, s["tpot_mean_s"].Median)
+					ttft = append(ttft, s["ttft_mean_s"].Median)
+					tps = append(tps, s["output_tokens_per_s"].Median)
+					share = append(share, bsSpreadOf(rep.Runs, func(r bsBenchRun) float64 { return r.CPUShare }).Median)
+					t.Logf("invocation %d: TPOT %.3f ms (spread %.1f%%), TTFT %.2f ms (%.1f%%), %.0f output tok/s (%.1f%%), %d warm-up runs, CPU share %.0f%%",
+						i+1, 1e3*tpot[i], 100*s["tpot_mean_s"].Spread, 1e3*ttft[i], 100*s["ttft_mean_s"].Spread,
+						tps[i], 100*s["output_tokens_per_s"].Spread, rep.WarmupRuns, 100*share[i])
 				}
-				var rep bsBenchReport
-				if err := json.Unmarshal([]byte(out), &rep); err != nil {
-					t.Fatal(err)
-				}
-				s := rep.Summary
-				tpot = append(tpot, s["tpot_mean_s"].Median)
-				ttft = append(ttft, s["ttft_mean_s"].Median)
-				tps = append(tps, s["output_tokens_per_s"].Median)
-				share = append(share, bsSpreadOf(rep.Runs, func(r bsBenchRun) float64 { return r.CPUShare }).Median)
-				t.Logf("invocation %d: TPOT %.3f ms (spread %.1f%%), TTFT %.2f ms (%.1f%%), %.0f output tok/s (%.1f%%), %d warm-up runs, CPU share %.0f%%",
-					i+1, 1e3*tpot[i], 100*s["tpot_mean_s"].Spread, 1e3*ttft[i], 100*s["ttft_mean_s"].Spread,
-					tps[i], 100*s["output_tokens_per_s"].Spread, rep.WarmupRuns, 100*share[i])
-			}
-			for _, m := range []struct {
-				name string
-				xs   []float64
-			}{{"TPOT", tpot}, {"TTFT", ttft}, {"output throughput", tps}} {
-				s := bsSpreadOfValues(m.xs)
-				t.Logf("%s across %d invocations: spread %.1f%%", m.name, invocations, 100*s.Spread)
-				if s.Spread > 0.10 {
+				contended := bsSpreadOfValues(share).Spread > 0.10
+				for _, m := range []struct {
+					name string
+					xs   []float64
+				}{{"TPOT", tpot}, {"TTFT", ttft}, {"output throughput", tps}} {
+					s := bsSpreadOfValues(m.xs)
+					t.Logf("%s across %d invocations: spread %.1f%%", m.name, invocations, 100*s.Spread)
+					if s.Spread <= 0.10 {
+						continue
+					}
+					if threads > 1 && contended {
+						t.Logf("not asserted: the CPU share varied (%v), so other processes took cores", share)
+						continue
+					}
 					t.Errorf("%s varies by %.1f%% across invocations (%v); want ≤ 10%% (CPU shares %v)", m.name, 100*s.Spread, m.xs, share)
 				}
-			}
-		})
+			})
+		}
 	}
 }
