@@ -456,12 +456,12 @@ func (m *Model) forward() {
 		in, out := a.res[l], a.res[l+1]
 		m.observe(l, SiteLayerInput, in, H, 0, 0)
 		if m.skip[l] {
-			copy(out, in)
+			parallelCopy(out, in)
 			m.observe(l, SiteLayerOutput, out, H, 0, 0)
 			continue
 		}
 		la, w := &a.layers[l], &m.p.layers[l]
-		copy(la.mid, in)
+		parallelCopy(la.mid, in)
 		if d.attn {
 			rmsnormForward(la.ln1, la.rstd1, in, w.inNorm, N, H, m.eps)
 			m.observe(l, SiteAttnNorm, la.ln1, H, 0, 0)
@@ -472,8 +472,8 @@ func (m *Model) forward() {
 				rmsnormForward(la.qr, la.qrstd, la.q, w.qNorm, N*d.heads, d.hd, m.eps)
 				rmsnormForward(la.kr, la.krstd, la.k, w.kNorm, N*d.kvH, d.hd, m.eps)
 			} else {
-				copy(la.qr, la.q)
-				copy(la.kr, la.k)
+				parallelCopy(la.qr, la.q)
+				parallelCopy(la.kr, la.k)
 			}
 			tab := m.rope[d.hd]
 			tab.ensure(T)
@@ -486,7 +486,7 @@ func (m *Model) forward() {
 			residualAdd(la.mid, out)
 		}
 		if !d.mlp {
-			copy(out, la.mid)
+			parallelCopy(out, la.mid)
 		} else {
 			rmsnormForward(la.ln2, la.rstd2, la.mid, w.postNorm, N, H, m.eps)
 			m.observe(l, SiteMLPNorm, la.ln2, H, 0, 0)

@@ -74,3 +74,11 @@ func putScratch(p *[]float32) {
 	}
 	scratch.mu.Unlock()
 }
+
+// parallelCopy is copy(dst, src) split across the cores: activation copies
+// of a megabyte or more would otherwise run on one core while the other
+// waits.
+func parallelCopy(dst, src []float32) {
+	n := min(len(dst), len(src))
+	parallelFor(n, 1<<15, func(lo, hi int) { copy(dst[lo:hi], src[lo:hi]) })
+}
