@@ -198,6 +198,9 @@ func (m *Model) Serve(ctx context.Context, reqs []ServeRequest, opt ServeOptions
 			rs.Tokens = s.tokens
 			kv -= s.cache.Bytes()
 			*free = append(*free, s.cache)
+			if len(*free) > maxBatch { // keep at most one batch's worth
+				*free = append((*free)[:0], (*free)[1:]...)
+			}
 			s.cache = nil
 			st.InputTokens += rs.Input
 			st.OutputTokens += rs.Output
