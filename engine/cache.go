@@ -241,13 +241,14 @@ func cachedAttention(ao, q []float32, caches []*Cache, l int, start []int, d lay
 	group := d.heads / d.kvH
 	s := attnShape{heads: d.heads, kvH: d.kvH, hd: d.hd, window: d.window}
 	// Decoding steps are small (one query row per sequence): below about
-	// 2¹⁸ multiply-adds the goroutine fan-out costs more than it gains.
+	// 2²² multiply-adds the goroutine fan-out costs more than it gains (see
+	// blas smallSerialWork); prefill chunks are larger and run in parallel.
 	work := 0
 	for i, c := range caches {
 		work += (start[i+1] - start[i]) * (c.n + 1) * d.hd * d.heads * 2
 	}
 	grain := 1
-	if work < 1<<18 {
+	if work < 1<<22 {
 		grain = len(caches) * d.heads
 	}
 	parallelFor(len(caches)*d.heads, grain, func(lo, hi int) {

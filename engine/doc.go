@@ -82,7 +82,7 @@
 // operations split rows across GOMAXPROCS goroutines; GEMMs are split the
 // same way (OpenBLAS runs single-threaded per goroutine), so the two never
 // oversubscribe the cores. Products of a few rows (decoding) below about
-// 2²⁰ multiply-adds, and decode-step attention below 2¹⁸, stay on one core:
+// 2²³ multiply-adds, and decode-step attention below 2²², stay on one core:
 // there the goroutine fan-out costs more than the second core gives.
 // Softmax, norm outputs and residual adds use AVX2 kernels (engine/blas
 // Max, Scale, MulScale, Axpy). ForwardFLOPs gives the model FLOPs that the

@@ -10,10 +10,11 @@ const smallM = 4
 
 // smallSerialWork: products of a few rows (decoding) with at most this many
 // multiply-adds run on one core. They are memory-bound (each weight read
-// once), and below this size starting and joining goroutines costs more
-// than the second core gives: with a 3.9M-parameter model at batch 4,
-// splitting them made a decoding step slower on 2 threads than on 1.
-const smallSerialWork = 1 << 20
+// once), and below this size waking and joining a second goroutine costs
+// more than the second core gives: serving a 5.8M-parameter model at batch
+// 4, decoding was 20% slower on 2 threads than on 1 with a 2²⁰ limit on
+// this and on decode attention (2¹⁸), and on par with 2²³ and 2²².
+const smallSerialWork = 1 << 23
 
 // dot returns Σ x[i]·y[i] (len(x) == len(y)).
 func dot(x, y []float32) float32 {
