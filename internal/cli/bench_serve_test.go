@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -152,9 +153,16 @@ func randomBenchModelDir(t *testing.T) string {
 // invocations got the same CPU share (within 10%); otherwise the
 // all-thread figures are logged, not asserted. About a minute; skipped
 // under -short.
+// reproFlag gates TestBenchServeReproducible: it is a measurement of run-to-run
+// spread and only means something on a quiet machine (not while go test runs
+// other packages beside it), so it runs on request:
+//
+//	go test -tags openblas -run TestBenchServeReproducible -serve.repro -v ./internal/cli/
+var reproFlag = flag.Bool("serve.repro", false, "run TestBenchServeReproducible (about a minute; needs a quiet machine)")
+
 func TestBenchServeReproducible(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs bench-serve 12 times (about a minute); skipped under -short")
+	if !*reproFlag {
+		t.Skip("measures bench-serve's run-to-run spread; run alone with -serve.repro on a quiet machine")
 	}
 	const invocations = 3
 	random := randomBenchModelDir(t)
