@@ -79,7 +79,7 @@ func newEmpty(arch *architecture.Model) (*Model, error) {
 	if m.eps <= 0 {
 		m.eps = 1e-6
 	}
-	m.specs = tensorSpecs(arch, dims)
+	m.specs = tensorSpecs(arch)
 	m.offsets = make([]int, len(m.specs))
 	total := 0
 	for i, s := range m.specs {

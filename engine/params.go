@@ -159,63 +159,25 @@ func rotDim(a *architecture.Model, hd int) int {
 // attention has no input_layernorm; one without MLP has no
 // post_attention_layernorm (the DeciLM "no_op" convention).
 func TensorSpecs(a *architecture.Model) ([]TensorSpec, error) {
-	dims, err := checkArch(a)
-	if err != nil {
+	if _, err := checkArch(a); err != nil {
 		return nil, err
 	}
-	return tensorSpecs(a, dims), nil
+	return tensorSpecs(a), nil
 }
 
-func tensorSpecs(a *architecture.Model, dims []layerDims) []TensorSpec {
-	H := a.Hidden
-	specs := []TensorSpec{{"model.embed_tokens.weight", []int{a.Vocab, H}}}
-	add := func(name string, shape ...int) { specs = append(specs, TensorSpec{name, shape}) }
-	for i, d := range dims {
-		p := fmt.Sprintf("model.layers.%d.", i)
-		if d.attn {
-			add(p+"input_layernorm.weight", H)
-			add(p+"self_attn.q_proj.weight", d.qd, H)
-			if d.qkvBias {
-				add(p+"self_attn.q_proj.bias", d.qd)
-			}
-			add(p+"self_attn.k_proj.weight", d.kd, H)
-			if d.qkvBias {
-				add(p+"self_attn.k_proj.bias", d.kd)
-			}
-			add(p+"self_attn.v_proj.weight", d.kd, H)
-			if d.qkvBias {
-				add(p+"self_attn.v_proj.bias", d.kd)
-			}
-			add(p+"self_attn.o_proj.weight", H, d.qd)
-			if d.outBias {
-				add(p+"self_attn.o_proj.bias", H)
-			}
-			if d.qkNorm {
-				add(p+"self_attn.q_norm.weight", d.hd)
-				add(p+"self_attn.k_norm.weight", d.hd)
-			}
+// tensorSpecs converts the architecture's tensor layout (architecture.Tensors,
+// the one list of HF names and shapes that the pruner and validators use too)
+// into the engine's slab order. checkArch must have accepted a first, so every
+// tensor listed is one the engine binds.
+func tensorSpecs(a *architecture.Model) []TensorSpec {
+	ts := a.Tensors()
+	specs := make([]TensorSpec, len(ts))
+	for i, t := range ts {
+		shape := make([]int, len(t.Shape))
+		for j, d := range t.Shape {
+			shape[j] = int(d)
 		}
-		if d.mlp {
-			add(p+"post_attention_layernorm.weight", H)
-			if d.gated {
-				add(p+"mlp.gate_proj.weight", d.ffn, H)
-				if d.mlpBias {
-					add(p+"mlp.gate_proj.bias", d.ffn)
-				}
-			}
-			add(p+"mlp.up_proj.weight", d.ffn, H)
-			if d.mlpBias {
-				add(p+"mlp.up_proj.bias", d.ffn)
-			}
-			add(p+"mlp.down_proj.weight", H, d.ffn)
-			if d.mlpBias {
-				add(p+"mlp.down_proj.bias", H)
-			}
-		}
-	}
-	add("model.norm.weight", H)
-	if !a.TiedEmbeddings {
-		add("lm_head.weight", a.Vocab, H)
+		specs[i] = TensorSpec{t.Name, shape}
 	}
 	return specs
 }
