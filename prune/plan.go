@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"sort"
 	"strings"
 )
@@ -163,7 +164,7 @@ func ReadPlan(r io.Reader) (*Plan, error) {
 		case errors.As(err, &se):
 			return nil, fmt.Errorf("pruning plan: JSON syntax error at byte offset %d: %w", se.Offset, err)
 		case errors.As(err, &te):
-			return nil, fmt.Errorf("pruning plan: field %q at byte offset %d: want %s, got %s", te.Field, te.Offset, te.Type, te.Value)
+			return nil, fmt.Errorf("pruning plan: field %q at byte offset %d: want %s, got %s (see prune/PLAN.md)", te.Field, te.Offset, jsonKind(te.Type), te.Value)
 		}
 		return nil, fmt.Errorf("pruning plan: %w", err)
 	}
@@ -312,4 +313,47 @@ func (p *Plan) Format() string {
 // sortLayers orders layer entries by parent layer index.
 func (p *Plan) sortLayers() {
 	sort.SliceStable(p.Layers, func(i, j int) bool { return p.Layers[i].Layer < p.Layers[j].Layer })
+}
+
+// jsonKind names a Go type the way a plan's author thinks of it: as JSON.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
+		return "a list (JSON array) of " + jsonKinds(t.Elem())
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	}
+	return t.String()
+}
+
+// jsonKinds is the plural of jsonKind, for list elements.
+func jsonKinds(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
+		return "lists"
+	case reflect.Map, reflect.Struct:
+		return "objects"
+	case reflect.Pointer:
+		return jsonKinds(t.Elem())
+	case reflect.Float32, reflect.Float64:
+		return "numbers"
+	case reflect.String:
+		return "strings"
+	case reflect.Bool:
+		return "booleans"
+	}
+	if k := jsonKind(t); strings.HasPrefix(k, "an ") {
+		return k[3:] + "s"
+	}
+	return t.String()
 }

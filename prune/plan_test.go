@@ -316,3 +316,15 @@ func toI64(s []int) []int64 {
 	}
 	return out
 }
+
+func TestPlanTypeErrorsSpeakJSON(t *testing.T) {
+	for _, tc := range []struct{ plan, want string }{
+		{`{"version":1,"layers":{"0":{"mlp":[3,1]}}}`, `field "layers" at byte offset 23: want a list (JSON array) of objects, got object`},
+		{`{"version":1,"hidden":"x"}`, `field "hidden" at byte offset 25: want a list (JSON array) of integers, got string`},
+	} {
+		_, err := ReadPlan(strings.NewReader(tc.plan))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ReadPlan(%s) = %v, want %q", tc.plan, err, tc.want)
+		}
+	}
+}
