@@ -107,7 +107,29 @@ func steady(m *stepModel, in steadyIn) Latency {
 		}
 		np = n2
 	}
-	tm := m.terms(mine)
+	// Others' prompts arrive as chunks of isl/np tokens, not as a thin
+	// layer of prefill on every step: a share q of the steps carries a
+	// chunk, the rest decode only. For dense models the step cost is linear
+	// in the batch and the mixture equals the mean step; for MoE models the
+	// experts touched grow sub-linearly with tokens, so pricing the mean
+	// step would charge a decode step for experts only a chunk touches.
+	// (llama-server's passes follow their own rule, in fill mode.)
+	qMine, qAll := 1.0, 1.0
+	if !in.fill {
+		qMine = math.Min(1, (c-1)*np/L)
+		qAll = math.Min(1, c*np/L)
+	}
+	tm := m.mixed(mine, qMine)
+	if !in.fill && m.co.Burst > 0 && c > 1 {
+		// Lock-step clients (Burst = 1) send their prompts together: on
+		// average half of the others' prompts are prefilled before my first
+		// token (the Burst term of the prompt wait below) and only the other
+		// half interrupts my decode. Move that half out of the decode steps,
+		// so that the work of a cycle is counted once.
+		dec := mine
+		dec.Prefill, dec.PrefillAtt, dec.PrefillSeq, dec.PrefillDone = 0, 0, 0, 0
+		tm = blendTerms(tm, m.terms(dec), m.co.Burst/2)
+	}
 	tau := tm.Total() // my decode step: TPOT
 	// The step that carries a request's own prefill chunk holds that chunk
 	// (and its attention pairs) on top of the others' work.
@@ -125,7 +147,7 @@ func steady(m *stepModel, in steadyIn) Latency {
 	nopre := b
 	nopre.Prefill, nopre.PrefillAtt, nopre.PrefillSeq, nopre.PrefillDone = 0, 0, 0, 0
 	rho := 0.0
-	if tb := m.time(b); tb > 0 {
+	if tb := m.mixed(b, qAll).Total(); tb > 0 {
 		rho = math.Min(math.Max((tb-m.time(nopre))/tb, 0), 0.95)
 	}
 	// A closed loop has no more than c−1 other prompts to wait for: the open

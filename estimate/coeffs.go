@@ -44,6 +44,18 @@ type Coeffs struct {
 	// §5.4) and larger on GPUs with little ALU per byte (Apple). 0 = none.
 	// It is a prior, not fitted: no fitted row uses a quantized GGUF type.
 	Quant float64 `json:"quant,omitempty"`
+	// Block multiplies the weight-streaming and linear-compute terms of
+	// block-scaled FP8 weights (fp8-block: one scale per 128×128 tile, as
+	// DeepSeek-style checkpoints ship) over per-tensor FP8: their GEMM and
+	// fused-MoE kernels apply scales per tile and, in some engines, run on
+	// slower kernels. 1 = as fast as per-tensor FP8; 0 reads as 1.
+	Block float64 `json:"block,omitempty"`
+	// Dequant multiplies the weight-streaming and linear-compute terms of
+	// weight-only kernels: weights narrower than 16 bits on a GPU without
+	// tensor cores for their type (FP4 before Blackwell, FP8 on Ampere) and
+	// W4A16 formats (AWQ, GPTQ), which unpack every weight to BF16 inside
+	// the GEMM. 1 = as fast as native kernels; 0 reads as 1.
+	Dequant float64 `json:"dequant,omitempty"`
 
 	// Validation figures written by calibrate: held-out median APE (fractions).
 	ErrTTFT       float64 `json:"err_ttft,omitempty"`
@@ -96,8 +108,14 @@ func ParseCoeffs(b []byte) (*CoeffFile, error) {
 	for name, c := range f.Families {
 		if c.CompLow == 0 {
 			c.CompLow = 1
-			f.Families[name] = c
 		}
+		if c.Block == 0 {
+			c.Block = 1
+		}
+		if c.Dequant == 0 {
+			c.Dequant = 1
+		}
+		f.Families[name] = c
 		for _, v := range c.vector() {
 			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
 				return nil, fmt.Errorf("coefficient file: family %s has an invalid value %g", name, v)
@@ -139,20 +157,23 @@ var fallbacks = map[string][]string{
 }
 
 // The fitted coefficients as a vector, in the order of CoeffNames.
-func (c *Coeffs) vector() [15]float64 {
-	return [15]float64{c.Comp, c.Weight, c.KV, c.State, c.TP, c.TPLatency, c.Layer, c.Step, c.Req, c.MoE, c.Alpha0, c.Queue, c.CompLow, c.Ctx, c.Burst}
+func (c *Coeffs) vector() [NumCoeffs]float64 {
+	return [NumCoeffs]float64{c.Comp, c.Weight, c.KV, c.State, c.TP, c.TPLatency, c.Layer, c.Step, c.Req, c.MoE, c.Alpha0, c.Queue, c.CompLow, c.Ctx, c.Burst, c.Block, c.Dequant}
 }
 
-func (c *Coeffs) setVector(v [15]float64) {
-	c.Comp, c.Weight, c.KV, c.State, c.TP, c.TPLatency, c.Layer, c.Step, c.Req, c.MoE, c.Alpha0, c.Queue, c.CompLow, c.Ctx, c.Burst =
-		v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13], v[14]
+func (c *Coeffs) setVector(v [NumCoeffs]float64) {
+	c.Comp, c.Weight, c.KV, c.State, c.TP, c.TPLatency, c.Layer, c.Step, c.Req, c.MoE, c.Alpha0, c.Queue, c.CompLow, c.Ctx, c.Burst, c.Block, c.Dequant =
+		v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13], v[14], v[15], v[16]
 }
+
+// NumCoeffs is the length of the coefficient vector.
+const NumCoeffs = 17
 
 // CoeffNames names the entries of the coefficient vector.
-var CoeffNames = [15]string{"comp", "weight", "kv", "state", "tp", "tp_latency", "layer", "step", "req", "moe", "alpha0", "queue", "comp_low", "ctx", "burst"}
+var CoeffNames = [NumCoeffs]string{"comp", "weight", "kv", "state", "tp", "tp_latency", "layer", "step", "req", "moe", "alpha0", "queue", "comp_low", "ctx", "burst", "block", "dequant"}
 
 // Vector returns the coefficients in CoeffNames order.
-func (c Coeffs) Vector() [15]float64 { return c.vector() }
+func (c Coeffs) Vector() [NumCoeffs]float64 { return c.vector() }
 
 // WithVector returns c with the coefficient values replaced.
-func (c Coeffs) WithVector(v [15]float64) Coeffs { c.setVector(v); return c }
+func (c Coeffs) WithVector(v [NumCoeffs]float64) Coeffs { c.setVector(v); return c }

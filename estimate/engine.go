@@ -138,7 +138,7 @@ func resolve(eng Engine, hw *hardware.GPU, o *Options, maxLen int) (resolved, er
 		if p.Name == "f16" {
 			p, _ = LookupPrecision("fp16")
 		} else {
-			return r, &UnsupportedError{Msg: "precision " + p.Name + " is a GGUF format; " + string(eng) + " serves bf16, fp16, fp8, nvfp4, mxfp4, int4-awq or int4-gptq"}
+			return r, &UnsupportedError{Msg: "precision " + p.Name + " is a GGUF format; " + string(eng) + " serves bf16, fp16, fp8, fp8-block, nvfp4, mxfp4, int4-awq or int4-gptq"}
 		}
 	}
 	if !eng.Pool() && !p.GGUF {

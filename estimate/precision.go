@@ -21,6 +21,9 @@ type Precision struct {
 	Compute string
 	// GGUF marks llama.cpp formats.
 	GGUF bool
+	// Block marks block-scaled FP8 (one scale per 128×128 tile), whose
+	// kernels the engine families price with their own Block coefficient.
+	Block bool
 	Note string
 }
 
@@ -32,7 +35,9 @@ var precisions = map[string]Precision{
 	"bf16": {Name: "bf16", LinearBPW: 16, EmbedBPW: 16, HeadBPW: 16, SmallBPW: 16, Compute: "bf16"},
 	"fp16": {Name: "fp16", LinearBPW: 16, EmbedBPW: 16, HeadBPW: 16, SmallBPW: 16, Compute: "bf16"},
 	"fp8": {Name: "fp8", LinearBPW: 8.002, EmbedBPW: 16, HeadBPW: 16, SmallBPW: 16, Compute: "fp8",
-		Note: "8 bits + per-tensor/per-channel or 128×128 block scales (~0.002)"},
+		Note: "8 bits + per-tensor or per-channel scales"},
+	"fp8-block": {Name: "fp8-block", LinearBPW: 8.002, EmbedBPW: 16, HeadBPW: 16, SmallBPW: 16, Compute: "fp8", Block: true,
+		Note: "8 bits + one FP32 scale per 128×128 tile (weight_block_size [128, 128], as DeepSeek-V3, Qwen3-FP8 and MiniMax-M2 ship)"},
 	"nvfp4": {Name: "nvfp4", LinearBPW: 4.5, EmbedBPW: 16, HeadBPW: 16, SmallBPW: 16, Compute: "fp4",
 		Note: "4 bits + one FP8 scale per 16"},
 	"mxfp4": {Name: "mxfp4", LinearBPW: 4.25, EmbedBPW: 16, HeadBPW: 16, SmallBPW: 16, Compute: "fp4",
@@ -76,6 +81,8 @@ func LookupPrecision(name string) (Precision, error) {
 		n = "int4-gptq"
 	case "fp4":
 		n = "nvfp4"
+	case "fp8_block", "fp8block", "block-fp8":
+		n = "fp8-block"
 	case "bfloat16":
 		n = "bf16"
 	case "float16":

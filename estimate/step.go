@@ -15,7 +15,8 @@ type stepModel struct {
 	co       Coeffs
 	peak     float64 // FLOP/s of the linear layers' compute dtype
 	peakAttn float64 // FLOP/s of attention (BF16)
-	linMul   float64 // Comp × (CompLow for FP8/FP4 GEMMs)
+	linMul   float64 // Comp × (CompLow for FP8/FP4 GEMMs) × (Block for fp8-block)
+	wMul     float64 // Weight × (Block for fp8-block)
 	// dequant is the ALU time to unpack block-quantized GGUF weights once
 	// (Quant × linear FLOPs of one token ÷ peak): llama.cpp's matrix-vector
 	// kernels dequantize every weight on each pass, so it is paid per pass,
@@ -40,10 +41,27 @@ func newStepModel(s *Summary, hw *hardware.GPU, p *Precision, co Coeffs) stepMod
 	if m.peak > hw.BF16FLOPS {
 		m.linMul *= co.CompLow
 	}
+	m.wMul = co.Weight
+	if p.Block && co.Block > 0 {
+		m.linMul *= co.Block
+		m.wMul *= co.Block
+	}
+	if WeightOnly(p, hw) && co.Dequant > 0 {
+		m.linMul *= co.Dequant
+		m.wMul *= co.Dequant
+	}
 	if p.GGUF && p.Name != "f16" && co.Quant > 0 && m.peak > 0 {
 		m.dequant = co.Quant * s.LinearFLOPs / m.peak
 	}
 	return m
+}
+
+// WeightOnly reports whether p runs as a weight-only kernel on hw: weights
+// narrower than 16 bits whose type hw has no tensor cores for (FP4 before
+// Blackwell, FP8 on Ampere), or a W4A16 format; the GEMM unpacks every
+// weight to BF16. GGUF formats have their own dequantization term.
+func WeightOnly(p *Precision, hw *hardware.GPU) bool {
+	return !p.GGUF && p.LinearBPW < 15 && hw.PeakFLOPS(p.Compute) == hw.BF16FLOPS
 }
 
 // Batch describes the work of one step.
@@ -87,7 +105,7 @@ func (m *stepModel) terms(b Batch) Terms {
 	attn := s.ScanFLOPs*b.Prefill + s.AttnFLOPs*(b.PrefillAtt+b.DecodeCtx) + s.SWAFLOPs*(b.PrefillAtt+swaCtx)
 	var t Terms
 	t.Compute = m.linMul*linear/m.peak + c.Comp*attn/m.peakAttn
-	t.Weights = c.Weight * s.StreamedBytes(tokens) / m.bw
+	t.Weights = m.wMul * s.StreamedBytes(tokens) / m.bw
 	t.KV = c.KV * (s.KVBytes*b.DecodeCtx + s.SWAKVBytes*swaCtx) / m.bw
 	if b.Decode > 0 && c.Ctx > 0 {
 		mean := b.DecodeCtx / b.Decode
@@ -124,13 +142,42 @@ func (m *stepModel) llamaPasses(t *Terms, tokens float64) {
 	passes := 1.0
 	if m.ubatch > 0 && tokens > m.ubatch {
 		passes = math.Ceil(tokens / m.ubatch)
-		t.Weights = c.Weight * passes * s.StreamedBytes(tokens/passes) / m.bw
+		t.Weights = m.wMul * passes * s.StreamedBytes(tokens/passes) / m.bw
 		t.Overhead += (passes - 1) * (c.Layer*float64(s.Layers) + c.Step + c.MoE*float64(s.MoELayers))
 	}
 	t.Compute += m.dequant * passes
 }
 
 func (m *stepModel) time(b Batch) float64 { return m.terms(b).Total() }
+
+// mixed prices the mean of a step population in which a share q of the
+// steps carries all of b's prefill work (chunks q⁻¹ times the mean) and the
+// rest decode only. q ≥ 1 (or no prefill) is the mean step itself.
+func (m *stepModel) mixed(b Batch, q float64) Terms {
+	if q >= 1 || b.Prefill <= 0 || q <= 0 {
+		return m.terms(b)
+	}
+	pre, dec := b, b
+	pre.Prefill /= q
+	pre.PrefillAtt /= q
+	pre.PrefillSeq /= q
+	pre.PrefillDone /= q
+	dec.Prefill, dec.PrefillAtt, dec.PrefillSeq, dec.PrefillDone = 0, 0, 0, 0
+	return blendTerms(m.terms(dec), m.terms(pre), q)
+}
+
+// blendTerms returns (1−f)·a + f·b, term by term.
+func blendTerms(a, b Terms, f float64) Terms {
+	mix := func(x, y float64) float64 { return (1-f)*x + f*y }
+	return Terms{
+		Compute:  mix(a.Compute, b.Compute),
+		Weights:  mix(a.Weights, b.Weights),
+		KV:       mix(a.KV, b.KV),
+		State:    mix(a.State, b.State),
+		Comm:     mix(a.Comm, b.Comm),
+		Overhead: mix(a.Overhead, b.Overhead),
+	}
+}
 
 // stepModel returns the step model of s under c's GPU, precision,
 // coefficients and (llama.cpp) micro-batch.

@@ -242,8 +242,13 @@ func ReadAIC(r io.Reader, file string, skipped Skipped) ([]Row, error) {
 		}
 		prec := ""
 		switch q := t.get(rec, "gemm_quant_mode"); q {
-		case "fp8", "fp8_block":
+		case "fp8_block":
+			prec = "fp8-block"
+		case "fp8":
 			prec = "fp8"
+			if blockFP8[model] {
+				prec = "fp8-block"
+			}
 		case "nvfp4":
 			prec = "nvfp4"
 		case "int4_wo":
@@ -252,6 +257,9 @@ func ReadAIC(r io.Reader, file string, skipped Skipped) ([]Row, error) {
 			switch t.get(rec, "precision") {
 			case "fp8":
 				prec = "fp8"
+				if blockFP8[model] {
+					prec = "fp8-block"
+				}
 			case "fp4":
 				prec = "nvfp4"
 			default:
@@ -289,6 +297,14 @@ func ReadAIC(r io.Reader, file string, skipped Skipped) ([]Row, error) {
 		out = append(out, row)
 	}
 	return out, nil
+}
+
+// blockFP8 lists FP8 checkpoints whose config.json quantization_config has
+// weight_block_size [128, 128]: whatever the row's quant-mode label says,
+// the engine loads them as block-scaled FP8.
+var blockFP8 = map[string]bool{
+	"Qwen/Qwen3-235B-A22B-FP8": true,
+	"MiniMaxAI/MiniMax-M2.5":   true,
 }
 
 // hasItem reports whether the ;-separated provenance list src holds item.

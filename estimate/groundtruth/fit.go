@@ -130,7 +130,7 @@ func (p *Prepared) Predict(co estimate.Coeffs, metric Metric) (pred, meas float6
 // fitted marks the coefficients the optimiser moves (others keep their prior).
 var fitted = map[string][]int{
 	// comp, weight, kv, tp, layer, step, req, alpha0
-	"default": {0, 1, 2, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14},
+	"default": {0, 1, 2, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16},
 	// Argonne's llama.cpp prompts run in chunks of 1–64 tokens (n_batch), so
 	// they say nothing about prefill FLOP efficiency at serving chunk sizes:
 	// comp keeps its prior there.
@@ -139,8 +139,35 @@ var fitted = map[string][]int{
 	// SGLang has ~150 rows on two GPUs: fit fewer coefficients, but its
 	// closed-loop clients run close to lock-step (TTFT grows with the whole
 	// group's prefill), so the burst coefficient is fitted.
-	"sglang":      {0, 1, 4, 6, 7, 8, 10, 11, 14},
+	// SGLang has ~300 rows on two GPUs and three models, too few for the
+	// whole set: it starts from vLLM's fit (parentFamily; both are PyTorch
+	// engines on the same FlashInfer/Triton/CUTLASS kernels) and fits its
+	// own weight efficiency, scheduler (per-step) cost, request overhead,
+	// queueing and lock-step burst.
+	"sglang":      {1, 7, 10, 11, 14},
 	"trtllm@2024": {0, 1, 2, 4, 6, 7, 8, 9, 10, 13},
+}
+
+// parentFamily names the family whose fit a data-poor family starts from.
+// The parent is fitted on the same hold-out split, so no held-out GPU or
+// model reaches the child through it.
+var parentFamily = map[string]string{"sglang": "vllm"}
+
+// startFor returns the starting coefficients of fam: its parent's fit on
+// the rows keep accepts when it has a parent with such rows, else its prior.
+func startFor(ctx context.Context, rows []*Prepared, fam string, prior *estimate.CoeffFile, maxIter int, keep func(*Prepared) bool) estimate.Coeffs {
+	pc := priorFor(prior, fam)
+	parent, ok := parentFamily[fam]
+	if !ok {
+		return pc
+	}
+	sub := filter(rows, func(p *Prepared) bool { return p.Family == parent && keep(p) })
+	if len(sub) == 0 {
+		return pc
+	}
+	co, _ := Fit(ctx, sub, parent, priorFor(prior, parent), maxIter)
+	co.Quant = pc.Quant
+	return co
 }
 
 // metricWeight balances the loss: TTFT is noisier (queueing, client time).
@@ -188,6 +215,7 @@ func Fit(ctx context.Context, rows []*Prepared, family string, prior estimate.Co
 	if !ok {
 		idx = fitted["default"]
 	}
+	idx = identifiable(rows, prior, idx)
 	base := prior.Vector()
 	x0 := make([]float64, len(idx))
 	for i, k := range idx {
@@ -214,6 +242,8 @@ func Fit(ctx context.Context, rows []*Prepared, family string, prior estimate.Co
 		v[10] = clamp(v[10], 1e-3, 0.2) // per-request overhead: ms to a fifth of a second
 		v[11] = clamp(v[11], 0.1, 10)   // queueing scale stays near the M/D/1 value
 		v[14] = clamp(v[14], 0, 1)      // between staggered and lock-step clients
+		v[15] = clamp(v[15], 1, 4)      // block-scaled FP8 is never faster than per-tensor FP8
+		v[16] = clamp(v[16], 1, 4)      // weight-only kernels are never faster than native ones
 		return prior.WithVector(v)
 	}
 	f := func(x []float64) float64 {
@@ -234,6 +264,25 @@ func Fit(ctx context.Context, rows []*Prepared, family string, prior estimate.Co
 		x, fx = nelderMead(f, x, step, iter/4+1)
 	}
 	return toCoeffs(x), fx
+}
+
+// identifiable drops from idx the coefficients that no row's prediction
+// depends on (the block-FP8 factor when no row is block-scaled, the MoE
+// overhead when no model has experts, …): the loss is flat along them, and
+// Nelder–Mead would let them drift to their bounds instead of keeping the
+// prior, which is all a held-out row of that kind then has to go on.
+func identifiable(rows []*Prepared, prior estimate.Coeffs, idx []int) []int {
+	base := prior.Vector()
+	l0 := loss(rows, prior)
+	var out []int
+	for _, k := range idx {
+		v := base
+		v[k] = math.Max(v[k], 1e-9) * 1.5
+		if loss(rows, prior.WithVector(v)) != l0 {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // priorFor returns the starting coefficients of a family ("vllm@2024"
@@ -368,7 +417,7 @@ func FitAll(ctx context.Context, rows []*Prepared, prior *estimate.CoeffFile, ma
 			return nil, err
 		}
 		sub := filter(rows, func(p *Prepared) bool { return p.Family == fam })
-		pc := priorFor(prior, fam)
+		pc := startFor(ctx, rows, fam, prior, maxIter, func(*Prepared) bool { return true })
 		co, _ := Fit(ctx, sub, fam, pc, maxIter)
 		vers := map[string]bool{}
 		for _, p := range sub {

@@ -292,3 +292,65 @@ func ExampleDescribe() {
 	fmt.Printf("%d layers, %.2f B parameters\n", m.NumLayers(), float64(p.Total)/1e9)
 	// Output: 32 layers, 8.03 B parameters
 }
+
+// TestIdentifiable checks that coefficients no row depends on are left out
+// of the fit: a dense BF16 sample says nothing about block-scaled FP8,
+// weight-only kernels or MoE layers; adding such rows brings them back.
+func TestIdentifiable(t *testing.T) {
+	row := func(model, prec string, gpu string) Row {
+		return Row{Source: "t", Engine: estimate.VLLM, Model: model, GPU: gpu, Precision: prec, TP: 2,
+			ISL: 1024, OSL: 256, Concurrency: 16, TTFTms: 100, TPOTms: 20, OutputTokS: 700}
+	}
+	prior := priorFor(estimate.PriorCoeffs(), "vllm")
+	all := fitted["default"]
+	has := func(idx []int, k int) bool {
+		for _, i := range idx {
+			if i == k {
+				return true
+			}
+		}
+		return false
+	}
+	const moe, block, dequant = 9, 15, 16
+	dense := Prepare([]Row{row("meta-llama/Llama-3.1-8B", "bf16", "h100-sxm")}, Skipped{})
+	got := identifiable(dense, prior, all)
+	for _, k := range []int{moe, block, dequant} {
+		if has(got, k) {
+			t.Errorf("dense BF16 rows: %s kept in the fit", estimate.CoeffNames[k])
+		}
+	}
+	if !has(got, 1) || !has(got, 10) {
+		t.Errorf("dense BF16 rows: weight or alpha0 dropped: %v", got)
+	}
+	mixed := Prepare([]Row{row("meta-llama/Llama-3.1-8B", "bf16", "h100-sxm"),
+		row("MiniMaxAI/MiniMax-M2.5", "fp8-block", "h200"), row("openai/gpt-oss-120b", "mxfp4", "h200")}, Skipped{})
+	if len(mixed) != 3 {
+		t.Fatalf("prepared %d rows", len(mixed))
+	}
+	got = identifiable(mixed, prior, all)
+	for _, k := range []int{moe, block, dequant} {
+		if !has(got, k) {
+			t.Errorf("MoE, fp8-block and weight-only rows: %s left out", estimate.CoeffNames[k])
+		}
+	}
+}
+
+// TestBlockFP8Checkpoints checks the quant-mode mapping: fp8_block rows and
+// rows of checkpoints known to ship 128×128 block scales are fp8-block.
+func TestBlockFP8Checkpoints(t *testing.T) {
+	head := "id,silicon_data_source,backend,backend_version,model_path,system,precision,mode,isl,osl,gemm_quant_mode,moe_quant_mode,batch_size,tp_size,pp_size,attention_dp_size,silicon_ttft_ms,silicon_tpot_ms\n"
+	in := head +
+		"a,x,vllm,0.12.0,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,fp8,agg,1000,100,fp8,fp8,16,2,1,1,200,50\n" +
+		"b,x,sglang,0.5.8,meta-llama/Llama-3.1-8B-Instruct,h200_sxm,fp8,agg,1000,100,fp8_block,fp8_block,16,1,1,1,80,9\n" +
+		"c,x,vllm,0.12.0,meta-llama/Llama-3.1-70B,h200_sxm,fp8,agg,1000,100,fp8,fp8,16,2,1,1,200,20\n"
+	rows, err := ReadAIC(strings.NewReader(in), "aic.csv", Skipped{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"fp8-block", "fp8-block", "fp8"}
+	for i, r := range rows {
+		if r.Precision != want[i] {
+			t.Errorf("row %s: precision %s, want %s", r.ID, r.Precision, want[i])
+		}
+	}
+}

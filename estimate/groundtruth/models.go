@@ -44,6 +44,11 @@ var shapes = map[string]shape{
 		window: 128, altWindow: true, attnBias: true},
 	"openai/gpt-oss-20b": {layers: 24, hidden: 2880, heads: 64, kv: 8, headDim: 64, vocab: 201088, experts: 32, topK: 4, expertFFN: 2880,
 		window: 128, altWindow: true, attnBias: true},
+	// MiniMaxAI/MiniMax-M2.5 (MiniMaxM2ForCausalLM): full attention with
+	// per-layer qk-norm, 256 experts, no shared expert, untied head; the
+	// published FP8 checkpoint is block-scaled (128×128).
+	"MiniMaxAI/MiniMax-M2.5": {layers: 62, hidden: 3072, heads: 48, kv: 8, headDim: 128, vocab: 200064, qkNorm: true,
+		experts: 256, topK: 8, expertFFN: 1536},
 	"meta-llama/Llama-3.1-8B-Instruct": {layers: 32, hidden: 4096, heads: 32, kv: 8, headDim: 128, ffn: 14336, vocab: 128256},
 }
 

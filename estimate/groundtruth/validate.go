@@ -52,7 +52,6 @@ func Validate(ctx context.Context, rows []*Prepared, prior *estimate.CoeffFile, 
 	apes := map[key][]float64{}
 	for _, fam := range Families(rows) {
 		sub := filter(rows, func(p *Prepared) bool { return p.Family == fam })
-		pc := priorFor(prior, fam)
 		for _, hold := range []string{"gpu", "model"} {
 			groupOf := func(p *Prepared) string {
 				if hold == "gpu" {
@@ -78,6 +77,7 @@ func Validate(ctx context.Context, rows []*Prepared, prior *estimate.CoeffFile, 
 				}
 				train := filter(sub, func(p *Prepared) bool { return groupOf(p) != g })
 				test := filter(sub, func(p *Prepared) bool { return groupOf(p) == g })
+				pc := startFor(ctx, rows, fam, prior, maxIter, func(p *Prepared) bool { return groupOf(p) != g })
 				co, _ := Fit(ctx, train, fam, pc, maxIter)
 				for _, p := range test {
 					for _, m := range Metrics {

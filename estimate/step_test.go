@@ -1,0 +1,106 @@
+package estimate
+
+import (
+	"math"
+	"testing"
+
+	"github.com/autocompress/autocompress/architecture"
+)
+
+// moeModel is a uniform MoE decoder (gpt-oss-120b-like widths).
+func moeModel() *architecture.Model {
+	m := llama("moe", 36, 2880, 64, 8, 0, 201088)
+	for i := range m.Layers {
+		m.Layers[i].Attention.HeadDim = 64
+		m.Layers[i].MLP = nil
+		m.Layers[i].MoE = &architecture.MoE{Experts: 128, TopK: 4, ExpertWidth: 2880, Gated: true, Activation: "silu"}
+	}
+	return m
+}
+
+// TestMixedStepPopulation checks the step mixture of the analytic path: for
+// a dense model the step cost is linear in the batch, so a population where
+// a share q of the steps carries all the prefill costs what the mean step
+// does; for an MoE model the experts touched grow sub-linearly with tokens,
+// so the mixture is cheaper than the mean step, and the decode-only share
+// streams far fewer expert bytes.
+func TestMixedStepPopulation(t *testing.T) {
+	h := gpu(t, "b200")
+	p, _ := LookupPrecision("nvfp4")
+	co, _ := DefaultCoeffs().Family("trtllm")
+	mean := Batch{Decode: 4, DecodeCtx: 4 * 8700, Prefill: 32, PrefillAtt: 32 * 4000, PrefillSeq: 0.004, PrefillDone: 0.004}
+	const q = 0.004 // one step in 250 carries an 8,192-token chunk
+	for _, tc := range []struct {
+		name  string
+		m     *architecture.Model
+		dense bool
+	}{{"dense 8B", llama8B(), true}, {"MoE 128×top-4", moeModel(), false}} {
+		s := summarize(tc.m, "nvfp4", "fp8", 1)
+		sm := newStepModel(&s, h, &p, co)
+		avg, mix := sm.terms(mean).Total(), sm.mixed(mean, q).Total()
+		if tc.dense {
+			if math.Abs(mix-avg) > 1e-9*avg {
+				t.Errorf("%s: mixture %.6g s differs from the mean step %.6g s", tc.name, mix, avg)
+			}
+			continue
+		}
+		if !(mix < 0.8*avg) {
+			t.Errorf("%s: mixture %.4g ms should be well below the mean step %.4g ms", tc.name, mix*1e3, avg*1e3)
+		}
+		if got := sm.mixed(mean, 1).Total(); got != avg {
+			t.Errorf("%s: q = 1 gives %g, want the mean step %g", tc.name, got, avg)
+		}
+	}
+}
+
+// TestWeightOnlyKernels checks which deployments run weight-only GEMMs.
+func TestWeightOnlyKernels(t *testing.T) {
+	for _, tc := range []struct {
+		prec, gpu string
+		want      bool
+	}{
+		{"mxfp4", "h200", true},        // no FP4 tensor cores before Blackwell
+		{"mxfp4", "b200", false},       // native FP4
+		{"nvfp4", "h100-sxm", true},    //
+		{"fp8", "a100-80gb", true},     // no FP8 tensor cores on Ampere
+		{"fp8", "h100-sxm", false},     //
+		{"int4-awq", "h100-sxm", true}, // W4A16 everywhere
+		{"bf16", "h100-sxm", false},
+		{"q4_k_m", "rtx-4090", false}, // GGUF has its own dequantization term
+	} {
+		p, err := LookupPrecision(tc.prec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := WeightOnly(&p, gpu(t, tc.gpu)); got != tc.want {
+			t.Errorf("%s on %s: weight-only %v, want %v", tc.prec, tc.gpu, got, tc.want)
+		}
+	}
+}
+
+// TestBlockAndDequantCoefficients checks that the fp8-block and weight-only
+// factors scale the weight-streaming and linear-compute terms, and only for
+// the formats they name.
+func TestBlockAndDequantCoefficients(t *testing.T) {
+	co, _ := DefaultCoeffs().Family("vllm")
+	co.Block, co.Dequant = 1, 1
+	co2 := co
+	co2.Block, co2.Dequant = 2, 3
+	b := Batch{Decode: 16, DecodeCtx: 16 * 2000}
+	for _, tc := range []struct {
+		prec, gpu string
+		factor    float64
+	}{{"fp8-block", "h200", 2}, {"fp8", "h200", 1}, {"mxfp4", "h200", 3}, {"mxfp4", "b200", 1}} {
+		p, _ := LookupPrecision(tc.prec)
+		h := gpu(t, tc.gpu)
+		s := summarize(llama8B(), tc.prec, "auto", 1)
+		m1, m2 := newStepModel(&s, h, &p, co), newStepModel(&s, h, &p, co2)
+		w1, w2 := m1.terms(b).Weights, m2.terms(b).Weights
+		if math.Abs(w2/w1-tc.factor) > 1e-9 {
+			t.Errorf("%s on %s: weight term ×%.3g, want ×%g", tc.prec, tc.gpu, w2/w1, tc.factor)
+		}
+	}
+	if p, err := LookupPrecision("fp8_block"); err != nil || !p.Block || p.Compute != "fp8" {
+		t.Errorf("fp8_block: %+v, %v", p, err)
+	}
+}
