@@ -24,7 +24,7 @@ type Precision struct {
 	// Block marks block-scaled FP8 (one scale per 128×128 tile), whose
 	// kernels the engine families price with their own Block coefficient.
 	Block bool
-	Note string
+	Note  string
 }
 
 // Effective bits per weight (costmodel.md §3.1). Embeddings and the LM head
