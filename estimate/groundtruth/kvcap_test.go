@@ -1,0 +1,258 @@
+package groundtruth
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/autocompress/autocompress/estimate"
+	"github.com/autocompress/autocompress/hardware"
+	"github.com/autocompress/autocompress/workload"
+)
+
+const kvHeader = "engine,engine_version,model,gpu,tp,precision,kv_dtype,gpu_mem_util,max_model_len,max_num_seqs," +
+	"max_num_batched_tokens,reported_kv_tokens,reported_kv_gib,reported_weights_gib,source\n"
+
+func TestReadKVCapacity(t *testing.T) {
+	in := "# comment line\n" + kvHeader +
+		`vllm,0.9,meta-llama/Llama-3.1-8B,h100-sxm,2,bf16,auto,0.9,131072,256,8192,410128,51.63,14.99,"issue 1, quote"` + "\n" +
+		"SGLang,,Qwen/Qwen3-8B,h200,,,,,,,,1000,,,src\n"
+	rows, err := ReadKVCapacity(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 {
+		t.Fatalf("got %d rows", len(rows))
+	}
+	r := rows[0]
+	if r.Engine != estimate.VLLM || r.TP != 2 || r.MemFraction != 0.9 || r.MaxModelLen != 131072 || r.MaxNumSeqs != 256 ||
+		r.MaxBatchedTokens != 8192 || r.ReportedKVGiB != 51.63 || r.ReportedWeightsGiB != 14.99 || r.Source != "issue 1, quote" {
+		t.Errorf("row 0 = %+v", r)
+	}
+	if r.Line != 3 {
+		t.Errorf("line %d, want 3", r.Line)
+	}
+	if r.ReportedTokens != 410128 || r.Precision != "bf16" || r.KVDType != "auto" || r.EngineVersion != "0.9" {
+		t.Errorf("row 0 = %+v", r)
+	}
+	if rows[1].Engine != estimate.SGLang || rows[1].TP != 1 || rows[1].ReportedTokens != 1000 || rows[1].MemFraction != 0 {
+		t.Errorf("row 1 = %+v", rows[1])
+	}
+}
+
+func TestReadKVCapacityErrors(t *testing.T) {
+	for _, tc := range []struct{ in, err string }{
+		{"", "empty file"},
+		{"# only a comment\n", "empty file"},
+		{"engine,model,gpu\n", "missing columns source"},
+		{"engine,model,gpu,source,model\n", "duplicate column"},
+		{kvHeader, "no rows"},
+		{kvHeader + "tgi,,m,h100-sxm,1,,,,,,,10,,,s\n", "unknown engine"},
+		{kvHeader + "vllm,,,h100-sxm,1,,,,,,,10,,,s\n", "must not be empty"},
+		{kvHeader + "vllm,,m,h100-sxm,1,,,,,,,10,,,\n", "must not be empty"},
+		{kvHeader + "vllm,,m,h100-sxm,-1,,,,,,,10,,,s\n", "tp \"-1\""},
+		{kvHeader + "vllm,,m,h100-sxm,1.5,,,,,,,10,,,s\n", "tp \"1.5\""},
+		{kvHeader + "vllm,,m,h100-sxm,1,,,1.2,,,,10,,,s\n", "not in (0, 1]"},
+		{kvHeader + "vllm,,m,h100-sxm,1,,,0.9,,,,,,,s\n", "no reported value"},
+		{kvHeader + "vllm,,m,h100-sxm,1,,,0.9,,,,-4,,,s\n", "non-negative number"},
+		{kvHeader + "vllm,,m,h100-sxm,1,,,0.9,,,,NaN,,,s\n", "non-negative number"},
+		{kvHeader + "vllm,,m,h100-sxm,1,,,0.9,,,,\"410,128\",,,s\n", "non-negative number"},
+		{kvHeader + "vllm,,m,h100-sxm,1,,,0.9,,,,10,,,\"s\n", "kv capacity"},
+	} {
+		_, err := ReadKVCapacity(strings.NewReader(tc.in))
+		if err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%q: error %v, want %q", tc.in, err, tc.err)
+		}
+	}
+}
+
+func FuzzReadKVCapacity(f *testing.F) {
+	f.Add(kvHeader + "vllm,0.9,meta-llama/Llama-3.1-8B,h100-sxm,1,bf16,auto,0.9,131072,,,410128,51.63,,src\n")
+	f.Add(kvHeader + "sglang,,Qwen/Qwen3-235B-A22B-FP8,h100-sxm,4,fp8-block,auto,0.93,40960,,,367404,16.46,,s\n")
+	f.Add("# c\nengine,model,gpu,source,reported_kv_gib\ntrtllm,m,l40s,s,1e3\n")
+	f.Add(kvHeader + "vllm,,m,h100-sxm,1,,,0.9,,,,1_000,,,s\n")
+	f.Add("")
+	f.Add("\"")
+	f.Fuzz(func(t *testing.T, in string) {
+		rows, err := ReadKVCapacity(strings.NewReader(in))
+		if err != nil {
+			if rows != nil {
+				t.Fatal("rows returned with an error")
+			}
+			return
+		}
+		if len(rows) == 0 {
+			t.Fatal("no rows and no error")
+		}
+		for _, r := range rows {
+			if r.Model == "" || r.GPU == "" || r.Source == "" || r.TP < 1 {
+				t.Fatalf("invalid row accepted: %+v", r)
+			}
+			if r.MemFraction < 0 || r.MemFraction > 1 || r.ReportedTokens+r.ReportedKVGiB+r.ReportedWeightsGiB <= 0 {
+				t.Fatalf("invalid values accepted: %+v", r)
+			}
+		}
+		// Scoring must not panic on anything the reader accepts.
+		res, s := ScoreKVCapacity(rows)
+		if len(res) != len(rows) || s.Scored > len(rows) {
+			t.Fatalf("%d results, %d scored for %d rows", len(res), s.Scored, len(rows))
+		}
+	})
+}
+
+// TestScoreKVCapacityArithmetic checks the comparison on a row built from the
+// estimator's own plan: a row reporting exactly the predicted values scores 0 %,
+// one reporting 10 % more tokens scores 1/11.
+func TestScoreKVCapacityArithmetic(t *testing.T) {
+	m, _ := Describe("meta-llama/Llama-3.1-8B")
+	hw, err := hardware.Lookup("h100-sxm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := estimate.Memory(m, hw, estimate.VLLM, estimate.Options{MaxModelLen: 8192})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := KVRow{Engine: estimate.VLLM, Model: "meta-llama/Llama-3.1-8B-Instruct", GPU: "h100-sxm", TP: 1, MaxModelLen: 8192,
+		ReportedTokens: rep.KVCapacityTokens, ReportedKVGiB: rep.KVPoolBytes / estimate.GiB, Source: "self"}
+	off := row
+	off.ReportedTokens *= 1.1
+	off.ReportedKVGiB = 0
+	unknown := row
+	unknown.Model = "acme/NoSuchModel-7B"
+	badGPU := row
+	badGPU.GPU = "tpu-v9"
+	res, s := ScoreKVCapacity([]KVRow{row, off, unknown, badGPU})
+	if res[0].Skip != "" || res[0].TokensAPE != 0 || res[0].KVGiBAPE > 1e-12 || !math.IsNaN(res[0].WeightsAPE) {
+		t.Errorf("exact row: %+v", res[0])
+	}
+	if d := res[1].TokensAPE - 0.1/1.1; math.Abs(d) > 1e-12 || !math.IsNaN(res[1].KVGiBAPE) {
+		t.Errorf("10%% row: APE %v", res[1].TokensAPE)
+	}
+	if res[2].Skip != "model not described" || res[3].Skip != "GPU not in the catalog" {
+		t.Errorf("skips %q %q", res[2].Skip, res[3].Skip)
+	}
+	if s.Rows != 4 || s.Scored != 2 || s.Within5 != 1 || s.Tokens.N != 2 || s.KVGiB.N != 1 {
+		t.Errorf("summary %+v", s)
+	}
+	if math.Abs(s.Tokens.Max-0.1/1.1) > 1e-12 || math.Abs(s.Tokens.Median-0.05/1.1) > 1e-12 {
+		t.Errorf("token stats %+v", s.Tokens)
+	}
+	// Price reports the same capacity as Memory (both plan with planMemory).
+	w := workload.FixedClosed(1024, 256, 1)
+	c, err := estimate.Compile(hw, estimate.VLLM, estimate.Options{MaxModelLen: 8192}, &w, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Price(m); p.KVCapacityTokens != rep.KVCapacityTokens {
+		t.Errorf("Price capacity %v, Memory %v", p.KVCapacityTokens, rep.KVCapacityTokens)
+	}
+}
+
+func TestDescribeKVAliases(t *testing.T) {
+	for id, want := range map[string]int{
+		"Qwen/Qwen1.5-7B-Chat-GPTQ-Int4":    32,
+		"Qwen/Qwen2.5-7B-Instruct":          28,
+		"meta-llama/Llama-3.3-70B-Instruct": 80,
+		"Qwen/Qwen3-8B":                     36,
+	} {
+		m, ok := describeKV(id)
+		if !ok || len(m.Layers) != want {
+			t.Errorf("%s: ok=%v", id, ok)
+		}
+	}
+	if _, ok := describeKV("Qwen/Qwen3-4B"); ok {
+		t.Error("Qwen3-4B has no description and no preset")
+	}
+}
+
+// TestKVCapacityPublished scores every published start-up log in
+// testdata/kv_capacity.csv with the shipped estimator and logs the table.
+//
+// The issue's target is KV capacity within 5 % of what the engines report.
+// It is NOT met: see the bounds below, which the current estimator meets
+// with a small margin so that a regression fails; tighten them as the
+// memory model improves.
+func TestKVCapacityPublished(t *testing.T) {
+	rows, err := ReadKVCapacityFile(filepath.Join("testdata", "kv_capacity.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, s := ScoreKVCapacity(rows)
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n%-8s %-34s %-10s %2s %12s %12s %7s %9s %9s %7s %8s %8s %7s\n", "engine", "model", "gpu", "tp",
+		"rep tokens", "pred tokens", "err", "rep KV", "pred KV", "err", "rep W", "pred W", "err")
+	for _, r := range res {
+		if r.Skip != "" {
+			fmt.Fprintf(&b, "%-8s %-34s %-10s skipped: %s\n", r.Row.Engine, r.Row.Model, r.Row.GPU, r.Skip)
+			continue
+		}
+		fmt.Fprintf(&b, "%-8s %-34s %-10s %2d %12s %12.0f %7s %9s %9.2f %7s %8s %8.2f %7s", r.Row.Engine, r.Row.Model,
+			r.Row.GPU, r.Row.TP, num(r.Row.ReportedTokens, "%.0f"), r.PredTokens, pct(r.TokensAPE),
+			num(r.Row.ReportedKVGiB, "%.2f"), r.PredKVGiB, pct(r.KVGiBAPE),
+			num(r.Row.ReportedWeightsGiB, "%.2f"), r.PredWeightsGiB, pct(r.WeightsAPE))
+		if !r.Fits {
+			fmt.Fprintf(&b, "  (estimator: does not fit, %s)", r.FailTerm)
+		}
+		b.WriteByte('\n')
+	}
+	for _, m := range []struct {
+		name string
+		s    KVStats
+	}{{"headline (tokens, else KV GiB)", s.Primary}, {"KV tokens", s.Tokens}, {"KV GiB", s.KVGiB}, {"weights GiB", s.Weights}} {
+		fmt.Fprintf(&b, "%-31s n=%2d median %6s p90 %6s max %6s\n", m.name, m.s.N, pct(m.s.Median), pct(m.s.P90), pct(m.s.Max))
+	}
+	fmt.Fprintf(&b, "rows within 5 %%: %d of %d scored (%d rows)\n", s.Within5, s.Scored, s.Rows)
+	t.Log(b.String())
+
+	if s.Scored != s.Rows {
+		t.Errorf("%d of %d rows scored; every row in the file must be describable", s.Scored, s.Rows)
+	}
+	// Regression bounds: what the current estimator meets, plus a small
+	// margin. The issue's target (every row within 5 %) is met only by the
+	// current-vLLM rows on H100; see kv_capacity.md for the diagnosis.
+	if s.Primary.Median > kvBoundMedian {
+		t.Errorf("headline KV capacity error median %s, bound %s", pct(s.Primary.Median), pct(kvBoundMedian))
+	}
+	if s.Within5 < kvMinWithin5 {
+		t.Errorf("%d rows within 5 %%, want at least %d", s.Within5, kvMinWithin5)
+	}
+	noFit := 0
+	for _, r := range res {
+		if r.Skip == "" && !r.Fits {
+			noFit++
+		}
+	}
+	if noFit > kvMaxNoFit {
+		t.Errorf("estimator says %d published deployments do not start, want at most %d", noFit, kvMaxNoFit)
+	}
+	if s.Weights.N > 0 && s.Weights.Max > kvBoundWeights {
+		t.Errorf("weights error max %s, bound %s", pct(s.Weights.Max), pct(kvBoundWeights))
+	}
+}
+
+// Bounds the current estimator meets (TestKVCapacityPublished): headline
+// median 17.6 %, 2 rows within 5 %, 3 rows wrongly "does not fit" (vLLM V0
+// profiling at max_model_len tokens), weights error max 13.0 %.
+const (
+	kvBoundMedian  = 0.20
+	kvMinWithin5   = 2
+	kvMaxNoFit     = 3
+	kvBoundWeights = 0.15
+)
+
+func pct(v float64) string {
+	if math.IsNaN(v) {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f%%", 100*v)
+}
+
+func num(v float64, f string) string {
+	if v == 0 {
+		return "—"
+	}
+	return fmt.Sprintf(f, v)
+}
