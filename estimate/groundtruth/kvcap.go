@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,11 +24,16 @@ type KVRow struct {
 	Line          int // 1-based line of the CSV record, for messages
 	Engine        estimate.Engine
 	EngineVersion string
-	Model         string
-	GPU           string
-	TP            int
-	Precision     string
-	KVDType       string
+	// Era tags logs from engine builds whose memory profiling the shipped
+	// estimator does not model ("2024": vLLM V0, which profiles
+	// max(max_model_len, 2048) tokens without chunked prefill); "" for
+	// current builds. Such rows are scored but summarised apart.
+	Era       string
+	Model     string
+	GPU       string
+	TP        int
+	Precision string
+	KVDType   string
 	// MemFraction is vLLM gpu_memory_utilization, SGLang mem_fraction_static
 	// or TRT-LLM free_gpu_memory_fraction; 0 = the engine default.
 	MemFraction float64
@@ -43,9 +49,10 @@ type KVRow struct {
 	Source             string
 }
 
-// kvColumns are the columns of kv_capacity.csv; the first four and source
-// are required, the rest may be absent or empty.
-var kvColumns = []string{"engine", "engine_version", "model", "gpu", "tp", "precision", "kv_dtype",
+// kvColumns are the columns of kv_capacity.csv; engine, model, gpu and
+// source are required, the rest may be absent or empty. Other names are
+// rejected so that a misspelt setting is not silently ignored.
+var kvColumns = []string{"engine", "engine_version", "era", "model", "gpu", "tp", "precision", "kv_dtype",
 	"gpu_mem_util", "max_model_len", "max_num_seqs", "max_num_batched_tokens",
 	"reported_kv_tokens", "reported_kv_gib", "reported_weights_gib", "source"}
 
@@ -72,6 +79,9 @@ func ReadKVCapacity(r io.Reader) ([]KVRow, error) {
 		h = strings.ToLower(strings.TrimSpace(h))
 		if _, dup := col[h]; dup {
 			return nil, fmt.Errorf("kv capacity: duplicate column %q", h)
+		}
+		if !slices.Contains(kvColumns, h) {
+			return nil, fmt.Errorf("kv capacity: unknown column %q (columns: %s)", h, strings.Join(kvColumns, ", "))
 		}
 		col[h] = i
 	}
@@ -114,7 +124,7 @@ func parseKVRow(rec []string, col map[string]int, line int) (KVRow, error) {
 		}
 		return strings.TrimSpace(rec[i])
 	}
-	row := KVRow{Line: line, EngineVersion: get("engine_version"), Model: get("model"), GPU: get("gpu"),
+	row := KVRow{Line: line, EngineVersion: get("engine_version"), Era: get("era"), Model: get("model"), GPU: get("gpu"),
 		Precision: get("precision"), KVDType: get("kv_dtype"), Source: get("source")}
 	eng, err := estimate.LookupEngine(get("engine"))
 	if err != nil {
@@ -259,8 +269,9 @@ type KVStats struct {
 // KVSummary is the summary of ScoreKVCapacity.
 type KVSummary struct {
 	Rows, Scored int
-	// Primary pools each row's headline error (tokens, else KV GiB).
-	Primary, Tokens, KVGiB, Weights KVStats
+	// Primary pools each row's headline error (tokens, else KV GiB);
+	// Current is Primary over the rows of current engine builds (Era "").
+	Primary, Current, Tokens, KVGiB, Weights KVStats
 	// Within5 counts scored rows whose headline error is at most 5 %.
 	Within5 int
 }
@@ -272,7 +283,7 @@ type KVSummary struct {
 // are returned with Skip set and left out of the summary.
 func ScoreKVCapacity(rows []KVRow) ([]KVResult, KVSummary) {
 	out := make([]KVResult, len(rows))
-	var prim, tok, kv, wt []float64
+	var prim, cur, tok, kv, wt []float64
 	for i, row := range rows {
 		res := KVResult{Row: row, TokensAPE: math.NaN(), KVGiBAPE: math.NaN(), WeightsAPE: math.NaN()}
 		res.Skip = scoreKV(&res)
@@ -282,6 +293,9 @@ func ScoreKVCapacity(rows []KVRow) ([]KVResult, KVSummary) {
 		}
 		if p := res.Primary(); !math.IsNaN(p) {
 			prim = append(prim, p)
+			if row.Era == "" {
+				cur = append(cur, p)
+			}
 		}
 		for _, a := range []struct {
 			v   float64
@@ -292,7 +306,7 @@ func ScoreKVCapacity(rows []KVRow) ([]KVResult, KVSummary) {
 			}
 		}
 	}
-	s := KVSummary{Rows: len(rows), Scored: len(prim), Primary: kvStats(prim), Tokens: kvStats(tok),
+	s := KVSummary{Rows: len(rows), Scored: len(prim), Primary: kvStats(prim), Current: kvStats(cur), Tokens: kvStats(tok),
 		KVGiB: kvStats(kv), Weights: kvStats(wt)}
 	for _, p := range prim {
 		if p <= 0.05 {
@@ -320,18 +334,14 @@ func scoreKV(res *KVResult) string {
 		return fmt.Sprintf("estimator rejects the options: %v", err)
 	}
 	res.Fits = rep.Fits
-	res.FailTerm = rep.Fail.Term
 	if !rep.Fits {
+		// The engine did start, so a plan that stops before sizing the
+		// pool predicts zero capacity: a 100 % error, not a skip.
 		res.FailTerm = rep.Fail.Term
 	}
 	res.PredWeightsGiB = rep.WeightsBytes / estimate.GiB
 	res.PredKVGiB = rep.KVPoolBytes / estimate.GiB
 	res.PredTokens = rep.KVCapacityTokens
-	if !rep.Fits && rep.KVCapacityTokens == 0 {
-		// The plan stopped before sizing the pool: the engine started, so
-		// the estimator's capacity is zero and the error is 100 %.
-		res.PredKVGiB = 0
-	}
 	res.TokensAPE = ape(res.PredTokens, row.ReportedTokens)
 	res.KVGiBAPE = ape(res.PredKVGiB, row.ReportedKVGiB)
 	res.WeightsAPE = ape(res.PredWeightsGiB, row.ReportedWeightsGiB)
