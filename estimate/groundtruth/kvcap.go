@@ -268,12 +268,14 @@ type KVStats struct {
 
 // KVSummary is the summary of ScoreKVCapacity.
 type KVSummary struct {
+	// Rows is the number of rows; Scored those not skipped.
 	Rows, Scored int
 	// Primary pools each row's headline error (tokens, else KV GiB);
 	// Current is Primary over the rows of current engine builds (Era "").
 	Primary, Current, Tokens, KVGiB, Weights KVStats
-	// Within5 counts scored rows whose headline error is at most 5 %.
-	Within5 int
+	// Within5 and Within20 count rows whose headline error is at most 5 %
+	// and 20 %.
+	Within5, Within20 int
 }
 
 // ScoreKVCapacity plans the memory of every row with the estimator as
@@ -284,6 +286,7 @@ type KVSummary struct {
 func ScoreKVCapacity(rows []KVRow) ([]KVResult, KVSummary) {
 	out := make([]KVResult, len(rows))
 	var prim, cur, tok, kv, wt []float64
+	scored := 0
 	for i, row := range rows {
 		res := KVResult{Row: row, TokensAPE: math.NaN(), KVGiBAPE: math.NaN(), WeightsAPE: math.NaN()}
 		res.Skip = scoreKV(&res)
@@ -291,6 +294,7 @@ func ScoreKVCapacity(rows []KVRow) ([]KVResult, KVSummary) {
 		if res.Skip != "" {
 			continue
 		}
+		scored++
 		if p := res.Primary(); !math.IsNaN(p) {
 			prim = append(prim, p)
 			if row.Era == "" {
@@ -306,11 +310,14 @@ func ScoreKVCapacity(rows []KVRow) ([]KVResult, KVSummary) {
 			}
 		}
 	}
-	s := KVSummary{Rows: len(rows), Scored: len(prim), Primary: kvStats(prim), Current: kvStats(cur), Tokens: kvStats(tok),
+	s := KVSummary{Rows: len(rows), Scored: scored, Primary: kvStats(prim), Current: kvStats(cur), Tokens: kvStats(tok),
 		KVGiB: kvStats(kv), Weights: kvStats(wt)}
 	for _, p := range prim {
 		if p <= 0.05 {
 			s.Within5++
+		}
+		if p <= 0.20 {
+			s.Within20++
 		}
 	}
 	return out, s

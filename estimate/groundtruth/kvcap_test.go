@@ -184,16 +184,20 @@ func TestKVCapacityPublished(t *testing.T) {
 	}
 	res, s := ScoreKVCapacity(rows)
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n%-8s %-34s %-10s %2s %12s %12s %7s %9s %9s %7s %8s %8s %7s\n", "engine", "model", "gpu", "tp",
-		"rep tokens", "pred tokens", "err", "rep KV", "pred KV", "err", "rep W", "pred W", "err")
+	fmt.Fprintf(&b, "\n%-8s %-34s %-10s %2s %12s %12s %7s %9s %9s %7s %7s %8s %8s %7s\n", "engine", "model", "gpu", "tp",
+		"rep tokens", "pred tokens", "err", "rep KV", "pred KV", "err", "ΔKV GiB", "rep W", "pred W", "err")
 	for _, r := range res {
 		if r.Skip != "" {
 			fmt.Fprintf(&b, "%-8s %-34s %-10s skipped: %s\n", r.Row.Engine, r.Row.Model, r.Row.GPU, r.Skip)
 			continue
 		}
-		fmt.Fprintf(&b, "%-8s %-34s %-10s %2d %12s %12.0f %7s %9s %9.2f %7s %8s %8.2f %7s", r.Row.Engine, r.Row.Model,
+		dkv := "—"
+		if r.Row.ReportedKVGiB > 0 {
+			dkv = fmt.Sprintf("%+.2f", r.PredKVGiB-r.Row.ReportedKVGiB)
+		}
+		fmt.Fprintf(&b, "%-8s %-34s %-10s %2d %12s %12.0f %7s %9s %9.2f %7s %7s %8s %8.2f %7s", r.Row.Engine, r.Row.Model,
 			r.Row.GPU, r.Row.TP, num(r.Row.ReportedTokens, "%.0f"), r.PredTokens, pct(r.TokensAPE),
-			num(r.Row.ReportedKVGiB, "%.2f"), r.PredKVGiB, pct(r.KVGiBAPE),
+			num(r.Row.ReportedKVGiB, "%.2f"), r.PredKVGiB, pct(r.KVGiBAPE), dkv,
 			num(r.Row.ReportedWeightsGiB, "%.2f"), r.PredWeightsGiB, pct(r.WeightsAPE))
 		if !r.Fits {
 			fmt.Fprintf(&b, "  (estimator: does not fit, %s)", r.FailTerm)
@@ -206,7 +210,8 @@ func TestKVCapacityPublished(t *testing.T) {
 	}{{"headline (tokens, else KV GiB)", s.Primary}, {"headline, current builds", s.Current}, {"KV tokens", s.Tokens}, {"KV GiB", s.KVGiB}, {"weights GiB", s.Weights}} {
 		fmt.Fprintf(&b, "%-31s n=%2d median %6s p90 %6s max %6s\n", m.name, m.s.N, pct(m.s.Median), pct(m.s.P90), pct(m.s.Max))
 	}
-	fmt.Fprintf(&b, "rows within 5 %%: %d of %d scored (%d rows)\n", s.Within5, s.Scored, s.Rows)
+	fmt.Fprintf(&b, "rows with a KV figure: %d; within 5 %%: %d, within 20 %%: %d (%d rows, %d scored)\n",
+		s.Primary.N, s.Within5, s.Within20, s.Rows, s.Scored)
 	t.Log(b.String())
 
 	if s.Scored != s.Rows {
@@ -214,14 +219,13 @@ func TestKVCapacityPublished(t *testing.T) {
 	}
 	// Regression bounds: what the current estimator meets, plus a small
 	// margin. The target is every row within 5 %; it is met by one
-	// current-build row of three and by none of the vLLM V0 rows (see
-	// kv_capacity.md for the diagnosis of each miss).
-	if s.Current.N < 3 || s.Current.Median > kvBoundMedian || s.Current.Max > kvBoundMax {
-		t.Errorf("current builds: n=%d median %s max %s, bound median %s max %s", s.Current.N,
-			pct(s.Current.Median), pct(s.Current.Max), pct(kvBoundMedian), pct(kvBoundMax))
+	// row (see kv_capacity.md for the diagnosis of each miss).
+	if s.Current.N < 4 || s.Current.Median > kvBoundMedian {
+		t.Errorf("current builds: n=%d median %s, bound %s", s.Current.N, pct(s.Current.Median), pct(kvBoundMedian))
 	}
-	if s.Within5 < kvMinWithin5 {
-		t.Errorf("%d rows within 5 %%, want at least %d", s.Within5, kvMinWithin5)
+	if s.Within5 < kvMinWithin5 || s.Within20 < kvMinWithin20 {
+		t.Errorf("%d rows within 5 %% and %d within 20 %%, want at least %d and %d", s.Within5, s.Within20,
+			kvMinWithin5, kvMinWithin20)
 	}
 	noFit := 0
 	for _, r := range res {
@@ -238,13 +242,13 @@ func TestKVCapacityPublished(t *testing.T) {
 }
 
 // Bounds the current estimator meets (TestKVCapacityPublished, 2026-11-29):
-// current builds median 14.1 %, max 17.6 % (n=3); 1 row within 5 %; the
+// current builds median 15.8 % (n=4); 1 row within 5 %, 3 within 20 %; the
 // three vLLM V0 rows wrongly "do not fit" (activation profiled at
 // max_model_len tokens); weights error max 13.0 % (gpt-oss-20b).
 const (
-	kvBoundMedian  = 0.16
-	kvBoundMax     = 0.20
+	kvBoundMedian  = 0.18
 	kvMinWithin5   = 1
+	kvMinWithin20  = 3
 	kvMaxNoFit     = 3
 	kvBoundWeights = 0.15
 )
