@@ -1,6 +1,7 @@
 package groundtruth
 
 import (
+	_ "embed"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -174,6 +175,15 @@ func parseKVRow(rec []string, col map[string]int, line int) (KVRow, error) {
 		return row, errors.New("no reported value (reported_kv_tokens, reported_kv_gib or reported_weights_gib)")
 	}
 	return row, nil
+}
+
+//go:embed testdata/kv_capacity.csv
+var publishedKV string
+
+// PublishedKVCapacity returns the published start-up logs shipped with the
+// package (testdata/kv_capacity.csv, provenance in kv_capacity.md).
+func PublishedKVCapacity() ([]KVRow, error) {
+	return ReadKVCapacity(strings.NewReader(publishedKV))
 }
 
 // ReadKVCapacityFile reads ReadKVCapacity's format from a file.

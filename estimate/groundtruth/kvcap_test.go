@@ -178,9 +178,16 @@ func TestDescribeKVAliases(t *testing.T) {
 // with a small margin so that a regression fails; tighten them as the
 // memory model improves.
 func TestKVCapacityPublished(t *testing.T) {
-	rows, err := ReadKVCapacityFile(filepath.Join("testdata", "kv_capacity.csv"))
+	rows, err := PublishedKVCapacity()
 	if err != nil {
 		t.Fatal(err)
+	}
+	fromFile, err := ReadKVCapacityFile(filepath.Join("testdata", "kv_capacity.csv"))
+	if err != nil || len(fromFile) != len(rows) {
+		t.Fatalf("file: %d rows, %v; embedded: %d rows", len(fromFile), err, len(rows))
+	}
+	if _, err := ReadKVCapacityFile(filepath.Join("testdata", "no-such.csv")); err == nil {
+		t.Error("missing file read without error")
 	}
 	res, s := ScoreKVCapacity(rows)
 	var b strings.Builder
