@@ -56,6 +56,11 @@ type Coeffs struct {
 	// W4A16 formats (AWQ, GPTQ), which unpack every weight to BF16 inside
 	// the GEMM. 1 = as fast as native kernels; 0 reads as 1.
 	Dequant float64 `json:"dequant,omitempty"`
+	// FirstSteps is how many decode steps a new request's first token
+	// waits beyond its own prefill: engines that schedule one step ahead
+	// (TRT-LLM's overlap scheduler, vLLM's async scheduling) return the
+	// token computed in a step only after the next one is launched.
+	FirstSteps float64 `json:"first_steps,omitempty"`
 
 	// Validation figures written by calibrate: held-out median APE (fractions).
 	ErrTTFT       float64 `json:"err_ttft,omitempty"`
@@ -158,19 +163,19 @@ var fallbacks = map[string][]string{
 
 // The fitted coefficients as a vector, in the order of CoeffNames.
 func (c *Coeffs) vector() [NumCoeffs]float64 {
-	return [NumCoeffs]float64{c.Comp, c.Weight, c.KV, c.State, c.TP, c.TPLatency, c.Layer, c.Step, c.Req, c.MoE, c.Alpha0, c.Queue, c.CompLow, c.Ctx, c.Burst, c.Block, c.Dequant}
+	return [NumCoeffs]float64{c.Comp, c.Weight, c.KV, c.State, c.TP, c.TPLatency, c.Layer, c.Step, c.Req, c.MoE, c.Alpha0, c.Queue, c.CompLow, c.Ctx, c.Burst, c.Block, c.Dequant, c.FirstSteps}
 }
 
 func (c *Coeffs) setVector(v [NumCoeffs]float64) {
-	c.Comp, c.Weight, c.KV, c.State, c.TP, c.TPLatency, c.Layer, c.Step, c.Req, c.MoE, c.Alpha0, c.Queue, c.CompLow, c.Ctx, c.Burst, c.Block, c.Dequant =
-		v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13], v[14], v[15], v[16]
+	c.Comp, c.Weight, c.KV, c.State, c.TP, c.TPLatency, c.Layer, c.Step, c.Req, c.MoE, c.Alpha0, c.Queue, c.CompLow, c.Ctx, c.Burst, c.Block, c.Dequant, c.FirstSteps =
+		v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13], v[14], v[15], v[16], v[17]
 }
 
 // NumCoeffs is the length of the coefficient vector.
-const NumCoeffs = 17
+const NumCoeffs = 18
 
 // CoeffNames names the entries of the coefficient vector.
-var CoeffNames = [NumCoeffs]string{"comp", "weight", "kv", "state", "tp", "tp_latency", "layer", "step", "req", "moe", "alpha0", "queue", "comp_low", "ctx", "burst", "block", "dequant"}
+var CoeffNames = [NumCoeffs]string{"comp", "weight", "kv", "state", "tp", "tp_latency", "layer", "step", "req", "moe", "alpha0", "queue", "comp_low", "ctx", "burst", "block", "dequant", "first_steps"}
 
 // Vector returns the coefficients in CoeffNames order.
 func (c Coeffs) Vector() [NumCoeffs]float64 { return c.vector() }

@@ -190,7 +190,13 @@ func planMemory(rep *MemoryReport, s *Summary, hw *hardware.GPU, r *resolved, ct
 		if rest := dev - budget; act+rep.OverheadBytes > rest {
 			return fit("activations + CUDA graphs", act+rep.OverheadBytes, rest, "lower mem_fraction_static or chunked_prefill_size")
 		}
-		pool = budget - s.WeightBytes
+		// profile_max_num_token: rest = free after loading − free before
+		// loading × (1 − mem_fraction_static), and the memory free before
+		// loading already excludes the CUDA context and NCCL buffers.
+		pool = r.memFraction*(dev-cudaContext-ncclBytes[ti]) - s.WeightBytes
+		if pool <= 0 {
+			return fit("weights", s.WeightBytes, r.memFraction*(dev-cudaContext-ncclBytes[ti]), tpHint)
+		}
 	case TRTLLM:
 		c := trtActCoef[ti]
 		if moe {

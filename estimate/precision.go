@@ -24,7 +24,11 @@ type Precision struct {
 	// Block marks block-scaled FP8 (one scale per 128×128 tile), whose
 	// kernels the engine families price with their own Block coefficient.
 	Block bool
-	Note  string
+	// ExpertsOnly keeps the non-expert projections of MoE layers (attention,
+	// router, shared experts) in BF16, as gpt-oss's MXFP4 checkpoints do
+	// (quantization_config.modules_to_not_convert); dense layers use LinearBPW.
+	ExpertsOnly bool
+	Note        string
 }
 
 // Effective bits per weight (costmodel.md §3.1). Embeddings and the LM head
@@ -40,8 +44,8 @@ var precisions = map[string]Precision{
 		Note: "8 bits + one FP32 scale per 128×128 tile (weight_block_size [128, 128], as DeepSeek-V3, Qwen3-FP8 and MiniMax-M2 ship)"},
 	"nvfp4": {Name: "nvfp4", LinearBPW: 4.5, EmbedBPW: 16, HeadBPW: 16, SmallBPW: 16, Compute: "fp4",
 		Note: "4 bits + one FP8 scale per 16"},
-	"mxfp4": {Name: "mxfp4", LinearBPW: 4.25, EmbedBPW: 16, HeadBPW: 16, SmallBPW: 16, Compute: "fp4",
-		Note: "4 bits + one E8M0 scale per 32"},
+	"mxfp4": {Name: "mxfp4", LinearBPW: 4.25, EmbedBPW: 16, HeadBPW: 16, SmallBPW: 16, Compute: "fp4", ExpertsOnly: true,
+		Note: "4 bits + one E8M0 scale per 32; in MoE layers only the experts (gpt-oss keeps attention and router in BF16)"},
 	"int4-awq": {Name: "int4-awq", LinearBPW: 4.156, EmbedBPW: 16, HeadBPW: 16, SmallBPW: 16, Compute: "bf16",
 		Note: "W4A16, group 128: FP16 scale + 4-bit zero per group (derived)"},
 	"int4-gptq": {Name: "int4-gptq", LinearBPW: 4.156, EmbedBPW: 16, HeadBPW: 16, SmallBPW: 16, Compute: "bf16",

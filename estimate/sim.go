@@ -53,7 +53,9 @@ type simParams struct {
 	maxSeqs  int
 	capacity float64 // KV tokens (Inf when unlimited)
 	alpha0   float64
-	stagger  float64 // closed loop: spread of the clients' first requests (s)
+	// firstSteps delays every token by that many decode steps.
+	firstSteps float64
+	stagger    float64 // closed loop: spread of the clients' first requests (s)
 	// late: a client's next request reaches a busy engine after its next
 	// step has started (llama-server's loop starts the next batch as soon as
 	// it has sent the last token), so it waits for that step to end.
@@ -264,6 +266,16 @@ func (sim *Simulator) run(m *stepModel, p simParams, w *workload.Workload) (Late
 	l.TTFT, l.TTFTP90 = meanP90(sim.ttft)
 	l.TPOT, l.TPOTP90 = meanP90(sim.tpot)
 	l.E2E, l.E2EP90 = meanP90(sim.e2e)
+	// Tokens reach the client FirstSteps decode steps after the step that
+	// computed them (see Coeffs.FirstSteps): the first one, and so the
+	// whole request, is that much later.
+	if shift := p.firstSteps * l.TPOT; shift > 0 {
+		l.TTFT += shift
+		l.TTFTP90 += shift
+		l.E2E += shift
+		l.E2EP90 += shift
+		p.alpha0 += shift // counted like the per-request overhead below
+	}
 	// Queue: the wait for a sequence slot (and KV) once at the engine.
 	l.Queue = queued / float64(max(n-warm, 1))
 	span := last - first
@@ -379,7 +391,7 @@ func (c *Compiled) Simulate(sim *Simulator, m *Summary) (Latency, error) {
 		return Latency{}, &f
 	}
 	sm := c.stepModel(m)
-	p := simParams{budget: c.r.budgetToks, maxSeqs: c.r.maxSeqs, capacity: c.mem.KVCapacityTokens, alpha0: c.co.Alpha0}
+	p := simParams{budget: c.r.budgetToks, maxSeqs: c.r.maxSeqs, capacity: c.mem.KVCapacityTokens, alpha0: c.co.Alpha0, firstSteps: c.co.FirstSteps}
 	if c.mode == workload.ClosedLoop {
 		// Burst is the fitted share of clients moving in lock-step: the
 		// initial requests spread over (1 − Burst) of a request lifetime.

@@ -95,6 +95,11 @@ func sumLayers(s *Summary, layers []architecture.Layer, h int, p *Precision, kv 
 	lastKV, lastKVPer := -1, 0.0 // memo of the KV-head rounding (integer division)
 	for i := range layers {
 		l := &layers[i]
+		linTP := linTP
+		if p.ExpertsOnly && l.MoE != nil {
+			// Only the experts carry the format; attention and router stay BF16.
+			linTP = 2 / ftp
+		}
 		if a := l.Attention; a != nil {
 			ars++
 			attnL++
@@ -193,7 +198,7 @@ func sumLayers(s *Summary, layers []architecture.Layer, h int, p *Precision, kv 
 			active += float64(e.TopK)*expert + router + shared + sm
 			dense += (router+shared)*linTP + sm*small
 			linF += (float64(e.TopK)*expert + router + shared) * twoTP
-			s.addMoE(e.Experts, e.TopK, expert*linTP)
+			s.addMoE(e.Experts, e.TopK, expert*lin/ftp) // experts always carry the format
 			maxFFN = max(maxFFN, e.ExpertWidth, e.SharedWidth)
 		}
 		if mb := l.Mamba; mb != nil {

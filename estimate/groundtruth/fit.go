@@ -93,44 +93,55 @@ func firstWords(s string, n int) string {
 // Predict returns the predicted value of metric for p under co, and whether
 // the row measured it.
 func (p *Prepared) Predict(co estimate.Coeffs, metric Metric) (pred, meas float64, ok bool) {
-	r := p.Row
-	p.c.SetCoeffs(co)
-	if r.Static() {
-		ttft, total := p.c.StaticBatch(&p.s, r.Batch, r.ISL, r.OSL, r.Budget)
-		switch metric {
-		case TTFT:
-			if r.TTFTms > 0 {
-				return ttft * 1000, r.TTFTms, true
-			}
-		case Throughput:
-			if r.LatencyS > 0 {
-				return float64(r.Batch*r.OSL) / total, r.OutputTokS, true
-			}
-		}
-		return 0, 0, false
-	}
-	pr := p.c.PriceSummary(&p.s)
-	switch metric {
-	case TTFT:
-		if r.TTFTms > 0 {
-			return pr.TTFT * 1000, r.TTFTms, true
-		}
-	case TPOT:
-		if r.TPOTms > 0 {
-			return pr.TPOT * 1000, r.TPOTms, true
-		}
-	case Throughput:
-		if r.OutputTokS > 0 {
-			return pr.OutputTokS, r.OutputTokS, true
+	all := p.PredictAll(co)
+	for i, m := range Metrics {
+		if m == metric {
+			return all[i].Pred, all[i].Meas, all[i].OK
 		}
 	}
 	return 0, 0, false
 }
 
+// Prediction is one metric of a row: predicted and measured values, and
+// whether the row measured it.
+type Prediction struct {
+	Pred, Meas float64
+	OK         bool
+}
+
+// PredictAll returns the predictions of every metric, in Metrics order,
+// from one evaluation of the estimator.
+func (p *Prepared) PredictAll(co estimate.Coeffs) [3]Prediction {
+	var out [3]Prediction // TPOT, TTFT, Throughput
+	r := p.Row
+	p.c.SetCoeffs(co)
+	if r.Static() {
+		ttft, total := p.c.StaticBatch(&p.s, r.Batch, r.ISL, r.OSL, r.Budget)
+		if r.TTFTms > 0 {
+			out[1] = Prediction{ttft * 1000, r.TTFTms, true}
+		}
+		if r.LatencyS > 0 {
+			out[2] = Prediction{float64(r.Batch*r.OSL) / total, r.OutputTokS, true}
+		}
+		return out
+	}
+	pr := p.c.PriceSummary(&p.s)
+	if r.TPOTms > 0 {
+		out[0] = Prediction{pr.TPOT * 1000, r.TPOTms, true}
+	}
+	if r.TTFTms > 0 {
+		out[1] = Prediction{pr.TTFT * 1000, r.TTFTms, true}
+	}
+	if r.OutputTokS > 0 {
+		out[2] = Prediction{pr.OutputTokS, r.OutputTokS, true}
+	}
+	return out
+}
+
 // fitted marks the coefficients the optimiser moves (others keep their prior).
 var fitted = map[string][]int{
 	// comp, weight, kv, tp, layer, step, req, alpha0
-	"default": {0, 1, 2, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16},
+	"default": {0, 1, 2, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17},
 	// Argonne's llama.cpp prompts run in chunks of 1–64 tokens (n_batch), so
 	// they say nothing about prefill FLOP efficiency at serving chunk sizes:
 	// comp keeps its prior there.
@@ -180,11 +191,12 @@ const huberDelta = 0.1
 func loss(rows []*Prepared, co estimate.Coeffs) float64 {
 	s, n := 0.0, 0.0
 	for _, p := range rows {
-		for _, m := range Metrics {
+		all := p.PredictAll(co)
+		for i, m := range Metrics {
 			if m == Throughput && p.Row.Source == "aic" {
 				continue // derived from TTFT and TPOT; not an independent measurement
 			}
-			pred, meas, ok := p.Predict(co, m)
+			pred, meas, ok := all[i].Pred, all[i].Meas, all[i].OK
 			if !ok {
 				continue
 			}
@@ -244,6 +256,7 @@ func Fit(ctx context.Context, rows []*Prepared, family string, prior estimate.Co
 		v[14] = clamp(v[14], 0, 1)      // between staggered and lock-step clients
 		v[15] = clamp(v[15], 1, 4)      // block-scaled FP8 is never faster than per-tensor FP8
 		v[16] = clamp(v[16], 1, 4)      // weight-only kernels are never faster than native ones
+		v[17] = clamp(v[17], 0, 4)      // a few decode steps at most
 		return prior.WithVector(v)
 	}
 	f := func(x []float64) float64 {

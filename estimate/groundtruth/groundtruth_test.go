@@ -189,15 +189,15 @@ func TestHeldOutErrors(t *testing.T) {
 	}
 }
 
-// Held-out medians reached: 13.8 % TPOT, 34.7 % TTFT, 9.2 % throughput at
-// 300 iterations; 14.6 %, 34.4 % and 9.5 % at the -short 90. The bounds
-// are those plus a small margin, so that a regression fails. Targets are
-// 8 %, 15 % and 10 %: throughput meets its target; TPOT and TTFT do not
-// (see ACCURACY.md).
+// Held-out medians reached: 12.7 % TPOT, 31.0 % TTFT, 9.4 % throughput at
+// 300 iterations; 14.1 %, 30.6 % and 9.9 % at the -short 90 (validate-estimator
+// runs 1,200). The bounds are those plus a small margin, so that a
+// regression fails. Targets are 8 %, 15 % and 10 %: throughput meets its
+// target; TPOT and TTFT do not (see ACCURACY.md).
 const (
-	heldOutTPOT       = 0.15
-	heldOutTTFT       = 0.36
-	heldOutThroughput = 0.10
+	heldOutTPOT       = 0.145
+	heldOutTTFT       = 0.32
+	heldOutThroughput = 0.102
 )
 
 func fuzzSeeds(f *testing.F, names ...string) {
