@@ -9,115 +9,124 @@ const (
 
 // builtin is the catalog. Figures are dense peaks; "derived" marks arithmetic
 // on public data rather than a published figure (see the package comment for
-// the GeForce accumulate rule). Memory sizes follow what the driver reports
-// where AIConfigurator's systems/*.yaml gives it (ai-dynamo/aiconfigurator
+// the GeForce accumulate rule).
+//
+// MemoryBytes is the total CUDA reports on Linux (cudaMemGetInfo total =
+// cudaDeviceProp.totalGlobalMem = torch.cuda.get_device_properties().total_memory,
+// the "total capacity" in PyTorch's out-of-memory message), because that is
+// what vLLM multiplies by gpu_memory_utilization and SGLang by
+// mem_fraction_static. It is nvidia-smi's total less the driver's reserved
+// memory (about 0.3–1.1 GiB) and changes by a few MiB between driver versions.
+// Where no CUDA figure was found the nvidia-smi total is used and the Source
+// says so. Provenance of every figure: MEMORY.md. Other figures follow
+// AIConfigurator's systems/*.yaml where given (ai-dynamo/aiconfigurator
 // @095f58a5, Apache-2.0).
 var builtin = []GPU{
 	{
 		// NVIDIA CES-2025 spec (988 AI TOPS FP4 sparse, 192-bit 28 Gbps GDDR7) via TweakTown,
 		// TechPowerUp. Tensor rates derived: AI TOPS/8 = 123.5 TFLOPS FP16-acc, /2 for FP32-acc.
 		Name: "rtx-5070", Description: "NVIDIA GeForce RTX 5070 12GB", Backend: CUDA,
-		MemoryBytes: 12 * gib, BandwidthBps: 672 * gb,
+		MemoryBytes: 12227 * mib, BandwidthBps: 672 * gb,
 		BF16FLOPS: 61.75 * tb, FP16AccFLOPS: 123.5 * tb, FP8FLOPS: 123.5 * tb, FP4FLOPS: 247 * tb, INT8FLOPS: 247 * tb,
 		LinkBps: 64 * gb, Link: PCIe, GPUsPerNode: 1,
-		Source: "NVIDIA CES-2025 spec (988 AI TOPS, 672 GB/s); tensor TFLOPS derived (costmodel.md §7)",
+		Source: "NVIDIA CES-2025 spec (988 AI TOPS, 672 GB/s); tensor TFLOPS derived (costmodel.md §7); memory 12,227 MiB nvidia-smi total (no CUDA total found)",
 	},
 	{
 		// 1,801 AI TOPS, 256-bit 30 Gbps GDDR7 (TweakTown; RTX Blackwell whitepaper summary).
 		Name: "rtx-5080", Description: "NVIDIA GeForce RTX 5080 16GB", Backend: CUDA,
-		MemoryBytes: 16 * gib, BandwidthBps: 960 * gb,
+		MemoryBytes: 16303 * mib, BandwidthBps: 960 * gb,
 		BF16FLOPS: 112.6 * tb, FP16AccFLOPS: 225.1 * tb, FP8FLOPS: 225.1 * tb, FP4FLOPS: 450.2 * tb, INT8FLOPS: 450.2 * tb,
 		LinkBps: 64 * gb, Link: PCIe, GPUsPerNode: 1,
-		Source: "NVIDIA spec (1,801 AI TOPS, 960 GB/s) via TweakTown; tensor TFLOPS derived",
+		Source: "NVIDIA spec (1,801 AI TOPS, 960 GB/s) via TweakTown; tensor TFLOPS derived; memory 16,303 MiB nvidia-smi total (no CUDA total found)",
 	},
 	{
 		// 3,352 AI TOPS; 838 TFLOPS FP16 sparse (Tom's Hardware spec box); 209.5 dense FP32-acc.
 		Name: "rtx-5090", Description: "NVIDIA GeForce RTX 5090 32GB", Backend: CUDA,
-		MemoryBytes: 32 * gib, BandwidthBps: 1792 * gb,
+		MemoryBytes: 32113 * mib, BandwidthBps: 1792 * gb,
 		BF16FLOPS: 209.5 * tb, FP16AccFLOPS: 419 * tb, FP8FLOPS: 419 * tb, FP4FLOPS: 838 * tb, INT8FLOPS: 838 * tb,
 		LinkBps: 64 * gb, Link: PCIe, GPUsPerNode: 1,
-		Source: "NVIDIA RTX Blackwell spec via Tom's Hardware (3,352 AI TOPS, 1,792 GB/s); 209.5 TFLOPS dense FP32-acc (codesota)",
+		Source: "NVIDIA RTX Blackwell spec via Tom's Hardware (3,352 AI TOPS, 1,792 GB/s); 209.5 TFLOPS dense FP32-acc (codesota); memory CUDA total 31.36 GiB (PyTorch OOM message)",
 	},
 	{
 		// Ada whitepaper: 330.3 TFLOPS FP16-acc dense, 165.2 FP32-acc; FP8 660.6 / 330.3.
 		Name: "rtx-4090", Description: "NVIDIA GeForce RTX 4090 24GB", Backend: CUDA,
-		MemoryBytes: 24 * gib, BandwidthBps: 1008 * gb,
+		MemoryBytes: 24218 * mib, BandwidthBps: 1008 * gb,
 		BF16FLOPS: 165.2 * tb, FP16AccFLOPS: 330.3 * tb, FP8FLOPS: 330.3 * tb, INT8FLOPS: 660.6 * tb,
 		LinkBps: 32 * gb, Link: PCIe, GPUsPerNode: 1,
-		Source: "NVIDIA Ada Lovelace whitepaper (via waredb/gigagpu): 1,008 GB/s, 165.2/330.3 TFLOPS",
+		Source: "NVIDIA Ada Lovelace whitepaper (via waredb/gigagpu): 1,008 GB/s, 165.2/330.3 TFLOPS; memory CUDA total 23.65 GiB (PyTorch OOM message; nvidia-smi 24,564 MiB)",
 	},
 	{
 		// GA102 whitepaper: 71 TFLOPS FP16 tensor dense with FP32 accumulate (142 FP16-acc), 936 GB/s.
 		Name: "rtx-3090", Description: "NVIDIA GeForce RTX 3090 24GB", Backend: CUDA,
-		MemoryBytes: 24 * gib, BandwidthBps: 936 * gb,
+		MemoryBytes: 24259 * mib, BandwidthBps: 936 * gb,
 		BF16FLOPS: 71 * tb, FP16AccFLOPS: 142 * tb, INT8FLOPS: 284 * tb,
 		LinkBps: 32 * gb, Link: PCIe, GPUsPerNode: 1,
-		Source: "NVIDIA Ampere GA102 whitepaper: 936 GB/s, 71 TFLOPS FP16/BF16 tensor (FP32 acc), 142 (FP16 acc)",
+		Source: "NVIDIA Ampere GA102 whitepaper: 936 GB/s, 71 TFLOPS FP16/BF16 tensor (FP32 acc), 142 (FP16 acc); memory CUDA total 24,259 MiB (torch get_device_properties)",
 	},
 	{
 		Name: "l4", Description: "NVIDIA L4 24GB", Backend: CUDA,
-		MemoryBytes: 24 * gib, BandwidthBps: 300 * gb,
+		MemoryBytes: 22487 * mib, BandwidthBps: 300 * gb,
 		BF16FLOPS: 121 * tb, FP8FLOPS: 242 * tb, INT8FLOPS: 242 * tb,
 		LinkBps: 32 * gb, Link: PCIe, GPUsPerNode: 8,
-		Source: "aiconfigurator systems/l4.yaml (NVIDIA datasheet: 242/485 TFLOPS FP8 dense/sparse)",
+		Source: "aiconfigurator systems/l4.yaml (NVIDIA datasheet: 242/485 TFLOPS FP8 dense/sparse); memory CUDA total 21.96 GiB (PyTorch OOM under vLLM; nvidia-smi 23,034 MiB)",
 	},
 	{
 		Name: "l40s", Description: "NVIDIA L40S 48GB", Backend: CUDA,
-		MemoryBytes: 46068 * mib, BandwidthBps: 864 * gb,
+		MemoryBytes: 45589 * mib, BandwidthBps: 864 * gb,
 		BF16FLOPS: 362.05 * tb, FP8FLOPS: 733 * tb, INT8FLOPS: 733 * tb,
 		LinkBps: 32 * gb, Link: PCIe, GPUsPerNode: 8,
-		Source: "aiconfigurator systems/l40s.yaml (46,068 MiB, 864 GB/s, 362/733 TFLOPS)",
+		Source: "aiconfigurator systems/l40s.yaml (46,068 MiB, 864 GB/s, 362/733 TFLOPS); memory CUDA total 45,589 MiB (torch get_device_properties)",
 	},
 	{
 		Name: "a100-40gb", Description: "NVIDIA A100 SXM4 40GB", Backend: CUDA,
-		MemoryBytes: 40 * gib, BandwidthBps: 1555 * gb,
+		MemoryBytes: 40509 * mib, BandwidthBps: 1555 * gb,
 		BF16FLOPS: 312 * tb, INT8FLOPS: 624 * tb,
 		LinkBps: 300 * gb, Link: NVLink, GPUsPerNode: 8,
-		Source: "NVIDIA A100 datasheet: 40GB HBM2 1,555 GB/s, 312 TFLOPS BF16 dense, NVLink 600 GB/s bidirectional",
+		Source: "NVIDIA A100 datasheet: 40GB HBM2 1,555 GB/s, 312 TFLOPS BF16 dense, NVLink 600 GB/s bidirectional; memory CUDA total 39.56 GiB (PyTorch OOM message)",
 	},
 	{
 		Name: "a100-80gb", Description: "NVIDIA A100 SXM4 80GB", Backend: CUDA,
-		MemoryBytes: 80 * gib, BandwidthBps: 2039 * gb,
+		MemoryBytes: 81050 * mib, BandwidthBps: 2039 * gb,
 		BF16FLOPS: 312 * tb, INT8FLOPS: 624 * tb,
 		LinkBps: 300 * gb, Link: NVLink, GPUsPerNode: 8,
-		Source: "aiconfigurator systems/a100_sxm.yaml; NVIDIA A100 datasheet (2,039 GB/s, 312 TFLOPS)",
+		Source: "aiconfigurator systems/a100_sxm.yaml; NVIDIA A100 datasheet (2,039 GB/s, 312 TFLOPS); memory CUDA total 79.15 GiB (PyTorch OOM message; nvidia-smi 81,920 MiB)",
 	},
 	{
 		Name: "h100-sxm", Description: "NVIDIA H100 SXM5 80GB", Backend: CUDA,
-		MemoryBytes: 80 * gib, BandwidthBps: 3350 * gb,
+		MemoryBytes: 81090 * mib, BandwidthBps: 3350 * gb,
 		BF16FLOPS: 989 * tb, FP8FLOPS: 1978 * tb, INT8FLOPS: 1978 * tb,
 		LinkBps: 450 * gb, Link: NVLink, GPUsPerNode: 8,
-		Source: "aiconfigurator systems/h100_sxm.yaml; llm-analysis h100-sxm-80gb.json",
+		Source: "aiconfigurator systems/h100_sxm.yaml; llm-analysis h100-sxm-80gb.json; memory CUDA total 81,090 MiB (torch get_device_properties; nvidia-smi 81,559 MiB)",
 	},
 	{
 		Name: "h100-pcie", Description: "NVIDIA H100 PCIe 80GB", Backend: CUDA,
-		MemoryBytes: 80 * gib, BandwidthBps: 2000 * gb,
+		MemoryBytes: 81090 * mib, BandwidthBps: 2000 * gb,
 		BF16FLOPS: 756.5 * tb, FP8FLOPS: 1513 * tb, INT8FLOPS: 1513 * tb,
 		LinkBps: 64 * gb, Link: PCIe, GPUsPerNode: 8,
-		Source: "aiconfigurator systems/h100_pcie.yaml (2 TB/s, 756.5/1,513 TFLOPS dense)",
+		Source: "aiconfigurator systems/h100_pcie.yaml (2 TB/s, 756.5/1,513 TFLOPS dense); memory CUDA total 79.19 GiB (PyTorch OOM message)",
 	},
 	{
 		Name: "h200", Description: "NVIDIA H200 SXM 141GB", Backend: CUDA,
-		MemoryBytes: 151397597184, BandwidthBps: 4800 * gb,
+		MemoryBytes: 143165 * mib, BandwidthBps: 4800 * gb,
 		BF16FLOPS: 989 * tb, FP8FLOPS: 1978 * tb, INT8FLOPS: 1978 * tb,
 		LinkBps: 450 * gb, Link: NVLink, GPUsPerNode: 8,
-		Source: "aiconfigurator systems/h200_sxm.yaml",
+		Source: "aiconfigurator systems/h200_sxm.yaml; memory CUDA total 139.81 GiB (PyTorch OOM message; nvidia-smi 143,771 MiB)",
 	},
 	{
 		// GH200 Grace Hopper with 96 GB HBM3 (the part ALCF and most clouds run):
 		// 4 TB/s; Hopper tensor rates as H100 SXM; NVLink 900 GB/s bidirectional.
 		Name: "gh200", Description: "NVIDIA GH200 Grace Hopper 96GB HBM3", Backend: CUDA,
-		MemoryBytes: 97871 * mib, BandwidthBps: 4000 * gb,
+		MemoryBytes: 96768 * mib, BandwidthBps: 4000 * gb,
 		BF16FLOPS: 989 * tb, FP8FLOPS: 1979 * tb, INT8FLOPS: 1979 * tb,
 		LinkBps: 450 * gb, Link: NVLink, GPUsPerNode: 4,
-		Source: "NVIDIA GH200 datasheet (96GB HBM3 4 TB/s; 989 TFLOPS BF16 dense); 97,871 MiB per nvidia-smi",
+		Source: "NVIDIA GH200 datasheet (96GB HBM3 4 TB/s; 989 TFLOPS BF16 dense); 97,871 MiB per nvidia-smi; memory CUDA total 94.50 GiB (reported CUDA-visible, NVIDIA GH200 480GB)",
 	},
 	{
 		Name: "b200", Description: "NVIDIA B200 (HGX) 180GB", Backend: CUDA,
-		MemoryBytes: 180 * gib, BandwidthBps: 7700 * gb,
+		MemoryBytes: 182631 * mib, BandwidthBps: 7700 * gb,
 		BF16FLOPS: 2250 * tb, FP8FLOPS: 4500 * tb, FP4FLOPS: 9000 * tb, INT8FLOPS: 4500 * tb,
 		LinkBps: 900 * gb, Link: NVLink, GPUsPerNode: 8,
-		Source: "aiconfigurator systems/b200_sxm.yaml (Blackwell datasheet)",
+		Source: "aiconfigurator systems/b200_sxm.yaml (Blackwell datasheet); memory CUDA total 182,631 MiB (torch get_device_properties)",
 	},
 	{
 		Name: "b300", Description: "NVIDIA B300 (HGX, Blackwell Ultra) 288GB", Backend: CUDA,
@@ -142,10 +151,10 @@ var builtin = []GPU{
 	},
 	{
 		Name: "rtx-pro-6000", Description: "NVIDIA RTX PRO 6000 Blackwell Server 96GB", Backend: CUDA,
-		MemoryBytes: 102641958912, BandwidthBps: 1792 * gb,
+		MemoryBytes: 97250 * mib, BandwidthBps: 1792 * gb,
 		BF16FLOPS: 467800534963698, FP8FLOPS: 935601069927397, FP4FLOPS: 1871202139854795, INT8FLOPS: 935601069927397,
 		LinkBps: 64 * gb, Link: PCIe, GPUsPerNode: 8,
-		Source: "aiconfigurator systems/rtx_pro_6000_server.yaml (dense, scaled to 2,430 MHz; 97,887 MiB)",
+		Source: "aiconfigurator systems/rtx_pro_6000_server.yaml (dense, scaled to 2,430 MHz; 97,887 MiB); memory CUDA total 94.97 GiB = 97,250 MiB (PyTorch OOM message, torch)",
 	},
 	{
 		// 2,048 CUDA / 64 tensor cores; 170 sparse INT8 TOPS on the GPU → ~42.5 FP16 dense (derived).
