@@ -228,3 +228,51 @@ func TestCalibrateUserFile(t *testing.T) {
 		t.Fatalf("estimate with fitted coefficients: %s", errs)
 	}
 }
+
+// TestValidateEstimatorIndependentChecks runs validate-estimator on a user
+// file alone (no shared data) and checks that the two checks on published
+// data nobody fits — the TensorRT-LLM tables and the engines' KV-capacity
+// logs, both embedded — are printed and are valid JSON (no NaN or Inf).
+func TestValidateEstimatorIndependentChecks(t *testing.T) {
+	dir := t.TempDir()
+	user := filepath.Join(dir, "mine.csv")
+	var b strings.Builder
+	b.WriteString("engine,gpu,model,precision,kv_dtype,tp,isl,osl,concurrency,ttft_ms,tpot_ms,output_tok_s\n")
+	for _, c := range []string{"1", "4", "16", "64"} {
+		b.WriteString("vllm,h100-sxm,meta-llama/Llama-3.1-8B,bf16,auto,1,1024,256," + c + ",60,9,\n")
+		b.WriteString("vllm,h200,meta-llama/Llama-3.1-8B,bf16,auto,1,1024,256," + c + ",50,7,\n")
+	}
+	if err := os.WriteFile(user, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := estRunCLI(t, "validate-estimator", "--user-only", "--user", user, "--iter", "10")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"Independent published tables, never fitted", "trtllm-perf-v0.17", "KV capacity against published engine start-up logs", "Qwen/Qwen3-235B-A22B-FP8"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, errs = estRunCLI(t, "validate-estimator", "--user-only", "--user", user, "--iter", "10", "--json")
+	if code != 0 {
+		t.Fatalf("--json: exit %d: %s", code, errs)
+	}
+	var doc struct {
+		Overall     []map[string]any `json:"overall"`
+		Independent struct {
+			Rows  int              `json:"rows"`
+			Cells []map[string]any `json:"cells"`
+		} `json:"independent"`
+		KV struct {
+			Scored  int              `json:"scored"`
+			Results []map[string]any `json:"results"`
+		} `json:"kv_capacity"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("--json output is not JSON: %v\n%s", err, out)
+	}
+	if len(doc.Overall) == 0 || doc.Independent.Rows < 100 || len(doc.Independent.Cells) == 0 || doc.KV.Scored == 0 || len(doc.KV.Results) == 0 {
+		t.Errorf("--json document incomplete: %d overall cells, %d independent rows, %d KV rows scored", len(doc.Overall), doc.Independent.Rows, doc.KV.Scored)
+	}
+}

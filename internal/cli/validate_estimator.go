@@ -2,9 +2,11 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 
 	"github.com/autocompress/autocompress/estimate"
@@ -23,9 +25,13 @@ throughput on the held-out rows only, per engine and GPU, then pooled per engine
 overall, against the targets (median APE ≤ 8 % TPOT, ≤ 15 % TTFT, ≤ 10 % throughput).
 
 Throughput of the AIConfigurator rows is derived from their TTFT and TPOT
-(concurrency × osl ÷ E2E); Argonne's throughput is measured. No public file here records
-the KV capacity an engine reports, so KV capacity is not validated; memory rules are
-checked against the documented numbers in the estimate package tests.
+(concurrency × osl ÷ E2E); Argonne's throughput is measured.
+
+Then two checks on published data that no fit ever sees, scored with the shipped
+coefficients: TensorRT-LLM's performance-overview tables (max-load throughput and
+online-serving TTFT/ITL), and the KV capacity (tokens or GiB) and weight memory that
+engines printed at start-up in public logs. Both data sets are embedded; their sources are
+in estimate/groundtruth/testdata/*.md.
 
 The protocol, the latest figures and the error analysis are in estimate/ACCURACY.md.`,
 		Flags: validateEstimatorFlags,
@@ -51,10 +57,16 @@ func validateEstimatorFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env
 			return err
 		}
 		rep.Skipped = skipped.String()
+		ind, kv, err := independentChecks()
+		if err != nil {
+			return err
+		}
 		if g.jsonOut {
-			return writeJSON(env.Stdout, rep)
+			return writeJSON(env.Stdout, validationJSON{Report: rep, Independent: ind.json(), KVCapacity: kv.json()})
 		}
 		printValidation(env.Stdout, rep)
+		ind.print(env.Stdout)
+		kv.print(env.Stdout)
 		return nil
 	}
 }
@@ -78,6 +90,165 @@ func printValidation(w io.Writer, rep *groundtruth.Report) {
 		}
 		fmt.Fprintf(w, "%-10s n=%5d median %5.1f%%  p90 %5.1f%%  target ≤ %.0f%%: %s\n", c.Metric, c.N, c.Median*100, c.P90*100, target*100, verdict)
 	}
-	fmt.Fprintf(w, "\nKV capacity: none of the measurement files records the KV capacity an engine reported, so it is not validated here\n")
-	fmt.Fprintf(w, "(the memory rules are checked against costmodel.md's documented numbers in the estimate package tests).\n")
+}
+
+// independent holds the two checks on data that no fit ever sees: the
+// published serving tables and the published engine start-up logs (KV
+// capacity), both scored with the shipped coefficients.
+type independent struct {
+	res []groundtruth.IndependentResult
+	sum groundtruth.IndependentSummary
+}
+
+type kvCheck struct {
+	res []groundtruth.KVResult
+	sum groundtruth.KVSummary
+}
+
+func independentChecks() (*independent, *kvCheck, error) {
+	rows, err := groundtruth.IndependentTables()
+	if err != nil {
+		return nil, nil, fmt.Errorf("independent serving tables: %w", err)
+	}
+	kvRows, err := groundtruth.PublishedKVCapacity()
+	if err != nil {
+		return nil, nil, fmt.Errorf("published KV-capacity logs: %w", err)
+	}
+	ind := &independent{}
+	ind.res, ind.sum = groundtruth.ScoreIndependent(rows)
+	kv := &kvCheck{}
+	kv.res, kv.sum = groundtruth.ScoreKVCapacity(kvRows)
+	return ind, kv, nil
+}
+
+func (ind *independent) print(w io.Writer) {
+	s := &ind.sum
+	fmt.Fprintf(w, "\nIndependent published tables, never fitted (%d rows, %d priced; shipped coefficients; sources in estimate/groundtruth/testdata/independent_serving.md)\n", s.Rows, s.Priced)
+	fmt.Fprintf(w, "%-8s %-22s %-10s %5s %8s %8s %8s\n", "engine", "source", "metric", "n", "median", "p90", "bias")
+	for _, c := range s.Cells {
+		fmt.Fprintf(w, "%-8s %-22s %-10s %5d %8s %8s %8s\n", c.Engine, c.Source, c.Metric, c.N, pct(c.Median), pct(c.P90), signedPct(c.Bias))
+	}
+}
+
+func (kv *kvCheck) print(w io.Writer) {
+	s := &kv.sum
+	fmt.Fprintf(w, "\nKV capacity against published engine start-up logs (%d rows, %d scored; estimate/groundtruth/testdata/kv_capacity.md)\n", s.Rows, s.Scored)
+	fmt.Fprintf(w, "%-8s %-34s %-10s %3s %12s %12s %8s\n", "engine", "model", "gpu", "tp", "reported", "predicted", "error")
+	for i := range kv.res {
+		r := &kv.res[i]
+		if r.Skip != "" {
+			continue
+		}
+		rep, pred, unit := r.Row.ReportedTokens, r.PredTokens, "tok"
+		if rep == 0 {
+			rep, pred, unit = r.Row.ReportedKVGiB, r.PredKVGiB, "GiB"
+		}
+		if rep == 0 {
+			continue
+		}
+		note := ""
+		if !r.Fits {
+			note = "  (estimator: does not fit, " + r.FailTerm + ")"
+		}
+		fmt.Fprintf(w, "%-8s %-34s %-10s %3d %8.1f %3s %8.1f %3s %8s%s\n", r.Row.Engine, r.Row.Model, r.Row.GPU, r.Row.TP, rep, unit, pred, unit, pct(r.Primary()), note)
+	}
+	fmt.Fprintf(w, "KV capacity (tokens, else GiB): n=%d median %s p90 %s; current engine builds n=%d median %s; within 5 %%: %d, within 20 %%: %d (target: within 5 %%)\n",
+		s.Primary.N, pct(s.Primary.Median), pct(s.Primary.P90), s.Current.N, pct(s.Current.Median), s.Within5, s.Within20)
+	fmt.Fprintf(w, "weights: n=%d median %s max %s\n", s.Weights.N, pct(s.Weights.Median), pct(s.Weights.Max))
+}
+
+func pct(x float64) string {
+	if math.IsInf(x, 0) || math.IsNaN(x) {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f%%", x*100)
+}
+
+func signedPct(x float64) string {
+	if math.IsInf(x, 0) || math.IsNaN(x) {
+		return "—"
+	}
+	return fmt.Sprintf("%+.1f%%", x*100)
+}
+
+// validationJSON is validate-estimator's --json document: the held-out
+// report plus the two independent checks.
+type validationJSON struct {
+	*groundtruth.Report
+	Independent independentJSON `json:"independent"`
+	KVCapacity  kvJSON          `json:"kv_capacity"`
+}
+
+// num is a float that encodes NaN and ±Inf as null (JSON has neither).
+type num float64
+
+func (n num) MarshalJSON() ([]byte, error) {
+	f := float64(n)
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return []byte("null"), nil
+	}
+	return json.Marshal(f)
+}
+
+type independentJSON struct {
+	Rows    int                 `json:"rows"`
+	Priced  int                 `json:"priced"`
+	Skipped map[string]int      `json:"skipped"`
+	Cells   []independentCellJS `json:"cells"`
+}
+
+type independentCellJS struct {
+	Engine    string             `json:"engine"`
+	Source    string             `json:"source"`
+	Metric    groundtruth.Metric `json:"metric"`
+	N         int                `json:"n"`
+	Median    num                `json:"median_ape"`
+	P90       num                `json:"p90_ape"`
+	Bias      num                `json:"bias"`
+	Unbounded int                `json:"unbounded"`
+}
+
+func (ind *independent) json() independentJSON {
+	out := independentJSON{Rows: ind.sum.Rows, Priced: ind.sum.Priced, Skipped: ind.sum.Skipped}
+	for _, c := range ind.sum.Cells {
+		out.Cells = append(out.Cells, independentCellJS{c.Engine, c.Source, c.Metric, c.N, num(c.Median), num(c.P90), num(c.Bias), c.Unbounded})
+	}
+	return out
+}
+
+type kvJSON struct {
+	Rows     int         `json:"rows"`
+	Scored   int         `json:"scored"`
+	Median   num         `json:"median_ape"`
+	P90      num         `json:"p90_ape"`
+	Current  num         `json:"current_builds_median_ape"`
+	Within5  int         `json:"within_5pct"`
+	Within20 int         `json:"within_20pct"`
+	Results  []kvRowJSON `json:"results"`
+}
+
+type kvRowJSON struct {
+	Engine         string `json:"engine"`
+	Model          string `json:"model"`
+	GPU            string `json:"gpu"`
+	TP             int    `json:"tp"`
+	ReportedTokens num    `json:"reported_tokens"`
+	PredTokens     num    `json:"predicted_tokens"`
+	ReportedKVGiB  num    `json:"reported_kv_gib"`
+	PredKVGiB      num    `json:"predicted_kv_gib"`
+	APE            num    `json:"ape"`
+	Fits           bool   `json:"fits"`
+	Skip           string `json:"skip,omitempty"`
+}
+
+func (kv *kvCheck) json() kvJSON {
+	s := &kv.sum
+	out := kvJSON{Rows: s.Rows, Scored: s.Scored, Median: num(s.Primary.Median), P90: num(s.Primary.P90), Current: num(s.Current.Median),
+		Within5: s.Within5, Within20: s.Within20}
+	for i := range kv.res {
+		r := &kv.res[i]
+		out.Results = append(out.Results, kvRowJSON{string(r.Row.Engine), r.Row.Model, r.Row.GPU, r.Row.TP, num(r.Row.ReportedTokens), num(r.PredTokens),
+			num(r.Row.ReportedKVGiB), num(r.PredKVGiB), num(r.Primary()), r.Fits, r.Skip})
+	}
+	return out
 }
