@@ -170,8 +170,9 @@ func TestMemoryRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.BudgetBytes != 0.9*80*GiB {
-		t.Errorf("vLLM budget %.2f GiB, want 72", rep.BudgetBytes/GiB)
+	// The budget is gpu_memory_utilization × the total CUDA reports (79.19 GiB on an H100 80GB).
+	if want := 0.9 * float64(h100.MemoryBytes); rep.BudgetBytes != want || math.Abs(want/GiB-71.27) > 0.01 {
+		t.Errorf("vLLM budget %.2f GiB, want %.2f (0.9 × 79.19)", rep.BudgetBytes/GiB, want/GiB)
 	}
 	pool := rep.BudgetBytes - rep.WeightsBytes - 5.5*GiB - 0.15*GiB - 0.5*GiB
 	if math.Abs(rep.KVPoolBytes-pool) > 1 {
@@ -201,7 +202,7 @@ func TestMemoryRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	act := 2 * 8192 * 4096 * 11.0
-	free := 80*GiB - r3.WeightsBytes - act - (0.6*GiB + 1.0*GiB)
+	free := float64(h100.MemoryBytes) - r3.WeightsBytes - act - (0.6*GiB + 1.0*GiB)
 	if math.Abs(r3.KVPoolBytes-0.9*free) > 1 {
 		t.Errorf("TRT pool %.3f GiB, want %.3f", r3.KVPoolBytes/GiB, 0.9*free/GiB)
 	}
@@ -481,7 +482,7 @@ func ExampleMemory() {
 	}
 	fmt.Printf("weights %.2f GiB, KV %.0f KiB/token, %0.f tokens, %d × 8k requests\n",
 		rep.WeightsBytes/GiB, rep.KVBytesPerToken/1024, rep.KVCapacityTokens, rep.MaxConcurrency)
-	// Output: weights 14.96 GiB, KV 128 KiB/token, 416896 tokens, 50 × 8k requests
+	// Output: weights 14.96 GiB, KV 128 KiB/token, 410928 tokens, 50 × 8k requests
 }
 
 func ExampleCompiled_Price() {

@@ -48,7 +48,11 @@ type GPU struct {
 	Description string // e.g. "NVIDIA H100 SXM5 80GB"
 	Backend     Backend
 
-	// MemoryBytes is the device memory as the driver reports it.
+	// MemoryBytes is the device memory CUDA reports on Linux (cudaMemGetInfo
+	// total = torch.cuda.get_device_properties().total_memory), the figure
+	// engines multiply by their memory fraction; it is nvidia-smi's total
+	// less the driver's reservation. Entries without a CUDA figure use
+	// nvidia-smi's total (see the Source string and hardware/MEMORY.md).
 	MemoryBytes int64
 	// UsableFraction is the share of MemoryBytes the accelerator may allocate
 	// (Apple: ~0.75 by default, recommendedMaxWorkingSetSize); 1 when all.
