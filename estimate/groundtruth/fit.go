@@ -182,7 +182,7 @@ func startFor(ctx context.Context, rows []*Prepared, fam string, prior *estimate
 }
 
 // metricWeight balances the loss: TTFT is noisier (queueing, client time).
-var metricWeight = map[Metric]float64{TPOT: 1, TTFT: 0.5, Throughput: 1}
+var metricWeight = map[Metric]float64{TPOT: 1, TTFT: 0.25, Throughput: 1}
 
 // huberDelta is the log-error scale where the loss turns from quadratic to linear.
 const huberDelta = 0.1
