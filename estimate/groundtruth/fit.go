@@ -276,7 +276,164 @@ func Fit(ctx context.Context, rows []*Prepared, family string, prior estimate.Co
 	for _, step := range []float64{1, 0.5, 0.25, 0.1} {
 		x, fx = nelderMead(f, x, step, iter/4+1)
 	}
+	// Nelder–Mead finds the basin; a damped Gauss–Newton polish on the
+	// same loss then converges inside it, which the simplex does slowly.
+	x, fx = lmPolish(ctx, rows, toCoeffs, x, fx, lmIterations)
 	return toCoeffs(x), fx
+}
+
+// lmIterations caps the Levenberg–Marquardt polish of Fit.
+const lmIterations = 40
+
+// residuals fills e with the log errors log(pred/meas) of every fitted
+// (row, metric) pair in a fixed order, and w with their loss weights; pairs
+// whose prediction is not finite get weight 0 (the loss charges them a
+// constant, so they carry no gradient).
+func residuals(rows []*Prepared, co estimate.Coeffs, e, w []float64) ([]float64, []float64) {
+	e, w = e[:0], w[:0]
+	for _, p := range rows {
+		all := p.PredictAll(co)
+		for i, m := range Metrics {
+			if m == Throughput && p.Row.Source == "aic" {
+				continue
+			}
+			if !all[i].OK {
+				continue
+			}
+			pred := all[i].Pred
+			if !(pred > 0) || math.IsInf(pred, 0) {
+				e, w = append(e, 0), append(w, 0)
+				continue
+			}
+			e, w = append(e, math.Log(pred/all[i].Meas)), append(w, metricWeight[m])
+		}
+	}
+	return e, w
+}
+
+// lmPolish minimises loss(rows, toCoeffs(x)) from x by Levenberg–Marquardt
+// on the pseudo-Huber loss (iteratively reweighted: each residual weighs
+// w/√(1+(e/δ)²)), with a forward-difference Jacobian. It only accepts steps
+// that lower the loss, so it never returns a worse point than it was given.
+func lmPolish(ctx context.Context, rows []*Prepared, toCoeffs func([]float64) estimate.Coeffs, x []float64, fx float64, iters int) ([]float64, float64) {
+	k := len(x)
+	if k == 0 {
+		return x, fx
+	}
+	const h = 1e-4
+	x = append([]float64(nil), x...)
+	var e0, w0, ej, wj []float64
+	e0, w0 = residuals(rows, toCoeffs(x), e0, w0)
+	n := len(e0)
+	J := make([]float64, n*k)
+	A := make([]float64, k*k)
+	g := make([]float64, k)
+	lambda := 1e-2
+	xt := make([]float64, k)
+	for it := 0; it < iters && ctx.Err() == nil; it++ {
+		for j := 0; j < k; j++ {
+			copy(xt, x)
+			xt[j] += h
+			ej, wj = residuals(rows, toCoeffs(xt), ej, wj)
+			for i := 0; i < n; i++ {
+				d := 0.0
+				if w0[i] > 0 && wj[i] > 0 {
+					d = (ej[i] - e0[i]) / h
+				}
+				J[i*k+j] = d
+			}
+		}
+		clear(A)
+		clear(g)
+		for i := 0; i < n; i++ {
+			if w0[i] == 0 {
+				continue
+			}
+			r := e0[i] / huberDelta
+			om := w0[i] / math.Sqrt(1+r*r)
+			row := J[i*k : (i+1)*k]
+			for a := 0; a < k; a++ {
+				if row[a] == 0 {
+					continue
+				}
+				g[a] += om * row[a] * e0[i]
+				for b := 0; b < k; b++ {
+					A[a*k+b] += om * row[a] * row[b]
+				}
+			}
+		}
+		improved := false
+		for lambda < 1e8 {
+			M := append([]float64(nil), A...)
+			rhs := make([]float64, k)
+			for a := 0; a < k; a++ {
+				M[a*k+a] += lambda*A[a*k+a] + 1e-12
+				rhs[a] = -g[a]
+			}
+			step, ok := solve(M, rhs, k)
+			if !ok {
+				lambda *= 10
+				continue
+			}
+			for a := range xt {
+				xt[a] = x[a] + step[a]
+			}
+			if ft := loss(rows, toCoeffs(xt)); ft < fx {
+				copy(x, xt)
+				fx = ft
+				lambda = math.Max(lambda/3, 1e-7)
+				improved = true
+				break
+			}
+			lambda *= 4
+		}
+		if !improved {
+			break
+		}
+		e0, w0 = residuals(rows, toCoeffs(x), e0, w0)
+	}
+	return x, fx
+}
+
+// solve solves the k×k system M·x = b by Gaussian elimination with partial
+// pivoting; ok is false when M is singular.
+func solve(M, b []float64, k int) ([]float64, bool) {
+	for c := 0; c < k; c++ {
+		p := c
+		for r := c + 1; r < k; r++ {
+			if math.Abs(M[r*k+c]) > math.Abs(M[p*k+c]) {
+				p = r
+			}
+		}
+		if M[p*k+c] == 0 {
+			return nil, false
+		}
+		if p != c {
+			for j := 0; j < k; j++ {
+				M[c*k+j], M[p*k+j] = M[p*k+j], M[c*k+j]
+			}
+			b[c], b[p] = b[p], b[c]
+		}
+		for r := c + 1; r < k; r++ {
+			f := M[r*k+c] / M[c*k+c]
+			if f == 0 {
+				continue
+			}
+			for j := c; j < k; j++ {
+				M[r*k+j] -= f * M[c*k+j]
+			}
+			b[r] -= f * b[c]
+		}
+	}
+	x := make([]float64, k)
+	for r := k - 1; r >= 0; r-- {
+		s := b[r]
+		for j := r + 1; j < k; j++ {
+			s -= M[r*k+j] * x[j]
+		}
+		x[r] = s / M[r*k+r]
+	}
+	return x, true
 }
 
 // identifiable drops from idx the coefficients that no row's prediction

@@ -106,7 +106,7 @@ func (g *gtFlags) load(stderr io.Writer) ([]*groundtruth.Prepared, groundtruth.S
 
 func calibrateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
 	var g gtFlags
-	g.register(fs, 2400)
+	g.register(fs, 400)
 	out := fs.String("out", "", "write the coefficient JSON here (e.g. estimate/coefficients.json)")
 	noVal := fs.Bool("no-validate", false, "skip the hold-out validation (faster; no error bands)")
 	return func(ctx context.Context, env *Env, args []string) error {

@@ -40,7 +40,7 @@ The protocol, the latest figures and the error analysis are in estimate/ACCURACY
 
 func validateEstimatorFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
 	var g gtFlags
-	g.register(fs, 1200)
+	g.register(fs, 200)
 	return func(ctx context.Context, env *Env, args []string) error {
 		if len(args) > 0 {
 			return Usagef("unexpected arguments: %s", strings.Join(args, " "))
