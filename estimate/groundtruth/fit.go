@@ -140,8 +140,9 @@ func (p *Prepared) PredictAll(co estimate.Coeffs) [3]Prediction {
 
 // fitted marks the coefficients the optimiser moves (others keep their prior).
 var fitted = map[string][]int{
-	// comp, weight, kv, tp, layer, step, req, alpha0
-	"default": {0, 1, 2, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17},
+	// indices into estimate.CoeffNames; state (3) is not fitted: no row has
+	// a recurrent state
+	"default": {0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17},
 	// Argonne's llama.cpp prompts run in chunks of 1–64 tokens (n_batch), so
 	// they say nothing about prefill FLOP efficiency at serving chunk sizes:
 	// comp keeps its prior there.
@@ -251,6 +252,7 @@ func Fit(ctx context.Context, rows []*Prepared, family string, prior estimate.Co
 		if v[12] < 1 {
 			v[12] = 1 // FP8/FP4 GEMMs are never more efficient than BF16 ones
 		}
+		v[5] = clamp(v[5], 2e-6, 5e-5)  // an all-reduce's latency floor: NCCL on NVLink/PCIe, 2–50 µs
 		v[10] = clamp(v[10], 1e-3, 0.2) // per-request overhead: ms to a fifth of a second
 		v[11] = clamp(v[11], 0.1, 10)   // queueing scale stays near the M/D/1 value
 		v[14] = clamp(v[14], 0, 1)      // between staggered and lock-step clients
