@@ -371,8 +371,9 @@ func (c *Compiled) capacity(mem *MemoryReport) float64 {
 	if !c.r.eng.Pool() {
 		return float64(max(mem.MaxConcurrency, 1))
 	}
-	// Pool engines admit by the mean request footprint.
-	per := c.isl + c.osl
+	// Pool engines admit by the request footprint they account for: the
+	// prompt and the share of the output outputReserve says.
+	per := c.isl + c.r.eng.outputReserve()*c.osl
 	capTok := mem.KVCapacityTokens
 	n := float64(c.r.maxSeqs)
 	if per > 0 && !math.IsInf(capTok, 1) {

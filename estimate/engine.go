@@ -44,6 +44,20 @@ func LookupEngine(name string) (Engine, error) {
 // (vLLM, SGLang, TRT-LLM) rather than allocating exactly its context (llama.cpp).
 func (e Engine) Pool() bool { return e == VLLM || e == SGLang || e == TRTLLM }
 
+// outputReserve is the share of a request's output tokens that counts
+// against the KV pool while it runs, on average. TensorRT-LLM's default
+// capacity scheduler (GUARANTEED_NO_EVICT) reserves a request's whole
+// length when it admits it; vLLM and SGLang allocate KV blocks as tokens
+// are produced (and preempt or retract when the pool runs out), so a
+// running request holds its prompt and, averaged over its life, half its
+// output.
+func (e Engine) outputReserve() float64 {
+	if e == TRTLLM {
+		return 1
+	}
+	return 0.5
+}
+
 // Family returns the coefficient family: the engine, plus the backend for
 // llama.cpp ("llamacpp-cuda", "llamacpp-metal", "llamacpp-cpu").
 //

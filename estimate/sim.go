@@ -55,7 +55,10 @@ type simParams struct {
 	alpha0   float64
 	// firstSteps delays every token by that many decode steps.
 	firstSteps float64
-	stagger    float64 // closed loop: spread of the clients' first requests (s)
+	// reserve is the share of a request's output its admission counts
+	// against the KV capacity (see Compiled.footprint).
+	reserve float64
+	stagger float64 // closed loop: spread of the clients' first requests (s)
 	// late: a client's next request reaches a busy engine after its next
 	// step has started (llama-server's loop starts the next batch as soon as
 	// it has sent the last token), so it waits for that step to end.
@@ -135,7 +138,7 @@ func (sim *Simulator) run(m *stepModel, p simParams, w *workload.Workload) (Late
 		}
 		for room > 0 && len(sim.wait) > 0 && d+len(sim.pre) < p.maxSeqs {
 			i := sim.wait[0]
-			need := float64(sim.reqs[i].Input + sim.reqs[i].Output)
+			need := float64(sim.reqs[i].Input) + p.reserve*float64(sim.reqs[i].Output)
 			if kvUsed+need > p.capacity {
 				break
 			}
@@ -193,7 +196,7 @@ func (sim *Simulator) run(m *stepModel, p simParams, w *workload.Workload) (Late
 			out := sim.reqs[i].Output
 			if out <= 1 {
 				r.done = now
-				kvUsed -= float64(in + out)
+				kvUsed -= float64(in) + p.reserve*float64(out)
 				if int(i) < n {
 					completed++
 				}
@@ -219,7 +222,7 @@ func (sim *Simulator) run(m *stepModel, p simParams, w *workload.Workload) (Late
 			r.done = now
 			in, out := sim.reqs[i].Input, sim.reqs[i].Output
 			decodeCtx -= float64(in + out)
-			kvUsed -= float64(in + out)
+			kvUsed -= float64(in) + p.reserve*float64(out)
 			if int(i) < n {
 				completed++
 			}
@@ -391,7 +394,7 @@ func (c *Compiled) Simulate(sim *Simulator, m *Summary) (Latency, error) {
 		return Latency{}, &f
 	}
 	sm := c.stepModel(m)
-	p := simParams{budget: c.r.budgetToks, maxSeqs: c.r.maxSeqs, capacity: c.mem.KVCapacityTokens, alpha0: c.co.Alpha0, firstSteps: c.co.FirstSteps}
+	p := simParams{budget: c.r.budgetToks, maxSeqs: c.r.maxSeqs, capacity: c.mem.KVCapacityTokens, alpha0: c.co.Alpha0, firstSteps: c.co.FirstSteps, reserve: c.r.eng.outputReserve()}
 	if c.mode == workload.ClosedLoop {
 		// Burst is the fitted share of clients moving in lock-step: the
 		// initial requests spread over (1 − Burst) of a request lifetime.

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/workload"
 )
 
 // moeModel is a uniform MoE decoder (gpt-oss-120b-like widths).
@@ -102,5 +103,26 @@ func TestBlockAndDequantCoefficients(t *testing.T) {
 	}
 	if p, err := LookupPrecision("fp8_block"); err != nil || !p.Block || p.Compute != "fp8" {
 		t.Errorf("fp8_block: %+v, %v", p, err)
+	}
+}
+
+// TestAdmissionFootprint checks the admission rule of the pool engines:
+// TensorRT-LLM's GUARANTEED_NO_EVICT scheduler reserves a request's whole
+// length, vLLM and SGLang allocate KV as tokens come, so a running request
+// holds its prompt and on average half its output.
+func TestAdmissionFootprint(t *testing.T) {
+	w := workload.FixedClosed(4000, 2000, 64)
+	mem := MemoryReport{KVCapacityTokens: 100000}
+	for _, tc := range []struct {
+		eng  Engine
+		want float64
+	}{{TRTLLM, 16}, {VLLM, 20}, {SGLang, 20}} {
+		c, err := Compile(gpu(t, "h200"), tc.eng, Options{}, &w, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.capacity(&mem); got != tc.want {
+			t.Errorf("%s: %g requests fit in 100,000 KV tokens at 4000+2000, want %g", tc.eng, got, tc.want)
+		}
 	}
 }

@@ -154,14 +154,14 @@ func TestHeldOutErrors(t *testing.T) {
 	}
 }
 
-// Held-out medians reached: 12.0 % TPOT, 30.2 % TTFT, 9.4 % throughput at
-// 300 iterations; 12.1 %, 30.3 % and 9.4 % at the -short 90 (the
+// Held-out medians reached: 12.1 % TPOT, 29.9 % TTFT, 9.4 % throughput at
+// 300 iterations and at the -short 90 alike (the
 // Levenberg–Marquardt polish converges from either). The bounds are those
 // plus a small margin, so that a regression fails. Targets are 8 %, 15 % and
 // 10 %: throughput meets its target; TPOT and TTFT do not (see ACCURACY.md).
 const (
-	heldOutTPOT       = 0.125
-	heldOutTTFT       = 0.31
+	heldOutTPOT       = 0.126
+	heldOutTTFT       = 0.305
 	heldOutThroughput = 0.097
 )
 
