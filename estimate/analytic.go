@@ -64,11 +64,11 @@ type steadyIn struct {
 // when clients arrive together.
 func steady(m *stepModel, in steadyIn) Latency {
 	var out Latency
-	c := math.Min(in.conc, in.capacity)
+	c := min(in.conc, in.capacity)
 	if c < 1 {
 		c = 1
 	}
-	isl, osl := math.Max(in.isl, 1), math.Max(in.osl, 1)
+	isl, osl := max(in.isl, 1), max(in.osl, 1)
 	dec := osl - 1
 	np := math.Ceil(isl / in.budget)
 	// Over one request's lifetime (L steps) the c running requests each do
@@ -81,7 +81,7 @@ func steady(m *stepModel, in steadyIn) Latency {
 		if in.fill {
 			// n_batch bounds the tokens of a step: c requests need
 			// c·(isl+dec) tokens per lifetime of L steps.
-			L = math.Max(L, c*(isl+dec)/in.budget)
+			L = max(L, c*(isl+dec)/in.budget)
 		}
 		b = Batch{
 			Decode:     c * dec / L,
@@ -100,7 +100,7 @@ func steady(m *stepModel, in steadyIn) Latency {
 			PrefillDone: b.PrefillDone * o,
 		}
 		mine.DecodeCtx = mine.Decode * (isl + osl/2)
-		room := math.Max(in.budget-b.Decode, in.budget/8)
+		room := max(in.budget-b.Decode, in.budget/8)
 		n2 := math.Ceil(isl / room)
 		if n2 == np {
 			break
@@ -116,8 +116,8 @@ func steady(m *stepModel, in steadyIn) Latency {
 	// (llama-server's passes follow their own rule, in fill mode.)
 	qMine, qAll := 1.0, 1.0
 	if !in.fill {
-		qMine = math.Min(1, (c-1)*np/L)
-		qAll = math.Min(1, c*np/L)
+		qMine = min(1, (c-1)*np/L)
+		qAll = min(1, c*np/L)
 	}
 	tm := m.mixed(mine, qMine)
 	if !in.fill && m.co.Burst > 0 && c > 1 {
@@ -148,19 +148,19 @@ func steady(m *stepModel, in steadyIn) Latency {
 	nopre.Prefill, nopre.PrefillAtt, nopre.PrefillSeq, nopre.PrefillDone = 0, 0, 0, 0
 	rho := 0.0
 	if tb := m.mixed(b, qAll).Total(); tb > 0 {
-		rho = math.Min(math.Max((tb-m.time(nopre))/tb, 0), 0.95)
+		rho = min(max((tb-m.time(nopre))/tb, 0), 0.95)
 	}
 	// A closed loop has no more than c−1 other prompts to wait for: the open
 	// M/D/1 form is capped at the others' share of prefill work in flight.
-	qwait := m.co.Queue * math.Min(rho/(2*(1-rho)), (c-1)*rho/2) * np * tauOwn
+	qwait := m.co.Queue * min(rho/(2*(1-rho)), (c-1)*rho/2) * np * tauOwn
 	if in.fill {
 		// llama-server: no M/D/1 queue behind single prompts; a prompt waits
 		// only for n_batch room, the L − dec − np steps a saturated loop
 		// adds to each request (0 when the prompts in flight fit a step).
-		qwait = math.Max(L-dec-np, 0) * m.time(b)
+		qwait = max(L-dec-np, 0) * m.time(b)
 	} else if m.co.Burst > 0 && c > 1 {
 		one := m.time(Batch{Prefill: isl, PrefillAtt: isl * (isl + 1) / 2, PrefillSeq: 1, PrefillDone: 1}) - m.time(Batch{})
-		qwait += m.co.Burst * (c - 1) / 2 * math.Max(one, 0)
+		qwait += m.co.Burst * (c - 1) / 2 * max(one, 0)
 	}
 	inFlight := 0.5 * tau // a random arrival waits half the step in flight
 	if in.late {
@@ -168,7 +168,7 @@ func steady(m *stepModel, in steadyIn) Latency {
 		// response, so a closed-loop client's next request arrives just
 		// after a step started and waits all of it, unless no other request
 		// keeps the server busy (c = 1).
-		inFlight = math.Min(math.Max(c-1, 0), 1) * tau
+		inFlight = min(max(c-1, 0), 1) * tau
 	}
 	ttft := in.alpha0 + np*tauOwn + inFlight + qwait + m.co.FirstSteps*tau
 	e2e := ttft + dec*tau
@@ -212,7 +212,7 @@ func poissonSteady(m *stepModel, in steadyIn, rate float64) Latency {
 		if math.Abs(nn-n) < 1e-3*n {
 			break
 		}
-		n = 0.5*n + 0.5*math.Max(nn, 1e-3)
+		n = 0.5*n + 0.5*max(nn, 1e-3)
 	}
 	// M/G/1-style wait for admission when the running set nears capacity.
 	util := rate / maxRun.RequestsPerS
@@ -220,7 +220,7 @@ func poissonSteady(m *stepModel, in steadyIn, rate float64) Latency {
 	if util > 0.5 {
 		wait = (l.E2E - l.Queue) / in.capacity * util / (1 - util) / 2
 	}
-	in.conc = math.Min(n, in.capacity)
+	in.conc = min(n, in.capacity)
 	l = steady(m, in)
 	l.Queue = wait
 	l.TTFT += wait
@@ -241,8 +241,8 @@ func staticBatch(m *stepModel, n, isl, osl, budget float64) (ttft, total float64
 	t := 0.0
 	done := 0.0
 	for remaining > 0 {
-		chunk := math.Min(budget, remaining)
-		seqs := math.Max(chunk/isl, 1)
+		chunk := min(budget, remaining)
+		seqs := max(chunk/isl, 1)
 		// attention pairs: whole prompts when chunks hold several.
 		att := seqs * isl * (isl + 1) / 2
 		if chunk < isl {
@@ -252,8 +252,8 @@ func staticBatch(m *stepModel, n, isl, osl, budget float64) (ttft, total float64
 			}
 			att = chunk * (math.Mod(off, isl) + (chunk+1)/2)
 		}
-		finished := math.Min(math.Floor((done+chunk)/isl)-math.Floor(done/isl), n)
-		t += m.time(Batch{Prefill: chunk, PrefillAtt: att, PrefillSeq: seqs, PrefillDone: math.Max(finished, 0)})
+		finished := min(math.Floor((done+chunk)/isl)-math.Floor(done/isl), n)
+		t += m.time(Batch{Prefill: chunk, PrefillAtt: att, PrefillSeq: seqs, PrefillDone: max(finished, 0)})
 		remaining -= chunk
 		done += chunk
 	}
@@ -377,26 +377,26 @@ func (c *Compiled) capacity(mem *MemoryReport) float64 {
 	capTok := mem.KVCapacityTokens
 	n := float64(c.r.maxSeqs)
 	if per > 0 && !math.IsInf(capTok, 1) {
-		n = math.Min(n, math.Floor(capTok/per))
+		n = min(n, math.Floor(capTok/per))
 	}
-	return math.Max(n, 1)
+	return max(n, 1)
 }
 
 func (c *Compiled) latency(m *stepModel, mem *MemoryReport) Latency {
 	in := steadyIn{isl: c.isl, osl: c.osl, capacity: c.capacity(mem), budget: float64(c.r.budgetToks), alpha0: c.co.Alpha0}
 	if !c.r.eng.Pool() {
-		in.capacity = math.Min(in.capacity, float64(c.r.maxSeqs))
+		in.capacity = min(in.capacity, float64(c.r.maxSeqs))
 		in.fill = true
 	}
 	switch c.mode {
 	case workload.Poisson:
 		return poissonSteady(m, in, c.w.Rate)
 	case workload.Offline:
-		in.conc = math.Min(c.nreq, in.capacity)
+		in.conc = min(c.nreq, in.capacity)
 		l := steady(m, in)
 		// n requests drained at the steady rate; mean wait is half the drain.
 		total := c.nreq/l.RequestsPerS + (l.E2E - l.Queue)
-		wait := math.Max(total-(l.E2E-l.Queue), 0) / 2
+		wait := max(total-(l.E2E-l.Queue), 0) / 2
 		l.Queue = wait
 		l.TTFT += wait
 		l.E2E += wait

@@ -29,6 +29,19 @@ type stepModel struct {
 	bw     float64 // bytes/s
 	link   float64 // bytes/s per direction
 	tp     float64
+
+	// Per-step constants of terms, precomputed (terms is called a handful
+	// of times per candidate in the search's inner loop; divisions dominate
+	// its cost otherwise).
+	linPerPeak  float64 // linMul ÷ peak
+	attnPerPeak float64 // Comp ÷ peakAttn
+	wPerBW      float64 // wMul ÷ bandwidth
+	kvPerBW     float64 // KV ÷ bandwidth
+	statePerSeq float64 // State × 2 × state bytes ÷ bandwidth
+	commPerTok  float64 // TP × all-reduce bytes × ring factor ÷ link
+	commFixed   float64 // TPLatency × all-reduces
+	fixed       float64 // Layer × layers + Step + MoE × MoE layers
+	denseStream float64 // weight bytes a step streams when there are no experts (else 0)
 }
 
 func newStepModel(s *Summary, hw *hardware.GPU, p *Precision, co Coeffs) stepModel {
@@ -52,6 +65,19 @@ func newStepModel(s *Summary, hw *hardware.GPU, p *Precision, co Coeffs) stepMod
 	}
 	if p.GGUF && p.Name != "f16" && co.Quant > 0 && m.peak > 0 {
 		m.dequant = co.Quant * s.LinearFLOPs / m.peak
+	}
+	m.linPerPeak = m.linMul / m.peak
+	m.attnPerPeak = co.Comp / m.peakAttn
+	m.wPerBW = m.wMul / m.bw
+	m.kvPerBW = co.KV / m.bw
+	m.statePerSeq = co.State * 2 * s.StateBytes / m.bw
+	if s.AllReduces > 0 {
+		m.commPerTok = co.TP * s.ARBytes * (2 * (m.tp - 1) / m.tp) / m.link
+		m.commFixed = co.TPLatency * float64(s.AllReduces)
+	}
+	m.fixed = co.Layer*float64(s.Layers) + co.Step + co.MoE*float64(s.MoELayers)
+	if s.nMoE == 0 {
+		m.denseStream = s.StreamedBytes(1)
 	}
 	return m
 }
@@ -97,33 +123,36 @@ func (m *stepModel) terms(b Batch) Terms {
 	}
 	swaCtx := b.DecodeCtx
 	if s.Window > 0 {
-		swaCtx = math.Min(b.DecodeCtx, b.Decode*float64(s.Window))
+		swaCtx = min(b.DecodeCtx, b.Decode*float64(s.Window))
 	}
 	// Attention FLOPs: prefill pairs (sliding-window layers use the same pairs,
 	// an over-count only for prompts longer than the window) plus decode reads.
 	linear := s.LinearFLOPs*tokens + s.HeadFLOPs*sampled
 	attn := s.ScanFLOPs*b.Prefill + s.AttnFLOPs*(b.PrefillAtt+b.DecodeCtx) + s.SWAFLOPs*(b.PrefillAtt+swaCtx)
 	var t Terms
-	t.Compute = m.linMul*linear/m.peak + c.Comp*attn/m.peakAttn
-	t.Weights = m.wMul * s.StreamedBytes(tokens) / m.bw
-	t.KV = c.KV * (s.KVBytes*b.DecodeCtx + s.SWAKVBytes*swaCtx) / m.bw
+	t.Compute = m.linPerPeak*linear + m.attnPerPeak*attn
+	if s.nMoE == 0 {
+		t.Weights = m.wPerBW * m.denseStream
+	} else {
+		t.Weights = m.wPerBW * s.StreamedBytes(tokens)
+	}
+	t.KV = m.kvPerBW * (s.KVBytes*b.DecodeCtx + s.SWAKVBytes*swaCtx)
 	if b.Decode > 0 && c.Ctx > 0 {
 		mean := b.DecodeCtx / b.Decode
 		full := float64(s.AttnLayers)
 		if s.Window > 0 && s.SWAKVBytes > 0 {
 			// windowed layers see at most Window tokens
 			nSWA := full * s.SWAKVBytes / (s.SWAKVBytes + s.KVBytes)
-			t.KV += c.Ctx * ((full-nSWA)*mean + nSWA*math.Min(mean, float64(s.Window)))
+			t.KV += c.Ctx * ((full-nSWA)*mean + nSWA*min(mean, float64(s.Window)))
 		} else {
 			t.KV += c.Ctx * full * mean
 		}
 	}
-	t.State = c.State * 2 * s.StateBytes * b.Decode / m.bw
+	t.State = m.statePerSeq * b.Decode
 	if s.AllReduces > 0 && tokens > 0 {
-		ring := 2 * (m.tp - 1) / m.tp
-		t.Comm = c.TP*s.ARBytes*tokens*ring/m.link + c.TPLatency*float64(s.AllReduces)
+		t.Comm = m.commPerTok*tokens + m.commFixed
 	}
-	t.Overhead = c.Layer*float64(s.Layers) + c.Step + c.Req*(b.Decode+b.PrefillSeq) + c.MoE*float64(s.MoELayers)
+	t.Overhead = m.fixed + c.Req*(b.Decode+b.PrefillSeq)
 	if m.ubatch > 0 || m.dequant > 0 {
 		m.llamaPasses(&t, tokens)
 	}
@@ -154,7 +183,9 @@ func (m *stepModel) time(b Batch) float64 { return m.terms(b).Total() }
 // steps carries all of b's prefill work (chunks q⁻¹ times the mean) and the
 // rest decode only. q ≥ 1 (or no prefill) is the mean step itself.
 func (m *stepModel) mixed(b Batch, q float64) Terms {
-	if q >= 1 || b.Prefill <= 0 || q <= 0 {
+	if q >= 1 || b.Prefill <= 0 || q <= 0 || (m.s.nMoE == 0 && m.ubatch == 0 && m.dequant == 0) {
+		// Every term is linear in the batch (no experts, no llama.cpp
+		// passes): the mixture is the mean step.
 		return m.terms(b)
 	}
 	pre, dec := b, b

@@ -93,12 +93,20 @@ func sumLayers(s *Summary, layers []architecture.Layer, h int, p *Precision, kv 
 	var total, active, dense, linF, attnF, swaF, kvB, swaKV, scan, state float64
 	var attnL, moeL, mambaL, ars, window, maxFFN int
 	lastKV, lastKVPer := -1, 0.0 // memo of the KV-head rounding (integer division)
+	prevKV, prevKVPer := -1, 0.0
+	expertsOnly, bf16TP, fmtTP := p.ExpertsOnly, 2/ftp, linTP
+	// Attention and dense-MLP elements are summed raw (linN: in the
+	// deployed format, linN16: BF16 ones of MoE layers under ExpertsOnly;
+	// smN: small vectors) and converted to bytes and FLOPs once after the
+	// loop: fewer dependent floating-point operations per layer.
+	var linN, linN16, smN float64
 	for i := range layers {
 		l := &layers[i]
-		linTP := linTP
-		if p.ExpertsOnly && l.MoE != nil {
+		linTP := fmtTP
+		moeBF16 := expertsOnly && l.MoE != nil
+		if moeBF16 {
 			// Only the experts carry the format; attention and router stay BF16.
-			linTP = 2 / ftp
+			linTP = bf16TP
 		}
 		if a := l.Attention; a != nil {
 			ars++
@@ -122,15 +130,26 @@ func sumLayers(s *Summary, layers []architecture.Layer, h int, p *Precision, kv 
 					sm += 2 * hd
 				}
 			}
-			total += n + sm
-			active += n + sm
-			dense += n*linTP + sm*small
-			linF += n * twoTP
+			if moeBF16 {
+				linN16 += n
+			} else {
+				linN += n
+			}
+			smN += sm
 			if tp == 1 {
 				lastKVPer = 2 * float64(a.KVHeads)
 			} else if a.KVHeads != lastKV {
-				lastKV = a.KVHeads
-				lastKVPer = 2 * float64(max((a.KVHeads+tp-1)/tp, 1))
+				// Two-entry memo: pruned models alternate between a few
+				// KV-head counts, and the integer division is the slowest
+				// operation of the loop.
+				if a.KVHeads == prevKV {
+					lastKV, prevKV = prevKV, lastKV
+					lastKVPer, prevKVPer = prevKVPer, lastKVPer
+				} else {
+					prevKV, prevKVPer = lastKV, lastKVPer
+					lastKV = a.KVHeads
+					lastKVPer = 2 * float64(max((a.KVHeads+tp-1)/tp, 1))
+				}
 			}
 			per := lastKVPer * hd * kvb
 			qh := fourTP * q
@@ -155,10 +174,12 @@ func sumLayers(s *Summary, layers []architecture.Layer, h int, p *Precision, kv 
 			if f.Bias {
 				sm += w*(mats-1) + fh
 			}
-			total += n + sm
-			active += n + sm
-			dense += n*linTP + sm*small
-			linF += n * twoTP
+			if moeBF16 {
+				linN16 += n
+			} else {
+				linN += n
+			}
+			smN += sm
 			if f.Width > maxFFN {
 				maxFFN = f.Width
 			}
@@ -228,6 +249,10 @@ func sumLayers(s *Summary, layers []architecture.Layer, h int, p *Precision, kv 
 		}
 	}
 	s.AttnLayers, s.MoELayers, s.MambaLayers, s.MaxFFN, s.Window = attnL, moeL, mambaL, maxFFN, window
+	total += linN + linN16 + smN
+	active += linN + linN16 + smN
+	dense += linN*fmtTP + linN16*bf16TP + smN*small
+	linF += (linN + linN16) * twoTP
 	s.DenseBytes, s.LinearFLOPs, s.AttnFLOPs, s.SWAFLOPs = dense, linF, attnF, swaF
 	s.KVBytes, s.SWAKVBytes, s.ScanFLOPs, s.StateBytes = kvB, swaKV, scan, state
 	if tp > 1 {
