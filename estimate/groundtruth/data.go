@@ -105,12 +105,16 @@ const maxRows = 1 << 20
 
 type table struct {
 	file string
-	cols map[string]int
-	recs [][]string
+	cols  map[string]int
+	recs  [][]string
+	lines []int // file line of each record
 }
 
+// readTable reads a CSV file with a header row (column names matched
+// case-insensitively); lines starting with '#' are comments.
 func readTable(r io.Reader, file string) (*table, error) {
 	cr := csv.NewReader(r)
+	cr.Comment = '#'
 	cr.FieldsPerRecord = -1
 	cr.ReuseRecord = false
 	header, err := cr.Read()
@@ -141,7 +145,9 @@ func readTable(r io.Reader, file string) (*table, error) {
 		if len(t.recs) >= maxRows {
 			return nil, &ParseError{File: file, Line: len(t.recs) + 2, Msg: fmt.Sprintf("more than %d rows", maxRows)}
 		}
+		line, _ := cr.FieldPos(0)
 		t.recs = append(t.recs, rec)
+		t.lines = append(t.lines, line)
 	}
 	return t, nil
 }

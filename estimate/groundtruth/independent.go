@@ -11,7 +11,6 @@ package groundtruth
 
 import (
 	_ "embed"
-	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
@@ -21,7 +20,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/hardware"
 	"github.com/autocompress/autocompress/workload"
@@ -77,47 +75,20 @@ const maxLength = 1 << 24
 // curated, so nothing is skipped silently. Rows are not checked against the
 // model and GPU catalogs here; ScoreIndependent skips and counts those.
 func ReadIndependent(r io.Reader, file string) ([]IndependentRow, error) {
-	cr := csv.NewReader(r)
-	cr.Comment = '#'
-	cr.FieldsPerRecord = -1
-	header, err := cr.Read()
+	t, err := readTable(r, file)
 	if err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, &ParseError{File: file, Line: 1, Msg: "empty file (expected a header line)"}
-		}
-		return nil, &ParseError{File: file, Line: 1, Msg: err.Error()}
-	}
-	t := &table{file: file, cols: map[string]int{}}
-	for i, h := range header {
-		t.cols[strings.ToLower(strings.TrimSpace(strings.TrimPrefix(h, "\ufeff")))] = i
+		return nil, err
 	}
 	if err := t.require(independentColumns...); err != nil {
 		return nil, err
 	}
-	var rows []IndependentRow
-	for {
-		rec, err := cr.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			// FieldPos is only valid after a successful Read.
-			line := 0
-			var pe *csv.ParseError
-			if errors.As(err, &pe) {
-				line, err = pe.Line, pe.Err
-			}
-			return nil, &ParseError{File: file, Line: line, Msg: err.Error()}
-		}
-		line, _ := cr.FieldPos(0)
-		if len(rows) >= maxRows {
-			return nil, &ParseError{File: file, Line: line, Msg: fmt.Sprintf("more than %d rows", maxRows)}
-		}
+	rows := make([]IndependentRow, 0, len(t.recs))
+	for i, rec := range t.recs {
 		row, err := independentRow(t, rec)
 		if err != nil {
-			return nil, &ParseError{File: file, Line: line, Msg: err.Error()}
+			return nil, &ParseError{File: file, Line: t.lines[i], Msg: err.Error()}
 		}
-		row.Line = line
+		row.Line = t.lines[i]
 		rows = append(rows, row)
 	}
 	return rows, nil
@@ -226,35 +197,6 @@ func IndependentTables() ([]IndependentRow, error) {
 	return ReadIndependent(strings.NewReader(string(independentCSV)), "independent_serving.csv")
 }
 
-// independentAliases maps published checkpoints whose config.json equals a
-// described one (same layers, widths, heads, vocabulary; only the weights
-// or rope scaling differ) to that id. Quantization is a row column.
-var independentAliases = map[string]string{
-	// Llama 3.3 70B has Llama 3.1 70B's config.json shape.
-	"nvidia/Llama-3.3-70B-Instruct-FP4":  "meta-llama/Llama-3.1-70B",
-	"nvidia/Llama-3.3-70B-Instruct-FP8":  "meta-llama/Llama-3.1-70B",
-	"nvidia/Llama-3.1-405B-Instruct-FP4": "meta-llama/Meta-Llama-3.1-405B",
-	"nvidia/Llama-3.1-405B-Instruct-FP8": "meta-llama/Meta-Llama-3.1-405B",
-	"nvidia/Qwen3-30B-A3B-FP4":           "Qwen/Qwen3-30B-A3B",
-	"nvidia/Qwen3-235B-A22B-FP4":         "Qwen/Qwen3-235B-A22B",
-	"nvidia/Qwen3-235B-A22B-FP8":         "Qwen/Qwen3-235B-A22B",
-}
-
-// describeIndependent returns the architecture of a published model id:
-// Describe, then the aliases above, then the architecture presets.
-func describeIndependent(id string) (*architecture.Model, bool) {
-	if m, ok := Describe(id); ok {
-		return m, true
-	}
-	if a, ok := independentAliases[id]; ok {
-		return Describe(a)
-	}
-	if m, err := architecture.Preset(id); err == nil {
-		return m, true
-	}
-	return nil, false
-}
-
 // MetricError is the error of one predicted metric against its published value.
 type MetricError struct {
 	Metric    Metric
@@ -351,8 +293,8 @@ func ScoreIndependent(rows []IndependentRow) ([]IndependentResult, IndependentSu
 		}
 	}
 	for k, v := range apes {
-		med, p90 := quantilesInf(v)
-		bias, _ := quantilesInf(ratios[k])
+		med, p90 := quantiles(v)
+		bias, _ := quantiles(ratios[k])
 		c := IndependentCell{Engine: k.eng, Source: k.src, Metric: k.m, N: len(v), Median: med, P90: p90, Bias: bias}
 		for _, x := range v {
 			if math.IsInf(x, 1) {
@@ -381,7 +323,7 @@ func scoreIndependentRow(r *IndependentRow) IndependentResult {
 		res.Skip = "unknown GPU"
 		return res
 	}
-	m, ok := describeIndependent(r.Model)
+	m, ok := DescribePublished(r.Model)
 	if !ok {
 		res.Skip = "model not described"
 		return res
@@ -421,27 +363,4 @@ func scoreIndependentRow(r *IndependentRow) IndependentResult {
 	add(TTFT, r.TTFTms, p.TTFT*1000)
 	add(TPOT, r.TPOTms, p.TPOT*1000)
 	return res
-}
-
-// quantilesInf is quantiles for samples that may hold +Inf: a quantile
-// that interpolates towards +Inf is +Inf.
-func quantilesInf(v []float64) (med, p90 float64) {
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	if len(s) == 0 {
-		return 0, 0
-	}
-	q := func(p float64) float64 {
-		x := p * float64(len(s)-1)
-		i := int(math.Floor(x))
-		f := x - float64(i)
-		if i+1 >= len(s) || f == 0 {
-			return s[i]
-		}
-		if math.IsInf(s[i+1], 1) {
-			return math.Inf(1)
-		}
-		return s[i]*(1-f) + s[i+1]*f
-	}
-	return q(0.5), q(0.9)
 }

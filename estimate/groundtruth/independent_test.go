@@ -86,7 +86,7 @@ func TestIndependentTablesFile(t *testing.T) {
 		if !bytes.Contains(md, []byte(r.Source)) {
 			t.Errorf("line %d: source %q has no provenance in independent_serving.md", r.Line, r.Source)
 		}
-		if _, ok := describeIndependent(r.Model); !ok {
+		if _, ok := DescribePublished(r.Model); !ok {
 			t.Errorf("line %d: model %q cannot be described", r.Line, r.Model)
 		}
 	}
@@ -162,7 +162,7 @@ func TestIndependentTables(t *testing.T) {
 		x := r.Errors[0].Predicted / float64(r.Row.OSL)
 		span = append(span, n/(n+math.Max(r.Running, 1))*x*float64(r.Row.OSL)/r.Row.OutputTokS-1)
 	}
-	med, _ := quantilesInf(span)
+	med, _ := quantiles(span)
 	fmt.Fprintf(&b, "offline throughput as makespan N·osl/((N+running)/x): median signed error %+.1f%% over %d rows\n", 100*med, len(span))
 	t.Log(b.String())
 

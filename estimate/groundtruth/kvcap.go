@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/hardware"
 )
@@ -200,50 +199,6 @@ func ReadKVCapacityFile(path string) ([]KVRow, error) {
 	return rows, nil
 }
 
-// sameShape maps released checkpoints whose config.json has exactly the
-// architecture of a model Describe knows (layers, widths, heads, vocab, bias
-// and norm layout) to that model. Only shape-identical pairs belong here.
-var sameShape = map[string]string{
-	// Qwen2.5-7B: 28 layers, hidden 3584, 28 heads / 4 KV, FFN 18944, vocab 152064, QKV bias.
-	"Qwen/Qwen2.5-7B": "Qwen/Qwen2-7B",
-	// Qwen2.5-72B: 80 layers, hidden 8192, 64 / 8 heads, FFN 29568, vocab 152064, QKV bias.
-	"Qwen/Qwen2.5-72B": "Qwen/Qwen2-72B",
-	// Llama-3.3-70B has Llama-3.1-70B's config.
-	"meta-llama/Llama-3.3-70B": "meta-llama/Llama-3.1-70B",
-}
-
-// describeKV resolves a model id from a start-up log: Describe, its
-// quantization and chat suffixes stripped, the shape-identical aliases,
-// then the architecture presets.
-func describeKV(id string) (*architecture.Model, bool) {
-	if m, ok := Describe(id); ok {
-		return m, true
-	}
-	base := id
-	for changed := true; changed; {
-		changed = false
-		for _, suf := range []string{"-GPTQ-Int4", "-GPTQ-Int8", "-AWQ", "-FP8", "-Chat", "-Instruct"} {
-			if s, ok := strings.CutSuffix(base, suf); ok {
-				base, changed = s, true
-			}
-		}
-	}
-	if m, ok := Describe(base); ok {
-		return m, true
-	}
-	if a, ok := sameShape[base]; ok {
-		if m, ok := Describe(a); ok {
-			return m, true
-		}
-	}
-	for _, p := range []string{id, base} {
-		if m, err := architecture.Preset(p); err == nil {
-			return m, true
-		}
-	}
-	return nil, false
-}
-
 // KVResult is the comparison of one row with the estimator's memory plan.
 type KVResult struct {
 	Row KVRow
@@ -336,7 +291,7 @@ func ScoreKVCapacity(rows []KVRow) ([]KVResult, KVSummary) {
 // scoreKV fills res and returns a skip reason ("" when scored).
 func scoreKV(res *KVResult) string {
 	row := &res.Row
-	m, ok := describeKV(row.Model)
+	m, ok := DescribePublished(row.Model)
 	if !ok {
 		return "model not described"
 	}
@@ -379,15 +334,4 @@ func kvStats(v []float64) KVStats {
 	s := append([]float64(nil), v...)
 	sort.Float64s(s)
 	return KVStats{N: len(s), Median: quantile(s, 0.5), P90: quantile(s, 0.9), Max: s[len(s)-1]}
-}
-
-// quantile is the linear-interpolation quantile of sorted s.
-func quantile(s []float64, q float64) float64 {
-	if len(s) == 1 {
-		return s[0]
-	}
-	pos := q * float64(len(s)-1)
-	lo := int(math.Floor(pos))
-	hi := min(lo+1, len(s)-1)
-	return s[lo] + (pos-float64(lo))*(s[hi]-s[lo])
 }

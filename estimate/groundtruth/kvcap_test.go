@@ -160,12 +160,12 @@ func TestDescribeKVAliases(t *testing.T) {
 		"meta-llama/Llama-3.3-70B-Instruct": 80,
 		"Qwen/Qwen3-8B":                     36,
 	} {
-		m, ok := describeKV(id)
+		m, ok := DescribePublished(id)
 		if !ok || len(m.Layers) != want {
 			t.Errorf("%s: ok=%v", id, ok)
 		}
 	}
-	if _, ok := describeKV("Qwen/Qwen3-4B"); ok {
+	if _, ok := DescribePublished("Qwen/Qwen3-4B"); ok {
 		t.Error("Qwen3-4B has no description and no preset")
 	}
 }

@@ -104,6 +104,60 @@ func Describe(id string) (*architecture.Model, bool) {
 	return m, true
 }
 
+// sameShape maps released checkpoints whose config.json has exactly the
+// architecture of a model Describe knows (layers, widths, heads, vocabulary,
+// bias and norm layout; only the weights, rope scaling or quantization
+// differ) to that model. Only shape-identical pairs belong here.
+var sameShape = map[string]string{
+	// Qwen2.5-7B: 28 layers, hidden 3584, 28 heads / 4 KV, FFN 18944, vocab 152064, QKV bias.
+	"Qwen/Qwen2.5-7B": "Qwen/Qwen2-7B",
+	// Qwen2.5-72B: 80 layers, hidden 8192, 64 / 8 heads, FFN 29568, vocab 152064, QKV bias.
+	"Qwen/Qwen2.5-72B": "Qwen/Qwen2-72B",
+	// Llama 3.3 70B has Llama 3.1 70B's config.json shape.
+	"meta-llama/Llama-3.3-70B":           "meta-llama/Llama-3.1-70B",
+	"nvidia/Llama-3.3-70B-Instruct-FP4":  "meta-llama/Llama-3.1-70B",
+	"nvidia/Llama-3.3-70B-Instruct-FP8":  "meta-llama/Llama-3.1-70B",
+	"nvidia/Llama-3.1-405B-Instruct-FP4": "meta-llama/Meta-Llama-3.1-405B",
+	"nvidia/Llama-3.1-405B-Instruct-FP8": "meta-llama/Meta-Llama-3.1-405B",
+	"nvidia/Qwen3-30B-A3B-FP4":           "Qwen/Qwen3-30B-A3B",
+	"nvidia/Qwen3-235B-A22B-FP4":         "Qwen/Qwen3-235B-A22B",
+	"nvidia/Qwen3-235B-A22B-FP8":         "Qwen/Qwen3-235B-A22B",
+}
+
+// DescribePublished resolves a model id as published tables and logs write
+// it: Describe, then with its quantization and chat suffixes stripped, then
+// the shape-identical aliases, then the architecture presets.
+func DescribePublished(id string) (*architecture.Model, bool) {
+	if m, ok := Describe(id); ok {
+		return m, true
+	}
+	base := id
+	for changed := true; changed; {
+		changed = false
+		for _, suf := range []string{"-GPTQ-Int4", "-GPTQ-Int8", "-AWQ", "-FP8", "-FP4", "-NVFP4", "-Chat", "-Instruct"} {
+			if s, ok := strings.CutSuffix(base, suf); ok {
+				base, changed = s, true
+			}
+		}
+	}
+	if m, ok := Describe(base); ok {
+		return m, true
+	}
+	for _, k := range []string{id, base} {
+		if a, ok := sameShape[k]; ok {
+			if m, ok := Describe(a); ok {
+				return m, true
+			}
+		}
+	}
+	for _, k := range []string{id, base} {
+		if m, err := architecture.Preset(k); err == nil {
+			return m, true
+		}
+	}
+	return nil, false
+}
+
 // Known returns the model ids Describe accepts.
 func Known() []string {
 	out := make([]string, 0, len(shapes))

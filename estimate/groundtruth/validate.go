@@ -141,16 +141,22 @@ func quantiles(v []float64) (med, p90 float64) {
 	if len(s) == 0 {
 		return 0, 0
 	}
-	q := func(p float64) float64 {
-		x := p * float64(len(s)-1)
-		i := int(math.Floor(x))
-		if i+1 >= len(s) {
-			return s[len(s)-1]
-		}
-		f := x - float64(i)
-		return s[i]*(1-f) + s[i+1]*f
+	return quantile(s, 0.5), quantile(s, 0.9)
+}
+
+// quantile is the linear-interpolation quantile q of sorted s (non-empty).
+// Samples may hold +Inf: a quantile that interpolates towards +Inf is +Inf.
+func quantile(s []float64, q float64) float64 {
+	x := q * float64(len(s)-1)
+	i := int(math.Floor(x))
+	f := x - float64(i)
+	if i+1 >= len(s) || f == 0 {
+		return s[i]
 	}
-	return q(0.5), q(0.9)
+	if math.IsInf(s[i+1], 1) {
+		return math.Inf(1)
+	}
+	return s[i]*(1-f) + s[i+1]*f
 }
 
 // InSample reports the errors of co on rows (no hold-out), per family and metric.
