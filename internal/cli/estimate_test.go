@@ -199,8 +199,10 @@ func TestValidateEstimatorNeedsData(t *testing.T) {
 	}
 }
 
-func TestCalibrateUserFile(t *testing.T) {
-	dir := t.TempDir()
+// writeUserMeasurements writes a small user measurement file (Llama-3.1-8B
+// on vLLM, two GPUs, four concurrencies) into dir and returns its path.
+func writeUserMeasurements(t *testing.T, dir string) string {
+	t.Helper()
 	user := filepath.Join(dir, "mine.csv")
 	var b strings.Builder
 	b.WriteString("engine,gpu,model,precision,kv_dtype,tp,isl,osl,concurrency,ttft_ms,tpot_ms,output_tok_s\n")
@@ -211,6 +213,12 @@ func TestCalibrateUserFile(t *testing.T) {
 	if err := os.WriteFile(user, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return user
+}
+
+func TestCalibrateUserFile(t *testing.T) {
+	dir := t.TempDir()
+	user := writeUserMeasurements(t, dir)
 	out := filepath.Join(dir, "coeffs.json")
 	code, stdout, errs := estRunCLI(t, "calibrate", "--data", dir+"/none", "--user", user, "--iter", "60", "--out", out, "--no-validate")
 	if code == 0 {
@@ -235,16 +243,7 @@ func TestCalibrateUserFile(t *testing.T) {
 // logs, both embedded — are printed and are valid JSON (no NaN or Inf).
 func TestValidateEstimatorIndependentChecks(t *testing.T) {
 	dir := t.TempDir()
-	user := filepath.Join(dir, "mine.csv")
-	var b strings.Builder
-	b.WriteString("engine,gpu,model,precision,kv_dtype,tp,isl,osl,concurrency,ttft_ms,tpot_ms,output_tok_s\n")
-	for _, c := range []string{"1", "4", "16", "64"} {
-		b.WriteString("vllm,h100-sxm,meta-llama/Llama-3.1-8B,bf16,auto,1,1024,256," + c + ",60,9,\n")
-		b.WriteString("vllm,h200,meta-llama/Llama-3.1-8B,bf16,auto,1,1024,256," + c + ",50,7,\n")
-	}
-	if err := os.WriteFile(user, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	user := writeUserMeasurements(t, dir)
 	code, out, errs := estRunCLI(t, "validate-estimator", "--user-only", "--user", user, "--iter", "10")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
