@@ -104,7 +104,7 @@ func (e *ParseError) Error() string { return fmt.Sprintf("%s:%d: %s", e.File, e.
 const maxRows = 1 << 20
 
 type table struct {
-	file string
+	file  string
 	cols  map[string]int
 	recs  [][]string
 	lines []int // file line of each record
