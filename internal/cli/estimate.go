@@ -384,6 +384,14 @@ func printEstimate(w io.Writer, r *estimate.Result, hw *hardware.GPU, analyticOn
 	if c.EngineVersion != "" {
 		fmt.Fprintf(w, "Coefficients: %s, fitted on %d rows (engine versions %s)\n", r.Family, c.Rows, c.EngineVersion)
 	}
+	if p, err := estimate.LookupPrecision(r.Memory.Precision); err == nil {
+		if p.Block && c.Block > 0 {
+			fmt.Fprintf(w, "fp8-block kernels: weight streaming and GEMMs ×%.2f of per-tensor FP8 (fitted)\n", c.Block)
+		}
+		if estimate.WeightOnly(&p, hw) && c.Dequant > 0 {
+			fmt.Fprintf(w, "%s on %s runs weight-only kernels (weights unpacked to BF16 in the GEMM): ×%.2f (fitted)\n", p.Name, hw.Name, c.Dequant)
+		}
+	}
 }
 
 // printSlots shows llama-server's scheduling: the parallel slots (-np), the

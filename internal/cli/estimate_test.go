@@ -275,3 +275,27 @@ func TestValidateEstimatorIndependentChecks(t *testing.T) {
 		t.Errorf("--json document incomplete: %d overall cells, %d independent rows, %d KV rows scored", len(doc.Overall), doc.Independent.Rows, doc.KV.Scored)
 	}
 }
+
+// TestEstimateKernelFactors checks that the text output names the fitted
+// kernel factors a deployment uses: block-scaled FP8, and weight-only
+// kernels for FP4 weights on a GPU without FP4 tensor cores (not on one with).
+func TestEstimateKernelFactors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+		not  bool
+	}{
+		{[]string{"--model", "Qwen/Qwen3-235B-A22B", "--gpu", "h200", "--engine", "vllm", "--precision", "fp8-block", "--tp", "4"}, "fp8-block kernels", false},
+		{[]string{"--model", "openai/gpt-oss-120b", "--gpu", "h100-sxm", "--engine", "vllm", "--precision", "mxfp4"}, "weight-only kernels", false},
+		{[]string{"--model", "openai/gpt-oss-120b", "--gpu", "b200", "--engine", "vllm", "--precision", "mxfp4"}, "weight-only kernels", true},
+	} {
+		args := append([]string{"estimate", "--isl", "1024", "--osl", "256", "--concurrency", "8"}, tc.args...)
+		code, out, errs := estRunCLI(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", tc.args, code, errs)
+		}
+		if strings.Contains(out, tc.want) == tc.not {
+			t.Errorf("%v: output containing %q is %v, want %v:\n%s", tc.args, tc.want, !tc.not, tc.not, out)
+		}
+	}
+}
