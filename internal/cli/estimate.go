@@ -74,7 +74,7 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 	fs.StringVar(&f.gpu, "gpu", estDefaultGPU, "GPU name (see the error of an unknown name for the list)")
 	fs.StringVar(&f.gpuFile, "gpu-file", "", "YAML or JSON file adding devices to the catalog")
 	fs.StringVar(&f.engine, "engine", estDefaultEngine, "serving engine: vllm, sglang, trtllm, llamacpp, native")
-	fs.StringVar(&f.precision, "precision", "", "weight precision: bf16, fp16, fp8, nvfp4, mxfp4, int4-awq, int4-gptq, q4_0, q4_k_m, q5_k_m, q6_k, q8_0, f16 (default bf16; f16 for llamacpp)")
+	fs.StringVar(&f.precision, "precision", "", "weight precision: bf16, fp16, fp8, fp8-block, nvfp4, mxfp4, int4-awq, int4-gptq, q4_0, q4_k_m, q5_k_m, q6_k, q8_0, f16 (default: what a checkpoint's quantization_config says, else bf16; f16 for llamacpp)")
 	fs.StringVar(&f.kvDType, "kv-dtype", "auto", "KV cache type: auto, bf16, fp16, fp8 (llamacpp: f16, q8_0, q4_0)")
 	fs.IntVar(&f.tp, "tp", 1, "tensor-parallel degree")
 	fs.StringVar(&f.workload, "workload", "", "workload preset: "+strings.Join(workload.Presets(), ", ")+" (default chat when --isl/--osl are not given)")
@@ -139,6 +139,13 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 		m, err := estModel(f.model)
 		if err != nil {
 			return err
+		}
+		if f.precision == "" && eng.Pool() {
+			// A quantized checkpoint says what it ships: default to that.
+			if p := checkpointPrecision(m.Raw); p != "" {
+				f.precision = p
+				fmt.Fprintf(env.Stderr, "precision %s, from the checkpoint's quantization_config (override with --precision)\n", p)
+			}
 		}
 		o := estimate.Options{Precision: f.precision, KVDType: f.kvDType, TP: f.tp, MaxModelLen: f.context,
 			MaxNumSeqs: f.maxSeqs, MaxBatchedTokens: f.maxBatched, MemFraction: f.memFraction}
@@ -518,6 +525,44 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// checkpointPrecision reads the precision a config.json's
+// quantization_config declares: FP8 with weight_block_size is fp8-block,
+// plain FP8 fp8, MXFP4 mxfp4, ModelOpt NVFP4 nvfp4, AWQ and GPTQ 4-bit
+// int4-awq and int4-gptq. "" when the config declares none (or another).
+func checkpointPrecision(raw map[string]any) string {
+	q, ok := raw["quantization_config"].(map[string]any)
+	if !ok {
+		return ""
+	}
+	method, _ := q["quant_method"].(string)
+	bits, _ := q["bits"].(float64)
+	switch strings.ToLower(method) {
+	case "fp8":
+		if _, ok := q["weight_block_size"]; ok {
+			return "fp8-block"
+		}
+		return "fp8"
+	case "mxfp4":
+		return "mxfp4"
+	case "awq":
+		if bits == 4 {
+			return "int4-awq"
+		}
+	case "gptq":
+		if bits == 4 {
+			return "int4-gptq"
+		}
+	case "modelopt":
+		switch a, _ := q["quant_algo"].(string); strings.ToUpper(a) {
+		case "FP8":
+			return "fp8"
+		case "NVFP4":
+			return "nvfp4"
+		}
+	}
+	return ""
 }
 
 // Scenario CSV columns.

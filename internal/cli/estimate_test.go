@@ -299,3 +299,30 @@ func TestEstimateKernelFactors(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckpointPrecision(t *testing.T) {
+	for _, tc := range []struct {
+		q    string
+		want string
+	}{
+		{`{"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}`, "fp8-block"},
+		{`{"quant_method": "fp8", "activation_scheme": "dynamic"}`, "fp8"},
+		{`{"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn"]}`, "mxfp4"},
+		{`{"quant_method": "awq", "bits": 4, "group_size": 128}`, "int4-awq"},
+		{`{"quant_method": "gptq", "bits": 4}`, "int4-gptq"},
+		{`{"quant_method": "gptq", "bits": 8}`, ""},
+		{`{"quant_method": "modelopt", "quant_algo": "NVFP4"}`, "nvfp4"},
+		{`{"quant_method": "bitsandbytes"}`, ""},
+	} {
+		var raw map[string]any
+		if err := json.Unmarshal([]byte(`{"quantization_config": `+tc.q+`}`), &raw); err != nil {
+			t.Fatal(err)
+		}
+		if got := checkpointPrecision(raw); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.q, got, tc.want)
+		}
+	}
+	if got := checkpointPrecision(map[string]any{}); got != "" {
+		t.Errorf("no quantization_config: %q", got)
+	}
+}
