@@ -52,16 +52,22 @@ type steadyIn struct {
 // steady is the analytic steady state of a closed loop of conc clients with
 // chunked prefill mixed into decode steps. Per request: n_p prefill steps
 // and osl−1 decode steps; with C requests running, a mean step holds
-// C·(osl−1)/L decodes and C·isl/L prefill tokens (L = n_p + osl − 1), so
-// the mean step time follows directly from the (linear) step model.
+// C·(osl−1)/L decodes and C·isl/L prefill tokens (L = n_p + osl − 1). The
+// others' prompts arrive as whole chunks, so my decode steps are priced as
+// a mixture of steps with a chunk and decode-only steps (for dense models
+// that is the mean step; for MoE it is cheaper, experts touched growing
+// sub-linearly with tokens): TPOT is that mixture's mean.
 //
 // TTFT = α0 + the steps carrying my own prefill chunks + half a step (the
-// step in flight when I arrive) + the wait behind other prompts' prefill.
-// That wait is an M/D/1 wait ρ/(2(1−ρ)) own prefills (ρ: prefill share of
-// step time, scaled by the fitted Queue), capped at (c−1)·ρ/2 because a
-// closed loop of c clients has at most c−1 other prompts to queue behind,
-// plus the lock-step burst: Burst × (c−1)/2 prompts prefilled ahead of mine
-// when clients arrive together.
+// step in flight when I arrive) + the wait behind other prompts' prefill +
+// FirstSteps decode steps (engines that schedule a step ahead return a
+// token one step late). The prompt wait is an M/D/1 wait ρ/(2(1−ρ)) own
+// prefills (ρ: prefill share of step time, scaled by the fitted Queue),
+// capped at (c−1)·ρ/2 because a closed loop of c clients has at most c−1
+// other prompts to queue behind, plus the lock-step burst: Burst × (c−1)/2
+// prompts prefilled ahead of mine when clients arrive together, a share of
+// the others' prefill that is then taken out of my decode steps (each
+// cycle's work counted once).
 func steady(m *stepModel, in steadyIn) Latency {
 	var out Latency
 	c := min(in.conc, in.capacity)
