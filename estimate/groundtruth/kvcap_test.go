@@ -226,8 +226,8 @@ func TestKVCapacityPublished(t *testing.T) {
 	}
 	// Regression bounds: what the current estimator meets, plus a small
 	// margin. The target is every row within 5 %; it is met by one
-	// row (see kv_capacity.md for the diagnosis of each miss).
-	if s.Current.N < 4 || s.Current.Median > kvBoundMedian {
+	// row of 16 (see kv_capacity.md for the diagnosis of each miss).
+	if s.Current.N < kvMinCurrent || s.Current.Median > kvBoundMedian {
 		t.Errorf("current builds: n=%d median %s, bound %s", s.Current.N, pct(s.Current.Median), pct(kvBoundMedian))
 	}
 	if s.Within5 < kvMinWithin5 || s.Within20 < kvMinWithin20 {
@@ -248,16 +248,22 @@ func TestKVCapacityPublished(t *testing.T) {
 	}
 }
 
-// Bounds the current estimator meets (TestKVCapacityPublished, 2026-11-29):
-// current builds median 15.8 % (n=4); 1 row within 5 %, 3 within 20 %; the
-// three vLLM V0 rows wrongly "do not fit" (activation profiled at
-// max_model_len tokens); weights error max 13.0 % (gpt-oss-20b).
+// Bounds the current estimator meets (TestKVCapacityPublished, 2026-11-29,
+// 22 rows): current builds median 6.9 % (n=13, p90 52.4 %); 1 row within
+// 5 %, 10 within 20 %; five published deployments wrongly "do not fit"
+// (the three vLLM V0 rows: activation profiled at max_model_len tokens; the
+// vLLM 0.15 A100-40GB and 0.27 RTX PRO 6000 rows: the pool is predicted too
+// small to hold one max_model_len request); weights error max 8.0 %
+// (gpt-oss-120b). The 5 % target is not met: the dense vLLM V1 rows are
+// 5-7 % low on H100 and 25-60 % low where the pool is small, because the
+// activation constant is 2.5-5x what vLLM >= 0.17 profiles.
 const (
-	kvBoundMedian  = 0.18
+	kvMinCurrent   = 13
+	kvBoundMedian  = 0.08
 	kvMinWithin5   = 1
-	kvMinWithin20  = 3
-	kvMaxNoFit     = 3
-	kvBoundWeights = 0.15
+	kvMinWithin20  = 9
+	kvMaxNoFit     = 5
+	kvBoundWeights = 0.09
 )
 
 func pct(v float64) string {
