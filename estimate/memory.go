@@ -102,12 +102,19 @@ func Memory(m *architecture.Model, hw *hardware.GPU, eng Engine, o Options) (*Me
 
 // Engine constants (costmodel.md §3.4).
 const (
-	cudaContext      = 0.6 * GiB  // outside vLLM's budget: 79.18 GiB total vs 78.57 free on an H100
-	vllmNonTorchTP1  = 0.15 * GiB // llm-d capacity_planner rounding
-	vllmNonTorchTPN  = 0.6 * GiB
-	vllmGraphs       = 0.5 * GiB // CUDA-graph delta, −0.9…+1.0 GiB measured
-	vllmActDense     = 5.5 * GiB // at 8192 batched tokens (llm-d: 4.8–5.6 measured on H100)
-	vllmActMoE       = 7.4 * GiB // llm-d's H100 measurement (its planner rounds it up to 8.0)
+	cudaContext = 0.6 * GiB // outside vLLM's budget: 79.18 GiB total vs 78.57 free on an H100
+	// vLLM V1 (≥ 0.17) memory profiling, from the engines' own start-up logs
+	// (estimate/groundtruth/testdata/kv_capacity.md; llm-d-planner's vLLM
+	// 0.19 H100 sweep): non-torch memory 0.21–0.25 GiB at TP 1 and on PCIe
+	// parts, 2.06–2.13 GiB at TP ≥ 2 over NVLink (NCCL's buffers); the
+	// activation peak of the profiling run 1.9–2.2 GiB dense and 2.7 GiB MoE
+	// at 8,192 batched tokens (it was 4.8–5.6 / 7.4 GiB before 0.17).
+	vllmNonTorchTP1    = 0.25 * GiB
+	vllmNonTorchNVLink = 2.1 * GiB
+	vllmNonTorchPCIe   = 0.2 * GiB
+	vllmGraphs         = 0.5 * GiB // CUDA-graph delta, −0.9…+1.0 GiB measured
+	vllmActDense       = 2.0 * GiB // at 8192 batched tokens
+	vllmActMoE         = 2.7 * GiB
 	trtRuntimeOther  = 1.0 * GiB // runtime workspace beyond activations (AIC's 3.5 GiB is a safety margin)
 	sglangGraphs     = 1.0 * GiB
 	llamaCtxOverhead = 0.5 * GiB // CUDA/Metal context and ggml metadata
@@ -161,7 +168,10 @@ func planMemory(rep *MemoryReport, s *Summary, hw *hardware.GPU, r *resolved, ct
 		act *= float64(r.budgetToks) / 8192
 		nonTorch := vllmNonTorchTP1
 		if r.tp > 1 {
-			nonTorch = vllmNonTorchTPN
+			nonTorch = vllmNonTorchPCIe
+			if hw.Link == hardware.NVLink {
+				nonTorch = vllmNonTorchNVLink
+			}
 		}
 		rep.BudgetBytes = budget
 		rep.ActivationBytes = act

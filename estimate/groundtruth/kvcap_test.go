@@ -249,20 +249,20 @@ func TestKVCapacityPublished(t *testing.T) {
 }
 
 // Bounds the current estimator meets (TestKVCapacityPublished, 2026-11-29,
-// 22 rows): current builds median 6.9 % (n=13, p90 52.4 %); 1 row within
-// 5 %, 10 within 20 %; five published deployments wrongly "do not fit"
-// (the three vLLM V0 rows: activation profiled at max_model_len tokens; the
-// vLLM 0.15 A100-40GB and 0.27 RTX PRO 6000 rows: the pool is predicted too
-// small to hold one max_model_len request); weights error max 8.0 %
-// (gpt-oss-120b). The 5 % target is not met: the dense vLLM V1 rows are
-// 5-7 % low on H100 and 25-60 % low where the pool is small, because the
-// activation constant is 2.5-5x what vLLM >= 0.17 profiles.
+// 22 rows, vLLM's memory rules of >= 0.17 from these logs): current builds
+// (vLLM >= 0.17, SGLang) median 1.0 % (n=9, p90 8.4 %, max 11.8 %); 8 rows
+// of all eras within 5 %, 11 within 20 %; the vLLM V0 rows still "do not
+// fit" (V0 profiled a whole max_model_len batch); weights error max 8.0 %
+// (gpt-oss-120b). The issue's target is 5 %: met by the median of current
+// builds and by 7 of its 9 rows; the SGLang row is 7.5 % high and the
+// vLLM 0.27 RTX PRO 6000 row 11.8 % low. vLLM V1 before 0.17 profiled a
+// ~60 % higher activation peak, so those rows are summarised apart.
 const (
-	kvMinCurrent   = 13
-	kvBoundMedian  = 0.08
-	kvMinWithin5   = 1
-	kvMinWithin20  = 9
-	kvMaxNoFit     = 5
+	kvMinCurrent   = 9
+	kvBoundMedian  = 0.02
+	kvMinWithin5   = 7
+	kvMinWithin20  = 10
+	kvMaxNoFit     = 3
 	kvBoundWeights = 0.09
 )
 
