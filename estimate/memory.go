@@ -115,11 +115,11 @@ const (
 	vllmGraphs         = 0.5 * GiB // CUDA-graph delta, −0.9…+1.0 GiB measured
 	vllmActDense       = 2.0 * GiB // at 8192 batched tokens
 	vllmActMoE         = 2.7 * GiB
-	trtRuntimeOther  = 1.0 * GiB // runtime workspace beyond activations (AIC's 3.5 GiB is a safety margin)
-	sglangGraphs     = 1.0 * GiB
-	llamaCtxOverhead = 0.5 * GiB // CUDA/Metal context and ggml metadata
-	llamaSched       = 4 << 20
-	ubatchLlama      = 512
+	trtRuntimeOther    = 1.0 * GiB // runtime workspace beyond activations (AIC's 3.5 GiB is a safety margin)
+	sglangGraphs       = 1.0 * GiB
+	llamaCtxOverhead   = 0.5 * GiB // CUDA/Metal context and ggml metadata
+	llamaSched         = 4 << 20
+	ubatchLlama        = 512
 )
 
 var trtActCoef = [4]float64{11, 6.5, 5, 5}     // TP 1, 2, 4, ≥8 (AIConfigurator, Llama-like)
