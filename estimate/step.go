@@ -15,8 +15,8 @@ type stepModel struct {
 	co       Coeffs
 	peak     float64 // FLOP/s of the linear layers' compute dtype
 	peakAttn float64 // FLOP/s of attention (BF16)
-	linMul   float64 // Comp × (CompLow for FP8/FP4 GEMMs) × (Block for fp8-block)
-	wMul     float64 // Weight × (Block for fp8-block)
+	linMul   float64 // Comp × (CompLow for FP8/FP4 GEMMs) × (Block for fp8-block) × (Dequant for weight-only kernels)
+	wMul     float64 // Weight × (Block for fp8-block) × (Dequant for weight-only kernels)
 	// dequant is the ALU time to unpack block-quantized GGUF weights once
 	// (Quant × linear FLOPs of one token ÷ peak): llama.cpp's matrix-vector
 	// kernels dequantize every weight on each pass, so it is paid per pass,
@@ -30,9 +30,8 @@ type stepModel struct {
 	link   float64 // bytes/s per direction
 	tp     float64
 
-	// Per-step constants of terms, precomputed (terms is called a handful
-	// of times per candidate in the search's inner loop; divisions dominate
-	// its cost otherwise).
+	// Constants of terms, computed once per model (terms is called a
+	// handful of times per candidate in the search's inner loop).
 	linPerPeak  float64 // linMul ÷ peak
 	attnPerPeak float64 // Comp ÷ peakAttn
 	wPerBW      float64 // wMul ÷ bandwidth
