@@ -122,6 +122,34 @@ var sameShape = map[string]string{
 	"nvidia/Qwen3-30B-A3B-FP4":           "Qwen/Qwen3-30B-A3B",
 	"nvidia/Qwen3-235B-A22B-FP4":         "Qwen/Qwen3-235B-A22B",
 	"nvidia/Qwen3-235B-A22B-FP8":         "Qwen/Qwen3-235B-A22B",
+	// RedHatAI (Neural Magic) llm-compressor checkpoints keep the base
+	// config.json and add only a compressed-tensors quantization_config;
+	// their suffixes (-fp8-dynamic, -quantized.w8a8, -quantized.w4a16,
+	// -Instruct) are stripped before this lookup. Checked against
+	// llm-d-planner@d3121e05's vLLM 0.19.0 logs, which resolve
+	// LlamaForCausalLM / Qwen2ForCausalLM and whose KV pools match the base
+	// shapes to the token: Llama-3.3-70B-Instruct-fp8-dynamic 244,304 tokens
+	// in 37.28 GiB at TP 2 (80 layers x 4 KV heads per GPU x 128 x 2 x 2 B);
+	// Qwen2.5-7B-Instruct-fp8-dynamic 1,210,304 and -quantized.w8a8 1,210,272
+	// tokens in 64.64 GiB (28 x 4 x 128 x 2 x 2 B). Meta-Llama-3.1-8B-Instruct
+	// -quantized.w8a8 / .w4a16 were not checked against a log or a config.json
+	// here; they rest on llm-compressor copying the base config.json.
+	"RedHatAI/Llama-3.3-70B":     "meta-llama/Llama-3.1-70B",
+	"RedHatAI/Qwen2.5-7B":        "Qwen/Qwen2-7B",
+	"RedHatAI/Meta-Llama-3.1-8B": "meta-llama/Meta-Llama-3.1-8B",
+	// Mixtral-8x7B-Instruct-v0.1 has the base v0.1's config.json
+	// (MixtralForCausalLM, 32 layers, hidden 4096, 32 / 8 heads x 128, 8
+	// experts top-2 of width 14336, as printed by a MixtralConfig dump of
+	// "mistralai/Mixtral-8x7B-Instruct-v0.1" in the code index; vocab 32000
+	// as published, not re-read here). Stripping "-Instruct-v0.1" would give
+	// an id Describe does not know.
+	"mistralai/Mixtral-8x7B-Instruct-v0.1": "mistralai/Mixtral-8x7B-v0.1",
+	// Qwen3-Coder-30B-A3B-Instruct (ztxz16/fastllm@f8f04c33:
+	// Qwen3-Coder-30B-A3B-Instruct/config.json): Qwen3MoeForCausalLM, 48
+	// layers, hidden 2048, 32 / 4 heads x 128, 128 experts top-8 of width 768,
+	// no shared expert, vocab 151936, untied, qk-norm, as Qwen3-30B-A3B; only
+	// max_position_embeddings (262144) and rope_theta (1e7) differ.
+	"Qwen/Qwen3-Coder-30B-A3B": "Qwen/Qwen3-30B-A3B",
 }
 
 // DescribePublished resolves a model id as published tables and logs write
@@ -134,7 +162,8 @@ func DescribePublished(id string) (*architecture.Model, bool) {
 	base := id
 	for changed := true; changed; {
 		changed = false
-		for _, suf := range []string{"-GPTQ-Int4", "-GPTQ-Int8", "-AWQ", "-FP8", "-FP4", "-NVFP4", "-Chat", "-Instruct"} {
+		for _, suf := range []string{"-GPTQ-Int4", "-GPTQ-Int8", "-AWQ", "-FP8", "-FP4", "-NVFP4", "-fp8-dynamic",
+			"-FP8-dynamic", "-FP8-Dynamic", "-quantized.w8a8", "-quantized.w4a16", "-Chat", "-Instruct"} {
 			if s, ok := strings.CutSuffix(base, suf); ok {
 				base, changed = s, true
 			}
