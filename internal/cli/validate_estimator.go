@@ -229,6 +229,8 @@ type kvJSON struct {
 
 type kvRowJSON struct {
 	Engine         string `json:"engine"`
+	EngineVersion  string `json:"engine_version"`
+	Era            string `json:"era,omitempty"`
 	Model          string `json:"model"`
 	GPU            string `json:"gpu"`
 	TP             int    `json:"tp"`
@@ -247,7 +249,7 @@ func (kv *kvCheck) json() kvJSON {
 		Within5: s.Within5, Within20: s.Within20}
 	for i := range kv.res {
 		r := &kv.res[i]
-		out.Results = append(out.Results, kvRowJSON{string(r.Row.Engine), r.Row.Model, r.Row.GPU, r.Row.TP, num(r.Row.ReportedTokens), num(r.PredTokens),
+		out.Results = append(out.Results, kvRowJSON{string(r.Row.Engine), r.Row.EngineVersion, r.Row.Era, r.Row.Model, r.Row.GPU, r.Row.TP, num(r.Row.ReportedTokens), num(r.PredTokens),
 			num(r.Row.ReportedKVGiB), num(r.PredKVGiB), num(r.Primary()), r.Fits, r.Skip})
 	}
 	return out
