@@ -95,7 +95,14 @@ func Load(path string) (*Model, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		m.Name = filepath.Base(filepath.Dir(filepath.Clean(path)))
+		// A checkpoint's config.json is named after its directory; any other
+		// file (e.g. meta-llama--Llama-3.1-8B.json) after itself.
+		clean := filepath.Clean(path)
+		if base := filepath.Base(clean); base == "config.json" {
+			m.Name = filepath.Base(filepath.Dir(clean))
+		} else {
+			m.Name = strings.TrimSuffix(base, filepath.Ext(base))
+		}
 		return m, nil
 	case errors.Is(err, fs.ErrNotExist):
 		m, perr := Preset(path)

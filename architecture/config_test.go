@@ -270,9 +270,17 @@ func TestLoad(t *testing.T) {
 	}
 	for _, p := range []string{dir, filepath.Join(dir, "config.json")} {
 		m, err := Load(p)
-		if err != nil || m.Hidden != 64 {
-			t.Errorf("Load(%s) = %v, %v", p, m, err)
+		if err != nil || m.Hidden != 64 || m.Name != filepath.Base(dir) {
+			t.Errorf("Load(%s) = %v (name %q), %v", p, m, m.Name, err)
 		}
+	}
+	// A config file with its own name is named after itself.
+	other := filepath.Join(dir, "org--tiny-llama.json")
+	if err := os.WriteFile(other, []byte(llamaMinimal), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := Load(other); err != nil || m.Name != "org--tiny-llama" {
+		t.Errorf("Load(%s): name %q, %v", other, m.Name, err)
 	}
 	if _, err := Load(t.TempDir()); err == nil || !strings.Contains(err.Error(), "no config.json") {
 		t.Errorf("Load(empty dir) error = %v", err)
