@@ -176,7 +176,7 @@ func steady(m *stepModel, in steadyIn) Latency {
 		// keeps the server busy (c = 1).
 		inFlight = min(max(c-1, 0), 1) * tau
 	}
-	ttft := in.alpha0 + np*tauOwn + inFlight + qwait + m.co.FirstSteps*tau
+	ttft := in.alpha0 + m.co.AlphaTok*isl + np*tauOwn + inFlight + qwait + m.co.FirstSteps*tau
 	e2e := ttft + dec*tau
 	x := c / e2e // requests per second in service
 	wait := 0.0

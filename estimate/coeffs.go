@@ -61,6 +61,9 @@ type Coeffs struct {
 	// (TRT-LLM's overlap scheduler, vLLM's async scheduling) return the
 	// token computed in a step only after the next one is launched.
 	FirstSteps float64 `json:"first_steps,omitempty"`
+	// AlphaTok is the front end's time per prompt token before the engine
+	// sees a request (tokenization, request validation), added to TTFT.
+	AlphaTok float64 `json:"alpha_tok,omitempty"`
 
 	// Validation figures written by calibrate: held-out median APE (fractions).
 	ErrTTFT       float64 `json:"err_ttft,omitempty"`
@@ -163,19 +166,19 @@ var fallbacks = map[string][]string{
 
 // The fitted coefficients as a vector, in the order of CoeffNames.
 func (c *Coeffs) vector() [NumCoeffs]float64 {
-	return [NumCoeffs]float64{c.Comp, c.Weight, c.KV, c.State, c.TP, c.TPLatency, c.Layer, c.Step, c.Req, c.MoE, c.Alpha0, c.Queue, c.CompLow, c.Ctx, c.Burst, c.Block, c.Dequant, c.FirstSteps}
+	return [NumCoeffs]float64{c.Comp, c.Weight, c.KV, c.State, c.TP, c.TPLatency, c.Layer, c.Step, c.Req, c.MoE, c.Alpha0, c.Queue, c.CompLow, c.Ctx, c.Burst, c.Block, c.Dequant, c.FirstSteps, c.AlphaTok}
 }
 
 func (c *Coeffs) setVector(v [NumCoeffs]float64) {
-	c.Comp, c.Weight, c.KV, c.State, c.TP, c.TPLatency, c.Layer, c.Step, c.Req, c.MoE, c.Alpha0, c.Queue, c.CompLow, c.Ctx, c.Burst, c.Block, c.Dequant, c.FirstSteps =
-		v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13], v[14], v[15], v[16], v[17]
+	c.Comp, c.Weight, c.KV, c.State, c.TP, c.TPLatency, c.Layer, c.Step, c.Req, c.MoE, c.Alpha0, c.Queue, c.CompLow, c.Ctx, c.Burst, c.Block, c.Dequant, c.FirstSteps, c.AlphaTok =
+		v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13], v[14], v[15], v[16], v[17], v[18]
 }
 
 // NumCoeffs is the length of the coefficient vector.
-const NumCoeffs = 18
+const NumCoeffs = 19
 
 // CoeffNames names the entries of the coefficient vector.
-var CoeffNames = [NumCoeffs]string{"comp", "weight", "kv", "state", "tp", "tp_latency", "layer", "step", "req", "moe", "alpha0", "queue", "comp_low", "ctx", "burst", "block", "dequant", "first_steps"}
+var CoeffNames = [NumCoeffs]string{"comp", "weight", "kv", "state", "tp", "tp_latency", "layer", "step", "req", "moe", "alpha0", "queue", "comp_low", "ctx", "burst", "block", "dequant", "first_steps", "alpha_tok"}
 
 // Vector returns the coefficients in CoeffNames order.
 func (c Coeffs) Vector() [NumCoeffs]float64 { return c.vector() }

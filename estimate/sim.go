@@ -55,6 +55,8 @@ type simParams struct {
 	alpha0   float64
 	// firstSteps delays every token by that many decode steps.
 	firstSteps float64
+	// alphaTok is the front end's time per prompt token (Coeffs.AlphaTok).
+	alphaTok float64
 	// reserve is the share of a request's output its admission counts
 	// against the KV capacity (see Compiled.footprint).
 	reserve float64
@@ -251,11 +253,14 @@ func (sim *Simulator) run(m *stepModel, p simParams, w *workload.Workload) (Late
 	inTok, outTok := 0.0, 0.0
 	queued := 0.0
 	first, last := math.Inf(1), 0.0
+	frontSum := 0.0 // per-request front-end time (α0 + AlphaTok × prompt)
 	for i := warm; i < n; i++ {
 		r := &sim.st[i]
 		q := sim.reqs[i]
-		sim.ttft = append(sim.ttft, r.first-r.arrival+p.alpha0)
-		sim.e2e = append(sim.e2e, r.done-r.arrival+p.alpha0)
+		front := p.alpha0 + p.alphaTok*float64(q.Input)
+		sim.ttft = append(sim.ttft, r.first-r.arrival+front)
+		sim.e2e = append(sim.e2e, r.done-r.arrival+front)
+		frontSum += front
 		if q.Output > 1 {
 			sim.tpot = append(sim.tpot, (r.done-r.first)/float64(q.Output-1))
 		}
@@ -269,6 +274,7 @@ func (sim *Simulator) run(m *stepModel, p simParams, w *workload.Workload) (Late
 	l.TTFT, l.TTFTP90 = meanP90(sim.ttft)
 	l.TPOT, l.TPOTP90 = meanP90(sim.tpot)
 	l.E2E, l.E2EP90 = meanP90(sim.e2e)
+	front := frontSum / float64(max(n-warm, 1)) // mean front-end time, outside the engine
 	// Tokens reach the client FirstSteps decode steps after the step that
 	// computed them (see Coeffs.FirstSteps): the first one, and so the
 	// whole request, is that much later.
@@ -277,7 +283,7 @@ func (sim *Simulator) run(m *stepModel, p simParams, w *workload.Workload) (Late
 		l.TTFTP90 += shift
 		l.E2E += shift
 		l.E2EP90 += shift
-		p.alpha0 += shift // counted like the per-request overhead below
+		front += shift // counted like the per-request overhead below
 	}
 	// Queue: the wait for a sequence slot (and KV) once at the engine.
 	l.Queue = queued / float64(max(n-warm, 1))
@@ -285,7 +291,7 @@ func (sim *Simulator) run(m *stepModel, p simParams, w *workload.Workload) (Late
 	if mode == workload.ClosedLoop && l.E2E > 0 {
 		// Little's law over the measured requests: conc requests in the system.
 		m := float64(n - warm)
-		l.RequestsPerS = float64(conc) / (l.E2E - p.alpha0)
+		l.RequestsPerS = float64(conc) / (l.E2E - front)
 		l.OutputTokS = l.RequestsPerS * outTok / m
 		l.PrefillTokS = l.RequestsPerS * inTok / m
 		span = 0
@@ -299,7 +305,7 @@ func (sim *Simulator) run(m *stepModel, p simParams, w *workload.Workload) (Late
 	if l.TPOT > 0 {
 		l.DecodeTokS = 1 / l.TPOT
 	}
-	l.Running = l.RequestsPerS * (l.E2E - p.alpha0)
+	l.Running = l.RequestsPerS * (l.E2E - front)
 	if mode == workload.ClosedLoop {
 		l.Running = float64(conc)
 	}
@@ -394,7 +400,7 @@ func (c *Compiled) Simulate(sim *Simulator, m *Summary) (Latency, error) {
 		return Latency{}, &f
 	}
 	sm := c.stepModel(m)
-	p := simParams{budget: c.r.budgetToks, maxSeqs: c.r.maxSeqs, capacity: c.mem.KVCapacityTokens, alpha0: c.co.Alpha0, firstSteps: c.co.FirstSteps, reserve: c.r.eng.outputReserve()}
+	p := simParams{budget: c.r.budgetToks, maxSeqs: c.r.maxSeqs, capacity: c.mem.KVCapacityTokens, alpha0: c.co.Alpha0, alphaTok: c.co.AlphaTok, firstSteps: c.co.FirstSteps, reserve: c.r.eng.outputReserve()}
 	if c.mode == workload.ClosedLoop {
 		// Burst is the fitted share of clients moving in lock-step: the
 		// initial requests spread over (1 − Burst) of a request lifetime.

@@ -142,7 +142,7 @@ func (p *Prepared) PredictAll(co estimate.Coeffs) [3]Prediction {
 var fitted = map[string][]int{
 	// indices into estimate.CoeffNames; state (3) is not fitted: no row has
 	// a recurrent state
-	"default": {0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17},
+	"default": {0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18},
 	// Argonne's llama.cpp prompts run in chunks of 1–64 tokens (n_batch), so
 	// they say nothing about prefill FLOP efficiency at serving chunk sizes:
 	// comp keeps its prior there.
@@ -259,6 +259,7 @@ func Fit(ctx context.Context, rows []*Prepared, family string, prior estimate.Co
 		v[15] = clamp(v[15], 1, 4)      // block-scaled FP8 is never faster than per-tensor FP8
 		v[16] = clamp(v[16], 1, 4)      // weight-only kernels are never faster than native ones
 		v[17] = clamp(v[17], 0, 4)      // a few decode steps at most
+		v[18] = clamp(v[18], 0, 2e-5)
 		return prior.WithVector(v)
 	}
 	f := func(x []float64) float64 {
@@ -280,7 +281,17 @@ func Fit(ctx context.Context, rows []*Prepared, family string, prior estimate.Co
 	}
 	// Nelder–Mead finds the basin; a damped Gauss–Newton polish on the
 	// same loss then converges inside it, which the simplex does slowly.
-	x, fx = lmPolish(ctx, rows, toCoeffs, x, fx, lmIterations)
+	// The polish works on the projected point: a coordinate the simplex
+	// left beyond a bound sits where the clamp makes the loss flat, and its
+	// derivative would read zero.
+	project := func(x []float64) {
+		v := toCoeffs(x).Vector()
+		for i, k := range idx {
+			x[i] = math.Log(max(v[k], 1e-300))
+		}
+	}
+	project(x)
+	x, fx = lmPolish(ctx, rows, toCoeffs, project, x, fx, lmIterations)
 	return toCoeffs(x), fx
 }
 
@@ -314,10 +325,11 @@ func residuals(rows []*Prepared, co estimate.Coeffs, e, w []float64) ([]float64,
 }
 
 // lmPolish minimises loss(rows, toCoeffs(x)) from x by Levenberg–Marquardt
+// (project maps a point onto the coefficients' bounds)
 // on the pseudo-Huber loss (iteratively reweighted: each residual weighs
 // w/√(1+(e/δ)²)), with a forward-difference Jacobian. It only accepts steps
 // that lower the loss, so it never returns a worse point than it was given.
-func lmPolish(ctx context.Context, rows []*Prepared, toCoeffs func([]float64) estimate.Coeffs, x []float64, fx float64, iters int) ([]float64, float64) {
+func lmPolish(ctx context.Context, rows []*Prepared, toCoeffs func([]float64) estimate.Coeffs, project func([]float64), x []float64, fx float64, iters int) ([]float64, float64) {
 	k := len(x)
 	if k == 0 {
 		return x, fx
@@ -380,6 +392,7 @@ func lmPolish(ctx context.Context, rows []*Prepared, toCoeffs func([]float64) es
 			for a := range xt {
 				xt[a] = x[a] + step[a]
 			}
+			project(xt)
 			if ft := loss(rows, toCoeffs(xt)); ft < fx {
 				copy(x, xt)
 				fx = ft

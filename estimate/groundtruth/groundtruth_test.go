@@ -154,14 +154,16 @@ func TestHeldOutErrors(t *testing.T) {
 	}
 }
 
-// Held-out medians reached: 12.1 % TPOT, 29.9 % TTFT, 9.4 % throughput at
-// 300 iterations and at the -short 90 alike (the
-// Levenberg–Marquardt polish converges from either). The bounds are those
-// plus a small margin, so that a regression fails. Targets are 8 %, 15 % and
-// 10 %: throughput meets its target; TPOT and TTFT do not (see ACCURACY.md).
+// Held-out medians reached: 12.3 % TPOT, 28.9 % TTFT, 9.3 % throughput at
+// 300 iterations; 12.1 %, 29.1 % and 9.1 % at the -short 90 (the
+// Levenberg–Marquardt polish lands within 0.2 % of the same loss from
+// either; the valley is flat in the per-layer overhead). The bounds are
+// those plus a small margin, so that a regression fails. Targets are 8 %,
+// 15 % and 10 %: throughput meets its target; TPOT and TTFT do not (see
+// ACCURACY.md).
 const (
 	heldOutTPOT       = 0.126
-	heldOutTTFT       = 0.305
+	heldOutTTFT       = 0.30
 	heldOutThroughput = 0.097
 )
 
