@@ -226,7 +226,11 @@ func planMemory(rep *MemoryReport, s *Summary, hw *hardware.GPU, r *resolved, ct
 		rep.BudgetBytes = s.WeightBytes + act + rep.OverheadBytes + pool
 	default: // llama.cpp, native: exact allocation for slots × ctx
 		n := float64(max(slots, 1))
-		nctx := math.Ceil(n*ctx/256) * 256
+		// llama.cpp pads each slot's context (n_ctx_seq) to a multiple of
+		// 256 cells (separate per-slot caches, the default): -c 4096 -np 10
+		// allocates 10 × 512 cells (llama-context.cpp; a published log in
+		// estimate/groundtruth/testdata/kv_capacity.md).
+		nctx := n * math.Ceil(ctx/256) * 256
 		ub := float64(min(r.budgetToks, or(r.ubatch, ubatchLlama)))
 		compute := ub*float64(s.Vocab)*4 + ub*float64(4*s.Hidden+2*s.MaxFFN)*4 + ub*math.Min(nctx, 4096)*4 + llamaSched
 		out := n * float64(s.Vocab) * 4

@@ -126,3 +126,17 @@ func TestAdmissionFootprint(t *testing.T) {
 		}
 	}
 }
+
+// TestLlamaCPPSlotPadding checks llama.cpp's per-slot context padding:
+// each of the -np slots gets its context rounded up to 256 cells, so
+// -c 4096 -np 10 (410 tokens a slot) allocates 10 × 512 cells, as a
+// published llama.cpp log shows (kv_capacity.md, index id 68952056531).
+func TestLlamaCPPSlotPadding(t *testing.T) {
+	rep, err := Memory(llama8B(), gpu(t, "rtx-4090"), LlamaCPP, Options{Precision: "q4_k_m", MaxModelLen: 410, MaxNumSeqs: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.KVCapacityTokens != 5120 {
+		t.Errorf("10 slots of 410 tokens: %g cells, want 5120 (10 × 512)", rep.KVCapacityTokens)
+	}
+}
