@@ -188,36 +188,57 @@ var metricWeight = map[Metric]float64{TPOT: 1, TTFT: 0.25, Throughput: 1}
 // huberDelta is the log-error scale where the loss turns from quadratic to linear.
 const huberDelta = 0.1
 
-// loss is the weighted mean pseudo-Huber log error over rows and metrics.
-func loss(rows []*Prepared, co estimate.Coeffs) float64 {
-	s, n := 0.0, 0.0
+// fittedPairs calls fn, in a fixed order, for every (row, metric) pair the
+// fit scores, with the metric's loss weight and the log error
+// log(pred/meas); finite is false when the prediction is not a positive
+// finite number (logErr is then 0).
+func fittedPairs(rows []*Prepared, co estimate.Coeffs, fn func(weight, logErr float64, finite bool)) {
 	for _, p := range rows {
 		all := p.PredictAll(co)
 		for i, m := range Metrics {
 			if m == Throughput && p.Row.Source == "aic" {
 				continue // derived from TTFT and TPOT; not an independent measurement
 			}
-			pred, meas, ok := all[i].Pred, all[i].Meas, all[i].OK
-			if !ok {
+			if !all[i].OK {
 				continue
 			}
-			if !(pred > 0) || math.IsInf(pred, 0) {
-				s += 25 * metricWeight[m]
-				n += metricWeight[m]
-				continue
+			if pred := all[i].Pred; !(pred > 0) || math.IsInf(pred, 0) {
+				fn(metricWeight[m], 0, false)
+			} else {
+				fn(metricWeight[m], math.Log(pred/all[i].Meas), true)
 			}
-			// Pseudo-Huber on the log error: quadratic near zero, linear in the
-			// tails, so a few rows far past KV capacity or with odd client
-			// timing do not dominate (the targets are medians).
-			d := math.Log(pred/meas) / huberDelta
-			s += metricWeight[m] * huberDelta * huberDelta * (math.Sqrt(1+d*d) - 1)
-			n += metricWeight[m]
 		}
 	}
-	if n == 0 {
+}
+
+// lossSum accumulates the loss: pseudo-Huber on the log error, quadratic
+// near zero and linear in the tails, so a few rows far past KV capacity or
+// with odd client timing do not dominate (the targets are medians); a
+// prediction that is not finite costs a constant.
+type lossSum struct{ s, n float64 }
+
+func (l *lossSum) add(weight, logErr float64, finite bool) {
+	l.n += weight
+	if !finite {
+		l.s += 25 * weight
+		return
+	}
+	d := logErr / huberDelta
+	l.s += weight * huberDelta * huberDelta * (math.Sqrt(1+d*d) - 1)
+}
+
+func (l *lossSum) value() float64 {
+	if l.n == 0 {
 		return 0
 	}
-	return s / n
+	return l.s / l.n
+}
+
+// loss is the weighted mean pseudo-Huber log error over rows and metrics.
+func loss(rows []*Prepared, co estimate.Coeffs) float64 {
+	var l lossSum
+	fittedPairs(rows, co, l.add)
+	return l.value()
 }
 
 // Fit fits the coefficients of one family on rows, starting from prior,
@@ -298,30 +319,21 @@ func Fit(ctx context.Context, rows []*Prepared, family string, prior estimate.Co
 // lmIterations caps the Levenberg–Marquardt polish of Fit.
 const lmIterations = 40
 
-// residuals fills e with the log errors log(pred/meas) of every fitted
-// (row, metric) pair in a fixed order, and w with their loss weights; pairs
-// whose prediction is not finite get weight 0 (the loss charges them a
-// constant, so they carry no gradient).
-func residuals(rows []*Prepared, co estimate.Coeffs, e, w []float64) ([]float64, []float64) {
+// residuals fills e with the log errors of every fitted (row, metric) pair
+// in fittedPairs' order, and w with their loss weights (0 where the
+// prediction is not finite: the loss charges those a constant, so they
+// carry no gradient), and returns the loss at co as well.
+func residuals(rows []*Prepared, co estimate.Coeffs, e, w []float64) ([]float64, []float64, float64) {
 	e, w = e[:0], w[:0]
-	for _, p := range rows {
-		all := p.PredictAll(co)
-		for i, m := range Metrics {
-			if m == Throughput && p.Row.Source == "aic" {
-				continue
-			}
-			if !all[i].OK {
-				continue
-			}
-			pred := all[i].Pred
-			if !(pred > 0) || math.IsInf(pred, 0) {
-				e, w = append(e, 0), append(w, 0)
-				continue
-			}
-			e, w = append(e, math.Log(pred/all[i].Meas)), append(w, metricWeight[m])
+	var l lossSum
+	fittedPairs(rows, co, func(weight, logErr float64, finite bool) {
+		l.add(weight, logErr, finite)
+		if !finite {
+			weight = 0
 		}
-	}
-	return e, w
+		e, w = append(e, logErr), append(w, weight)
+	})
+	return e, w, l.value()
 }
 
 // lmPolish minimises loss(rows, toCoeffs(x)) from x by Levenberg–Marquardt
@@ -337,7 +349,7 @@ func lmPolish(ctx context.Context, rows []*Prepared, toCoeffs func([]float64) es
 	const h = 1e-4
 	x = append([]float64(nil), x...)
 	var e0, w0, ej, wj []float64
-	e0, w0 = residuals(rows, toCoeffs(x), e0, w0)
+	e0, w0, _ = residuals(rows, toCoeffs(x), e0, w0)
 	n := len(e0)
 	J := make([]float64, n*k)
 	A := make([]float64, k*k)
@@ -348,7 +360,7 @@ func lmPolish(ctx context.Context, rows []*Prepared, toCoeffs func([]float64) es
 		for j := 0; j < k; j++ {
 			copy(xt, x)
 			xt[j] += h
-			ej, wj = residuals(rows, toCoeffs(xt), ej, wj)
+			ej, wj, _ = residuals(rows, toCoeffs(xt), ej, wj)
 			for i := 0; i < n; i++ {
 				d := 0.0
 				if w0[i] > 0 && wj[i] > 0 {
@@ -393,9 +405,14 @@ func lmPolish(ctx context.Context, rows []*Prepared, toCoeffs func([]float64) es
 				xt[a] = x[a] + step[a]
 			}
 			project(xt)
-			if ft := loss(rows, toCoeffs(xt)); ft < fx {
+			// The trial point's residuals serve the next Jacobian if it is kept.
+			var ft float64
+			ej, wj, ft = residuals(rows, toCoeffs(xt), ej, wj)
+			if ft < fx {
 				copy(x, xt)
 				fx = ft
+				e0, ej = ej, e0
+				w0, wj = wj, w0
 				lambda = math.Max(lambda/3, 1e-7)
 				improved = true
 				break
@@ -405,7 +422,6 @@ func lmPolish(ctx context.Context, rows []*Prepared, toCoeffs func([]float64) es
 		if !improved {
 			break
 		}
-		e0, w0 = residuals(rows, toCoeffs(x), e0, w0)
 	}
 	return x, fx
 }
