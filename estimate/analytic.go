@@ -132,9 +132,7 @@ func steady(m *stepModel, in steadyIn) Latency {
 		// token (the Burst term of the prompt wait below) and only the other
 		// half interrupts my decode. Move that half out of the decode steps,
 		// so that the work of a cycle is counted once.
-		dec := mine
-		dec.Prefill, dec.PrefillAtt, dec.PrefillSeq, dec.PrefillDone = 0, 0, 0, 0
-		tm = blendTerms(tm, m.terms(dec), m.co.Burst/2)
+		tm = blendTerms(tm, m.terms(mine.decodeOnly()), m.co.Burst/2)
 	}
 	tau := tm.Total() // my decode step: TPOT
 	// The step that carries a request's own prefill chunk holds that chunk
@@ -150,11 +148,9 @@ func steady(m *stepModel, in steadyIn) Latency {
 	tauOwn := m.time(own)
 	// Wait behind other prompts' prefill: ρ is the share of step time spent
 	// on prefill; M/D/1 wait ρ/(2(1−ρ)) × own prefill time.
-	nopre := b
-	nopre.Prefill, nopre.PrefillAtt, nopre.PrefillSeq, nopre.PrefillDone = 0, 0, 0, 0
 	rho := 0.0
 	if tb := m.mixed(b, qAll).Total(); tb > 0 {
-		rho = min(max((tb-m.time(nopre))/tb, 0), 0.95)
+		rho = min(max((tb-m.time(b.decodeOnly()))/tb, 0), 0.95)
 	}
 	// A closed loop has no more than c−1 other prompts to wait for: the open
 	// M/D/1 form is capped at the others' share of prefill work in flight.

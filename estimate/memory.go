@@ -203,9 +203,10 @@ func planMemory(rep *MemoryReport, s *Summary, hw *hardware.GPU, r *resolved, ct
 		// profile_max_num_token: rest = free after loading − free before
 		// loading × (1 − mem_fraction_static), and the memory free before
 		// loading already excludes the CUDA context and NCCL buffers.
-		pool = r.memFraction*(dev-cudaContext-ncclBytes[ti]) - s.WeightBytes
+		static := r.memFraction * (dev - cudaContext - ncclBytes[ti])
+		pool = static - s.WeightBytes
 		if pool <= 0 {
-			return fit("weights", s.WeightBytes, r.memFraction*(dev-cudaContext-ncclBytes[ti]), tpHint)
+			return fit("weights", s.WeightBytes, static, tpHint)
 		}
 	case TRTLLM:
 		c := trtActCoef[ti]

@@ -58,7 +58,7 @@ type simParams struct {
 	// alphaTok is the front end's time per prompt token (Coeffs.AlphaTok).
 	alphaTok float64
 	// reserve is the share of a request's output its admission counts
-	// against the KV capacity (see Compiled.footprint).
+	// against the KV capacity (see Engine.outputReserve).
 	reserve float64
 	stagger float64 // closed loop: spread of the clients' first requests (s)
 	// late: a client's next request reaches a busy engine after its next

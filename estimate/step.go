@@ -101,6 +101,12 @@ type Batch struct {
 	PrefillDone float64
 }
 
+// decodeOnly returns b without its prefill work.
+func (b Batch) decodeOnly() Batch {
+	b.Prefill, b.PrefillAtt, b.PrefillSeq, b.PrefillDone = 0, 0, 0, 0
+	return b
+}
+
 // Terms is the breakdown of one step time, in seconds.
 type Terms struct {
 	Compute, Weights, KV, State, Comm, Overhead float64
@@ -187,13 +193,12 @@ func (m *stepModel) mixed(b Batch, q float64) Terms {
 		// passes): the mixture is the mean step.
 		return m.terms(b)
 	}
-	pre, dec := b, b
+	pre := b
 	pre.Prefill /= q
 	pre.PrefillAtt /= q
 	pre.PrefillSeq /= q
 	pre.PrefillDone /= q
-	dec.Prefill, dec.PrefillAtt, dec.PrefillSeq, dec.PrefillDone = 0, 0, 0, 0
-	return blendTerms(m.terms(dec), m.terms(pre), q)
+	return blendTerms(m.terms(b.decodeOnly()), m.terms(pre), q)
 }
 
 // blendTerms returns (1−f)·a + f·b, term by term.
