@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/autocompress/autocompress/internal/output"
 )
 
 // FormatError reports a malformed checkpoint: a safetensors header or data
@@ -41,8 +43,4 @@ var ErrUnsupported = errors.New("unsupported")
 
 // ExistsError is returned by NewOutputDir and Create when the destination
 // already exists and overwriting was not asked for.
-type ExistsError struct{ Path string }
-
-func (e *ExistsError) Error() string {
-	return fmt.Sprintf("checkpoint: %s already exists (choose another output path or pass --force to replace it)", e.Path)
-}
+type ExistsError = output.ExistsError

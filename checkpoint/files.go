@@ -1,8 +1,6 @@
 package checkpoint
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -10,7 +8,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
+
+	"github.com/autocompress/autocompress/internal/output"
 )
 
 // weightSuffixes are the file endings of weights, which a pruned checkpoint
@@ -97,7 +96,7 @@ func copyFile(to, from string) error {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	defer in.Close()
-	out, err := os.Create(to)
+	out, err := os.Create(to) //output:inside
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
@@ -111,105 +110,12 @@ func copyFile(to, from string) error {
 	return nil
 }
 
-// OutputDir is an output directory built atomically: everything is written
-// into a temporary directory beside the destination (Path), which Commit
-// renames into place. Abort, or a cancelled context given to Watch, removes
-// the temporary directory.
-type OutputDir struct {
-	dest  string
-	tmp   string
-	force bool
-	mu    sync.Mutex
-	state int // 0 open, 1 committed, 2 aborted
-	stop  func() bool
-}
+// OutputDir is an output directory built atomically (see package
+// internal/output): everything is written into a temporary directory beside
+// the destination (Path), which Commit syncs and renames into place. Abort,
+// or a cancelled context given to Watch, removes the temporary directory.
+type OutputDir = output.Dir
 
 // NewOutputDir prepares to write the directory dest. An existing dest is an
 // *ExistsError unless force is set, in which case Commit replaces it.
-func NewOutputDir(dest string, force bool) (*OutputDir, error) {
-	dest = filepath.Clean(dest)
-	if _, err := os.Lstat(dest); err == nil {
-		if !force {
-			return nil, &ExistsError{Path: dest}
-		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("checkpoint: %w", err)
-	}
-	parent := filepath.Dir(dest)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return nil, fmt.Errorf("checkpoint: creating %s: %w", parent, err)
-	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dest)+".tmp-*")
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
-	}
-	return &OutputDir{dest: dest, tmp: tmp, force: force}, nil
-}
-
-// Path returns the temporary directory to write into.
-func (o *OutputDir) Path() string { return o.tmp }
-
-// Dest returns the final destination.
-func (o *OutputDir) Dest() string { return o.dest }
-
-// Watch aborts the output when ctx is cancelled before Commit.
-func (o *OutputDir) Watch(ctx context.Context) {
-	stop := context.AfterFunc(ctx, func() { o.Abort() })
-	o.mu.Lock()
-	o.stop = stop
-	o.mu.Unlock()
-}
-
-// Commit renames the temporary directory to the destination, replacing an
-// existing one when force was given.
-func (o *OutputDir) Commit() error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	switch o.state {
-	case 1:
-		return nil
-	case 2:
-		return fmt.Errorf("checkpoint: output %s was aborted (interrupted?) and cannot be committed", o.dest)
-	}
-	if o.stop != nil {
-		o.stop()
-	}
-	var old string
-	if _, err := os.Lstat(o.dest); err == nil {
-		if !o.force {
-			return &ExistsError{Path: o.dest}
-		}
-		old = o.tmp + ".old"
-		if err := os.Rename(o.dest, old); err != nil {
-			return fmt.Errorf("checkpoint: moving existing %s aside: %w", o.dest, err)
-		}
-	}
-	if err := os.Rename(o.tmp, o.dest); err != nil {
-		if old != "" {
-			os.Rename(old, o.dest)
-		}
-		return fmt.Errorf("checkpoint: renaming output into %s: %w", o.dest, err)
-	}
-	o.state = 1
-	if old != "" {
-		if err := os.RemoveAll(old); err != nil {
-			return fmt.Errorf("checkpoint: output committed to %s but removing the old copy %s failed: %w", o.dest, old, err)
-		}
-	}
-	return nil
-}
-
-// Abort removes the temporary directory. It does nothing after Commit and
-// may be called more than once (defer it right after NewOutputDir).
-func (o *OutputDir) Abort() error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.state != 0 {
-		return nil
-	}
-	o.state = 2
-	if err := os.RemoveAll(o.tmp); err != nil {
-		return fmt.Errorf("checkpoint: removing %s: %w", o.tmp, err)
-	}
-	return nil
-}
+func NewOutputDir(dest string, force bool) (*OutputDir, error) { return output.NewDir(dest, force) }

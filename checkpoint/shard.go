@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/autocompress/autocompress/internal/output"
 )
 
 // ShardPlan assigns tensors to output files.
@@ -124,28 +126,8 @@ func WriteIndex(dir string, weightMap map[string]string, totalSize int64, metada
 	if err != nil {
 		return fmt.Errorf("checkpoint: encoding index: %w", err)
 	}
-	return writeFileAtomic(filepath.Join(dir, IndexFileName), append(b, '\n'))
-}
-
-// writeFileAtomic writes data to a temporary file beside path and renames it.
-func writeFileAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
+	if err := output.WriteFile(filepath.Join(dir, IndexFileName), append(b, '\n'), true); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("checkpoint: writing %s: %w", path, err)
 	}
 	return nil
 }

@@ -9,10 +9,10 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
+
+	"github.com/autocompress/autocompress/internal/output"
 )
 
 // TensorSpec describes a tensor to write.
@@ -143,8 +143,7 @@ func HeaderBytes(tensors []TensorSpec, metadata map[string]string) ([]byte, erro
 // under its final name only when Close succeeds.
 type Writer struct {
 	path  string
-	tmp   string
-	f     *os.File
+	f     *output.File
 	bw    *bufio.Writer
 	specs []TensorSpec
 	next  int
@@ -161,11 +160,11 @@ func Create(path string, tensors []TensorSpec, metadata map[string]string) (*Wri
 	if err != nil {
 		return nil, fmt.Errorf("%w (writing %s)", err, path)
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	f, err := output.CreateFile(path, true)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: creating %s: %w", path, err)
 	}
-	w := &Writer{path: path, tmp: f.Name(), f: f, bw: bufio.NewWriterSize(f, 1<<20), specs: append([]TensorSpec(nil), tensors...)}
+	w := &Writer{path: path, f: f, bw: bufio.NewWriterSize(f, 1<<20), specs: append([]TensorSpec(nil), tensors...)}
 	if _, err := w.bw.Write(hdr); err != nil {
 		w.Abort()
 		return nil, fmt.Errorf("checkpoint: writing header of %s: %w", path, err)
@@ -273,23 +272,12 @@ func (w *Writer) Close() error {
 		return err
 	}
 	w.done = true
-	fail := func(err error) error {
-		w.f.Close()
-		os.Remove(w.tmp)
+	if err := w.bw.Flush(); err != nil {
+		w.f.Abort()
 		w.err = fmt.Errorf("checkpoint: finishing %s: %w", w.path, err)
 		return w.err
 	}
-	if err := w.bw.Flush(); err != nil {
-		return fail(err)
-	}
-	if err := w.f.Sync(); err != nil {
-		return fail(err)
-	}
-	if err := w.f.Close(); err != nil {
-		return fail(err)
-	}
-	if err := os.Rename(w.tmp, w.path); err != nil {
-		os.Remove(w.tmp)
+	if err := w.f.Commit(); err != nil {
 		w.err = fmt.Errorf("checkpoint: finishing %s: %w", w.path, err)
 		return w.err
 	}
@@ -306,6 +294,5 @@ func (w *Writer) Abort() {
 	if w.err == nil {
 		w.err = fmt.Errorf("checkpoint: %s: writer aborted", w.path)
 	}
-	w.f.Close()
-	os.Remove(w.tmp)
+	w.f.Abort()
 }

@@ -95,25 +95,41 @@ func sameShape(want []int, got []int64) bool {
 // directory is built under a temporary name and renamed into place when
 // complete; an existing dir is replaced.
 func (m *Model) Save(dir string, dtype checkpoint.DType) (err error) {
-	switch dtype {
-	case checkpoint.F32, checkpoint.BF16, checkpoint.F16:
-	default:
-		return fmt.Errorf("engine: save %s: dtype %q not supported (use F32, BF16 or F16)", dir, dtype)
+	if err := checkSaveDType(dir, dtype); err != nil {
+		return err
 	}
 	out, err := checkpoint.NewOutputDir(dir, true)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			out.Abort()
-		}
-	}()
+	defer out.Abort() // does nothing after Commit
+	if err := m.WriteFiles(out.Path(), dtype); err != nil {
+		return err
+	}
+	return out.Commit()
+}
+
+func checkSaveDType(dir string, dtype checkpoint.DType) error {
+	switch dtype {
+	case checkpoint.F32, checkpoint.BF16, checkpoint.F16:
+		return nil
+	}
+	return fmt.Errorf("engine: save %s: dtype %q not supported (use F32, BF16 or F16)", dir, dtype)
+}
+
+// WriteFiles writes config.json and model.safetensors (every tensor in
+// dtype: F32, BF16 or F16) into the existing directory dir, typically the
+// Path of a checkpoint.OutputDir that also receives other files (a
+// tokenizer) before it is committed.
+func (m *Model) WriteFiles(dir string, dtype checkpoint.DType) error {
+	if err := checkSaveDType(dir, dtype); err != nil {
+		return err
+	}
 	cfg, err := m.configJSON(dtype)
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(out.Path(), "config.json"), cfg, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o666); err != nil { //output:inside
 		return fmt.Errorf("engine: save: %w", err)
 	}
 	specs := make([]checkpoint.TensorSpec, len(m.specs))
@@ -124,7 +140,7 @@ func (m *Model) Save(dir string, dtype checkpoint.DType) (err error) {
 		}
 		specs[i] = checkpoint.TensorSpec{Name: s.Name, DType: dtype, Shape: shape}
 	}
-	w, err := checkpoint.Create(filepath.Join(out.Path(), checkpoint.SingleFileName), specs, map[string]string{"format": "pt"})
+	w, err := checkpoint.Create(filepath.Join(dir, checkpoint.SingleFileName), specs, map[string]string{"format": "pt"})
 	if err != nil {
 		return err
 	}
@@ -134,10 +150,7 @@ func (m *Model) Save(dir string, dtype checkpoint.DType) (err error) {
 			return err
 		}
 	}
-	if err := w.Close(); err != nil {
-		return err
-	}
-	return out.Commit()
+	return w.Close()
 }
 
 var torchDType = map[checkpoint.DType]string{checkpoint.F32: "float32", checkpoint.BF16: "bfloat16", checkpoint.F16: "float16"}

@@ -19,6 +19,7 @@ import (
 	"embed"
 	"encoding/hex"
 	"fmt"
+	"github.com/autocompress/autocompress/internal/output"
 	"io"
 	"io/fs"
 	"os"
@@ -90,23 +91,15 @@ func copyFile(dst, name string) error {
 		return err
 	}
 	defer src.Close()
-	f, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-*")
+	f, err := output.CreateFile(dst, true)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(f.Name())
 	if _, err := io.Copy(f, src); err != nil {
-		f.Close()
+		f.Abort()
 		return err
 	}
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), dst)
+	return f.Commit()
 }
 
 var (
@@ -125,19 +118,18 @@ func Dir() (string, error) {
 			dirPath = d
 			return
 		}
-		tmp, err := os.MkdirTemp(os.TempDir(), ".autocompress-parent-*")
+		out, err := output.NewDir(d, true)
 		if err != nil {
 			dirErr = fmt.Errorf("parent: %w", err)
 			return
 		}
-		if err := Extract(tmp); err != nil {
-			os.RemoveAll(tmp)
+		if err := Extract(out.Path()); err != nil {
+			out.Abort()
 			dirErr = err
 			return
 		}
-		os.Chmod(tmp, 0o755)
-		if err := os.Rename(tmp, d); err != nil {
-			os.RemoveAll(tmp)
+		if err := out.Commit(); err != nil {
+			out.Abort()
 			if !complete(d) { // another process may have won the race
 				dirErr = fmt.Errorf("parent: %w", err)
 				return

@@ -214,7 +214,7 @@ func Prune(ctx context.Context, opt Options) (res *Result, err error) {
 		return nil, fmt.Errorf("prune: %w", err)
 	}
 	bar.Done()
-	if err := os.WriteFile(filepath.Join(tmp, "config.json"), cfg, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(tmp, "config.json"), cfg, 0o666); err != nil { //output:inside
 		return nil, fmt.Errorf("prune: %w", err)
 	}
 	aux, err := checkpoint.AuxFiles(opt.Model)

@@ -10,9 +10,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/autocompress/autocompress/internal/output"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"unicode"
@@ -448,25 +448,21 @@ func (t *TrainedBPE) WriteJSON(w io.Writer) error {
 	return bw.Flush()
 }
 
-// Save writes tokenizer.json to path atomically (temporary file + rename).
+// Save writes tokenizer.json to path atomically (temporary file, fsync,
+// rename), replacing an existing file.
 func (t *TrainedBPE) Save(path string) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".tokenizer-*.json")
+	f, err := output.CreateFile(path, true)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(f.Name())
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		return err
-	}
 	if err := t.WriteJSON(f); err != nil {
-		f.Close()
+		f.Abort()
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Commit(); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	return os.Rename(f.Name(), path)
+	return nil
 }
 
 // ReadTrainedBPE reads back a tokenizer.json written by WriteJSON (a

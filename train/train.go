@@ -14,10 +14,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/autocompress/autocompress/engine"
+	"github.com/autocompress/autocompress/internal/output"
 	"github.com/autocompress/autocompress/internal/progress"
 )
 
@@ -350,16 +350,11 @@ func (t *Trainer) Save(path string) (err error) {
 	if err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".ckpt-*")
+	f, err := output.CreateFile(path, true)
 	if err != nil {
 		return fmt.Errorf("train: checkpoint: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
+	defer f.Abort() // does nothing after Commit
 	crc := crc32.NewIEEE()
 	w := bufio.NewWriterSize(io.MultiWriter(f, crc), 1<<20)
 	w.WriteString(magic)
@@ -376,13 +371,7 @@ func (t *Trainer) Save(path string) (err error) {
 	if err := binary.Write(f, binary.LittleEndian, crc.Sum32()); err != nil {
 		return fmt.Errorf("train: checkpoint %s: %w", path, err)
 	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("train: checkpoint %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("train: checkpoint %s: %w", path, err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
+	if err := f.Commit(); err != nil {
 		return fmt.Errorf("train: checkpoint: %w", err)
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/estimate/groundtruth"
+	"github.com/autocompress/autocompress/internal/output"
 	"github.com/autocompress/autocompress/internal/shareddata"
 )
 
@@ -162,7 +163,7 @@ func calibrateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args [
 			return fmt.Errorf("fitted coefficients are invalid: %w", err)
 		}
 		if *out != "" {
-			if err := writeFileAtomic(*out, data); err != nil {
+			if err := output.WriteFile(*out, data, true); err != nil {
 				return err
 			}
 			fmt.Fprintf(env.Stderr, "wrote %s\n", *out)
@@ -190,21 +191,4 @@ func printCoeffs(w io.Writer, cf *estimate.CoeffFile) {
 			c.Comp, c.Weight, c.KV, c.TP, c.Layer*1e6, c.Step*1e6, c.Req*1e6, c.MoE*1e6, c.Alpha0*1e3, c.Queue, c.Rows,
 			band(c.ErrTPOT), band(c.ErrTTFT), band(c.ErrThroughput))
 	}
-}
-
-// writeFileAtomic writes data to path through a temporary file and a rename.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

@@ -10,7 +10,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/estimate/groundtruth"
 	"github.com/autocompress/autocompress/hardware"
+	"github.com/autocompress/autocompress/internal/output"
 	"github.com/autocompress/autocompress/workload"
 )
 
@@ -581,20 +581,16 @@ func runScenarios(ctx context.Context, env *Env, cat *hardware.Catalog, cf *esti
 		return err
 	}
 	defer in.Close()
-	dir := filepath.Dir(f.out)
-	tmp, err := os.CreateTemp(dir, ".estimate-*.csv")
+	out, err := output.CreateFile(f.out, true)
 	if err != nil {
-		return fmt.Errorf("creating output next to %s: %w", f.out, err)
+		return err
 	}
-	defer os.Remove(tmp.Name())
-	n, bad, err := EstimateScenarios(ctx, in, tmp, cat, cf, f.analytic)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
+	defer out.Abort() // does nothing after Commit
+	n, bad, err := EstimateScenarios(ctx, in, out, cat, cf, f.analytic)
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.scenarios, err)
 	}
-	if err := os.Rename(tmp.Name(), f.out); err != nil {
+	if err := out.Commit(); err != nil {
 		return err
 	}
 	fmt.Fprintf(env.Stderr, "estimate: wrote %d scenarios to %s (%d with errors)\n", n, f.out, bad)

@@ -12,6 +12,7 @@ import (
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/export"
 	"github.com/autocompress/autocompress/importance"
+	"github.com/autocompress/autocompress/internal/output"
 	"github.com/autocompress/autocompress/prune"
 )
 
@@ -230,21 +231,15 @@ func planFromScores(modelDir, path string, hidden, heads, ffn, drop int) (*prune
 }
 
 func savePlan(path string, p *prune.Plan) error {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
+	f, err := output.CreateFile(path, true)
 	if err != nil {
 		return err
 	}
 	if err := p.Write(f); err != nil {
-		f.Close()
-		os.Remove(tmp)
+		f.Abort()
 		return err
 	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, path)
+	return f.Commit()
 }
 
 func pruneHumanBytes(n int64) string {

@@ -70,6 +70,7 @@ The embedded parent model (package parent) is reproduced by:
 				jsonOut    = fs.Bool("json", false, "print the summary as JSON")
 				seed       = fs.Uint64("seed", 1, "seed for the initial weights and the data order")
 				partial    = fs.Bool("save-partial", false, "with --stop-at: also save the model as it is when stopping")
+				force      = fs.Bool("force", false, "replace an existing --out directory")
 				o          train.Options
 				idsFlag    = fs.Bool("ids", false, "the --data and --val files hold token ids (needs --tokenizer)")
 				dataFlag   importanceFiles
@@ -105,6 +106,9 @@ The embedded parent model (package parent) is reproduced by:
 				dt := checkpoint.DType(strings.ToUpper(*dtype))
 				if dt != checkpoint.F32 && dt != checkpoint.BF16 && dt != checkpoint.F16 {
 					return Usagef("--dtype %q: want F32, BF16 or F16", *dtype)
+				}
+				if _, err := os.Lstat(*out); err == nil && !*force {
+					return &checkpoint.ExistsError{Path: *out}
 				}
 				if *ckpt == "" {
 					*ckpt = filepath.Clean(*out) + ".ckpt"
@@ -251,14 +255,14 @@ The embedded parent model (package parent) is reproduced by:
 				if tr.State.Step < o.Steps {
 					fmt.Fprintf(env.Stderr, "stopped at step %d of %d; continue with --resume\n", tr.State.Step, o.Steps)
 					if *partial {
-						if err := trainSaveHF(m, tok, *out, dt); err != nil {
+						if err := trainSaveHF(m, tok, *out, dt, *force); err != nil {
 							return err
 						}
 						fmt.Fprintf(env.Stderr, "saved the partly trained model to %s\n", *out)
 					}
 					return nil
 				}
-				if err := trainSaveHF(m, tok, *out, dt); err != nil {
+				if err := trainSaveHF(m, tok, *out, dt, *force); err != nil {
 					return err
 				}
 				sum := map[string]any{
@@ -341,36 +345,28 @@ func trainPackIDs(seqs [][]int32, sep int32, seqLen int) ([][]int32, error) {
 	return rows, nil
 }
 
-// trainSaveHF writes the model, tokenizer.json and generation_config.json to dir,
-// assembled in a temporary sibling and renamed into place.
-func trainSaveHF(m *engine.Model, tok *tokenizer.TrainedBPE, dir string, dt checkpoint.DType) error {
-	tmp := filepath.Clean(dir) + ".saving"
-	os.RemoveAll(tmp)
-	if err := m.Save(tmp, dt); err != nil {
+// trainSaveHF writes the model, tokenizer.json, tokenizer_config.json and
+// generation_config.json to dir through one atomic output directory; an
+// existing dir is replaced only with force.
+func trainSaveHF(m *engine.Model, tok *tokenizer.TrainedBPE, dir string, dt checkpoint.DType, force bool) error {
+	out, err := checkpoint.NewOutputDir(dir, force)
+	if err != nil {
 		return err
 	}
-	if err := tok.Save(filepath.Join(tmp, "tokenizer.json")); err != nil {
-		os.RemoveAll(tmp)
+	defer out.Abort() // does nothing after Commit
+	if err := m.WriteFiles(out.Path(), dt); err != nil {
+		return err
+	}
+	if err := tok.Save(filepath.Join(out.Path(), "tokenizer.json")); err != nil {
 		return err
 	}
 	eot := tok.Special[train.EndOfText]
 	gen := fmt.Sprintf("{\n  \"eos_token_id\": %d,\n  \"pad_token_id\": %d,\n  \"do_sample\": false,\n  \"max_length\": 512\n}\n", eot, eot)
 	tc := fmt.Sprintf("{\n  \"tokenizer_class\": \"PreTrainedTokenizerFast\",\n  \"eos_token\": %q,\n  \"pad_token\": %q,\n  \"model_max_length\": 512\n}\n", train.EndOfText, train.EndOfText)
 	for name, body := range map[string]string{"generation_config.json": gen, "tokenizer_config.json": tc} {
-		if err := os.WriteFile(filepath.Join(tmp, name), []byte(body), 0o644); err != nil {
-			os.RemoveAll(tmp)
+		if err := os.WriteFile(filepath.Join(out.Path(), name), []byte(body), 0o666); err != nil { //output:inside
 			return err
 		}
 	}
-	// Readable by everyone, like any checkpoint a user shares.
-	if ents, err := os.ReadDir(tmp); err == nil {
-		for _, e := range ents {
-			os.Chmod(filepath.Join(tmp, e.Name()), 0o644)
-		}
-	}
-	os.Chmod(tmp, 0o755)
-	if err := os.RemoveAll(dir); err != nil {
-		return err
-	}
-	return os.Rename(tmp, dir)
+	return out.Commit()
 }
