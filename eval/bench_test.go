@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"context"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -19,12 +20,12 @@ func BenchmarkScoreSliding(b *testing.B) {
 	var packed, sliding time.Duration
 	for b.Loop() {
 		t0 := time.Now()
-		if _, err := Score(m, ids, 0, Options{SeqLen: 64, Batch: 8}); err != nil {
+		if _, err := Score(context.Background(), m, ids, 0, Options{SeqLen: 64, Batch: 8}); err != nil {
 			b.Fatal(err)
 		}
 		packed += time.Since(t0)
 		t0 = time.Now()
-		if _, err := Score(m, ids, 0, Options{SeqLen: 64, Stride: 16, Batch: 8}); err != nil {
+		if _, err := Score(context.Background(), m, ids, 0, Options{SeqLen: 64, Stride: 16, Batch: 8}); err != nil {
 			b.Fatal(err)
 		}
 		sliding += time.Since(t0)

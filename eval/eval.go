@@ -29,6 +29,7 @@ import (
 	"math"
 	"strings"
 
+	"context"
 	"github.com/autocompress/autocompress/corpus"
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/internal/progress"
@@ -90,7 +91,7 @@ func windows(n, T, stride int) []window {
 // later token is predicted once) and returns perplexity. Bytes, when > 0,
 // is the UTF-8 length of the text the predicted tokens came from, for bits
 // per byte.
-func Score(m *engine.Model, ids []int32, bytes int, o Options) (*Result, error) {
+func Score(ctx context.Context, m *engine.Model, ids []int32, bytes int, o Options) (*Result, error) {
 	if o.SeqLen <= 0 {
 		o.SeqLen = 128
 	}
@@ -112,6 +113,9 @@ func Score(m *engine.Model, ids []int32, bytes int, o Options) (*Result, error) 
 	bar := progress.New(o.Progress, "eval", int64(len(ws)), "win")
 	// Windows of the same length are batched; the last may be shorter.
 	for i := 0; i < len(ws); {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		j := i
 		for j < len(ws) && j-i < o.Batch && ws[j].n == ws[i].n {
 			j++
@@ -173,6 +177,22 @@ type Encoder interface {
 	VocabSize() int
 }
 
+// contextEncoder is an Encoder that can be cancelled
+// (tokenizer.Tokenizer is one).
+type contextEncoder interface {
+	EncodeContext(ctx context.Context, text string, addSpecial bool) ([]int, error)
+}
+
+func encode(ctx context.Context, tok Encoder, text string) ([]int, error) {
+	if c, ok := tok.(contextEncoder); ok {
+		return c.EncodeContext(ctx, text, false)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return tok.Encode(text, false)
+}
+
 // EmptyTextError reports text with nothing to score.
 type EmptyTextError struct{ Name string }
 
@@ -185,7 +205,7 @@ func (e *EmptyTextError) Error() string {
 // byte), tokenizes, prefixes ContextToken, and reports perplexity and bits
 // per byte over all of the text's bytes. The text is scored as given (not
 // cleaned).
-func Text(m *engine.Model, tok Encoder, name string, text []byte, o Options) (*Result, error) {
+func Text(ctx context.Context, m *engine.Model, tok Encoder, name string, text []byte, o Options) (*Result, error) {
 	if err := corpus.CheckUTF8(name, text); err != nil {
 		return nil, err
 	}
@@ -195,7 +215,7 @@ func Text(m *engine.Model, tok Encoder, name string, text []byte, o Options) (*R
 	if tv, mv := tok.VocabSize(), m.Arch().Vocab; tv > mv {
 		return nil, &MismatchError{Msg: fmt.Sprintf("the tokenizer has %d tokens but the model's vocabulary has %d: use the tokenizer.json that belongs to the model", tv, mv)}
 	}
-	ids, err := tok.Encode(string(text), false)
+	ids, err := encode(ctx, tok, string(text))
 	if err != nil {
 		return nil, fmt.Errorf("eval: %s: %w", name, err)
 	}
@@ -206,13 +226,13 @@ func Text(m *engine.Model, tok Encoder, name string, text []byte, o Options) (*R
 	for _, id := range ids {
 		stream = append(stream, int32(id))
 	}
-	return Score(m, stream, len(text), o)
+	return Score(ctx, m, stream, len(text), o)
 }
 
 // IDs scores pre-tokenized sequences: each sequence is scored as its own
 // stream (its first id is context only). The results are pooled: Tokens
 // and NLL add up, Perplexity is over all predicted tokens; no bits per byte.
-func IDs(m *engine.Model, seqs [][]int, o Options) (*Result, error) {
+func IDs(ctx context.Context, m *engine.Model, seqs [][]int, o Options) (*Result, error) {
 	var total *Result
 	for i, s := range seqs {
 		if len(s) < 2 {
@@ -225,7 +245,7 @@ func IDs(m *engine.Model, seqs [][]int, o Options) (*Result, error) {
 			}
 			ids[j] = int32(v)
 		}
-		r, err := Score(m, ids, 0, o)
+		r, err := Score(ctx, m, ids, 0, o)
 		if err != nil {
 			return nil, fmt.Errorf("sequence %d: %w", i, err)
 		}

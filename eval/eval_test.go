@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"context"
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/corpus"
 	"github.com/autocompress/autocompress/engine"
@@ -92,7 +93,7 @@ func TestScoreMatchesFullForward(t *testing.T) {
 	}
 	want := refNLL(t, m, ids)
 	// One window covering everything equals the full forward.
-	res, err := Score(m, ids, 0, Options{SeqLen: 64})
+	res, err := Score(context.Background(), m, ids, 0, Options{SeqLen: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,11 +104,11 @@ func TestScoreMatchesFullForward(t *testing.T) {
 		t.Error("bits per byte without bytes")
 	}
 	// Short windows: every token still predicted once.
-	packed, _ := Score(m, ids, 0, Options{SeqLen: 8, Batch: 3})
+	packed, _ := Score(context.Background(), m, ids, 0, Options{SeqLen: 8, Batch: 3})
 	if packed.Tokens != 29 || packed.Windows != 4 {
 		t.Errorf("packed: %d tokens in %d windows", packed.Tokens, packed.Windows)
 	}
-	slide, _ := Score(m, ids, 0, Options{SeqLen: 8, Stride: 2})
+	slide, _ := Score(context.Background(), m, ids, 0, Options{SeqLen: 8, Stride: 2})
 	if slide.Tokens != 29 {
 		t.Errorf("sliding: %d tokens", slide.Tokens)
 	}
@@ -117,7 +118,7 @@ func TestUniformModelPerplexityIsVocab(t *testing.T) {
 	m := tinyModel(t, 50, 2)
 	clear(m.Params()) // all-zero weights: logits 0, a uniform distribution
 	ids := make([]int32, 41)
-	res, err := Score(m, ids, 80, Options{SeqLen: 16})
+	res, err := Score(context.Background(), m, ids, 80, Options{SeqLen: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +158,7 @@ func TestTextErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Text(m, tc.tok, "f.txt", []byte(tc.text), Options{})
+			_, err := Text(context.Background(), m, tc.tok, "f.txt", []byte(tc.text), Options{})
 			if err == nil || !strings.Contains(err.Error(), tc.msg) {
 				t.Fatalf("err = %v, want %q", err, tc.msg)
 			}
@@ -180,7 +181,7 @@ func TestTextErrors(t *testing.T) {
 			}
 		})
 	}
-	res, err := Text(m, fakeTok{20}, "f.txt", []byte("hello world"), Options{SeqLen: 4})
+	res, err := Text(context.Background(), m, fakeTok{20}, "f.txt", []byte("hello world"), Options{SeqLen: 4})
 	if err != nil || res.Tokens != 11 || res.Bytes != 11 || math.IsNaN(res.BitsPerByte) {
 		t.Errorf("text: %+v %v", res, err)
 	}
@@ -188,19 +189,19 @@ func TestTextErrors(t *testing.T) {
 
 func TestIDs(t *testing.T) {
 	m := tinyModel(t, 20, 1)
-	res, err := IDs(m, [][]int{{1, 2, 3, 4}, {5}, {6, 7, 8}}, Options{SeqLen: 8})
+	res, err := IDs(context.Background(), m, [][]int{{1, 2, 3, 4}, {5}, {6, 7, 8}}, Options{SeqLen: 8})
 	if err != nil || res.Tokens != 5 {
 		t.Fatalf("%+v %v", res, err)
 	}
-	a, _ := Score(m, []int32{1, 2, 3, 4}, 0, Options{})
-	b, _ := Score(m, []int32{6, 7, 8}, 0, Options{})
+	a, _ := Score(context.Background(), m, []int32{1, 2, 3, 4}, 0, Options{})
+	b, _ := Score(context.Background(), m, []int32{6, 7, 8}, 0, Options{})
 	if math.Abs(res.NLL-(a.NLL+b.NLL)) > 1e-9 {
 		t.Errorf("pooled NLL %g, want %g", res.NLL, a.NLL+b.NLL)
 	}
-	if _, err := IDs(m, [][]int{{1, 25}}, Options{}); err == nil || !strings.Contains(err.Error(), "outside the model's vocabulary") {
+	if _, err := IDs(context.Background(), m, [][]int{{1, 25}}, Options{}); err == nil || !strings.Contains(err.Error(), "outside the model's vocabulary") {
 		t.Errorf("out-of-vocabulary id: %v", err)
 	}
-	if _, err := IDs(m, [][]int{{1}}, Options{}); !errors.Is(err, ErrEmpty) {
+	if _, err := IDs(context.Background(), m, [][]int{{1}}, Options{}); !errors.Is(err, ErrEmpty) {
 		t.Errorf("too short: %v", err)
 	}
 }
@@ -211,7 +212,7 @@ func ExampleScore() {
 		BOS: -1, Layers: []architecture.Layer{{MLP: &architecture.MLP{Width: 8, Gated: true, Activation: "silu"}}}}
 	m, _ := engine.New(a, 1)
 	clear(m.Params()) // uniform predictions
-	res, _ := Score(m, []int32{0, 1, 2, 3, 4}, 0, Options{SeqLen: 2})
+	res, _ := Score(context.Background(), m, []int32{0, 1, 2, 3, 4}, 0, Options{SeqLen: 2})
 	fmt.Printf("%d tokens, perplexity %.1f, %d windows\n", res.Tokens, res.Perplexity, res.Windows)
 	// Output: 4 tokens, perplexity 8.0, 2 windows
 }

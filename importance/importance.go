@@ -50,6 +50,7 @@ import (
 	"strconv"
 	"strings"
 
+	"context"
 	"github.com/autocompress/autocompress/checkpoint"
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/internal/progress"
@@ -195,8 +196,9 @@ func meanCosine(x, y []float32, width int) float64 {
 
 // Compute runs m over rows (packed sequences of T+1 token ids: inputs
 // row[:T], targets row[1:]) and returns its importance scores. ModelHash is
-// left for the caller to set; DataHash is HashRows(rows).
-func Compute(m *engine.Model, rows [][]int32, o Options) (*Scores, error) {
+// left for the caller to set; DataHash is HashRows(rows). A cancelled ctx
+// stops it between forward passes with ctx's error.
+func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*Scores, error) {
 	if len(rows) == 0 {
 		return nil, errors.New("importance: no calibration sequences")
 	}
@@ -226,7 +228,7 @@ func Compute(m *engine.Model, rows [][]int32, o Options) (*Scores, error) {
 	}
 	bar := progress.New(o.Progress, "importance", total, "seq")
 	m.SetObserver(c)
-	base, err := meanLoss(m, rows, o.Batch, bar)
+	base, err := meanLoss(ctx, m, rows, o.Batch, bar)
 	m.SetObserver(nil)
 	if err != nil {
 		return nil, err
@@ -269,7 +271,7 @@ func Compute(m *engine.Model, rows [][]int32, o Options) (*Scores, error) {
 	if !o.NoSkipLoss {
 		skipBase := base
 		if len(skipRows) != len(rows) {
-			if skipBase, err = meanLoss(m, skipRows, o.Batch, nil); err != nil {
+			if skipBase, err = meanLoss(ctx, m, skipRows, o.Batch, nil); err != nil {
 				return nil, err
 			}
 		}
@@ -278,7 +280,7 @@ func Compute(m *engine.Model, rows [][]int32, o Options) (*Scores, error) {
 			if err := m.SetSkip(l); err != nil {
 				return nil, err
 			}
-			loss, err := meanLoss(m, skipRows, o.Batch, bar)
+			loss, err := meanLoss(ctx, m, skipRows, o.Batch, bar)
 			if err != nil {
 				return nil, fmt.Errorf("importance: skipping layer %d: %w", l, err)
 			}
@@ -291,13 +293,16 @@ func Compute(m *engine.Model, rows [][]int32, o Options) (*Scores, error) {
 }
 
 // meanLoss is the token-weighted mean cross-entropy over rows.
-func meanLoss(m *engine.Model, rows [][]int32, batch int, bar *progress.Bar) (float64, error) {
+func meanLoss(ctx context.Context, m *engine.Model, rows [][]int32, batch int, bar *progress.Bar) (float64, error) {
 	T := len(rows[0]) - 1
 	var sum float64
 	var n int
 	in := make([]int32, 0, batch*T)
 	tg := make([]int32, 0, batch*T)
 	for i := 0; i < len(rows); i += batch {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
 		part := rows[i:min(i+batch, len(rows))]
 		in, tg = in[:0], tg[:0]
 		for _, r := range part {

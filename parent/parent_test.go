@@ -104,7 +104,7 @@ func TestHeldOutPerplexity(t *testing.T) {
 	}
 	text = strings.ToValidUTF8(text[:min(n, len(text))], "")
 	m, tok := load(t)
-	res, err := eval.Text(m, tok, "test split", []byte(text), eval.Options{SeqLen: 128, Batch: 16})
+	res, err := eval.Text(context.Background(), m, tok, "test split", []byte(text), eval.Options{SeqLen: 128, Batch: 16})
 	if err != nil {
 		t.Fatal(err)
 	}

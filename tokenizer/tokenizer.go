@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -252,6 +253,16 @@ func checkUTF8(s string) error {
 // Encode turns text into token ids. With addSpecial, the post-processor's
 // special tokens (e.g. BOS) are added. Text must be valid UTF-8.
 func (t *Tokenizer) Encode(text string, addSpecial bool) ([]int, error) {
+	return t.EncodeContext(context.Background(), text, addSpecial)
+}
+
+// EncodeContext is Encode that stops with ctx's error when ctx is cancelled
+// (checked every few hundred pre-tokenized pieces, so a whole book stops
+// within milliseconds).
+func (t *Tokenizer) EncodeContext(ctx context.Context, text string, addSpecial bool) ([]int, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := checkUTF8(text); err != nil {
 		return nil, err
 	}
@@ -271,7 +282,7 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) ([]int, error) {
 				continue
 			}
 			var err error
-			if ids, err = t.encodePieces(seg2, ids); err != nil {
+			if ids, err = t.encodePieces(ctx, seg2, ids); err != nil {
 				return nil, err
 			}
 		}
@@ -309,7 +320,7 @@ func (t *Tokenizer) EncodeAll(texts []string, addSpecial bool) ([][]int, error) 
 	return out, nil
 }
 
-func (t *Tokenizer) encodePieces(seg segment, ids []int) ([]int, error) {
+func (t *Tokenizer) encodePieces(ctx context.Context, seg segment, ids []int) ([]int, error) {
 	ps := []piece{{text: seg.text, atStart: seg.atStart}}
 	if t.pre != nil {
 		var err error
@@ -317,7 +328,12 @@ func (t *Tokenizer) encodePieces(seg segment, ids []int) ([]int, error) {
 			return nil, err
 		}
 	}
-	for _, p := range ps {
+	for i, p := range ps {
+		if i%256 == 255 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
 		var err error
 		if ids, err = t.model.encode(p.text, ids); err != nil {
 			return nil, err

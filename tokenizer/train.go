@@ -7,6 +7,7 @@ package tokenizer
 import (
 	"bufio"
 	"container/heap"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -184,8 +185,9 @@ func (h *btHeap) Pop() any {
 // TrainBPE learns a byte-level BPE from texts. Each text is pre-tokenized
 // with PreTokenizeByteLevel; merges never cross piece boundaries. Training
 // is deterministic: the most frequent pair wins, ties go to the pair whose
-// left token (then right token) sorts first by its raw bytes.
-func TrainBPE(texts []string, opt BPETrainOptions) (*TrainedBPE, error) {
+// left token (then right token) sorts first by its raw bytes. A cancelled
+// ctx stops it with ctx's error.
+func TrainBPE(ctx context.Context, texts []string, opt BPETrainOptions) (*TrainedBPE, error) {
 	if opt.Merges == 0 {
 		opt.Merges = 4000
 	}
@@ -198,6 +200,9 @@ func TrainBPE(texts []string, opt BPETrainOptions) (*TrainedBPE, error) {
 	counts := map[string]int64{}
 	total := 0
 	for i, t := range texts {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		if !utf8.ValidString(t) {
 			return nil, fmt.Errorf("tokenizer: train: text %d is not valid UTF-8", i)
 		}
@@ -251,6 +256,11 @@ func TrainBPE(texts []string, opt BPETrainOptions) (*TrainedBPE, error) {
 	heap.Init(h)
 	out := &TrainedBPE{Special: map[string]int32{}}
 	for len(out.Merges) < opt.Merges && h.Len() > 0 {
+		if len(out.Merges)%64 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
 		top := heap.Pop(h).(btPair)
 		if pairs[top.p] != top.count || top.count <= 0 {
 			continue // stale entry

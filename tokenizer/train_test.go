@@ -15,6 +15,7 @@ import (
 
 	"github.com/dlclark/regexp2"
 
+	"context"
 	"github.com/autocompress/autocompress/corpus"
 	"github.com/autocompress/autocompress/internal/shareddata"
 )
@@ -174,7 +175,7 @@ func TestTrainBPEHandWorked(t *testing.T) {
 	// Pair counts: (a,b)=3, ( ,a)=3, (a,a)=1. Tie (a,b) vs ( ,a): " " < "a"
 	// by bytes, so the first merge is " a"; then (" a",b)=2, ( a,a)=1,
 	// (a,b)=1 -> " ab"; then all pairs occur once, below MinFrequency 2.
-	b, err := TrainBPE([]string{"ab ab ab aa"}, BPETrainOptions{Merges: 10, Special: []string{"<|endoftext|>"}})
+	b, err := TrainBPE(context.Background(), []string{"ab ab ab aa"}, BPETrainOptions{Merges: 10, Special: []string{"<|endoftext|>"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,16 +196,16 @@ func TestTrainBPEHandWorked(t *testing.T) {
 }
 
 func TestTrainBPEErrors(t *testing.T) {
-	if _, err := TrainBPE(nil, BPETrainOptions{}); err == nil || !strings.Contains(err.Error(), "no text") {
+	if _, err := TrainBPE(context.Background(), nil, BPETrainOptions{}); err == nil || !strings.Contains(err.Error(), "no text") {
 		t.Errorf("empty: %v", err)
 	}
-	if _, err := TrainBPE([]string{"ok", "bad \xff"}, BPETrainOptions{}); err == nil || !strings.Contains(err.Error(), "text 1 is not valid UTF-8") {
+	if _, err := TrainBPE(context.Background(), []string{"ok", "bad \xff"}, BPETrainOptions{}); err == nil || !strings.Contains(err.Error(), "text 1 is not valid UTF-8") {
 		t.Errorf("invalid UTF-8: %v", err)
 	}
-	if _, err := TrainBPE([]string{"x"}, BPETrainOptions{Special: []string{"a", "a"}}); err == nil {
+	if _, err := TrainBPE(context.Background(), []string{"x"}, BPETrainOptions{Special: []string{"a", "a"}}); err == nil {
 		t.Error("repeated special token accepted")
 	}
-	b, _ := TrainBPE([]string{"abc abc"}, BPETrainOptions{})
+	b, _ := TrainBPE(context.Background(), []string{"abc abc"}, BPETrainOptions{})
 	if _, err := b.Decode([]int32{1, 9999}); err == nil || !strings.Contains(err.Error(), "position 1") {
 		t.Errorf("Decode bad id: %v", err)
 	}
@@ -224,7 +225,7 @@ func trainOnCorpus(t *testing.T, merges int) (*TrainedBPE, []corpus.Document) {
 	for i, d := range train {
 		texts[i] = d.Text
 	}
-	b, err := TrainBPE(texts, BPETrainOptions{Merges: merges, Special: []string{"<|endoftext|>"}})
+	b, err := TrainBPE(context.Background(), texts, BPETrainOptions{Merges: merges, Special: []string{"<|endoftext|>"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +298,7 @@ func BenchmarkTrainBPE(b *testing.B) {
 	texts := []string{corpus.Join(docs[:40])}
 	b.SetBytes(int64(len(texts[0])))
 	for b.Loop() {
-		if _, err := TrainBPE(texts, BPETrainOptions{Merges: 2000}); err != nil {
+		if _, err := TrainBPE(context.Background(), texts, BPETrainOptions{Merges: 2000}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -355,7 +356,7 @@ func TestTrainedTokenizerLoads(t *testing.T) {
 }
 
 func FuzzReadTrainedBPE(f *testing.F) {
-	b, err := TrainBPE([]string{"ab ab ab aa abc abc"}, BPETrainOptions{Merges: 5, Special: []string{"<|endoftext|>"}})
+	b, err := TrainBPE(context.Background(), []string{"ab ab ab aa abc abc"}, BPETrainOptions{Merges: 5, Special: []string{"<|endoftext|>"}})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -381,7 +382,7 @@ func FuzzReadTrainedBPE(f *testing.F) {
 }
 
 func ExampleTrainBPE() {
-	b, err := TrainBPE([]string{"the cat and the hat and the bat"}, BPETrainOptions{Merges: 4, Special: []string{"<|endoftext|>"}})
+	b, err := TrainBPE(context.Background(), []string{"the cat and the hat and the bat"}, BPETrainOptions{Merges: 4, Special: []string{"<|endoftext|>"}})
 	if err != nil {
 		panic(err)
 	}

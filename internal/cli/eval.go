@@ -73,7 +73,7 @@ perplexity only; each line is scored as its own sequence.
 					if err != nil {
 						return err
 					}
-					if res, err = eval.IDs(m, seqs, o); err != nil {
+					if res, err = eval.IDs(ctx, m, seqs, o); err != nil {
 						return fmt.Errorf("%s: %w", *data, err)
 					}
 				} else {
@@ -85,7 +85,7 @@ perplexity only; each line is scored as its own sequence.
 					if err != nil {
 						return err
 					}
-					if res, err = eval.Text(m, tok, *data, text, o); err != nil {
+					if res, err = eval.Text(ctx, m, tok, *data, text, o); err != nil {
 						return err
 					}
 				}

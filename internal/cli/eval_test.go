@@ -31,7 +31,7 @@ the rightful property of some one or other of their daughters.`
 // trained on evalText: a complete HF directory.
 func evalModel(t *testing.T) string {
 	t.Helper()
-	tok, err := tokenizer.TrainBPE([]string{evalText}, tokenizer.BPETrainOptions{Merges: 40, Special: []string{"<|endoftext|>"}})
+	tok, err := tokenizer.TrainBPE(context.Background(), []string{evalText}, tokenizer.BPETrainOptions{Merges: 40, Special: []string{"<|endoftext|>"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestEvalCommand(t *testing.T) {
 
 func TestEvalCommandErrors(t *testing.T) {
 	dir := evalModel(t)
-	big, _ := tokenizer.TrainBPE([]string{evalText + evalText}, tokenizer.BPETrainOptions{Merges: 100})
+	big, _ := tokenizer.TrainBPE(context.Background(), []string{evalText + evalText}, tokenizer.BPETrainOptions{Merges: 100})
 	bigPath := filepath.Join(t.TempDir(), "tokenizer.json")
 	big.Save(bigPath)
 	// A checkpoint whose tensors disagree with its config.

@@ -116,7 +116,7 @@ holds scores for the same model and data they are reused without a new pass
 						if err != nil {
 							return err
 						}
-						q, err := tok.Encode(doc.Text, false)
+						q, err := tok.EncodeContext(ctx, doc.Text, false)
 						if err != nil {
 							return fmt.Errorf("%s: %w", p, err)
 						}
@@ -150,7 +150,7 @@ holds scores for the same model and data they are reused without a new pass
 					}
 				}
 				if s == nil {
-					s, err = importance.Compute(m, rows, importance.Options{Batch: *batch, NoSkipLoss: *noSkip, SkipRows: *skipSeqs, Progress: env.Stderr})
+					s, err = importance.Compute(ctx, m, rows, importance.Options{Batch: *batch, NoSkipLoss: *noSkip, SkipRows: *skipSeqs, Progress: env.Stderr})
 					if err != nil {
 						return err
 					}

@@ -61,7 +61,7 @@ Qwen2/3, Llama-2, Mistral, SmolLM...) or a model directory holding one.`,
 					return err
 				}
 				out := bufio.NewWriterSize(env.Stdout, 1<<16)
-				in := bufio.NewReaderSize(env.Stdin, 1<<16)
+				in := bufio.NewReaderSize(newCtxReader(ctx, env.Stdin), 1<<16)
 				if *decode {
 					err = decodeStream(ctx, tok, in, out, *skipSpecial, *asJSON)
 				} else {
@@ -156,7 +156,7 @@ func encodeStream(ctx context.Context, tok *tokenizer.Tokenizer, in *bufio.Reade
 		if !ok {
 			return nil
 		}
-		ids, err := tok.Encode(line, addSpecial)
+		ids, err := tok.EncodeContext(ctx, line, addSpecial)
 		if err != nil {
 			return fmt.Errorf("line %d: %w", lineNo, err)
 		}

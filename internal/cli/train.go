@@ -176,7 +176,7 @@ The embedded parent model (package parent) is reproduced by:
 					}
 					t0 := time.Now()
 					var err error
-					tok, err = tokenizer.TrainBPE(texts, tokenizer.BPETrainOptions{Merges: *merges, Special: []string{train.EndOfText}})
+					tok, err = tokenizer.TrainBPE(ctx, texts, tokenizer.BPETrainOptions{Merges: *merges, Special: []string{train.EndOfText}})
 					if err != nil {
 						return err
 					}
