@@ -10,13 +10,11 @@ import (
 	"io"
 	"math"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/estimate"
-	"github.com/autocompress/autocompress/estimate/groundtruth"
 	"github.com/autocompress/autocompress/hardware"
 	"github.com/autocompress/autocompress/internal/output"
 	"github.com/autocompress/autocompress/workload"
@@ -70,7 +68,7 @@ type estFlags struct {
 
 func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
 	f := &estFlags{}
-	fs.StringVar(&f.model, "model", estDefaultModel, "model: preset name, config.json or checkpoint directory")
+	fs.StringVar(&f.model, "model", estDefaultModel, "model: preset name (see inspect --model list), config.json, checkpoint directory or \"parent\"")
 	fs.StringVar(&f.gpu, "gpu", estDefaultGPU, "GPU name (see the error of an unknown name for the list)")
 	fs.StringVar(&f.gpuFile, "gpu-file", "", "YAML or JSON file adding devices to the catalog")
 	fs.StringVar(&f.engine, "engine", estDefaultEngine, "serving engine: vllm, sglang, trtllm, llamacpp, native")
@@ -136,7 +134,7 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 		if err != nil {
 			return Usagef("%v", err)
 		}
-		m, err := estModel(f.model)
+		m, err := modelArch(f.model)
 		if err != nil {
 			return err
 		}
@@ -246,38 +244,6 @@ func parseRate(s string) (float64, error) {
 		return 0, fmt.Errorf("request rate %q must be a positive number of requests per second or inf", s)
 	}
 	return r, nil
-}
-
-// estModel resolves a preset, config.json or checkpoint directory, falling
-// back to the shapes the ground-truth mapping knows.
-func estModel(name string) (*architecture.Model, error) {
-	m, err := architecture.Load(name)
-	if err == nil {
-		if m.Name == "" {
-			m.Name = name
-		}
-		return m, nil
-	}
-	if _, statErr := os.Stat(name); statErr == nil {
-		return nil, err // a real file or directory that failed to parse
-	}
-	if m, ok := groundtruth.Describe(name); ok {
-		return m, nil
-	}
-	names := append(architecture.Presets(), groundtruth.Known()...)
-	sort.Strings(names)
-	names = dedup(names)
-	return nil, Usagef("unknown model %q: give a config.json, a checkpoint directory or one of: %s", name, strings.Join(names, ", "))
-}
-
-func dedup(s []string) []string {
-	out := s[:0]
-	for i, v := range s {
-		if i == 0 || v != s[i-1] {
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
 // estRun prices one deployment with optional coefficient overrides.
@@ -688,7 +654,7 @@ func estimateScenario(rec []string, col map[string]int, cat *hardware.Catalog, c
 	if err != nil {
 		return fail(err)
 	}
-	m, err := estModel(get("model"))
+	m, err := modelArch(get("model"))
 	if err != nil {
 		return fail(err)
 	}

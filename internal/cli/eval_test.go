@@ -127,7 +127,7 @@ func TestEvalCommandErrors(t *testing.T) {
 		{"ids out of vocab", []string{"eval", "--model", dir, "--data", evalWrite(t, "o.ids", []byte("1 2 99999\n"))}, 1, "outside the model's vocabulary"},
 		{"shape", []string{"eval", "--model", bad, "--data", evalWrite(t, "c.txt", []byte(evalText))}, 1, "config.json implies [48 16]"},
 		{"seq-len", []string{"eval", "--model", dir, "--data", "x", "--seq-len", "4096"}, 2, "max_position_embeddings"},
-		{"not a dir", []string{"eval", "--model", bigPath, "--data", "x"}, 2, "not a directory"},
+		{"not a dir", []string{"eval", "--model", bigPath, "--data", "x"}, 2, "holds no weights"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/modelref"
 )
 
 func init() {
@@ -40,7 +41,7 @@ Run 'autocompress inspect --model list' to list the presets.`,
 				if *model == "list" {
 					return listPresets(env.Stdout, *asJSON)
 				}
-				m, err := architecture.Load(*model)
+				m, err := modelArch(*model)
 				if err != nil {
 					return err
 				}
@@ -57,7 +58,7 @@ Run 'autocompress inspect --model list' to list the presets.`,
 }
 
 func listPresets(w io.Writer, asJSON bool) error {
-	names := architecture.Presets()
+	names := modelref.Names()
 	if asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")

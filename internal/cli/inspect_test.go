@@ -102,7 +102,7 @@ func TestInspectErrors(t *testing.T) {
 	}{
 		{[]string{"inspect"}, 2, "--model is required"},
 		{[]string{"inspect", "--model", "x", "extra"}, 2, "takes no arguments"},
-		{[]string{"inspect", "--model", "no/such-model"}, 1, "neither a file, a directory nor a preset; presets: "},
+		{[]string{"inspect", "--model", "no/such-model"}, 2, `unknown model "no/such-model"`},
 	}
 	for _, tt := range tests {
 		code, _, errs := runInspect(t, tt.args...)

@@ -43,7 +43,7 @@ per-layer KV groups and FFN widths, zero-padded to multiples of 256, and
 removed sub-blocks), padded (per-layer widths zero-padded to the widest layer
 so the native architecture can hold them; the function is unchanged).`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
-			model := fs.String("model", "", "parent checkpoint `directory` (config.json + safetensors)")
+			model := fs.String("model", "", "parent checkpoint `directory` (config.json + safetensors), or \"parent\" for the embedded parent")
 			planPath := fs.String("plan", "", "pruning plan `file` (JSON, see prune/PLAN.md)")
 			out := fs.String("out", "", "output `directory` for the child")
 			engine := fs.String("engine", "", "serving engine the child must load in: vllm, sglang, trtllm, llamacpp or hf (default: the plan's, else only config/tensor agreement is checked)")
