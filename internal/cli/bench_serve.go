@@ -3,7 +3,6 @@ package cli
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"math"
@@ -170,9 +169,7 @@ thread per goroutine so nothing is oversubscribed.`,
 				}
 				rep.aggregate()
 				if *asJSON {
-					enc := json.NewEncoder(env.Stdout)
-					enc.SetIndent("", "  ")
-					return enc.Encode(rep)
+					return writeJSON(env.Stdout, rep)
 				}
 				rep.print(env)
 				return nil

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/csv"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -485,12 +484,6 @@ func estJSON(r *estimate.Result, hw *hardware.GPU, err error) *estJSONOut {
 	}
 	o.ErrBand.TTFT, o.ErrBand.TPOT, o.ErrBand.Throughput = r.Coeffs.ErrTTFT, r.Coeffs.ErrTPOT, r.Coeffs.ErrThroughput
 	return o
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 // checkpointPrecision reads the precision a config.json's

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"math"
@@ -90,14 +89,12 @@ perplexity only; each line is scored as its own sequence.
 					}
 				}
 				if *jsonOut {
-					out := map[string]any{"model": *model, "data": *data, "tokens": res.Tokens, "nll": res.NLL,
-						"perplexity": res.Perplexity, "seq_len": res.SeqLen, "stride": res.Stride, "windows": res.Windows}
+					out := evalReport{Model: *model, Data: *data, Tokens: res.Tokens, NLL: res.NLL,
+						Perplexity: res.Perplexity, SeqLen: res.SeqLen, Stride: res.Stride, Windows: res.Windows}
 					if res.Bytes > 0 {
-						out["bytes"], out["bits_per_byte"] = res.Bytes, res.BitsPerByte
+						out.Bytes, out.BitsPerByte = res.Bytes, &res.BitsPerByte
 					}
-					enc := json.NewEncoder(env.Stdout)
-					enc.SetIndent("", "  ")
-					return enc.Encode(out)
+					return writeJSON(env.Stdout, out)
 				}
 				mode := "packed windows"
 				if res.Stride > 0 && res.Stride < res.SeqLen {
@@ -137,4 +134,18 @@ func evalIsIDs(path string, flagged bool) bool {
 	b := make([]byte, len(tokenizer.BinaryIDsMagic))
 	n, _ := f.Read(b)
 	return string(b[:n]) == tokenizer.BinaryIDsMagic
+}
+
+// evalReport is the --json output of eval.
+type evalReport struct {
+	Model       string   `json:"model"`
+	Data        string   `json:"data"`
+	Tokens      int      `json:"tokens"`
+	NLL         float64  `json:"nll"`
+	Perplexity  float64  `json:"perplexity"`
+	SeqLen      int      `json:"seq_len"`
+	Stride      int      `json:"stride"`
+	Windows     int      `json:"windows"`
+	Bytes       int      `json:"bytes,omitempty"`
+	BitsPerByte *float64 `json:"bits_per_byte,omitempty"`
 }

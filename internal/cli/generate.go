@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -144,7 +143,7 @@ A summary (tokens, time, tokens/s, the sgemm backend) goes to standard error;
 					text = genDecode(tok, gen)
 				}
 				if *asJSON {
-					return json.NewEncoder(env.Stdout).Encode(generateResult{
+					return writeJSON(env.Stdout, generateResult{
 						Prompt: promptIDs, IDs: gen, Text: text, Seconds: elapsed,
 						TokensPerSecond: float64(len(gen)) / elapsed, Backend: blas.Backend()})
 				}

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"strings"
@@ -173,21 +172,35 @@ func importanceInt32(s []int) []int32 {
 	return out
 }
 
+// importanceJSON is the --json output of importance.
+type importanceJSON struct {
+	Out           string    `json:"out"`
+	Reused        bool      `json:"reused"`
+	ModelHash     string    `json:"model_hash"`
+	DataHash      string    `json:"data_hash"`
+	SeqLen        int       `json:"seq_len"`
+	Sequences     int       `json:"sequences"`
+	Tokens        int64     `json:"tokens"`
+	BaseLoss      float64   `json:"base_loss"`
+	LayerBI       []float64 `json:"layer_bi"`
+	LayerBIOrder  []int     `json:"layer_bi_order"`
+	HiddenLeast   []int     `json:"hidden_least"`
+	LayerSkipLoss []float64 `json:"layer_skip_loss,omitempty"`
+}
+
 func importanceReport(env *Env, s *importance.Scores, path string, reused, asJSON bool) error {
 	layerOrder := importance.Ranking(s.LayerBI)
 	if asJSON {
-		out := map[string]any{
-			"out": path, "reused": reused, "model_hash": s.ModelHash, "data_hash": s.DataHash,
-			"seq_len": s.SeqLen, "sequences": s.Sequences, "tokens": s.Tokens, "base_loss": s.BaseLoss,
-			"layer_bi": s.LayerBI, "layer_bi_order": layerOrder,
-			"hidden_least": importanceTail(importance.Ranking(s.Hidden), 8),
+		out := importanceJSON{
+			Out: path, Reused: reused, ModelHash: s.ModelHash, DataHash: s.DataHash,
+			SeqLen: s.SeqLen, Sequences: s.Sequences, Tokens: s.Tokens, BaseLoss: s.BaseLoss,
+			LayerBI: s.LayerBI, LayerBIOrder: layerOrder,
+			HiddenLeast: importanceTail(importance.Ranking(s.Hidden), 8),
 		}
 		if !importanceAllNaN(s.LayerSkipLoss) {
-			out["layer_skip_loss"] = s.LayerSkipLoss
+			out.LayerSkipLoss = s.LayerSkipLoss
 		}
-		enc := json.NewEncoder(env.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return writeJSON(env.Stdout, out)
 	}
 	w := env.Stdout
 	fmt.Fprintf(w, "importance of %d layers over %d sequences × %d tokens (base loss %.4f) → %s\n", len(s.LayerBI), s.Sequences, s.SeqLen, s.BaseLoss, path)

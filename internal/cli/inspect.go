@@ -47,9 +47,7 @@ Run 'autocompress inspect --model list' to list the presets.`,
 				}
 				r := inspectModel(m)
 				if *asJSON {
-					enc := json.NewEncoder(env.Stdout)
-					enc.SetIndent("", "  ")
-					return enc.Encode(r)
+					return writeJSON(env.Stdout, r)
 				}
 				return r.writeText(env.Stdout)
 			}
@@ -60,9 +58,7 @@ Run 'autocompress inspect --model list' to list the presets.`,
 func listPresets(w io.Writer, asJSON bool) error {
 	names := modelref.Names()
 	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(names)
+		return writeJSON(w, names)
 	}
 	for _, n := range names {
 		fmt.Fprintln(w, n)

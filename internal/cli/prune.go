@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -160,13 +159,17 @@ so the native architecture can hold them; the function is unchanged).`,
 						}
 						ls = append(ls, x)
 					}
-					doc := map[string]any{
-						"out": res.Dir, "architecture": c.Arch, "format": res.Layout.Format, "engine": eng,
-						"hidden": c.Hidden, "layers": ls, "files": res.Files, "tensors": res.Tensors, "bytes": res.Bytes,
-					}
-					enc := json.NewEncoder(env.Stdout)
-					enc.SetIndent("", "  ")
-					return enc.Encode(doc)
+					return writeJSON(env.Stdout, struct {
+						Out          string   `json:"out"`
+						Architecture string   `json:"architecture"`
+						Format       string   `json:"format"`
+						Engine       string   `json:"engine"`
+						Hidden       int      `json:"hidden"`
+						Layers       []layer  `json:"layers"`
+						Files        []string `json:"files"`
+						Tensors      int      `json:"tensors"`
+						Bytes        int64    `json:"bytes"`
+					}{res.Dir, c.Arch, res.Layout.Format, eng, c.Hidden, ls, res.Files, res.Tensors, res.Bytes})
 				}
 				checked := "config and tensors agree"
 				if eng != "" {

@@ -3,7 +3,6 @@ package cli
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -131,9 +130,7 @@ func writeRecord(out *bufio.Writer, rec tokenizeRecord) error {
 	if rec.IDs == nil {
 		rec.IDs = []int{}
 	}
-	enc := json.NewEncoder(out)
-	enc.SetEscapeHTML(false) // keep "<s>" readable
-	return enc.Encode(rec)
+	return writeJSONLine(out, rec)
 }
 
 func encodeStream(ctx context.Context, tok *tokenizer.Tokenizer, in *bufio.Reader, out *bufio.Writer, addSpecial, asJSON, binary bool) error {

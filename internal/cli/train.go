@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"math"
@@ -265,22 +264,21 @@ The embedded parent model (package parent) is reproduced by:
 				if err := trainSaveHF(m, tok, *out, dt, *force); err != nil {
 					return err
 				}
-				sum := map[string]any{
-					"out": *out, "steps": tr.State.Step, "params": m.NumParams(), "vocab": tok.VocabSize(),
-					"train_tokens": len(trainRows) * o.SeqLen, "train_loss": res.LastLoss,
-					"elapsed_s": res.Elapsed.Seconds(),
+				sum := trainReport{
+					Out: *out, Steps: tr.State.Step, Params: m.NumParams(), Vocab: tok.VocabSize(),
+					TrainTokens: len(trainRows) * o.SeqLen, TrainLoss: res.LastLoss,
+					ElapsedS: res.Elapsed.Seconds(),
 				}
 				if !math.IsNaN(res.ValLoss) {
-					sum["val_loss"], sum["val_ppl"] = res.ValLoss, math.Exp(res.ValLoss)
+					ppl := math.Exp(res.ValLoss)
+					sum.ValLoss, sum.ValPPL = &res.ValLoss, &ppl
 				}
 				if *jsonOut {
-					enc := json.NewEncoder(env.Stdout)
-					enc.SetIndent("", "  ")
-					return enc.Encode(sum)
+					return writeJSON(env.Stdout, sum)
 				}
 				fmt.Fprintf(env.Stdout, "saved %s: %d parameters, %d steps, train loss %.4f", *out, m.NumParams(), tr.State.Step, res.LastLoss)
-				if v, ok := sum["val_ppl"]; ok {
-					fmt.Fprintf(env.Stdout, ", validation perplexity %.2f", v)
+				if sum.ValPPL != nil {
+					fmt.Fprintf(env.Stdout, ", validation perplexity %.2f", *sum.ValPPL)
 				}
 				fmt.Fprintln(env.Stdout)
 				return nil
@@ -369,4 +367,17 @@ func trainSaveHF(m *engine.Model, tok *tokenizer.TrainedBPE, dir string, dt chec
 		}
 	}
 	return out.Commit()
+}
+
+// trainReport is the --json output of train.
+type trainReport struct {
+	Out         string   `json:"out"`
+	Steps       int      `json:"steps"`
+	Params      int      `json:"params"`
+	Vocab       int      `json:"vocab"`
+	TrainTokens int      `json:"train_tokens"`
+	TrainLoss   float64  `json:"train_loss"`
+	ElapsedS    float64  `json:"elapsed_s"`
+	ValLoss     *float64 `json:"val_loss,omitempty"`
+	ValPPL      *float64 `json:"val_ppl,omitempty"`
 }

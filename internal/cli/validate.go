@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"strings"
@@ -74,9 +73,7 @@ not fail. --engine accepts a comma-separated list or "all". The exit status is
 					}
 				}
 				if *asJSON {
-					enc := json.NewEncoder(env.Stdout)
-					enc.SetIndent("", "  ")
-					if err := enc.Encode(reports); err != nil {
+					if err := writeJSON(env.Stdout, reports); err != nil {
 						return err
 					}
 				} else {
