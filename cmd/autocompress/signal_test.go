@@ -77,7 +77,7 @@ func TestSignalsStopEveryCommand(t *testing.T) {
 	}
 	if gt, ok := shareddata.Path("groundtruth"); ok {
 		cases = append(cases, tc{name: "calibrate", sig: syscall.SIGINT, args: func(o string) []string {
-			return []string{"calibrate", "--data", gt, "--out", filepath.Join(o, "coefficients.json")}
+			return []string{"calibrate", "--groundtruth", gt, "--out", filepath.Join(o, "coefficients.json")}
 		}})
 	} else {
 		cases = append(cases, tc{name: "calibrate", skip: "shared data groundtruth not found (../shared/data or $AUTOCOMPRESS_SHARED_DATA)"})

@@ -20,7 +20,7 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "calibrate",
-		Usage: "[--data DIR] [--user FILE.csv] [--iter N] [--out estimate/coefficients.json] [--json]",
+		Usage: "[--groundtruth DIR] [--user FILE.csv] [--iter N] [--out estimate/coefficients.json] [--json]",
 		Short: "fit the estimator's coefficients to serving measurements",
 		Long: `Calibrate fits the step-time coefficients of each engine family (vllm, sglang, trtllm;
 "@2024" families for the 2024 Argonne builds, llamacpp-cuda@2024 among them; llamacpp-cuda
@@ -30,7 +30,7 @@ on log-coefficients, minimising the mean squared log error of TPOT, TTFT and thr
 It then runs the leave-one-GPU-out and leave-one-model-out validation and stores the
 held-out median errors next to the coefficients.
 
---data is the folder with aiconfigurator_silicon_sample.csv, argonne_all_results.csv and
+--groundtruth is the folder with aiconfigurator_silicon_sample.csv, argonne_all_results.csv and
 argonne_fig22_all_results_TTFT_ITL.csv (default: ../shared/data/groundtruth).
 --user adds your own measurements, a CSV with the header
   engine,gpu,model,precision,kv_dtype,tp,isl,osl,concurrency,ttft_ms,tpot_ms,output_tok_s
@@ -50,7 +50,7 @@ type gtFlags struct {
 }
 
 func (g *gtFlags) register(fs *flag.FlagSet, iter int) {
-	fs.StringVar(&g.data, "data", "", "ground-truth folder (default ../shared/data/groundtruth)")
+	fs.StringVar(&g.data, "groundtruth", "", "ground-truth `folder` (default ../shared/data/groundtruth)")
 	fs.StringVar(&g.user, "user", "", "your own measurements (CSV, see help)")
 	fs.IntVar(&g.iter, "iter", iter, "Nelder-Mead iterations per fit")
 	fs.BoolVar(&g.jsonOut, "json", false, "print JSON")
@@ -68,7 +68,7 @@ func (g *gtFlags) load(stderr io.Writer) ([]*groundtruth.Prepared, groundtruth.S
 	} else if dir == "" {
 		d, ok := shareddata.Dir()
 		if !ok && g.user == "" {
-			return nil, nil, Usagef("no ground-truth folder: pass --data DIR (the folder with aiconfigurator_silicon_sample.csv) or --user FILE.csv")
+			return nil, nil, Usagef("no ground-truth folder: pass --groundtruth DIR (the folder with aiconfigurator_silicon_sample.csv) or --user FILE.csv")
 		}
 		dir = filepath.Join(d, "groundtruth")
 	}

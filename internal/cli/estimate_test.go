@@ -193,7 +193,7 @@ func FuzzEstimateScenarios(f *testing.F) {
 }
 
 func TestValidateEstimatorNeedsData(t *testing.T) {
-	code, _, errs := estRunCLI(t, "validate-estimator", "--data", t.TempDir())
+	code, _, errs := estRunCLI(t, "validate-estimator", "--groundtruth", t.TempDir())
 	if code == 0 || !strings.Contains(errs, "aiconfigurator_silicon_sample.csv") {
 		t.Errorf("exit %d, %s", code, errs)
 	}
@@ -220,9 +220,9 @@ func TestCalibrateUserFile(t *testing.T) {
 	dir := t.TempDir()
 	user := writeUserMeasurements(t, dir)
 	out := filepath.Join(dir, "coeffs.json")
-	code, stdout, errs := estRunCLI(t, "calibrate", "--data", dir+"/none", "--user", user, "--iter", "60", "--out", out, "--no-validate")
+	code, stdout, errs := estRunCLI(t, "calibrate", "--groundtruth", dir+"/none", "--user", user, "--iter", "60", "--out", out, "--no-validate")
 	if code == 0 {
-		t.Fatalf("a missing --data folder should fail: %s", stdout)
+		t.Fatalf("a missing --groundtruth folder should fail: %s", stdout)
 	}
 	code, _, errs = estRunCLI(t, "calibrate", "--user", user, "--user-only", "--iter", "60", "--out", out, "--no-validate")
 	if code != 0 {

@@ -17,7 +17,7 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "eval",
-		Usage: "--model DIR --data FILE [--seq-len N] [--stride N] [--json]",
+		Usage: "--model DIR --data FILE... [--seq-len N] [--stride N] [--json]",
 		Short: "perplexity and bits per byte of a model on text or token ids",
 		Long: `Scores a HuggingFace checkpoint directory on held-out text with the native
 engine. Text is tokenized with the model's tokenizer.json (or --tokenizer),
@@ -31,12 +31,14 @@ Reports perplexity (exp of the mean negative log-likelihood per token) and bits
 per byte (total negative log-likelihood in bits over the text's UTF-8 bytes,
 comparable across tokenizers). Pre-tokenized id files (tokenizer.ReadIDs text
 or binary form; chosen by --ids, a .ids extension or the binary magic) give
-perplexity only; each line is scored as its own sequence.
+perplexity only; each line is scored as its own sequence. Several --data files
+(repeated, comma-separated or positional) are each scored on their own and
+pooled: perplexity over all their tokens, bits per byte over all their bytes.
 
 --model parent scores the embedded parent model (package parent).`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 			model := fs.String("model", "", "model `directory` (HF checkpoint), or \"parent\" for the embedded parent")
-			data := fs.String("data", "", "text or token-id `file` to score")
+			dataFiles := dataFlag(fs, "text or token-id")
 			tokPath := fs.String("tokenizer", "", "tokenizer.json (default: the model's)")
 			ids := fs.Bool("ids", false, "the data file holds token ids")
 			var o eval.Options
@@ -45,10 +47,8 @@ perplexity only; each line is scored as its own sequence.
 			fs.IntVar(&o.Batch, "batch", 8, "windows per forward pass")
 			jsonOut := fs.Bool("json", false, "print the result as JSON")
 			return func(ctx context.Context, env *Env, args []string) error {
-				if len(args) > 0 {
-					return Usagef("unexpected arguments %q (give the file with --data)", args)
-				}
-				if *model == "" || *data == "" {
+				data := append(*dataFiles, args...)
+				if *model == "" || len(data) == 0 {
 					return Usagef("--model and --data are required")
 				}
 				if o.SeqLen < 1 || o.Stride < 0 || o.Batch < 1 {
@@ -66,30 +66,35 @@ perplexity only; each line is scored as its own sequence.
 					return Usagef("--seq-len %d exceeds the model's max_position_embeddings %d", o.SeqLen, mp)
 				}
 				o.Progress = env.Stderr
-				var res *eval.Result
-				if evalIsIDs(*data, *ids) {
-					seqs, err := tokenizer.ReadIDsFile(*data)
+				var tok *tokenizer.Tokenizer
+				parts := make([]*eval.Result, len(data))
+				for i, p := range data {
+					if evalIsIDs(p, *ids) {
+						seqs, err := tokenizer.ReadIDsFile(p)
+						if err != nil {
+							return err
+						}
+						if parts[i], err = eval.IDs(ctx, m, seqs, o); err != nil {
+							return fmt.Errorf("%s: %w", p, err)
+						}
+						continue
+					}
+					if tok == nil {
+						if tok, err = evalTokenizer(dir, *tokPath); err != nil {
+							return err
+						}
+					}
+					text, err := os.ReadFile(p)
 					if err != nil {
 						return err
 					}
-					if res, err = eval.IDs(ctx, m, seqs, o); err != nil {
-						return fmt.Errorf("%s: %w", *data, err)
-					}
-				} else {
-					tok, err := evalTokenizer(dir, *tokPath)
-					if err != nil {
-						return err
-					}
-					text, err := os.ReadFile(*data)
-					if err != nil {
-						return err
-					}
-					if res, err = eval.Text(ctx, m, tok, *data, text, o); err != nil {
+					if parts[i], err = eval.Text(ctx, m, tok, p, text, o); err != nil {
 						return err
 					}
 				}
+				res := eval.Pool(parts...)
 				if *jsonOut {
-					out := evalReport{Model: *model, Data: *data, Tokens: res.Tokens, NLL: res.NLL,
+					out := evalReport{Model: *model, Data: data, Tokens: res.Tokens, NLL: res.NLL,
 						Perplexity: res.Perplexity, SeqLen: res.SeqLen, Stride: res.Stride, Windows: res.Windows}
 					if res.Bytes > 0 {
 						out.Bytes, out.BitsPerByte = res.Bytes, &res.BitsPerByte
@@ -100,7 +105,7 @@ perplexity only; each line is scored as its own sequence.
 				if res.Stride > 0 && res.Stride < res.SeqLen {
 					mode = fmt.Sprintf("sliding windows, stride %d", res.Stride)
 				}
-				fmt.Fprintf(env.Stdout, "%s on %s: %d tokens (%s of %d)\nperplexity    %.3f\n", *model, *data, res.Tokens, mode, res.SeqLen, res.Perplexity)
+				fmt.Fprintf(env.Stdout, "%s on %s: %d tokens (%s of %d)\nperplexity    %.3f\n", *model, strings.Join(data, ", "), res.Tokens, mode, res.SeqLen, res.Perplexity)
 				if !math.IsNaN(res.BitsPerByte) {
 					fmt.Fprintf(env.Stdout, "bits per byte %.4f (%d bytes)\n", res.BitsPerByte, res.Bytes)
 				}
@@ -139,7 +144,7 @@ func evalIsIDs(path string, flagged bool) bool {
 // evalReport is the --json output of eval.
 type evalReport struct {
 	Model       string   `json:"model"`
-	Data        string   `json:"data"`
+	Data        []string `json:"data"`
 	Tokens      int      `json:"tokens"`
 	NLL         float64  `json:"nll"`
 	Perplexity  float64  `json:"perplexity"`

@@ -4,26 +4,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"strings"
 
 	"github.com/autocompress/autocompress/corpus"
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/importance"
 	"github.com/autocompress/autocompress/tokenizer"
 )
-
-// importanceFiles is a repeatable, comma-separable file flag.
-type importanceFiles []string
-
-func (f *importanceFiles) String() string { return strings.Join(*f, ",") }
-func (f *importanceFiles) Set(v string) error {
-	for _, p := range strings.Split(v, ",") {
-		if p != "" {
-			*f = append(*f, p)
-		}
-	}
-	return nil
-}
 
 func init() {
 	Register(&Command{
@@ -49,9 +35,8 @@ hash, data hash, sequence length, token count, version). When --out already
 holds scores for the same model and data they are reused without a new pass
 (--force recomputes).`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
-			var data importanceFiles
 			model := fs.String("model", "", "model `directory` (HF checkpoint), or \"parent\" for the embedded parent")
-			fs.Var(&data, "data", "calibration `files` (repeatable or comma-separated; positional arguments too)")
+			dataFiles := dataFlag(fs, "calibration text or token-id")
 			out := fs.String("out", "", "output scores `file` (.safetensors)")
 			tokPath := fs.String("tokenizer", "", "tokenizer.json (default: the model's)")
 			ids := fs.Bool("ids", false, "the data files hold token ids")
@@ -63,7 +48,7 @@ holds scores for the same model and data they are reused without a new pass
 			force := fs.Bool("force", false, "recompute even if --out holds matching scores")
 			jsonOut := fs.Bool("json", false, "print a summary as JSON")
 			return func(ctx context.Context, env *Env, args []string) error {
-				data = append(data, args...)
+				data := append(*dataFiles, args...)
 				switch {
 				case *model == "" || *out == "":
 					return Usagef("--model and --out are required")

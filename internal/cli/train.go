@@ -72,9 +72,8 @@ The embedded parent model (package parent) is reproduced by:
 				force      = fs.Bool("force", false, "replace an existing --out directory")
 				o          train.Options
 				idsFlag    = fs.Bool("ids", false, "the --data and --val files hold token ids (needs --tokenizer)")
-				dataFlag   importanceFiles
 			)
-			fs.Var(&dataFlag, "data", "training text or token-id `files` (repeatable or comma-separated; positional arguments too)")
+			dataFiles := dataFlag(fs, "training text or token-id")
 			fs.IntVar(&o.Steps, "steps", 1000, "optimiser steps")
 			fs.IntVar(&o.Batch, "batch", 16, "sequences per step")
 			fs.IntVar(&o.SeqLen, "seq-len", 128, "tokens per sequence")
@@ -89,7 +88,7 @@ The embedded parent model (package parent) is reproduced by:
 			fs.IntVar(&o.CheckpointEvery, "checkpoint-every", 100, "checkpoint every N steps")
 			fs.IntVar(&o.StopAt, "stop-at", 0, "stop after this step with a checkpoint (resume later)")
 			return func(ctx context.Context, env *Env, args []string) error {
-				data := append(dataFlag, args...)
+				data := append(*dataFiles, args...)
 				switch {
 				case *out == "":
 					return Usagef("--out is required")

@@ -16,7 +16,7 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "validate-estimator",
-		Usage: "[--data DIR] [--user FILE.csv] [--iter N] [--json]",
+		Usage: "[--groundtruth DIR] [--user FILE.csv] [--iter N] [--json]",
 		Short: "report the estimator's error on held-out GPUs and models",
 		Long: `Validate-estimator refits the coefficients with each GPU held out in turn
 (leave-one-GPU-out) and with each model held out in turn (leave-one-model-out), per engine
