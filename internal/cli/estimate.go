@@ -142,7 +142,11 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 		}
 		if f.precision == "" && eng.Pool() {
 			// A quantized checkpoint says what it ships: default to that.
-			if p := checkpointPrecision(m.Raw); p != "" {
+			p, err := estimate.ConfigPrecision(m.Raw)
+			if err != nil {
+				return fmt.Errorf("%s: %w", f.model, err)
+			}
+			if p != "" {
 				f.precision = p
 				fmt.Fprintf(env.Stderr, "precision %s, from the checkpoint's quantization_config (override with --precision)\n", p)
 			}
@@ -527,44 +531,6 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// checkpointPrecision reads the precision a config.json's
-// quantization_config declares: FP8 with weight_block_size is fp8-block,
-// plain FP8 fp8, MXFP4 mxfp4, ModelOpt NVFP4 nvfp4, AWQ and GPTQ 4-bit
-// int4-awq and int4-gptq. "" when the config declares none (or another).
-func checkpointPrecision(raw map[string]any) string {
-	q, ok := raw["quantization_config"].(map[string]any)
-	if !ok {
-		return ""
-	}
-	method, _ := q["quant_method"].(string)
-	bits, _ := q["bits"].(float64)
-	switch strings.ToLower(method) {
-	case "fp8":
-		if _, ok := q["weight_block_size"]; ok {
-			return "fp8-block"
-		}
-		return "fp8"
-	case "mxfp4":
-		return "mxfp4"
-	case "awq":
-		if bits == 4 {
-			return "int4-awq"
-		}
-	case "gptq":
-		if bits == 4 {
-			return "int4-gptq"
-		}
-	case "modelopt":
-		switch a, _ := q["quant_algo"].(string); strings.ToUpper(a) {
-		case "FP8":
-			return "fp8"
-		case "NVFP4":
-			return "nvfp4"
-		}
-	}
-	return ""
-}
-
 // Scenario CSV columns.
 var (
 	scenarioIn  = []string{"id", "model", "gpu", "engine", "precision", "tp", "isl", "osl", "concurrency", "request_rate", "num_requests"}
@@ -733,6 +699,11 @@ func estimateScenario(rec []string, col map[string]int, cat *hardware.Catalog, c
 		return fail(fmt.Errorf("tp must be ≥ 1, got %d", tp))
 	}
 	o := estimate.Options{Precision: get("precision"), TP: tp}
+	if o.Precision == "" && eng.Pool() {
+		if o.Precision, err = estimate.ConfigPrecision(m.Raw); err != nil {
+			return fail(err)
+		}
+	}
 	res, err := estRun(m, hw, eng, o, &w, cf, analyticOnly)
 	if err != nil {
 		out := fail(err)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -300,29 +301,62 @@ func TestEstimateKernelFactors(t *testing.T) {
 	}
 }
 
-func TestCheckpointPrecision(t *testing.T) {
-	for _, tc := range []struct {
-		q    string
-		want string
-	}{
-		{`{"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}`, "fp8-block"},
-		{`{"quant_method": "fp8", "activation_scheme": "dynamic"}`, "fp8"},
-		{`{"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn"]}`, "mxfp4"},
-		{`{"quant_method": "awq", "bits": 4, "group_size": 128}`, "int4-awq"},
-		{`{"quant_method": "gptq", "bits": 4}`, "int4-gptq"},
-		{`{"quant_method": "gptq", "bits": 8}`, ""},
-		{`{"quant_method": "modelopt", "quant_algo": "NVFP4"}`, "nvfp4"},
-		{`{"quant_method": "bitsandbytes"}`, ""},
-	} {
-		var raw map[string]any
-		if err := json.Unmarshal([]byte(`{"quantization_config": `+tc.q+`}`), &raw); err != nil {
+// TestEstimateQuantizedCheckpoint: a checkpoint directory whose
+// config.json declares AWQ or GPTQ 4-bit (numbers decoded as json.Number)
+// is priced at that precision, in one run and in batch mode; one that
+// declares a form nobody can price is refused, not priced as bf16.
+func TestEstimateQuantizedCheckpoint(t *testing.T) {
+	base := `{"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
+ "max_position_embeddings": 131072, "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 32,
+ "num_key_value_heads": 8, "rms_norm_eps": 1e-05, "torch_dtype": "float16", "vocab_size": 128256, "quantization_config": `
+	write := func(q string) string {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(base+q+"}"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if got := checkpointPrecision(raw); got != tc.want {
-			t.Errorf("%s: %q, want %q", tc.q, got, tc.want)
+		return dir
+	}
+	for _, tc := range []struct{ q, want string }{
+		{`{"bits": 4, "group_size": 128, "quant_method": "awq", "version": "gemm", "zero_point": true}`, "int4-awq"},
+		{`{"bits": 4, "desc_act": true, "group_size": 128, "quant_method": "gptq", "sym": true}`, "int4-gptq"},
+	} {
+		dir := write(tc.q)
+		code, out, errs := estRunCLI(t, "estimate", "--model", dir, "--gpu", "l4", "--isl", "512", "--osl", "64", "--analytic", "--json")
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", tc.want, code, errs)
+		}
+		var v estJSONOut
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		// 8.0 B parameters: ≈ 4.2 bits on the 7.0 B linear weights plus the
+		// 16-bit embedding and head, ≈ 5.4 GiB (bf16 would be 15 GiB).
+		if v.Memory.Precision != tc.want || v.Memory.WeightsGiB > 6 {
+			t.Errorf("%s: priced as %s with %.1f GiB of weights", tc.want, v.Memory.Precision, v.Memory.WeightsGiB)
+		}
+		in := filepath.Join(t.TempDir(), "in.csv")
+		if err := os.WriteFile(in, []byte("id,model,gpu,engine,isl,osl\nq,"+dir+",l4,vllm,512,64\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		outCSV := filepath.Join(t.TempDir(), "out.csv")
+		if code, _, errs := estRunCLI(t, "estimate", "--scenarios", in, "--out", outCSV); code != 0 {
+			t.Fatalf("batch: exit %d: %s", code, errs)
+		}
+		b, _ := os.ReadFile(outCSV)
+		rows, err := csv.NewReader(bytes.NewReader(b)).ReadAll()
+		if err != nil || len(rows) != 2 {
+			t.Fatalf("batch output %q: %v", b, err)
+		}
+		if w, _ := strconv.ParseFloat(rows[1][2], 64); w <= 0 || w > 6 {
+			t.Errorf("batch %s: weights_gib %s", tc.want, rows[1][2])
 		}
 	}
-	if got := checkpointPrecision(map[string]any{}); got != "" {
-		t.Errorf("no quantization_config: %q", got)
+	dir := write(`{"bits": 8, "group_size": 128, "quant_method": "gptq"}`)
+	code, _, errs := estRunCLI(t, "estimate", "--model", dir, "--gpu", "l4", "--isl", "512", "--osl", "64", "--analytic")
+	if code == 0 || !strings.Contains(errs, "8-bit") || !strings.Contains(errs, "--precision") {
+		t.Errorf("gptq 8-bit: exit %d, %q; want a refusal naming the form and --precision", code, errs)
+	}
+	if code, _, errs := estRunCLI(t, "estimate", "--model", dir, "--gpu", "l4", "--isl", "512", "--osl", "64", "--analytic", "--precision", "fp8"); code != 0 {
+		t.Errorf("--precision overrides an unpriceable quantization_config: exit %d, %s", code, errs)
 	}
 }
