@@ -97,6 +97,11 @@ type Options struct {
 	KVDType string
 	// TP is the tensor-parallel degree; 0 = 1.
 	TP int
+	// GPUs is the node's GPU count (hardware.Node.Count): TP ≤ GPUs ≤
+	// hw.GPUsPerNode; 0 = TP (a node of exactly the GPUs the TP group uses).
+	// One TP replica is priced; the count bounds TP and the advice of a
+	// FitError.
+	GPUs int
 	// MaxModelLen is the per-request context limit; 0 = from the workload
 	// (or 4096 when there is none).
 	MaxModelLen int
@@ -128,6 +133,8 @@ type resolved struct {
 	kv          KVType
 	stateBytes  float64
 	tp          int
+	gpus        int // GPUs in the node: TP ≤ gpus ≤ hw.GPUsPerNode
+	gpusSet     bool
 	maxLen      int
 	maxSeqs     int
 	budgetToks  int
@@ -228,8 +235,21 @@ func resolve(eng Engine, hw *hardware.GPU, o *Options, maxLen int) (resolved, er
 	if r.maxSeqs < 1 || r.budgetToks < 1 || r.memFraction <= 0 || r.memFraction > 1 {
 		return r, &UnsupportedError{Msg: "max sequences and batched tokens must be ≥ 1 and the memory fraction in (0, 1]"}
 	}
-	if r.tp > 1 && hw.GPUsPerNode > 0 && r.tp > hw.GPUsPerNode {
-		return r, &UnsupportedError{Msg: "TP " + itoa(r.tp) + " exceeds the " + itoa(hw.GPUsPerNode) + " GPUs of one " + hw.Name + " node"}
+	r.gpus, r.gpusSet = o.GPUs, o.GPUs > 0
+	if o.GPUs < 0 {
+		return r, &UnsupportedError{Msg: "GPU count " + itoa(o.GPUs) + ": a node holds at least 1 GPU"}
+	}
+	if !r.gpusSet {
+		r.gpus = r.tp
+	}
+	if err := hw.CheckCount(r.gpus); err != nil {
+		if r.gpusSet {
+			return r, &UnsupportedError{Msg: err.Error()}
+		}
+		return r, &UnsupportedError{Msg: "TP " + itoa(r.tp) + " needs " + itoa(r.tp) + " GPUs but one " + hw.Name + " node holds at most " + itoa(max(hw.GPUsPerNode, 1))}
+	}
+	if r.tp > r.gpus {
+		return r, &UnsupportedError{Msg: "TP " + itoa(r.tp) + " needs " + itoa(r.tp) + " GPUs but the node has " + itoa(r.gpus) + " (raise the GPU count or lower TP)"}
 	}
 	return r, nil
 }

@@ -282,26 +282,8 @@ func checkTP(r *Report, m *architecture.Model, caps Capabilities, tp int) {
 		r.warn(-1, "", "tp", "%s does not shard layers by tensor parallelism; TP %d not checked", caps.Name, tp)
 		return
 	}
-	for i, l := range m.Layers {
-		if a := l.Attention; a != nil {
-			if a.Heads%tp != 0 {
-				r.violate(i, "", "tp-heads", "%d query heads are not divisible by TP %d", a.Heads, tp)
-			}
-			if a.KVHeads%tp != 0 && tp%a.KVHeads != 0 {
-				r.violate(i, "", "tp-kv-heads", "%d KV heads neither divide by TP %d nor replicate evenly across it", a.KVHeads, tp)
-			}
-		}
-		if x := l.MLP; x != nil && x.Width%tp != 0 {
-			r.violate(i, "", "tp-mlp", "MLP width %d is not divisible by TP %d", x.Width, tp)
-		}
-		if x := l.Mamba; x != nil {
-			if x.Heads%tp != 0 {
-				r.violate(i, "", "tp-mamba", "%d Mamba heads are not divisible by TP %d", x.Heads, tp)
-			}
-			if x.Groups%tp != 0 && x.Groups != 1 {
-				r.violate(i, "", "tp-mamba", "n_groups %d is not divisible by TP %d", x.Groups, tp)
-			}
-		}
+	for _, v := range m.TPViolations(tp) {
+		r.violate(v.Layer, "", v.Rule, "%s", v.Msg)
 	}
 }
 

@@ -44,6 +44,10 @@ is less accurate). Batch mode reports the analytic figures. With no flags it
 prices meta-llama/Meta-Llama-3.1-8B on h100-sxm with vllm, bf16 and the chat workload.
 
 --model takes a preset name, a config.json or a checkpoint directory.
+--gpu takes a catalog name, optionally with the node's GPU count ("rtx-4090x2",
+the same as --gpus 2); the count bounds --tp (default: --tp GPUs) and one TP
+replica is priced. --tp must split the model's heads and widths as the engines
+do (the rule validate applies). --gpu-file adds devices (see the README).
 --rate takes requests per second, or "inf" for an offline run of --num-requests.
 
 Batch mode: --scenarios reads a CSV with the columns
@@ -60,7 +64,7 @@ input-token throughput, decode_tok_s the decode speed one user sees (1000/tpot_m
 
 type estFlags struct {
 	model, gpu, gpuFile, engine, precision, kvDType, workload string
-	tp, isl, osl, concurrency, numRequests, context           int
+	tp, gpus, isl, osl, concurrency, numRequests, context     int
 	maxSeqs, maxBatched                                       int
 	memFraction                                               float64
 	rate                                                      string
@@ -71,7 +75,8 @@ type estFlags struct {
 func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
 	f := &estFlags{}
 	fs.StringVar(&f.model, "model", estDefaultModel, "model: preset name, config.json or checkpoint directory")
-	fs.StringVar(&f.gpu, "gpu", estDefaultGPU, "GPU name (see the error of an unknown name for the list)")
+	fs.StringVar(&f.gpu, "gpu", estDefaultGPU, "GPU name, optionally with the node's GPU count: rtx-4090x2 (see the error of an unknown name for the list)")
+	fs.IntVar(&f.gpus, "gpus", 0, "GPUs in the node (bounds --tp; default: --tp); the same as a GPU name ending in xN")
 	fs.StringVar(&f.gpuFile, "gpu-file", "", "YAML or JSON file adding devices to the catalog")
 	fs.StringVar(&f.engine, "engine", estDefaultEngine, "serving engine: vllm, sglang, trtllm, llamacpp, native")
 	fs.StringVar(&f.precision, "precision", "", "weight precision: bf16, fp16, fp8, fp8-block, nvfp4, mxfp4, int4-awq, int4-gptq, q4_0, q4_k_m, q5_k_m, q6_k, q8_0, f16 (default: what a checkpoint's quantization_config says, else bf16; f16 for llamacpp)")
@@ -128,10 +133,14 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 		if err != nil {
 			return err
 		}
-		hw, err := cat.Lookup(f.gpu)
-		if err != nil {
-			return Usagef("%v", err)
+		if set["gpus"] && f.gpus < 1 {
+			return Usagef("--gpus %d: want a GPU count ≥ 1", f.gpus)
 		}
+		node, err := cat.LookupNode(f.gpu, f.gpus)
+		if err != nil {
+			return Usagef("--gpu %s: %v", f.gpu, err)
+		}
+		hw := node.GPU
 		eng, err := estimate.LookupEngine(f.engine)
 		if err != nil {
 			return Usagef("%v", err)
@@ -151,7 +160,7 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 				fmt.Fprintf(env.Stderr, "precision %s, from the checkpoint's quantization_config (override with --precision)\n", p)
 			}
 		}
-		o := estimate.Options{Precision: f.precision, KVDType: f.kvDType, TP: f.tp, MaxModelLen: f.context,
+		o := estimate.Options{Precision: f.precision, KVDType: f.kvDType, TP: f.tp, GPUs: node.Count, MaxModelLen: f.context,
 			MaxNumSeqs: f.maxSeqs, MaxBatchedTokens: f.maxBatched, MemFraction: f.memFraction}
 		if f.tp < 1 {
 			return Usagef("--tp must be ≥ 1, got %d", f.tp)
@@ -295,6 +304,9 @@ func estRun(m *architecture.Model, hw *hardware.GPU, eng estimate.Engine, o esti
 	if err != nil {
 		return nil, err
 	}
+	if err := c.CheckModel(m); err != nil {
+		return nil, Usagef("--tp %d: %v", o.TP, err)
+	}
 	var s estimate.Summary
 	c.Summarize(&s, m)
 	res := &estimate.Result{Model: m.Name, GPU: hw.Name, Engine: eng, Family: c.Family(), Workload: w.String(), Coeffs: c.Coeffs()}
@@ -303,6 +315,7 @@ func estRun(m *architecture.Model, hw *hardware.GPU, eng estimate.Engine, o esti
 	res.Memory = mem
 	if !ok {
 		fe := mem.Fail
+		fe.FitsAtTP, fe.MaxTP = estimate.FitTP(m, hw, eng, o, w)
 		return res, &fe
 	}
 	p := c.PriceSummary(&s)
@@ -650,10 +663,11 @@ func estimateScenario(rec []string, col map[string]int, cat *hardware.Catalog, c
 		return v, nil
 	}
 	fail := func(err error) []string { return scenarioError(id, err.Error()) }
-	hw, err := cat.Lookup(get("gpu"))
+	node, err := cat.LookupNode(get("gpu"), 0)
 	if err != nil {
 		return fail(err)
 	}
+	hw := node.GPU
 	eng, err := estimate.LookupEngine(get("engine"))
 	if err != nil {
 		return fail(err)
@@ -698,7 +712,7 @@ func estimateScenario(rec []string, col map[string]int, cat *hardware.Catalog, c
 	if tp < 1 {
 		return fail(fmt.Errorf("tp must be ≥ 1, got %d", tp))
 	}
-	o := estimate.Options{Precision: get("precision"), TP: tp}
+	o := estimate.Options{Precision: get("precision"), TP: tp, GPUs: node.Count}
 	if o.Precision == "" && eng.Pool() {
 		if o.Precision, err = estimate.ConfigPrecision(m.Raw); err != nil {
 			return fail(err)

@@ -360,3 +360,70 @@ func TestEstimateQuantizedCheckpoint(t *testing.T) {
 		t.Errorf("--precision overrides an unpriceable quantization_config: exit %d, %s", code, errs)
 	}
 }
+
+// TestTPOneRule: estimate and validate accept and refuse the same TP
+// degrees on one checkpoint (8 heads in 4 KV groups, FFN 600: TP 1, 2, 4
+// and 8 split it; 3, 5, 6 and 7 do not).
+func TestTPOneRule(t *testing.T) {
+	parent := pruneParent(t)
+	for tp := 1; tp <= 8; tp++ {
+		ts := strconv.Itoa(tp)
+		vcode, vout, verr := estRunCLI(t, "validate", "--model", parent, "--engine", "vllm", "--tp", ts)
+		ecode, _, eerr := estRunCLI(t, "estimate", "--model", parent, "--gpu", "h100-sxm", "--tp", ts, "--isl", "64", "--osl", "8", "--analytic")
+		want := tp == 1 || tp == 2 || tp == 4 || tp == 8
+		if (vcode == 0) != want || (ecode == 0) != want {
+			t.Errorf("TP %d: validate exit %d, estimate exit %d; want both to %s\n%s%s%s", tp, vcode, ecode, map[bool]string{true: "accept", false: "refuse"}[want], vout, verr, eerr)
+		}
+		if !want && (ecode != 2 || !strings.Contains(eerr, "--tp "+ts) || !strings.Contains(eerr, "allows: 1, 2, 4, 8")) {
+			t.Errorf("TP %d: estimate exit %d, %q; want 2 naming --tp and the valid degrees", tp, ecode, eerr)
+		}
+	}
+}
+
+// TestEstimateGPUCount: a multi-GPU consumer node is priced (by --gpus or
+// a name ending in xN), a count beyond the node is refused naming it, and
+// the "does not fit" advice names a TP that does fit, within the node.
+func TestEstimateGPUCount(t *testing.T) {
+	base := []string{"estimate", "--model", "Qwen/Qwen3-8B", "--isl", "1024", "--osl", "128", "--analytic", "--json"}
+	for _, args := range [][]string{{"--gpu", "rtx-4090", "--tp", "2"}, {"--gpu", "rtx-4090x2", "--tp", "2"}, {"--gpu", "rtx-4090", "--gpus", "2", "--tp", "2"}} {
+		code, out, errs := estRunCLI(t, append(base, args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errs)
+		}
+		var v estJSONOut
+		if err := json.Unmarshal([]byte(out), &v); err != nil || v.Memory.TP != 2 || !v.Fits {
+			t.Errorf("%v: %v %s", args, err, out)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--gpu", "rtx-4090", "--gpus", "2", "--tp", "4"}, "the node has 2"},
+		{[]string{"--gpu", "rtx-4090x2", "--gpus", "4"}, "--gpu rtx-4090x2"},
+		{[]string{"--gpu", "rtx-4090x9"}, "1 to 8"},
+		{[]string{"--gpu", "apple-m3-max", "--tp", "2"}, "at most 1"},
+		{[]string{"--gpu", "rtx-4090", "--gpus", "0"}, "--gpus 0"},
+	} {
+		code, _, errs := estRunCLI(t, append(base, tc.args...)...)
+		if code == 0 || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: exit %d, %q; want a refusal containing %q", tc.args, code, errs, tc.want)
+		}
+	}
+	// The advice is true: the TP it names fits, and a full node names none.
+	args := []string{"estimate", "--model", "Qwen/Qwen3-32B", "--gpu", "rtx-4090", "--isl", "1024", "--osl", "128", "--analytic"}
+	code, _, errs := estRunCLI(t, args...)
+	i := strings.Index(errs, "it fits at --tp ")
+	if code != 1 || i < 0 {
+		t.Fatalf("Qwen3-32B on one rtx-4090: exit %d, %q; want a does-not-fit naming a TP", code, errs)
+	}
+	tp := strings.Fields(errs[i+len("it fits at --tp "):])[0]
+	tp = strings.TrimRight(tp, ";")
+	if code, _, errs := estRunCLI(t, append(args, "--tp", tp)...); code != 0 {
+		t.Errorf("advised --tp %s does not fit: exit %d, %s", tp, code, errs)
+	}
+	code, _, errs = estRunCLI(t, append(args, "--gpus", "2", "--tp", "2")...)
+	if code != 1 || strings.Contains(errs, "larger --tp") || !strings.Contains(errs, "no larger TP up to the node's 2 GPUs fits") {
+		t.Errorf("full node: exit %d, %q", code, errs)
+	}
+}

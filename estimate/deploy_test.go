@@ -1,0 +1,79 @@
+package estimate_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/estimate"
+	"github.com/autocompress/autocompress/hardware"
+	"github.com/autocompress/autocompress/workload"
+)
+
+func mustPreset(t *testing.T, name string) *architecture.Model {
+	t.Helper()
+	m, err := architecture.Preset(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func mustGPU(t *testing.T, name string) *hardware.GPU {
+	t.Helper()
+	g, err := hardware.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// TestTPRule: a TP degree the shape cannot split (32 heads / 8 KV heads
+// over 3) is refused by Estimate and Memory for the engines that shard
+// layers, with the valid degrees; llama.cpp (layer split) is not.
+func TestTPRule(t *testing.T) {
+	m := mustPreset(t, "meta-llama/Meta-Llama-3.1-8B")
+	h100 := mustGPU(t, "h100-sxm")
+	w := workload.Workload{Input: workload.FixedLength(512), Output: workload.FixedLength(64), Concurrency: 1, Seed: 1}
+	for _, eng := range []estimate.Engine{estimate.VLLM, estimate.SGLang, estimate.TRTLLM} {
+		_, err := estimate.Estimate(m, h100, eng, estimate.Options{TP: 3}, &w)
+		var te *architecture.TPError
+		if !errors.As(err, &te) || len(te.Valid) != 4 || te.Valid[3] != 8 {
+			t.Errorf("%s TP 3: %v; want a *TPError listing 1, 2, 4, 8", eng, err)
+		}
+		if _, err := estimate.Memory(m, h100, eng, estimate.Options{TP: 3, MaxModelLen: 4096}); !errors.As(err, &te) {
+			t.Errorf("%s Memory TP 3: %v", eng, err)
+		}
+		for _, tp := range []int{1, 2, 4, 8} {
+			if _, err := estimate.Estimate(m, h100, eng, estimate.Options{TP: tp}, &w); err != nil {
+				t.Errorf("%s TP %d: %v", eng, tp, err)
+			}
+		}
+	}
+}
+
+// TestFitTP: the advice names the smallest TP that fits, within the
+// node's GPUs and the shape's valid degrees.
+func TestFitTP(t *testing.T) {
+	w := workload.Workload{Input: workload.FixedLength(1024), Output: workload.FixedLength(128), Concurrency: 1, Seed: 1}
+	m70 := mustPreset(t, "meta-llama/Meta-Llama-3.1-70B")
+	h100 := mustGPU(t, "h100-sxm")
+	_, err := estimate.Estimate(m70, h100, estimate.VLLM, estimate.Options{}, &w)
+	var fe *estimate.FitError
+	if !errors.As(err, &fe) || fe.FitsAtTP != 2 || fe.MaxTP != 8 {
+		t.Fatalf("70B bf16 on one H100: %v (%+v); want it to fit at TP 2 of 8", err, fe)
+	}
+	if _, err := estimate.Estimate(m70, h100, estimate.VLLM, estimate.Options{TP: fe.FitsAtTP}, &w); err != nil {
+		t.Errorf("advised TP %d: %v", fe.FitsAtTP, err)
+	}
+	// Two RTX 4090s cannot hold 70B in bf16 at any TP: no TP advice.
+	g := mustGPU(t, "rtx-4090")
+	_, err = estimate.Estimate(m70, g, estimate.VLLM, estimate.Options{GPUs: 2}, &w)
+	if !errors.As(err, &fe) || fe.FitsAtTP != 0 || fe.MaxTP != 2 {
+		t.Errorf("70B on 2 × 4090: %v; want no TP advice within 2 GPUs", err)
+	}
+	var ue *estimate.UnsupportedError
+	if _, err := estimate.Estimate(m70, g, estimate.VLLM, estimate.Options{TP: 4, GPUs: 2}, &w); !errors.As(err, &ue) {
+		t.Errorf("TP 4 on a 2-GPU node: %v; want an *UnsupportedError", err)
+	}
+}
