@@ -68,7 +68,7 @@ type estFlags struct {
 	maxSeqs, maxBatched                                       int
 	memFraction                                               float64
 	rate                                                      string
-	jsonOut, analytic                                         bool
+	jsonOut, analytic, allowLong                              bool
 	scenarios, out, coeffs                                    string
 }
 
@@ -88,7 +88,8 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 	fs.IntVar(&f.concurrency, "concurrency", 0, "closed-loop concurrency")
 	fs.StringVar(&f.rate, "rate", "", "Poisson request rate per second, or inf for an offline run")
 	fs.IntVar(&f.numRequests, "num-requests", 0, "requests of a Poisson or offline run (default 256)")
-	fs.IntVar(&f.context, "context", 0, "per-request context limit (max model length); default from the workload")
+	fs.IntVar(&f.context, "context", 0, "per-request context limit (max model length); default: the workload's limit capped at the model's max_position_embeddings, or --isl + --osl")
+	fs.BoolVar(&f.allowLong, "allow-long-context", false, "allow a context past the model's max_position_embeddings (as VLLM_ALLOW_LONG_MAX_MODEL_LEN does)")
 	fs.IntVar(&f.maxSeqs, "max-num-seqs", 0, "engine sequence limit; llamacpp: parallel slots -np (default: the engine's; llamacpp: the concurrency)")
 	fs.IntVar(&f.maxBatched, "max-batched-tokens", 0, "per-step token budget; llamacpp: n_batch (default: the engine's; llamacpp 2048, computed in n_ubatch 512 passes)")
 	fs.Float64Var(&f.memFraction, "mem-fraction", 0, "gpu_memory_utilization / mem_fraction_static / free_gpu_memory_fraction (default: the engine's)")
@@ -160,6 +161,14 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 				fmt.Fprintf(env.Stderr, "precision %s, from the checkpoint's quantization_config (override with --precision)\n", p)
 			}
 		}
+		what := ""
+		if set["isl"] || set["osl"] {
+			what = fmt.Sprintf("--isl %d + --osl %d", f.isl, f.osl)
+		}
+		wctx, err := w.FitContext(workload.ContextRule{MaxPositions: m.MaxPositions, Explicit: set["context"], AllowLong: f.allowLong, What: what, ContextFlag: "--context"})
+		if err != nil {
+			return Usagef("%v", err)
+		}
 		o := estimate.Options{Precision: f.precision, KVDType: f.kvDType, TP: f.tp, GPUs: node.Count, MaxModelLen: f.context,
 			MaxNumSeqs: f.maxSeqs, MaxBatchedTokens: f.maxBatched, MemFraction: f.memFraction}
 		if f.tp < 1 {
@@ -178,7 +187,7 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 				if f.jsonOut {
 					_ = writeJSON(env.Stdout, estJSON(res, hw, err))
 				} else {
-					printMemory(env.Stdout, res, hw)
+					printMemory(env.Stdout, res, hw, &wctx)
 				}
 			}
 			return err
@@ -186,7 +195,7 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 		if f.jsonOut {
 			return writeJSON(env.Stdout, estJSON(res, hw, nil))
 		}
-		printEstimate(env.Stdout, res, hw, f.analytic)
+		printEstimate(env.Stdout, res, hw, f.analytic, &wctx)
 		return nil
 	}
 }
@@ -343,7 +352,7 @@ func band(x float64) string {
 	return fmt.Sprintf("±%.0f%%", x*100)
 }
 
-func printMemory(w io.Writer, r *estimate.Result, hw *hardware.GPU) {
+func printMemory(w io.Writer, r *estimate.Result, hw *hardware.GPU, wc *workload.Context) {
 	mem := &r.Memory
 	fmt.Fprintf(w, "autocompress estimate: %s on %s (%s) with %s, %s weights, KV %s, TP %d\n",
 		r.Model, hw.Name, hw.Description, r.Engine, mem.Precision, mem.KVDType, mem.TP)
@@ -361,6 +370,16 @@ func printMemory(w io.Writer, r *estimate.Result, hw *hardware.GPU) {
 	}
 	fmt.Fprintf(w, "; capacity %s tokens\n", fmtTokens(mem.KVCapacityTokens))
 	fmt.Fprintf(w, "max concurrency at %d-token context: %d (engine limit %d)\n", mem.MaxModelLen, mem.MaxConcurrency, mem.MaxSeqs)
+	if wc != nil {
+		fmt.Fprintf(w, "context %d tokens: %s; the longest request is %d tokens", wc.Tokens, wc.Source, wc.Longest)
+		switch {
+		case wc.Clipped:
+			fmt.Fprintf(w, " (longer ones are clipped to the context)")
+		case wc.Long:
+			fmt.Fprintf(w, " (past the model's max_position_embeddings: --allow-long-context)")
+		}
+		fmt.Fprintln(w)
+	}
 }
 
 func fmtTokens(t float64) string {
@@ -370,8 +389,8 @@ func fmtTokens(t float64) string {
 	return strconv.FormatFloat(t, 'f', 0, 64)
 }
 
-func printEstimate(w io.Writer, r *estimate.Result, hw *hardware.GPU, analyticOnly bool) {
-	printMemory(w, r, hw)
+func printEstimate(w io.Writer, r *estimate.Result, hw *hardware.GPU, analyticOnly bool, wc *workload.Context) {
+	printMemory(w, r, hw, wc)
 	a, l := r.Analytic, r.Latency
 	if analyticOnly {
 		fmt.Fprintf(w, "\nLatency (analytic steady state, the validated path)\n")
@@ -711,6 +730,9 @@ func estimateScenario(rec []string, col map[string]int, cat *hardware.Catalog, c
 	}
 	if tp < 1 {
 		return fail(fmt.Errorf("tp must be ≥ 1, got %d", tp))
+	}
+	if _, err := w.FitContext(workload.ContextRule{MaxPositions: m.MaxPositions, What: fmt.Sprintf("isl %d + osl %d", isl, osl)}); err != nil {
+		return fail(err)
 	}
 	o := estimate.Options{Precision: get("precision"), TP: tp, GPUs: node.Count}
 	if o.Precision == "" && eng.Pool() {

@@ -427,3 +427,39 @@ func TestEstimateGPUCount(t *testing.T) {
 		t.Errorf("full node: exit %d, %q", code, errs)
 	}
 }
+
+// TestContextRule: estimate, generate, eval and bench-serve refuse a
+// context past the model's max_position_embeddings with exit 2, the same
+// message and the same override.
+func TestContextRule(t *testing.T) {
+	text := filepath.Join(t.TempDir(), "t.txt")
+	if err := os.WriteFile(text, []byte("once upon a time there was a tiny model. "), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"estimate", "--isl", "200000", "--osl", "128", "--analytic"}, // Llama 3.1: 131,072 positions
+		{"estimate", "--context", "200000", "--analytic"},
+		{"generate", "--model", "parent", "--ids", "1,2", "--max-tokens", "1000"}, // parent: 512 positions
+		{"eval", "--model", "parent", "--data", text, "--seq-len", "1000"},
+		{"bench-serve", "--model", "parent", "--isl", "500", "--osl", "100"},
+		{"bench-serve", "--model", "parent", "--workload", "chat"},
+	} {
+		code, _, errs := estRunCLI(t, args...)
+		if code != 2 || !strings.Contains(errs, "max_position_embeddings") || !strings.Contains(errs, "--allow-long-context") {
+			t.Errorf("%v: exit %d, %q; want 2 and a message naming the limit and --allow-long-context", args, code, errs)
+		}
+	}
+	code, out, errs := estRunCLI(t, "estimate", "--isl", "200000", "--osl", "128", "--analytic", "--allow-long-context")
+	if code != 0 || !strings.Contains(out, "context 200128 tokens: input + output") || !strings.Contains(out, "past the model's max_position_embeddings") {
+		t.Errorf("--allow-long-context: exit %d, %s%s", code, out, errs)
+	}
+	// An unrequested context says where it comes from.
+	code, out, errs = estRunCLI(t, "estimate", "--analytic")
+	if code != 0 || !strings.Contains(out, "context 16384 tokens: the chat workload's limit; the longest request is 10240 tokens") {
+		t.Errorf("default context: exit %d, %s%s", code, out, errs)
+	}
+	code, _, errs = estRunCLI(t, "generate", "--model", "parent", "--ids", "1,2", "--max-tokens", "4", "--greedy")
+	if code != 0 {
+		t.Errorf("generate within the limit: exit %d, %s", code, errs)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/eval"
 	"github.com/autocompress/autocompress/tokenizer"
+	"github.com/autocompress/autocompress/workload"
 )
 
 func init() {
@@ -45,6 +46,7 @@ perplexity only; each line is scored as its own sequence.
 			fs.IntVar(&o.Stride, "stride", 0, "sliding-window stride (0: packed windows)")
 			fs.IntVar(&o.Batch, "batch", 8, "windows per forward pass")
 			jsonOut := fs.Bool("json", false, "print the result as JSON")
+			allowLong := fs.Bool("allow-long-context", false, "allow --seq-len past the model's max_position_embeddings")
 			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) > 0 {
 					return Usagef("unexpected arguments %q (give the file with --data)", args)
@@ -63,8 +65,9 @@ perplexity only; each line is scored as its own sequence.
 				if err != nil {
 					return err
 				}
-				if mp := m.Arch().MaxPositions; mp > 0 && o.SeqLen > mp {
-					return Usagef("--seq-len %d exceeds the model's max_position_embeddings %d", o.SeqLen, mp)
+				w := workload.FixedClosed(o.SeqLen, 0, 1)
+				if _, err := w.FitContext(workload.ContextRule{MaxPositions: m.Arch().MaxPositions, AllowLong: *allowLong, What: fmt.Sprintf("--seq-len %d", o.SeqLen)}); err != nil {
+					return Usagef("%v", err)
 				}
 				o.Progress = env.Stderr
 				var res *eval.Result

@@ -17,6 +17,7 @@ import (
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/engine/blas"
 	"github.com/autocompress/autocompress/tokenizer"
+	"github.com/autocompress/autocompress/workload"
 )
 
 func init() {
@@ -36,7 +37,9 @@ tokenizer is present; otherwise the generated ids are printed.
 Sampling is greedy with --greedy or --temperature 0; otherwise tokens are
 drawn from softmax(logits / temperature), restricted to the top-p nucleus,
 with a PCG generator seeded by --seed (same seed, same output). Generation
-stops at an EOS token from config.json or after --max-tokens.
+stops at an EOS token from config.json or after --max-tokens. The prompt plus
+--max-tokens must fit the model's max_position_embeddings unless
+--allow-long-context is given.
 
 A summary (tokens, time, tokens/s, the sgemm backend) goes to standard error;
 --json instead writes one JSON object with the ids, text and timings.`,
@@ -50,6 +53,7 @@ A summary (tokens, time, tokens/s, the sgemm backend) goes to standard error;
 			seed := fs.Uint64("seed", 1, "seed of the sampler")
 			greedy := fs.Bool("greedy", false, "always pick the most likely token")
 			asJSON := fs.Bool("json", false, "write the result as one JSON object")
+			allowLong := fs.Bool("allow-long-context", false, "allow the prompt + --max-tokens past the model's max_position_embeddings")
 			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) > 0 {
 					return Usagef("unexpected arguments %q (quote a multi-word --prompt)", args)
@@ -117,6 +121,11 @@ A summary (tokens, time, tokens/s, the sgemm backend) goes to standard error;
 					if id < 0 || int(id) >= arch.Vocab {
 						return Usagef("prompt token %d is %d, outside the model's vocabulary [0, %d)", i, id, arch.Vocab)
 					}
+				}
+				w := workload.FixedClosed(len(promptIDs), *maxTokens, 1)
+				if _, err := w.FitContext(workload.ContextRule{MaxPositions: arch.MaxPositions, AllowLong: *allowLong,
+					What: fmt.Sprintf("the %d-token prompt + --max-tokens %d", len(promptIDs), *maxTokens)}); err != nil {
+					return Usagef("%v", err)
 				}
 				var out []int32
 				printed := ""
