@@ -77,3 +77,57 @@ func TestFitTP(t *testing.T) {
 		t.Errorf("TP 4 on a 2-GPU node: %v; want an *UnsupportedError", err)
 	}
 }
+
+// TestImpossibleDeployments: engines on devices they do not run on, and
+// precisions an engine has no kernels for on a GPU or a model has no
+// tensors for, are refused with the option at fault and what is valid.
+func TestImpossibleDeployments(t *testing.T) {
+	dense := mustPreset(t, "meta-llama/Meta-Llama-3.1-8B")
+	moe := mustPreset(t, "openai/gpt-oss-20b")
+	w := workload.Workload{Input: workload.FixedLength(512), Output: workload.FixedLength(64), Concurrency: 1, Seed: 1}
+	for _, tc := range []struct {
+		m         *architecture.Model
+		gpu       string
+		eng       estimate.Engine
+		prec      string
+		flag      string
+		valid     string // one entry Valid must hold ("" when it must fit)
+		forbidden string // one entry it must not hold
+	}{
+		{dense, "apple-m3-max", estimate.VLLM, "", "engine", "llamacpp", "vllm"},
+		{dense, "h100-sxm", estimate.Native, "", "engine", "vllm", "native"},
+		{dense, "cpu-local", estimate.TRTLLM, "", "engine", "native", "trtllm"},
+		{dense, "h100-sxm", estimate.VLLM, "mxfp4", "precision", "nvfp4", "mxfp4"},
+		{dense, "a100-80gb", estimate.TRTLLM, "fp8", "precision", "int4-awq", "fp8"},
+		{dense, "h100-sxm", estimate.TRTLLM, "nvfp4", "precision", "fp8", "nvfp4"},
+		{dense, "h100-sxm", estimate.VLLM, "q4_k_m", "precision", "bf16", "q4_k_m"},
+		{dense, "rtx-4090", estimate.LlamaCPP, "fp8", "precision", "q4_k_m", "fp8"},
+		// Real deployments pass.
+		{moe, "h100-sxm", estimate.VLLM, "mxfp4", "", "", ""},
+		{dense, "b200", estimate.TRTLLM, "nvfp4", "", "", ""},
+		{dense, "a100-80gb", estimate.VLLM, "fp8", "", "", ""},
+		{dense, "apple-m3-max", estimate.LlamaCPP, "q4_0", "", "", ""},
+		{dense, "cpu-local", estimate.LlamaCPP, "q4_0", "", "", ""},
+	} {
+		_, err := estimate.Estimate(tc.m, mustGPU(t, tc.gpu), tc.eng, estimate.Options{Precision: tc.prec}, &w)
+		name := tc.m.Name + " " + tc.gpu + " " + string(tc.eng) + " " + tc.prec
+		if tc.flag == "" {
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+			continue
+		}
+		var ue *estimate.UnsupportedError
+		if !errors.As(err, &ue) || ue.Flag != tc.flag {
+			t.Errorf("%s: %v; want an *UnsupportedError for %s", name, err, tc.flag)
+			continue
+		}
+		has := map[string]bool{}
+		for _, v := range ue.Valid {
+			has[v] = true
+		}
+		if !has[tc.valid] || has[tc.forbidden] {
+			t.Errorf("%s: valid %v; want %s in it and not %s", name, ue.Valid, tc.valid, tc.forbidden)
+		}
+	}
+}

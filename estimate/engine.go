@@ -144,6 +144,9 @@ type resolved struct {
 
 func resolve(eng Engine, hw *hardware.GPU, o *Options, maxLen int) (resolved, error) {
 	r := resolved{eng: eng, tp: max(o.TP, 1), maxLen: maxLen}
+	if err := CheckEngine(eng, hw); err != nil {
+		return r, err
+	}
 	pn := o.Precision
 	if pn == "" {
 		pn = "bf16"
@@ -159,7 +162,7 @@ func resolve(eng Engine, hw *hardware.GPU, o *Options, maxLen int) (resolved, er
 		if p.Name == "f16" {
 			p, _ = LookupPrecision("fp16")
 		} else {
-			return r, &UnsupportedError{Msg: "precision " + p.Name + " is a GGUF format; " + string(eng) + " serves bf16, fp16, fp8, fp8-block, nvfp4, mxfp4, int4-awq or int4-gptq"}
+			return r, &UnsupportedError{Flag: "precision", Msg: "precision " + p.Name + " is a GGUF format, which " + string(eng) + " does not serve", Valid: precisionsFor(eng, hw, true)}
 		}
 	}
 	if !eng.Pool() && !p.GGUF {
@@ -167,8 +170,11 @@ func resolve(eng Engine, hw *hardware.GPU, o *Options, maxLen int) (resolved, er
 		case "bf16", "fp16":
 			p, _ = LookupPrecision("f16")
 		default:
-			return r, &UnsupportedError{Msg: "precision " + p.Name + " is not a GGUF format; llama.cpp serves f16, q8_0, q6_k, q5_k_m, q4_k_m or q4_0"}
+			return r, &UnsupportedError{Flag: "precision", Msg: "precision " + p.Name + " is not a GGUF format; " + string(eng) + " serves GGUF formats", Valid: precisionsFor(eng, hw, true)}
 		}
+	}
+	if err := checkPrecision(eng, hw, &p); err != nil {
+		return r, err
 	}
 	r.prec = p
 	kv, err := LookupKVType(o.KVDType)
@@ -176,10 +182,10 @@ func resolve(eng Engine, hw *hardware.GPU, o *Options, maxLen int) (resolved, er
 		return r, err
 	}
 	if eng.Pool() && (kv.Name == "q8_0" || kv.Name == "q4_0") {
-		return r, &UnsupportedError{Msg: "KV type " + kv.Name + " is llama.cpp-only; use auto or fp8"}
+		return r, &UnsupportedError{Flag: "kv-dtype", Msg: "KV type " + kv.Name + " is llama.cpp-only", Valid: []string{"auto", "bf16", "fp16", "fp8"}}
 	}
 	if !eng.Pool() && kv.Name == "fp8" {
-		return r, &UnsupportedError{Msg: "llama.cpp has no fp8 KV cache; use f16, q8_0 or q4_0"}
+		return r, &UnsupportedError{Flag: "kv-dtype", Msg: string(eng) + " has no fp8 KV cache", Valid: []string{"auto", "f16", "q8_0", "q4_0"}}
 	}
 	if !eng.Pool() && kv.Name == "bf16" {
 		kv = kvTypes["f16"]
@@ -237,27 +243,38 @@ func resolve(eng Engine, hw *hardware.GPU, o *Options, maxLen int) (resolved, er
 	}
 	r.gpus, r.gpusSet = o.GPUs, o.GPUs > 0
 	if o.GPUs < 0 {
-		return r, &UnsupportedError{Msg: "GPU count " + itoa(o.GPUs) + ": a node holds at least 1 GPU"}
+		return r, &UnsupportedError{Flag: "gpus", Msg: "GPU count " + itoa(o.GPUs) + ": a node holds at least 1 GPU"}
 	}
 	if !r.gpusSet {
 		r.gpus = r.tp
 	}
 	if err := hw.CheckCount(r.gpus); err != nil {
 		if r.gpusSet {
-			return r, &UnsupportedError{Msg: err.Error()}
+			return r, &UnsupportedError{Flag: "gpus", Msg: err.Error()}
 		}
-		return r, &UnsupportedError{Msg: "TP " + itoa(r.tp) + " needs " + itoa(r.tp) + " GPUs but one " + hw.Name + " node holds at most " + itoa(max(hw.GPUsPerNode, 1))}
+		return r, &UnsupportedError{Flag: "tp", Msg: "TP " + itoa(r.tp) + " needs " + itoa(r.tp) + " GPUs but one " + hw.Name + " node holds at most " + itoa(max(hw.GPUsPerNode, 1))}
 	}
 	if r.tp > r.gpus {
-		return r, &UnsupportedError{Msg: "TP " + itoa(r.tp) + " needs " + itoa(r.tp) + " GPUs but the node has " + itoa(r.gpus) + " (raise the GPU count or lower TP)"}
+		return r, &UnsupportedError{Flag: "tp", Msg: "TP " + itoa(r.tp) + " needs " + itoa(r.tp) + " GPUs but the node has " + itoa(r.gpus) + " (raise the GPU count or lower TP)"}
 	}
 	return r, nil
 }
 
-// UnsupportedError is a deployment the engine cannot run.
-type UnsupportedError struct{ Msg string }
+// UnsupportedError is a deployment the engine cannot run. Flag names the
+// option at fault ("engine", "precision", "tp", "gpus", "kv-dtype", ...;
+// "" when it is a combination) and Valid what it may be instead.
+type UnsupportedError struct {
+	Msg   string
+	Flag  string
+	Valid []string
+}
 
-func (e *UnsupportedError) Error() string { return e.Msg }
+func (e *UnsupportedError) Error() string {
+	if len(e.Valid) == 0 {
+		return e.Msg
+	}
+	return e.Msg + "; valid: " + strings.Join(e.Valid, ", ")
+}
 
 func or(v, d int) int {
 	if v > 0 {

@@ -181,6 +181,13 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 			return Usagef("%v", err)
 		}
 		res, err := estRun(m, hw, eng, o, &w, coeffs, f.analytic)
+		var ue *estimate.UnsupportedError
+		if errors.As(err, &ue) {
+			if ue.Flag != "" {
+				return Usagef("--%s: %v", ue.Flag, err)
+			}
+			return Usagef("%v", err)
+		}
 		if err != nil {
 			var fe *estimate.FitError
 			if errors.As(err, &fe) && res != nil {
@@ -314,7 +321,11 @@ func estRun(m *architecture.Model, hw *hardware.GPU, eng estimate.Engine, o esti
 		return nil, err
 	}
 	if err := c.CheckModel(m); err != nil {
-		return nil, Usagef("--tp %d: %v", o.TP, err)
+		var te *architecture.TPError
+		if errors.As(err, &te) {
+			return nil, Usagef("--tp %d: %v", o.TP, err)
+		}
+		return nil, err
 	}
 	var s estimate.Summary
 	c.Summarize(&s, m)

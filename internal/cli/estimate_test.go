@@ -402,7 +402,7 @@ func TestEstimateGPUCount(t *testing.T) {
 		{[]string{"--gpu", "rtx-4090", "--gpus", "2", "--tp", "4"}, "the node has 2"},
 		{[]string{"--gpu", "rtx-4090x2", "--gpus", "4"}, "--gpu rtx-4090x2"},
 		{[]string{"--gpu", "rtx-4090x9"}, "1 to 8"},
-		{[]string{"--gpu", "apple-m3-max", "--tp", "2"}, "at most 1"},
+		{[]string{"--gpu", "apple-m3-max", "--engine", "llamacpp", "--precision", "q4_0", "--tp", "2"}, "at most 1"},
 		{[]string{"--gpu", "rtx-4090", "--gpus", "0"}, "--gpus 0"},
 	} {
 		code, _, errs := estRunCLI(t, append(base, tc.args...)...)
@@ -461,5 +461,35 @@ func TestContextRule(t *testing.T) {
 	code, _, errs = estRunCLI(t, "generate", "--model", "parent", "--ids", "1,2", "--max-tokens", "4", "--greedy")
 	if code != 0 {
 		t.Errorf("generate within the limit: exit %d, %s", code, errs)
+	}
+}
+
+// TestEstimateImpossibleDeployment: exit 2, the flag at fault and what is valid.
+func TestEstimateImpossibleDeployment(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--gpu", "apple-m3-max", "--engine", "vllm"}, "--engine: vllm does not run on apple-m3-max (a metal device); valid: llamacpp"},
+		{[]string{"--gpu", "h100-sxm", "--engine", "native"}, "valid: llamacpp, sglang, trtllm, vllm"},
+		{[]string{"--gpu", "cpu-local", "--engine", "trtllm"}, "valid: llamacpp, native"},
+		{[]string{"--precision", "mxfp4"}, "--precision: precision mxfp4 quantizes MoE experts only"},
+	} {
+		code, _, errs := estRunCLI(t, append([]string{"estimate", "--analytic"}, tc.args...)...)
+		if code != 2 || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: exit %d, %q; want 2 and %q", tc.args, code, errs, tc.want)
+		}
+	}
+	// Batch rows get the same refusal as their error.
+	in := filepath.Join(t.TempDir(), "in.csv")
+	os.WriteFile(in, []byte("id,model,gpu,engine,isl,osl\na,meta-llama/Meta-Llama-3.1-8B,apple-m3-max,vllm,512,64\nb,meta-llama/Meta-Llama-3.1-8B,h100-sxm,vllm,512,64\n"), 0o644)
+	out := filepath.Join(t.TempDir(), "out.csv")
+	if code, _, errs := estRunCLI(t, "estimate", "--scenarios", in, "--out", out); code != 0 {
+		t.Fatalf("batch: exit %d: %s", code, errs)
+	}
+	b, _ := os.ReadFile(out)
+	rows, _ := csv.NewReader(bytes.NewReader(b)).ReadAll()
+	if len(rows) != 3 || !strings.Contains(rows[1][len(rows[1])-1], "does not run on apple-m3-max") || rows[2][1] != "true" {
+		t.Errorf("batch rows: %q", rows)
 	}
 }
