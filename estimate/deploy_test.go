@@ -131,3 +131,28 @@ func TestImpossibleDeployments(t *testing.T) {
 		}
 	}
 }
+
+// TestOptionsOutOfRange: negative counts and a memory fraction outside
+// (0, 1] are refused naming the option, never replaced by the defaults.
+func TestOptionsOutOfRange(t *testing.T) {
+	m := mustPreset(t, "meta-llama/Meta-Llama-3.1-8B")
+	w := workload.Workload{Input: workload.FixedLength(512), Output: workload.FixedLength(64), Concurrency: 1, Seed: 1}
+	for _, tc := range []struct {
+		o    estimate.Options
+		flag string
+	}{
+		{estimate.Options{MemFraction: -0.2}, "mem-fraction"},
+		{estimate.Options{MemFraction: 1.5}, "mem-fraction"},
+		{estimate.Options{MaxNumSeqs: -3}, "max-num-seqs"},
+		{estimate.Options{MaxBatchedTokens: -1}, "max-batched-tokens"},
+		{estimate.Options{TP: -2}, "tp"},
+		{estimate.Options{GPUs: -1}, "gpus"},
+		{estimate.Options{MaxModelLen: -5}, "context"},
+	} {
+		_, err := estimate.Estimate(m, mustGPU(t, "h100-sxm"), estimate.VLLM, tc.o, &w)
+		var ue *estimate.UnsupportedError
+		if !errors.As(err, &ue) || ue.Flag != tc.flag {
+			t.Errorf("%+v: %v; want an *UnsupportedError for %s", tc.o, err, tc.flag)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package estimate
 
 import (
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/autocompress/autocompress/hardware"
@@ -126,6 +127,30 @@ type Options struct {
 	StateDType string
 }
 
+// Validate reports an option out of range (negative counts, a memory
+// fraction outside (0, 1]); zero means the default and is valid. Options
+// are never silently replaced by defaults.
+func (o *Options) Validate() error {
+	bad := func(flag, msg string) error { return &UnsupportedError{Flag: flag, Msg: msg} }
+	switch {
+	case o.TP < 0:
+		return bad("tp", "TP "+itoa(o.TP)+" must be ≥ 1")
+	case o.GPUs < 0:
+		return bad("gpus", "GPU count "+itoa(o.GPUs)+" must be ≥ 1")
+	case o.MaxModelLen < 0:
+		return bad("context", "context limit "+itoa(o.MaxModelLen)+" must be ≥ 1")
+	case o.MaxNumSeqs < 0:
+		return bad("max-num-seqs", "max sequences "+itoa(o.MaxNumSeqs)+" must be ≥ 1")
+	case o.MaxBatchedTokens < 0:
+		return bad("max-batched-tokens", "batched tokens "+itoa(o.MaxBatchedTokens)+" must be ≥ 1")
+	case o.MicroBatch < 0:
+		return bad("micro-batch", "n_ubatch "+itoa(o.MicroBatch)+" must be ≥ 1")
+	case !(o.MemFraction >= 0 && o.MemFraction <= 1):
+		return bad("mem-fraction", "memory fraction "+strconv.FormatFloat(o.MemFraction, 'g', -1, 64)+" must be in (0, 1]")
+	}
+	return nil
+}
+
 // resolved holds Options with every default filled in.
 type resolved struct {
 	eng         Engine
@@ -144,6 +169,9 @@ type resolved struct {
 
 func resolve(eng Engine, hw *hardware.GPU, o *Options, maxLen int) (resolved, error) {
 	r := resolved{eng: eng, tp: max(o.TP, 1), maxLen: maxLen}
+	if err := o.Validate(); err != nil {
+		return r, err
+	}
 	if err := CheckEngine(eng, hw); err != nil {
 		return r, err
 	}

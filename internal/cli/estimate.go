@@ -76,23 +76,23 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 	f := &estFlags{}
 	fs.StringVar(&f.model, "model", estDefaultModel, "model: preset name, config.json or checkpoint directory")
 	fs.StringVar(&f.gpu, "gpu", estDefaultGPU, "GPU name, optionally with the node's GPU count: rtx-4090x2 (see the error of an unknown name for the list)")
-	fs.IntVar(&f.gpus, "gpus", 0, "GPUs in the node (bounds --tp; default: --tp); the same as a GPU name ending in xN")
+	intVar(fs, &f.gpus, "gpus", 0, 1, noMax, "GPUs in the node (bounds --tp; default: --tp); the same as a GPU name ending in xN")
 	fs.StringVar(&f.gpuFile, "gpu-file", "", "YAML or JSON file adding devices to the catalog")
 	fs.StringVar(&f.engine, "engine", estDefaultEngine, "serving engine: vllm, sglang, trtllm, llamacpp, native")
 	fs.StringVar(&f.precision, "precision", "", "weight precision: bf16, fp16, fp8, fp8-block, nvfp4, mxfp4, int4-awq, int4-gptq, q4_0, q4_k_m, q5_k_m, q6_k, q8_0, f16 (default: what a checkpoint's quantization_config says, else bf16; f16 for llamacpp)")
 	fs.StringVar(&f.kvDType, "kv-dtype", "auto", "KV cache type: auto, bf16, fp16, fp8 (llamacpp: f16, q8_0, q4_0)")
-	fs.IntVar(&f.tp, "tp", 1, "tensor-parallel degree")
+	intVar(fs, &f.tp, "tp", 1, 1, noMax, "tensor-parallel degree")
 	fs.StringVar(&f.workload, "workload", "", "workload preset: "+strings.Join(workload.Presets(), ", ")+" (default chat when --isl/--osl are not given)")
-	fs.IntVar(&f.isl, "isl", 0, "input tokens per request (fixed)")
-	fs.IntVar(&f.osl, "osl", 0, "output tokens per request (fixed)")
-	fs.IntVar(&f.concurrency, "concurrency", 0, "closed-loop concurrency")
+	intVar(fs, &f.isl, "isl", 0, 1, noMax, "input tokens per request (fixed)")
+	intVar(fs, &f.osl, "osl", 0, 1, noMax, "output tokens per request (fixed)")
+	intVar(fs, &f.concurrency, "concurrency", 0, 1, noMax, "closed-loop concurrency")
 	fs.StringVar(&f.rate, "rate", "", "Poisson request rate per second, or inf for an offline run")
-	fs.IntVar(&f.numRequests, "num-requests", 0, "requests of a Poisson or offline run (default 256)")
-	fs.IntVar(&f.context, "context", 0, "per-request context limit (max model length); default: the workload's limit capped at the model's max_position_embeddings, or --isl + --osl")
+	intVar(fs, &f.numRequests, "num-requests", 0, 1, noMax, "requests of a Poisson or offline run (default 256)")
+	intVar(fs, &f.context, "context", 0, 1, noMax, "per-request context limit (max model length); default: the workload's limit capped at the model's max_position_embeddings, or --isl + --osl")
 	fs.BoolVar(&f.allowLong, "allow-long-context", false, "allow a context past the model's max_position_embeddings (as VLLM_ALLOW_LONG_MAX_MODEL_LEN does)")
-	fs.IntVar(&f.maxSeqs, "max-num-seqs", 0, "engine sequence limit; llamacpp: parallel slots -np (default: the engine's; llamacpp: the concurrency)")
-	fs.IntVar(&f.maxBatched, "max-batched-tokens", 0, "per-step token budget; llamacpp: n_batch (default: the engine's; llamacpp 2048, computed in n_ubatch 512 passes)")
-	fs.Float64Var(&f.memFraction, "mem-fraction", 0, "gpu_memory_utilization / mem_fraction_static / free_gpu_memory_fraction (default: the engine's)")
+	intVar(fs, &f.maxSeqs, "max-num-seqs", 0, 1, noMax, "engine sequence limit; llamacpp: parallel slots -np (default: the engine's; llamacpp: the concurrency)")
+	intVar(fs, &f.maxBatched, "max-batched-tokens", 0, 1, noMax, "per-step token budget; llamacpp: n_batch (default: the engine's; llamacpp 2048, computed in n_ubatch 512 passes)")
+	floatVar(fs, &f.memFraction, "mem-fraction", 0, fraction, "gpu_memory_utilization / mem_fraction_static / free_gpu_memory_fraction (default: the engine's)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print JSON")
 	fs.BoolVar(&f.analytic, "analytic", false, "use the analytic steady state only (no simulation)")
 	fs.StringVar(&f.scenarios, "scenarios", "", "batch mode: input CSV of scenarios")
@@ -133,9 +133,6 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 		w, err := estWorkload(f, set)
 		if err != nil {
 			return err
-		}
-		if set["gpus"] && f.gpus < 1 {
-			return Usagef("--gpus %d: want a GPU count ≥ 1", f.gpus)
 		}
 		node, err := cat.LookupNode(f.gpu, f.gpus)
 		if err != nil {
@@ -243,7 +240,7 @@ func estWorkload(f *estFlags, set map[string]bool) (workload.Workload, error) {
 	if set["rate"] {
 		r, err := parseRate(f.rate)
 		if err != nil {
-			return w, Usagef("%v", err)
+			return w, Usagef("--rate: %v", err)
 		}
 		w.Rate = r
 		if !set["concurrency"] {

@@ -92,7 +92,8 @@ func TestEstimateErrors(t *testing.T) {
 		{[]string{"estimate", "--engine", "tgi"}, 2, "sglang"},
 		{[]string{"estimate", "--precision", "int3"}, 2, "q4_k_m"},
 		{[]string{"estimate", "--model", "no/such-model"}, 2, "Meta-Llama-3.1-8B"},
-		{[]string{"estimate", "--isl", "0", "--osl", "10"}, 2, "input length"},
+		{[]string{"estimate", "--isl", "0", "--osl", "10"}, 2, "-isl: out of range; want an integer ≥ 1"},
+		{[]string{"estimate", "--isl", "10", "--osl", "10", "--rate", "fast"}, 2, "--rate"},
 		{[]string{"estimate", "--isl", "100"}, 2, "--osl"},
 		{[]string{"estimate", "--isl", "10", "--osl", "10", "--rate", "-3"}, 2, "rate"},
 		{[]string{"estimate", "--model", "meta-llama/Meta-Llama-3.1-70B", "--precision", "fp8", "--isl", "16000", "--osl", "100"}, 1, "short by"},
@@ -403,7 +404,7 @@ func TestEstimateGPUCount(t *testing.T) {
 		{[]string{"--gpu", "rtx-4090x2", "--gpus", "4"}, "--gpu rtx-4090x2"},
 		{[]string{"--gpu", "rtx-4090x9"}, "1 to 8"},
 		{[]string{"--gpu", "apple-m3-max", "--engine", "llamacpp", "--precision", "q4_0", "--tp", "2"}, "at most 1"},
-		{[]string{"--gpu", "rtx-4090", "--gpus", "0"}, "--gpus 0"},
+		{[]string{"--gpu", "rtx-4090", "--gpus", "0"}, "-gpus: out of range"},
 	} {
 		code, _, errs := estRunCLI(t, append(base, tc.args...)...)
 		if code == 0 || !strings.Contains(errs, tc.want) {

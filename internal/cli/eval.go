@@ -42,9 +42,9 @@ perplexity only; each line is scored as its own sequence.
 			tokPath := fs.String("tokenizer", "", "tokenizer.json (default: the model's)")
 			ids := fs.Bool("ids", false, "the data file holds token ids")
 			var o eval.Options
-			fs.IntVar(&o.SeqLen, "seq-len", 128, "window length in tokens")
-			fs.IntVar(&o.Stride, "stride", 0, "sliding-window stride (0: packed windows)")
-			fs.IntVar(&o.Batch, "batch", 8, "windows per forward pass")
+			intVar(fs, &o.SeqLen, "seq-len", 128, 1, noMax, "window length in tokens")
+			intVar(fs, &o.Stride, "stride", 0, 0, noMax, "sliding-window stride (0: packed windows)")
+			intVar(fs, &o.Batch, "batch", 8, 1, noMax, "windows per forward pass")
 			jsonOut := fs.Bool("json", false, "print the result as JSON")
 			allowLong := fs.Bool("allow-long-context", false, "allow --seq-len past the model's max_position_embeddings")
 			return func(ctx context.Context, env *Env, args []string) error {
@@ -54,8 +54,8 @@ perplexity only; each line is scored as its own sequence.
 				if *model == "" || *data == "" {
 					return Usagef("--model and --data are required")
 				}
-				if o.SeqLen < 1 || o.Stride < 0 || o.Batch < 1 {
-					return Usagef("--seq-len and --batch must be positive and --stride >= 0")
+				if o.Stride > o.SeqLen {
+					return Usagef("--stride %d is larger than --seq-len %d: windows would skip tokens; want 0 (packed windows) to %d", o.Stride, o.SeqLen, o.SeqLen)
 				}
 				dir, err := checkpointDir(*model)
 				if err != nil {

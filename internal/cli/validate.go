@@ -31,7 +31,7 @@ not fail. --engine accepts a comma-separated list or "all". The exit status is
 			model := fs.String("model", "", "checkpoint `directory` (config.json + safetensors)")
 			engine := fs.String("engine", "", "engine(s): vllm, sglang, trtllm, llamacpp, hf, a comma-separated list, or all")
 			asJSON := fs.Bool("json", false, "print the reports as JSON")
-			tp := fs.Int("tp", 0, "tensor-parallel size to check head and width divisibility for (vllm, sglang, trtllm)")
+			tp := intArg(fs, "tp", 0, 1, noMax, "tensor-parallel size to check head and width divisibility for (vllm, sglang, trtllm)")
 			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) > 0 {
 					return Usagef("unexpected arguments %q", args)
