@@ -139,11 +139,21 @@ func ValidateDirWith(dir, engine string, opt Options) (*Report, error) {
 
 // ValidateConfig validates a config.json alone for engine.
 func ValidateConfig(data []byte, engine string) (*Report, error) {
+	return ValidateConfigWith(data, engine, Options{})
+}
+
+// ValidateConfigWith is ValidateConfig with serving options: every rule
+// that config.json alone decides (all but the tensors and remote-code
+// files), so a writer can check a child before writing its weights.
+func ValidateConfigWith(data []byte, engine string, opt Options) (*Report, error) {
 	caps, err := capsFor(engine)
 	if err != nil {
 		return nil, err
 	}
-	r, _ := validateConfig(data, caps)
+	r, m := validateConfig(data, caps)
+	if m != nil {
+		checkTP(r, m, caps, opt.TP)
+	}
 	return r, nil
 }
 
@@ -192,6 +202,13 @@ func validateConfig(data []byte, caps Capabilities) (*Report, *architecture.Mode
 		if a, ok := raw["architectures"].([]any); ok && len(a) > 0 {
 			r.Arch, _ = a[0].(string)
 		}
+	}
+	if r.Arch == "" && raw != nil && !caps.ByModelType {
+		fix := "add \"architectures\": [\"<class>\"]"
+		if m != nil && m.Arch != "" {
+			fix = fmt.Sprintf("add \"architectures\": [%q]", m.Arch)
+		}
+		r.violate(-1, "", "architectures", "config.json has no \"architectures\"; %s picks the model class from architectures[0]: %s", caps.Name, fix)
 	}
 	if r.Arch == architecture.DeciLM || raw != nil && raw["model_type"] == "nemotron-nas" {
 		checkDeciLMRaw(r, raw, caps)

@@ -18,7 +18,7 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "prune",
-		Usage: "--model DIR (--plan plan.json | --scores scores.safetensors --keep-hidden N --keep-heads N --keep-ffn N --drop-layers N) --out DIR [--engine vllm|sglang|trtllm|llamacpp|hf] [--format native|decilm|padded] [--tp N] [--add-files F,...] [--force] [--json]",
+		Usage: "--model DIR (--plan plan.json | --scores scores.safetensors --keep-hidden N --keep-heads N --keep-ffn N --drop-layers N) --out DIR [--engine vllm|sglang|trtllm|llamacpp|hf|LIST|all] [--format native|decilm|padded] [--tp N] [--add-files F,...] [--force] [--json]",
 		Short: "write a pruned child checkpoint from a pruning plan",
 		Long: `prune slices a HuggingFace checkpoint (config.json + safetensors) to what a
 pruning plan keeps: hidden channels, query heads (within their KV groups), KV
@@ -45,7 +45,7 @@ so the native architecture can hold them; the function is unchanged).`,
 			model := fs.String("model", "", "parent checkpoint `directory` (config.json + safetensors)")
 			planPath := fs.String("plan", "", "pruning plan `file` (JSON, see prune/PLAN.md)")
 			out := fs.String("out", "", "output `directory` for the child")
-			engine := fs.String("engine", "", "serving engine the child must load in: vllm, sglang, trtllm, llamacpp or hf (default: the plan's, else only config/tensor agreement is checked)")
+			engine := fs.String("engine", "", "serving engine(s) the child must load in: vllm, sglang, trtllm, llamacpp, hf, a comma-separated list, or all (default: the plan's, else only config/tensor agreement is checked)")
 			format := fs.String("format", "", "output format: native, decilm or padded (default: the plan's, else native)")
 			force := fs.Bool("force", false, "replace an existing --out")
 			addFiles := fs.String("add-files", "", "comma-separated `files` to copy into the child, e.g. the DeciLM remote code configuration_decilm.py,modeling_decilm.py for --engine hf")
@@ -78,10 +78,8 @@ so the native architecture can hold them; the function is unchanged).`,
 				if *tp < 0 {
 					return Usagef("--tp %d: want a positive tensor-parallel size", *tp)
 				}
-				if *engine != "" {
-					if _, err := export.Lookup(*engine); err != nil {
-						return Usagef("--engine: %v", err)
-					}
+				if _, err := export.ParseEngines(*engine); err != nil {
+					return Usagef("--engine: %v (or a comma-separated list, or all)", err)
 				}
 				switch *format {
 				case "", prune.FormatNative, prune.FormatDeciLM, prune.FormatPadded:

@@ -45,14 +45,9 @@ not fail. --engine accepts a comma-separated list or "all". The exit status is
 				if *engine == "" {
 					return Usagef("--engine is required (%s or all)", strings.Join(export.Engines(), ", "))
 				}
-				engines := export.Engines()
-				if *engine != "all" {
-					engines = strings.Split(*engine, ",")
-					for _, e := range engines {
-						if _, err := export.Lookup(e); err != nil {
-							return Usagef("--engine: %v", err)
-						}
-					}
+				engines, err := export.ParseEngines(*engine)
+				if err != nil {
+					return Usagef("--engine: %v (or a comma-separated list, or all)", err)
 				}
 				dir, err := checkpointDir(*model)
 				if err != nil {
