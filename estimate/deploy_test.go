@@ -156,3 +156,24 @@ func TestOptionsOutOfRange(t *testing.T) {
 		}
 	}
 }
+
+// TestLlamaCPPCapacityAgrees: llama.cpp's KV capacity and its concurrency
+// describe the same allocation: the slots running at once each hold their
+// padded context inside the capacity (768 tokens and 1,372 at a
+// 640-token context disagreed).
+func TestLlamaCPPCapacityAgrees(t *testing.T) {
+	m := mustPreset(t, "Qwen/Qwen3-0.6B")
+	for _, slots := range []int{1, 3, 8} {
+		w := workload.FixedClosed(512, 128, slots)
+		r, err := estimate.Estimate(m, mustGPU(t, "rtx-4090"), estimate.LlamaCPP, estimate.Options{Precision: "q8_0"}, &w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mem := r.Memory
+		perSlot := 768.0 // 640 tokens padded to 256 cells
+		if mem.MaxConcurrency != slots || float64(mem.MaxConcurrency)*perSlot != mem.KVCapacityTokens || mem.MaxSlots < slots {
+			t.Errorf("%d slots: concurrency %d, capacity %.0f tokens, memory for %d slots; want %d × %.0f = capacity",
+				slots, mem.MaxConcurrency, mem.KVCapacityTokens, mem.MaxSlots, slots, perSlot)
+		}
+	}
+}

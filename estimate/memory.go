@@ -36,12 +36,17 @@ type MemoryReport struct {
 	KVCapacityTokens float64
 	// MaxModelLen is the per-request context used for MaxConcurrency.
 	MaxModelLen int
-	// MaxConcurrency is how many full-length requests fit at once (also
-	// capped by the engine's sequence limit).
+	// MaxConcurrency is how many full-length requests run at once: those
+	// that fit, capped by the engine's sequence limit (llama.cpp: its -np
+	// slots, each holding its context in the KVCapacityTokens it allocates).
 	MaxConcurrency int
-	MaxSeqs        int // the engine's sequence limit
-	BudgetTokens   int // per-step token budget
-	MicroBatch     int // llama.cpp n_ubatch (0 for the pool engines)
+	// MaxSlots is, for llama.cpp and the native engine, how many slots of
+	// MaxModelLen tokens the memory could hold if -np asked for them (0 for
+	// the pool engines, whose MaxConcurrency already says it).
+	MaxSlots     int
+	MaxSeqs      int // the engine's sequence limit
+	BudgetTokens int // per-step token budget
+	MicroBatch   int // llama.cpp n_ubatch (0 for the pool engines)
 
 	// NeededBytes is weights + activations + overhead + the KV and state of
 	// MaxConcurrency full-length requests (llama.cpp: what it allocates).
@@ -266,8 +271,11 @@ func planMemory(rep *MemoryReport, s *Summary, hw *hardware.GPU, r *resolved, ct
 		rep.BudgetBytes = rep.NeededBytes
 		perSlot := (s.KVBytes+s.SWAKVBytes)*ctx + s.StateBytes + float64(s.Vocab)*4
 		if avail := dev - s.WeightBytes - compute - llamaCtxOverhead; perSlot > 0 && avail > 0 {
-			rep.MaxConcurrency = int(avail / perSlot)
+			rep.MaxSlots = int(avail / perSlot)
 		}
+		// What runs at once is the slots allocated (each holds its padded
+		// context in KVCapacityTokens), not the slots memory could hold.
+		rep.MaxConcurrency = min(int(n), rep.MaxSlots)
 		if rep.NeededBytes > dev {
 			fit("KV cache", kv, dev-fixed,
 				"lower the context or the number of slots, use -ctk/-ctv q8_0, or a smaller GGUF type; otherwise llama.cpp offloads layers to the CPU and the speed estimate does not apply")

@@ -376,8 +376,16 @@ func printMemory(w io.Writer, r *estimate.Result, hw *hardware.GPU, wc *workload
 	if mem.StateBytesPerSeq > 0 {
 		fmt.Fprintf(w, ", recurrent state %.1f MiB/sequence", mem.StateBytesPerSeq/(1<<20))
 	}
-	fmt.Fprintf(w, "; capacity %s tokens\n", fmtTokens(mem.KVCapacityTokens))
-	fmt.Fprintf(w, "max concurrency at %d-token context: %d (engine limit %d)\n", mem.MaxModelLen, mem.MaxConcurrency, mem.MaxSeqs)
+	if r.Engine.Pool() {
+		fmt.Fprintf(w, "; capacity %s tokens\n", fmtTokens(mem.KVCapacityTokens))
+		fmt.Fprintf(w, "max concurrency at %d-token context: %d (engine limit %d)\n", mem.MaxModelLen, mem.MaxConcurrency, mem.MaxSeqs)
+	} else {
+		// llama-server allocates -np slots of the context, each padded to 256 cells.
+		fmt.Fprintf(w, "; capacity %s tokens = %d slots (-np) × %d cells (the %d-token context padded to 256)\n",
+			fmtTokens(mem.KVCapacityTokens), mem.MaxSeqs, int(mem.KVCapacityTokens)/max(mem.MaxSeqs, 1), mem.MaxModelLen)
+		fmt.Fprintf(w, "max concurrency at %d-token context: %d (the slots); memory would hold %d such slots with a larger -np (--max-num-seqs)\n",
+			mem.MaxModelLen, mem.MaxConcurrency, mem.MaxSlots)
+	}
 	if wc != nil {
 		fmt.Fprintf(w, "context %d tokens: %s; the longest request is %d tokens", wc.Tokens, wc.Source, wc.Longest)
 		switch {

@@ -494,3 +494,19 @@ func TestEstimateImpossibleDeployment(t *testing.T) {
 		t.Errorf("batch rows: %q", rows)
 	}
 }
+
+// TestEstimateLlamaCPPSlots: the KV capacity and the concurrency printed
+// for llama.cpp are the same allocation, and the slot rule is spelled out.
+func TestEstimateLlamaCPPSlots(t *testing.T) {
+	code, out, errs := estRunCLI(t, "estimate", "--model", "Qwen/Qwen3-0.6B", "--gpu", "rtx-4090", "--engine", "llamacpp",
+		"--isl", "512", "--osl", "128", "--concurrency", "3", "--analytic")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"capacity 2304 tokens = 3 slots (-np) × 768 cells (the 640-token context padded to 256)",
+		"max concurrency at 640-token context: 3 (the slots); memory would hold"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
