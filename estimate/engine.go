@@ -2,6 +2,7 @@ package estimate
 
 import (
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/autocompress/autocompress/hardware"
@@ -97,6 +98,11 @@ type Options struct {
 	KVDType string
 	// TP is the tensor-parallel degree; 0 = 1.
 	TP int
+	// GPUs is the node's GPU count (hardware.Node.Count): TP ≤ GPUs ≤
+	// hw.GPUsPerNode; 0 = TP (a node of exactly the GPUs the TP group uses).
+	// One TP replica is priced; the count bounds TP and the advice of a
+	// FitError.
+	GPUs int
 	// MaxModelLen is the per-request context limit; 0 = from the workload
 	// (or 4096 when there is none).
 	MaxModelLen int
@@ -121,6 +127,30 @@ type Options struct {
 	StateDType string
 }
 
+// Validate reports an option out of range (negative counts, a memory
+// fraction outside (0, 1]); zero means the default and is valid. Options
+// are never silently replaced by defaults.
+func (o *Options) Validate() error {
+	bad := func(flag, msg string) error { return &UnsupportedError{Flag: flag, Msg: msg} }
+	switch {
+	case o.TP < 0:
+		return bad("tp", "TP "+itoa(o.TP)+" must be ≥ 1")
+	case o.GPUs < 0:
+		return bad("gpus", "GPU count "+itoa(o.GPUs)+" must be ≥ 1")
+	case o.MaxModelLen < 0:
+		return bad("context", "context limit "+itoa(o.MaxModelLen)+" must be ≥ 1")
+	case o.MaxNumSeqs < 0:
+		return bad("max-num-seqs", "max sequences "+itoa(o.MaxNumSeqs)+" must be ≥ 1")
+	case o.MaxBatchedTokens < 0:
+		return bad("max-batched-tokens", "batched tokens "+itoa(o.MaxBatchedTokens)+" must be ≥ 1")
+	case o.MicroBatch < 0:
+		return bad("micro-batch", "n_ubatch "+itoa(o.MicroBatch)+" must be ≥ 1")
+	case !(o.MemFraction >= 0 && o.MemFraction <= 1):
+		return bad("mem-fraction", "memory fraction "+strconv.FormatFloat(o.MemFraction, 'g', -1, 64)+" must be in (0, 1]")
+	}
+	return nil
+}
+
 // resolved holds Options with every default filled in.
 type resolved struct {
 	eng         Engine
@@ -128,6 +158,8 @@ type resolved struct {
 	kv          KVType
 	stateBytes  float64
 	tp          int
+	gpus        int // GPUs in the node: TP ≤ gpus ≤ hw.GPUsPerNode
+	gpusSet     bool
 	maxLen      int
 	maxSeqs     int
 	budgetToks  int
@@ -137,6 +169,12 @@ type resolved struct {
 
 func resolve(eng Engine, hw *hardware.GPU, o *Options, maxLen int) (resolved, error) {
 	r := resolved{eng: eng, tp: max(o.TP, 1), maxLen: maxLen}
+	if err := o.Validate(); err != nil {
+		return r, err
+	}
+	if err := CheckEngine(eng, hw); err != nil {
+		return r, err
+	}
 	pn := o.Precision
 	if pn == "" {
 		pn = "bf16"
@@ -152,7 +190,7 @@ func resolve(eng Engine, hw *hardware.GPU, o *Options, maxLen int) (resolved, er
 		if p.Name == "f16" {
 			p, _ = LookupPrecision("fp16")
 		} else {
-			return r, &UnsupportedError{Msg: "precision " + p.Name + " is a GGUF format; " + string(eng) + " serves bf16, fp16, fp8, fp8-block, nvfp4, mxfp4, int4-awq or int4-gptq"}
+			return r, &UnsupportedError{Flag: "precision", Msg: "precision " + p.Name + " is a GGUF format, which " + string(eng) + " does not serve", Valid: precisionsFor(eng, hw, true)}
 		}
 	}
 	if !eng.Pool() && !p.GGUF {
@@ -160,8 +198,11 @@ func resolve(eng Engine, hw *hardware.GPU, o *Options, maxLen int) (resolved, er
 		case "bf16", "fp16":
 			p, _ = LookupPrecision("f16")
 		default:
-			return r, &UnsupportedError{Msg: "precision " + p.Name + " is not a GGUF format; llama.cpp serves f16, q8_0, q6_k, q5_k_m, q4_k_m or q4_0"}
+			return r, &UnsupportedError{Flag: "precision", Msg: "precision " + p.Name + " is not a GGUF format; " + string(eng) + " serves GGUF formats", Valid: precisionsFor(eng, hw, true)}
 		}
+	}
+	if err := checkPrecision(eng, hw, &p); err != nil {
+		return r, err
 	}
 	r.prec = p
 	kv, err := LookupKVType(o.KVDType)
@@ -169,10 +210,10 @@ func resolve(eng Engine, hw *hardware.GPU, o *Options, maxLen int) (resolved, er
 		return r, err
 	}
 	if eng.Pool() && (kv.Name == "q8_0" || kv.Name == "q4_0") {
-		return r, &UnsupportedError{Msg: "KV type " + kv.Name + " is llama.cpp-only; use auto or fp8"}
+		return r, &UnsupportedError{Flag: "kv-dtype", Msg: "KV type " + kv.Name + " is llama.cpp-only", Valid: []string{"auto", "bf16", "fp16", "fp8"}}
 	}
 	if !eng.Pool() && kv.Name == "fp8" {
-		return r, &UnsupportedError{Msg: "llama.cpp has no fp8 KV cache; use f16, q8_0 or q4_0"}
+		return r, &UnsupportedError{Flag: "kv-dtype", Msg: string(eng) + " has no fp8 KV cache", Valid: []string{"auto", "f16", "q8_0", "q4_0"}}
 	}
 	if !eng.Pool() && kv.Name == "bf16" {
 		kv = kvTypes["f16"]
@@ -228,16 +269,40 @@ func resolve(eng Engine, hw *hardware.GPU, o *Options, maxLen int) (resolved, er
 	if r.maxSeqs < 1 || r.budgetToks < 1 || r.memFraction <= 0 || r.memFraction > 1 {
 		return r, &UnsupportedError{Msg: "max sequences and batched tokens must be ≥ 1 and the memory fraction in (0, 1]"}
 	}
-	if r.tp > 1 && hw.GPUsPerNode > 0 && r.tp > hw.GPUsPerNode {
-		return r, &UnsupportedError{Msg: "TP " + itoa(r.tp) + " exceeds the " + itoa(hw.GPUsPerNode) + " GPUs of one " + hw.Name + " node"}
+	r.gpus, r.gpusSet = o.GPUs, o.GPUs > 0
+	if o.GPUs < 0 {
+		return r, &UnsupportedError{Flag: "gpus", Msg: "GPU count " + itoa(o.GPUs) + ": a node holds at least 1 GPU"}
+	}
+	if !r.gpusSet {
+		r.gpus = r.tp
+	}
+	if err := hw.CheckCount(r.gpus); err != nil {
+		if r.gpusSet {
+			return r, &UnsupportedError{Flag: "gpus", Msg: err.Error()}
+		}
+		return r, &UnsupportedError{Flag: "tp", Msg: "TP " + itoa(r.tp) + " needs " + itoa(r.tp) + " GPUs but one " + hw.Name + " node holds at most " + itoa(max(hw.GPUsPerNode, 1))}
+	}
+	if r.tp > r.gpus {
+		return r, &UnsupportedError{Flag: "tp", Msg: "TP " + itoa(r.tp) + " needs " + itoa(r.tp) + " GPUs but the node has " + itoa(r.gpus) + " (raise the GPU count or lower TP)"}
 	}
 	return r, nil
 }
 
-// UnsupportedError is a deployment the engine cannot run.
-type UnsupportedError struct{ Msg string }
+// UnsupportedError is a deployment the engine cannot run. Flag names the
+// option at fault ("engine", "precision", "tp", "gpus", "kv-dtype", ...;
+// "" when it is a combination) and Valid what it may be instead.
+type UnsupportedError struct {
+	Msg   string
+	Flag  string
+	Valid []string
+}
 
-func (e *UnsupportedError) Error() string { return e.Msg }
+func (e *UnsupportedError) Error() string {
+	if len(e.Valid) == 0 {
+		return e.Msg
+	}
+	return e.Msg + "; valid: " + strings.Join(e.Valid, ", ")
+}
 
 func or(v, d int) int {
 	if v > 0 {

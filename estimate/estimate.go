@@ -77,6 +77,9 @@ func Estimate(m *architecture.Model, hw *hardware.GPU, eng Engine, o Options, w 
 	if err != nil {
 		return nil, err
 	}
+	if err := c.CheckModel(m); err != nil {
+		return nil, err
+	}
 	var s Summary
 	c.Summarize(&s, m)
 	res := &Result{Model: m.Name, GPU: hw.Name, Engine: eng, Family: c.family, Workload: w.String(), Coeffs: c.co}
@@ -84,6 +87,7 @@ func Estimate(m *architecture.Model, hw *hardware.GPU, eng Engine, o Options, w 
 	ok := planMemory(&res.Memory, &s, hw, &c.r, c.ctx, c.r.maxSeqs)
 	if !ok {
 		f := res.Memory.Fail
+		f.FitsAtTP, f.MaxTP = FitTP(m, hw, eng, o, w)
 		return res, &f
 	}
 	p := c.PriceSummary(&s)

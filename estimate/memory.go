@@ -36,12 +36,17 @@ type MemoryReport struct {
 	KVCapacityTokens float64
 	// MaxModelLen is the per-request context used for MaxConcurrency.
 	MaxModelLen int
-	// MaxConcurrency is how many full-length requests fit at once (also
-	// capped by the engine's sequence limit).
+	// MaxConcurrency is how many full-length requests run at once: those
+	// that fit, capped by the engine's sequence limit (llama.cpp: its -np
+	// slots, each holding its context in the KVCapacityTokens it allocates).
 	MaxConcurrency int
-	MaxSeqs        int // the engine's sequence limit
-	BudgetTokens   int // per-step token budget
-	MicroBatch     int // llama.cpp n_ubatch (0 for the pool engines)
+	// MaxSlots is, for llama.cpp and the native engine, how many slots of
+	// MaxModelLen tokens the memory could hold if -np asked for them (0 for
+	// the pool engines, whose MaxConcurrency already says it).
+	MaxSlots     int
+	MaxSeqs      int // the engine's sequence limit
+	BudgetTokens int // per-step token budget
+	MicroBatch   int // llama.cpp n_ubatch (0 for the pool engines)
 
 	// NeededBytes is weights + activations + overhead + the KV and state of
 	// MaxConcurrency full-length requests (llama.cpp: what it allocates).
@@ -68,6 +73,11 @@ type FitError struct {
 	Hint   string
 	// Tokens and Slots describe the request context for KV terms.
 	Tokens, Slots int
+	// FitsAtTP is the smallest larger TP degree at which the deployment
+	// fits within the node's GPUs and the model's shape (see FitTP); 0 when
+	// none does or it was not searched. MaxTP is the most GPUs that were
+	// tried (0: not searched).
+	FitsAtTP, MaxTP int
 }
 
 func (e *FitError) Error() string {
@@ -77,6 +87,12 @@ func (e *FitError) Error() string {
 	}
 	s := fmt.Sprintf("does not fit on %s with %s: %s need %.2f GiB but only %.2f GiB is available (short by %.2f GiB)",
 		e.GPU, e.Engine, term, e.Need/GiB, e.Have/GiB, (e.Need-e.Have)/GiB)
+	switch {
+	case e.FitsAtTP > 0:
+		s += fmt.Sprintf("; it fits at --tp %d", e.FitsAtTP)
+	case e.MaxTP > 1:
+		s += fmt.Sprintf("; no larger TP up to the node's %d GPUs fits", e.MaxTP)
+	}
 	if e.Hint != "" {
 		s += "; " + e.Hint
 	}
@@ -89,6 +105,11 @@ func Memory(m *architecture.Model, hw *hardware.GPU, eng Engine, o Options) (*Me
 	r, err := resolve(eng, hw, &o, o.MaxModelLen)
 	if err != nil {
 		return nil, err
+	}
+	if eng.Pool() {
+		if err := m.CheckTP(r.tp); err != nil {
+			return nil, err
+		}
 	}
 	var s Summary
 	Summarize(&s, m, &r.prec, r.kv, r.stateBytes, r.tp)
@@ -156,7 +177,7 @@ func planMemory(rep *MemoryReport, s *Summary, hw *hardware.GPU, r *resolved, ct
 		rep.Fail = FitError{Engine: r.eng, GPU: hw.Name, Term: term, Need: need, Have: have, Hint: hint}
 		return false
 	}
-	tpHint := "use a larger --tp, a smaller --precision or a smaller model"
+	tpHint := "use a smaller --precision or a smaller model"
 	var pool float64
 	switch r.eng {
 	case VLLM:
@@ -182,7 +203,7 @@ func planMemory(rep *MemoryReport, s *Summary, hw *hardware.GPU, r *resolved, ct
 		pool = budget - s.WeightBytes - act - nonTorch - vllmGraphs
 		if pool <= 0 {
 			return fit("weights + activations + overhead", s.WeightBytes+act+nonTorch+vllmGraphs, budget,
-				"raise gpu_memory_utilization, lower max_num_batched_tokens, or use a larger --tp")
+				"raise gpu_memory_utilization or lower max_num_batched_tokens")
 		}
 	case SGLang:
 		budget := r.memFraction * dev
@@ -250,8 +271,11 @@ func planMemory(rep *MemoryReport, s *Summary, hw *hardware.GPU, r *resolved, ct
 		rep.BudgetBytes = rep.NeededBytes
 		perSlot := (s.KVBytes+s.SWAKVBytes)*ctx + s.StateBytes + float64(s.Vocab)*4
 		if avail := dev - s.WeightBytes - compute - llamaCtxOverhead; perSlot > 0 && avail > 0 {
-			rep.MaxConcurrency = int(avail / perSlot)
+			rep.MaxSlots = int(avail / perSlot)
 		}
+		// What runs at once is the slots allocated (each holds its padded
+		// context in KVCapacityTokens), not the slots memory could hold.
+		rep.MaxConcurrency = min(int(n), rep.MaxSlots)
 		if rep.NeededBytes > dev {
 			fit("KV cache", kv, dev-fixed,
 				"lower the context or the number of slots, use -ctk/-ctv q8_0, or a smaller GGUF type; otherwise llama.cpp offloads layers to the CPU and the speed estimate does not apply")
@@ -304,7 +328,7 @@ func planMemory(rep *MemoryReport, s *Summary, hw *hardware.GPU, r *resolved, ct
 	}
 	if rep.MaxConcurrency < 1 {
 		fit("KV cache", perReq, pool,
-			"lower the context limit (--isl/--osl), use --kv-dtype fp8, a larger --tp or a smaller model")
+			"lower the context limit (--isl/--osl), use --kv-dtype fp8 or a smaller model")
 		rep.Fail.Tokens, rep.Fail.Slots = int(ctx), 1
 		return false
 	}

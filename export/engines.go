@@ -54,6 +54,10 @@ type Capabilities struct {
 	KVPageRatios bool
 	// RemoteCode: DeciLM needs the auto_map Python files beside the weights.
 	RemoteCode bool
+	// ByModelType: picks the model class from config.json's model_type
+	// (transformers' Auto classes); the serving engines and llama.cpp's
+	// converter read architectures[0] and refuse a config without it.
+	ByModelType bool
 }
 
 var nativeAll = []string{
@@ -70,7 +74,7 @@ var engines = map[string]Capabilities{
 	"llamacpp": {Name: "llamacpp", Native: nativeAll, DeciLM: true,
 		LinearAttention: true, DeciLMBias: true, DeciLMHeadDimRule: true},
 	"hf": {Name: "hf", Native: nativeAll, DeciLM: true, FFNIntermediateSize: true,
-		LinearAttention: true, LinearFFN: true, DeciLMBias: true, RemoteCode: true},
+		LinearAttention: true, LinearFFN: true, DeciLMBias: true, RemoteCode: true, ByModelType: true},
 }
 
 // Engines returns the engine names, sorted.
@@ -90,6 +94,32 @@ func Lookup(engine string) (Capabilities, error) {
 		return Capabilities{}, fmt.Errorf("unknown engine %q (want %s)", engine, strings.Join(Engines(), ", "))
 	}
 	return c, nil
+}
+
+// ParseEngines reads an engine list as the commands take it: one name, a
+// comma-separated list, or "all" (every engine, sorted); "" is no engine.
+// Unknown names are an error listing the valid ones.
+func ParseEngines(s string) ([]string, error) {
+	s = strings.TrimSpace(s)
+	switch s {
+	case "":
+		return nil, nil
+	case "all":
+		return Engines(), nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, e := range strings.Split(s, ",") {
+		e = strings.TrimSpace(e)
+		if _, err := Lookup(e); err != nil {
+			return nil, err
+		}
+		if !seen[e] {
+			seen[e] = true
+			out = append(out, e)
+		}
+	}
+	return out, nil
 }
 
 func (c Capabilities) native(arch string) bool {

@@ -298,3 +298,40 @@ func TestTensorParallel(t *testing.T) {
 		t.Errorf("llama.cpp with TP: %v %v", r.Violations, r.Warnings)
 	}
 }
+
+// TestValidateNoArchitectures: a config.json without "architectures" loads
+// in transformers (model_type picks the class) but not in the serving
+// engines or llama.cpp's converter, which read architectures[0].
+func TestValidateNoArchitectures(t *testing.T) {
+	data, err := os.ReadFile(shareddata.Require(t, "configs/meta-llama--Meta-Llama-3.1-8B.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, arch := range []any{nil, []any{}} {
+		if arch == nil {
+			delete(cfg, "architectures")
+		} else {
+			cfg["architectures"] = arch
+		}
+		b, _ := json.Marshal(cfg)
+		for _, e := range Engines() {
+			r, err := ValidateConfig(b, e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, v := range r.Violations {
+				if v.Rule == "architectures" && strings.Contains(v.Msg, `"LlamaForCausalLM"`) {
+					found = true
+				}
+			}
+			if found != (e != "hf") {
+				t.Errorf("%s, architectures %v: violations %v", e, arch, r.Violations)
+			}
+		}
+	}
+}

@@ -139,11 +139,21 @@ func ValidateDirWith(dir, engine string, opt Options) (*Report, error) {
 
 // ValidateConfig validates a config.json alone for engine.
 func ValidateConfig(data []byte, engine string) (*Report, error) {
+	return ValidateConfigWith(data, engine, Options{})
+}
+
+// ValidateConfigWith is ValidateConfig with serving options: every rule
+// that config.json alone decides (all but the tensors and remote-code
+// files), so a writer can check a child before writing its weights.
+func ValidateConfigWith(data []byte, engine string, opt Options) (*Report, error) {
 	caps, err := capsFor(engine)
 	if err != nil {
 		return nil, err
 	}
-	r, _ := validateConfig(data, caps)
+	r, m := validateConfig(data, caps)
+	if m != nil {
+		checkTP(r, m, caps, opt.TP)
+	}
 	return r, nil
 }
 
@@ -192,6 +202,13 @@ func validateConfig(data []byte, caps Capabilities) (*Report, *architecture.Mode
 		if a, ok := raw["architectures"].([]any); ok && len(a) > 0 {
 			r.Arch, _ = a[0].(string)
 		}
+	}
+	if r.Arch == "" && raw != nil && !caps.ByModelType {
+		fix := "add \"architectures\": [\"<class>\"]"
+		if m != nil && m.Arch != "" {
+			fix = fmt.Sprintf("add \"architectures\": [%q]", m.Arch)
+		}
+		r.violate(-1, "", "architectures", "config.json has no \"architectures\"; %s picks the model class from architectures[0]: %s", caps.Name, fix)
 	}
 	if r.Arch == architecture.DeciLM || raw != nil && raw["model_type"] == "nemotron-nas" {
 		checkDeciLMRaw(r, raw, caps)
@@ -282,26 +299,8 @@ func checkTP(r *Report, m *architecture.Model, caps Capabilities, tp int) {
 		r.warn(-1, "", "tp", "%s does not shard layers by tensor parallelism; TP %d not checked", caps.Name, tp)
 		return
 	}
-	for i, l := range m.Layers {
-		if a := l.Attention; a != nil {
-			if a.Heads%tp != 0 {
-				r.violate(i, "", "tp-heads", "%d query heads are not divisible by TP %d", a.Heads, tp)
-			}
-			if a.KVHeads%tp != 0 && tp%a.KVHeads != 0 {
-				r.violate(i, "", "tp-kv-heads", "%d KV heads neither divide by TP %d nor replicate evenly across it", a.KVHeads, tp)
-			}
-		}
-		if x := l.MLP; x != nil && x.Width%tp != 0 {
-			r.violate(i, "", "tp-mlp", "MLP width %d is not divisible by TP %d", x.Width, tp)
-		}
-		if x := l.Mamba; x != nil {
-			if x.Heads%tp != 0 {
-				r.violate(i, "", "tp-mamba", "%d Mamba heads are not divisible by TP %d", x.Heads, tp)
-			}
-			if x.Groups%tp != 0 && x.Groups != 1 {
-				r.violate(i, "", "tp-mamba", "n_groups %d is not divisible by TP %d", x.Groups, tp)
-			}
-		}
+	for _, v := range m.TPViolations(tp) {
+		r.violate(v.Layer, "", v.Rule, "%s", v.Msg)
 	}
 }
 

@@ -21,6 +21,12 @@ const (
 // says so. Provenance of every figure: MEMORY.md. Other figures follow
 // AIConfigurator's systems/*.yaml where given (ai-dynamo/aiconfigurator
 // @095f58a5, Apache-2.0).
+// geforceNode is the most GeForce cards one node holds: 8 in a 4U PCIe
+// server (the 8 × RTX 4090 / 5090 rental nodes); a desktop holds 1 or 2. The
+// cards have no NVLink (the 3090's bridge pairs two), so tensor-parallel
+// all-reduce runs over PCIe at LinkBps.
+const geforceNode = 8
+
 var builtin = []GPU{
 	{
 		// NVIDIA CES-2025 spec (988 AI TOPS FP4 sparse, 192-bit 28 Gbps GDDR7) via TweakTown,
@@ -28,7 +34,7 @@ var builtin = []GPU{
 		Name: "rtx-5070", Description: "NVIDIA GeForce RTX 5070 12GB", Backend: CUDA,
 		MemoryBytes: 12227 * mib, BandwidthBps: 672 * gb,
 		BF16FLOPS: 61.75 * tb, FP16AccFLOPS: 123.5 * tb, FP8FLOPS: 123.5 * tb, FP4FLOPS: 247 * tb, INT8FLOPS: 247 * tb,
-		LinkBps: 64 * gb, Link: PCIe, GPUsPerNode: 1,
+		LinkBps: 64 * gb, Link: PCIe, GPUsPerNode: geforceNode,
 		Source: "NVIDIA CES-2025 spec (988 AI TOPS, 672 GB/s); tensor TFLOPS derived (costmodel.md §7); memory 12,227 MiB nvidia-smi total (no CUDA total found)",
 	},
 	{
@@ -36,7 +42,7 @@ var builtin = []GPU{
 		Name: "rtx-5080", Description: "NVIDIA GeForce RTX 5080 16GB", Backend: CUDA,
 		MemoryBytes: 16303 * mib, BandwidthBps: 960 * gb,
 		BF16FLOPS: 112.6 * tb, FP16AccFLOPS: 225.1 * tb, FP8FLOPS: 225.1 * tb, FP4FLOPS: 450.2 * tb, INT8FLOPS: 450.2 * tb,
-		LinkBps: 64 * gb, Link: PCIe, GPUsPerNode: 1,
+		LinkBps: 64 * gb, Link: PCIe, GPUsPerNode: geforceNode,
 		Source: "NVIDIA spec (1,801 AI TOPS, 960 GB/s) via TweakTown; tensor TFLOPS derived; memory 16,303 MiB nvidia-smi total (no CUDA total found)",
 	},
 	{
@@ -44,7 +50,7 @@ var builtin = []GPU{
 		Name: "rtx-5090", Description: "NVIDIA GeForce RTX 5090 32GB", Backend: CUDA,
 		MemoryBytes: 32113 * mib, BandwidthBps: 1792 * gb,
 		BF16FLOPS: 209.5 * tb, FP16AccFLOPS: 419 * tb, FP8FLOPS: 419 * tb, FP4FLOPS: 838 * tb, INT8FLOPS: 838 * tb,
-		LinkBps: 64 * gb, Link: PCIe, GPUsPerNode: 1,
+		LinkBps: 64 * gb, Link: PCIe, GPUsPerNode: geforceNode,
 		Source: "NVIDIA RTX Blackwell spec via Tom's Hardware (3,352 AI TOPS, 1,792 GB/s); 209.5 TFLOPS dense FP32-acc (codesota); memory CUDA total 31.36 GiB (PyTorch OOM message)",
 	},
 	{
@@ -52,7 +58,7 @@ var builtin = []GPU{
 		Name: "rtx-4090", Description: "NVIDIA GeForce RTX 4090 24GB", Backend: CUDA,
 		MemoryBytes: 24218 * mib, BandwidthBps: 1008 * gb,
 		BF16FLOPS: 165.2 * tb, FP16AccFLOPS: 330.3 * tb, FP8FLOPS: 330.3 * tb, INT8FLOPS: 660.6 * tb,
-		LinkBps: 32 * gb, Link: PCIe, GPUsPerNode: 1,
+		LinkBps: 32 * gb, Link: PCIe, GPUsPerNode: geforceNode,
 		Source: "NVIDIA Ada Lovelace whitepaper (via waredb/gigagpu): 1,008 GB/s, 165.2/330.3 TFLOPS; memory CUDA total 23.65 GiB (PyTorch OOM message; nvidia-smi 24,564 MiB)",
 	},
 	{
@@ -60,7 +66,7 @@ var builtin = []GPU{
 		Name: "rtx-3090", Description: "NVIDIA GeForce RTX 3090 24GB", Backend: CUDA,
 		MemoryBytes: 24259 * mib, BandwidthBps: 936 * gb,
 		BF16FLOPS: 71 * tb, FP16AccFLOPS: 142 * tb, INT8FLOPS: 284 * tb,
-		LinkBps: 32 * gb, Link: PCIe, GPUsPerNode: 1,
+		LinkBps: 32 * gb, Link: PCIe, GPUsPerNode: geforceNode,
 		Source: "NVIDIA Ampere GA102 whitepaper: 936 GB/s, 71 TFLOPS FP16/BF16 tensor (FP32 acc), 142 (FP16 acc); memory CUDA total 24,259 MiB (torch get_device_properties)",
 	},
 	{

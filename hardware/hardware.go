@@ -69,7 +69,10 @@ type GPU struct {
 	// LinkBps is the per-GPU, one-direction bandwidth of the TP link.
 	LinkBps float64
 	Link    LinkKind
-	// GPUsPerNode bounds the TP degree over LinkBps.
+	// GPUsPerNode is the most GPUs of this kind one node holds (8 in an HGX
+	// board or a PCIe server, 72 in an NVL72 rack, 1 for Apple silicon,
+	// Jetson and the CPU): it bounds a node's GPU count (see Node) and so the
+	// TP degree over LinkBps.
 	GPUsPerNode int
 
 	// Source names where the figures come from.
@@ -127,6 +130,9 @@ func (g *GPU) Validate() error {
 	}
 	if g.FP8FLOPS < 0 || g.FP4FLOPS < 0 || g.INT8FLOPS < 0 || g.LinkBps < 0 {
 		errs = append(errs, "rates must not be negative")
+	}
+	if g.GPUsPerNode < 0 {
+		errs = append(errs, fmt.Sprintf("GPUs per node must be ≥ 1 (got %d)", g.GPUsPerNode))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("device %q: %s", g.Name, strings.Join(errs, "; "))
@@ -210,6 +216,101 @@ func (c *Catalog) Lookup(name string) (*GPU, error) {
 		}
 	}
 	return nil, &UnknownError{Name: name, Valid: c.Names()}
+}
+
+// Node is a deployment target: Count GPUs of one kind in one node, joined
+// by the GPU's link. A tensor-parallel group uses TP ≤ Count of them.
+type Node struct {
+	GPU   *GPU
+	Count int
+}
+
+// String names the node as LookupNode reads it: "rtx-4090x2"; a single GPU
+// is its bare name.
+func (n Node) String() string {
+	if n.Count <= 1 {
+		return n.GPU.Name
+	}
+	return fmt.Sprintf("%sx%d", n.GPU.Name, n.Count)
+}
+
+// CountError is a GPU count a node of that kind cannot hold.
+type CountError struct {
+	GPU   string
+	Count int
+	Max   int
+}
+
+func (e *CountError) Error() string {
+	if e.Count < 1 {
+		return fmt.Sprintf("GPU count %d: a node holds at least 1 GPU", e.Count)
+	}
+	return fmt.Sprintf("GPU count %d: one %s node holds 1 to %d", e.Count, e.GPU, e.Max)
+}
+
+// CheckCount reports whether n GPUs of this kind fit in one node
+// (1 ≤ n ≤ GPUsPerNode).
+func (g *GPU) CheckCount(n int) error {
+	if n < 1 || n > max(g.GPUsPerNode, 1) {
+		return &CountError{GPU: g.Name, Count: n, Max: max(g.GPUsPerNode, 1)}
+	}
+	return nil
+}
+
+// SplitCount splits a node name "NAMExN" (or "NAME*N") into the device
+// name and the count N; ok is false when the name ends in no count.
+func SplitCount(name string) (base string, count int, ok bool) {
+	s := strings.TrimSpace(name)
+	i := strings.LastIndexAny(s, "xX*")
+	if i <= 0 || i == len(s)-1 || len(s)-i > 8 {
+		return s, 0, false
+	}
+	n := 0
+	for _, c := range s[i+1:] {
+		if c < '0' || c > '9' {
+			return s, 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return s[:i], n, true
+}
+
+// LookupNode resolves a node name: a device name, optionally with a count
+// ("rtx-4090x2", "h100-sxm*8"). A name the catalog holds as a whole is a
+// device name. count overrides the name's count when > 0; with neither the
+// count is 0, meaning "as many as the deployment uses". The count is
+// checked against GPUsPerNode.
+func (c *Catalog) LookupNode(name string, count int) (Node, error) {
+	g, err := c.Lookup(name)
+	n := 0
+	if err != nil {
+		base, k, ok := SplitCount(name)
+		if !ok {
+			return Node{}, err
+		}
+		g2, err2 := c.Lookup(base)
+		if err2 != nil {
+			return Node{}, err
+		}
+		if k < 1 {
+			return Node{}, &CountError{GPU: g2.Name, Count: k}
+		}
+		g, n = g2, k
+	}
+	if count > 0 {
+		if n > 0 && n != count {
+			return Node{}, fmt.Errorf("node %q says %d GPUs but the count given is %d", name, n, count)
+		}
+		n = count
+	} else if count < 0 {
+		return Node{}, &CountError{GPU: g.Name, Count: count}
+	}
+	if n > 0 {
+		if err := g.CheckCount(n); err != nil {
+			return Node{}, err
+		}
+	}
+	return Node{GPU: g, Count: n}, nil
 }
 
 // Lookup finds a built-in device; see Catalog.Lookup.

@@ -311,3 +311,43 @@ func TestCUDAReportedMemory(t *testing.T) {
 		}
 	}
 }
+
+func TestLookupNode(t *testing.T) {
+	c := Default()
+	for _, tc := range []struct {
+		name  string
+		count int
+		gpu   string
+		want  int
+		err   string
+	}{
+		{"rtx-4090", 0, "rtx-4090", 0, ""},
+		{"rtx-4090x2", 0, "rtx-4090", 2, ""},
+		{"RTX_4090X4", 0, "rtx-4090", 4, ""},
+		{"h100*8", 0, "h100-sxm", 8, ""},
+		{"rtx-4090", 2, "rtx-4090", 2, ""},
+		{"rtx-4090x2", 2, "rtx-4090", 2, ""},
+		{"apple-m3-max", 0, "apple-m3-max", 0, ""}, // "max" is not a count
+		{"rtx-4090x2", 4, "", 0, "says 2 GPUs but the count given is 4"},
+		{"rtx-4090x9", 0, "", 0, "holds 1 to 8"},
+		{"h100-sxmx16", 0, "", 0, "holds 1 to 8"},
+		{"apple-m3-maxx2", 0, "", 0, "holds 1 to 1"},
+		{"rtx-4090x0", 0, "", 0, "at least 1"},
+		{"rtx-9999x2", 0, "", 0, "unknown GPU"},
+		{"rtx-4090", -1, "", 0, "at least 1"},
+	} {
+		n, err := c.LookupNode(tc.name, tc.count)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s, %d: %v; want an error containing %q", tc.name, tc.count, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || n.GPU.Name != tc.gpu || n.Count != tc.want {
+			t.Errorf("%s, %d: %+v, %v; want %s × %d", tc.name, tc.count, n, err, tc.gpu, tc.want)
+		}
+	}
+	if s := (Node{GPU: &GPU{Name: "rtx-4090"}, Count: 2}).String(); s != "rtx-4090x2" {
+		t.Errorf("String: %q", s)
+	}
+}

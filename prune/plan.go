@@ -10,6 +10,8 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+
+	"github.com/autocompress/autocompress/export"
 )
 
 // PlanVersion is the only plan format version this package reads and writes.
@@ -60,8 +62,9 @@ type Plan struct {
 	Layers []LayerPlan `json:"layers,omitempty"`
 	// OutputFormat is "native" (default), "decilm" or "padded".
 	OutputFormat string `json:"output_format,omitempty"`
-	// Engine names the serving engine the child is for; prune validates the
-	// output against its rules.
+	// Engine names the serving engine(s) the child is for: one name, a
+	// comma-separated list or "all"; prune checks the child's config against
+	// their rules before writing and the finished output after.
 	Engine string `json:"engine,omitempty"`
 }
 
@@ -222,10 +225,8 @@ func (p *Plan) Validate() error {
 	default:
 		e.add(-1, "output_format", "unknown format %q (want native, decilm or padded)", p.OutputFormat)
 	}
-	switch p.Engine {
-	case "", "vllm", "sglang", "trtllm", "llamacpp", "hf":
-	default:
-		e.add(-1, "engine", "unknown engine %q (want vllm, sglang, trtllm, llamacpp or hf)", p.Engine)
+	if _, err := export.ParseEngines(p.Engine); err != nil {
+		e.add(-1, "engine", "%v (or a comma-separated list, or all)", err)
 	}
 	checkList(e, -1, "hidden", p.Hidden)
 	seen := map[int]bool{}

@@ -26,7 +26,7 @@ type Options struct {
 	Out   string
 	Force bool
 	// Format and Engine override the plan's output_format and engine when
-	// not empty.
+	// not empty; Engine may list several ("vllm,llamacpp") or be "all".
 	Format, Engine string
 	// ExtraFiles are copied into the child directory (by base name), e.g.
 	// the DeciLM remote-code files configuration_decilm.py and
@@ -123,6 +123,21 @@ func Prune(ctx context.Context, opt Options) (res *Result, err error) {
 	cfg, err := childConfig(lay)
 	if err != nil {
 		return nil, fmt.Errorf("prune: writing child config: %w", err)
+	}
+	engines, err := export.ParseEngines(plan.Engine)
+	if err != nil {
+		return nil, fmt.Errorf("prune: engine: %w", err)
+	}
+	// The engines' rules that the config alone decides are checked before
+	// any weight is written.
+	for _, e := range engines {
+		r, err := export.ValidateConfigWith(cfg, e, export.Options{TP: opt.TP})
+		if err != nil {
+			return nil, fmt.Errorf("prune: %w", err)
+		}
+		if err := r.Err(); err != nil {
+			return nil, fmt.Errorf("prune: the child would not load in %s, nothing written: %w", e, err)
+		}
 	}
 
 	out, err := checkpoint.NewOutputDir(opt.Out, opt.Force)
@@ -245,11 +260,15 @@ func Prune(ctx context.Context, opt Options) (res *Result, err error) {
 			return r.Err()
 		}
 	}
-	if err := validate(tmp, plan.Engine); err != nil {
-		if plan.Engine == "" {
+	if len(engines) == 0 {
+		if err := validate(tmp, ""); err != nil {
 			return nil, fmt.Errorf("prune: the child does not match its config, nothing written: %w", err)
 		}
-		return nil, fmt.Errorf("prune: the child does not load in %s, nothing written: %w", plan.Engine, err)
+	}
+	for _, e := range engines {
+		if err := validate(tmp, e); err != nil {
+			return nil, fmt.Errorf("prune: the child does not load in %s, nothing written: %w", e, err)
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -57,18 +57,19 @@ fixes the number); OpenBLAS, when built with -tags openblas, runs one
 thread per goroutine so nothing is oversubscribed.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 			model := fs.String("model", "", "model `directory` with config.json and *.safetensors, or \"parent\" for the embedded parent (required)")
-			isl := fs.Int("isl", 128, "prompt (input) tokens per request")
-			osl := fs.Int("osl", 128, "generated (output) tokens per request")
-			concurrency := fs.Int("concurrency", 4, "closed-loop clients (requests in flight)")
-			requests := fs.Int("requests", 0, "requests per run (default max(16 × concurrency, 64), or the preset's)")
+			isl := intArg(fs, "isl", 128, 1, noMax, "prompt (input) tokens per request")
+			osl := intArg(fs, "osl", 128, 1, noMax, "generated (output) tokens per request")
+			concurrency := intArg(fs, "concurrency", 4, 1, noMax, "closed-loop clients (requests in flight)")
+			requests := intArg(fs, "requests", 0, 1, noMax, "requests per run (default max(16 × concurrency, 64), or the preset's)")
 			preset := fs.String("workload", "", "workload `preset`: "+strings.Join(workload.Presets(), ", "))
-			maxContext := fs.Int("max-context", 0, "clip prompt + output to this many tokens (0: the preset's limit, capped by max_position_embeddings)")
-			repeats := fs.Int("repeats", 5, "measured runs after the warm-up")
-			maxWarmup := fs.Int("max-warmup", 6, "most warm-up runs (at least 2 are run)")
-			prefill := fs.Int("prefill-tokens", 512, "most prompt tokens per scheduler step (chunked prefill)")
+			maxContext := intArg(fs, "max-context", 0, 1, noMax, "clip prompt + output to this many tokens (0: the preset's limit, capped by max_position_embeddings)")
+			repeats := intArg(fs, "repeats", 5, 1, noMax, "measured runs after the warm-up")
+			maxWarmup := intArg(fs, "max-warmup", 6, 2, noMax, "most warm-up runs (at least 2 are run)")
+			prefill := intArg(fs, "prefill-tokens", 512, 1, noMax, "most prompt tokens per scheduler step (chunked prefill)")
 			seed := fs.Uint64("seed", 1, "seed of the random prompts")
-			threads := fs.Int("threads", 0, "compute threads (GOMAXPROCS) for the run; 0 keeps the current setting")
+			threads := intArg(fs, "threads", 0, 0, noMax, "compute threads (GOMAXPROCS) for the run; 0 keeps the current setting")
 			asJSON := fs.Bool("json", false, "write the report as JSON")
+			allowLong := fs.Bool("allow-long-context", false, "allow requests past the model's max_position_embeddings")
 			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) > 0 {
 					return Usagef("unexpected arguments %q", args)
@@ -125,23 +126,26 @@ thread per goroutine so nothing is oversubscribed.`,
 					return err
 				}
 				arch := m.Arch()
-				limit := *maxContext
-				if limit == 0 {
-					limit = w.ContextLimit
-					if arch.MaxPositions > 0 && (limit == 0 || limit > arch.MaxPositions) {
-						limit = arch.MaxPositions
-					}
+				if *maxContext > 0 {
+					w.ContextLimit = *maxContext
 				}
-				if limit > 0 {
-					if *preset == "" && *isl+*osl > limit {
-						return Usagef("--isl %d + --osl %d exceeds the model's context of %d tokens", *isl, *osl, limit)
-					}
-					w.ContextLimit = limit
+				what := "the " + w.Name + " workload's requests"
+				if *preset == "" {
+					what = fmt.Sprintf("--isl %d + --osl %d", *isl, *osl)
+				}
+				wc, err := w.FitContext(workload.ContextRule{MaxPositions: arch.MaxPositions, Explicit: *maxContext > 0, AllowLong: *allowLong, What: what, ContextFlag: "--max-context"})
+				if err != nil {
+					return Usagef("%v", err)
 				}
 				if err := w.Validate(); err != nil {
 					return &UsageError{Msg: err.Error()}
 				}
 				reqs := bsBenchRequests(&w, arch.Vocab)
+				clipped := bsClipped(&w)
+				if clipped > 0 {
+					fmt.Fprintf(env.Stderr, "warning: %d of %d requests are clipped to the %d-token context (%s); the lengths below are what ran\n",
+						clipped, len(reqs), wc.Tokens, wc.Source)
+				}
 				opt := engine.ServeOptions{PrefillTokens: *prefill}
 				if w.Mode() == workload.ClosedLoop {
 					opt.Concurrency = w.Concurrency
@@ -164,7 +168,8 @@ thread per goroutine so nothing is oversubscribed.`,
 				}
 				rep := bsBenchReport{
 					Model: *model, Params: m.NumParams(), Backend: blas.Backend(), Threads: runtime.GOMAXPROCS(0),
-					Workload: w.String(), ContextLimit: w.ContextLimit, Requests: len(reqs), Repeats: *repeats, WarmupRuns: warmups, Runs: runs,
+					Workload: w.String(), ContextLimit: w.ContextLimit, ContextSource: wc.Source, Clipped: clipped,
+					Requests: len(reqs), Repeats: *repeats, WarmupRuns: warmups, Runs: runs,
 					PeakRSSBytes: bsPeakRSS(),
 				}
 				rep.aggregate()
@@ -234,6 +239,23 @@ func bsBenchRequests(w *workload.Workload, vocab int) []engine.ServeRequest {
 		reqs[i] = engine.ServeRequest{Arrival: s.Arrival, Prompt: p, Output: max(s.Output, 1)}
 	}
 	return reqs
+}
+
+// bsClipped counts the sampled requests of w that its context limit
+// shortens (the same draws without the limit are longer).
+func bsClipped(w *workload.Workload) int {
+	if w.ContextLimit <= 0 {
+		return 0
+	}
+	free := *w
+	free.ContextLimit = 0
+	n := 0
+	for _, r := range free.Sample(w.Requests()) {
+		if r.Input+r.Output > w.ContextLimit {
+			n++
+		}
+	}
+	return n
 }
 
 // bsStat is the mean and 90th percentile of one metric within a run.
@@ -346,18 +368,22 @@ func bsSpreadOfValues(xs []float64) bsSpread {
 }
 
 type bsBenchReport struct {
-	Model        string              `json:"model"`
-	Params       int                 `json:"params"`
-	Backend      string              `json:"backend"`
-	Threads      int                 `json:"threads"`
-	Workload     string              `json:"workload"`
-	ContextLimit int                 `json:"context_limit"` // prompt + output clipped to this (0: none)
-	Requests     int                 `json:"requests_per_run"`
-	Repeats      int                 `json:"repeats"`
-	WarmupRuns   int                 `json:"warmup_runs"`
-	Summary      map[string]bsSpread `json:"summary"`
-	Runs         []bsBenchRun        `json:"runs"`
-	PeakRSSBytes int64               `json:"peak_rss_bytes"`
+	Model        string `json:"model"`
+	Params       int    `json:"params"`
+	Backend      string `json:"backend"`
+	Threads      int    `json:"threads"`
+	Workload     string `json:"workload"`
+	ContextLimit int    `json:"context_limit"` // prompt + output clipped to this (0: none)
+	// ContextSource says where ContextLimit comes from; Clipped counts the
+	// requests of a run that it shortened.
+	ContextSource string              `json:"context_source"`
+	Clipped       int                 `json:"clipped_requests"`
+	Requests      int                 `json:"requests_per_run"`
+	Repeats       int                 `json:"repeats"`
+	WarmupRuns    int                 `json:"warmup_runs"`
+	Summary       map[string]bsSpread `json:"summary"`
+	Runs          []bsBenchRun        `json:"runs"`
+	PeakRSSBytes  int64               `json:"peak_rss_bytes"`
 }
 
 var bsBenchMetrics = []struct {
@@ -389,7 +415,7 @@ func (b *bsBenchReport) print(env *Env) {
 	fmt.Fprintf(w, "model      %s (%d parameters, float32, %s sgemm, %d threads)\n", b.Model, b.Params, b.Backend, b.Threads)
 	fmt.Fprintf(w, "workload   %s; %d requests per run, %d runs after %d warm-up runs\n", b.Workload, b.Requests, b.Repeats, b.WarmupRuns)
 	if b.ContextLimit > 0 {
-		fmt.Fprintf(w, "context    prompt + output clipped to %d tokens per request\n", b.ContextLimit)
+		fmt.Fprintf(w, "context    %d tokens per request (%s); %d of %d requests clipped to it\n", b.ContextLimit, b.ContextSource, b.Clipped, b.Requests)
 	}
 	if r := b.Runs[0]; b.Requests > 0 {
 		fmt.Fprintf(w, "lengths    %.0f prompt and %.0f output tokens per request on average\n",

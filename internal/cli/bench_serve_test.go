@@ -57,15 +57,20 @@ func TestBenchServeTinyModel(t *testing.T) {
 
 func TestBenchServeWorkloadAndErrors(t *testing.T) {
 	dir, _ := tinyModelDir(t, 64)
-	// A preset clipped to the model's 256-token context, few requests.
+	// A preset clipped to the model's 256-token context on request, few requests.
 	code, out, errOut := genRunCLI("bench-serve", "--model", dir, "--workload", "game-character", "--requests", "4",
-		"--concurrency", "2", "--repeats", "1", "--json")
+		"--concurrency", "2", "--repeats", "1", "--max-context", "256", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	var rep bsBenchReport
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || !strings.Contains(rep.Workload, "game-character") {
 		t.Fatalf("%v: %+v", err, rep)
+	}
+	// Every game-character request (256–768 prompt + 16–64 output tokens) is
+	// over 256: all are clipped, the report and a warning say so.
+	if rep.ContextLimit != 256 || rep.Clipped != 4 || rep.ContextSource != "set by the user" || !strings.Contains(errOut, "4 of 4 requests are clipped") {
+		t.Errorf("clipping not reported: limit %d, clipped %d, source %q, stderr %q", rep.ContextLimit, rep.Clipped, rep.ContextSource, errOut)
 	}
 	tests := []struct {
 		args []string
@@ -74,7 +79,9 @@ func TestBenchServeWorkloadAndErrors(t *testing.T) {
 		{[]string{"bench-serve"}, "--model is required"},
 		{[]string{"bench-serve", "--model", dir, "--workload", "nope"}, "unknown preset"},
 		{[]string{"bench-serve", "--model", dir, "--workload", "chat", "--isl", "5"}, "do not combine"},
-		{[]string{"bench-serve", "--model", dir, "--isl", "200", "--osl", "100"}, "exceeds the model's context of 256"},
+		{[]string{"bench-serve", "--model", dir, "--isl", "200", "--osl", "100"}, "--isl 200 + --osl 100 needs 300 tokens but the model has 256 positions"},
+		// Without --max-context the preset would be clipped silently: refused.
+		{[]string{"bench-serve", "--model", dir, "--workload", "game-character"}, "would be clipped"},
 		{[]string{"bench-serve", "--model", dir, "--concurrency", "0"}, "--concurrency"},
 	}
 	for _, tc := range tests {

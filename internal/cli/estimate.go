@@ -41,6 +41,10 @@ is less accurate). Batch mode reports the analytic figures. With no flags it
 prices meta-llama/Meta-Llama-3.1-8B on h100-sxm with vllm, bf16 and the chat workload.
 
 --model takes a preset name, a config.json or a checkpoint directory.
+--gpu takes a catalog name, optionally with the node's GPU count ("rtx-4090x2",
+the same as --gpus 2); the count bounds --tp (default: --tp GPUs) and one TP
+replica is priced. --tp must split the model's heads and widths as the engines
+do (the rule validate applies). --gpu-file adds devices (see the README).
 --rate takes requests per second, or "inf" for an offline run of --num-requests.
 
 Batch mode: --scenarios reads a CSV with the columns
@@ -57,33 +61,35 @@ input-token throughput, decode_tok_s the decode speed one user sees (1000/tpot_m
 
 type estFlags struct {
 	model, gpu, gpuFile, engine, precision, kvDType, workload string
-	tp, isl, osl, concurrency, numRequests, context           int
+	tp, gpus, isl, osl, concurrency, numRequests, context     int
 	maxSeqs, maxBatched                                       int
 	memFraction                                               float64
 	rate                                                      string
-	jsonOut, analytic                                         bool
+	jsonOut, analytic, allowLong                              bool
 	scenarios, out, coeffs                                    string
 }
 
 func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
 	f := &estFlags{}
 	fs.StringVar(&f.model, "model", estDefaultModel, "model: preset name (see inspect --model list), config.json, checkpoint directory or \"parent\"")
-	fs.StringVar(&f.gpu, "gpu", estDefaultGPU, "GPU name (see the error of an unknown name for the list)")
+	fs.StringVar(&f.gpu, "gpu", estDefaultGPU, "GPU name, optionally with the node's GPU count: rtx-4090x2 (see the error of an unknown name for the list)")
+	intVar(fs, &f.gpus, "gpus", 0, 1, noMax, "GPUs in the node (bounds --tp; default: --tp); the same as a GPU name ending in xN")
 	fs.StringVar(&f.gpuFile, "gpu-file", "", "YAML or JSON file adding devices to the catalog")
 	fs.StringVar(&f.engine, "engine", estDefaultEngine, "serving engine: vllm, sglang, trtllm, llamacpp, native")
 	fs.StringVar(&f.precision, "precision", "", "weight precision: bf16, fp16, fp8, fp8-block, nvfp4, mxfp4, int4-awq, int4-gptq, q4_0, q4_k_m, q5_k_m, q6_k, q8_0, f16 (default: what a checkpoint's quantization_config says, else bf16; f16 for llamacpp)")
 	fs.StringVar(&f.kvDType, "kv-dtype", "auto", "KV cache type: auto, bf16, fp16, fp8 (llamacpp: f16, q8_0, q4_0)")
-	fs.IntVar(&f.tp, "tp", 1, "tensor-parallel degree")
+	intVar(fs, &f.tp, "tp", 1, 1, noMax, "tensor-parallel degree")
 	fs.StringVar(&f.workload, "workload", "", "workload preset: "+strings.Join(workload.Presets(), ", ")+" (default chat when --isl/--osl are not given)")
-	fs.IntVar(&f.isl, "isl", 0, "input tokens per request (fixed)")
-	fs.IntVar(&f.osl, "osl", 0, "output tokens per request (fixed)")
-	fs.IntVar(&f.concurrency, "concurrency", 0, "closed-loop concurrency")
+	intVar(fs, &f.isl, "isl", 0, 1, noMax, "input tokens per request (fixed)")
+	intVar(fs, &f.osl, "osl", 0, 1, noMax, "output tokens per request (fixed)")
+	intVar(fs, &f.concurrency, "concurrency", 0, 1, noMax, "closed-loop concurrency")
 	fs.StringVar(&f.rate, "rate", "", "Poisson request rate per second, or inf for an offline run")
-	fs.IntVar(&f.numRequests, "num-requests", 0, "requests of a Poisson or offline run (default 256)")
-	fs.IntVar(&f.context, "context", 0, "per-request context limit (max model length); default from the workload")
-	fs.IntVar(&f.maxSeqs, "max-num-seqs", 0, "engine sequence limit; llamacpp: parallel slots -np (default: the engine's; llamacpp: the concurrency)")
-	fs.IntVar(&f.maxBatched, "max-batched-tokens", 0, "per-step token budget; llamacpp: n_batch (default: the engine's; llamacpp 2048, computed in n_ubatch 512 passes)")
-	fs.Float64Var(&f.memFraction, "mem-fraction", 0, "gpu_memory_utilization / mem_fraction_static / free_gpu_memory_fraction (default: the engine's)")
+	intVar(fs, &f.numRequests, "num-requests", 0, 1, noMax, "requests of a Poisson or offline run (default 256)")
+	intVar(fs, &f.context, "context", 0, 1, noMax, "per-request context limit (max model length); default: the workload's limit capped at the model's max_position_embeddings, or --isl + --osl")
+	fs.BoolVar(&f.allowLong, "allow-long-context", false, "allow a context past the model's max_position_embeddings (as VLLM_ALLOW_LONG_MAX_MODEL_LEN does)")
+	intVar(fs, &f.maxSeqs, "max-num-seqs", 0, 1, noMax, "engine sequence limit; llamacpp: parallel slots -np (default: the engine's; llamacpp: the concurrency)")
+	intVar(fs, &f.maxBatched, "max-batched-tokens", 0, 1, noMax, "per-step token budget; llamacpp: n_batch (default: the engine's; llamacpp 2048, computed in n_ubatch 512 passes)")
+	floatVar(fs, &f.memFraction, "mem-fraction", 0, fraction, "gpu_memory_utilization / mem_fraction_static / free_gpu_memory_fraction (default: the engine's)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print JSON")
 	fs.BoolVar(&f.analytic, "analytic", false, "use the analytic steady state only (no simulation)")
 	fs.StringVar(&f.scenarios, "scenarios", "", "batch mode: input CSV of scenarios")
@@ -125,10 +131,11 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 		if err != nil {
 			return err
 		}
-		hw, err := cat.Lookup(f.gpu)
+		node, err := cat.LookupNode(f.gpu, f.gpus)
 		if err != nil {
-			return Usagef("%v", err)
+			return Usagef("--gpu %s: %v", f.gpu, err)
 		}
+		hw := node.GPU
 		eng, err := estimate.LookupEngine(f.engine)
 		if err != nil {
 			return Usagef("%v", err)
@@ -139,12 +146,24 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 		}
 		if f.precision == "" && eng.Pool() {
 			// A quantized checkpoint says what it ships: default to that.
-			if p := checkpointPrecision(m.Raw); p != "" {
+			p, err := estimate.ConfigPrecision(m.Raw)
+			if err != nil {
+				return fmt.Errorf("%s: %w", f.model, err)
+			}
+			if p != "" {
 				f.precision = p
 				fmt.Fprintf(env.Stderr, "precision %s, from the checkpoint's quantization_config (override with --precision)\n", p)
 			}
 		}
-		o := estimate.Options{Precision: f.precision, KVDType: f.kvDType, TP: f.tp, MaxModelLen: f.context,
+		what := ""
+		if set["isl"] || set["osl"] {
+			what = fmt.Sprintf("--isl %d + --osl %d", f.isl, f.osl)
+		}
+		wctx, err := w.FitContext(workload.ContextRule{MaxPositions: m.MaxPositions, Explicit: set["context"], AllowLong: f.allowLong, What: what, ContextFlag: "--context"})
+		if err != nil {
+			return Usagef("%v", err)
+		}
+		o := estimate.Options{Precision: f.precision, KVDType: f.kvDType, TP: f.tp, GPUs: node.Count, MaxModelLen: f.context,
 			MaxNumSeqs: f.maxSeqs, MaxBatchedTokens: f.maxBatched, MemFraction: f.memFraction}
 		if f.tp < 1 {
 			return Usagef("--tp must be ≥ 1, got %d", f.tp)
@@ -156,13 +175,20 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 			return Usagef("%v", err)
 		}
 		res, err := estRun(m, hw, eng, o, &w, coeffs, f.analytic)
+		var ue *estimate.UnsupportedError
+		if errors.As(err, &ue) {
+			if ue.Flag != "" {
+				return Usagef("--%s: %v", ue.Flag, err)
+			}
+			return Usagef("%v", err)
+		}
 		if err != nil {
 			var fe *estimate.FitError
 			if errors.As(err, &fe) && res != nil {
 				if f.jsonOut {
 					_ = writeJSON(env.Stdout, estJSON(res, hw, err))
 				} else {
-					printMemory(env.Stdout, res, hw)
+					printMemory(env.Stdout, res, hw, &wctx)
 				}
 			}
 			return err
@@ -170,7 +196,7 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 		if f.jsonOut {
 			return writeJSON(env.Stdout, estJSON(res, hw, nil))
 		}
-		printEstimate(env.Stdout, res, hw, f.analytic)
+		printEstimate(env.Stdout, res, hw, f.analytic, &wctx)
 		return nil
 	}
 }
@@ -211,7 +237,7 @@ func estWorkload(f *estFlags, set map[string]bool) (workload.Workload, error) {
 	if set["rate"] {
 		r, err := parseRate(f.rate)
 		if err != nil {
-			return w, Usagef("%v", err)
+			return w, Usagef("--rate: %v", err)
 		}
 		w.Rate = r
 		if !set["concurrency"] {
@@ -256,6 +282,13 @@ func estRun(m *architecture.Model, hw *hardware.GPU, eng estimate.Engine, o esti
 	if err != nil {
 		return nil, err
 	}
+	if err := c.CheckModel(m); err != nil {
+		var te *architecture.TPError
+		if errors.As(err, &te) {
+			return nil, Usagef("--tp %d: %v", o.TP, err)
+		}
+		return nil, err
+	}
 	var s estimate.Summary
 	c.Summarize(&s, m)
 	res := &estimate.Result{Model: m.Name, GPU: hw.Name, Engine: eng, Family: c.Family(), Workload: w.String(), Coeffs: c.Coeffs()}
@@ -264,6 +297,7 @@ func estRun(m *architecture.Model, hw *hardware.GPU, eng estimate.Engine, o esti
 	res.Memory = mem
 	if !ok {
 		fe := mem.Fail
+		fe.FitsAtTP, fe.MaxTP = estimate.FitTP(m, hw, eng, o, w)
 		return res, &fe
 	}
 	p := c.PriceSummary(&s)
@@ -291,7 +325,7 @@ func band(x float64) string {
 	return fmt.Sprintf("±%.0f%%", x*100)
 }
 
-func printMemory(w io.Writer, r *estimate.Result, hw *hardware.GPU) {
+func printMemory(w io.Writer, r *estimate.Result, hw *hardware.GPU, wc *workload.Context) {
 	mem := &r.Memory
 	fmt.Fprintf(w, "autocompress estimate: %s on %s (%s) with %s, %s weights, KV %s, TP %d\n",
 		r.Model, hw.Name, hw.Description, r.Engine, mem.Precision, mem.KVDType, mem.TP)
@@ -307,8 +341,26 @@ func printMemory(w io.Writer, r *estimate.Result, hw *hardware.GPU) {
 	if mem.StateBytesPerSeq > 0 {
 		fmt.Fprintf(w, ", recurrent state %.1f MiB/sequence", mem.StateBytesPerSeq/(1<<20))
 	}
-	fmt.Fprintf(w, "; capacity %s tokens\n", fmtTokens(mem.KVCapacityTokens))
-	fmt.Fprintf(w, "max concurrency at %d-token context: %d (engine limit %d)\n", mem.MaxModelLen, mem.MaxConcurrency, mem.MaxSeqs)
+	if r.Engine.Pool() {
+		fmt.Fprintf(w, "; capacity %s tokens\n", fmtTokens(mem.KVCapacityTokens))
+		fmt.Fprintf(w, "max concurrency at %d-token context: %d (engine limit %d)\n", mem.MaxModelLen, mem.MaxConcurrency, mem.MaxSeqs)
+	} else {
+		// llama-server allocates -np slots of the context, each padded to 256 cells.
+		fmt.Fprintf(w, "; capacity %s tokens = %d slots (-np) × %d cells (the %d-token context padded to 256)\n",
+			fmtTokens(mem.KVCapacityTokens), mem.MaxSeqs, int(mem.KVCapacityTokens)/max(mem.MaxSeqs, 1), mem.MaxModelLen)
+		fmt.Fprintf(w, "max concurrency at %d-token context: %d (the slots); memory would hold %d such slots with a larger -np (--max-num-seqs)\n",
+			mem.MaxModelLen, mem.MaxConcurrency, mem.MaxSlots)
+	}
+	if wc != nil {
+		fmt.Fprintf(w, "context %d tokens: %s; the longest request is %d tokens", wc.Tokens, wc.Source, wc.Longest)
+		switch {
+		case wc.Clipped:
+			fmt.Fprintf(w, " (longer ones are clipped to the context)")
+		case wc.Long:
+			fmt.Fprintf(w, " (past the model's max_position_embeddings: --allow-long-context)")
+		}
+		fmt.Fprintln(w)
+	}
 }
 
 func fmtTokens(t float64) string {
@@ -318,8 +370,8 @@ func fmtTokens(t float64) string {
 	return strconv.FormatFloat(t, 'f', 0, 64)
 }
 
-func printEstimate(w io.Writer, r *estimate.Result, hw *hardware.GPU, analyticOnly bool) {
-	printMemory(w, r, hw)
+func printEstimate(w io.Writer, r *estimate.Result, hw *hardware.GPU, analyticOnly bool, wc *workload.Context) {
+	printMemory(w, r, hw, wc)
 	a, l := r.Analytic, r.Latency
 	if analyticOnly {
 		fmt.Fprintf(w, "\nLatency (analytic steady state, the validated path)\n")
@@ -486,44 +538,6 @@ func estJSON(r *estimate.Result, hw *hardware.GPU, err error) *estJSONOut {
 	return o
 }
 
-// checkpointPrecision reads the precision a config.json's
-// quantization_config declares: FP8 with weight_block_size is fp8-block,
-// plain FP8 fp8, MXFP4 mxfp4, ModelOpt NVFP4 nvfp4, AWQ and GPTQ 4-bit
-// int4-awq and int4-gptq. "" when the config declares none (or another).
-func checkpointPrecision(raw map[string]any) string {
-	q, ok := raw["quantization_config"].(map[string]any)
-	if !ok {
-		return ""
-	}
-	method, _ := q["quant_method"].(string)
-	bits, _ := q["bits"].(float64)
-	switch strings.ToLower(method) {
-	case "fp8":
-		if _, ok := q["weight_block_size"]; ok {
-			return "fp8-block"
-		}
-		return "fp8"
-	case "mxfp4":
-		return "mxfp4"
-	case "awq":
-		if bits == 4 {
-			return "int4-awq"
-		}
-	case "gptq":
-		if bits == 4 {
-			return "int4-gptq"
-		}
-	case "modelopt":
-		switch a, _ := q["quant_algo"].(string); strings.ToUpper(a) {
-		case "FP8":
-			return "fp8"
-		case "NVFP4":
-			return "nvfp4"
-		}
-	}
-	return ""
-}
-
 // Scenario CSV columns.
 var (
 	scenarioIn  = []string{"id", "model", "gpu", "engine", "precision", "tp", "isl", "osl", "concurrency", "request_rate", "num_requests"}
@@ -639,10 +653,11 @@ func estimateScenario(rec []string, col map[string]int, cat *hardware.Catalog, c
 		return v, nil
 	}
 	fail := func(err error) []string { return scenarioError(id, err.Error()) }
-	hw, err := cat.Lookup(get("gpu"))
+	node, err := cat.LookupNode(get("gpu"), 0)
 	if err != nil {
 		return fail(err)
 	}
+	hw := node.GPU
 	eng, err := estimate.LookupEngine(get("engine"))
 	if err != nil {
 		return fail(err)
@@ -687,7 +702,15 @@ func estimateScenario(rec []string, col map[string]int, cat *hardware.Catalog, c
 	if tp < 1 {
 		return fail(fmt.Errorf("tp must be ≥ 1, got %d", tp))
 	}
-	o := estimate.Options{Precision: get("precision"), TP: tp}
+	if _, err := w.FitContext(workload.ContextRule{MaxPositions: m.MaxPositions, What: fmt.Sprintf("isl %d + osl %d", isl, osl)}); err != nil {
+		return fail(err)
+	}
+	o := estimate.Options{Precision: get("precision"), TP: tp, GPUs: node.Count}
+	if o.Precision == "" && eng.Pool() {
+		if o.Precision, err = estimate.ConfigPrecision(m.Raw); err != nil {
+			return fail(err)
+		}
+	}
 	res, err := estRun(m, hw, eng, o, &w, cf, analyticOnly)
 	if err != nil {
 		out := fail(err)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -91,7 +92,8 @@ func TestEstimateErrors(t *testing.T) {
 		{[]string{"estimate", "--engine", "tgi"}, 2, "sglang"},
 		{[]string{"estimate", "--precision", "int3"}, 2, "q4_k_m"},
 		{[]string{"estimate", "--model", "no/such-model"}, 2, "Meta-Llama-3.1-8B"},
-		{[]string{"estimate", "--isl", "0", "--osl", "10"}, 2, "input length"},
+		{[]string{"estimate", "--isl", "0", "--osl", "10"}, 2, "-isl: out of range; want an integer ≥ 1"},
+		{[]string{"estimate", "--isl", "10", "--osl", "10", "--rate", "fast"}, 2, "--rate"},
 		{[]string{"estimate", "--isl", "100"}, 2, "--osl"},
 		{[]string{"estimate", "--isl", "10", "--osl", "10", "--rate", "-3"}, 2, "rate"},
 		{[]string{"estimate", "--model", "meta-llama/Meta-Llama-3.1-70B", "--precision", "fp8", "--isl", "16000", "--osl", "100"}, 1, "short by"},
@@ -300,29 +302,211 @@ func TestEstimateKernelFactors(t *testing.T) {
 	}
 }
 
-func TestCheckpointPrecision(t *testing.T) {
-	for _, tc := range []struct {
-		q    string
-		want string
-	}{
-		{`{"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}`, "fp8-block"},
-		{`{"quant_method": "fp8", "activation_scheme": "dynamic"}`, "fp8"},
-		{`{"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn"]}`, "mxfp4"},
-		{`{"quant_method": "awq", "bits": 4, "group_size": 128}`, "int4-awq"},
-		{`{"quant_method": "gptq", "bits": 4}`, "int4-gptq"},
-		{`{"quant_method": "gptq", "bits": 8}`, ""},
-		{`{"quant_method": "modelopt", "quant_algo": "NVFP4"}`, "nvfp4"},
-		{`{"quant_method": "bitsandbytes"}`, ""},
-	} {
-		var raw map[string]any
-		if err := json.Unmarshal([]byte(`{"quantization_config": `+tc.q+`}`), &raw); err != nil {
+// TestEstimateQuantizedCheckpoint: a checkpoint directory whose
+// config.json declares AWQ or GPTQ 4-bit (numbers decoded as json.Number)
+// is priced at that precision, in one run and in batch mode; one that
+// declares a form nobody can price is refused, not priced as bf16.
+func TestEstimateQuantizedCheckpoint(t *testing.T) {
+	base := `{"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
+ "max_position_embeddings": 131072, "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 32,
+ "num_key_value_heads": 8, "rms_norm_eps": 1e-05, "torch_dtype": "float16", "vocab_size": 128256, "quantization_config": `
+	write := func(q string) string {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(base+q+"}"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if got := checkpointPrecision(raw); got != tc.want {
-			t.Errorf("%s: %q, want %q", tc.q, got, tc.want)
+		return dir
+	}
+	for _, tc := range []struct{ q, want string }{
+		{`{"bits": 4, "group_size": 128, "quant_method": "awq", "version": "gemm", "zero_point": true}`, "int4-awq"},
+		{`{"bits": 4, "desc_act": true, "group_size": 128, "quant_method": "gptq", "sym": true}`, "int4-gptq"},
+	} {
+		dir := write(tc.q)
+		code, out, errs := estRunCLI(t, "estimate", "--model", dir, "--gpu", "l4", "--isl", "512", "--osl", "64", "--analytic", "--json")
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", tc.want, code, errs)
+		}
+		var v estJSONOut
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		// 8.0 B parameters: ≈ 4.2 bits on the 7.0 B linear weights plus the
+		// 16-bit embedding and head, ≈ 5.4 GiB (bf16 would be 15 GiB).
+		if v.Memory.Precision != tc.want || v.Memory.WeightsGiB > 6 {
+			t.Errorf("%s: priced as %s with %.1f GiB of weights", tc.want, v.Memory.Precision, v.Memory.WeightsGiB)
+		}
+		in := filepath.Join(t.TempDir(), "in.csv")
+		if err := os.WriteFile(in, []byte("id,model,gpu,engine,isl,osl\nq,"+dir+",l4,vllm,512,64\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		outCSV := filepath.Join(t.TempDir(), "out.csv")
+		if code, _, errs := estRunCLI(t, "estimate", "--scenarios", in, "--out", outCSV); code != 0 {
+			t.Fatalf("batch: exit %d: %s", code, errs)
+		}
+		b, _ := os.ReadFile(outCSV)
+		rows, err := csv.NewReader(bytes.NewReader(b)).ReadAll()
+		if err != nil || len(rows) != 2 {
+			t.Fatalf("batch output %q: %v", b, err)
+		}
+		if w, _ := strconv.ParseFloat(rows[1][2], 64); w <= 0 || w > 6 {
+			t.Errorf("batch %s: weights_gib %s", tc.want, rows[1][2])
 		}
 	}
-	if got := checkpointPrecision(map[string]any{}); got != "" {
-		t.Errorf("no quantization_config: %q", got)
+	dir := write(`{"bits": 8, "group_size": 128, "quant_method": "gptq"}`)
+	code, _, errs := estRunCLI(t, "estimate", "--model", dir, "--gpu", "l4", "--isl", "512", "--osl", "64", "--analytic")
+	if code == 0 || !strings.Contains(errs, "8-bit") || !strings.Contains(errs, "--precision") {
+		t.Errorf("gptq 8-bit: exit %d, %q; want a refusal naming the form and --precision", code, errs)
+	}
+	if code, _, errs := estRunCLI(t, "estimate", "--model", dir, "--gpu", "l4", "--isl", "512", "--osl", "64", "--analytic", "--precision", "fp8"); code != 0 {
+		t.Errorf("--precision overrides an unpriceable quantization_config: exit %d, %s", code, errs)
+	}
+}
+
+// TestTPOneRule: estimate and validate accept and refuse the same TP
+// degrees on one checkpoint (8 heads in 4 KV groups, FFN 600: TP 1, 2, 4
+// and 8 split it; 3, 5, 6 and 7 do not).
+func TestTPOneRule(t *testing.T) {
+	parent := pruneParent(t)
+	for tp := 1; tp <= 8; tp++ {
+		ts := strconv.Itoa(tp)
+		vcode, vout, verr := estRunCLI(t, "validate", "--model", parent, "--engine", "vllm", "--tp", ts)
+		ecode, _, eerr := estRunCLI(t, "estimate", "--model", parent, "--gpu", "h100-sxm", "--tp", ts, "--isl", "64", "--osl", "8", "--analytic")
+		want := tp == 1 || tp == 2 || tp == 4 || tp == 8
+		if (vcode == 0) != want || (ecode == 0) != want {
+			t.Errorf("TP %d: validate exit %d, estimate exit %d; want both to %s\n%s%s%s", tp, vcode, ecode, map[bool]string{true: "accept", false: "refuse"}[want], vout, verr, eerr)
+		}
+		if !want && (ecode != 2 || !strings.Contains(eerr, "--tp "+ts) || !strings.Contains(eerr, "allows: 1, 2, 4, 8")) {
+			t.Errorf("TP %d: estimate exit %d, %q; want 2 naming --tp and the valid degrees", tp, ecode, eerr)
+		}
+	}
+}
+
+// TestEstimateGPUCount: a multi-GPU consumer node is priced (by --gpus or
+// a name ending in xN), a count beyond the node is refused naming it, and
+// the "does not fit" advice names a TP that does fit, within the node.
+func TestEstimateGPUCount(t *testing.T) {
+	base := []string{"estimate", "--model", "Qwen/Qwen3-8B", "--isl", "1024", "--osl", "128", "--analytic", "--json"}
+	for _, args := range [][]string{{"--gpu", "rtx-4090", "--tp", "2"}, {"--gpu", "rtx-4090x2", "--tp", "2"}, {"--gpu", "rtx-4090", "--gpus", "2", "--tp", "2"}} {
+		code, out, errs := estRunCLI(t, append(base, args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errs)
+		}
+		var v estJSONOut
+		if err := json.Unmarshal([]byte(out), &v); err != nil || v.Memory.TP != 2 || !v.Fits {
+			t.Errorf("%v: %v %s", args, err, out)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--gpu", "rtx-4090", "--gpus", "2", "--tp", "4"}, "the node has 2"},
+		{[]string{"--gpu", "rtx-4090x2", "--gpus", "4"}, "--gpu rtx-4090x2"},
+		{[]string{"--gpu", "rtx-4090x9"}, "1 to 8"},
+		{[]string{"--gpu", "apple-m3-max", "--engine", "llamacpp", "--precision", "q4_0", "--tp", "2"}, "at most 1"},
+		{[]string{"--gpu", "rtx-4090", "--gpus", "0"}, "-gpus: out of range"},
+	} {
+		code, _, errs := estRunCLI(t, append(base, tc.args...)...)
+		if code == 0 || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: exit %d, %q; want a refusal containing %q", tc.args, code, errs, tc.want)
+		}
+	}
+	// The advice is true: the TP it names fits, and a full node names none.
+	args := []string{"estimate", "--model", "Qwen/Qwen3-32B", "--gpu", "rtx-4090", "--isl", "1024", "--osl", "128", "--analytic"}
+	code, _, errs := estRunCLI(t, args...)
+	i := strings.Index(errs, "it fits at --tp ")
+	if code != 1 || i < 0 {
+		t.Fatalf("Qwen3-32B on one rtx-4090: exit %d, %q; want a does-not-fit naming a TP", code, errs)
+	}
+	tp := strings.Fields(errs[i+len("it fits at --tp "):])[0]
+	tp = strings.TrimRight(tp, ";")
+	if code, _, errs := estRunCLI(t, append(args, "--tp", tp)...); code != 0 {
+		t.Errorf("advised --tp %s does not fit: exit %d, %s", tp, code, errs)
+	}
+	code, _, errs = estRunCLI(t, append(args, "--gpus", "2", "--tp", "2")...)
+	if code != 1 || strings.Contains(errs, "larger --tp") || !strings.Contains(errs, "no larger TP up to the node's 2 GPUs fits") {
+		t.Errorf("full node: exit %d, %q", code, errs)
+	}
+}
+
+// TestContextRule: estimate, generate, eval and bench-serve refuse a
+// context past the model's max_position_embeddings with exit 2, the same
+// message and the same override.
+func TestContextRule(t *testing.T) {
+	text := filepath.Join(t.TempDir(), "t.txt")
+	if err := os.WriteFile(text, []byte("once upon a time there was a tiny model. "), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"estimate", "--isl", "200000", "--osl", "128", "--analytic"}, // Llama 3.1: 131,072 positions
+		{"estimate", "--context", "200000", "--analytic"},
+		{"generate", "--model", "parent", "--ids", "1,2", "--max-tokens", "1000"}, // parent: 512 positions
+		{"eval", "--model", "parent", "--data", text, "--seq-len", "1000"},
+		{"bench-serve", "--model", "parent", "--isl", "500", "--osl", "100"},
+		{"bench-serve", "--model", "parent", "--workload", "chat"},
+	} {
+		code, _, errs := estRunCLI(t, args...)
+		if code != 2 || !strings.Contains(errs, "max_position_embeddings") || !strings.Contains(errs, "--allow-long-context") {
+			t.Errorf("%v: exit %d, %q; want 2 and a message naming the limit and --allow-long-context", args, code, errs)
+		}
+	}
+	code, out, errs := estRunCLI(t, "estimate", "--isl", "200000", "--osl", "128", "--analytic", "--allow-long-context")
+	if code != 0 || !strings.Contains(out, "context 200128 tokens: input + output") || !strings.Contains(out, "past the model's max_position_embeddings") {
+		t.Errorf("--allow-long-context: exit %d, %s%s", code, out, errs)
+	}
+	// An unrequested context says where it comes from.
+	code, out, errs = estRunCLI(t, "estimate", "--analytic")
+	if code != 0 || !strings.Contains(out, "context 16384 tokens: the chat workload's limit; the longest request is 10240 tokens") {
+		t.Errorf("default context: exit %d, %s%s", code, out, errs)
+	}
+	code, _, errs = estRunCLI(t, "generate", "--model", "parent", "--ids", "1,2", "--max-tokens", "4", "--greedy")
+	if code != 0 {
+		t.Errorf("generate within the limit: exit %d, %s", code, errs)
+	}
+}
+
+// TestEstimateImpossibleDeployment: exit 2, the flag at fault and what is valid.
+func TestEstimateImpossibleDeployment(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--gpu", "apple-m3-max", "--engine", "vllm"}, "--engine: vllm does not run on apple-m3-max (a metal device); valid: llamacpp"},
+		{[]string{"--gpu", "h100-sxm", "--engine", "native"}, "valid: llamacpp, sglang, trtllm, vllm"},
+		{[]string{"--gpu", "cpu-local", "--engine", "trtllm"}, "valid: llamacpp, native"},
+		{[]string{"--precision", "mxfp4"}, "--precision: precision mxfp4 quantizes MoE experts only"},
+	} {
+		code, _, errs := estRunCLI(t, append([]string{"estimate", "--analytic"}, tc.args...)...)
+		if code != 2 || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: exit %d, %q; want 2 and %q", tc.args, code, errs, tc.want)
+		}
+	}
+	// Batch rows get the same refusal as their error.
+	in := filepath.Join(t.TempDir(), "in.csv")
+	os.WriteFile(in, []byte("id,model,gpu,engine,isl,osl\na,meta-llama/Meta-Llama-3.1-8B,apple-m3-max,vllm,512,64\nb,meta-llama/Meta-Llama-3.1-8B,h100-sxm,vllm,512,64\n"), 0o644)
+	out := filepath.Join(t.TempDir(), "out.csv")
+	if code, _, errs := estRunCLI(t, "estimate", "--scenarios", in, "--out", out); code != 0 {
+		t.Fatalf("batch: exit %d: %s", code, errs)
+	}
+	b, _ := os.ReadFile(out)
+	rows, _ := csv.NewReader(bytes.NewReader(b)).ReadAll()
+	if len(rows) != 3 || !strings.Contains(rows[1][len(rows[1])-1], "does not run on apple-m3-max") || rows[2][1] != "true" {
+		t.Errorf("batch rows: %q", rows)
+	}
+}
+
+// TestEstimateLlamaCPPSlots: the KV capacity and the concurrency printed
+// for llama.cpp are the same allocation, and the slot rule is spelled out.
+func TestEstimateLlamaCPPSlots(t *testing.T) {
+	code, out, errs := estRunCLI(t, "estimate", "--model", "Qwen/Qwen3-0.6B", "--gpu", "rtx-4090", "--engine", "llamacpp",
+		"--isl", "512", "--osl", "128", "--concurrency", "3", "--analytic")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"capacity 2304 tokens = 3 slots (-np) × 768 cells (the 640-token context padded to 256)",
+		"max concurrency at 640-token context: 3 (the slots); memory would hold"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
 	}
 }

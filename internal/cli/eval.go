@@ -12,6 +12,7 @@ import (
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/eval"
 	"github.com/autocompress/autocompress/tokenizer"
+	"github.com/autocompress/autocompress/workload"
 )
 
 func init() {
@@ -42,17 +43,18 @@ pooled: perplexity over all their tokens, bits per byte over all their bytes.
 			tokPath := fs.String("tokenizer", "", "tokenizer.json (default: the model's)")
 			ids := fs.Bool("ids", false, "the data file holds token ids")
 			var o eval.Options
-			fs.IntVar(&o.SeqLen, "seq-len", 128, "window length in tokens")
-			fs.IntVar(&o.Stride, "stride", 0, "sliding-window stride (0: packed windows)")
-			fs.IntVar(&o.Batch, "batch", 8, "windows per forward pass")
+			intVar(fs, &o.SeqLen, "seq-len", 128, 1, noMax, "window length in tokens")
+			intVar(fs, &o.Stride, "stride", 0, 0, noMax, "sliding-window stride (0: packed windows)")
+			intVar(fs, &o.Batch, "batch", 8, 1, noMax, "windows per forward pass")
 			jsonOut := fs.Bool("json", false, "print the result as JSON")
+			allowLong := fs.Bool("allow-long-context", false, "allow --seq-len past the model's max_position_embeddings")
 			return func(ctx context.Context, env *Env, args []string) error {
 				data := append(*dataFiles, args...)
 				if *model == "" || len(data) == 0 {
 					return Usagef("--model and --data are required")
 				}
-				if o.SeqLen < 1 || o.Stride < 0 || o.Batch < 1 {
-					return Usagef("--seq-len and --batch must be positive and --stride >= 0")
+				if o.Stride > o.SeqLen {
+					return Usagef("--stride %d is larger than --seq-len %d: windows would skip tokens; want 0 (packed windows) to %d", o.Stride, o.SeqLen, o.SeqLen)
 				}
 				dir, err := checkpointDir(*model)
 				if err != nil {
@@ -62,8 +64,9 @@ pooled: perplexity over all their tokens, bits per byte over all their bytes.
 				if err != nil {
 					return err
 				}
-				if mp := m.Arch().MaxPositions; mp > 0 && o.SeqLen > mp {
-					return Usagef("--seq-len %d exceeds the model's max_position_embeddings %d", o.SeqLen, mp)
+				w := workload.FixedClosed(o.SeqLen, 0, 1)
+				if _, err := w.FitContext(workload.ContextRule{MaxPositions: m.Arch().MaxPositions, AllowLong: *allowLong, What: fmt.Sprintf("--seq-len %d", o.SeqLen)}); err != nil {
+					return Usagef("%v", err)
 				}
 				o.Progress = env.Stderr
 				var tok *tokenizer.Tokenizer

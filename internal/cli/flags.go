@@ -2,30 +2,138 @@ package cli
 
 import (
 	"flag"
-	"strings"
+	"fmt"
+	"math"
+	"strconv"
 )
 
-// fileList is the one meaning of --data in every command: input files,
-// repeatable (--data a.txt --data b.txt) or comma-separated (--data
-// a.txt,b.txt); commands that take --data accept the files as positional
-// arguments too.
-type fileList []string
+// Numeric flags are declared with a range: a value outside it is refused
+// when the flag is parsed (exit 2, the flag package's message naming the
+// flag), never replaced by a default. A flag's default may lie outside
+// its range (0 meaning "the engine's", for instance): only a value the user
+// gives is checked. TestNumericFlagsRanged walks every command and keeps it so.
 
-func (f *fileList) String() string { return strings.Join(*f, ",") }
+// noMax is the open upper end of an int range.
+const noMax = math.MaxInt
 
-func (f *fileList) Set(v string) error {
-	for _, p := range strings.Split(v, ",") {
-		if p != "" {
-			*f = append(*f, p)
-		}
+// intFlag is an int flag limited to [min, max].
+type intFlag struct {
+	p        *int
+	min, max int
+}
+
+func (f *intFlag) String() string {
+	if f == nil || f.p == nil {
+		return "0"
 	}
+	return strconv.Itoa(*f.p)
+}
+
+func (f *intFlag) Set(s string) error {
+	v, err := strconv.ParseInt(s, 0, strconv.IntSize)
+	if err != nil {
+		return fmt.Errorf("not an integer; want %s", f.want())
+	}
+	if int(v) < f.min || int(v) > f.max {
+		return fmt.Errorf("out of range; want %s", f.want())
+	}
+	*f.p = int(v)
 	return nil
 }
 
-// dataFlag declares --data on fs as a fileList; what is the files' content
-// (e.g. "calibration text or token-id").
-func dataFlag(fs *flag.FlagSet, what string) *fileList {
-	var f fileList
-	fs.Var(&f, "data", what+" `files` (repeatable or comma-separated; positional arguments too)")
-	return &f
+func (f *intFlag) want() string {
+	switch {
+	case f.max == noMax:
+		return fmt.Sprintf("an integer ≥ %d", f.min)
+	case f.min == math.MinInt:
+		return fmt.Sprintf("an integer ≤ %d", f.max)
+	}
+	return fmt.Sprintf("an integer in [%d, %d]", f.min, f.max)
+}
+
+// intVar declares an int flag limited to [min, max] (noMax: unbounded).
+func intVar(fs *flag.FlagSet, p *int, name string, value, min, max int, usage string) {
+	*p = value
+	fs.Var(&intFlag{p: p, min: min, max: max}, name, usage)
+}
+
+// intArg is intVar returning a new variable.
+func intArg(fs *flag.FlagSet, name string, value, min, max int, usage string) *int {
+	p := new(int)
+	intVar(fs, p, name, value, min, max, usage)
+	return p
+}
+
+// floatFlag is a finite float64 flag limited to its range; an open end
+// excludes the bound itself.
+type floatFlag struct {
+	p                *float64
+	min, max         float64
+	minOpen, maxOpen bool
+}
+
+func (f *floatFlag) String() string {
+	if f == nil || f.p == nil {
+		return "0"
+	}
+	return strconv.FormatFloat(*f.p, 'g', -1, 64)
+}
+
+func (f *floatFlag) Set(s string) error {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		return fmt.Errorf("not a finite number; want %s", f.want())
+	}
+	if v < f.min || v > f.max || (f.minOpen && v == f.min) || (f.maxOpen && v == f.max) {
+		return fmt.Errorf("out of range; want %s", f.want())
+	}
+	*f.p = v
+	return nil
+}
+
+func (f *floatFlag) want() string {
+	lo, hi := "[", "]"
+	if f.minOpen {
+		lo = "("
+	}
+	if f.maxOpen {
+		hi = ")"
+	}
+	num := func(x float64) string {
+		if math.IsInf(x, 0) {
+			if x > 0 {
+				return "∞"
+			}
+			return "-∞"
+		}
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	}
+	return "a number in " + lo + num(f.min) + ", " + num(f.max) + hi
+}
+
+// floatRange is the range of a float flag.
+type floatRange struct {
+	min, max         float64
+	minOpen, maxOpen bool
+}
+
+// Common float ranges.
+var (
+	nonNegative = floatRange{min: 0, max: math.Inf(1), maxOpen: true}
+	positive    = floatRange{min: 0, max: math.Inf(1), minOpen: true, maxOpen: true}
+	fraction    = floatRange{min: 0, max: 1, minOpen: true} // (0, 1]
+	anyFinite   = floatRange{min: math.Inf(-1), max: math.Inf(1), minOpen: true, maxOpen: true}
+)
+
+// floatVar declares a float64 flag limited to r.
+func floatVar(fs *flag.FlagSet, p *float64, name string, value float64, r floatRange, usage string) {
+	*p = value
+	fs.Var(&floatFlag{p: p, min: r.min, max: r.max, minOpen: r.minOpen, maxOpen: r.maxOpen}, name, usage)
+}
+
+// floatArg is floatVar returning a new variable.
+func floatArg(fs *flag.FlagSet, name string, value float64, r floatRange, usage string) *float64 {
+	p := new(float64)
+	floatVar(fs, p, name, value, r, usage)
+	return p
 }

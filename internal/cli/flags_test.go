@@ -1,56 +1,99 @@
 package cli
 
 import (
-	"encoding/json"
+	"bytes"
+	"context"
 	"flag"
+	"fmt"
 	"math"
+	"sort"
 	"strings"
 	"testing"
 )
 
-// --data means input files, a list, in every command that takes it.
-func TestDataIsAFileList(t *testing.T) {
-	n := 0
-	for name, c := range commands {
-		fs := flag.NewFlagSet(name, flag.ContinueOnError)
-		c.Flags(fs)
-		f := fs.Lookup("data")
-		if f == nil {
-			continue
-		}
-		n++
-		if _, ok := f.Value.(*fileList); !ok {
-			t.Errorf("%s --data is a %T, not the shared file list", name, f.Value)
-		}
+// TestNumericFlagsRanged walks every command's flags: every numeric flag
+// is declared with a range (intVar, floatVar; seeds, whose every uint64 is
+// valid, are the exception), and a value outside it, given alone, exits 2
+// with a message naming the flag, before the command does any work.
+func TestNumericFlagsRanged(t *testing.T) {
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
 	}
-	if n < 3 {
-		t.Errorf("only %d commands take --data; expected eval, importance and train at least", n)
+	sort.Strings(names)
+	checked := 0
+	for _, name := range names {
+		fs := flag.NewFlagSet(name, flag.ContinueOnError)
+		commands[name].Flags(fs)
+		fs.VisitAll(func(fl *flag.Flag) {
+			var bad []string
+			switch v := fl.Value.(type) {
+			case *intFlag:
+				if v.min > math.MinInt {
+					bad = append(bad, fmt.Sprint(v.min-1))
+				}
+				if v.max < noMax {
+					bad = append(bad, fmt.Sprint(v.max+1))
+				}
+				bad = append(bad, "1.5")
+			case *floatFlag:
+				if !math.IsInf(v.min, -1) {
+					if v.minOpen {
+						bad = append(bad, fmt.Sprint(v.min))
+					} else {
+						bad = append(bad, fmt.Sprint(v.min-1))
+					}
+				}
+				if !math.IsInf(v.max, 1) {
+					if v.maxOpen {
+						bad = append(bad, fmt.Sprint(v.max))
+					} else {
+						bad = append(bad, fmt.Sprint(v.max+0.5))
+					}
+				}
+				bad = append(bad, "NaN", "inf")
+			default:
+				switch typ := fmt.Sprintf("%T", fl.Value); typ {
+				case "*flag.intValue", "*flag.int64Value", "*flag.uintValue", "*flag.float64Value", "*flag.durationValue":
+					t.Errorf("%s --%s is a %s without a range: declare it with intVar/floatVar", name, fl.Name, typ)
+				}
+				return
+			}
+			for _, b := range bad {
+				var out, errb bytes.Buffer
+				code := Run(context.Background(), []string{name, "--" + fl.Name + "=" + b}, strings.NewReader(""), &out, &errb)
+				if code != 2 || !strings.Contains(errb.String(), fl.Name) || !strings.Contains(errb.String(), "want") {
+					t.Errorf("%s --%s=%s: exit %d, %q; want 2 and a message naming the flag and what is valid", name, fl.Name, b, code, errb.String())
+				}
+				checked++
+			}
+		})
+	}
+	t.Logf("%d out-of-range values checked", checked)
+	if checked < 50 {
+		t.Errorf("only %d out-of-range values checked", checked)
 	}
 }
 
-// eval scores several --data files and pools them: the pooled NLL is the sum
-// of the single-file NLLs.
-func TestEvalPoolsFiles(t *testing.T) {
-	dir := evalModel(t)
-	a := evalWrite(t, "a.txt", []byte(evalText))
-	b := evalWrite(t, "b.txt", []byte(strings.ToUpper(evalText)))
-	one := func(args ...string) evalReport {
-		t.Helper()
-		code, out, errs := evalRun(append([]string{"eval", "--model", dir, "--seq-len", "32", "--json"}, args...)...)
-		if code != 0 {
-			t.Fatalf("%v: exit %d: %s", args, code, errs)
+func TestIntFlagRange(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs.SetOutput(new(bytes.Buffer))
+	n := intArg(fs, "n", 0, 1, 8, "")
+	f := floatArg(fs, "f", 0, fraction, "")
+	for _, tc := range []struct {
+		args []string
+		ok   bool
+	}{
+		{[]string{"--n", "1"}, true}, {[]string{"--n", "8"}, true}, {[]string{"--n", "0"}, false}, {[]string{"--n", "9"}, false},
+		{[]string{"--n", "x"}, false}, {[]string{"--f", "1"}, true}, {[]string{"--f", "0.5"}, true}, {[]string{"--f", "0"}, false},
+		{[]string{"--f", "-0.2"}, false}, {[]string{"--f", "1.01"}, false}, {[]string{"--f", "NaN"}, false},
+	} {
+		err := fs.Parse(tc.args)
+		if (err == nil) != tc.ok {
+			t.Errorf("%v: %v", tc.args, err)
 		}
-		var r evalReport
-		if err := json.Unmarshal([]byte(out), &r); err != nil {
-			t.Fatal(err)
-		}
-		return r
 	}
-	ra, rb := one("--data", a), one("--data", b)
-	for _, args := range [][]string{{"--data", a + "," + b}, {"--data", a, "--data", b}, {"--data", a, b}} {
-		p := one(args...)
-		if p.Tokens != ra.Tokens+rb.Tokens || math.Abs(p.NLL-(ra.NLL+rb.NLL)) > 1e-9*p.NLL || len(p.Data) != 2 {
-			t.Errorf("%v: pooled %d tokens, NLL %v, data %v; want %d, %v and both files", args, p.Tokens, p.NLL, p.Data, ra.Tokens+rb.Tokens, ra.NLL+rb.NLL)
-		}
+	if *n != 8 || *f != 0.5 {
+		t.Errorf("values %d %g", *n, *f)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/engine/blas"
 	"github.com/autocompress/autocompress/tokenizer"
+	"github.com/autocompress/autocompress/workload"
 )
 
 func init() {
@@ -35,7 +36,9 @@ tokenizer is present; otherwise the generated ids are printed.
 Sampling is greedy with --greedy or --temperature 0; otherwise tokens are
 drawn from softmax(logits / temperature), restricted to the top-p nucleus,
 with a PCG generator seeded by --seed (same seed, same output). Generation
-stops at an EOS token from config.json or after --max-tokens.
+stops at an EOS token from config.json or after --max-tokens. The prompt plus
+--max-tokens must fit the model's max_position_embeddings unless
+--allow-long-context is given.
 
 A summary (tokens, time, tokens/s, the sgemm backend) goes to standard error;
 --json instead writes one JSON object with the ids, text and timings.`,
@@ -43,12 +46,13 @@ A summary (tokens, time, tokens/s, the sgemm backend) goes to standard error;
 			model := fs.String("model", "", "model `directory` with config.json and *.safetensors, or \"parent\" for the embedded parent (required)")
 			prompt := fs.String("prompt", "", "prompt `text` (needs tokenizer.json in the model directory)")
 			ids := fs.String("ids", "", "prompt as token `ids`, e.g. 1,2,3")
-			maxTokens := fs.Int("max-tokens", 64, "most tokens to generate")
-			temperature := fs.Float64("temperature", 0.8, "sampling temperature (0 = greedy)")
-			topP := fs.Float64("top-p", 0.95, "nucleus sampling threshold in (0, 1]; 1 disables it")
+			maxTokens := intArg(fs, "max-tokens", 64, 1, noMax, "most tokens to generate")
+			temperature := floatArg(fs, "temperature", 0.8, nonNegative, "sampling temperature (0 = greedy)")
+			topP := floatArg(fs, "top-p", 0.95, fraction, "nucleus sampling threshold in (0, 1]; 1 disables it")
 			seed := fs.Uint64("seed", 1, "seed of the sampler")
 			greedy := fs.Bool("greedy", false, "always pick the most likely token")
 			asJSON := fs.Bool("json", false, "write the result as one JSON object")
+			allowLong := fs.Bool("allow-long-context", false, "allow the prompt + --max-tokens past the model's max_position_embeddings")
 			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) > 0 {
 					return Usagef("unexpected arguments %q (quote a multi-word --prompt)", args)
@@ -116,6 +120,11 @@ A summary (tokens, time, tokens/s, the sgemm backend) goes to standard error;
 					if id < 0 || int(id) >= arch.Vocab {
 						return Usagef("prompt token %d is %d, outside the model's vocabulary [0, %d)", i, id, arch.Vocab)
 					}
+				}
+				w := workload.FixedClosed(len(promptIDs), *maxTokens, 1)
+				if _, err := w.FitContext(workload.ContextRule{MaxPositions: arch.MaxPositions, AllowLong: *allowLong,
+					What: fmt.Sprintf("the %d-token prompt + --max-tokens %d", len(promptIDs), *maxTokens)}); err != nil {
+					return Usagef("%v", err)
 				}
 				var out []int32
 				printed := ""

@@ -18,7 +18,7 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "prune",
-		Usage: "--model DIR (--plan plan.json | --scores scores.safetensors --keep-hidden N --keep-heads N --keep-ffn N --drop-layers N) --out DIR [--engine vllm|sglang|trtllm|llamacpp|hf] [--format native|decilm|padded] [--tp N] [--add-files F,...] [--force] [--json]",
+		Usage: "--model DIR (--plan plan.json | --scores scores.safetensors --keep-hidden N --keep-heads N --keep-ffn N --drop-layers N) --out DIR [--engine vllm|sglang|trtllm|llamacpp|hf|LIST|all] [--format native|decilm|padded] [--tp N] [--add-files F,...] [--force] [--json]",
 		Short: "write a pruned child checkpoint from a pruning plan",
 		Long: `prune slices a HuggingFace checkpoint (config.json + safetensors) to what a
 pruning plan keeps: hidden channels, query heads (within their KV groups), KV
@@ -45,17 +45,17 @@ so the native architecture can hold them; the function is unchanged).`,
 			model := fs.String("model", "", "parent checkpoint `directory` (config.json + safetensors), or \"parent\" for the embedded parent")
 			planPath := fs.String("plan", "", "pruning plan `file` (JSON, see prune/PLAN.md)")
 			out := fs.String("out", "", "output `directory` for the child")
-			engine := fs.String("engine", "", "serving engine the child must load in: vllm, sglang, trtllm, llamacpp or hf (default: the plan's, else only config/tensor agreement is checked)")
+			engine := fs.String("engine", "", "serving engine(s) the child must load in: vllm, sglang, trtllm, llamacpp, hf, a comma-separated list, or all (default: the plan's, else only config/tensor agreement is checked)")
 			format := fs.String("format", "", "output format: native, decilm or padded (default: the plan's, else native)")
 			force := fs.Bool("force", false, "replace an existing --out")
 			addFiles := fs.String("add-files", "", "comma-separated `files` to copy into the child, e.g. the DeciLM remote code configuration_decilm.py,modeling_decilm.py for --engine hf")
-			tp := fs.Int("tp", 0, "tensor-parallel size the child will be served with (checks head and width divisibility)")
+			tp := intArg(fs, "tp", 0, 1, noMax, "tensor-parallel size the child will be served with (checks head and width divisibility)")
 			asJSON := fs.Bool("json", false, "print the result as JSON")
 			scores := fs.String("scores", "", "build the plan from an importance `file` (autocompress importance output) instead of --plan")
-			keepHidden := fs.Int("keep-hidden", 0, "with --scores: hidden channels to keep (0: all)")
-			keepHeads := fs.Int("keep-heads", 0, "with --scores: query heads to keep per layer, a multiple of the KV groups (0: all)")
-			keepFFN := fs.Int("keep-ffn", 0, "with --scores: MLP neurons to keep per layer (0: all)")
-			dropLayers := fs.Int("drop-layers", 0, "with --scores: layers to drop, lowest block influence first")
+			keepHidden := intArg(fs, "keep-hidden", 0, 0, noMax, "with --scores: hidden channels to keep (0: all)")
+			keepHeads := intArg(fs, "keep-heads", 0, 0, noMax, "with --scores: query heads to keep per layer, a multiple of the KV groups (0: all)")
+			keepFFN := intArg(fs, "keep-ffn", 0, 0, noMax, "with --scores: MLP neurons to keep per layer (0: all)")
+			dropLayers := intArg(fs, "drop-layers", 0, 0, noMax, "with --scores: layers to drop, lowest block influence first")
 			writePlan := fs.String("write-plan", "", "with --scores: also write the generated plan to this `file`")
 			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) > 0 {
@@ -78,10 +78,8 @@ so the native architecture can hold them; the function is unchanged).`,
 				if *tp < 0 {
 					return Usagef("--tp %d: want a positive tensor-parallel size", *tp)
 				}
-				if *engine != "" {
-					if _, err := export.Lookup(*engine); err != nil {
-						return Usagef("--engine: %v", err)
-					}
+				if _, err := export.ParseEngines(*engine); err != nil {
+					return Usagef("--engine: %v (or a comma-separated list, or all)", err)
 				}
 				switch *format {
 				case "", prune.FormatNative, prune.FormatDeciLM, prune.FormatPadded:

@@ -30,7 +30,7 @@ not fail. --engine accepts a comma-separated list or "all". The exit status is
 			model := fs.String("model", "", "checkpoint `directory` (config.json + safetensors), or \"parent\" for the embedded parent")
 			engine := fs.String("engine", "", "engine(s): vllm, sglang, trtllm, llamacpp, hf, a comma-separated list, or all")
 			asJSON := fs.Bool("json", false, "print the reports as JSON")
-			tp := fs.Int("tp", 0, "tensor-parallel size to check head and width divisibility for (vllm, sglang, trtllm)")
+			tp := intArg(fs, "tp", 0, 1, noMax, "tensor-parallel size to check head and width divisibility for (vllm, sglang, trtllm)")
 			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) > 0 {
 					return Usagef("unexpected arguments %q", args)
@@ -44,14 +44,9 @@ not fail. --engine accepts a comma-separated list or "all". The exit status is
 				if *engine == "" {
 					return Usagef("--engine is required (%s or all)", strings.Join(export.Engines(), ", "))
 				}
-				engines := export.Engines()
-				if *engine != "all" {
-					engines = strings.Split(*engine, ",")
-					for _, e := range engines {
-						if _, err := export.Lookup(e); err != nil {
-							return Usagef("--engine: %v", err)
-						}
-					}
+				engines, err := export.ParseEngines(*engine)
+				if err != nil {
+					return Usagef("--engine: %v (or a comma-separated list, or all)", err)
 				}
 				dir, err := checkpointDir(*model)
 				if err != nil {

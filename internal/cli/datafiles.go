@@ -1,0 +1,31 @@
+package cli
+
+import (
+	"flag"
+	"strings"
+)
+
+// fileList is the one meaning of --data in every command: input files,
+// repeatable (--data a.txt --data b.txt) or comma-separated (--data
+// a.txt,b.txt); commands that take --data accept the files as positional
+// arguments too.
+type fileList []string
+
+func (f *fileList) String() string { return strings.Join(*f, ",") }
+
+func (f *fileList) Set(v string) error {
+	for _, p := range strings.Split(v, ",") {
+		if p != "" {
+			*f = append(*f, p)
+		}
+	}
+	return nil
+}
+
+// dataFlag declares --data on fs as a fileList; what is the files' content
+// (e.g. "calibration text or token-id").
+func dataFlag(fs *flag.FlagSet, what string) *fileList {
+	var f fileList
+	fs.Var(&f, "data", what+" `files` (repeatable or comma-separated; positional arguments too)")
+	return &f
+}
