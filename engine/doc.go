@@ -63,7 +63,9 @@
 //
 // A nil observer costs nothing. SetSkip(layers...) turns layers into
 // identities in forward and backward, to measure the loss increase when a
-// layer is removed.
+// layer is removed; SetSkipBlock(BlockAttention or BlockMLP, layers...) does
+// the same for one sub-block (with its norm), which computes exactly what a
+// child with that sub-block removed computes.
 //
 // # Generation and serving
 //
