@@ -57,6 +57,8 @@
 //     post_attention_layernorm, (B·T, hidden) — hidden-channel importance;
 //   - SiteAttnHeads: the attention output before o_proj,
 //     (B·T, heads·head_dim) — head importance;
+//   - SiteAttnResidual: the residual stream between attention and MLP,
+//     (B·T, hidden) — sub-block influence;
 //   - SiteMLPAct: act(gate)·up, the input of down_proj, (B·T, ffn) — neuron
 //     importance;
 //   - SiteFinalNorm (Layer = number of layers): the final norm's output.

@@ -544,6 +544,7 @@ func (m *Model) forward() {
 			linearForward(out, la.ao, w.o, w.ob, N, d.qd, H)
 			residualAdd(la.mid, out)
 		}
+		m.observe(l, SiteAttnResidual, la.mid, H, 0, 0)
 		if !mlp {
 			parallelCopy(out, la.mid)
 		} else {
