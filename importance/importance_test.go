@@ -1,6 +1,7 @@
 package importance
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -11,7 +12,6 @@ import (
 	"strings"
 	"testing"
 
-	"context"
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/internal/shareddata"
