@@ -57,13 +57,17 @@
 //     post_attention_layernorm, (B·T, hidden) — hidden-channel importance;
 //   - SiteAttnHeads: the attention output before o_proj,
 //     (B·T, heads·head_dim) — head importance;
+//   - SiteAttnResidual: the residual stream between attention and MLP,
+//     (B·T, hidden) — sub-block influence;
 //   - SiteMLPAct: act(gate)·up, the input of down_proj, (B·T, ffn) — neuron
 //     importance;
 //   - SiteFinalNorm (Layer = number of layers): the final norm's output.
 //
 // A nil observer costs nothing. SetSkip(layers...) turns layers into
 // identities in forward and backward, to measure the loss increase when a
-// layer is removed.
+// layer is removed; SetSkipBlock(BlockAttention or BlockMLP, layers...) does
+// the same for one sub-block (with its norm), which computes exactly what a
+// child with that sub-block removed computes.
 //
 // # Generation and serving
 //

@@ -119,16 +119,27 @@ func TestObserverSitesAndSkip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "0/layer_input 0/attn_norm 0/attn_heads 0/mlp_norm 0/mlp_act 0/layer_output " +
-		"1/layer_input 1/mlp_norm 1/mlp_act 1/layer_output " +
-		"2/layer_input 2/attn_norm 2/attn_heads 2/layer_output " +
-		"3/layer_input 3/attn_norm 3/attn_heads 3/mlp_norm 3/mlp_act 3/layer_output 4/final_norm"
+	want := "0/layer_input 0/attn_norm 0/attn_heads 0/attn_residual 0/mlp_norm 0/mlp_act 0/layer_output " +
+		"1/layer_input 1/attn_residual 1/mlp_norm 1/mlp_act 1/layer_output " +
+		"2/layer_input 2/attn_norm 2/attn_heads 2/attn_residual 2/layer_output " +
+		"3/layer_input 3/attn_norm 3/attn_heads 3/attn_residual 3/mlp_norm 3/mlp_act 3/layer_output 4/final_norm"
 	if got := strings.Join(rec.seen, " "); got != want {
 		t.Fatalf("sites:\n got %s\nwant %s", got, want)
 	}
 	// The layer output observed is the next layer's input.
 	if d := maxAbsDiff(rec.acts["1/layer_output"], rec.acts["2/layer_input"]); d != 0 {
 		t.Fatalf("layer 1 output and layer 2 input differ by %g", d)
+	}
+	// Between the sub-blocks: a layer without attention passes its input
+	// on; one without an MLP ends there.
+	if d := maxAbsDiff(rec.acts["1/layer_input"], rec.acts["1/attn_residual"]); d != 0 {
+		t.Fatalf("layer 1 (no attention): residual between sub-blocks differs from the input by %g", d)
+	}
+	if d := maxAbsDiff(rec.acts["2/attn_residual"], rec.acts["2/layer_output"]); d != 0 {
+		t.Fatalf("layer 2 (no MLP): residual between sub-blocks differs from the output by %g", d)
+	}
+	if d := maxAbsDiff(rec.acts["0/layer_input"], rec.acts["0/attn_residual"]); d == 0 {
+		t.Fatal("layer 0: attention did not change the residual stream")
 	}
 	// o_proj applied to the observed heads gives the attention's contribution.
 	ao := rec.acts["2/attn_heads"]

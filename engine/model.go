@@ -26,6 +26,9 @@ type Model struct {
 	rope     map[int]*ropeTable
 	observer Observer
 	skip     []bool
+	// skipAttn and skipMLP turn one sub-block of a layer into an identity
+	// (SetSkipBlock).
+	skipAttn, skipMLP []bool
 
 	a    *acts
 	step *stepBufs
@@ -68,6 +71,11 @@ func isNormName(name string) bool {
 	return false
 }
 
+// NewZero builds a model of architecture arch with every parameter zero,
+// for callers that fill the slab themselves (e.g. building a pruned child in
+// memory from its parent's weights).
+func NewZero(arch *architecture.Model) (*Model, error) { return newEmpty(arch) }
+
 // newEmpty allocates the slabs for arch with zero parameters.
 func newEmpty(arch *architecture.Model) (*Model, error) {
 	dims, err := checkArch(arch)
@@ -92,6 +100,7 @@ func newEmpty(arch *architecture.Model) (*Model, error) {
 	m.p = bindViews(m.params, m.specs, m.offsets, len(dims), arch.TiedEmbeddings)
 	m.g = bindViews(m.grads, m.specs, m.offsets, len(dims), arch.TiedEmbeddings)
 	m.skip = make([]bool, len(dims))
+	m.skipAttn, m.skipMLP = make([]bool, len(dims)), make([]bool, len(dims))
 	for _, d := range dims {
 		if d.attn && m.rope[d.hd] == nil {
 			m.rope[d.hd] = newRopeTable(arch, d.hd)
@@ -164,6 +173,55 @@ func (m *Model) SetSkip(layers ...int) error {
 	clear(m.skip)
 	for _, l := range layers {
 		m.skip[l] = true
+	}
+	return nil
+}
+
+// Block names a sub-block of a decoder layer (SetSkipBlock).
+type Block int
+
+// Sub-blocks of a layer.
+const (
+	// BlockAttention is the attention sub-block with its input_layernorm.
+	BlockAttention Block = iota
+	// BlockMLP is the MLP sub-block with its post_attention_layernorm.
+	BlockMLP
+)
+
+func (b Block) String() string {
+	switch b {
+	case BlockAttention:
+		return "attention"
+	case BlockMLP:
+		return "mlp"
+	}
+	return "block?"
+}
+
+// SetSkipBlock makes sub-block b of the given layers an identity in Forward,
+// ForwardLoss and the backward passes: the residual stream passes that
+// sub-block unchanged, which is what removing it (DeciLM "no_op", prune's
+// remove_attention / remove_mlp) computes. A layer lacking the sub-block is
+// not an error (nothing changes). An empty call clears the skips of b only;
+// SetSkip (whole layers) is independent. Generation ignores it.
+func (m *Model) SetSkipBlock(b Block, layers ...int) error {
+	var skip []bool
+	switch b {
+	case BlockAttention:
+		skip = m.skipAttn
+	case BlockMLP:
+		skip = m.skipMLP
+	default:
+		return fmt.Errorf("engine: skip block %d: want BlockAttention or BlockMLP", int(b))
+	}
+	for _, l := range layers {
+		if l < 0 || l >= len(m.dims) {
+			return fmt.Errorf("engine: skip %s of layer %d: model has layers 0..%d", b, l, len(m.dims)-1)
+		}
+	}
+	clear(skip)
+	for _, l := range layers {
+		skip[l] = true
 	}
 	return nil
 }
@@ -461,8 +519,9 @@ func (m *Model) forward() {
 			continue
 		}
 		la, w := &a.layers[l], &m.p.layers[l]
+		attn, mlp := d.attn && !m.skipAttn[l], d.mlp && !m.skipMLP[l]
 		parallelCopy(la.mid, in)
-		if d.attn {
+		if attn {
 			rmsnormForward(la.ln1, la.rstd1, in, w.inNorm, N, H, m.eps)
 			m.observe(l, SiteAttnNorm, la.ln1, H, 0, 0)
 			linearForward(la.q, la.ln1, w.q, w.qb, N, H, d.qd)
@@ -485,7 +544,8 @@ func (m *Model) forward() {
 			linearForward(out, la.ao, w.o, w.ob, N, d.qd, H)
 			residualAdd(la.mid, out)
 		}
-		if !d.mlp {
+		m.observe(l, SiteAttnResidual, la.mid, H, 0, 0)
+		if !mlp {
 			parallelCopy(out, la.mid)
 		} else {
 			rmsnormForward(la.ln2, la.rstd2, la.mid, w.postNorm, N, H, m.eps)
@@ -522,7 +582,8 @@ func (m *Model) backward(dlogits []float32) {
 		}
 		d, la, w, g := m.dims[l], &a.layers[l], &m.p.layers[l], &m.g.layers[l]
 		// dres holds ∂loss/∂out; turn it into ∂loss/∂mid, then ∂loss/∂in.
-		if d.mlp {
+		// A skipped sub-block is an identity: dres passes through it.
+		if d.mlp && !m.skipMLP[l] {
 			F := d.ffn
 			dh, dup := b.dh[:N*F], b.dup[:N*F]
 			linearBackward(dh, g.down, g.downB, dres, la.h, w.down, N, F, H, false)
@@ -537,7 +598,7 @@ func (m *Model) backward(dlogits []float32) {
 			}
 			rmsnormBackward(dres, g.postNorm, b.dln, la.mid, w.postNorm, la.rstd2, N, H)
 		}
-		if d.attn {
+		if d.attn && !m.skipAttn[l] {
 			qd, kd := d.qd, d.kd
 			dao := b.dao[:N*qd]
 			linearBackward(dao, g.o, g.ob, dres, la.ao, w.o, N, qd, H, false)

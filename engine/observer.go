@@ -12,6 +12,11 @@ const (
 	// SiteAttnHeads is the attention output before o_proj,
 	// (B·T, heads·head_dim), head-major within a row.
 	SiteAttnHeads
+	// SiteAttnResidual is the residual stream between the two sub-blocks:
+	// the layer input plus the attention output (the layer input itself
+	// when the layer has no attention), (B·T, hidden). With SiteLayerInput
+	// and SiteLayerOutput it gives each sub-block's influence.
+	SiteAttnResidual
 	// SiteMLPNorm is the output of post_attention_layernorm, (B·T, hidden).
 	SiteMLPNorm
 	// SiteMLPAct is the MLP intermediate act(gate)·up, the input of
@@ -24,7 +29,7 @@ const (
 	SiteFinalNorm
 )
 
-var siteNames = [...]string{"layer_input", "attn_norm", "attn_heads", "mlp_norm", "mlp_act", "layer_output", "final_norm"}
+var siteNames = [...]string{"layer_input", "attn_norm", "attn_heads", "attn_residual", "mlp_norm", "mlp_act", "layer_output", "final_norm"}
 
 func (s Site) String() string {
 	if s >= 0 && int(s) < len(siteNames) {

@@ -1,6 +1,7 @@
 package importance
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -14,12 +15,12 @@ func BenchmarkObserverOverhead(b *testing.B) {
 	var with, without time.Duration
 	for b.Loop() {
 		t0 := time.Now()
-		if _, err := meanLoss(m, data, 8, nil); err != nil {
+		if _, err := meanLoss(context.Background(), m, data, 8, nil); err != nil {
 			b.Fatal(err)
 		}
 		without += time.Since(t0)
 		t0 = time.Now()
-		if _, err := Compute(m, data, Options{Batch: 8, NoSkipLoss: true}); err != nil {
+		if _, err := Compute(context.Background(), m, data, Options{Batch: 8, NoSkipLoss: true}); err != nil {
 			b.Fatal(err)
 		}
 		with += time.Since(t0)

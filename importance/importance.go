@@ -22,21 +22,36 @@
 //     viewed [heads, head_dim]; a head's score is the L2 norm over its
 //     head_dim channels. Heads are ranked within their KV group
 //     (HeadOrder), because KV groups are not pruned;
-//   - layers: block influence BI_l = Σ_calls (1 − mean_{b,t} cos(x_in, x_out))
-//     over the hidden states entering and leaving layer l, and the increase
-//     of the calibration loss when layer l alone is skipped (an identity).
+//   - layers: block influence BI_l = mean_{b,t} (1 − cos(x_in, x_out)) over
+//     the hidden states entering and leaving layer l (a mean over every
+//     calibration token, so it does not depend on the batch size), and the
+//     increase of the calibration loss when layer l alone is skipped (an
+//     identity);
+//   - sub-blocks: the same two scores for the attention and the MLP of each
+//     layer alone: the influence 1 − cos between the residual stream before
+//     and after the sub-block (x_in and x_mid for attention, x_mid and
+//     x_out for the MLP, where x_mid = x_in + attention), and the loss
+//     increase when only that sub-block (with its norm) is skipped, which is
+//     what a child with that sub-block removed (DeciLM no_op) computes.
 //
 // # Storage and reuse
 //
 // Scores are a safetensors file (float32 tensors "hidden", "layer_bi",
-// "layer_skip_loss", "layers.N.heads", "layers.N.head_channels",
+// "layer_skip_loss", "attn_bi", "mlp_bi", "attn_skip_loss",
+// "mlp_skip_loss", "layers.N.heads", "layers.N.head_channels",
 // "layers.N.neurons") with provenance in __metadata__: the model hash, the
 // calibration-data hash, sequence length, sequences, tokens, the base loss
 // and the format version. Load reads it back; Matches tells whether a file
 // can be reused for a (model, data) pair without a new pass.
+//
+// Version 1 files (before sub-block scores) still load: their sub-block
+// scores are NaN, and their layer_bi is a sum over forward calls rather
+// than a mean (the same ranking of layers, scaled by the number of calls);
+// Matches refuses them, so a cache of version 1 is recomputed.
 package importance
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -52,11 +67,10 @@ import (
 
 	"github.com/autocompress/autocompress/checkpoint"
 	"github.com/autocompress/autocompress/engine"
-	"github.com/autocompress/autocompress/internal/progress"
 )
 
 // Version is the format version written to __metadata__.
-const Version = "1"
+const Version = "2"
 
 // Scores are the importance statistics of one model on one calibration set.
 // Every per-layer quantity is indexed by layer; a layer without attention
@@ -69,9 +83,17 @@ type Scores struct {
 	KVHeads      []int       // [layer]: KV heads (groups), 0 without attention
 	Neurons      [][]float64 // [layer][ffn]
 
-	LayerBI       []float64 // [layer]: Σ_calls (1 − mean cos(in, out))
+	LayerBI       []float64 // [layer]: mean over tokens of 1 − cos(in, out)
 	LayerSkipLoss []float64 // [layer]: loss(layer skipped) − base loss; NaN if not measured
-	BaseLoss      float64   // mean cross-entropy of the full model (nats/token)
+
+	// Sub-block scores, NaN for a layer without that sub-block (or, for the
+	// skip losses, when not measured).
+	AttnBI       []float64 // [layer]: mean over tokens of 1 − cos(in, mid)
+	MLPBI        []float64 // [layer]: mean over tokens of 1 − cos(mid, out)
+	AttnSkipLoss []float64 // [layer]: loss(attention of l skipped) − base loss
+	MLPSkipLoss  []float64 // [layer]: loss(MLP of l skipped) − base loss
+
+	BaseLoss float64 // mean cross-entropy of the full model (nats/token)
 
 	ModelHash string
 	DataHash  string
@@ -83,16 +105,22 @@ type Scores struct {
 
 // Options configures Compute.
 type Options struct {
-	// Batch is the number of sequences per forward pass (default 8).
+	// Batch is the number of sequences per forward pass (default 8). The
+	// scores do not depend on it.
 	Batch int
-	// SkipLoss measures the loss increase of skipping each layer (one more
-	// pass over SkipRows rows per layer). Default true via Compute's caller;
-	// set NoSkipLoss to turn it off.
+	// NoSkipLoss turns off the skip-loss passes. By default Compute measures
+	// the loss increase of skipping each layer, and each layer's attention
+	// and MLP alone: up to three more passes over SkipRows rows per layer.
 	NoSkipLoss bool
+	// NoSubBlockSkipLoss keeps the layer skip loss but leaves out the two
+	// sub-block skip passes per layer.
+	NoSubBlockSkipLoss bool
 	// SkipRows limits the rows used for the skip-loss passes (0 = all).
 	SkipRows int
-	// Progress receives a progress bar (nil = none).
-	Progress io.Writer
+	// Progress, when not nil, is called after every forward pass with the
+	// sequences run so far and the total Compute will run (calibration
+	// plus skip-loss passes).
+	Progress func(done, total int64)
 }
 
 // accum is the Minitron accumulator for one site.
@@ -133,9 +161,11 @@ type collector struct {
 	hidden  []*accum // per norm site, in observation order
 	heads   []*accum
 	neurons []*accum
-	bi      []float64
-	in      [][]float32 // layer input of the current call, per layer
-	err     error
+	// Σ over token rows of 1 − cos for the layer, its attention and its
+	// MLP, and the rows counted.
+	bi, attnBI, mlpBI []float64
+	rows              []int64
+	in, mid           [][]float32 // layer input and mid residual of the current call, per layer
 }
 
 func (c *collector) Observe(a *engine.Activation) {
@@ -159,8 +189,17 @@ func (c *collector) Observe(a *engine.Activation) {
 		c.neurons[l].add(a.Data, a.B, a.T, a.Width)
 	case engine.SiteLayerInput:
 		c.in[l] = append(c.in[l][:0], a.Data...)
+		c.mid[l] = c.mid[l][:0]
+	case engine.SiteAttnResidual:
+		c.mid[l] = append(c.mid[l][:0], a.Data...)
 	case engine.SiteLayerOutput:
-		c.bi[l] += 1 - meanCosine(c.in[l], a.Data, a.Width)
+		n := int64(a.B * a.T)
+		c.rows[l] += n
+		c.bi[l] += float64(n) - sumCosine(c.in[l], a.Data, a.Width)
+		if len(c.mid[l]) == len(a.Data) {
+			c.attnBI[l] += float64(n) - sumCosine(c.in[l], c.mid[l], a.Width)
+			c.mlpBI[l] += float64(n) - sumCosine(c.mid[l], a.Data, a.Width)
+		}
 	}
 }
 
@@ -174,6 +213,12 @@ func boolInt(b bool) int {
 // meanCosine returns the mean over rows of cos(x_row, y_row); a zero row
 // pair counts as cosine 1 (no change).
 func meanCosine(x, y []float32, width int) float64 {
+	return sumCosine(x, y, width) / float64(len(x)/width)
+}
+
+// sumCosine returns the sum over rows of cos(x_row, y_row); a zero row
+// counts as cosine 1 (no change).
+func sumCosine(x, y []float32, width int) float64 {
 	rows := len(x) / width
 	var s float64
 	for r := 0; r < rows; r++ {
@@ -190,13 +235,15 @@ func meanCosine(x, y []float32, width int) float64 {
 		}
 		s += dot / math.Sqrt(na*nb)
 	}
-	return s / float64(rows)
+	return s
 }
 
 // Compute runs m over rows (packed sequences of T+1 token ids: inputs
 // row[:T], targets row[1:]) and returns its importance scores. ModelHash is
-// left for the caller to set; DataHash is HashRows(rows).
-func Compute(m *engine.Model, rows [][]int32, o Options) (*Scores, error) {
+// left for the caller to set; DataHash is HashRows(rows). It stops with
+// ctx.Err() between forward passes when ctx is cancelled, and reports
+// progress through o.Progress. The model's skips are cleared on return.
+func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*Scores, error) {
 	if len(rows) == 0 {
 		return nil, errors.New("importance: no calibration sequences")
 	}
@@ -215,25 +262,51 @@ func Compute(m *engine.Model, rows [][]int32, o Options) (*Scores, error) {
 	arch := m.Arch()
 	L := arch.NumLayers()
 	c := &collector{hidden: make([]*accum, 2*L), heads: make([]*accum, L), neurons: make([]*accum, L),
-		bi: make([]float64, L), in: make([][]float32, L)}
+		bi: make([]float64, L), attnBI: make([]float64, L), mlpBI: make([]float64, L), rows: make([]int64, L),
+		in: make([][]float32, L), mid: make([][]float32, L)}
 	skipRows := rows
 	if o.SkipRows > 0 && o.SkipRows < len(rows) {
 		skipRows = rows[:o.SkipRows]
 	}
-	total := int64(len(rows))
-	if !o.NoSkipLoss {
-		total += int64(L * len(skipRows))
+	// The skip passes: every layer, then each sub-block of the layers that
+	// have both (a lone sub-block skipped is the layer skipped: measured
+	// once, reported for both).
+	type skipPass struct {
+		layer int
+		block engine.Block // used when sub
+		sub   bool
 	}
-	bar := progress.New(o.Progress, "importance", total, "seq")
+	var passes []skipPass
+	if !o.NoSkipLoss {
+		for l := 0; l < L; l++ {
+			passes = append(passes, skipPass{layer: l})
+		}
+		if !o.NoSubBlockSkipLoss {
+			for l, layer := range arch.Layers {
+				if layer.Attention != nil && layer.MLP != nil {
+					passes = append(passes, skipPass{l, engine.BlockAttention, true}, skipPass{l, engine.BlockMLP, true})
+				}
+			}
+		}
+	}
+	pr := &counter{fn: o.Progress, total: int64(len(rows)) + int64(len(passes)*len(skipRows))}
 	m.SetObserver(c)
-	base, err := meanLoss(m, rows, o.Batch, bar)
+	base, err := meanLoss(ctx, m, rows, o.Batch, pr)
 	m.SetObserver(nil)
 	if err != nil {
 		return nil, err
 	}
+	nan := func() []float64 {
+		v := make([]float64, L)
+		for i := range v {
+			v[i] = math.NaN()
+		}
+		return v
+	}
 	s := &Scores{
 		Hidden: make([]float64, arch.Hidden), Heads: make([][]float64, L), HeadChannels: make([][]float64, L),
-		KVHeads: make([]int, L), Neurons: make([][]float64, L), LayerBI: c.bi, LayerSkipLoss: make([]float64, L),
+		KVHeads: make([]int, L), Neurons: make([][]float64, L), LayerBI: make([]float64, L), LayerSkipLoss: nan(),
+		AttnBI: nan(), MLPBI: nan(), AttnSkipLoss: nan(), MLPSkipLoss: nan(),
 		BaseLoss: base, DataHash: HashRows(rows), SeqLen: T, Sequences: len(rows),
 		Tokens: int64(len(rows) * T), Version: Version,
 	}
@@ -246,6 +319,15 @@ func Compute(m *engine.Model, rows [][]int32, o Options) (*Scores, error) {
 		}
 	}
 	for l, layer := range arch.Layers {
+		if n := float64(c.rows[l]); n > 0 {
+			s.LayerBI[l] = c.bi[l] / n
+			if layer.Attention != nil {
+				s.AttnBI[l] = c.attnBI[l] / n
+			}
+			if layer.MLP != nil {
+				s.MLPBI[l] = c.mlpBI[l] / n
+			}
+		}
 		if at := layer.Attention; at != nil && c.heads[l] != nil {
 			ch := c.heads[l].sqrt()
 			s.HeadChannels[l] = ch
@@ -263,41 +345,86 @@ func Compute(m *engine.Model, rows [][]int32, o Options) (*Scores, error) {
 			s.Neurons[l] = c.neurons[l].sqrt()
 		}
 	}
-	for l := range s.LayerSkipLoss {
-		s.LayerSkipLoss[l] = math.NaN()
+	if len(passes) == 0 {
+		return s, nil
 	}
-	if !o.NoSkipLoss {
-		skipBase := base
-		if len(skipRows) != len(rows) {
-			if skipBase, err = meanLoss(m, skipRows, o.Batch, nil); err != nil {
-				return nil, err
-			}
+	skipBase := base
+	if len(skipRows) != len(rows) {
+		if skipBase, err = meanLoss(ctx, m, skipRows, o.Batch, nil); err != nil {
+			return nil, err
 		}
-		defer m.SetSkip()
-		for l := 0; l < L; l++ {
-			if err := m.SetSkip(l); err != nil {
-				return nil, err
-			}
-			loss, err := meanLoss(m, skipRows, o.Batch, bar)
-			if err != nil {
-				return nil, fmt.Errorf("importance: skipping layer %d: %w", l, err)
-			}
-			s.LayerSkipLoss[l] = loss - skipBase
-		}
+	}
+	defer func() {
 		m.SetSkip()
+		m.SetSkipBlock(engine.BlockAttention)
+		m.SetSkipBlock(engine.BlockMLP)
+	}()
+	for _, p := range passes {
+		what := fmt.Sprintf("layer %d", p.layer)
+		if p.sub {
+			what = fmt.Sprintf("the %s of layer %d", p.block, p.layer)
+			err = m.SetSkipBlock(p.block, p.layer)
+		} else {
+			err = m.SetSkip(p.layer)
+		}
+		if err != nil {
+			return nil, err
+		}
+		loss, err := meanLoss(ctx, m, skipRows, o.Batch, pr)
+		if err != nil {
+			return nil, fmt.Errorf("importance: skipping %s: %w", what, err)
+		}
+		d := loss - skipBase
+		layer := arch.Layers[p.layer]
+		switch {
+		case !p.sub:
+			s.LayerSkipLoss[p.layer] = d
+			// A layer with one sub-block: skipping it is skipping the layer.
+			if layer.MLP == nil && layer.Attention != nil && !o.NoSubBlockSkipLoss {
+				s.AttnSkipLoss[p.layer] = d
+			}
+			if layer.Attention == nil && layer.MLP != nil && !o.NoSubBlockSkipLoss {
+				s.MLPSkipLoss[p.layer] = d
+			}
+			m.SetSkip()
+		case p.block == engine.BlockAttention:
+			s.AttnSkipLoss[p.layer] = d
+			m.SetSkipBlock(engine.BlockAttention)
+		default:
+			s.MLPSkipLoss[p.layer] = d
+			m.SetSkipBlock(engine.BlockMLP)
+		}
 	}
-	bar.Done()
 	return s, nil
 }
 
+// counter reports sequences done to an optional progress callback.
+type counter struct {
+	fn          func(done, total int64)
+	done, total int64
+}
+
+func (c *counter) add(n int) {
+	if c == nil {
+		return
+	}
+	c.done += int64(n)
+	if c.fn != nil {
+		c.fn(c.done, c.total)
+	}
+}
+
 // meanLoss is the token-weighted mean cross-entropy over rows.
-func meanLoss(m *engine.Model, rows [][]int32, batch int, bar *progress.Bar) (float64, error) {
+func meanLoss(ctx context.Context, m *engine.Model, rows [][]int32, batch int, pr *counter) (float64, error) {
 	T := len(rows[0]) - 1
 	var sum float64
 	var n int
 	in := make([]int32, 0, batch*T)
 	tg := make([]int32, 0, batch*T)
 	for i := 0; i < len(rows); i += batch {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
 		part := rows[i:min(i+batch, len(rows))]
 		in, tg = in[:0], tg[:0]
 		for _, r := range part {
@@ -310,7 +437,7 @@ func meanLoss(m *engine.Model, rows [][]int32, batch int, bar *progress.Bar) (fl
 		}
 		sum += float64(l) * float64(len(part)*T)
 		n += len(part) * T
-		bar.Add(int64(len(part)))
+		pr.add(len(part))
 	}
 	return sum / float64(n), nil
 }
@@ -395,6 +522,26 @@ func Ranking(v []float64) []int {
 	return idx
 }
 
+// LeastImportant returns the indices of the n lowest scores of v, least
+// important first (ties: the higher index first, the reverse of Ranking);
+// NaN scores are left out. All of them when n ≥ the number of scores.
+func LeastImportant(v []float64, n int) []int {
+	idx := make([]int, 0, len(v))
+	for i, x := range v {
+		if !math.IsNaN(x) {
+			idx = append(idx, i)
+		}
+	}
+	// The reverse of Ranking: ascending score, ties by descending index.
+	sort.Slice(idx, func(a, b int) bool {
+		if v[idx[a]] != v[idx[b]] {
+			return v[idx[a]] < v[idx[b]]
+		}
+		return idx[a] > idx[b]
+	})
+	return idx[:min(max(n, 0), len(idx))]
+}
+
 func f32(v []float64) []float32 {
 	out := make([]float32, len(v))
 	for i, x := range v {
@@ -410,6 +557,11 @@ func (s *Scores) Save(path string) error {
 		data []float64
 	}
 	ts := []tensor{{"hidden", s.Hidden}, {"layer_bi", s.LayerBI}, {"layer_skip_loss", s.LayerSkipLoss}}
+	for _, t := range []tensor{{"attn_bi", s.AttnBI}, {"mlp_bi", s.MLPBI}, {"attn_skip_loss", s.AttnSkipLoss}, {"mlp_skip_loss", s.MLPSkipLoss}} {
+		if t.data != nil {
+			ts = append(ts, t)
+		}
+	}
 	for l := range s.Heads {
 		if s.Heads[l] != nil {
 			ts = append(ts, tensor{fmt.Sprintf("layers.%d.heads", l), s.Heads[l]},
@@ -432,7 +584,7 @@ func (s *Scores) Save(path string) error {
 		"seq_len": strconv.Itoa(s.SeqLen), "sequences": strconv.Itoa(s.Sequences), "tokens": strconv.FormatInt(s.Tokens, 10),
 		"base_loss": strconv.FormatFloat(s.BaseLoss, 'g', -1, 64), "layers": strconv.Itoa(len(s.LayerBI)),
 		"kv_heads":    strings.Join(kv, ","),
-		"aggregation": "mean over tokens, L2 over sequences (Minitron); hidden = sum over norm sites; heads = L2 over head_dim; layer_bi = sum over calls of 1-mean cos(in,out); layer_skip_loss = loss(skip l) - base",
+		"aggregation": "mean over tokens, L2 over sequences (Minitron); hidden = sum over norm sites; heads = L2 over head_dim; layer_bi = mean over tokens of 1-cos(in,out); attn_bi, mlp_bi = the same across each sub-block (in to mid, mid to out); *_skip_loss = loss(skip) - base; NaN = absent or not measured",
 	}
 	w, err := checkpoint.Create(path, specs, meta)
 	if err != nil {
@@ -535,6 +687,21 @@ func Load(path string) (*Scores, error) {
 	}
 	if s.LayerBI == nil || s.LayerSkipLoss == nil {
 		return nil, bad("missing layer_bi or layer_skip_loss")
+	}
+	// Sub-block scores (version 2); absent in version 1 files: NaN.
+	for _, t := range []struct {
+		name string
+		dst  *[]float64
+	}{{"attn_bi", &s.AttnBI}, {"mlp_bi", &s.MLPBI}, {"attn_skip_loss", &s.AttnSkipLoss}, {"mlp_skip_loss", &s.MLPSkipLoss}} {
+		if *t.dst, err = get(t.name, L); err != nil {
+			return nil, err
+		}
+		if *t.dst == nil {
+			*t.dst = make([]float64, L)
+			for i := range *t.dst {
+				(*t.dst)[i] = math.NaN()
+			}
+		}
 	}
 	s.Heads, s.HeadChannels, s.Neurons = make([][]float64, L), make([][]float64, L), make([][]float64, L)
 	for l := 0; l < L; l++ {

@@ -1,6 +1,7 @@
 package importance
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -79,7 +80,7 @@ func rows(n, T int, seed uint64) [][]int32 {
 func last(v []float64) int { rk := Ranking(v); return rk[len(rk)-1] }
 
 func TestPlantedStructureRanksLast(t *testing.T) {
-	s, err := Compute(model(t), rows(6, 12, 1), Options{Batch: 4})
+	s, err := Compute(context.Background(), model(t), rows(6, 12, 1), Options{Batch: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,11 +141,11 @@ func TestAggregationByHand(t *testing.T) {
 // TestBatchInvariance: the scores do not depend on how sequences are batched.
 func TestBatchInvariance(t *testing.T) {
 	data := rows(5, 8, 2)
-	a, err := Compute(model(t), data, Options{Batch: 1, NoSkipLoss: true})
+	a, err := Compute(context.Background(), model(t), data, Options{Batch: 1, NoSkipLoss: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Compute(model(t), data, Options{Batch: 5, NoSkipLoss: true})
+	b, err := Compute(context.Background(), model(t), data, Options{Batch: 5, NoSkipLoss: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func TestHeadOrderGroupAware(t *testing.T) {
 func TestSaveLoadRoundTrip(t *testing.T) {
 	m := model(t)
 	data := rows(4, 8, 3)
-	s, err := Compute(m, data, Options{Batch: 2, SkipRows: 2})
+	s, err := Compute(context.Background(), m, data, Options{Batch: 2, SkipRows: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,13 +241,13 @@ func TestLoadErrors(t *testing.T) {
 
 func TestComputeErrors(t *testing.T) {
 	m := model(t)
-	if _, err := Compute(m, nil, Options{}); err == nil {
+	if _, err := Compute(context.Background(), m, nil, Options{}); err == nil {
 		t.Error("no rows accepted")
 	}
-	if _, err := Compute(m, [][]int32{{1, 2, 3}, {1, 2}}, Options{}); err == nil || !strings.Contains(err.Error(), "row 1") {
+	if _, err := Compute(context.Background(), m, [][]int32{{1, 2, 3}, {1, 2}}, Options{}); err == nil || !strings.Contains(err.Error(), "row 1") {
 		t.Errorf("ragged rows: %v", err)
 	}
-	if _, err := Compute(m, [][]int32{{1, 2, 99}}, Options{}); err == nil || !strings.Contains(err.Error(), "outside the vocabulary") {
+	if _, err := Compute(context.Background(), m, [][]int32{{1, 2, 99}}, Options{}); err == nil || !strings.Contains(err.Error(), "outside the vocabulary") {
 		t.Errorf("bad token: %v", err)
 	}
 }
@@ -306,7 +307,7 @@ func TestStories260K(t *testing.T) {
 			data[i][j] = int32(3 + r.IntN(509))
 		}
 	}
-	s, err := Compute(m, data, Options{Batch: 4})
+	s, err := Compute(context.Background(), m, data, Options{Batch: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/autocompress/autocompress/corpus"
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/importance"
+	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/tokenizer"
 )
 
@@ -36,9 +38,11 @@ importance (method.md §2): hidden channels from the input_layernorm and
 post_attention_layernorm outputs (summed over norm sites), query heads from the
 attention output before o_proj (L2 over head_dim; ranked within KV groups),
 MLP neurons from act(gate)·up, and per layer the block influence
-1 − cos(layer input, layer output) and the calibration-loss increase when the
-layer alone is skipped. Every statistic is the mean |activation| over the
-tokens of a sequence, then the L2 norm over sequences.
+1 − cos(layer input, layer output) (a mean over every calibration token) and
+the calibration-loss increase when the layer alone is skipped; the same two
+scores for each layer's attention and MLP sub-block alone. Every channel,
+head and neuron statistic is the mean |activation| over the tokens of a
+sequence, then the L2 norm over sequences; no score depends on --batch.
 
 Calibration data: UTF-8 text files (tokenized with the model's tokenizer.json,
 documents separated by the end-of-text token) or token-id files (--ids, .ids
@@ -60,7 +64,8 @@ holds scores for the same model and data they are reused without a new pass
 			seqLen := fs.Int("seq-len", 128, "tokens per sequence")
 			batch := fs.Int("batch", 8, "sequences per forward pass")
 			skipSeqs := fs.Int("skip-seqs", 0, "sequences for the per-layer skip-loss passes (0: all)")
-			noSkip := fs.Bool("no-skip-loss", false, "do not measure the skip loss (saves one pass per layer)")
+			noSkip := fs.Bool("no-skip-loss", false, "do not measure the skip losses (saves up to three passes per layer)")
+			noSub := fs.Bool("no-sub-block-skip-loss", false, "measure the layer skip loss but not the attention and MLP ones (saves two passes per layer)")
 			force := fs.Bool("force", false, "recompute even if --out holds matching scores")
 			jsonOut := fs.Bool("json", false, "print a summary as JSON")
 			return func(ctx context.Context, env *Env, args []string) error {
@@ -150,10 +155,18 @@ holds scores for the same model and data they are reused without a new pass
 					}
 				}
 				if s == nil {
-					s, err = importance.Compute(m, rows, importance.Options{Batch: *batch, NoSkipLoss: *noSkip, SkipRows: *skipSeqs, Progress: env.Stderr})
+					var bar *progress.Bar
+					s, err = importance.Compute(ctx, m, rows, importance.Options{Batch: *batch, NoSkipLoss: *noSkip, NoSubBlockSkipLoss: *noSub,
+						SkipRows: *skipSeqs, Progress: func(done, total int64) {
+							if bar == nil {
+								bar = progress.New(env.Stderr, "importance", total, "seq")
+							}
+							bar.Set(done)
+						}})
 					if err != nil {
 						return err
 					}
+					bar.Done()
 					s.ModelHash = modelHash
 					if err := s.Save(*out); err != nil {
 						return err
@@ -180,10 +193,16 @@ func importanceReport(env *Env, s *importance.Scores, path string, reused, asJSO
 			"out": path, "reused": reused, "model_hash": s.ModelHash, "data_hash": s.DataHash,
 			"seq_len": s.SeqLen, "sequences": s.Sequences, "tokens": s.Tokens, "base_loss": s.BaseLoss,
 			"layer_bi": s.LayerBI, "layer_bi_order": layerOrder,
-			"hidden_least": importanceTail(importance.Ranking(s.Hidden), 8),
+			"layers_least": importance.LeastImportant(s.LayerBI, len(s.LayerBI)),
+			"hidden_least": importance.LeastImportant(s.Hidden, 8),
 		}
-		if !importanceAllNaN(s.LayerSkipLoss) {
-			out["layer_skip_loss"] = s.LayerSkipLoss
+		// JSON has no NaN: a score that was not measured (or a sub-block
+		// the layer lacks) is null.
+		for name, v := range map[string][]float64{"layer_skip_loss": s.LayerSkipLoss, "attn_bi": s.AttnBI, "mlp_bi": s.MLPBI,
+			"attn_skip_loss": s.AttnSkipLoss, "mlp_skip_loss": s.MLPSkipLoss} {
+			if !importanceAllNaN(v) {
+				out[name] = importanceNullable(v)
+			}
 		}
 		enc := json.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")
@@ -191,20 +210,42 @@ func importanceReport(env *Env, s *importance.Scores, path string, reused, asJSO
 	}
 	w := env.Stdout
 	fmt.Fprintf(w, "importance of %d layers over %d sequences × %d tokens (base loss %.4f) → %s\n", len(s.LayerBI), s.Sequences, s.SeqLen, s.BaseLoss, path)
-	fmt.Fprintf(w, "layer  block-influence  skip-loss\n")
+	fmt.Fprintf(w, "                 layer            attention               MLP\n")
+	fmt.Fprintf(w, "layer  block-influence  skip-loss  influence  skip-loss  influence  skip-loss\n")
 	for l := range s.LayerBI {
-		fmt.Fprintf(w, "%5d  %15.4f  %9.4f\n", l, s.LayerBI[l], s.LayerSkipLoss[l])
+		fmt.Fprintf(w, "%5d  %15.4f  %9.4f  %9.4f  %9.4f  %9.4f  %9.4f\n", l, s.LayerBI[l], s.LayerSkipLoss[l],
+			importanceAt(s.AttnBI, l), importanceAt(s.AttnSkipLoss, l), importanceAt(s.MLPBI, l), importanceAt(s.MLPSkipLoss, l))
 	}
-	fmt.Fprintf(w, "least important layers (block influence): %v\n", importanceTail(layerOrder, 3))
-	fmt.Fprintf(w, "least important hidden channels: %v\n", importanceTail(importance.Ranking(s.Hidden), 8))
+	fmt.Fprintf(w, "least important layers first (block influence): %v\n", importance.LeastImportant(s.LayerBI, 3))
+	if !importanceAllNaN(s.LayerSkipLoss) {
+		fmt.Fprintf(w, "least important layers first (skip loss): %v\n", importance.LeastImportant(s.LayerSkipLoss, 3))
+	}
+	if !importanceAllNaN(s.AttnSkipLoss) {
+		fmt.Fprintf(w, "least important attention sub-blocks first (skip loss): %v\n", importance.LeastImportant(s.AttnSkipLoss, 3))
+		fmt.Fprintf(w, "least important MLP sub-blocks first (skip loss): %v\n", importance.LeastImportant(s.MLPSkipLoss, 3))
+	}
+	fmt.Fprintf(w, "least important hidden channels first: %v\n", importance.LeastImportant(s.Hidden, 8))
 	return nil
 }
 
-func importanceTail(v []int, n int) []int {
-	if len(v) <= n {
-		return v
+// importanceAt returns v[l], NaN when v is too short (scores of an older
+// file).
+func importanceAt(v []float64, l int) float64 {
+	if l < len(v) {
+		return v[l]
 	}
-	return v[len(v)-n:]
+	return math.NaN()
+}
+
+// importanceNullable turns NaN entries into JSON nulls.
+func importanceNullable(v []float64) []*float64 {
+	out := make([]*float64, len(v))
+	for i := range v {
+		if !math.IsNaN(v[i]) {
+			out[i] = &v[i]
+		}
+	}
+	return out
 }
 
 func importanceAllNaN(v []float64) bool {

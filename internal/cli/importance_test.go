@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -27,6 +29,14 @@ func TestImportanceCommand(t *testing.T) {
 	s, err := importance.Load(out)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// "least important" lists the lowest block influence first.
+	least := importance.LeastImportant(s.LayerBI, 3)
+	if s.LayerBI[least[0]] > s.LayerBI[least[len(least)-1]] || !strings.Contains(stdout, fmt.Sprintf("least important layers first (block influence): %v", least)) {
+		t.Errorf("least important layers: BI %v, want %v first in\n%s", s.LayerBI, least, stdout)
+	}
+	if !strings.Contains(stdout, "attention") || len(s.AttnSkipLoss) != 3 || math.IsNaN(s.AttnSkipLoss[0]) {
+		t.Errorf("sub-block scores missing: %v\n%s", s.AttnSkipLoss, stdout)
 	}
 	h, _ := importance.HashModelDir(dir)
 	if s.ModelHash != h || s.Sequences != 6 || s.SeqLen != 32 || len(s.LayerBI) != 3 || len(s.Heads[1]) != 4 || len(s.Neurons[2]) != 32 || len(s.Hidden) != 16 {
