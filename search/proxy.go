@@ -118,9 +118,42 @@ func NewProxy(parent *architecture.Model, s *importance.Scores) (*Proxy, error) 
 			p.heads[i] = s.Heads[i]
 		}
 	}
+	sub := "weighed by their parameters (the scores have no sub-block scores)"
+	if subShares(p.attnShare, s.AttnSkipLoss, s.MLPSkipLoss) {
+		sub = "weighed by the loss increase when each alone is skipped"
+	} else if subShares(p.attnShare, s.AttnBI, s.MLPBI) {
+		sub = "weighed by each sub-block's influence (1 − cos across it)"
+	}
 	p.Source = []string{"importance scores (model " + short(s.ModelHash) + "): retained share of the hidden-channel, head and neuron scores; layer weights from " + src +
-		"; attention and MLP of a layer weighed by their parameters (the scores have no sub-block scores)"}
+		"; attention and MLP of a layer " + sub}
 	return p, nil
+}
+
+// subShares sets share[l] = a/(a+m) from per-layer sub-block scores when
+// every layer with both sub-blocks has both scores finite; it reports
+// whether it did. Older score files lack them (NaN or absent).
+func subShares(share, a, m []float64) bool {
+	if len(a) != len(share) || len(m) != len(share) {
+		return false
+	}
+	seen := false
+	for l := range share {
+		if math.IsNaN(a[l]) != math.IsNaN(m[l]) {
+			return false
+		}
+		if !math.IsNaN(a[l]) {
+			seen = true
+		}
+	}
+	if !seen {
+		return false
+	}
+	for l := range share {
+		if x, y := max(a[l], 0), max(m[l], 0); !math.IsNaN(a[l]) && x+y > 0 {
+			share[l] = x / (x + y)
+		}
+	}
+	return true
 }
 
 func short(h string) string {
