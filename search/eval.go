@@ -39,6 +39,8 @@ type evaluator struct {
 	prec   []estimate.Precision
 	kvB    []float64
 	evals  int64
+	// refused counts global shapes the serve-on engine does not load.
+	refused int
 
 	sum  estimate.Summary
 	ptrs []*estimate.LayerSum
@@ -121,12 +123,54 @@ func (e *evaluator) globals() []global {
 		for _, q := range hpgs {
 			for _, m := range mlps {
 				for _, mb := range mambas {
-					out = append(out, global{h, q, m, mb})
+					g := global{h, q, m, mb}
+					if e.allowed(g) {
+						out = append(out, g)
+					} else {
+						e.refused++
+					}
 				}
 			}
 		}
 	}
 	return out
+}
+
+// allowed asks the serve-on engine's load predicate (the one export's
+// validators apply) whether it loads the children of global shape g: the
+// uniform child, and in a per-layer space a per-layer one (its format,
+// DeciLM, has rules of its own, e.g. llama.cpp's head_dim = hidden/heads).
+func (e *evaluator) allowed(g global) bool {
+	sp := e.sp
+	m := sp.Parent.Clone()
+	m.Hidden = g.hidden
+	for l := range m.Layers {
+		pl := &sp.Parent.Layers[l]
+		s := LayerShape{MambaHeads: g.mamba}
+		if a := pl.Attention; a != nil {
+			s.KVGroups = a.KVHeads
+		}
+		if x := pl.MLP; x != nil {
+			s.MLP = x.Width
+			if g.mlp > 0 && x.Width == sp.MLP[0] {
+				s.MLP = g.mlp
+			}
+		}
+		m.Layers[l] = e.layer(pl, g, s)
+	}
+	if !sp.ServeOn.Loads(m, sp.TP) {
+		return false
+	}
+	if sp.PerLayer && len(sp.MLP) > 1 {
+		for l := range m.Layers {
+			if m.Layers[l].MLP != nil {
+				m.Layers[l].MLP.Width = sp.MLP[len(sp.MLP)-1]
+				break
+			}
+		}
+		return sp.ServeOn.Loads(m, sp.TP)
+	}
+	return true
 }
 
 // menus builds every layer's options under global shape g for the

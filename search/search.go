@@ -192,6 +192,9 @@ func Run(ctx context.Context, sp *Space, proxy *Proxy, o Options) (*Result, erro
 	}
 	if res != nil {
 		res.Evaluations = e.evals
+		if e.refused > 0 {
+			res.Notes = append(res.Notes, fmt.Sprintf("%d global shapes left out: %s does not load them (its load rules, shared with export's validators)", e.refused, sp.ServeOn.Name))
+		}
 		res.Notes = append(append(append([]string(nil), sp.Notes...), proxy.Source...), res.Notes...)
 	}
 	if err != nil {

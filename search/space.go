@@ -299,7 +299,7 @@ func settingsFor(o SpaceOptions, precs []string) []Settings {
 			// lies outside it. fill is the fraction that fills the budget.
 			fill := math.Floor((o.MaxMemory-0.7*(1<<30))/o.DeviceBytes*1000) / 1000
 			fracs = fracs[:0]
-			for _, f := range []float64{fill, fill - 0.02, 0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6, 0.5, 0.4, 0.3} {
+			for _, f := range []float64{fill, math.Round((fill-0.02)*1000) / 1000, 0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6, 0.5, 0.4, 0.3} {
 				if f > 0.05 && f <= min(fill, 0.95) && !slices.Contains(fracs, f) {
 					fracs = append(fracs, f)
 				}

@@ -120,6 +120,10 @@ func runAutoCompress(ctx context.Context, e *evaluator, o *Options) (*Result, er
 		}
 		idx, c = e.improve(ctx, j.si, j.g, menus, idx, c, o.MaxEvaluations)
 		cd := e.candidate(j.si, j.g, menus, idx, c)
+		if !e.sp.ServeOn.Loads(e.sp.Model(&cd), e.sp.TP) {
+			e.refused++ // not reached by construction of the space; kept as the last check
+			continue
+		}
 		finals = append(finals, cd)
 		res.Pareto = append(res.Pareto, cd)
 		bestQ = max(bestQ, cd.Quality)
@@ -385,7 +389,7 @@ func runMinitron(ctx context.Context, e *evaluator, o *Options) (*Result, error)
 			cd := e.candidate(si, g, menus, idx, c)
 			res.GlobalShapes++
 			res.Pareto = append(res.Pareto, cd)
-			if cd.Meets {
+			if cd.Meets && e.sp.ServeOn.Loads(e.sp.Model(&cd), e.sp.TP) {
 				feasible = append(feasible, cd)
 			}
 		}
