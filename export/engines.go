@@ -58,6 +58,9 @@ type Capabilities struct {
 	// (transformers' Auto classes); the serving engines and llama.cpp's
 	// converter read architectures[0] and refuse a config without it.
 	ByModelType bool
+	// NoMamba, NoMoE: the engine has no Mamba2 mixer / MoE block (the
+	// native engine).
+	NoMamba, NoMoE bool
 }
 
 var nativeAll = []string{
@@ -75,6 +78,12 @@ var engines = map[string]Capabilities{
 		LinearAttention: true, DeciLMBias: true, DeciLMHeadDimRule: true},
 	"hf": {Name: "hf", Native: nativeAll, DeciLM: true, FFNIntermediateSize: true,
 		LinearAttention: true, LinearFFN: true, DeciLMBias: true, RemoteCode: true, ByModelType: true},
+	// autocompress's own engine (package engine): Llama-family blocks with
+	// any per-layer widths and removed sub-blocks; no Mamba2 or MoE layers.
+	// It reads the checkpoint through package architecture, which reads
+	// block_configs' intermediate_size.
+	"native": {Name: "native", Native: []string{architecture.Llama, architecture.Mistral, architecture.Qwen2, architecture.Qwen3},
+		DeciLM: true, FFNIntermediateSize: true, DeciLMBias: true, NoMamba: true, NoMoE: true},
 }
 
 // Engines returns the engine names, sorted.

@@ -48,6 +48,11 @@ type Report struct {
 	// sizes, rules marked "verify").
 	Violations []Violation `json:"violations"`
 	Warnings   []Violation `json:"warnings"`
+
+	// quiet counts violations in failed instead of formatting them
+	// (Capabilities.Loads); warnings are dropped.
+	quiet  bool
+	failed int
 }
 
 // OK reports whether there is no violation.
@@ -62,10 +67,17 @@ func (r *Report) Err() error {
 }
 
 func (r *Report) violate(layer int, tensor, rule, format string, a ...any) {
+	if r.quiet {
+		r.failed++
+		return
+	}
 	r.Violations = append(r.Violations, Violation{Layer: layer, Tensor: tensor, Rule: rule, Msg: fmt.Sprintf(format, a...)})
 }
 
 func (r *Report) warn(layer int, tensor, rule, format string, a ...any) {
+	if r.quiet {
+		return
+	}
 	r.Warnings = append(r.Warnings, Violation{Layer: layer, Tensor: tensor, Rule: rule, Msg: fmt.Sprintf(format, a...)})
 }
 
@@ -232,6 +244,22 @@ func validateConfig(data []byte, caps Capabilities) (*Report, *architecture.Mode
 // checkModel applies the rules that need the parsed model.
 func checkModel(r *Report, m *architecture.Model, caps Capabilities, raw map[string]any) {
 	deci := m.Arch == architecture.DeciLM
+	if !deci && !m.Uniform() {
+		// An in-memory per-layer shape: it is written as DeciLM when it can
+		// be, and the native format cannot hold it otherwise.
+		deci = architecture.FormatFor(m) == architecture.DeciLMFormat
+		if _, err := m.Config(architecture.ConfigOptions{}); err != nil {
+			r.violate(-1, "", "format", "no checkpoint format holds this shape: %v", err)
+		}
+	}
+	for i, l := range m.Layers {
+		if l.Mamba != nil && caps.NoMamba {
+			r.violate(i, "", "mamba", "%s has no Mamba2 mixer", caps.Name)
+		}
+		if l.MoE != nil && caps.NoMoE {
+			r.violate(i, "", "moe", "%s has no mixture-of-experts block", caps.Name)
+		}
+	}
 	if deci && !caps.DeciLM {
 		r.violate(-1, "", "architecture", "%s does not load DeciLM block_configs; export a uniform child in the native format", caps.Name)
 	}
@@ -295,7 +323,7 @@ func checkTP(r *Report, m *architecture.Model, caps Capabilities, tp int) {
 		return
 	}
 	switch caps.Name {
-	case "llamacpp", "hf":
+	case "llamacpp", "hf", "native":
 		r.warn(-1, "", "tp", "%s does not shard layers by tensor parallelism; TP %d not checked", caps.Name, tp)
 		return
 	}

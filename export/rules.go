@@ -1,0 +1,86 @@
+package export
+
+import (
+	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/estimate"
+)
+
+// ForEngine returns the load rules of the serving engine that the estimator
+// prices as e. The two packages name engines with their own types; this
+// switch, not a string conversion, joins them, so an engine added to one
+// registry and not the other fails TestEveryEstimatorEngineHasRules instead
+// of silently validating against nothing.
+func ForEngine(e estimate.Engine) (Capabilities, bool) {
+	var name string
+	switch e {
+	case estimate.VLLM:
+		name = "vllm"
+	case estimate.SGLang:
+		name = "sglang"
+	case estimate.TRTLLM:
+		name = "trtllm"
+	case estimate.LlamaCPP:
+		name = "llamacpp"
+	case estimate.Native:
+		name = "native"
+	default:
+		return Capabilities{}, false
+	}
+	c, ok := engines[name]
+	return c, ok
+}
+
+// Loads reports whether the engine loads a child of shape m, written in the
+// format package architecture picks for it (its native class when uniform,
+// DeciLM block_configs for per-layer Llama-family shapes), served at
+// tensor-parallel degree tp (≤ 1: none). It applies exactly the shape rules
+// ValidateModel and ValidateDir report (they share checkModel and checkTP),
+// without building messages or reading files, so that a search can test
+// candidates with it and can never propose a shape the validators refuse.
+// Rules that need the written files (block_configs' raw fields, the
+// remote-code files, the tensors) are not part of a shape and are checked
+// only by ValidateDir.
+func (c Capabilities) Loads(m *architecture.Model, tp int) bool {
+	r := Report{quiet: true}
+	checkModel(&r, m, c, nil)
+	if r.failed == 0 {
+		checkTP(&r, m, c, tp)
+	}
+	return r.failed == 0
+}
+
+// Check is Loads with the violations spelled out (the report ValidateModel
+// gives, plus the TP rules).
+func (c Capabilities) Check(m *architecture.Model, tp int) *Report {
+	r := &Report{Engine: c.Name, Arch: m.Arch, Layers: len(m.Layers)}
+	checkModel(r, m, c, m.Raw)
+	checkTP(r, m, c, tp)
+	return r
+}
+
+// PerLayer reports whether the engine loads per-layer shapes (FFN widths,
+// KV groups, removed sub-blocks) for parent m: only through DeciLM
+// block_configs, hence only for Llama-family layers.
+func (c Capabilities) PerLayer(m *architecture.Model) bool {
+	if !c.DeciLM {
+		return false
+	}
+	p := m
+	for i := range p.Layers {
+		if p.Layers[i].Mamba != nil || p.Layers[i].MoE != nil {
+			return false
+		}
+	}
+	if p.Arch != architecture.Llama && p.Arch != architecture.Mistral && p.Arch != architecture.DeciLM {
+		return false
+	}
+	for i := range p.Layers {
+		if a := p.Layers[i].Attention; a != nil && (a.QKNorm || a.Sinks || a.SlidingWindow != 0 || a.QKVBias != a.OutBias) {
+			return false
+		}
+		if x := p.Layers[i].MLP; x != nil && !x.Gated {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,122 @@
+package export
+
+import (
+	"testing"
+
+	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/estimate"
+)
+
+// TestEveryEstimatorEngineHasRules: every engine the estimator prices has
+// load rules, so a search for any --engine can ask what it loads.
+func TestEveryEstimatorEngineHasRules(t *testing.T) {
+	for _, n := range estimate.Engines() {
+		e, err := estimate.LookupEngine(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, ok := ForEngine(e)
+		if !ok {
+			t.Errorf("estimator engine %s has no export rules", n)
+			continue
+		}
+		if _, err := Lookup(c.Name); err != nil {
+			t.Errorf("%s: %v", n, err)
+		}
+	}
+	if _, ok := ForEngine("nope"); ok {
+		t.Error("an unknown engine has rules")
+	}
+}
+
+func llama(t *testing.T, layers int, mod func(m *architecture.Model)) *architecture.Model {
+	t.Helper()
+	m, err := architecture.Load("meta-llama/Meta-Llama-3.1-8B")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = m.Clone()
+	m.Layers = m.Layers[:layers]
+	if mod != nil {
+		mod(m)
+	}
+	return m
+}
+
+// TestLoadsAgreesWithValidators: the fast predicate and the validators'
+// reports come from the same rules, on shapes each engine accepts and
+// refuses.
+func TestLoadsAgreesWithValidators(t *testing.T) {
+	qwen, err := architecture.Load("Qwen/Qwen3-8B")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nemo, err := architecture.Load("nvidia/Nemotron-H-56B-Base-8K")
+	if err != nil {
+		t.Fatal(err)
+	}
+	perLayerQwen := qwen.Clone()
+	perLayerQwen.Layers[3].MLP.Width = 4096
+	cases := []struct {
+		name string
+		m    *architecture.Model
+		tp   int
+		want map[string]bool // engine → loads
+	}{
+		{"uniform llama", llama(t, 4, nil), 1, map[string]bool{"vllm": true, "sglang": true, "trtllm": true, "llamacpp": true, "hf": true, "native": true}},
+		{"per-layer FFN ×256", llama(t, 4, func(m *architecture.Model) { m.Layers[1].MLP.Width = 7168 }), 1,
+			map[string]bool{"vllm": true, "sglang": true, "trtllm": true, "llamacpp": true, "hf": true, "native": true}},
+		{"per-layer FFN not ×256", llama(t, 4, func(m *architecture.Model) { m.Layers[1].MLP.Width = 7000 }), 1,
+			map[string]bool{"vllm": false, "sglang": false, "trtllm": false, "llamacpp": false, "hf": false, "native": false}},
+		{"per-layer query heads", llama(t, 4, func(m *architecture.Model) { m.Layers[1].Attention.Heads = 16 }), 1,
+			map[string]bool{"vllm": false, "llamacpp": false, "native": false}},
+		{"per-layer KV groups", llama(t, 4, func(m *architecture.Model) { m.Layers[2].Attention.KVHeads = 4 }), 1,
+			map[string]bool{"vllm": true, "sglang": true, "llamacpp": true, "native": true}},
+		{"KV groups not divisible by TP", llama(t, 4, func(m *architecture.Model) {
+			for i := range m.Layers {
+				m.Layers[i].Attention.KVHeads = 4
+			}
+		}), 8, map[string]bool{"vllm": true, "sglang": true}}, // 8 % 4 == 0: replicated evenly
+		{"KV groups 3 at TP 2", llama(t, 4, func(m *architecture.Model) {
+			for i := range m.Layers {
+				m.Layers[i].Attention.Heads, m.Layers[i].Attention.KVHeads = 24, 3
+			}
+		}), 2, map[string]bool{"vllm": false, "trtllm": false, "llamacpp": true}},
+		{"qwen3 uniform", qwen, 1, map[string]bool{"vllm": true, "native": true}},
+		{"qwen3 per-layer", perLayerQwen, 1, map[string]bool{"vllm": false, "llamacpp": false, "native": false}},
+		{"nemotron-h", nemo, 1, map[string]bool{"vllm": true, "trtllm": true, "native": false}},
+	}
+	for _, c := range cases {
+		for e, want := range c.want {
+			caps, err := Lookup(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := caps.Loads(c.m, c.tp)
+			rep := caps.Check(c.m, c.tp)
+			if got != want {
+				t.Errorf("%s on %s: Loads = %v, want %v (%v)", c.name, e, got, want, rep.Violations)
+			}
+			if got != rep.OK() {
+				t.Errorf("%s on %s: Loads = %v but the validator says OK = %v: %v", c.name, e, got, rep.OK(), rep.Violations)
+			}
+			if vm, err := ValidateModel(c.m, e); err != nil || c.tp <= 1 && vm.OK() != got {
+				t.Errorf("%s on %s: ValidateModel OK = %v, Loads = %v (%v)", c.name, e, vm.OK(), got, err)
+			}
+		}
+	}
+}
+
+func TestPerLayer(t *testing.T) {
+	qwen, _ := architecture.Load("Qwen/Qwen3-8B")
+	nemo, _ := architecture.Load("nvidia/Nemotron-H-56B-Base-8K")
+	for _, e := range Engines() {
+		c, _ := Lookup(e)
+		if !c.PerLayer(llama(t, 4, nil)) {
+			t.Errorf("%s: a Llama parent has no per-layer shapes", e)
+		}
+		if c.PerLayer(qwen) || c.PerLayer(nemo) {
+			t.Errorf("%s: per-layer shapes for Qwen3 or Nemotron-H", e)
+		}
+	}
+}

@@ -1,0 +1,465 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/checkpoint"
+	"github.com/autocompress/autocompress/corpus"
+	"github.com/autocompress/autocompress/engine"
+	"github.com/autocompress/autocompress/estimate"
+	"github.com/autocompress/autocompress/export"
+	"github.com/autocompress/autocompress/hardware"
+	"github.com/autocompress/autocompress/importance"
+	"github.com/autocompress/autocompress/modelref"
+	"github.com/autocompress/autocompress/proxy"
+	"github.com/autocompress/autocompress/prune"
+	"github.com/autocompress/autocompress/search"
+	"github.com/autocompress/autocompress/tokenizer"
+	"github.com/autocompress/autocompress/workload"
+)
+
+func init() {
+	Register(&Command{
+		Name: "search",
+		Usage: "--model DIR|preset|parent --gpu NAME --engine NAME [--workload W | --isl/--osl/--concurrency/--rate] " +
+			"[--max-memory 13.96GiB] [--max-e2e 11.5s] [--max-ttft 500ms] [--max-tpot 40ms] [--p90] [--min-throughput 2000tok/s] " +
+			"[--max-params 3B] [--max-active-params ..] [--strategy autocompress|minitron] [--serve-on E] [--keep-layers 0,31] --out DIR [--json]",
+		Short: "choose the pruned child's shape and engine settings that meet a deployment's budgets",
+		Long: `Search prices candidate children of the parent with the estimator on one deployment
+(--gpu, --engine, --precision, --tp, the workload) and returns the one that meets every
+budget and keeps the most of the parent by the quality proxy: the retained share of
+its importance scores (--importance), or, without scores, a documented structural
+prior (said in the output). With --data (calibration text or token ids), candidates
+too close to call (autocompress) or the whole top-k (minitron) are re-ranked by a
+measured proxy: the KL divergence to the parent (minitron: the loss) of the child
+pruned in memory, without training; the tokens spent are reported.
+
+Budgets take units: memory GiB/GB/MiB (the engine's whole footprint on one GPU at the
+workload's context and concurrency), latency us/ms/s/min (on the mean; on the p90
+with --p90), throughput tok/s or req/s, parameters K/M/B.
+
+The space: hidden size and query heads (global), per layer the MLP width, KV groups
+and removed attention/MLP sub-blocks where the --serve-on engine loads per-layer
+shapes (DeciLM block_configs, Llama-family parents), whole layers removed (never the
+--keep-layers), widths aligned for the target's kernels, head_dim unchanged, KV groups
+divisible by --tp; the precisions (--precision a,b) and KV types (--kv-dtype a,b)
+listed, and the engine settings left free (vLLM/SGLang/TRT-LLM memory fraction under a
+memory budget, llama.cpp slots). MoE experts are kept whole.
+
+Strategies: autocompress (global × per-layer: a Lagrangian relaxation over per-layer
+menus and local search on the estimator's true cost) and minitron (Minitron++: the same
+widths in every layer, all layers kept, Minitron's grid).
+
+--out receives plan.json (for "autocompress prune --plan"), config.json of the child
+(for "autocompress estimate --model DIR/config.json"), serving.json (settings and the
+serving command), pareto.csv, topk.csv, summary.txt and summary.json. It is written
+atomically and an existing directory is refused without --force.
+
+Exit status: 0 found, 1 no candidate meets the budgets (the error names the binding
+budget, the best value reachable and what would make it feasible), 2 bad input.`,
+		Flags: searchFlags,
+	})
+}
+
+// searchBudgetFlags are the budget flags, parsed with units after flag parsing.
+type searchBudgetFlags struct {
+	memory, e2e, ttft, tpot, throughput, params, active string
+	p90                                                 bool
+}
+
+// searchWorkloadFlags registers the workload and deployment flags (one
+// function, so a shared workload flag group can replace it).
+func searchWorkloadFlags(fs *flag.FlagSet, f *estFlags) {
+	fs.StringVar(&f.workload, "workload", "", "workload preset: "+strings.Join(workload.Presets(), ", ")+" (default chat when --isl/--osl are not given)")
+	fs.IntVar(&f.isl, "isl", 0, "input tokens per request (fixed)")
+	fs.IntVar(&f.osl, "osl", 0, "output tokens per request (fixed)")
+	fs.IntVar(&f.concurrency, "concurrency", 0, "closed-loop concurrency")
+	fs.StringVar(&f.rate, "rate", "", "Poisson request rate per second, or inf for an offline run")
+	fs.IntVar(&f.numRequests, "num-requests", 0, "requests of a Poisson or offline run (default 256)")
+	fs.IntVar(&f.context, "context", 0, "per-request context limit; default from the workload")
+	fs.IntVar(&f.maxSeqs, "max-num-seqs", 0, "fix the engine sequence limit / llamacpp slots (default: searched for llamacpp, the engine's for the others)")
+	fs.IntVar(&f.maxBatched, "max-batched-tokens", 0, "per-step token budget (default: the engine's)")
+	fs.Float64Var(&f.memFraction, "mem-fraction", 0, "fix the memory fraction (default: searched under --max-memory, else the engine's)")
+}
+
+func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
+	f := &estFlags{}
+	var b searchBudgetFlags
+	var data fileList
+	fs.StringVar(&f.model, "model", "", "parent: a checkpoint directory, a config.json, a preset name or \"parent\"")
+	fs.StringVar(&f.gpu, "gpu", "", "GPU name (or cpu-local for this CPU)")
+	fs.StringVar(&f.gpuFile, "gpu-file", "", "YAML or JSON file adding devices to the catalog")
+	fs.StringVar(&f.engine, "engine", "", "serving engine priced: vllm, sglang, trtllm, llamacpp, native")
+	fs.StringVar(&f.precision, "precision", "", "weight precision, or a comma-separated list to search (default: the engine's)")
+	fs.StringVar(&f.kvDType, "kv-dtype", "", "KV cache type, or a comma-separated list to search (default: auto)")
+	fs.IntVar(&f.tp, "tp", 1, "tensor-parallel degree")
+	searchWorkloadFlags(fs, f)
+	fs.StringVar(&b.memory, "max-memory", "", "memory budget per GPU, e.g. 13.96GiB")
+	fs.StringVar(&b.e2e, "max-e2e", "", "end-to-end latency budget, e.g. 11.5s")
+	fs.StringVar(&b.ttft, "max-ttft", "", "time-to-first-token budget, e.g. 500ms")
+	fs.StringVar(&b.tpot, "max-tpot", "", "time-per-output-token budget, e.g. 40ms")
+	fs.BoolVar(&b.p90, "p90", false, "latency budgets apply to the p90 instead of the mean")
+	fs.StringVar(&b.throughput, "min-throughput", "", "throughput floor, e.g. 2000tok/s or 3req/s")
+	fs.StringVar(&b.params, "max-params", "", "parameter budget, e.g. 3B")
+	fs.StringVar(&b.active, "max-active-params", "", "active-parameter budget (MoE), e.g. 3B")
+	importancePath := fs.String("importance", "", "importance scores (.safetensors) of the parent; default: a structural prior")
+	strategy := fs.String("strategy", search.AutoCompress, "search strategy: autocompress or minitron")
+	serveOn := fs.String("serve-on", "", "engine the child must load in: vllm, sglang, trtllm, llamacpp, hf, native (default: --engine)")
+	keep := fs.String("keep-layers", "", "comma-separated parent layers never removed (autocompress)")
+	topK := fs.Int("top-k", 10, "candidates kept (and measured, for minitron)")
+	seed := fs.Int64("seed", 1, "workload sampling seed")
+	fs.Var(&data, "data", "calibration `files` for the measured proxy (text, or token ids with --ids)")
+	ids := fs.Bool("ids", false, "the --data files hold token ids")
+	tokPath := fs.String("tokenizer", "", "tokenizer.json for --data (default: the model's)")
+	rows := fs.Int("rows", 16, "held-out rows for the measured proxy")
+	seqLen := fs.Int("seq-len", 128, "tokens per measured row")
+	out := fs.String("out", "", "output `directory`")
+	force := fs.Bool("force", false, "replace an existing --out")
+	jsonOut := fs.Bool("json", false, "print the summary as JSON")
+	return func(ctx context.Context, env *Env, args []string) error {
+		if len(args) > 0 {
+			return Usagef("unexpected arguments: %s", strings.Join(args, " "))
+		}
+		set := map[string]bool{}
+		fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+		switch {
+		case f.model == "":
+			return Usagef("--model is required (a checkpoint directory, a config.json, a preset or %q)", ParentModel)
+		case f.gpu == "" || f.engine == "":
+			return Usagef("--gpu and --engine are required")
+		case *out == "":
+			return Usagef("--out is required")
+		case f.tp < 1:
+			return Usagef("--tp must be ≥ 1, got %d", f.tp)
+		case *topK < 1:
+			return Usagef("--top-k must be ≥ 1, got %d", *topK)
+		case *rows < 1 || *seqLen < 2:
+			return Usagef("--rows must be ≥ 1 and --seq-len ≥ 2")
+		}
+		if *strategy != search.AutoCompress && *strategy != search.Minitron {
+			return Usagef("--strategy %q: want autocompress or minitron", *strategy)
+		}
+		if *keep != "" && *strategy == search.Minitron {
+			return Usagef("--keep-layers applies to --strategy autocompress: minitron keeps every layer")
+		}
+		budgets, err := parseBudgets(&b)
+		if err != nil {
+			return err
+		}
+		if !budgets.Any() {
+			return Usagef("give at least one budget (--max-memory, --max-e2e, --max-ttft, --max-tpot, --min-throughput, --max-params, --max-active-params)")
+		}
+		if b.p90 && budgets.MaxTTFT == 0 && budgets.MaxTPOT == 0 && budgets.MaxE2E == 0 {
+			return Usagef("--p90 needs a latency budget (--max-ttft, --max-tpot or --max-e2e)")
+		}
+		cat := hardware.Default()
+		if f.gpuFile != "" {
+			gs, err := hardware.ParseFile(f.gpuFile)
+			if err != nil {
+				return err
+			}
+			if err := cat.Add(gs...); err != nil {
+				return fmt.Errorf("%s: %w", f.gpuFile, err)
+			}
+		}
+		hw, err := cat.Lookup(f.gpu)
+		if err != nil {
+			return Usagef("--gpu: %v", err)
+		}
+		eng, err := estimate.LookupEngine(f.engine)
+		if err != nil {
+			return Usagef("--engine: %v", err)
+		}
+		caps, err := searchServeOn(*serveOn, eng)
+		if err != nil {
+			return err
+		}
+		f.workload = strings.TrimSpace(f.workload)
+		w, err := estWorkload(f, set)
+		if err != nil {
+			return err
+		}
+		w.Seed = uint64(*seed)
+		precs, err := searchList("precision", f.precision, func(s string) error { _, err := estimate.LookupPrecision(s); return err })
+		if err != nil {
+			return err
+		}
+		kvs, err := searchList("kv-dtype", f.kvDType, func(s string) error { _, err := estimate.LookupKVType(s); return err })
+		if err != nil {
+			return err
+		}
+		dir, m, err := searchModel(f.model)
+		if err != nil {
+			return err
+		}
+		var scores *importance.Scores
+		if *importancePath != "" {
+			if scores, err = searchScores(*importancePath, dir, m); err != nil {
+				return err
+			}
+		}
+		keepIdx, err := parseLayerList(*keep)
+		if err != nil {
+			return err
+		}
+		so := search.SpaceOptions{Engine: eng, ServeOn: caps, TP: f.tp, Precisions: precs, KVDTypes: kvs,
+			MaxNumSeqs: f.maxSeqs, MemFraction: f.memFraction, Concurrency: w.Concurrency,
+			MaxMemory: budgets.MaxMemory, DeviceBytes: float64(hw.MemoryBytes), KeepLayers: keepIdx, Uniform: *strategy == search.Minitron}
+		sp, err := search.NewSpace(m, so)
+		if err != nil {
+			var ke *search.KeepLayersError
+			if errors.As(err, &ke) {
+				return Usagef("%v", err)
+			}
+			return err
+		}
+		px, err := search.NewProxy(m, scores)
+		if err != nil {
+			return Usagef("--importance %s: %v", *importancePath, err)
+		}
+		opt := search.Options{Strategy: *strategy, GPU: hw, Workload: &w, Budgets: budgets, TopK: *topK,
+			Estimate: estimate.Options{MaxModelLen: f.context, MaxBatchedTokens: f.maxBatched},
+			Plan:     func(c *search.Candidate) (*prune.Plan, error) { return sp.Plan(c, scores) }}
+		if len(data) > 0 {
+			if dir == "" {
+				return Usagef("--data needs a checkpoint with weights (--model DIR or %q), not a config", ParentModel)
+			}
+			em, err := engine.Load(dir)
+			if err != nil {
+				return fmt.Errorf("measured proxy: %w", err)
+			}
+			rr, err := searchRows(dir, em.Arch(), data, *ids, *tokPath, *seqLen, *rows)
+			if err != nil {
+				return err
+			}
+			meas, err := search.NewKLMeasurer(ctx, em, rr, proxy.Options{})
+			if err != nil {
+				return err
+			}
+			opt.Measurer = meas
+		}
+		res, err := search.Run(ctx, sp, px, opt)
+		if err != nil {
+			return err
+		}
+		name := m.Name
+		if name == "" {
+			name = f.model
+		}
+		rep := &search.Report{Model: name, Space: sp, Result: res, Scores: scores, Budgets: budgets, GPU: hw, Workload: &w, Estimate: opt.Estimate}
+		if err := rep.Write(ctx, *out, *force); err != nil {
+			var ee *checkpoint.ExistsError
+			if errors.As(err, &ee) {
+				return Usagef("--out %s exists; pass --force to replace it", *out)
+			}
+			return err
+		}
+		if *jsonOut {
+			return writeJSON(env.Stdout, rep.Summarize())
+		}
+		rep.WriteText(env.Stdout)
+		fmt.Fprintf(env.Stdout, "\nwritten to %s\n", *out)
+		return nil
+	}
+}
+
+func parseBudgets(f *searchBudgetFlags) (search.Budgets, error) {
+	var b search.Budgets
+	var err error
+	usage := func(e error) error { return Usagef("%v", e) }
+	if f.memory != "" {
+		if b.MaxMemory, err = search.ParseBytes(search.BudgetMemory, f.memory); err != nil {
+			return b, usage(err)
+		}
+	}
+	for _, x := range []struct {
+		name string
+		s    string
+		dst  *float64
+	}{{search.BudgetE2E, f.e2e, &b.MaxE2E}, {search.BudgetTTFT, f.ttft, &b.MaxTTFT}, {search.BudgetTPOT, f.tpot, &b.MaxTPOT}} {
+		if x.s != "" {
+			if *x.dst, err = search.ParseSeconds(x.name, x.s); err != nil {
+				return b, usage(err)
+			}
+		}
+	}
+	if f.throughput != "" {
+		if b.MinThroughput, err = search.ParseThroughput(search.BudgetThroughput, f.throughput); err != nil {
+			return b, usage(err)
+		}
+	}
+	if f.params != "" {
+		if b.MaxParams, err = search.ParseCount(search.BudgetParams, f.params); err != nil {
+			return b, usage(err)
+		}
+	}
+	if f.active != "" {
+		if b.MaxActiveParams, err = search.ParseCount(search.BudgetActiveParams, f.active); err != nil {
+			return b, usage(err)
+		}
+	}
+	if b.MaxTTFT > 0 && b.MaxE2E > 0 && b.MaxTTFT > b.MaxE2E {
+		return b, Usagef("--max-ttft %s exceeds --max-e2e %s: the first token cannot come after the last", f.ttft, f.e2e)
+	}
+	b.P90 = f.p90
+	return b, nil
+}
+
+// searchServeOn resolves --serve-on; an estimator engine other than
+// --engine is contradictory (the child would be priced on one engine and
+// served on another).
+func searchServeOn(name string, eng estimate.Engine) (export.Capabilities, error) {
+	if name == "" {
+		c, ok := export.ForEngine(eng)
+		if !ok {
+			return c, Usagef("--engine %s has no load rules", eng)
+		}
+		return c, nil
+	}
+	c, err := export.Lookup(strings.ToLower(name))
+	if err != nil {
+		return c, Usagef("--serve-on: %v", err)
+	}
+	if e2, err := estimate.LookupEngine(name); err == nil && e2 != eng {
+		return c, Usagef("--serve-on %s contradicts --engine %s: the child would be priced on %s but served on %s (give the same engine, or --serve-on hf)", name, eng, eng, e2)
+	}
+	return c, nil
+}
+
+func searchList(flagName, v string, check func(string) error) ([]string, error) {
+	if v == "" {
+		return nil, nil
+	}
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if err := check(s); err != nil {
+			return nil, Usagef("--%s: %v", flagName, err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func parseLayerList(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, p := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil {
+			return nil, Usagef("--keep-layers %q: %q is not a layer index", s, p)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// searchModel resolves --model: "parent" or a checkpoint directory (with
+// its directory, for the importance hash and the measured proxy), a
+// config.json or a preset (directory "").
+func searchModel(name string) (string, *architecture.Model, error) {
+	r, err := resolveModel(name)
+	if err != nil {
+		return "", nil, err
+	}
+	m, err := r.Arch()
+	if err != nil {
+		return "", nil, modelUsage(err)
+	}
+	switch r.Kind {
+	case modelref.KindParent, modelref.KindCheckpoint:
+		d, err := r.Checkpoint()
+		if err != nil {
+			return "", nil, modelUsage(err)
+		}
+		if r.Kind == modelref.KindParent {
+			m.Name = "embedded parent"
+		} else if m.Name == "" {
+			m.Name = filepath.Base(d)
+		}
+		return d, m, nil
+	}
+	return "", m, nil
+}
+
+// searchScores loads --importance and checks that the scores were computed
+// for this model (the model hash of the checkpoint directory).
+func searchScores(path, dir string, m *architecture.Model) (*importance.Scores, error) {
+	s, err := importance.Load(path)
+	if err != nil {
+		return nil, Usagef("--importance: %v", err)
+	}
+	if dir == "" {
+		return nil, Usagef("--importance needs --model to be the checkpoint directory the scores were computed on (its hash is checked), not a config or preset")
+	}
+	h, err := importance.HashModelDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	if s.ModelHash != h {
+		return nil, Usagef("--importance %s was computed for another model (model hash %.12s, %s has %.12s): score this model with autocompress importance", path, s.ModelHash, dir, h)
+	}
+	return s, nil
+}
+
+// searchRows reads the measured proxy's held-out rows: text tokenized with
+// the model's tokenizer (documents separated by end-of-text) or token ids,
+// packed into rows of seqLen+1 ids (inputs and next-token targets).
+func searchRows(dir string, arch *architecture.Model, data []string, ids bool, tokPath string, seqLen, n int) ([][]int32, error) {
+	sep := int32(-1)
+	if len(arch.EOS) > 0 {
+		sep = int32(arch.EOS[0])
+	}
+	var streams [][]int32
+	var tok *tokenizer.Tokenizer
+	for _, p := range data {
+		if evalIsIDs(p, ids) {
+			s, err := tokenizer.ReadIDsFile(p)
+			if err != nil {
+				return nil, err
+			}
+			if err := tokenizer.CheckIDs(s, arch.Vocab); err != nil {
+				return nil, fmt.Errorf("%s: %w", p, err)
+			}
+			for _, q := range s {
+				streams = append(streams, importanceInt32(q))
+			}
+			continue
+		}
+		if tok == nil {
+			var err error
+			if tok, err = evalTokenizer(dir, tokPath); err != nil {
+				return nil, err
+			}
+		}
+		doc, err := corpus.ReadText(p)
+		if err != nil {
+			return nil, err
+		}
+		q, err := tok.Encode(doc.Text, false)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		streams = append(streams, importanceInt32(q))
+	}
+	rows := corpus.Pack(streams, sep, seqLen+1)
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("--data holds fewer than %d tokens: no row for the measured proxy", seqLen+1)
+	}
+	if len(rows) > n {
+		rows = rows[:n]
+	}
+	return rows, nil
+}

@@ -1,0 +1,418 @@
+// Package search chooses a pruned child's shape for one deployment: a GPU
+// (or this CPU), a serving engine, a precision and a workload. Every
+// candidate is priced by the estimator's real cost (estimate.Compiled:
+// LayerSum menus assembled per candidate and priced with PriceSummary,
+// which does not allocate), must meet every budget (Budgets) and is ranked
+// by a quality proxy (Proxy: retained importance, or a structural prior
+// when there are no scores), optionally re-ranked by a measured proxy
+// (Measurer: the KL divergence to the parent of the candidate pruned in
+// memory).
+//
+// # The space
+//
+// NewSpace builds it from the parent and the serve-on engine's load rules
+// (export.Capabilities, the same predicate export's validators use):
+// global hidden size, query heads per KV group and Mamba heads; per layer
+// the MLP width, the KV groups, the attention or MLP sub-block removed
+// (only where the engine loads per-layer shapes: DeciLM block_configs for
+// Llama-family parents) and whole layers removed (never --keep-layers);
+// and the engine settings left free (precisions and KV types listed, the
+// pool engines' memory fraction when memory is budgeted, llama.cpp's
+// slots). Widths are aligned to the target's kernels; head_dim never
+// changes; MoE experts are kept whole.
+//
+// # Strategies
+//
+// AutoCompress enumerates the global shapes and settings and, for each,
+// solves the per-layer multiple-choice problem by a Lagrangian relaxation
+// (each layer takes the option maximising value − λ·cost, λ bisected on
+// the estimator's true verdict, since costs do not add across layers under
+// batching: KV capacity and concurrency couple them), then improves the
+// solution by local search (single-layer upgrades and pair exchanges),
+// every move priced by the estimator. Global shapes whose upper bound
+// cannot beat the best found are skipped.
+//
+// Minitron is the Minitron++ baseline (method.md §3, §7): the same widths
+// in every layer, every layer kept, a grid with Minitron's granularity and
+// limits, filtered by the same budgets and estimator, the top-k by the same
+// proxy, then the best of the top-k by measured loss (without the short
+// distillation the paper's protocol adds, which needs package distill).
+package search
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/autocompress/autocompress/estimate"
+	"github.com/autocompress/autocompress/hardware"
+	"github.com/autocompress/autocompress/prune"
+	"github.com/autocompress/autocompress/workload"
+)
+
+// Strategy names.
+const (
+	AutoCompress = "autocompress"
+	Minitron     = "minitron"
+)
+
+// Strategies lists the strategy names.
+func Strategies() []string { return []string{AutoCompress, Minitron} }
+
+// Measurement is a measured proxy of one candidate pruned in memory.
+type Measurement struct {
+	// KL is the mean KL(parent ‖ child) per token; Loss the child's mean
+	// cross-entropy (nats per token).
+	KL   float64 `json:"kl"`
+	Loss float64 `json:"loss"`
+	// Tokens are the calibration tokens the measurement spent.
+	Tokens int64 `json:"tokens"`
+}
+
+// Measurer measures a candidate given as a pruning plan of the parent.
+type Measurer interface {
+	Measure(ctx context.Context, plan *prune.Plan) (Measurement, error)
+}
+
+// Progress is called from time to time with the strategy's phase and the
+// fraction done.
+type Progress func(phase string, done, total int)
+
+// Options configure a search.
+type Options struct {
+	Strategy string
+	GPU      *hardware.GPU
+	Workload *workload.Workload
+	// Estimate holds deployment options the search does not choose
+	// (context, batched tokens); precision, KV type, TP, sequences and
+	// memory fraction come from the space's settings.
+	Estimate estimate.Options
+	Budgets  Budgets
+	// TopK is how many candidates are kept and, with a Measurer, measured
+	// (Minitron: always; AutoCompress: only those whose proxy is within
+	// CloseFraction of the best). Default 10.
+	TopK int
+	// CloseFraction is AutoCompress's "too close to call" margin (0.03).
+	CloseFraction float64
+	// Measurer, when set, measures candidates (see TopK).
+	Measurer Measurer
+	// Plan turns a candidate into a pruning plan for the Measurer.
+	Plan func(c *Candidate) (*prune.Plan, error)
+	// MaxEvaluations bounds the estimator calls of local search per
+	// global shape and setting (default 4000).
+	MaxEvaluations int
+	Progress       Progress
+}
+
+// Result is the outcome of a search.
+type Result struct {
+	Strategy string
+	// Best is the chosen candidate; TopK the best distinct candidates
+	// (Best first); Pareto the quality-vs-cost front over everything the
+	// strategy kept.
+	Best   Candidate
+	TopK   []Candidate
+	Pareto []Candidate
+	// Parent is the parent under the chosen settings.
+	Parent Candidate
+	// ParentMeets is true when the parent already meets every budget (Best
+	// is then the parent).
+	ParentMeets bool
+	// Binding is the budget closest to its limit for Best, and its usage.
+	Binding      string
+	BindingUsage float64
+	// Evaluations counts estimator calls; GlobalShapes the global shapes
+	// and settings solved; Skipped those skipped by the bound.
+	Evaluations           int64
+	GlobalShapes, Skipped int
+	// Tokens are the calibration tokens spent choosing (measured proxy).
+	Tokens int64
+	// Notes say what the space held, what the proxy rests on and what the
+	// strategy did, in words.
+	Notes []string
+}
+
+// InfeasibleError says that no candidate meets the budgets: which budget
+// cannot be met, the best value of it the space reaches, and what would
+// make the search feasible.
+type InfeasibleError struct {
+	Budget          string
+	Limit, Smallest string
+	Hints           []string
+	// Unfit is set when no candidate fits in the GPU's memory at all.
+	Unfit string
+}
+
+func (e *InfeasibleError) Error() string {
+	var b strings.Builder
+	if e.Unfit != "" {
+		fmt.Fprintf(&b, "no candidate fits: %s", e.Unfit)
+	} else {
+		verb := "smallest"
+		if e.Budget == BudgetThroughput {
+			verb = "largest"
+		}
+		fmt.Fprintf(&b, "no candidate meets the budgets: --%s %s is out of reach; the %s value the space reaches is %s", e.Budget, e.Limit, verb, e.Smallest)
+	}
+	if len(e.Hints) > 0 {
+		b.WriteString("; to make it feasible: " + strings.Join(e.Hints, "; "))
+	}
+	return b.String()
+}
+
+// Run searches sp for the best candidate under o.
+func Run(ctx context.Context, sp *Space, proxy *Proxy, o Options) (*Result, error) {
+	if o.GPU == nil || o.Workload == nil {
+		return nil, errors.New("search: a GPU and a workload are needed")
+	}
+	if o.TopK <= 0 {
+		o.TopK = 10
+	}
+	if o.CloseFraction <= 0 {
+		o.CloseFraction = 0.03
+	}
+	if o.MaxEvaluations <= 0 {
+		o.MaxEvaluations = 4000
+	}
+	e, err := newEvaluator(sp, &o.Budgets, proxy, o.GPU, o.Workload, o.Estimate)
+	if err != nil {
+		return nil, err
+	}
+	var res *Result
+	switch o.Strategy {
+	case "", AutoCompress:
+		res, err = runAutoCompress(ctx, e, &o)
+	case Minitron:
+		res, err = runMinitron(ctx, e, &o)
+	default:
+		return nil, fmt.Errorf("search: unknown strategy %q (want %s)", o.Strategy, strings.Join(Strategies(), " or "))
+	}
+	if res != nil {
+		res.Evaluations = e.evals
+		if e.refused > 0 {
+			res.Notes = append(res.Notes, fmt.Sprintf("%d global shapes left out: %s does not load them (its load rules, shared with export's validators)", e.refused, sp.ServeOn.Name))
+		}
+		res.Notes = append(append(append([]string(nil), sp.Notes...), proxy.Source...), res.Notes...)
+	}
+	if err != nil {
+		return res, err
+	}
+	if err := finish(ctx, e, res, &o); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// parentOf prices the parent under setting si.
+func (e *evaluator) parentOf(si int) Candidate {
+	g := global{hidden: e.sp.Parent.Hidden}
+	if len(e.sp.Heads) > 0 {
+		g.heads = e.sp.Heads[0]
+	}
+	if len(e.sp.MLP) > 0 {
+		g.mlp = e.sp.MLP[0]
+	}
+	if len(e.sp.Mamba) > 0 {
+		g.mamba = e.sp.Mamba[0]
+	}
+	menus := e.menus(g, si)
+	idx := make([]int, len(menus)) // option 0 of every layer is the parent's
+	c := e.price(si, g, menus, idx)
+	return e.candidate(si, g, menus, idx, c)
+}
+
+// finish measures the top-k where the strategy asks for it, picks Best,
+// the parent comparison, the binding budget and the Pareto front.
+func finish(ctx context.Context, e *evaluator, res *Result, o *Options) error {
+	if len(res.TopK) == 0 {
+		return e.infeasible()
+	}
+	best := res.TopK[0]
+	if o.Measurer != nil && o.Plan != nil {
+		var measure []int
+		for i, c := range res.TopK {
+			switch {
+			case res.Strategy == Minitron:
+				measure = append(measure, i)
+			case best.Quality-c.Quality <= o.CloseFraction*best.Quality:
+				measure = append(measure, i)
+			}
+		}
+		if len(measure) > 1 || res.Strategy == Minitron {
+			for n, i := range measure {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				if o.Progress != nil {
+					o.Progress("measuring the top-k", n, len(measure))
+				}
+				p, err := o.Plan(&res.TopK[i])
+				if err != nil {
+					return fmt.Errorf("search: plan of candidate %d: %w", i+1, err)
+				}
+				m, err := o.Measurer.Measure(ctx, p)
+				if err != nil {
+					return fmt.Errorf("search: measuring candidate %d: %w", i+1, err)
+				}
+				res.TopK[i].Measured = &m
+				res.Tokens += m.Tokens
+			}
+			key := func(m *Measurement) float64 {
+				if res.Strategy == Minitron {
+					return m.Loss
+				}
+				return m.KL
+			}
+			sort.SliceStable(res.TopK, func(a, b int) bool {
+				ma, mb := res.TopK[a].Measured, res.TopK[b].Measured
+				switch {
+				case ma != nil && mb != nil:
+					return key(ma) < key(mb)
+				case ma != nil:
+					return true
+				}
+				return false
+			})
+			what := "the measured KL divergence to the parent"
+			if res.Strategy == Minitron {
+				what = "the measured loss of each pruned candidate without training (Minitron++'s short distillation of each top-k candidate needs package distill, not wired yet)"
+			}
+			res.Notes = append(res.Notes, fmt.Sprintf("the %d top candidates were re-ranked by %s, %d calibration tokens", len(measure), what, res.Tokens))
+		} else {
+			res.Notes = append(res.Notes, fmt.Sprintf("no other candidate within %.0f %% of the best proxy: chosen without measuring (0 tokens)", 100*o.CloseFraction))
+		}
+		best = res.TopK[0]
+	}
+	res.Best = best
+	si := settingIndex(e.sp, best.Settings)
+	res.Parent = e.parentOf(si)
+	res.ParentMeets = e.sp.IsParent(&best)
+	res.Binding, res.BindingUsage = o.Budgets.Binding(&best.Costs)
+	res.Pareto = pareto(res.Pareto, &o.Budgets)
+	return nil
+}
+
+func settingIndex(sp *Space, s Settings) int {
+	for i, x := range sp.Settings {
+		if x == s {
+			return i
+		}
+	}
+	return 0
+}
+
+// infeasible builds the error for a search that found nothing.
+func (e *evaluator) infeasible() error {
+	b := e.b
+	if !e.reachSet {
+		// Price the smallest candidate to say what does not fit.
+		return &InfeasibleError{Unfit: "even the smallest shape of the space does not fit in " + e.hw.Name + "'s memory with " + string(e.sp.Engine),
+			Hints: []string{"a lower precision (--precision q4_k_m, fp8 or nvfp4)", "a shorter context (--context)", "fewer concurrent requests", "more tensor parallelism (--tp)", "a larger GPU"}}
+	}
+	worst, wu := "", 0.0
+	for i, n := range budgetNames {
+		_, lim := b.value(n, &Costs{})
+		if lim <= 0 {
+			continue
+		}
+		r := e.reach[i]
+		u := r / lim
+		if i == 4 {
+			u = lim / math.Max(r, 1e-300)
+		}
+		if u > wu {
+			worst, wu = n, u
+		}
+	}
+	if worst == "" || wu <= 1 {
+		// Every budget is reachable alone but not together.
+		worst = ""
+		for _, n := range b.Set() {
+			worst = n
+			break
+		}
+		return &InfeasibleError{Budget: strings.Join(b.Set(), " + "), Limit: "together", Smallest: "each budget is reachable alone but no candidate meets them all",
+			Hints: []string{"relax one of them", "a lower precision", "a shorter context or fewer concurrent requests"}}
+	}
+	i := 0
+	for j, n := range budgetNames {
+		if n == worst {
+			i = j
+		}
+	}
+	_, lim := b.value(worst, &Costs{})
+	err := &InfeasibleError{Budget: worst, Limit: b.Format(worst, lim), Smallest: b.Format(worst, e.reach[i])}
+	switch worst {
+	case BudgetMemory:
+		err.Hints = []string{"a lower precision (e.g. --precision q4_k_m on llamacpp, fp8 or nvfp4 on the pool engines)", "a shorter context (--context)", "fewer concurrent requests or slots", "a lower KV-cache type (--kv-dtype fp8 or q8_0)", "allow more layers removed"}
+	case BudgetTTFT, BudgetE2E, BudgetTPOT:
+		err.Hints = []string{"a lower precision", "lower concurrency", "shorter prompts or outputs", "a faster GPU or more tensor parallelism"}
+		if !b.P90 {
+			break
+		}
+		err.Hints = append(err.Hints, "a budget on the mean instead of the p90 (drop --p90)")
+	case BudgetThroughput:
+		err.Hints = []string{"a lower precision", "more concurrency", "a faster GPU or more tensor parallelism"}
+	case BudgetParams, BudgetActiveParams:
+		err.Hints = []string{"a larger parameter budget (the space keeps at least a quarter of each width and half of the layers)"}
+	}
+	return err
+}
+
+// pareto keeps the candidates no other dominates on quality (higher) and
+// every budgeted cost (lower; throughput higher), sorted by quality.
+func pareto(cs []Candidate, b *Budgets) []Candidate {
+	names := b.Set()
+	if len(names) == 0 {
+		names = []string{BudgetMemory, BudgetE2E}
+	}
+	vals := func(c *Candidate) []float64 {
+		out := make([]float64, len(names))
+		for i, n := range names {
+			v, _ := b.value(n, &c.Costs)
+			if n == BudgetThroughput {
+				v = -v
+			}
+			out[i] = v
+		}
+		return out
+	}
+	var out []Candidate
+	vs := make([][]float64, len(cs))
+	for i := range cs {
+		vs[i] = vals(&cs[i])
+	}
+	for i := range cs {
+		if !cs[i].Costs.Fits {
+			continue
+		}
+		dominated := false
+		for j := range cs {
+			if i == j || !cs[j].Costs.Fits || cs[j].Quality < cs[i].Quality {
+				continue
+			}
+			le, lt := true, cs[j].Quality > cs[i].Quality
+			for k := range names {
+				if vs[j][k] > vs[i][k] {
+					le = false
+					break
+				}
+				if vs[j][k] < vs[i][k] {
+					lt = true
+				}
+			}
+			if le && (lt || j < i) {
+				dominated = true
+				break
+			}
+		}
+		if !dominated {
+			out = append(out, cs[i])
+		}
+	}
+	sort.SliceStable(out, func(a, c int) bool { return out[a].Quality > out[c].Quality })
+	return out
+}

@@ -1,0 +1,328 @@
+package search
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/estimate"
+	"github.com/autocompress/autocompress/export"
+)
+
+// Settings are the engine settings of one deployment that the search may
+// choose: the weight precision, the KV-cache type, the sequence limit
+// (llama.cpp: the slots -np) and the KV memory fraction of the pool
+// engines. Zero values are the engine's defaults.
+type Settings struct {
+	Precision   string  `json:"precision"`
+	KVDType     string  `json:"kv_dtype"`
+	MaxNumSeqs  int     `json:"max_num_seqs,omitempty"`
+	MemFraction float64 `json:"mem_fraction,omitempty"`
+}
+
+// SpaceOptions say what the search may change.
+type SpaceOptions struct {
+	// Engine is the engine the estimator prices; ServeOn the one the child
+	// must load in (its rules restrict the shapes; default: Engine's).
+	Engine  estimate.Engine
+	ServeOn export.Capabilities
+	// TP is the tensor-parallel degree (≥ 1).
+	TP int
+	// Precisions and KVDTypes list the values allowed (default: the
+	// engine's default only). Settings searched are their product with the
+	// engine settings below.
+	Precisions, KVDTypes []string
+	// MaxNumSeqs and MemFraction fix those settings (0: searched).
+	MaxNumSeqs  int
+	MemFraction float64
+	// Concurrency is the workload's (for the slot choices). MaxMemory is
+	// the memory budget in bytes (0: none) and DeviceBytes the GPU's
+	// memory: with both, a pool engine's memory fraction is searched,
+	// including the fraction that fills the budget.
+	Concurrency            int
+	MaxMemory, DeviceBytes float64
+	// KeepLayers lists parent layers that must not be removed.
+	KeepLayers []int
+	// Uniform restricts the space to Minitron++'s: the same widths in every
+	// layer and every layer kept.
+	Uniform bool
+	// MinWidth is the smallest fraction of a width kept (default 0.25 for
+	// autocompress; Minitron's 0.6 for the uniform space). MaxDepth is the
+	// largest fraction of layers removed (default 0.5; 0 in the uniform
+	// space).
+	MinWidth, MaxDepth float64
+}
+
+// Space is the set of candidate shapes and settings for one parent and
+// deployment. Every width list is sorted descending and starts with the
+// parent's value, so the parent itself is always a candidate.
+type Space struct {
+	Parent  *architecture.Model
+	Engine  estimate.Engine
+	ServeOn export.Capabilities
+	TP      int
+	// PerLayer is true when the serve-on engine loads per-layer shapes
+	// (DeciLM block_configs; Llama-family parents only).
+	PerLayer bool
+	// Hidden lists the hidden sizes; Heads the query-head counts (global:
+	// every format has one num_attention_heads; a layer with k KV groups
+	// keeps Heads/k queries in each, at most the parent's per group).
+	Hidden, Heads []int
+	// MLP lists the MLP widths (per layer when PerLayer, else uniform);
+	// KVGroups the per-layer KV-group counts (PerLayer only; otherwise the
+	// parent's count); Mamba the Mamba heads per layer (uniform).
+	MLP, KVGroups, Mamba []int
+	// RemoveSubBlocks allows removing attention or MLP alone (PerLayer).
+	RemoveSubBlocks bool
+	// Removable marks layers that may be removed; MaxRemoved bounds how many.
+	Removable  []bool
+	MaxRemoved int
+	Settings   []Settings
+	// Align is the width granularity used for hidden and MLP widths.
+	AlignHidden, AlignMLP int
+	// Notes say, in words, what the space holds and why.
+	Notes []string
+}
+
+// KeepLayersError is a --keep-layers index outside the parent.
+type KeepLayersError struct{ Index, Layers int }
+
+func (e *KeepLayersError) Error() string {
+	return fmt.Sprintf("--keep-layers: layer %d is out of range (the parent has layers 0 to %d)", e.Index, e.Layers-1)
+}
+
+// alignment returns the hidden and MLP granularity for a target: tensor-core
+// tiles on the GPU engines (Minitron's hidden 256; FFN 256, also DeciLM's
+// multiple), GGUF's 256-weight super-blocks for k-quants (32-weight blocks
+// for q4_0/q8_0/f16 rows), and for the native engine, which pads nothing
+// and runs any width, 32 for the SIMD kernels. Per-layer widths are written
+// as DeciLM block_configs and are multiples of 256 whatever the engine.
+func alignment(eng estimate.Engine, precision string) (hidden, mlp int) {
+	switch eng {
+	case estimate.LlamaCPP:
+		switch precision {
+		case "q4_k_m", "q5_k_m", "q6_k":
+			return 256, 256
+		}
+		return 64, 64
+	case estimate.Native:
+		return 16, 32
+	}
+	return 256, 256
+}
+
+func widths(parent, step int, minFrac float64, divisor int) []int {
+	out := []int{parent}
+	floor := int(float64(parent)*minFrac + 0.5)
+	for w := (parent - 1) / step * step; w >= max(floor, step); w -= step {
+		if divisor > 1 && w%divisor != 0 {
+			continue
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+func divisorsDesc(n int, keep func(int) bool) []int {
+	var out []int
+	for d := n; d >= 1; d-- {
+		if n%d == 0 && keep(d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// NewSpace builds the search space for parent under o.
+func NewSpace(parent *architecture.Model, o SpaceOptions) (*Space, error) {
+	if len(parent.Layers) == 0 {
+		return nil, fmt.Errorf("search: the parent has no layers")
+	}
+	if o.TP < 1 {
+		o.TP = 1
+	}
+	if o.ServeOn.Name == "" {
+		c, ok := export.ForEngine(o.Engine)
+		if !ok {
+			return nil, fmt.Errorf("search: no load rules for engine %s", o.Engine)
+		}
+		o.ServeOn = c
+	}
+	if o.MinWidth <= 0 {
+		o.MinWidth = 0.25
+		if o.Uniform {
+			o.MinWidth = 0.6 // Minitron's max_width_pruning 0.40
+		}
+	}
+	if o.MaxDepth <= 0 && !o.Uniform {
+		o.MaxDepth = 0.5
+	}
+	sp := &Space{Parent: parent, Engine: o.Engine, ServeOn: o.ServeOn, TP: o.TP}
+	n := len(parent.Layers)
+	sp.Removable = make([]bool, n)
+	for i := range sp.Removable {
+		sp.Removable[i] = !o.Uniform
+	}
+	for _, k := range o.KeepLayers {
+		if k < 0 || k >= n {
+			return nil, &KeepLayersError{Index: k, Layers: n}
+		}
+		sp.Removable[k] = false
+	}
+	if !o.Uniform {
+		sp.MaxRemoved = int(float64(n) * o.MaxDepth)
+		if len(o.KeepLayers) > 0 {
+			sp.Notes = append(sp.Notes, fmt.Sprintf("layers %v are kept (--keep-layers); their sub-blocks are kept too", o.KeepLayers))
+		}
+		sp.Notes = append(sp.Notes, fmt.Sprintf("at most %d of %d layers removed (%.0f %%)", sp.MaxRemoved, n, 100*o.MaxDepth))
+	} else {
+		sp.Notes = append(sp.Notes, "Minitron++ space: the same widths in every layer, every layer kept, widths cut by at most 40 %")
+	}
+	precs := o.Precisions
+	if len(precs) == 0 {
+		precs = []string{""}
+	}
+	sp.AlignHidden, sp.AlignMLP = alignment(o.Engine, precs[0])
+	for _, p := range precs[1:] {
+		h, m := alignment(o.Engine, p)
+		sp.AlignHidden, sp.AlignMLP = max(sp.AlignHidden, h), max(sp.AlignMLP, m)
+	}
+	if o.Uniform && sp.AlignHidden < 256 && parent.Hidden >= 2048 {
+		// Minitron's granularity: hidden 256, FFN 512.
+		sp.AlignHidden = 256
+	}
+	sp.PerLayer = !o.Uniform && o.ServeOn.PerLayer(parent)
+	mlpAlign := sp.AlignMLP
+	if sp.PerLayer {
+		mlpAlign = export.DeciLMFFNMultiple
+	} else if o.Uniform && parent.Hidden >= 2048 {
+		mlpAlign = 512
+	}
+	sp.Hidden = widths(parent.Hidden, sp.AlignHidden, o.MinWidth, 1)
+	moe := false
+	var attn *architecture.Attention
+	var mlp *architecture.MLP
+	var mamba *architecture.Mamba
+	for i := range parent.Layers {
+		l := &parent.Layers[i]
+		if l.MoE != nil {
+			moe = true
+		}
+		if l.Attention != nil && attn == nil {
+			attn = l.Attention
+		}
+		if l.MLP != nil && (mlp == nil || l.MLP.Width > mlp.Width) {
+			mlp = l.MLP
+		}
+		if l.Mamba != nil && mamba == nil {
+			mamba = l.Mamba
+		}
+	}
+	if attn != nil {
+		hpg := attn.Heads / attn.KVHeads
+		minHPG := max(1, int(float64(hpg)*o.MinWidth+0.5))
+		for _, d := range divisorsDesc(hpg, func(d int) bool { return d >= minHPG && (d*attn.KVHeads)%o.TP == 0 }) {
+			sp.Heads = append(sp.Heads, d*attn.KVHeads)
+		}
+		if len(sp.Heads) == 0 || sp.Heads[0] != attn.Heads {
+			sp.Heads = append([]int{attn.Heads}, sp.Heads...)
+		}
+		sp.KVGroups = []int{attn.KVHeads}
+		if sp.PerLayer {
+			// Per-layer KV groups: powers-of-two ratios of the parent's count
+			// (vLLM's KV page sizes must divide each other), divisible by TP
+			// or replicating evenly over it.
+			for k := attn.KVHeads / 2; k >= 1 && attn.KVHeads%k == 0; k /= 2 {
+				if k%o.TP == 0 || o.TP%k == 0 {
+					sp.KVGroups = append(sp.KVGroups, k)
+				}
+				if k%2 != 0 {
+					break
+				}
+			}
+			sp.RemoveSubBlocks = true
+			sp.Notes = append(sp.Notes, fmt.Sprintf("per-layer MLP widths (multiples of %d), KV groups %v and removed attention or MLP sub-blocks: %s loads DeciLM block_configs",
+				export.DeciLMFFNMultiple, sp.KVGroups, o.ServeOn.Name))
+		} else if !o.Uniform {
+			sp.Notes = append(sp.Notes, fmt.Sprintf("uniform widths: %s loads no per-layer shapes for %s (only whole layers are removed)", o.ServeOn.Name, parent.Arch))
+		}
+		sp.Notes = append(sp.Notes, fmt.Sprintf("head_dim %d unchanged; query heads (global) from %v, kept equally in every KV group", attn.HeadDim, sp.Heads))
+	}
+	if mlp != nil {
+		div := 1
+		if o.TP > 1 {
+			div = o.TP
+		}
+		sp.MLP = widths(mlp.Width, mlpAlign, o.MinWidth, div)
+	}
+	if mamba != nil {
+		step := mamba.Groups
+		if o.TP > 1 {
+			step = lcm(step, o.TP)
+		}
+		if o.Uniform {
+			step = lcm(step, 8) // Minitron's mamba_num_heads granularity
+		}
+		sp.Mamba = widths(mamba.Heads, step, o.MinWidth, 1)
+		sp.Notes = append(sp.Notes, fmt.Sprintf("Mamba heads per layer (the same in every Mamba layer) from %d to %d in steps of %d", sp.Mamba[0], sp.Mamba[len(sp.Mamba)-1], step))
+	}
+	if moe {
+		sp.Notes = append(sp.Notes, "MoE layers: experts are kept whole (expert pruning is not implemented); only the shared dimensions and whole layers are searched")
+	}
+	sp.Settings = settingsFor(o, precs)
+	return sp, nil
+}
+
+func lcm(a, b int) int {
+	g, x := a, b
+	for x != 0 {
+		g, x = x, g%x
+	}
+	return a / g * b
+}
+
+// settingsFor lists the engine settings to try: the precisions and KV types
+// allowed, times the KV memory fraction of a pool engine when a memory
+// budget is set (the fraction then decides the footprint), or llama.cpp's
+// and the native engine's slot counts (each slot holds one context).
+func settingsFor(o SpaceOptions, precs []string) []Settings {
+	kvs := o.KVDTypes
+	if len(kvs) == 0 {
+		kvs = []string{""}
+	}
+	fracs := []float64{o.MemFraction}
+	seqs := []int{o.MaxNumSeqs}
+	if o.Engine.Pool() {
+		if o.MemFraction == 0 && o.MaxMemory > 0 && o.DeviceBytes > 0 {
+			// The pool takes fraction × device; the CUDA context (~0.6 GiB)
+			// lies outside it. fill is the fraction that fills the budget.
+			fill := math.Floor((o.MaxMemory-0.7*(1<<30))/o.DeviceBytes*1000) / 1000
+			fracs = fracs[:0]
+			for _, f := range []float64{fill, math.Round((fill-0.02)*1000) / 1000, 0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6, 0.5, 0.4, 0.3} {
+				if f > 0.05 && f <= min(fill, 0.95) && !slices.Contains(fracs, f) {
+					fracs = append(fracs, f)
+				}
+			}
+			if len(fracs) == 0 {
+				fracs = []float64{0.05}
+			}
+		}
+	} else if o.MaxNumSeqs == 0 && o.Concurrency > 1 {
+		seqs = seqs[:0]
+		for s := o.Concurrency; s >= 1; s /= 2 {
+			seqs = append(seqs, s)
+		}
+	}
+	var out []Settings
+	for _, p := range precs {
+		for _, k := range kvs {
+			for _, f := range fracs {
+				for _, s := range seqs {
+					out = append(out, Settings{Precision: p, KVDType: k, MaxNumSeqs: s, MemFraction: f})
+				}
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,400 @@
+package search
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+)
+
+// job is one global shape under one setting.
+type job struct {
+	g  global
+	si int
+	ub float64
+}
+
+// upperBound is the proxy of g with every layer at its most valuable option.
+func (e *evaluator) upperBound(g global, menus [][]option) float64 {
+	v := 0.0
+	for _, opts := range menus {
+		b := 0.0
+		for i := range opts {
+			b = max(b, opts[i].value)
+		}
+		v += b
+	}
+	return e.proxy.Hidden(g.hidden) * v
+}
+
+// shapeKey identifies a candidate's shape (not its settings).
+func shapeKey(c *Candidate) string {
+	return fmt.Sprint(c.Hidden, c.Heads, c.Layers)
+}
+
+// better orders feasible candidates: higher quality, then more slack.
+func better(b *Budgets, x, y *Candidate) bool {
+	if x.Quality != y.Quality {
+		return x.Quality > y.Quality
+	}
+	_, ux := b.Binding(&x.Costs)
+	_, uy := b.Binding(&y.Costs)
+	return ux < uy
+}
+
+// topK keeps the best setting of each shape and the k best shapes.
+func topK(b *Budgets, cs []Candidate, k int) []Candidate {
+	sort.SliceStable(cs, func(i, j int) bool { return better(b, &cs[i], &cs[j]) })
+	seen := map[string]bool{}
+	var out []Candidate
+	for _, c := range cs {
+		key := shapeKey(&c)
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		out = append(out, c)
+		if len(out) == k {
+			break
+		}
+	}
+	return out
+}
+
+// menuCache builds the menus of one global shape once per distinct
+// (precision, KV type).
+type menuCache struct {
+	g     global
+	menus map[int][][]option
+}
+
+func (mc *menuCache) get(e *evaluator, g global, si int) [][]option {
+	if mc.menus == nil || mc.g != g {
+		mc.g, mc.menus = g, map[int][][]option{}
+	}
+	k := e.menuOf[si]
+	m, ok := mc.menus[k]
+	if !ok {
+		m = e.menus(g, si)
+		mc.menus[k] = m
+	}
+	return m
+}
+
+func runAutoCompress(ctx context.Context, e *evaluator, o *Options) (*Result, error) {
+	res := &Result{Strategy: AutoCompress}
+	gs := e.globals()
+	// Upper bounds do not depend on the setting: compute them once per g
+	// with the first setting's menus, and visit the shapes best-first.
+	var jobs []job
+	for _, g := range gs {
+		ub := e.upperBound(g, e.menus(g, 0))
+		for si := range e.sp.Settings {
+			jobs = append(jobs, job{g, si, ub})
+		}
+	}
+	sort.SliceStable(jobs, func(i, j int) bool { return jobs[i].ub > jobs[j].ub })
+	var finals []Candidate
+	var mc menuCache
+	bestQ := -1.0
+	for n, j := range jobs {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		if o.Progress != nil && n%16 == 0 {
+			o.Progress("searching global shapes", n, len(jobs))
+		}
+		if j.ub <= bestQ*(1-1e-12) {
+			res.Skipped++
+			continue
+		}
+		res.GlobalShapes++
+		menus := mc.get(e, j.g, j.si)
+		idx, c, ok, sweep := e.lagrange(j.si, j.g, menus)
+		for _, p := range sweep {
+			res.Pareto = append(res.Pareto, p)
+		}
+		if !ok {
+			continue
+		}
+		idx, c = e.improve(ctx, j.si, j.g, menus, idx, c, o.MaxEvaluations)
+		cd := e.candidate(j.si, j.g, menus, idx, c)
+		if !e.sp.ServeOn.Loads(e.sp.Model(&cd), e.sp.TP) {
+			e.refused++ // not reached by construction of the space; kept as the last check
+			continue
+		}
+		finals = append(finals, cd)
+		res.Pareto = append(res.Pareto, cd)
+		bestQ = max(bestQ, cd.Quality)
+	}
+	res.TopK = topK(&o.Budgets, finals, o.TopK)
+	if len(res.Pareto) > 4000 {
+		// Keep the front tractable: the strongest points of each side.
+		sort.SliceStable(res.Pareto, func(a, b int) bool { return res.Pareto[a].Quality > res.Pareto[b].Quality })
+		res.Pareto = res.Pareto[:4000]
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("autocompress: %d global shapes × settings solved by Lagrangian relaxation over the per-layer menus and local search on the estimator's true cost, %d skipped by the bound", res.GlobalShapes, res.Skipped))
+	return res, nil
+}
+
+// pick sets idx to each layer's option maximising value − λ·cost (λ = +Inf:
+// the cheapest), then restores removed layers beyond the space's limit,
+// the most valuable first.
+func (e *evaluator) pick(menus [][]option, lambda float64, idx []int) {
+	removed := 0
+	for l, opts := range menus {
+		best, bs := 0, math.Inf(-1)
+		for i := range opts {
+			var s float64
+			if math.IsInf(lambda, 1) {
+				s = -opts[i].cost + 1e-9*opts[i].value*opts[0].cost
+			} else {
+				s = opts[i].value - lambda*opts[i].cost
+			}
+			if s > bs {
+				best, bs = i, s
+			}
+		}
+		idx[l] = best
+		if opts[best].shape.Removed {
+			removed++
+		}
+	}
+	_ = removed
+	for e.overCap(menus, idx) {
+		bl, bi, bs := -1, 0, math.Inf(-1)
+		for l, opts := range menus {
+			if !e.cut(&opts[idx[l]], l) {
+				continue
+			}
+			for i := range opts {
+				if e.cut(&opts[i], l) {
+					continue
+				}
+				s := opts[i].value - lambda*opts[i].cost
+				if math.IsInf(lambda, 1) {
+					s = -opts[i].cost
+				}
+				if s > bs {
+					bl, bi, bs = l, i, s
+				}
+			}
+		}
+		if bl < 0 {
+			break
+		}
+		idx[bl] = bi
+	}
+}
+
+// cut reports whether option o of layer l removes a block the parent layer
+// has (the whole layer, its attention or its MLP).
+func (e *evaluator) cut(o *option, l int) bool {
+	pl := &e.sp.Parent.Layers[l]
+	return o.shape.Removed || pl.Attention != nil && o.shape.KVGroups == 0 || pl.MLP != nil && o.shape.MLP == 0
+}
+
+// overCap reports whether choice idx removes more layers, attention
+// blocks or MLP blocks than the space allows (a removed layer counts for
+// both of its blocks): the proxy is least trustworthy for deep cuts, and a
+// stack without most of its attention is no longer the parent's kind of
+// model.
+func (e *evaluator) overCap(menus [][]option, idx []int) bool {
+	var layers, attn, mlp int
+	for l, i := range idx {
+		o := &menus[l][i]
+		pl := &e.sp.Parent.Layers[l]
+		if o.shape.Removed {
+			layers++
+		}
+		if pl.Attention != nil && (o.shape.Removed || o.shape.KVGroups == 0) {
+			attn++
+		}
+		if pl.MLP != nil && (o.shape.Removed || o.shape.MLP == 0) {
+			mlp++
+		}
+	}
+	m := e.sp.MaxRemoved
+	return layers > m || attn > m || mlp > m
+}
+
+// lagrange finds the smallest λ whose relaxed choice meets the budgets by
+// the estimator (bisection on a log scale). It returns the choice, its
+// costs, whether any λ is feasible, and the points it priced.
+func (e *evaluator) lagrange(si int, g global, menus [][]option) ([]int, Costs, bool, []Candidate) {
+	n := len(menus)
+	idx := make([]int, n)
+	var sweep []Candidate
+	try := func(lambda float64) (Costs, bool) {
+		e.pick(menus, lambda, idx)
+		c := e.price(si, g, menus, idx)
+		if len(sweep) < 48 {
+			sweep = append(sweep, e.candidate(si, g, menus, idx, c))
+		}
+		return c, e.b.Meets(&c)
+	}
+	if c, ok := try(0); ok {
+		return idx, c, true, sweep
+	}
+	if _, ok := try(math.Inf(1)); !ok {
+		return nil, Costs{}, false, sweep
+	}
+	var vs, cs float64
+	for _, opts := range menus {
+		vs += opts[0].value
+		cs += opts[0].cost
+	}
+	hi := 1e-6 * vs / math.Max(cs, 1)
+	var hc Costs
+	ok := false
+	for k := 0; k < 80; k++ {
+		if hc, ok = try(hi); ok {
+			break
+		}
+		hi *= 4
+	}
+	if !ok {
+		hc, _ = try(math.Inf(1))
+		e.pick(menus, math.Inf(1), idx)
+		return append([]int(nil), idx...), hc, true, sweep
+	}
+	lo := hi / 4
+	bestIdx := append([]int(nil), idx...)
+	for k := 0; k < 24 && hi/lo > 1+1e-4; k++ {
+		mid := math.Sqrt(lo * hi)
+		if c, ok := try(mid); ok {
+			hi, hc = mid, c
+			copy(bestIdx, idx)
+		} else {
+			lo = mid
+		}
+	}
+	return bestIdx, hc, true, sweep
+}
+
+type move struct {
+	l, i   int
+	dv, dc float64
+}
+
+// improve runs local search from a feasible choice: single-layer upgrades
+// by value gained per cost added, then pair exchanges (one layer down, one
+// up) when no single upgrade fits; every move is priced by the estimator.
+func (e *evaluator) improve(ctx context.Context, si int, g global, menus [][]option, idx []int, c Costs, budget int) ([]int, Costs) {
+	start := e.evals
+	var ups, downs []move
+	for e.evals-start < int64(budget) {
+		if ctx.Err() != nil {
+			break
+		}
+		ups, downs = ups[:0], downs[:0]
+		for l, opts := range menus {
+			cur := &opts[idx[l]]
+			for i := range opts {
+				o := &opts[i]
+				dv, dc := o.value-cur.value, o.cost-cur.cost
+				switch {
+				case dv > 1e-15:
+					ups = append(ups, move{l, i, dv, dc})
+				case dv < 0 && dc < 0:
+					downs = append(downs, move{l, i, dv, dc})
+				}
+			}
+		}
+		if len(ups) == 0 {
+			break
+		}
+		ratio := func(m move) float64 {
+			if m.dc <= 0 {
+				return math.Inf(1)
+			}
+			return m.dv / m.dc
+		}
+		sort.Slice(ups, func(a, b int) bool { return ratio(ups[a]) > ratio(ups[b]) })
+		accepted := false
+		for t, m := range ups {
+			if t == 48 || e.evals-start >= int64(budget) {
+				break
+			}
+			old := idx[m.l]
+			idx[m.l] = m.i
+			if e.overCap(menus, idx) {
+				idx[m.l] = old
+				continue
+			}
+			nc := e.price(si, g, menus, idx)
+			if e.b.Meets(&nc) {
+				c, accepted = nc, true
+				break
+			}
+			idx[m.l] = old
+		}
+		if accepted {
+			continue
+		}
+		// Pair exchanges: the largest gains against the cheapest losses.
+		sort.Slice(ups, func(a, b int) bool { return ups[a].dv > ups[b].dv })
+		sort.Slice(downs, func(a, b int) bool { return -downs[a].dv/-downs[a].dc < -downs[b].dv/-downs[b].dc })
+		nu, nd := min(len(ups), 24), min(len(downs), 24)
+	pairs:
+		for _, u := range ups[:nu] {
+			for _, d := range downs[:nd] {
+				if u.l == d.l || u.dv+d.dv <= 1e-15 {
+					continue
+				}
+				if e.evals-start >= int64(budget) {
+					break pairs
+				}
+				ou, od := idx[u.l], idx[d.l]
+				idx[u.l], idx[d.l] = u.i, d.i
+				if e.overCap(menus, idx) {
+					idx[u.l], idx[d.l] = ou, od
+					continue
+				}
+				nc := e.price(si, g, menus, idx)
+				if e.b.Meets(&nc) {
+					c, accepted = nc, true
+					break pairs
+				}
+				idx[u.l], idx[d.l] = ou, od
+			}
+		}
+		if !accepted {
+			break
+		}
+	}
+	return idx, c
+}
+
+func runMinitron(ctx context.Context, e *evaluator, o *Options) (*Result, error) {
+	if e.sp.PerLayer || e.sp.MaxRemoved > 0 { // Uniform spaces remove nothing
+		return nil, errors.New("search: the minitron strategy needs a uniform space (SpaceOptions.Uniform)")
+	}
+	res := &Result{Strategy: Minitron}
+	var feasible []Candidate
+	gs := e.globals()
+	var mc menuCache
+	for n, g := range gs {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		if o.Progress != nil && n%16 == 0 {
+			o.Progress("Minitron grid", n, len(gs))
+		}
+		for si := range e.sp.Settings {
+			menus := mc.get(e, g, si)
+			idx := make([]int, len(menus))
+			c := e.price(si, g, menus, idx)
+			cd := e.candidate(si, g, menus, idx, c)
+			res.GlobalShapes++
+			res.Pareto = append(res.Pareto, cd)
+			if cd.Meets && e.sp.ServeOn.Loads(e.sp.Model(&cd), e.sp.TP) {
+				feasible = append(feasible, cd)
+			}
+		}
+	}
+	res.TopK = topK(&o.Budgets, feasible, o.TopK)
+	res.Notes = append(res.Notes, fmt.Sprintf("minitron: %d grid points × settings priced, %d meet the budgets; top %d by the proxy", res.GlobalShapes, len(feasible), len(res.TopK)))
+	return res, nil
+}
