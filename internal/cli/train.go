@@ -79,10 +79,10 @@ The embedded parent model (package parent) is reproduced by:
 			fs.IntVar(&o.Batch, "batch", 16, "sequences per step")
 			fs.IntVar(&o.SeqLen, "seq-len", 128, "tokens per sequence")
 			fs.Float64Var(&o.LR, "lr", 3e-3, "peak learning rate")
-			fs.Float64Var(&o.MinLR, "min-lr", 0, "final learning rate (default lr/10)")
-			fs.IntVar(&o.Warmup, "warmup", 0, "warm-up steps (default steps/20)")
-			fs.Float64Var(&o.WeightDecay, "weight-decay", 0.1, "decoupled weight decay")
-			fs.Float64Var(&o.Clip, "clip", 1, "global gradient-norm clip (negative: off)")
+			minLR := fs.Float64("min-lr", 0, "final learning rate (default lr/10)")
+			warmup := fs.Int("warmup", 0, "warm-up steps (default steps/20)")
+			weightDecay := fs.Float64("weight-decay", 0.1, "decoupled weight decay")
+			clip := fs.Float64("clip", 1, "global gradient-norm clip (0 or negative: off)")
 			fs.IntVar(&o.EvalEvery, "eval-every", 200, "evaluate every N steps (0: at the end)")
 			fs.IntVar(&o.EvalRows, "eval-rows", 64, "validation rows per evaluation")
 			fs.IntVar(&o.LogEvery, "log-every", 50, "log every N steps")
@@ -110,6 +110,13 @@ The embedded parent model (package parent) is reproduced by:
 					*ckpt = filepath.Clean(*out) + ".ckpt"
 				}
 				o.Seed = *seed
+				o.WeightDecay, o.Clip = weightDecay, clip
+				if flagGiven(fs, "min-lr") {
+					o.MinLR = minLR // an explicit 0 means 0
+				}
+				if flagGiven(fs, "warmup") {
+					o.Warmup = warmup
+				}
 				o.CheckpointPath = *ckpt
 				o.Log = env.Stderr
 				o.Progress = nil
