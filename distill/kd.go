@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/autocompress/autocompress/engine"
+	"github.com/autocompress/autocompress/internal/fastmath"
 	"github.com/autocompress/autocompress/train"
 )
 
@@ -97,13 +98,13 @@ func (k *KD) Logits(ctx context.Context, logits []float32, b *train.Batch, vocab
 	}
 	rl := k.rowLoss[:N]
 	parallelRows(N, func(lo, hi int) {
-		q := make([]float64, vocab)
-		var p []float64
+		eq := make([]float32, vocab)
+		var et []float32
 		if tl != nil && tl.Dense != nil {
-			p = make([]float64, k.Shared)
+			et = make([]float32, k.Shared)
 		}
 		for i := lo; i < hi; i++ {
-			rl[i] = k.row(logits[i*vocab:(i+1)*vocab], d[i*vocab:(i+1)*vocab], tl, i, b.Targets[i], N, q, p)
+			rl[i] = k.row(logits[i*vocab:(i+1)*vocab], d[i*vocab:(i+1)*vocab], tl, i, b.Targets[i], N, eq, et)
 		}
 	})
 	var sum float64
@@ -114,75 +115,94 @@ func (k *KD) Logits(ctx context.Context, logits []float32, b *train.Batch, vocab
 }
 
 // row computes one position's loss (times N) and writes its gradient.
-// q (vocab) and p (Shared, dense teachers only) are scratch.
-func (k *KD) row(z, d []float32, tl *TeacherLogits, i int, target int32, N int, q, p []float64) float64 {
+// eq (vocab) and et (Shared, dense teachers only) are scratch.
+//
+// Each distribution takes one exponential per id: e_j = exp((z_j − max)/T)
+// and its sum S give p_j = e_j/S and log p_j = (z_j − max)/T − log S.
+func (k *KD) row(z, d []float32, tl *TeacherLogits, i int, target int32, N int, eq, et []float32) float64 {
 	n, T := k.Shared, k.Temperature
-	for j := range d {
-		d[j] = 0
-	}
+	invT := float32(1 / T)
+	clear(d)
 	var loss float64
+	var sq float64 // Σ eq over the shared ids at temperature T
+	mq := maxOf(z[:n])
 	if tl != nil {
-		// Student's tempered log-softmax over the shared ids.
-		lq := logSoftmax(q[:n], z[:n], 1/T)
+		sq = expSum(eq[:n], z[:n], mq, invT)
+		lsq := float32(math.Log(sq))
+		iq := float32(1 / sq)
 		g := float32(k.KDWeight * T / float64(N))
 		var kl float64
 		if tl.Dense != nil {
-			lp := logSoftmax(p, tl.Dense[i*tl.Vocab:i*tl.Vocab+n], 1/T)
+			zt := tl.Dense[i*tl.Vocab : i*tl.Vocab+n]
+			mt := maxOf(zt)
+			st := expSum(et, zt, mt, invT)
+			lst, it := float32(math.Log(st)), float32(1/st)
 			for j := range n {
-				pj := math.Exp(p[j] - lp)
-				qj := math.Exp(q[j] - lq)
-				if pj > 0 {
-					kl += pj * ((p[j] - lp) - (q[j] - lq))
-				}
-				d[j] = g * float32(qj-pj)
+				pj := et[j] * it
+				// p_j · (log p_j − log q_j)
+				kl += float64(pj * (((zt[j]-mt)*invT - lst) - ((z[j]-mq)*invT - lsq)))
+				d[j] = g * (eq[j]*iq - pj)
 			}
 		} else {
 			ids, vals := tl.IDs[i*tl.K:(i+1)*tl.K], tl.Vals[i*tl.K:(i+1)*tl.K]
-			mx := math.Inf(-1)
+			mt := maxOf(vals)
+			var st float64
 			for _, v := range vals {
-				mx = math.Max(mx, float64(v)/T)
+				st += float64(fastmath.Exp((v - mt) * invT))
 			}
-			var s float64
-			for _, v := range vals {
-				s += math.Exp(float64(v)/T - mx)
-			}
-			lp := mx + math.Log(s)
+			lst := float32(math.Log(st))
 			for j := range n {
-				d[j] = g * float32(math.Exp(q[j]-lq))
+				d[j] = g * eq[j] * iq
 			}
 			for c, id := range ids {
-				lpj := float64(vals[c])/T - lp
-				pj := math.Exp(lpj)
-				kl += pj * (lpj - (q[id] - lq))
-				d[id] -= g * float32(pj)
+				lpj := (vals[c]-mt)*invT - lst
+				pj := fastmath.Exp(lpj)
+				kl += float64(pj * (lpj - ((z[id]-mq)*invT - lsq)))
+				d[id] -= g * pj
 			}
 		}
 		loss += k.KDWeight * T * T * kl
 	}
 	if k.CEWeight != 0 && target >= 0 {
-		lse := logSoftmax(q, z, 1)
+		// The untempered softmax over the whole student vocabulary: the
+		// tempered one already computed when T = 1 and nothing is padding.
+		var s float64
+		m := mq
+		if tl != nil && T == 1 && n == len(z) {
+			s = sq
+		} else {
+			m = maxOf(z)
+			s = expSum(eq, z, m, 1)
+		}
+		is := float32(1 / s)
 		g := float32(k.CEWeight / float64(N))
 		for j := range z {
-			d[j] += g * float32(math.Exp(q[j]-lse))
+			d[j] += g * eq[j] * is
 		}
 		d[target] -= g
-		loss += k.CEWeight * (lse - q[target])
+		loss += k.CEWeight * (float64(m) + math.Log(s) - float64(z[target]))
 	}
 	return loss
 }
 
-// logSoftmax sets dst[j] = scale·z[j] and returns logsumexp(dst).
-func logSoftmax(dst []float64, z []float32, scale float64) float64 {
-	mx := math.Inf(-1)
-	for j, v := range z {
-		dst[j] = float64(v) * scale
-		mx = math.Max(mx, dst[j])
+func maxOf(z []float32) float32 {
+	m := float32(math.Inf(-1))
+	for _, v := range z {
+		if v > m {
+			m = v
+		}
 	}
+	return m
+}
+
+// expSum sets e[j] = exp((z[j] − m)·scale) and returns Σ e in float64.
+func expSum(e, z []float32, m, scale float32) float64 {
 	var s float64
-	for _, v := range dst {
-		s += math.Exp(v - mx)
+	for j, v := range z {
+		e[j] = fastmath.Exp((v - m) * scale)
+		s += float64(e[j])
 	}
-	return mx + math.Log(s)
+	return s
 }
 
 // parallelRows splits [0, n) into one contiguous range per core.
