@@ -115,16 +115,24 @@ func BenchmarkDistillStep(b *testing.B) {
 		step(cache) // fill the cache
 		var ratio, cratio []float64
 		var td, tc time.Duration
+		var cpuPeak, cpuDense, cpuCached float64 // CPU seconds of each kind of work
 		peakBest := 0.0
 		for range rounds {
+			c0 := processCPUSeconds()
 			peak := p.best()
+			c1 := processCPUSeconds()
 			peakBest = max(peakBest, peak)
 			d := step(dense)
+			c2 := processCPUSeconds()
 			ratio = append(ratio, flops/d.Seconds()/1e9/peak)
+			c3 := processCPUSeconds()
 			peak = p.best()
+			c4 := processCPUSeconds()
 			c := step(cache)
+			c5 := processCPUSeconds()
 			cratio = append(cratio, cachedFlops/c.Seconds()/1e9/peak)
 			td, tc = td+d, tc+c
+			cpuPeak, cpuDense, cpuCached = cpuPeak+(c1-c0)+(c4-c3), cpuDense+(c2-c1), cpuCached+(c5-c4)
 		}
 		n := time.Duration(rounds)
 		b.Logf("%s sgemm, GOMAXPROCS %d: teacher %d + student %d parameters, B %d × T %d, %.1f model GFLOP per step (%.1f with cached teacher)",
@@ -132,6 +140,17 @@ func BenchmarkDistillStep(b *testing.B) {
 		b.Logf("dense teacher: %.0f%% of the sgemm peak (median of %d rounds, %.0f–%.0f%%), %.2f s/step; top-32 cache: student part %.0f%% of peak, %.2f s/step (%.0f%% of the dense step's time); best peak %.1f GFLOP/s",
 			100*median(ratio), rounds, 100*minf(ratio), 100*maxf(ratio), (td / n).Seconds(),
 			100*median(cratio), (tc / n).Seconds(), 100*tc.Seconds()/td.Seconds(), peakBest)
+		if cpuPeak > 0 && cpuDense > 0 && cpuCached > 0 {
+			// Per CPU-second: insensitive to time the process spent waiting
+			// for a core that another process held.
+			peakRate := 2 * float64(rounds) * 3 * 2 * 1024 * 1024 * 1024 / cpuPeak
+			denseRate := float64(rounds) * flops / cpuDense
+			b.Logf("per CPU-second: dense step %.0f%% of the sgemm peak's rate, cached step (student part) %.0f%%; CPU time per step %.2f s dense, %.2f s cached (%.0f%%)",
+				100*denseRate/peakRate, 100*float64(rounds)*cachedFlops/cpuCached/peakRate,
+				cpuDense/float64(rounds), cpuCached/float64(rounds), 100*cpuCached/cpuDense)
+			b.ReportMetric(denseRate/peakRate, "cpu-step/peak")
+			b.ReportMetric(cpuCached/cpuDense, "cpu-cached/dense")
+		}
 		b.ReportMetric(median(ratio), "step/peak")
 		b.ReportMetric((td / n).Seconds(), "s/step")
 		b.ReportMetric((tc / n).Seconds(), "cached-s/step")
