@@ -242,6 +242,9 @@ func Run(ctx context.Context, c Config) (*Summary, error) {
 			evalRows = evalRows[:c.Train.EvalRows]
 		}
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	dataHash := RowsHash(rows)
 	note("data: %d training rows of %d tokens (%d tokens); %d held-out rows; %d steps of %d×%d tokens",
 		len(rows), c.Train.SeqLen, len(rows)*c.Train.SeqLen, len(evalRows), c.Steps(), c.Train.Batch, c.Train.SeqLen)
@@ -286,6 +289,9 @@ func Run(ctx context.Context, c Config) (*Summary, error) {
 			sum.Before.Loss, sum.Before.Perplexity, sum.TeacherEval.Loss, sum.TeacherEval.Perplexity)
 	}
 
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	log, err := openLog(c.LogPath, c.Resume, int64(o.Batch*o.SeqLen))
 	if err != nil {
 		return nil, err
@@ -327,10 +333,8 @@ func Run(ctx context.Context, c Config) (*Summary, error) {
 	if res.Elapsed > 0 {
 		sum.TokensPerSecond = float64(res.Tokens) / res.Elapsed.Seconds()
 	}
-	if len(evalRows) > 0 {
-		if sum.After, err = evaluate(student, evalRows, o.Batch); err != nil {
-			return nil, err
-		}
+	if len(evalRows) > 0 { // the trainer evaluates after the last step
+		sum.After = &Eval{Loss: res.ValLoss, Perplexity: math.Exp(res.ValLoss), Tokens: sum.Before.Tokens}
 	}
 	if err := save(ctx, student, c.Student, c.Out, dtype, c.Force); err != nil {
 		return nil, err
