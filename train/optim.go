@@ -1,7 +1,8 @@
 // Package train trains models on the native engine: AdamW with decoupled
 // weight decay, linear warm-up and cosine decay, global gradient-norm
 // clipping, a deterministic data order, periodic evaluation on held-out
-// rows, and resumable checkpoints.
+// rows, and resumable checkpoints. The loss is a seam (Loss; FromLogits for
+// losses on the logits, such as distillation): cross-entropy by default.
 //
 // # Determinism and resuming
 //

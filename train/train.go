@@ -22,20 +22,22 @@ import (
 )
 
 // Options configures a training run. Zero fields take the defaults of
-// EnsureDefaults.
+// EnsureDefaults. The fields for which 0 is a legal value (MinLR, Warmup,
+// WeightDecay, Beta1, Beta2, Clip) are pointers: nil takes the default, and a
+// pointer to 0 means 0 (set them with Ptr, e.g. WeightDecay: Ptr(0.0)).
 type Options struct {
 	Steps  int // optimiser steps in the whole run (default 1000)
 	Batch  int // sequences per step (default 8)
 	SeqLen int // tokens per sequence; data rows hold SeqLen+1 (default 128)
 
-	LR          float64 // peak learning rate (default 3e-3)
-	MinLR       float64 // final learning rate (default LR/10)
-	Warmup      int     // warm-up steps (default Steps/20)
-	WeightDecay float64 // decoupled weight decay (default 0.1)
-	Beta1       float64 // default 0.9
-	Beta2       float64 // default 0.95
-	Eps         float64 // default 1e-8
-	Clip        float64 // global gradient-norm limit, <0 disables (default 1)
+	LR          float64  // peak learning rate (default 3e-3)
+	MinLR       *float64 // final learning rate (default LR/10)
+	Warmup      *int     // warm-up steps (default Steps/20, at least 1)
+	WeightDecay *float64 // decoupled weight decay (default 0.1)
+	Beta1       *float64 // default 0.9
+	Beta2       *float64 // default 0.95
+	Eps         float64  // must be positive (default 1e-8)
+	Clip        *float64 // global gradient-norm limit, <= 0 disables (default 1)
 
 	EvalEvery int // evaluate every this many steps, 0 = only at the end
 	EvalRows  int // held-out rows per evaluation (default 64)
@@ -54,11 +56,45 @@ type Options struct {
 	// done in pieces with Resume.
 	StopAt int
 
+	// Loss computes each step's loss and gradient; nil is CrossEntropy.
+	Loss Loss
+	// Tag identifies everything besides the model, the data and the seed
+	// that the steps depend on (e.g. a hash of a distillation's teacher and
+	// loss settings). It is stored in checkpoints and Resume refuses a
+	// checkpoint with another tag.
+	Tag string
+
+	// OnStep, when set, is called after every optimiser step (and after
+	// every evaluation, with Eval set): the hook for a caller's progress
+	// display and loss log. The library itself writes no terminal codes
+	// there.
+	OnStep func(StepInfo)
+
 	Log      io.Writer // log lines; nil = none
 	Progress io.Writer // progress bar; nil = none
 }
 
-// EnsureDefaults fills zero fields and returns o.
+// Ptr returns a pointer to v, for the pointer fields of Options.
+func Ptr[T any](v T) *T { return &v }
+
+// StepInfo describes one finished step for Options.OnStep.
+type StepInfo struct {
+	Step, Steps int     // steps done, of the whole run
+	Loss        float64 // this step's training loss
+	LR          float64 // the learning rate the step used
+	GradNorm    float64 // global gradient norm before clipping
+	// Tokens and Elapsed count this call of Run only (a resumed run starts
+	// from 0), so Tokens/Elapsed is the current rate.
+	Tokens  int64
+	Elapsed time.Duration
+	ETA     time.Duration // remaining time at the current rate
+	// Eval is true when this call reports an evaluation (ValLoss set)
+	// rather than a training step.
+	Eval    bool
+	ValLoss float64
+}
+
+// EnsureDefaults fills zero (or nil) fields and returns o.
 func (o *Options) EnsureDefaults() *Options {
 	def := func(p *int, v int) {
 		if *p == 0 {
@@ -70,36 +106,53 @@ func (o *Options) EnsureDefaults() *Options {
 			*p = v
 		}
 	}
+	defp := func(p **float64, v float64) {
+		if *p == nil {
+			*p = Ptr(v)
+		}
+	}
 	def(&o.Steps, 1000)
 	def(&o.Batch, 8)
 	def(&o.SeqLen, 128)
 	deff(&o.LR, 3e-3)
-	deff(&o.MinLR, o.LR/10)
-	def(&o.Warmup, max(1, o.Steps/20))
-	deff(&o.WeightDecay, 0.1)
-	deff(&o.Beta1, 0.9)
-	deff(&o.Beta2, 0.95)
+	defp(&o.MinLR, o.LR/10)
+	if o.Warmup == nil {
+		o.Warmup = Ptr(max(1, o.Steps/20))
+	}
+	defp(&o.WeightDecay, 0.1)
+	defp(&o.Beta1, 0.9)
+	defp(&o.Beta2, 0.95)
 	deff(&o.Eps, 1e-8)
-	deff(&o.Clip, 1)
+	defp(&o.Clip, 1)
 	def(&o.EvalRows, 64)
 	def(&o.LogEvery, 10)
 	def(&o.CheckpointEvery, 100)
+	if o.Loss == nil {
+		o.Loss = CrossEntropy{}
+	}
 	return o
 }
 
-// Validate reports the first invalid option.
+// Validate reports the first invalid option. Call it after EnsureDefaults.
 func (o *Options) Validate() error {
-	switch {
+	if o.MinLR == nil || o.Warmup == nil || o.WeightDecay == nil || o.Beta1 == nil || o.Beta2 == nil || o.Clip == nil {
+		return errors.New("train: options not completed: call EnsureDefaults before Validate")
+	}
+	switch b1, b2 := *o.Beta1, *o.Beta2; {
 	case o.Steps < 1:
 		return fmt.Errorf("train: steps %d: want at least 1", o.Steps)
 	case o.Batch < 1 || o.SeqLen < 1:
 		return fmt.Errorf("train: batch %d × sequence length %d: both must be positive", o.Batch, o.SeqLen)
-	case o.LR <= 0 || o.MinLR < 0 || o.MinLR > o.LR:
-		return fmt.Errorf("train: learning rate %g → %g: want 0 <= min <= peak, peak > 0", o.LR, o.MinLR)
-	case o.Warmup < 0:
-		return fmt.Errorf("train: warm-up %d steps: want >= 0", o.Warmup)
-	case o.Beta1 < 0 || o.Beta1 >= 1 || o.Beta2 < 0 || o.Beta2 >= 1:
-		return fmt.Errorf("train: betas %g, %g: want [0, 1)", o.Beta1, o.Beta2)
+	case o.LR <= 0 || *o.MinLR < 0 || *o.MinLR > o.LR:
+		return fmt.Errorf("train: learning rate %g → %g: want 0 <= min <= peak, peak > 0", o.LR, *o.MinLR)
+	case *o.Warmup < 0:
+		return fmt.Errorf("train: warm-up %d steps: want >= 0", *o.Warmup)
+	case *o.WeightDecay < 0:
+		return fmt.Errorf("train: weight decay %g: want >= 0", *o.WeightDecay)
+	case b1 < 0 || b1 >= 1 || b2 < 0 || b2 >= 1:
+		return fmt.Errorf("train: betas %g, %g: want [0, 1)", b1, b2)
+	case o.Eps <= 0:
+		return fmt.Errorf("train: epsilon %g: want > 0", o.Eps)
 	case o.EvalEvery < 0 || o.CheckpointEvery < 0 || o.LogEvery < 0:
 		return errors.New("train: eval, log and checkpoint intervals must be >= 0")
 	}
@@ -121,6 +174,8 @@ type State struct {
 	// TrainRows guards against resuming on other data.
 	TrainRows int `json:"train_rows"`
 	SeqLen    int `json:"seq_len"`
+	// Tag is Options.Tag (omitted when empty).
+	Tag string `json:"tag,omitempty"`
 	// Losses logged so far (for reports), and the best validation loss.
 	LastLoss float64 `json:"last_loss"`
 	ValLoss  float64 `json:"val_loss,omitempty"` // 0 until evaluated
@@ -138,6 +193,7 @@ type Trainer struct {
 	permEpoch  int
 	inputs     []int32
 	targets    []int32
+	rows       []int
 }
 
 // ArchHash returns a short hash of the model's tensor names and shapes.
@@ -173,10 +229,11 @@ func New(m *engine.Model, train, val [][]int32, o Options) (*Trainer, error) {
 	}
 	t := &Trainer{
 		Model: m, o: o, train: train, val: val, permEpoch: -1,
-		Opt:     NewAdamW(m.NumParams(), spans, o.Beta1, o.Beta2, o.Eps, o.WeightDecay),
-		State:   State{Version: 1, Seed: o.Seed, Params: m.NumParams(), Arch: ArchHash(m), TrainRows: len(train), SeqLen: o.SeqLen},
+		Opt:     NewAdamW(m.NumParams(), spans, *o.Beta1, *o.Beta2, o.Eps, *o.WeightDecay),
+		State:   State{Version: 1, Seed: o.Seed, Params: m.NumParams(), Arch: ArchHash(m), TrainRows: len(train), SeqLen: o.SeqLen, Tag: o.Tag},
 		inputs:  make([]int32, o.Batch*o.SeqLen),
 		targets: make([]int32, o.Batch*o.SeqLen),
+		rows:    make([]int, o.Batch),
 	}
 	return t, nil
 }
@@ -200,7 +257,8 @@ func (t *Trainer) nextBatch() {
 			t.perm = r.Perm(len(t.train))
 			t.permEpoch = t.State.Epoch
 		}
-		row := t.train[t.perm[t.State.Index]]
+		t.rows[b] = t.perm[t.State.Index]
+		row := t.train[t.rows[b]]
 		t.State.Index++
 		copy(t.inputs[b*T:], row[:T])
 		copy(t.targets[b*T:], row[1:])
@@ -259,7 +317,7 @@ type Result struct {
 // cancelled it writes a checkpoint (if configured) and returns ctx.Err().
 func (t *Trainer) Run(ctx context.Context) (Result, error) {
 	o := t.o
-	sched := Schedule{Peak: o.LR, Min: o.MinLR, Warmup: o.Warmup, Total: o.Steps}
+	sched := Schedule{Peak: o.LR, Min: *o.MinLR, Warmup: *o.Warmup, Total: o.Steps}
 	res := Result{FirstLoss: math.NaN(), ValLoss: math.NaN()}
 	if t.State.ValLoss != 0 {
 		res.ValLoss = t.State.ValLoss
@@ -288,19 +346,24 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 			return res, err
 		}
 		lr := sched.LR(t.State.Step)
+		epoch, index := t.State.Epoch, t.State.Index
 		t.nextBatch()
 		t.Model.ZeroGrad()
-		loss, err := t.Model.ForwardLoss(t.inputs, t.targets, o.Batch, o.SeqLen)
+		batch := &Batch{Inputs: t.inputs, Targets: t.targets, Rows: t.rows, B: o.Batch, T: o.SeqLen, Step: t.State.Step}
+		loss, err := o.Loss.Step(ctx, t.Model, batch)
 		if err != nil {
+			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+				// Undo the batch; the check at the top of the loop
+				// checkpoints and returns.
+				t.State.Epoch, t.State.Index = epoch, index
+				continue
+			}
 			return res, fmt.Errorf("train: step %d: %w", t.State.Step, err)
 		}
-		if math.IsNaN(float64(loss)) || math.IsInf(float64(loss), 0) {
+		if math.IsNaN(loss) || math.IsInf(loss, 0) {
 			return res, fmt.Errorf("train: step %d: loss is %v; lower the learning rate (now %g)", t.State.Step, loss, lr)
 		}
-		if err := t.Model.Backward(); err != nil {
-			return res, fmt.Errorf("train: step %d: %w", t.State.Step, err)
-		}
-		norm := ClipGradNorm(t.Model.Grads(), o.Clip)
+		norm := ClipGradNorm(t.Model.Grads(), *o.Clip)
 		if err := t.Opt.Step(t.Model.Params(), t.Model.Grads(), lr); err != nil {
 			return res, err
 		}
@@ -313,10 +376,14 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 		res.Steps++
 		res.Tokens += int64(o.Batch * o.SeqLen)
 		bar.Add(1)
+		el := time.Since(start)
+		eta := time.Duration(float64(el) / float64(res.Steps) * float64(o.Steps-t.State.Step)).Round(time.Second)
 		if o.LogEvery > 0 && t.State.Step%o.LogEvery == 0 {
-			el := time.Since(start)
-			eta := time.Duration(float64(el) / float64(res.Steps) * float64(o.Steps-t.State.Step)).Round(time.Second)
 			t.logf("step %d/%d loss %.4f lr %.3g grad-norm %.3g %.0f tok/s ETA %s", t.State.Step, o.Steps, loss, lr, norm, float64(res.Tokens)/el.Seconds(), eta)
+		}
+		info := StepInfo{Step: t.State.Step, Steps: o.Steps, Loss: loss, LR: lr, GradNorm: norm, Tokens: res.Tokens, Elapsed: el, ETA: eta}
+		if o.OnStep != nil {
+			o.OnStep(info)
 		}
 		last := t.State.Step == o.Steps
 		if (o.EvalEvery > 0 && t.State.Step%o.EvalEvery == 0) || last {
@@ -328,6 +395,10 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 				t.State.ValLoss = vl
 				res.ValLoss = vl
 				t.logf("step %d validation loss %.4f perplexity %.2f", t.State.Step, vl, math.Exp(vl))
+				if o.OnStep != nil {
+					info.Eval, info.ValLoss = true, vl
+					o.OnStep(info)
+				}
 			}
 		}
 		if o.CheckpointEvery > 0 && t.State.Step%o.CheckpointEvery == 0 || last {
@@ -433,6 +504,8 @@ func (t *Trainer) Resume(path string) error {
 		return bad("made on %d rows of %d tokens; now %d rows of %d: resume with the same data and --seq-len", st.TrainRows, st.SeqLen, t.State.TrainRows, t.State.SeqLen)
 	case st.Seed != t.State.Seed:
 		return bad("seed %d differs from --seed %d", st.Seed, t.State.Seed)
+	case st.Tag != t.State.Tag:
+		return bad("made with other settings (tag %q, now %q): resume with the same options", st.Tag, t.State.Tag)
 	}
 	n := uint64(st.Params)
 	if uint64(len(body))-off != 3*4*n {

@@ -63,7 +63,7 @@ func newTrainer(t *testing.T, o Options) *Trainer {
 
 func TestLossFalls(t *testing.T) {
 	var log bytes.Buffer
-	tr := newTrainer(t, Options{Steps: 60, Batch: 4, SeqLen: 16, LR: 1e-2, Warmup: 5, EvalEvery: 30, Log: &log})
+	tr := newTrainer(t, Options{Steps: 60, Batch: 4, SeqLen: 16, LR: 1e-2, Warmup: Ptr(5), EvalEvery: 30, Log: &log})
 	before, err := tr.Evaluate()
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +89,7 @@ func TestLossFalls(t *testing.T) {
 // fresh process state resumed from it, and 12 more steps — bit for bit.
 func TestResumeBitIdentical(t *testing.T) {
 	dir := t.TempDir()
-	o := Options{Steps: 20, Batch: 3, SeqLen: 16, LR: 5e-3, Warmup: 3, Seed: 7, EvalEvery: 0}
+	o := Options{Steps: 20, Batch: 3, SeqLen: 16, LR: 5e-3, Warmup: Ptr(3), Seed: 7, EvalEvery: 0}
 	a := newTrainer(t, o)
 	if _, err := a.Run(context.Background()); err != nil {
 		t.Fatal(err)
@@ -264,7 +264,7 @@ func TestOptionsValidate(t *testing.T) {
 	if _, err := New(m, patternRows(8, 10, 16, 1), nil, Options{Batch: 4, SeqLen: 16}); err == nil || !strings.Contains(err.Error(), "want seq-len+1") {
 		t.Errorf("row length: %v", err)
 	}
-	for _, o := range []Options{{Steps: -1}, {LR: 1, MinLR: 2}, {Beta1: 1}} {
+	for _, o := range []Options{{Steps: -1}, {LR: 1, MinLR: Ptr(2.0)}, {Beta1: Ptr(1.0)}, {WeightDecay: Ptr(-1.0)}} {
 		o.EnsureDefaults()
 		if o.Validate() == nil {
 			t.Errorf("%+v accepted", o)

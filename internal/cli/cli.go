@@ -162,3 +162,16 @@ func printCommandHelp(w io.Writer, c *Command, fs *flag.FlagSet) {
 	fs.SetOutput(w)
 	fs.PrintDefaults()
 }
+
+// flagGiven reports whether the flag named name was set on the command line
+// (so that an explicit default-looking value, such as 0, can be told from
+// an absent flag).
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			given = true
+		}
+	})
+	return given
+}

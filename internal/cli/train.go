@@ -78,10 +78,10 @@ The embedded parent model (package parent) is reproduced by:
 			intVar(fs, &o.Batch, "batch", 16, 1, noMax, "sequences per step")
 			intVar(fs, &o.SeqLen, "seq-len", 128, 1, noMax, "tokens per sequence")
 			floatVar(fs, &o.LR, "lr", 3e-3, positive, "peak learning rate")
-			floatVar(fs, &o.MinLR, "min-lr", 0, nonNegative, "final learning rate (default lr/10)")
-			intVar(fs, &o.Warmup, "warmup", 0, 0, noMax, "warm-up steps (default steps/20)")
-			floatVar(fs, &o.WeightDecay, "weight-decay", 0.1, nonNegative, "decoupled weight decay")
-			floatVar(fs, &o.Clip, "clip", 1, anyFinite, "global gradient-norm clip (negative: off)")
+			minLR := floatArg(fs, "min-lr", 0, nonNegative, "final learning rate (default lr/10)")
+			warmup := intArg(fs, "warmup", 0, 0, noMax, "warm-up steps (default steps/20)")
+			weightDecay := floatArg(fs, "weight-decay", 0.1, nonNegative, "decoupled weight decay")
+			clip := floatArg(fs, "clip", 1, anyFinite, "global gradient-norm clip (0 or negative: off)")
 			intVar(fs, &o.EvalEvery, "eval-every", 200, 0, noMax, "evaluate every N steps (0: at the end)")
 			intVar(fs, &o.EvalRows, "eval-rows", 64, 1, noMax, "validation rows per evaluation")
 			intVar(fs, &o.LogEvery, "log-every", 50, 1, noMax, "log every N steps")
@@ -112,6 +112,13 @@ The embedded parent model (package parent) is reproduced by:
 					*ckpt = filepath.Clean(*out) + ".ckpt"
 				}
 				o.Seed = *seed
+				o.WeightDecay, o.Clip = weightDecay, clip
+				if flagGiven(fs, "min-lr") {
+					o.MinLR = minLR // an explicit 0 means 0
+				}
+				if flagGiven(fs, "warmup") {
+					o.Warmup = warmup
+				}
 				o.CheckpointPath = *ckpt
 				o.Log = env.Stderr
 				o.Progress = nil

@@ -1,0 +1,148 @@
+package distill
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/autocompress/autocompress/corpus"
+	"github.com/autocompress/autocompress/engine"
+	"github.com/autocompress/autocompress/tokenizer"
+)
+
+// ParentSplitPrefix names a split of the embedded parent's corpus as data:
+// "parent:train", "parent:validation" (or "parent:val"), "parent:test".
+const ParentSplitPrefix = "parent:"
+
+// ReadDocs reads the documents named by sources: text files, or
+// ParentSplitPrefix names, which read the parent's corpus (the State of the
+// Union addresses and Jane Austen's novels, unpacked under assets by
+// scripts/fetch-assets.sh) and take the named part of its split.
+func ReadDocs(sources []string, assets string) ([]corpus.Document, error) {
+	var docs, all []corpus.Document
+	for _, s := range sources {
+		if name, ok := strings.CutPrefix(s, ParentSplitPrefix); ok {
+			part, err := corpus.ParsePart(name)
+			if err != nil {
+				return nil, fmt.Errorf("distill: data %q: %w", s, err)
+			}
+			if all == nil {
+				if all, err = corpus.All(assets); err != nil {
+					return nil, fmt.Errorf("distill: data %q: %w", s, err)
+				}
+			}
+			docs = append(docs, corpus.Split(all, part)...)
+			continue
+		}
+		d, err := corpus.ReadText(s)
+		if err != nil {
+			return nil, err
+		}
+		docs = append(docs, d)
+	}
+	return docs, nil
+}
+
+// Rows tokenizes docs with tok, separates them by sep and packs them into
+// rows of seqLen+1 tokens (corpus.Pack).
+func Rows(tok *tokenizer.Tokenizer, docs []corpus.Document, sep int32, seqLen int) ([][]int32, error) {
+	seqs := make([][]int32, len(docs))
+	for i, d := range docs {
+		ids, err := tok.Encode(d.Text, false)
+		if err != nil {
+			return nil, fmt.Errorf("distill: tokenizing %s: %w", d.Name, err)
+		}
+		s := make([]int32, len(ids))
+		for j, id := range ids {
+			s[j] = int32(id)
+		}
+		seqs[i] = s
+	}
+	rows := corpus.Pack(seqs, sep, seqLen)
+	if len(rows) == 0 && len(docs) > 0 {
+		return nil, fmt.Errorf("distill: %d documents give fewer than %d tokens, not one row of --seq-len+1: give more data or a smaller --seq-len", len(docs), seqLen+1)
+	}
+	return rows, nil
+}
+
+// RowsHash is a SHA-256 (hex) of the rows' token ids and lengths.
+func RowsHash(rows [][]int32) string {
+	h := sha256.New()
+	var b [4]byte
+	for _, r := range rows {
+		binary.LittleEndian.PutUint32(b[:], uint32(len(r)))
+		h.Write(b[:])
+		for _, id := range r {
+			binary.LittleEndian.PutUint32(b[:], uint32(id))
+			h.Write(b[:])
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// ModelHash is a SHA-256 (hex) of a model's tensor names, shapes and
+// float32 parameters: the identity of a teacher for the logit cache.
+func ModelHash(m *engine.Model) string {
+	h := sha256.New()
+	for _, s := range m.Specs() {
+		fmt.Fprintf(h, "%s%v;", s.Name, s.Shape)
+	}
+	b := make([]byte, 4*4096)
+	p := m.Params()
+	for len(p) > 0 {
+		n := min(len(p), 4096)
+		for i, v := range p[:n] {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+		}
+		h.Write(b[:4*n])
+		p = p[n:]
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// VocabError reports a teacher and student whose tokenizers or
+// vocabularies cannot be distilled between.
+type VocabError struct{ Msg string }
+
+func (e *VocabError) Error() string { return "distill: " + e.Msg }
+
+// SharedVocab checks that the teacher's and the student's tokenizers are
+// the same (every id maps to the same token) and returns the number of ids
+// they share: the tokenizer's. Model vocabularies (embedding rows) may be
+// larger than the tokenizer's, by padding rows that no text produces; the
+// note then says so (distillation covers the shared ids only). teacherVocab
+// and studentVocab are the models' vocab_size.
+func SharedVocab(teacher, student *tokenizer.Tokenizer, teacherVocab, studentVocab int) (shared int, note string, err error) {
+	if teacher.VocabSize() != student.VocabSize() {
+		return 0, "", &VocabError{fmt.Sprintf("the teacher's tokenizer has %d ids and the student's %d: teacher and student must share one tokenizer", teacher.VocabSize(), student.VocabSize())}
+	}
+	n := teacher.VocabSize()
+	for id := range n {
+		a, aok := teacher.Token(id)
+		b, bok := student.Token(id)
+		if a != b || aok != bok {
+			return 0, "", &VocabError{fmt.Sprintf("tokenizers differ at id %d: %q in the teacher's, %q in the student's: teacher and student must share one tokenizer", id, a, b)}
+		}
+	}
+	const probe = "The President said: \"We shall not fail, 1790–2021.\"\n\tIt is a truth universally acknowledged."
+	pa, errA := teacher.Encode(probe, false)
+	pb, errB := student.Encode(probe, false)
+	if errA != nil || errB != nil || len(pa) != len(pb) {
+		return 0, "", &VocabError{"the tokenizers have the same tokens but split text differently (merges or pre-tokenizer differ): teacher and student must share one tokenizer"}
+	}
+	for i := range pa {
+		if pa[i] != pb[i] {
+			return 0, "", &VocabError{"the tokenizers have the same tokens but split text differently (merges or pre-tokenizer differ): teacher and student must share one tokenizer"}
+		}
+	}
+	if teacherVocab < n || studentVocab < n {
+		return 0, "", &VocabError{fmt.Sprintf("the tokenizer has %d ids but the teacher's vocab_size is %d and the student's %d: a model smaller than its tokenizer cannot score every id", n, teacherVocab, studentVocab)}
+	}
+	if teacherVocab != n || studentVocab != n {
+		note = fmt.Sprintf("vocabularies differ only by padding: the tokenizer has %d ids, the teacher %d embedding rows and the student %d; distilling over the %d shared ids (padding rows get no distillation gradient)", n, teacherVocab, studentVocab, n)
+	}
+	return n, note, nil
+}

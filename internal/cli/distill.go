@@ -1,0 +1,203 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"time"
+
+	"github.com/autocompress/autocompress/checkpoint"
+	"github.com/autocompress/autocompress/distill"
+	"github.com/autocompress/autocompress/train"
+)
+
+func init() {
+	Register(&Command{
+		Name:  "distill",
+		Usage: "--teacher DIR|parent --student DIR --data FILE... --tokens N --out DIR [flags]",
+		Short: "recover a pruned model by distillation from its parent (resumable)",
+		Long: `Trains the student checkpoint on the data with the teacher's logits as
+targets: forward KL(teacher ‖ student) at --temperature (scaled by T²),
+weighted by --kd-weight, plus cross-entropy on the data weighted by
+--ce-weight (--kd-weight 0 --ce-weight 1 is plain fine-tuning of an existing
+checkpoint). AdamW (no decay on norms and biases), linear warm-up and cosine
+decay to --min-lr, global gradient-norm clipping, packed sequences of
+--seq-len tokens, a data order fixed by --seed.
+
+Teacher and student must share their tokenizer (tokenizer.json in both
+directories); vocabularies that differ only by padding rows are distilled over
+the shared ids. The student may be any checkpoint the engine loads, including
+DeciLM and padded children from 'autocompress prune'. The output is a
+checkpoint of the student's architecture, format and dtype with its tokenizer
+files, built beside --out, validated and renamed into place; an existing --out
+is replaced only with --force.
+
+--data and --eval-data take text files or parent:train, parent:validation and
+parent:test, the splits of the embedded parent's corpus (unpacked under
+--assets by scripts/fetch-assets.sh).
+
+A checkpoint (weights, AdamW moments, step, data position) is written
+atomically to --checkpoint (default OUT.ckpt) every --save-every steps and on
+Ctrl-C; after any interruption, kill -9 included, --resume continues from it
+and ends with weights bit-identical to an uninterrupted run's. Every step and
+evaluation is logged to --log (JSON lines, default OUT.log.jsonl).
+
+--top-k K distils from the teacher's K largest logits per position instead of
+the full distribution, cached on disk (--cache-dir, default the user cache
+directory) under a hash of the teacher, the data and the settings: a second
+student distilled on the same data reads the teacher from the cache.`,
+		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+			var (
+				c        distill.Config
+				data     fileList
+				evalData fileList
+				teacher  = fs.String("teacher", "", "teacher checkpoint `directory`, or \"parent\" for the embedded parent")
+				student  = fs.String("student", "", "student checkpoint `directory` (the starting weights)")
+				lr       = fs.Float64("lr", 1e-3, "peak learning rate")
+				minLR    = fs.Float64("min-lr", 0, "final learning rate (default lr/10)")
+				warmup   = fs.Int("warmup", 0, "warm-up steps (default steps/20)")
+				wd       = fs.Float64("weight-decay", 0.1, "decoupled weight decay")
+				clip     = fs.Float64("clip", 1, "global gradient-norm clip (0: off)")
+				kdW      = fs.Float64("kd-weight", 1, "weight of the distillation KL")
+				ceW      = fs.Float64("ce-weight", 0, "weight of cross-entropy on the data")
+				jsonOut  = fs.Bool("json", false, "print the summary as JSON")
+			)
+			fs.Var(&data, "data", "training text `files` or parent:SPLIT (repeatable or comma-separated)")
+			fs.Var(&evalData, "eval-data", "held-out text `files` or parent:SPLIT for the before/after perplexity")
+			fs.Int64Var(&c.Tokens, "tokens", 0, "training tokens (steps = tokens / (batch × seq-len), rounded up)")
+			fs.StringVar(&c.Out, "out", "", "output checkpoint `directory`")
+			fs.StringVar(&c.Assets, "assets", ".", "module root holding testdata/ext (for parent:SPLIT data)")
+			fs.IntVar(&c.Train.SeqLen, "seq-len", 128, "tokens per packed sequence")
+			fs.IntVar(&c.Train.Batch, "batch", 8, "sequences per step")
+			fs.Uint64Var(&c.Train.Seed, "seed", 1, "seed of the data order")
+			fs.Float64Var(&c.Temperature, "temperature", 1, "softmax temperature of the KL term")
+			fs.IntVar(&c.Train.EvalEvery, "eval-every", 0, "evaluate on --eval-data every N steps (0: before and after only)")
+			fs.IntVar(&c.Train.EvalRows, "eval-rows", 64, "held-out rows of --seq-len+1 tokens per evaluation")
+			fs.IntVar(&c.Train.CheckpointEvery, "save-every", 50, "write a resumable checkpoint every N steps")
+			fs.BoolVar(&c.Resume, "resume", false, "continue from --checkpoint")
+			fs.BoolVar(&c.Force, "force", false, "replace an existing --out and start over an existing --checkpoint")
+			fs.StringVar(&c.Checkpoint, "checkpoint", "", "resumable checkpoint `file` (default OUT.ckpt)")
+			fs.StringVar(&c.LogPath, "log", "", "loss and learning-rate log `file`, JSON lines (default OUT.log.jsonl)")
+			fs.IntVar(&c.TopK, "top-k", 0, "distil from the teacher's K largest logits per position, cached on disk (0: full distribution)")
+			fs.StringVar(&c.CacheDir, "cache-dir", "", "`directory` of the teacher top-k cache (default: the user cache directory)")
+			fs.IntVar(&c.Train.StopAt, "stop-at", 0, "stop after this step with a checkpoint (resume later)")
+			return func(ctx context.Context, env *Env, args []string) error {
+				data = append(data, args...)
+				switch {
+				case *teacher == "" || *student == "":
+					return Usagef("--teacher and --student are required (checkpoint directories; --teacher parent for the embedded parent)")
+				case c.Out == "":
+					return Usagef("--out is required")
+				case len(data) == 0:
+					return Usagef("--data is required (text files or parent:train)")
+				case c.Tokens < 1:
+					return Usagef("--tokens %d: want a positive number of training tokens", c.Tokens)
+				case c.Train.SeqLen < 1 || c.Train.Batch < 1:
+					return Usagef("--seq-len %d, --batch %d: want positive", c.Train.SeqLen, c.Train.Batch)
+				case *lr <= 0 || *minLR < 0 || *minLR > *lr:
+					return Usagef("--lr %g, --min-lr %g: want 0 <= min-lr <= lr and lr > 0", *lr, *minLR)
+				case *warmup < 0 || *wd < 0:
+					return Usagef("--warmup %d, --weight-decay %g: want >= 0", *warmup, *wd)
+				case c.Temperature <= 0:
+					return Usagef("--temperature %g: want > 0", c.Temperature)
+				case *kdW < 0 || *ceW < 0 || *kdW+*ceW == 0:
+					return Usagef("--kd-weight %g, --ce-weight %g: want >= 0 and not both 0", *kdW, *ceW)
+				case c.TopK < 0 || c.Train.EvalEvery < 0 || c.Train.EvalRows < 1 || c.Train.CheckpointEvery < 0:
+					return Usagef("--top-k, --eval-every and --save-every must be >= 0 and --eval-rows positive")
+				}
+				var err error
+				if c.Teacher, err = checkpointDir(*teacher); err != nil {
+					return err
+				}
+				if c.Student, err = checkpointDir(*student); err != nil {
+					return err
+				}
+				c.Data, c.EvalData = data, evalData
+				c.Train.LR = *lr
+				c.Train.WeightDecay, c.Train.Clip = wd, clip
+				if flagGiven(fs, "min-lr") {
+					c.Train.MinLR = minLR
+				}
+				if flagGiven(fs, "warmup") {
+					c.Train.Warmup = warmup
+				}
+				c.KDWeight, c.CEWeight = kdW, ceW
+				c.Notef = func(f string, a ...any) { fmt.Fprintf(env.Stderr, f+"\n", a...) }
+				c.OnStep = distillProgress(env.Stderr)
+				sum, err := distill.Run(ctx, c)
+				if err != nil {
+					var ex *checkpoint.ExistsError
+					if errors.As(err, &ex) {
+						return Usagef("--out %s exists: give --force to replace it", ex.Path)
+					}
+					if ctx.Err() != nil {
+						fmt.Fprintf(env.Stderr, "checkpoint written to %s; continue with --resume\n", c.EnsureDefaults().Checkpoint)
+					}
+					return err
+				}
+				if sum.StoppedAt > 0 {
+					fmt.Fprintf(env.Stderr, "stopped at step %d of %d; continue with --resume\n", sum.StoppedAt, sum.Steps)
+					return nil
+				}
+				if *jsonOut {
+					enc := json.NewEncoder(env.Stdout)
+					enc.SetIndent("", "  ")
+					return enc.Encode(sum)
+				}
+				distillPrint(env.Stdout, sum)
+				return nil
+			}
+		},
+	})
+}
+
+// distillProgress renders steps on w: a line redrawn in place on a
+// terminal, else a plain line every 10 seconds and at evaluations.
+func distillProgress(w io.Writer) func(train.StepInfo) {
+	tty := false
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			tty = true
+		}
+	}
+	var last time.Time
+	return func(s train.StepInfo) {
+		if s.Eval {
+			if tty {
+				fmt.Fprint(w, "\r\x1b[K")
+			}
+			fmt.Fprintf(w, "step %d/%d held-out loss %.4f perplexity %.2f\n", s.Step, s.Steps, s.ValLoss, math.Exp(s.ValLoss))
+			return
+		}
+		line := fmt.Sprintf("step %d/%d loss %.4f lr %.3g %.0f tok/s ETA %s", s.Step, s.Steps, s.Loss, s.LR,
+			float64(s.Tokens)/s.Elapsed.Seconds(), s.ETA)
+		switch {
+		case tty:
+			fmt.Fprintf(w, "\r%s\x1b[K", line)
+			if s.Step == s.Steps {
+				fmt.Fprintln(w)
+			}
+		case time.Since(last) >= 10*time.Second || s.Step == s.Steps || s.Step == 1:
+			last = time.Now()
+			fmt.Fprintln(w, line)
+		}
+	}
+}
+
+func distillPrint(w io.Writer, s *distill.Summary) {
+	fmt.Fprintf(w, "saved %s: %d parameters (teacher %d), %d steps, %d tokens, %.0f tok/s, last training loss %.4f\n",
+		s.Out, s.StudentParams, s.TeacherParams, s.Steps, s.Tokens, s.TokensPerSecond, s.TrainLoss)
+	if s.Before != nil && s.After != nil {
+		fmt.Fprintf(w, "held-out (%d tokens): perplexity %.2f -> %.2f (loss %.4f -> %.4f); teacher %.2f\n",
+			s.After.Tokens, s.Before.Perplexity, s.After.Perplexity, s.Before.Loss, s.After.Loss, s.TeacherEval.Perplexity)
+	}
+	if s.CacheFile != "" {
+		fmt.Fprintf(w, "teacher cache %s: %d rows read, %d computed\n", s.CacheFile, s.CacheHits, s.CacheMisses)
+	}
+	fmt.Fprintf(w, "log: %s\n", s.Log)
+}
