@@ -217,10 +217,10 @@ var nativePrecision = Precision{Name: "f32", LinearBPW: 32, EmbedBPW: 32, HeadBP
 // nativePrefill is engine.Serve's default prompt-token budget per step.
 const nativePrefill = 512
 
-// nativeCheckpointBytes is the bytes per parameter of the checkpoint file
+// NativeCheckpointBytes is the bytes per parameter of the checkpoint file
 // the engine maps while loading (bf16, as the parent and pruned children
 // are written).
-const nativeCheckpointBytes = 2
+const NativeCheckpointBytes = 2
 
 // resolveNative fills the resolved options of the native engine: float32
 // weights and KV cache whatever the checkpoint's dtype, one sequence slot
@@ -301,7 +301,7 @@ func nativeMemory(rep *MemoryReport, s *Summary, hwName string, dev float64, r *
 	perSeq := (s.KVBytes + s.SWAKVBytes) * reqTokens
 	kv := perSeq * n
 	act := nativeStepBytes(s, n, reqTokens, float64(r.budgetToks), float64(max(c.Threads, 1)))
-	file := c.MemFile * s.TotalParams * nativeCheckpointBytes
+	file := c.MemFile * s.TotalParams * NativeCheckpointBytes
 	h := c.MemHeap
 	rep.WeightsBytes = h * s.WeightBytes
 	rep.KVPoolBytes = h * kv
