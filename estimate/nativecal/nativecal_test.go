@@ -205,3 +205,45 @@ func TestMeasureInProcess(t *testing.T) {
 		t.Fatal("cancelled sweep succeeded")
 	}
 }
+
+// TestCommittedFitReproduces refits the committed sweep rows: the time
+// and memory coefficients and the held-out errors stored in the embedded
+// native_coefficients.json must come out again, so the file is what the
+// rows and this code give.
+func TestCommittedFitReproduces(t *testing.T) {
+	rows, err := CommittedRows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) == 0 {
+		t.Skip("no committed sweep rows (sweep.csv is empty)")
+	}
+	want := estimate.DefaultNativeCoeffs().Machines[Machine]
+	a := parentArch(t)
+	got, err := Fit(a, rows, want.Threads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	near := func(x, y float64) bool { return math.Abs(x-y) <= 1e-9*math.Abs(y)+1e-15 }
+	gv, wv := got.TimeVector(), want.TimeVector()
+	for k := range gv {
+		if !near(gv[k], wv[k]) {
+			t.Errorf("%s: refitted %g, embedded %g", estimate.NativeTimeNames[k], gv[k], wv[k])
+		}
+	}
+	if !near(got.SgemmFLOPS, want.SgemmFLOPS) || !near(got.MemFixed, want.MemFixed) || !near(got.MemHeap, want.MemHeap) || !near(got.MemFile, want.MemFile) {
+		t.Errorf("refitted %+v, embedded %+v", got, want)
+	}
+	rep, err := Validate(a, rows, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range [][2]float64{{rep.HeldOut.TTFT, want.ErrTTFT}, {rep.HeldOut.TPOT, want.ErrTPOT}, {rep.HeldOut.Throughput, want.ErrThroughput}, {rep.HeldOut.Memory, want.ErrMemory}} {
+		if !near(max(c[0], 0), c[1]) {
+			t.Errorf("held-out error %g, embedded %g", c[0], c[1])
+		}
+	}
+	if len(rep.Ranking) < 4 {
+		t.Errorf("ranking of %d children, want the 5 held-out shapes", len(rep.Ranking))
+	}
+}
