@@ -81,7 +81,7 @@ func fitShapes() []namedShape {
 			}
 		})},
 		{"ffn-mixed", derive(func(s *Shape) {
-			for i, w := range []int{512, 128, 384, 64, 512, 256, 128, 448} {
+			for i, w := range []int{512, 256, 768, 256, 512, 256, 256, 768} {
 				s.Layers[i].FFN = w
 			}
 		})},
@@ -90,7 +90,8 @@ func fitShapes() []namedShape {
 
 // heldShapes are children a search would produce, none of them fitted:
 // uniform FFN pruning, depth pruning, per-layer FFN, removed attention,
-// and all of them together.
+// and all of them together. (Per-layer FFN widths are multiples of 256,
+// as DeciLM checkpoints need.)
 func heldShapes() []namedShape {
 	return []namedShape{
 		{"uniform384", derive(func(s *Shape) {
@@ -100,7 +101,7 @@ func heldShapes() []namedShape {
 		})},
 		{"depth6", derive(func(s *Shape) { s.Layers = append(s.Layers[:2:2], s.Layers[4:]...) })},
 		{"ffn-perlayer", derive(func(s *Shape) {
-			for i, w := range []int{512, 448, 320, 192, 256, 384, 512, 128} {
+			for i, w := range []int{768, 512, 512, 256, 256, 512, 768, 512} {
 				s.Layers[i].FFN = w
 			}
 		})},
@@ -111,8 +112,8 @@ func heldShapes() []namedShape {
 		})},
 		{"combo", derive(func(s *Shape) {
 			s.Layers = s.Layers[:7]
-			for i := range s.Layers {
-				s.Layers[i].FFN = 384
+			for i, w := range []int{512, 256, 512, 256, 512, 256, 512} {
+				s.Layers[i].FFN = w
 			}
 			s.Layers[3].Attn, s.Layers[5].Attn = false, false
 		})},
@@ -213,33 +214,42 @@ type Progress struct {
 // Measure builds each point's model with random weights (seeded, bf16
 // checkpoint like the parent's, in a temporary directory removed
 // afterwards), measures the machine's sgemm rate just before it, runs it
-// with run and returns the rows. parent is the parent's architecture.
+// with run and returns the rows. parent is the parent's architecture. On
+// an error or cancellation it returns the rows measured so far with it.
 func Measure(ctx context.Context, parent *architecture.Model, pts []Point, run Runner, o servebench.Options, progress func(Progress)) ([]Row, error) {
 	tmp, err := os.MkdirTemp("", "nativecal-")
 	if err != nil {
 		return nil, fmt.Errorf("nativecal: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	start := time.Now()
+	// Build every model first, so that a shape that cannot be saved fails
+	// before any measuring.
 	dirs := map[string]string{}
+	for _, p := range pts {
+		key := p.Shape.String()
+		if _, ok := dirs[key]; ok {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		dir := filepath.Join(tmp, strconv.Itoa(len(dirs)))
+		m, err := engine.New(p.Shape.Arch(parent), uint64(len(dirs)+1))
+		if err != nil {
+			return nil, fmt.Errorf("nativecal: shape %s (%s): %w", p.Name, key, err)
+		}
+		if err := m.Save(dir, checkpoint.BF16); err != nil {
+			return nil, fmt.Errorf("nativecal: shape %s (%s): %w", p.Name, key, err)
+		}
+		dirs[key] = dir
+	}
+	start := time.Now()
 	var rows []Row
 	for i, p := range pts {
 		if err := ctx.Err(); err != nil {
 			return rows, err
 		}
-		key := p.Shape.String()
-		dir, ok := dirs[key]
-		if !ok {
-			dir = filepath.Join(tmp, strconv.Itoa(len(dirs)))
-			m, err := engine.New(p.Shape.Arch(parent), uint64(len(dirs)+1))
-			if err != nil {
-				return rows, fmt.Errorf("nativecal: shape %s (%s): %w", p.Name, key, err)
-			}
-			if err := m.Save(dir, checkpoint.BF16); err != nil {
-				return rows, err
-			}
-			dirs[key] = dir
-		}
+		dir := dirs[p.Shape.String()]
 		rate := SgemmRate()
 		rep, err := run(ctx, dir, p, o)
 		if err != nil {

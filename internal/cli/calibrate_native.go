@@ -123,6 +123,13 @@ Reproduce the embedded coefficients from the committed rows with:
 								p.Done, p.Of, p.Elapsed.Round(time.Second), r.Name, r.ISL, r.OSL, r.Conc, 1e3*r.TTFT, 1e3*r.TPOT, r.OutputTPS,
 								float64(r.PeakRSSBytes)/(1<<20), 100*r.CPUShare)
 						})
+					if err != nil && len(rows) > 0 && *rowsOut != "" {
+						// Keep what was measured: the rows are the expensive part.
+						var buf bytes.Buffer
+						if werr := nativecal.WriteRows(&buf, rows); werr == nil && writeFileAtomic(*rowsOut, buf.Bytes()) == nil {
+							fmt.Fprintf(env.Stderr, "wrote the %d rows measured before the error to %s\n", len(rows), *rowsOut)
+						}
+					}
 					if err != nil {
 						return err
 					}
