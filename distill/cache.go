@@ -17,6 +17,7 @@ import (
 	"sort"
 	"sync/atomic"
 
+	"github.com/autocompress/autocompress/internal/output"
 	"github.com/autocompress/autocompress/train"
 )
 
@@ -88,7 +89,7 @@ func OpenTopKCache(dir string, key CacheKey, teacher *ModelTeacher) (*TopKCache,
 		}
 		// Create under a temporary name and rename, so that the file a
 		// reader finds always has its header.
-		tmp, err := os.CreateTemp(dir, ".topk-*")
+		tmp, err := output.CreateFile(c.Path, false)
 		if err != nil {
 			return nil, fmt.Errorf("distill: top-k cache: %w", err)
 		}
@@ -101,18 +102,18 @@ func OpenTopKCache(dir string, key CacheKey, teacher *ModelTeacher) (*TopKCache,
 			err = tmp.Truncate(total) // sparse: records are holes until written
 		}
 		if err == nil {
-			err = tmp.Close()
+			err = tmp.Commit()
 		}
-		if err == nil {
-			err = os.Rename(tmp.Name(), c.Path)
+		var exists *output.ExistsError
+		if errors.As(err, &exists) {
+			err = nil // another run created it meanwhile: use theirs
 		}
 		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
+			tmp.Abort()
 			return nil, fmt.Errorf("distill: top-k cache %s: %w", c.Path, err)
 		}
 	}
-	f, err := os.OpenFile(c.Path, os.O_RDWR, 0)
+	f, err := os.OpenFile(c.Path, os.O_RDWR, 0) //output:not-an-output: a cache whose CRC-checked records are filled in place
 	if err != nil {
 		return nil, fmt.Errorf("distill: top-k cache: %w", err)
 	}

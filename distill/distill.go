@@ -467,7 +467,7 @@ func openLog(path string, resume bool, perStep int64) (*stepLog, error) {
 	if resume {
 		flags = os.O_CREATE | os.O_WRONLY | os.O_APPEND
 	}
-	f, err := os.OpenFile(path, flags, 0o644)
+	f, err := os.OpenFile(path, flags, 0o644) //output:not-an-output: an append-only step log, extended by a resumed run
 	if err != nil {
 		return nil, fmt.Errorf("distill: log: %w", err)
 	}

@@ -476,6 +476,7 @@ type Compiled struct {
 	tail     tailIn // length spread for the p90s (Compile)
 	sum      Summary
 	mem      MemoryReport
+	nat      NativeCoeffs // native engine only
 }
 
 // Price is the fast estimate of one candidate.
@@ -517,6 +518,16 @@ func Compile(hw *hardware.GPU, eng Engine, o Options, w *workload.Workload, co *
 		c.co, c.family = DefaultCoeffs().Family(c.family)
 	}
 	c.isl, c.osl = w.Input.MeanValue(), w.Output.MeanValue()
+	if eng == Native {
+		f, src, err := ActiveNativeCoeffs()
+		if err != nil {
+			return nil, err
+		}
+		c.nat, _ = f.Machine(hw.Name)
+		c.family = "native@" + src
+		c.r.natTokens = c.isl + c.osl
+		c.r.nat = &c.nat
+	}
 	c.ctx = float64(maxLen)
 	c.conc = float64(w.Concurrency)
 	c.nreq = float64(w.Requests())
@@ -587,8 +598,7 @@ func (c *Compiled) PriceSummary(s *Summary) Price {
 		return p
 	}
 	p.Fits = true
-	m := newStepModel(s, c.hw, &c.r.prec, c.co)
-	m.ubatch = float64(c.r.ubatch)
+	m := c.stepModel(s)
 	p.Latency = c.latency(&m, &c.mem)
 	return p
 }
@@ -614,6 +624,9 @@ func (c *Compiled) capacity(mem *MemoryReport) float64 {
 }
 
 func (c *Compiled) latency(m *stepModel, mem *MemoryReport) Latency {
+	if c.r.eng == Native && c.mode == workload.ClosedLoop {
+		return c.nativeLatency(m)
+	}
 	in := steadyIn{isl: c.isl, osl: c.osl, capacity: c.capacity(mem), budget: float64(c.r.budgetToks), alpha0: c.co.Alpha0, tail: c.tail}
 	if !c.r.eng.Pool() {
 		in.capacity = min(in.capacity, float64(c.r.maxSeqs))

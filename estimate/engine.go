@@ -17,7 +17,8 @@ const (
 	SGLang   Engine = "sglang"
 	TRTLLM   Engine = "trtllm"
 	LlamaCPP Engine = "llamacpp"
-	// Native is autocompress's own CPU engine; it allocates like llama.cpp.
+	// Native is autocompress's own CPU engine (package engine): float32
+	// weights and KV cache, its own scheduler (see native.go).
 	Native Engine = "native"
 )
 
@@ -165,14 +166,21 @@ type resolved struct {
 	budgetToks  int
 	ubatch      int // llama.cpp n_ubatch (0 for the pool engines)
 	memFraction float64
+	// native engine: its coefficients and the KV tokens a request holds
+	// (mean prompt + output; 0 = the context).
+	nat       *NativeCoeffs
+	natTokens float64
 }
 
 func resolve(eng Engine, hw *hardware.GPU, o *Options, maxLen int) (resolved, error) {
 	r := resolved{eng: eng, tp: max(o.TP, 1), maxLen: maxLen}
-	if err := o.Validate(); err != nil {
+	if err := CheckEngine(eng, hw); err != nil {
 		return r, err
 	}
-	if err := CheckEngine(eng, hw); err != nil {
+	if eng == Native {
+		return resolveNative(o, maxLen)
+	}
+	if err := o.Validate(); err != nil {
 		return r, err
 	}
 	pn := o.Precision

@@ -529,12 +529,13 @@ func TestAssembleEqualsSummarize(t *testing.T) {
 		c.Assemble(&got, m, parts)
 		for _, pair := range [][2]float64{{got.WeightBytes, want.WeightBytes}, {got.KVBytes, want.KVBytes}, {got.SWAKVBytes, want.SWAKVBytes},
 			{got.StateBytes, want.StateBytes}, {got.LinearFLOPs, want.LinearFLOPs}, {got.TotalParams, want.TotalParams}, {got.DenseBytes, want.DenseBytes},
-			{got.StreamedBytes(37), want.StreamedBytes(37)}, {got.ARBytes, want.ARBytes}} {
+			{got.StreamedBytes(37), want.StreamedBytes(37)}, {got.ARBytes, want.ARBytes}, {got.AttnHeads, want.AttnHeads}, {got.ElemWidth, want.ElemWidth}} {
 			if math.Abs(pair[0]-pair[1]) > 1e-6*math.Abs(pair[1]) {
 				t.Errorf("TP %d: assembled %v, summarized %v", tp, pair[0], pair[1])
 			}
 		}
-		if got.Layers != want.Layers || got.Window != want.Window || got.MoELayers != want.MoELayers || got.AllReduces != want.AllReduces {
+		if got.Layers != want.Layers || got.Window != want.Window || got.MoELayers != want.MoELayers || got.AllReduces != want.AllReduces ||
+			got.MLPLayers != want.MLPLayers || got.MaxQDim != want.MaxQDim || got.MaxKVDim != want.MaxKVDim {
 			t.Errorf("TP %d: counts differ: %+v vs %+v", tp, got, want)
 		}
 		if n := testing.AllocsPerRun(50, func() { c.Assemble(&got, m, parts); c.PriceSummary(&got) }); n != 0 {

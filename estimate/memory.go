@@ -180,6 +180,18 @@ func planMemory(rep *MemoryReport, s *Summary, hw *hardware.GPU, r *resolved, ct
 	tpHint := "use a smaller --precision or a smaller model"
 	var pool float64
 	switch r.eng {
+	case Native:
+		nc := r.nat
+		if nc == nil {
+			f, _, _ := ActiveNativeCoeffs()
+			c, _ := f.Machine(hw.Name)
+			nc = &c
+		}
+		tok := r.natTokens
+		if tok <= 0 {
+			tok = ctx
+		}
+		return nativeMemory(rep, s, hw.Name, dev, r, nc, tok, slots)
 	case VLLM:
 		budget := r.memFraction * dev
 		act := vllmActDense
@@ -246,7 +258,7 @@ func planMemory(rep *MemoryReport, s *Summary, hw *hardware.GPU, r *resolved, ct
 		}
 		pool = r.memFraction * free
 		rep.BudgetBytes = s.WeightBytes + act + rep.OverheadBytes + pool
-	default: // llama.cpp, native: exact allocation for slots × ctx
+	default: // llama.cpp: exact allocation for slots × ctx
 		n := float64(max(slots, 1))
 		// llama.cpp pads each slot's context (n_ctx_seq) to a multiple of
 		// 256 cells (separate per-slot caches, the default): -c 4096 -np 10

@@ -65,6 +65,9 @@ type simParams struct {
 	// step has started (llama-server's loop starts the next batch as soon as
 	// it has sent the last token), so it waits for that step to end.
 	late bool
+	// promptBudget: the budget counts prompt tokens only, decodes run
+	// beside it (the native engine's scheduler).
+	promptBudget bool
 }
 
 // run simulates w and returns the statistics over the measured requests.
@@ -124,6 +127,9 @@ func (sim *Simulator) run(m *stepModel, p simParams, w *workload.Workload) (Late
 		}
 		d := len(sim.heap)
 		room := budget - d
+		if p.promptBudget {
+			room = budget
+		}
 		var b Batch
 		b.Decode = float64(d)
 		b.DecodeCtx = decodeCtx
@@ -181,6 +187,9 @@ func (sim *Simulator) run(m *stepModel, p simParams, w *workload.Workload) (Late
 		step++
 		// Apply the prefill chunks in the same order they were scheduled.
 		room = budget - d
+		if p.promptBudget {
+			room = budget
+		}
 		keep := sim.pre[:0]
 		for _, i := range sim.pre {
 			r := &sim.st[i]
@@ -405,6 +414,17 @@ func (c *Compiled) Simulate(sim *Simulator, m *Summary) (Latency, error) {
 		// Burst is the fitted share of clients moving in lock-step: the
 		// initial requests spread over (1 − Burst) of a request lifetime.
 		p.stagger = (1 - math.Min(c.co.Burst, 1)) * (c.latency(&sm, &c.mem).E2E - c.co.Alpha0)
+	}
+	if c.r.eng == Native && c.mode == workload.ClosedLoop {
+		// nativeLoop follows engine.Serve's closed loop step by step already.
+		return c.nativeLatency(&sm), nil
+	}
+	if c.r.eng == Native {
+		// engine.Serve: one slot per client, 512 prompt tokens per step
+		// beside the decodes, a closed loop's next request admitted at once
+		// (identical clients stay in lock-step).
+		p = simParams{budget: c.r.budgetToks, maxSeqs: c.r.maxSeqs, capacity: math.Inf(1), alpha0: c.nat.Alpha0, reserve: 1, promptBudget: true}
+		return sim.run(&sm, p, &c.w)
 	}
 	if !c.r.eng.Pool() {
 		// llama.cpp: one slot per sequence, each with its own context.

@@ -41,6 +41,10 @@ type stepModel struct {
 	commFixed   float64 // TPLatency × all-reduces
 	fixed       float64 // Layer × layers + Step + MoE × MoE layers
 	denseStream float64 // weight bytes a step streams when there are no experts (else 0)
+
+	// native: the native engine's step model replaces all of the above.
+	native bool
+	nat    nativeTerms
 }
 
 func newStepModel(s *Summary, hw *hardware.GPU, p *Precision, co Coeffs) stepModel {
@@ -119,6 +123,9 @@ func (t Terms) Total() float64 {
 
 // terms evaluates the basis terms × coefficients for one step.
 func (m *stepModel) terms(b Batch) Terms {
+	if m.native {
+		return m.nat.terms(m.s, b)
+	}
 	s := m.s
 	c := &m.co
 	tokens := b.Decode + b.Prefill
@@ -219,5 +226,8 @@ func blendTerms(a, b Terms, f float64) Terms {
 func (c *Compiled) stepModel(s *Summary) stepModel {
 	m := newStepModel(s, c.hw, &c.r.prec, c.co)
 	m.ubatch = float64(c.r.ubatch)
+	if c.r.eng == Native {
+		m.native, m.nat = true, newNativeTerms(s, &c.nat)
+	}
 	return m
 }

@@ -58,6 +58,18 @@ type Summary struct {
 	// StateBytes is the recurrent (Mamba conv + SSM) state per sequence.
 	StateBytes float64
 
+	// MLPLayers counts the dense MLP sub-blocks; AttnHeads is the sum of
+	// query heads over attention layers; MaxQDim and MaxKVDim are the widest
+	// heads·head_dim and kv_heads·head_dim; ElemWidth is the elementwise work
+	// per token row summed over layers, in elements (norms and residuals
+	// 2·hidden per sub-block, RoPE and cache writes q + 3·kv per attention,
+	// activation 3·ffn per MLP). The native engine's step and memory models
+	// use them.
+	MLPLayers         int
+	AttnHeads         float64
+	MaxQDim, MaxKVDim int
+	ElemWidth         float64
+
 	// AllReduces is the number of TP all-reduces per step (one per sub-block,
 	// 0 at TP 1); ARBytes are their bytes per token.
 	AllReduces int
@@ -92,6 +104,8 @@ func sumLayers(s *Summary, layers []architecture.Layer, h int, p *Precision, kv 
 	// Sums kept in locals (registers) for speed: this loop is the search's hot path.
 	var total, active, dense, linF, attnF, swaF, kvB, swaKV, scan, state float64
 	var attnL, moeL, mambaL, ars, window, maxFFN int
+	var mlpL, maxQ, maxKV int
+	var heads, elem float64
 	lastKV, lastKVPer := -1, 0.0 // memo of the KV-head rounding (integer division)
 	prevKV, prevKVPer := -1, 0.0
 	expertsOnly, bf16TP, fmtTP := p.ExpertsOnly, 2/ftp, linTP
@@ -114,6 +128,10 @@ func sumLayers(s *Summary, layers []architecture.Layer, h int, p *Precision, kv 
 			hd := float64(a.HeadDim)
 			q := float64(a.Heads) * hd
 			kvd := float64(a.KVHeads) * hd
+			heads += float64(a.Heads)
+			elem += 2*fh + q + 3*kvd
+			maxQ = max(maxQ, a.Heads*a.HeadDim)
+			maxKV = max(maxKV, a.KVHeads*a.HeadDim)
 			n := fh * (2*q + 2*kvd)
 			sm := fh
 			if a.QKVBias || a.OutBias || a.QKNorm || a.Sinks {
@@ -164,7 +182,9 @@ func sumLayers(s *Summary, layers []architecture.Layer, h int, p *Precision, kv 
 		}
 		if f := l.MLP; f != nil {
 			ars++
+			mlpL++
 			w := float64(f.Width)
+			elem += 2*fh + 3*w
 			mats := 2.0
 			if f.Gated {
 				mats = 3
@@ -249,6 +269,7 @@ func sumLayers(s *Summary, layers []architecture.Layer, h int, p *Precision, kv 
 		}
 	}
 	s.AttnLayers, s.MoELayers, s.MambaLayers, s.MaxFFN, s.Window = attnL, moeL, mambaL, maxFFN, window
+	s.MLPLayers, s.AttnHeads, s.MaxQDim, s.MaxKVDim, s.ElemWidth = mlpL, heads, maxQ, maxKV, elem
 	total += linN + linN16 + smN
 	active += linN + linN16 + smN
 	dense += linN*fmtTP + linN16*bf16TP + smN*small
@@ -344,7 +365,9 @@ func (s *Summary) KVBytesPerSeq(ctx float64) float64 {
 type LayerSum struct {
 	total, active, dense, linF, attnF, swaF, scan, kv, swaKV, state float64
 	moeBytes                                                        float64
+	heads, elem                                                     float64
 	attn, moe, mamba, ars, window, maxFFN, moeE, moeK               int32
+	mlp, maxQ, maxKV                                                int32
 }
 
 // LayerSum returns the contribution of layer l of a model of width hidden.
@@ -355,7 +378,8 @@ func (c *Compiled) LayerSum(l *architecture.Layer, hidden int) LayerSum {
 	ls := LayerSum{total: x.TotalParams, active: x.ActiveParams, dense: x.DenseBytes, linF: x.LinearFLOPs,
 		attnF: x.AttnFLOPs, swaF: x.SWAFLOPs, scan: x.ScanFLOPs, kv: x.KVBytes, swaKV: x.SWAKVBytes, state: x.StateBytes,
 		attn: int32(x.AttnLayers), moe: int32(x.MoELayers), mamba: int32(x.MambaLayers), ars: int32(x.AllReduces),
-		window: int32(x.Window), maxFFN: int32(x.MaxFFN)}
+		window: int32(x.Window), maxFFN: int32(x.MaxFFN),
+		heads: x.AttnHeads, elem: x.ElemWidth, mlp: int32(x.MLPLayers), maxQ: int32(x.MaxQDim), maxKV: int32(x.MaxKVDim)}
 	if x.nMoE > 0 {
 		ls.moeE, ls.moeK, ls.moeBytes = int32(x.moe[0].Experts), int32(x.moe[0].TopK), x.moe[0].Bytes
 	}
@@ -370,7 +394,14 @@ func (c *Compiled) Assemble(s *Summary, base *architecture.Model, layers []*Laye
 	*s = Summary{TP: c.r.tp, Layers: len(layers)}
 	var total, active, dense, linF, attnF, swaF, scan, kv, swaKV, state float64
 	var attn, moe, mamba, ars, window, maxFFN int32
+	var mlp, maxQ, maxKV int32
+	var heads, elem float64
 	for _, x := range layers {
+		heads += x.heads
+		elem += x.elem
+		mlp += x.mlp
+		maxQ = max(maxQ, x.maxQ)
+		maxKV = max(maxKV, x.maxKV)
 		total += x.total
 		active += x.active
 		dense += x.dense
@@ -395,5 +426,6 @@ func (c *Compiled) Assemble(s *Summary, base *architecture.Model, layers []*Laye
 	s.AttnFLOPs, s.SWAFLOPs, s.ScanFLOPs, s.KVBytes, s.SWAKVBytes, s.StateBytes = attnF, swaF, scan, kv, swaKV, state
 	s.AttnLayers, s.MoELayers, s.MambaLayers, s.AllReduces = int(attn), int(moe), int(mamba), int(ars)
 	s.Window, s.MaxFFN = int(window), int(maxFFN)
+	s.MLPLayers, s.AttnHeads, s.MaxQDim, s.MaxKVDim, s.ElemWidth = int(mlp), heads, int(maxQ), int(maxKV), elem
 	finish(s, base, &c.r.prec, c.r.tp)
 }

@@ -345,7 +345,7 @@ func (r *Report) writeInto(dir string) error {
 	}
 	for name, data := range map[string][]byte{PlanFile: pb.Bytes(), ConfigFile: cfg, ServingFile: append(svj, '\n'),
 		ParetoFile: par.Bytes(), TopKFile: top.Bytes(), SummaryFile: txt.Bytes(), JSONFile: append(sj, '\n')} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil { //output:inside
 			return err
 		}
 	}

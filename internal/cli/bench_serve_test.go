@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"math"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/checkpoint"
 	"github.com/autocompress/autocompress/engine"
+	"github.com/autocompress/autocompress/servebench"
 )
 
 func TestBenchServeTinyModel(t *testing.T) {
@@ -23,7 +23,7 @@ func TestBenchServeTinyModel(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	var rep bsBenchReport
+	var rep servebench.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
@@ -63,7 +63,7 @@ func TestBenchServeWorkloadAndErrors(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	var rep bsBenchReport
+	var rep servebench.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || !strings.Contains(rep.Workload, "game-character") {
 		t.Fatalf("%v: %+v", err, rep)
 	}
@@ -88,33 +88,6 @@ func TestBenchServeWorkloadAndErrors(t *testing.T) {
 		code, _, errOut := genRunCLI(tc.args...)
 		if code != 2 || !strings.Contains(errOut, tc.msg) {
 			t.Errorf("%v: exit %d, stderr %q (want %q)", tc.args, code, errOut, tc.msg)
-		}
-	}
-}
-
-// TestBenchServeSpreadOf checks the summary statistics against values
-// worked out by hand (quartiles by linear interpolation between order
-// statistics, as numpy.percentile's default).
-func TestBenchServeSpreadOf(t *testing.T) {
-	tests := []struct {
-		xs                       []float64
-		median, lo, hi, sp, riqr float64
-	}{
-		{[]float64{5, 1, 4, 2, 3}, 3, 1, 5, 4.0 / 3, 2.0 / 3},
-		{[]float64{4, 1, 3, 2}, 2.5, 1, 4, 3 / 2.5, (3.25 - 1.75) / 2.5},
-		{[]float64{7}, 7, 7, 7, 0, 0},
-		{[]float64{10, 10, 11}, 10, 10, 11, 0.1, 0.05},
-		{[]float64{0, 0}, 0, 0, 0, 0, 0},
-	}
-	for _, tc := range tests {
-		s := bsSpreadOfValues(tc.xs)
-		got := []float64{s.Median, s.Min, s.Max, s.Spread, s.RelIQR}
-		want := []float64{tc.median, tc.lo, tc.hi, tc.sp, tc.riqr}
-		for i := range got {
-			if math.Abs(got[i]-want[i]) > 1e-12 {
-				t.Errorf("%v: got median, min, max, spread, rel IQR = %v, want %v", tc.xs, got, want)
-				break
-			}
 		}
 	}
 }
@@ -183,7 +156,7 @@ func TestBenchServeReproducible(t *testing.T) {
 					if code != 0 {
 						t.Fatalf("exit %d: %s", code, errOut)
 					}
-					var rep bsBenchReport
+					var rep servebench.Report
 					if err := json.Unmarshal([]byte(out), &rep); err != nil {
 						t.Fatal(err)
 					}
@@ -191,17 +164,17 @@ func TestBenchServeReproducible(t *testing.T) {
 					tpot = append(tpot, s["tpot_mean_s"].Median)
 					ttft = append(ttft, s["ttft_mean_s"].Median)
 					tps = append(tps, s["output_tokens_per_s"].Median)
-					share = append(share, bsSpreadOf(rep.Runs, func(r bsBenchRun) float64 { return r.CPUShare }).Median)
+					share = append(share, servebench.SpreadOf(rep.Runs, func(r servebench.RunStats) float64 { return r.CPUShare }).Median)
 					t.Logf("invocation %d: TPOT %.3f ms (spread %.1f%%), TTFT %.2f ms (%.1f%%), %.0f output tok/s (%.1f%%), %d warm-up runs, CPU share %.0f%%",
 						i+1, 1e3*tpot[i], 100*s["tpot_mean_s"].Spread, 1e3*ttft[i], 100*s["ttft_mean_s"].Spread,
 						tps[i], 100*s["output_tokens_per_s"].Spread, rep.WarmupRuns, 100*share[i])
 				}
-				contended := bsSpreadOfValues(share).Spread > 0.10
+				contended := servebench.SpreadOfValues(share).Spread > 0.10
 				for _, m := range []struct {
 					name string
 					xs   []float64
 				}{{"TPOT", tpot}, {"TTFT", ttft}, {"output throughput", tps}} {
-					s := bsSpreadOfValues(m.xs)
+					s := servebench.SpreadOfValues(m.xs)
 					t.Logf("%s across %d invocations: spread %.1f%%", m.name, invocations, 100*s.Spread)
 					if s.Spread <= 0.10 {
 						continue

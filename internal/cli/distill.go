@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -145,9 +144,7 @@ student distilled on the same data reads the teacher from the cache.`,
 					return nil
 				}
 				if *jsonOut {
-					enc := json.NewEncoder(env.Stdout)
-					enc.SetIndent("", "  ")
-					return enc.Encode(sum)
+					return writeJSON(env.Stdout, sum)
 				}
 				distillPrint(env.Stdout, sum)
 				return nil

@@ -392,7 +392,10 @@ func printEstimate(w io.Writer, r *estimate.Result, hw *hardware.GPU, analyticOn
 	if a.Saturated {
 		fmt.Fprintf(w, "warning: the request rate exceeds the service capacity; queues grow without bound\n")
 	}
-	if !r.Engine.Pool() {
+	if r.Engine == estimate.Native {
+		fmt.Fprintf(w, "Scheduling (native engine, engine.Serve): %d sequences per step, decodes plus prompt chunks of at most %d tokens; memory: float32 weights and KV, step buffers, the mapped checkpoint while loading and the process (as bench-serve's VmHWM)\n",
+			r.Memory.MaxSeqs, r.Memory.BudgetTokens)
+	} else if !r.Engine.Pool() {
 		printSlots(w, r, analyticOnly)
 	}
 	c := r.Coeffs
@@ -402,7 +405,7 @@ func printEstimate(w io.Writer, r *estimate.Result, hw *hardware.GPU, analyticOn
 	} else {
 		fmt.Fprintf(w, "Error band: %s has no fitted data (priors only); expect ±30%% or worse\n", r.Family)
 	}
-	if hw.Backend != hardware.CUDA || !(strings.HasPrefix(hw.Name, "h") || strings.HasPrefix(hw.Name, "b") || strings.HasPrefix(hw.Name, "gb") || strings.HasPrefix(hw.Name, "a100") || hw.Name == "gh200") {
+	if r.Engine != estimate.Native && (hw.Backend != hardware.CUDA || !(strings.HasPrefix(hw.Name, "h") || strings.HasPrefix(hw.Name, "b") || strings.HasPrefix(hw.Name, "gb") || strings.HasPrefix(hw.Name, "a100") || hw.Name == "gh200")) {
 		fmt.Fprintf(w, "note: no public serving data covers %s; the estimate extrapolates from datasheet figures\n", hw.Name)
 	}
 	if c.EngineVersion != "" {

@@ -1,0 +1,502 @@
+package estimate
+
+import (
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// The native engine (package engine) is priced by its own rules, not
+// llama.cpp's: it holds every weight in float32, keeps a float32 KV cache
+// of exactly prompt + output tokens per request, grows its step buffers to
+// the largest step it ran, and its scheduler (engine.Model.Serve) runs
+// every sequence in flight in one step, decoders first, then prompt chunks
+// of at most 512 tokens in all. Its time and memory coefficients are
+// measured on the machine by "autocompress calibrate-native" (package
+// estimate/nativecal) and live in native_coefficients.json, apart from the
+// public-data fit of coefficients.json.
+
+// NativeCoeffs are the fitted step-time and memory coefficients of the
+// native engine on one machine. Time multipliers are dimensionless (1 = the
+// basis term at the measured rate); overheads are in seconds.
+type NativeCoeffs struct {
+	// SgemmFLOPS is the machine's measured sgemm rate (FLOP/s) on a 1024³
+	// product with all threads, measured when the coefficients were fitted:
+	// the rate the compute terms divide by.
+	SgemmFLOPS float64 `json:"sgemm_flops"`
+	// BandwidthBps is the bytes per second the weight term divides by (the
+	// hardware entry's nominal figure when fitted).
+	BandwidthBps float64 `json:"bandwidth_bps"`
+	// Threads is the number of compute threads the rows were measured with.
+	Threads int `json:"threads"`
+
+	Lin       float64 `json:"lin"`        // × linear + LM-head FLOPs ÷ SgemmFLOPS
+	Weight    float64 `json:"weight"`     // × weight bytes read per step ÷ BandwidthBps
+	AttnFLOP  float64 `json:"attn_flop"`  // × attention FLOPs ÷ SgemmFLOPS
+	AttnTask  float64 `json:"attn_task"`  // s per (sequence × query head × attention layer) task in a step
+	Elem      float64 `json:"elem"`       // s per token row × element of elementwise width (norms, RoPE, activation, residuals)
+	AttnBlock float64 `json:"attn_block"` // s per attention sub-block per step
+	MLPBlock  float64 `json:"mlp_block"`  // s per MLP sub-block per step
+	Step      float64 `json:"step"`       // s per step
+	Seq       float64 `json:"seq"`        // s per sequence in a step (logits row, argmax, bookkeeping)
+	Alpha0    float64 `json:"alpha0"`     // s per request added to TTFT
+
+	// Peak memory (VmHWM) = MemFixed + MemHeap × (float32 weights +
+	// max(MemFile × mapped checkpoint, KV cache + step buffers)).
+	MemFixed float64 `json:"mem_fixed_bytes"`
+	MemHeap  float64 `json:"mem_heap"`
+	MemFile  float64 `json:"mem_file"`
+
+	// Held-out figures written by calibrate-native: median APE (fractions).
+	ErrTTFT       float64 `json:"err_ttft,omitempty"`
+	ErrTPOT       float64 `json:"err_tpot,omitempty"`
+	ErrThroughput float64 `json:"err_throughput,omitempty"`
+	ErrMemory     float64 `json:"err_memory,omitempty"`
+	Rows          int     `json:"rows,omitempty"`
+	Source        string  `json:"source,omitempty"`
+}
+
+// NumNativeTime is the number of time coefficients (NativeCoeffs.TimeVector).
+const NumNativeTime = 10
+
+// NativeTimeNames names the entries of NativeCoeffs.TimeVector.
+var NativeTimeNames = [NumNativeTime]string{"lin", "weight", "attn_flop", "attn_task", "elem", "attn_block", "mlp_block", "step", "seq", "alpha0"}
+
+// TimeVector returns the time coefficients in NativeTimeNames order.
+func (c NativeCoeffs) TimeVector() [NumNativeTime]float64 {
+	return [NumNativeTime]float64{c.Lin, c.Weight, c.AttnFLOP, c.AttnTask, c.Elem, c.AttnBlock, c.MLPBlock, c.Step, c.Seq, c.Alpha0}
+}
+
+// WithTimeVector returns c with the time coefficients replaced.
+func (c NativeCoeffs) WithTimeVector(v [NumNativeTime]float64) NativeCoeffs {
+	c.Lin, c.Weight, c.AttnFLOP, c.AttnTask, c.Elem, c.AttnBlock, c.MLPBlock, c.Step, c.Seq, c.Alpha0 =
+		v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]
+	return c
+}
+
+// NativeCoeffFile is the document in native_coefficients.json.
+type NativeCoeffFile struct {
+	Comment string `json:"comment"`
+	Command string `json:"command"`
+	// Host, Measured and Load describe where and when the rows were measured.
+	Host     string `json:"host"`
+	Measured string `json:"measured"`
+	Load     string `json:"load"`
+	// Machines maps a hardware name ("cpu-local") to its coefficients.
+	Machines map[string]NativeCoeffs `json:"machines"`
+}
+
+// ParseNativeCoeffs reads a native coefficient file and checks every value.
+func ParseNativeCoeffs(b []byte) (*NativeCoeffFile, error) {
+	var f NativeCoeffFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("native coefficient file: %w", err)
+	}
+	if len(f.Machines) == 0 {
+		return nil, errors.New("native coefficient file: no machines")
+	}
+	for name, c := range f.Machines {
+		if err := c.check(); err != nil {
+			return nil, fmt.Errorf("native coefficient file: machine %s: %w", name, err)
+		}
+	}
+	return &f, nil
+}
+
+func (c *NativeCoeffs) check() error {
+	if !(c.SgemmFLOPS > 0) || !(c.BandwidthBps > 0) || math.IsInf(c.SgemmFLOPS, 0) || math.IsInf(c.BandwidthBps, 0) {
+		return fmt.Errorf("sgemm_flops %g and bandwidth_bps %g must be positive", c.SgemmFLOPS, c.BandwidthBps)
+	}
+	v := c.TimeVector()
+	all := append(v[:], c.MemFixed, c.MemHeap, c.MemFile)
+	for i, x := range all {
+		if math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
+			name := "memory"
+			if i < NumNativeTime {
+				name = NativeTimeNames[i]
+			}
+			return fmt.Errorf("%s has an invalid value %g", name, x)
+		}
+	}
+	return nil
+}
+
+//go:embed native_coefficients.json
+var embeddedNative []byte
+
+var defaultNative = func() *NativeCoeffFile {
+	f, err := ParseNativeCoeffs(embeddedNative)
+	if err != nil {
+		panic("estimate: embedded native_coefficients.json: " + err.Error())
+	}
+	return f
+}()
+
+// DefaultNativeCoeffs returns the embedded native coefficient file.
+func DefaultNativeCoeffs() *NativeCoeffFile { return defaultNative }
+
+// NativeCoeffsEnv names the environment variable that points at a native
+// coefficient file to use instead of the embedded one.
+const NativeCoeffsEnv = "AUTOCOMPRESS_NATIVE_COEFFS"
+
+// NativeCoeffsPath returns the local override path, where
+// "autocompress calibrate-native" writes by default:
+// $AUTOCOMPRESS_NATIVE_COEFFS when set, else
+// <user config dir>/autocompress/native_coefficients.json (on Linux
+// ~/.config/autocompress/native_coefficients.json).
+func NativeCoeffsPath() (string, error) {
+	if p := os.Getenv(NativeCoeffsEnv); p != "" {
+		return p, nil
+	}
+	d, err := os.UserConfigDir()
+	if err != nil {
+		return "", fmt.Errorf("native coefficients: %w", err)
+	}
+	return filepath.Join(d, "autocompress", "native_coefficients.json"), nil
+}
+
+var activeNative struct {
+	once sync.Once
+	f    *NativeCoeffFile
+	src  string
+	err  error
+}
+
+// ActiveNativeCoeffs returns the native coefficients estimate uses: the
+// file at NativeCoeffsPath when it exists (a local calibration), else the
+// embedded one, and where they came from ("embedded" or the path). It is
+// read once per process; a malformed override is an error, not ignored.
+func ActiveNativeCoeffs() (*NativeCoeffFile, string, error) {
+	a := &activeNative
+	a.once.Do(func() {
+		a.f, a.src = defaultNative, "embedded"
+		p, err := NativeCoeffsPath()
+		if err != nil {
+			return // no config directory: the embedded file
+		}
+		b, err := os.ReadFile(p)
+		if errors.Is(err, fs.ErrNotExist) && os.Getenv(NativeCoeffsEnv) == "" {
+			return
+		}
+		if err != nil {
+			a.err = fmt.Errorf("native coefficients %s: %w", p, err)
+			return
+		}
+		f, err := ParseNativeCoeffs(b)
+		if err != nil {
+			a.err = fmt.Errorf("%s: %w", p, err)
+			return
+		}
+		a.f, a.src = f, p
+	})
+	return a.f, a.src, a.err
+}
+
+// Machine returns the coefficients for hardware name, falling back to
+// "cpu-local" (the only machine calibrated in the embedded file).
+func (f *NativeCoeffFile) Machine(name string) (NativeCoeffs, string) {
+	if c, ok := f.Machines[name]; ok {
+		return c, name
+	}
+	if c, ok := f.Machines["cpu-local"]; ok {
+		return c, "cpu-local"
+	}
+	names := sortedKeys(f.Machines)
+	return f.Machines[names[0]], names[0]
+}
+
+// nativePrecision is how the native engine holds weights: float32.
+var nativePrecision = Precision{Name: "f32", LinearBPW: 32, EmbedBPW: 32, HeadBPW: 32, SmallBPW: 32, Compute: "bf16"}
+
+// nativePrefill is engine.Serve's default prompt-token budget per step.
+const nativePrefill = 512
+
+// NativeCheckpointBytes is the bytes per parameter of the checkpoint file
+// the engine maps while loading (bf16, as the parent and pruned children
+// are written).
+const NativeCheckpointBytes = 2
+
+// resolveNative fills the resolved options of the native engine: float32
+// weights and KV cache whatever the checkpoint's dtype, one sequence slot
+// per client, 512 prompt tokens per step.
+func resolveNative(o *Options, maxLen int) (resolved, error) {
+	r := resolved{eng: Native, tp: 1, maxLen: maxLen, prec: nativePrecision, kv: kvTypes["fp32"], stateBytes: 4, memFraction: 1}
+	switch o.Precision {
+	case "", "f32", "fp32", "float32", "bf16", "fp16", "f16":
+	default:
+		return r, &UnsupportedError{Msg: "precision " + o.Precision + ": the native engine holds every weight in float32 (bf16, f16 and f32 checkpoints are converted on load); it has no quantized kernels"}
+	}
+	switch o.KVDType {
+	case "", "auto", "fp32", "f32":
+	default:
+		return r, &UnsupportedError{Msg: "KV type " + o.KVDType + ": the native engine keeps its KV cache in float32"}
+	}
+	if o.TP > 1 {
+		return r, &UnsupportedError{Msg: "the native engine runs on one machine (no tensor parallelism)"}
+	}
+	if r.maxLen <= 0 {
+		r.maxLen = o.MaxModelLen
+	}
+	if r.maxLen <= 0 {
+		r.maxLen = 4096
+	}
+	r.maxSeqs = or(o.MaxNumSeqs, 1)
+	r.budgetToks = or(o.MaxBatchedTokens, nativePrefill)
+	if r.maxSeqs < 1 || r.budgetToks < 1 {
+		return r, &UnsupportedError{Msg: "max sequences and batched tokens must be ≥ 1"}
+	}
+	return r, nil
+}
+
+// nativeTerms is the native engine's step model: every basis term is
+// linear in the coefficients, so that calibration fits them by least
+// squares.
+type nativeTerms struct {
+	perFLOP, attnPerFLOP, weights, perTask, perElem, fixed, perSeq float64
+	heads, elemWidth                                               float64
+}
+
+func newNativeTerms(s *Summary, c *NativeCoeffs) nativeTerms {
+	return nativeTerms{
+		perFLOP:     c.Lin / c.SgemmFLOPS,
+		attnPerFLOP: c.AttnFLOP / c.SgemmFLOPS,
+		weights:     c.Weight * s.DenseBytes / c.BandwidthBps,
+		perTask:     c.AttnTask * s.AttnHeads,
+		perElem:     c.Elem * s.ElemWidth,
+		fixed:       c.AttnBlock*float64(s.AttnLayers) + c.MLPBlock*float64(s.MLPLayers) + c.Step,
+		perSeq:      c.Seq,
+	}
+}
+
+// terms prices one native step. Every sequence in the step computes a
+// logits row (the last row of its chunk), finished prompt or not.
+func (n *nativeTerms) terms(s *Summary, b Batch) Terms {
+	rows := b.Decode + b.Prefill
+	seqs := b.Decode + b.PrefillSeq
+	var t Terms
+	t.Compute = n.perFLOP*(s.LinearFLOPs*rows+s.HeadFLOPs*seqs) + n.attnPerFLOP*s.AttnFLOPs*(b.PrefillAtt+b.DecodeCtx)
+	if rows > 0 {
+		t.Weights = n.weights
+		t.Overhead = n.fixed
+	}
+	t.KV = n.perTask * seqs
+	t.Overhead += n.perElem*rows + n.perSeq*seqs
+	return t
+}
+
+// nativeMemory plans the native engine's memory: float32 weights, a
+// float32 KV cache of reqTokens per sequence for slots sequences, step
+// buffers for the largest step (slots decoders plus the prompt budget),
+// the checkpoint mapped while loading (the peak is the larger of the
+// mapped file and what serving adds to the weights), and the process's
+// fixed cost. It returns false with rep.Fail set when that exceeds dev.
+func nativeMemory(rep *MemoryReport, s *Summary, hwName string, dev float64, r *resolved, c *NativeCoeffs, reqTokens float64, slots int) bool {
+	n := float64(max(slots, 1))
+	perSeq := (s.KVBytes + s.SWAKVBytes) * reqTokens
+	kv := perSeq * n
+	act := nativeStepBytes(s, n, reqTokens, float64(r.budgetToks), float64(max(c.Threads, 1)))
+	file := c.MemFile * s.TotalParams * NativeCheckpointBytes
+	h := c.MemHeap
+	rep.WeightsBytes = h * s.WeightBytes
+	rep.KVPoolBytes = h * kv
+	rep.ActivationBytes = h * act
+	rep.OverheadBytes = c.MemFixed + h*math.Max(file-kv-act, 0)
+	rep.KVCapacityTokens = reqTokens * n
+	rep.NeededBytes = rep.TotalBytes()
+	rep.BudgetBytes = rep.NeededBytes
+	rep.MaxConcurrency = int(n)
+	if perSeq > 0 {
+		rep.MaxConcurrency = int(math.Floor((dev - rep.NeededBytes + h*kv) / (h * perSeq)))
+	}
+	if rep.NeededBytes > dev {
+		rep.Fail = FitError{Engine: Native, GPU: hwName, Term: "weights + KV cache + buffers", Need: rep.NeededBytes, Have: dev,
+			Hint: "the native engine holds float32 weights; use a smaller model, fewer clients or shorter requests", Tokens: int(reqTokens), Slots: int(n)}
+		return false
+	}
+	rep.Fits = true
+	return true
+}
+
+// nativeStepBytes is the native engine's step-buffer memory for slots
+// sequences of reqTokens tokens with a prompt budget of budget tokens per
+// step and threads attention workers (see engine.Model.Step): per row the
+// hidden state, norm and residual buffers, queries, keys, values and
+// attention output, and the MLP's gate, up and hidden; a logits row per
+// sequence; and one score matrix (chunk × context) per worker.
+func nativeStepBytes(s *Summary, slots, reqTokens, budget, threads float64) float64 {
+	rows := math.Min(slots+budget, slots*reqTokens)
+	perRow := 3*float64(s.Hidden) + 2*float64(s.MaxQDim) + 2*float64(s.MaxKVDim) + 3*float64(s.MaxFFN)
+	chunk := math.Min(budget, reqTokens)
+	scores := 0.0
+	if s.AttnLayers > 0 {
+		scores = threads * chunk * reqTokens
+	}
+	return 4 * (rows*perRow + slots*float64(s.Vocab) + scores)
+}
+
+// nativeSlots bounds the clients nativeLoop tracks one by one; beyond
+// that each slot stands for conc/nativeSlots identical clients.
+const nativeSlots = 64
+
+// nativeLoop prices a bench-serve run of engine.Serve's closed loop:
+// nreq requests of fixed lengths from conc clients, all starting at once,
+// each client sending its next request the moment the previous one
+// completes until nreq have been sent; every step runs all sequences in
+// flight, decoders one token each and prompts in arrival order in chunks
+// of at most budget tokens in all. It follows the clients step by step
+// while prompts are pending and jumps over decode-only stretches in closed
+// form (a step is affine in its context), and returns the means over all
+// requests, as bench-serve reports them, and the run's wall time. It does
+// not allocate.
+func nativeLoop(m *stepModel, conc int, nreq, isl, osl, budget float64) (ttft, tpot, e2e, wall float64) {
+	isl, osl = max(math.Round(isl), 1), max(math.Round(osl), 1)
+	n := min(max(conc, 1), nativeSlots)
+	sz := float64(max(conc, 1)) / float64(n)
+	prompt := sz * isl // prompt tokens of one slot
+	nreq = max(math.Min(nreq, 64*float64(max(conc, 1))), float64(max(conc, 1)))
+	var arrival, first, fed, gen [nativeSlots]float64
+	var idle [nativeSlots]bool
+	t := 0.0
+	issued := float64(n) * sz
+	var sumT, sumP, sumE, cnt float64
+	complete := func(i int) {
+		sumT += sz * (first[i] - arrival[i])
+		sumE += sz * (t - arrival[i])
+		if osl > 1 {
+			sumP += sz * (t - first[i]) / (osl - 1)
+		}
+		cnt += sz
+		if issued+sz > nreq+1e-9 {
+			idle[i] = true
+			return
+		}
+		issued += sz
+		arrival[i], fed[i], gen[i] = t, 0, 0
+	}
+	for iter := 0; cnt < nreq-1e-9 && iter < 1<<20; iter++ {
+		var b Batch
+		pending := false
+		for i := 0; i < n; i++ {
+			switch {
+			case idle[i]:
+			case fed[i] == prompt:
+				b.Decode += sz
+				b.DecodeCtx += sz * (isl + gen[i])
+			default:
+				pending = true
+			}
+		}
+		if !pending {
+			// Decode-only stretch until the next completion.
+			k := osl
+			for i := 0; i < n; i++ {
+				if !idle[i] {
+					k = min(k, osl-gen[i])
+				}
+			}
+			k = max(k, 1)
+			b.DecodeCtx += b.Decode * (k - 1) / 2
+			t += k * m.time(b)
+			for i := 0; i < n; i++ {
+				if idle[i] {
+					continue
+				}
+				gen[i] += k
+				if gen[i] >= osl {
+					complete(i)
+				}
+			}
+			continue
+		}
+		// Prompt chunks in arrival order (ties by client index).
+		var chunk [nativeSlots]float64
+		room := budget
+		for room > 0 {
+			j := -1
+			for i := 0; i < n; i++ {
+				if !idle[i] && fed[i] < prompt && chunk[i] == 0 && (j < 0 || arrival[i] < arrival[j]) {
+					j = i
+				}
+			}
+			if j < 0 {
+				break
+			}
+			c := math.Min(room, prompt-fed[j])
+			chunk[j] = c
+			off := math.Mod(fed[j], isl)
+			b.Prefill += c
+			b.PrefillAtt += c * (off + (math.Min(c, isl)+1)/2)
+			seqs := 1.0
+			if sz > 1 {
+				seqs = math.Ceil(c / isl)
+			}
+			b.PrefillSeq += seqs
+			if fed[j]+c == prompt {
+				b.PrefillDone += sz
+			}
+			room -= c
+		}
+		t += m.time(b)
+		for i := 0; i < n; i++ {
+			switch {
+			case idle[i]:
+				continue
+			case chunk[i] > 0:
+				fed[i] += chunk[i]
+				if fed[i] < prompt {
+					continue
+				}
+				first[i], gen[i] = t, 1
+			case fed[i] == prompt:
+				gen[i]++
+			default:
+				continue
+			}
+			if gen[i] >= osl {
+				complete(i)
+			}
+		}
+	}
+	if cnt == 0 {
+		return 0, 0, 0, 0
+	}
+	return sumT / cnt, sumP / cnt, sumE / cnt, t
+}
+
+// nativeLatency is the analytic closed-loop latency of the native engine.
+func (c *Compiled) nativeLatency(m *stepModel) Latency {
+	conc := max(int(c.conc), 1)
+	nreq := max(c.nreq, float64(conc))
+	ttft, tpot, e2e, wall := nativeLoop(m, conc, nreq, c.isl, c.osl, float64(c.r.budgetToks))
+	a0 := c.nat.Alpha0
+	var l Latency
+	l.TTFT, l.TPOT, l.E2E = ttft+a0, tpot, e2e+a0
+	l.TTFTP90, l.TPOTP90, l.E2EP90 = l.TTFT, l.TPOT, l.E2E
+	if wall > 0 {
+		// As bench-serve counts it: all requests over the run's wall time.
+		l.RequestsPerS = math.Min(nreq, 64*float64(conc)) / wall
+	}
+	l.OutputTokS = l.RequestsPerS * c.osl
+	l.PrefillTokS = l.RequestsPerS * c.isl
+	if tpot > 0 {
+		l.DecodeTokS = 1 / tpot
+	}
+	l.Running = float64(conc)
+	b := Batch{Decode: float64(conc), DecodeCtx: float64(conc) * (c.isl + c.osl/2)}
+	l.Step = m.terms(b)
+	l.StepTime = l.Step.Total()
+	return l
+}
+
+// NativeCoeffs returns the native coefficients in use (meaningful for the
+// native engine only).
+func (c *Compiled) NativeCoeffs() NativeCoeffs { return c.nat }
+
+// SetNativeCoeffs replaces the native coefficients (used by calibration).
+func (c *Compiled) SetNativeCoeffs(n NativeCoeffs) { c.nat = n }

@@ -1,0 +1,249 @@
+package nativecal
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/estimate"
+	"github.com/autocompress/autocompress/parent"
+	"github.com/autocompress/autocompress/servebench"
+)
+
+func parentArch(t testing.TB) *architecture.Model {
+	t.Helper()
+	d, err := parent.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := architecture.Load(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// TestParentShape: the sweep's parent shape is the embedded parent's.
+func TestParentShape(t *testing.T) {
+	a := parentArch(t)
+	got := parentShape().Arch(a)
+	if len(got.Layers) != len(a.Layers) || got.Hidden != a.Hidden {
+		t.Fatalf("parent shape %s does not match the parent", parentShape())
+	}
+	for i := range a.Layers {
+		if *got.Layers[i].Attention != *a.Layers[i].Attention || *got.Layers[i].MLP != *a.Layers[i].MLP {
+			t.Fatalf("layer %d: %+v vs %+v", i, got.Layers[i], a.Layers[i])
+		}
+	}
+}
+
+func TestShapeRoundTrip(t *testing.T) {
+	for _, p := range DesignedSweep() {
+		s, err := ParseShape(p.Shape.String())
+		if err != nil || s.String() != p.Shape.String() {
+			t.Fatalf("%s: %v, %s", p.Shape, err, s)
+		}
+	}
+	for _, bad := range []string{"", "192/8/2/24", "192/8/2:A1", "192/8/3/24:A1", "192/8/2/24:", "192/8/2/24:B5", "192/8/2/24:A-1", "0/8/2/24:A1", "192/8/2/24:A+1"} {
+		if _, err := ParseShape(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func FuzzParseShape(f *testing.F) {
+	f.Add("192/8/2/24:A512 _512 A0")
+	f.Add("1/1/1/1:_0")
+	f.Fuzz(func(t *testing.T, spec string) {
+		s, err := ParseShape(spec)
+		if err != nil {
+			return
+		}
+		back, err := ParseShape(s.String())
+		if err != nil || back.String() != s.String() {
+			t.Fatalf("%q → %q → %v", spec, s.String(), err)
+		}
+	})
+}
+
+func FuzzReadRows(f *testing.F) {
+	var buf bytes.Buffer
+	row := Row{Point: QuickSweep()[0], TTFT: 0.01, TPOT: 0.002, E2E: 0.05, OutputTPS: 500, PeakRSSBytes: 1 << 25, SgemmFLOPS: 4e10}
+	if err := WriteRows(&buf, []Row{row}); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(buf.String())
+	f.Fuzz(func(t *testing.T, s string) {
+		rows, err := ReadRows(strings.NewReader(s))
+		if err != nil {
+			return
+		}
+		var out bytes.Buffer
+		if err := WriteRows(&out, rows); err != nil {
+			t.Fatal(err)
+		}
+		again, err := ReadRows(&out)
+		if err != nil || len(again) != len(rows) {
+			t.Fatalf("round trip: %v", err)
+		}
+	})
+}
+
+func TestReadRowsErrors(t *testing.T) {
+	h := strings.Join(header, ",") + "\n"
+	good := "parent,fit,192/8/2/24:A512,128,64,4,32,0.01,0.002,0.1,500,1000,0.1,0.1,0.5,4e10\n"
+	if rows, err := ReadRows(strings.NewReader(h + good)); err != nil || len(rows) != 1 || rows[0].Conc != 4 {
+		t.Fatalf("%v %+v", err, rows)
+	}
+	for _, tc := range []struct{ body, msg string }{
+		{"x,y\n", "header"},
+		{h + strings.Replace(good, ",fit,", ",train,", 1), "column set"},
+		{h + strings.Replace(good, ",128,", ",0,", 1), "column isl"},
+		{h + strings.Replace(good, ",0.002,", ",NaN,", 1), "column tpot_s"},
+		{h + strings.Replace(good, "A512", "Q512", 1), "column shape"},
+	} {
+		if _, err := ReadRows(strings.NewReader(tc.body)); err == nil || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%q: %v (want %q)", tc.body, err, tc.msg)
+		}
+	}
+}
+
+// TestFitIsLinear: the fit treats TTFT, TPOT and time per output token
+// as linear in the time coefficients; check that the price of a mix of
+// coefficients is the mix of the unit prices.
+func TestFitIsLinear(t *testing.T) {
+	m, err := newModel(parentArch(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := estimate.DefaultNativeCoeffs().Machines[Machine]
+	for _, p := range DesignedSweep()[:12] {
+		r := Row{Point: p}
+		var sumT, sumP, sumW float64
+		v := base.TimeVector()
+		for k := range estimate.NumNativeTime {
+			var e [estimate.NumNativeTime]float64
+			e[k] = v[k]
+			pr, err := m.predict(&r, base.WithTimeVector(e))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sumT += pr.TTFT
+			sumP += pr.TPOT
+			if pr.OutputTPS > 0 {
+				sumW += 1 / pr.OutputTPS
+			}
+		}
+		full, _ := m.predict(&r, base)
+		for _, c := range [][2]float64{{sumT, full.TTFT}, {sumP, full.TPOT}, {sumW, 1 / full.OutputTPS}} {
+			if math.Abs(c[0]-c[1]) > 1e-9*c[1] {
+				t.Fatalf("%s %d/%d/%d: sum of parts %g, whole %g", p.Name, p.ISL, p.OSL, p.Conc, c[0], c[1])
+			}
+		}
+	}
+}
+
+// TestNNLSRecoversCoefficients: rows priced with known coefficients are
+// fitted back exactly.
+func TestNNLSRecoversCoefficients(t *testing.T) {
+	a := parentArch(t)
+	truth := estimate.DefaultNativeCoeffs().Machines[Machine]
+	v := truth.TimeVector()
+	v[1], v[4] = 0, 0 // some coefficients at the bound
+	truth = truth.WithTimeVector(v)
+	m, _ := newModel(a)
+	var rows []Row
+	for _, p := range DesignedSweep() {
+		r := Row{Point: p, SgemmFLOPS: truth.SgemmFLOPS}
+		pr, err := m.predict(&r, truth)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.TTFT, r.TPOT, r.OutputTPS = pr.TTFT, pr.TPOT, pr.OutputTPS
+		rows = append(rows, r)
+	}
+	co, err := Fit(a, rows, truth.Threads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Validate(a, rows, co)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.HeldOut.TTFT > 1e-4 || rep.HeldOut.TPOT > 1e-4 || rep.HeldOut.Throughput > 1e-4 || !rep.RankingAgrees {
+		t.Fatalf("refit of exact rows: %+v (coefficients %+v)", rep.HeldOut, co)
+	}
+}
+
+// TestMeasureInProcess runs a two-point sweep of the machinery (random
+// models built from the parent's shape, saved, loaded and served).
+func TestMeasureInProcess(t *testing.T) {
+	pts := QuickSweep()[:2]
+	for i := range pts {
+		pts[i].ISL, pts[i].OSL, pts[i].Requests = 8, 4, 2
+	}
+	var seen []int
+	rows, err := Measure(context.Background(), parentArch(t), pts, InProcess, servebench.Options{Repeats: 1, MaxWarmup: 2},
+		func(p Progress) { seen = append(seen, p.Done) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || len(seen) != 2 || seen[1] != 2 {
+		t.Fatalf("rows %d, progress %v", len(rows), seen)
+	}
+	for _, r := range rows {
+		if r.TTFT <= 0 || r.TPOT <= 0 || r.OutputTPS <= 0 || r.SgemmFLOPS <= 0 || r.PeakRSSBytes != 0 {
+			t.Fatalf("row %+v", r)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Measure(ctx, parentArch(t), pts, InProcess, servebench.Options{}, nil); err == nil {
+		t.Fatal("cancelled sweep succeeded")
+	}
+}
+
+// TestCommittedFitReproduces refits the committed sweep rows: the time
+// and memory coefficients and the held-out errors stored in the embedded
+// native_coefficients.json must come out again, so the file is what the
+// rows and this code give.
+func TestCommittedFitReproduces(t *testing.T) {
+	rows, err := CommittedRows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) == 0 {
+		t.Skip("no committed sweep rows (sweep.csv is empty)")
+	}
+	want := estimate.DefaultNativeCoeffs().Machines[Machine]
+	a := parentArch(t)
+	got, err := Fit(a, rows, want.Threads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	near := func(x, y float64) bool { return math.Abs(x-y) <= 1e-9*math.Abs(y)+1e-15 }
+	gv, wv := got.TimeVector(), want.TimeVector()
+	for k := range gv {
+		if !near(gv[k], wv[k]) {
+			t.Errorf("%s: refitted %g, embedded %g", estimate.NativeTimeNames[k], gv[k], wv[k])
+		}
+	}
+	if !near(got.SgemmFLOPS, want.SgemmFLOPS) || !near(got.MemFixed, want.MemFixed) || !near(got.MemHeap, want.MemHeap) || !near(got.MemFile, want.MemFile) {
+		t.Errorf("refitted %+v, embedded %+v", got, want)
+	}
+	rep, err := Validate(a, rows, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range [][2]float64{{rep.HeldOut.TTFT, want.ErrTTFT}, {rep.HeldOut.TPOT, want.ErrTPOT}, {rep.HeldOut.Throughput, want.ErrThroughput}, {rep.HeldOut.Memory, want.ErrMemory}} {
+		if !near(max(c[0], 0), c[1]) {
+			t.Errorf("held-out error %g, embedded %g", c[0], c[1])
+		}
+	}
+	if len(rep.Ranking) < 4 {
+		t.Errorf("ranking of %d children, want the 5 held-out shapes", len(rep.Ranking))
+	}
+}

@@ -1,0 +1,217 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/estimate"
+	"github.com/autocompress/autocompress/estimate/nativecal"
+	"github.com/autocompress/autocompress/internal/output"
+	"github.com/autocompress/autocompress/parent"
+	"github.com/autocompress/autocompress/servebench"
+)
+
+func init() {
+	Register(&Command{
+		Name:  "calibrate-native",
+		Usage: "[--quick] [--from-rows FILE.csv] [--rows-out FILE.csv] [--out FILE.json] [--force]",
+		Short: "measure the native engine on this machine and fit its cost model (cpu-local)",
+		Long: `Calibrate-native measures the native engine with bench-serve over a designed sweep
+and fits the coefficients estimate, search and the pipeline use for --engine native on
+cpu-local.
+
+The sweep (estimate/nativecal.DesignedSweep): random-weight models built from the embedded
+parent's shape, saved as bf16 checkpoints: 9 fitted shapes (parent, FFN 256, depth 4,
+attention removed in 6 layers, MLP removed in 3, 4 heads, hidden 128, a wider 6-layer
+model, per-layer FFN) each under four of five workloads (isl/osl/concurrency 128/64/4,
+32/96/1, 256/32/2, 64/64/8, 384/16/4), and 5 held-out children (uniform FFN 384, depth 6,
+another per-layer FFN, attention removed in 3 layers, all combined) under 128/64/4,
+96/48/2 and 200/100/6. Each point runs "autocompress bench-serve --json" in a child
+process (8 requests per client, at least 16; --repeats measured runs after warm-up runs
+that repeat until TTFT and TPOT agree within 5%), so its peak RSS is that of one model;
+the sgemm rate (1024³, all threads) is measured before each point.
+
+The fit: step-time coefficients by non-negative least squares on the relative errors of
+TTFT, TPOT and time per output token of the fitted rows; the memory rule (fixed cost, heap
+multiplier, mapped checkpoint) by least squares on the peak RSS. The held-out report is
+printed (as validate-native prints it) and its medians are stored with the coefficients.
+
+--out defaults to the local override that estimate reads when present
+($AUTOCOMPRESS_NATIVE_COEFFS, else ~/.config/autocompress/native_coefficients.json);
+pass --out estimate/native_coefficients.json --rows-out estimate/nativecal/sweep.csv to
+replace the embedded defaults. --from-rows refits from measured rows without measuring.
+--quick runs a 4-point sweep (about a minute) to check the machinery; its fit is not a
+calibration. The full sweep takes about 12 minutes on the 2-core development machine.
+
+Reproduce the embedded coefficients from the committed rows with:
+  autocompress calibrate-native --from-rows estimate/nativecal/sweep.csv --out estimate/native_coefficients.json --force`,
+		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+			quick := fs.Bool("quick", false, "a 4-point sweep that checks the machinery (not a calibration)")
+			fromRows := fs.String("from-rows", "", "fit from these measured rows (CSV) instead of measuring")
+			rowsOut := fs.String("rows-out", "", "write the measured rows here (CSV)")
+			out := fs.String("out", "", "coefficient file to write (default: the local override path)")
+			force := fs.Bool("force", false, "overwrite --out and --rows-out if they exist")
+			repeats := fs.Int("repeats", 3, "measured bench-serve runs per point")
+			maxWarmup := fs.Int("max-warmup", 3, "most warm-up runs per point (at least 2)")
+			return func(ctx context.Context, env *Env, args []string) error {
+				if len(args) > 0 {
+					return Usagef("unexpected arguments %q", args)
+				}
+				if *repeats < 1 || *maxWarmup < 2 {
+					return Usagef("--repeats must be ≥ 1 and --max-warmup ≥ 2, got %d and %d", *repeats, *maxWarmup)
+				}
+				if *fromRows != "" && (*quick || *rowsOut != "") {
+					return Usagef("--from-rows fits existing rows; it does not combine with --quick or --rows-out")
+				}
+				dest := *out
+				if dest == "" {
+					p, err := estimate.NativeCoeffsPath()
+					if err != nil {
+						return err
+					}
+					dest = p
+				}
+				for _, p := range []string{dest, *rowsOut} {
+					if p == "" || *force {
+						continue
+					}
+					if _, err := os.Stat(p); err == nil {
+						return Usagef("%s exists; pass --force to replace it", p)
+					} else if !errors.Is(err, os.ErrNotExist) {
+						return err
+					}
+				}
+				par, err := parentArch()
+				if err != nil {
+					return err
+				}
+				var rows []nativecal.Row
+				load := ""
+				if *fromRows != "" {
+					f, err := os.Open(*fromRows)
+					if err != nil {
+						return Usagef("--from-rows: %v", err)
+					}
+					rows, err = nativecal.ReadRows(f)
+					f.Close()
+					if err != nil {
+						return err
+					}
+				} else {
+					exe, err := os.Executable()
+					if err != nil {
+						return fmt.Errorf("calibrate-native: finding this binary to run bench-serve: %w", err)
+					}
+					pts := nativecal.DesignedSweep()
+					if *quick {
+						pts = nativecal.QuickSweep()
+					}
+					load = loadAverage()
+					fmt.Fprintf(env.Stderr, "measuring %d points (load average %s)\n", len(pts), load)
+					rows, err = nativecal.Measure(ctx, par, pts, nativecal.Exec(exe), servebench.Options{Repeats: *repeats, MaxWarmup: *maxWarmup},
+						func(p nativecal.Progress) {
+							r := p.Row
+							fmt.Fprintf(env.Stderr, "[%d/%d %s] %s %d/%d/%d: TTFT %.1f ms, TPOT %.3f ms, %.0f tok/s, %.1f MiB, CPU share %.0f%%\n",
+								p.Done, p.Of, p.Elapsed.Round(time.Second), r.Name, r.ISL, r.OSL, r.Conc, 1e3*r.TTFT, 1e3*r.TPOT, r.OutputTPS,
+								float64(r.PeakRSSBytes)/(1<<20), 100*r.CPUShare)
+						})
+					if err != nil && len(rows) > 0 && *rowsOut != "" {
+						// Keep what was measured: the rows are the expensive part.
+						var buf bytes.Buffer
+						if werr := nativecal.WriteRows(&buf, rows); werr == nil && output.WriteFile(*rowsOut, buf.Bytes(), *force) == nil {
+							fmt.Fprintf(env.Stderr, "wrote the %d rows measured before the error to %s\n", len(rows), *rowsOut)
+						}
+					}
+					if err != nil {
+						return err
+					}
+					load += " → " + loadAverage()
+					if *rowsOut != "" {
+						var buf bytes.Buffer
+						if err := nativecal.WriteRows(&buf, rows); err != nil {
+							return err
+						}
+						if err := output.WriteFile(*rowsOut, buf.Bytes(), *force); err != nil {
+							return err
+						}
+						fmt.Fprintf(env.Stderr, "wrote %s\n", *rowsOut)
+					}
+				}
+				co, err := nativecal.Fit(par, rows, nativecal.Threads())
+				if err != nil {
+					return err
+				}
+				rep, err := nativecal.Validate(par, rows, co)
+				if err != nil {
+					return err
+				}
+				co.ErrTTFT, co.ErrTPOT, co.ErrThroughput, co.ErrMemory = rep.HeldOut.TTFT, rep.HeldOut.TPOT, rep.HeldOut.Throughput, rep.HeldOut.Memory
+				co.Source = fmt.Sprintf("nativecal sweep: %d fitted rows, %d held out", rep.Fit.Rows, rep.HeldOut.Rows)
+				host, _ := os.Hostname()
+				file := estimate.NativeCoeffFile{
+					Comment:  "Fitted by autocompress calibrate-native on bench-serve measurements of this machine (estimate/nativecal). Held-out errors: autocompress validate-native.",
+					Command:  "autocompress calibrate-native --rows-out estimate/nativecal/sweep.csv --out estimate/native_coefficients.json --force",
+					Host:     host,
+					Measured: time.Now().UTC().Format("2006-01-02"),
+					Load:     load,
+					Machines: map[string]estimate.NativeCoeffs{nativecal.Machine: co},
+				}
+				if *fromRows != "" {
+					file.Measured, file.Load = "rows of "+filepath.Base(*fromRows), ""
+					if d := estimate.DefaultNativeCoeffs(); d.Measured != "" {
+						file.Measured, file.Load, file.Host = d.Measured, d.Load, d.Host
+					}
+				}
+				for _, v := range []*float64{&co.ErrTTFT, &co.ErrTPOT, &co.ErrThroughput, &co.ErrMemory} {
+					*v = max(*v, 0) // −1: no rows for the metric
+				}
+				file.Machines[nativecal.Machine] = co
+				data, err := json.MarshalIndent(file, "", "  ")
+				if err != nil {
+					return err
+				}
+				data = append(data, '\n')
+				if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
+					return err
+				}
+				if err := output.WriteFile(dest, data, *force); err != nil {
+					return err
+				}
+				rep.Print(env.Stdout)
+				fmt.Fprintf(env.Stderr, "wrote %s\n", dest)
+				return nil
+			}
+		},
+	})
+}
+
+// parentArch returns the embedded parent's architecture.
+func parentArch() (*architecture.Model, error) {
+	d, err := parent.Dir()
+	if err != nil {
+		return nil, fmt.Errorf("extracting the embedded parent: %w", err)
+	}
+	return architecture.Load(d)
+}
+
+// loadAverage returns the 1-minute load average (Linux), or "unknown".
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}

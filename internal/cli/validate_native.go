@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/autocompress/autocompress/estimate"
+	"github.com/autocompress/autocompress/estimate/nativecal"
+)
+
+func init() {
+	Register(&Command{
+		Name:  "validate-native",
+		Usage: "[--rows FILE.csv] [--coeffs FILE.json] [--json]",
+		Short: "report the native engine estimate's error against bench-serve rows held out from its fit",
+		Long: `Validate-native prices every row of the native calibration sweep (default: the rows
+committed in estimate/nativecal/sweep.csv, measured by calibrate-native) with the native
+coefficients estimate uses (the local override when present, else the embedded file; or
+--coeffs FILE), and prints the median and largest absolute errors of TTFT, TPOT, output
+throughput and peak memory (against bench-serve's VmHWM) on the held-out rows and on the
+fitted ones, the ranking of the held-out children by TPOT at isl 128, osl 64, concurrency 4
+(measured and estimated, with ratios to the uniform child), every row, and the machine's
+load while they were measured. Nothing is measured: it runs in a second.`,
+		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
+			rowsPath := fs.String("rows", "", "measured rows (CSV from calibrate-native --rows-out); default the committed sweep")
+			coeffs := fs.String("coeffs", "", "native coefficient file (default: the one estimate uses)")
+			asJSON := fs.Bool("json", false, "write the report as JSON")
+			return func(ctx context.Context, env *Env, args []string) error {
+				if len(args) > 0 {
+					return Usagef("unexpected arguments %q", args)
+				}
+				var rows []nativecal.Row
+				var err error
+				if *rowsPath != "" {
+					f, err := os.Open(*rowsPath)
+					if err != nil {
+						return Usagef("--rows: %v", err)
+					}
+					rows, err = nativecal.ReadRows(f)
+					f.Close()
+					if err != nil {
+						return err
+					}
+				} else if rows, err = nativecal.CommittedRows(); err != nil {
+					return err
+				}
+				var file *estimate.NativeCoeffFile
+				src := *coeffs
+				if src != "" {
+					b, err := os.ReadFile(src)
+					if err != nil {
+						return Usagef("--coeffs: %v", err)
+					}
+					if file, err = estimate.ParseNativeCoeffs(b); err != nil {
+						return err
+					}
+				} else if file, src, err = estimate.ActiveNativeCoeffs(); err != nil {
+					return err
+				}
+				co, _ := file.Machine(nativecal.Machine)
+				par, err := parentArch()
+				if err != nil {
+					return err
+				}
+				rep, err := nativecal.Validate(par, rows, co)
+				if err != nil {
+					return err
+				}
+				if *asJSON {
+					return writeJSON(env.Stdout, rep)
+				}
+				fmt.Fprintf(env.Stdout, "coefficients: %s (%s); rows measured %s, load %s\n", src, co.Source, file.Measured, file.Load)
+				rep.Print(env.Stdout)
+				return nil
+			}
+		},
+	})
+}
