@@ -48,7 +48,10 @@ prices meta-llama/Meta-Llama-3.1-8B on h100-sxm with vllm, bf16 and the chat wor
 
 Batch mode: --scenarios reads a CSV with the columns
   id,model,gpu,engine,precision,tp,isl,osl,concurrency,request_rate,num_requests
-(request_rate empty or 0 means closed loop at concurrency; "inf" = offline) and writes
+(request_rate empty or 0 means closed loop at concurrency; "inf" = offline) and the
+optional columns kv_dtype,mem_fraction,max_num_seqs,max_batched_tokens,context, each
+meaning what the flag of that name means (empty = the engine's default), and gpus (GPUs
+per node; only empty or equal to tp is accepted for now). It writes
 --out with one row per scenario:
   id,fits,weights_gib,kv_gib,overhead_gib,total_gib,kv_capacity_tokens,max_concurrency,
   ttft_ms,tpot_ms,e2e_ms,output_tok_s,prefill_tok_s,decode_tok_s,error
@@ -249,7 +252,8 @@ func parseRate(s string) (float64, error) {
 }
 
 // estModel resolves a preset, config.json or checkpoint directory, falling
-// back to the shapes the ground-truth mapping knows.
+// back to the model ids the ground-truth mapping knows, as published tables
+// write them (quantization suffixes, shape-identical releases).
 func estModel(name string) (*architecture.Model, error) {
 	m, err := architecture.Load(name)
 	if err == nil {
@@ -261,7 +265,7 @@ func estModel(name string) (*architecture.Model, error) {
 	if _, statErr := os.Stat(name); statErr == nil {
 		return nil, err // a real file or directory that failed to parse
 	}
-	if m, ok := groundtruth.Describe(name); ok {
+	if m, ok := groundtruth.DescribePublished(name); ok {
 		return m, nil
 	}
 	names := append(architecture.Presets(), groundtruth.Known()...)
@@ -567,7 +571,8 @@ func checkpointPrecision(raw map[string]any) string {
 
 // Scenario CSV columns.
 var (
-	scenarioIn  = []string{"id", "model", "gpu", "engine", "precision", "tp", "isl", "osl", "concurrency", "request_rate", "num_requests"}
+	scenarioIn = []string{"id", "model", "gpu", "engine", "precision", "tp", "isl", "osl", "concurrency", "request_rate", "num_requests",
+		"kv_dtype", "mem_fraction", "max_num_seqs", "max_batched_tokens", "context", "gpus"}
 	scenarioOut = []string{"id", "fits", "weights_gib", "kv_gib", "overhead_gib", "total_gib", "kv_capacity_tokens", "max_concurrency",
 		"ttft_ms", "tpot_ms", "e2e_ms", "output_tok_s", "prefill_tok_s", "decode_tok_s", "error"}
 )
@@ -732,7 +737,17 @@ func estimateScenario(rec []string, col map[string]int, cat *hardware.Catalog, c
 	if tp < 1 {
 		return fail(fmt.Errorf("tp must be ≥ 1, got %d", tp))
 	}
-	o := estimate.Options{Precision: get("precision"), TP: tp}
+	o, err := scenarioSettings(get, num, tp)
+	if err != nil {
+		return fail(err)
+	}
+	o.Precision = get("precision")
+	if o.MaxModelLen > 0 {
+		w.ContextLimit = o.MaxModelLen // as --context: the server's limit and the workload's
+		if err := w.Validate(); err != nil {
+			return fail(fmt.Errorf("context: %w", err))
+		}
+	}
 	res, err := estRun(m, hw, eng, o, &w, cf, analyticOnly)
 	if err != nil {
 		out := fail(err)
@@ -746,6 +761,48 @@ func estimateScenario(rec []string, col map[string]int, cat *hardware.Catalog, c
 	return []string{id, "true", ff(gib(mem.WeightsBytes), 3), ff(gib(mem.KVPoolBytes), 3), ff(gib(mem.ActivationBytes+mem.OverheadBytes), 3),
 		ff(gib(mem.TotalBytes()), 3), fmtTokens(mem.KVCapacityTokens), strconv.Itoa(mem.MaxConcurrency),
 		ff(l.TTFT*1e3, 2), ff(l.TPOT*1e3, 3), ff(l.E2E*1e3, 1), ff(l.OutputTokS, 1), ff(l.PrefillTokS, 1), ff(l.DecodeTokS, 2), ""}
+}
+
+// scenarioSettings reads a scenario row's optional engine settings, each
+// meaning what the estimate flag of that name means: kv_dtype (--kv-dtype),
+// mem_fraction (--mem-fraction), max_num_seqs (--max-num-seqs),
+// max_batched_tokens (--max-batched-tokens), context (--context). Empty is
+// the engine's default. gpus, the GPUs per node, is checked but only a
+// count equal to tp (one replica on tp GPUs, what the estimator prices) is
+// accepted until the hardware catalog models a GPU count per node.
+func scenarioSettings(get func(string) string, num func(string, int) (int, error), tp int) (estimate.Options, error) {
+	o := estimate.Options{TP: tp, KVDType: get("kv_dtype")}
+	if _, err := estimate.LookupKVType(o.KVDType); err != nil {
+		return o, fmt.Errorf("kv_dtype: %w", err)
+	}
+	if s := get("mem_fraction"); s != "" {
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || !(f > 0 && f <= 1) {
+			return o, fmt.Errorf("mem_fraction: %q must be a number in (0, 1]", s)
+		}
+		o.MemFraction = f
+	}
+	for _, c := range []struct {
+		col string
+		dst *int
+	}{{"max_num_seqs", &o.MaxNumSeqs}, {"max_batched_tokens", &o.MaxBatchedTokens}, {"context", &o.MaxModelLen}} {
+		v, err := num(c.col, 0)
+		if err != nil {
+			return o, err
+		}
+		if v < 0 || (v == 0 && get(c.col) != "") {
+			return o, fmt.Errorf("%s: must be a positive integer (empty = the engine's default), got %d", c.col, v)
+		}
+		*c.dst = v
+	}
+	gpus, err := num("gpus", 0)
+	if err != nil {
+		return o, err
+	}
+	if get("gpus") != "" && gpus != tp {
+		return o, fmt.Errorf("gpus: %d GPUs per node with tp %d is not modelled (the estimator prices one replica on tp GPUs; leave gpus empty or equal to tp)", gpus, tp)
+	}
+	return o, nil
 }
 
 func ff(x float64, prec int) string {
