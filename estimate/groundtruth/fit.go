@@ -46,7 +46,10 @@ func Prepare(rows []Row, skipped Skipped) []*Prepared {
 			skipped.add("unknown GPU")
 			continue
 		}
-		m, ok := Describe(r.Model)
+		m, ok := r.Arch, r.Arch != nil
+		if !ok {
+			m, ok = Describe(r.Model)
+		}
 		if !ok {
 			skipped.add("model not described")
 			continue

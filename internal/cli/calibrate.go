@@ -34,6 +34,9 @@ argonne_fig22_all_results_TTFT_ITL.csv (default: ../shared/data/groundtruth).
 --user adds your own measurements, a CSV with the header
   engine,gpu,model,precision,kv_dtype,tp,isl,osl,concurrency,ttft_ms,tpot_ms,output_tok_s
 (closed-loop runs at fixed lengths; metric columns may be empty, at least one set).
+model is a published id, or a config.json path or checkpoint directory (a relative
+path from the working directory or from the CSV's folder): a pruned child is fitted as
+itself.
 
 Reproduce the embedded coefficients with:
   autocompress calibrate --out estimate/coefficients.json`,

@@ -452,3 +452,50 @@ func TestScenariosSettingsColumns(t *testing.T) {
 		t.Errorf("max_num_seqs 32: max_concurrency %s", mc)
 	}
 }
+
+// TestCalibrateUserChild: calibrate --user fits rows whose model is a child
+// given as a config path (relative to the measurement file) or a checkpoint
+// directory; before, every such row was skipped as "model not described".
+func TestCalibrateUserChild(t *testing.T) {
+	dir := t.TempDir()
+	cfg := `{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 9216,
+"num_hidden_layers": 20, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 128256,
+"rms_norm_eps": 1e-5, "hidden_act": "silu", "torch_dtype": "bfloat16"}`
+	ck := filepath.Join(dir, "child-ckpt")
+	if err := os.MkdirAll(ck, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{filepath.Join(dir, "child.json"), filepath.Join(ck, "config.json")} {
+		if err := os.WriteFile(p, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var b strings.Builder
+	b.WriteString("engine,gpu,model,precision,kv_dtype,tp,isl,osl,concurrency,ttft_ms,tpot_ms,output_tok_s\n")
+	for _, c := range []string{"1", "4", "16", "64"} {
+		b.WriteString("vllm,h100-sxm,child.json,bf16,auto,1,1024,256," + c + ",40,6,\n")
+		b.WriteString("vllm,h200," + ck + ",bf16,auto,1,1024,256," + c + ",35,5,\n")
+	}
+	user := filepath.Join(dir, "child.csv")
+	if err := os.WriteFile(user, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, errs := estRunCLI(t, "calibrate", "--user", user, "--user-only", "--iter", "60", "--no-validate", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(errs, "8 measurement rows usable") || strings.Contains(errs, "not described") {
+		t.Errorf("stderr: %s", errs)
+	}
+	var cf struct {
+		Families map[string]struct {
+			Rows int `json:"rows"`
+		} `json:"families"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &cf); err != nil {
+		t.Fatal(err)
+	}
+	if cf.Families["vllm"].Rows != 8 {
+		t.Errorf("vllm fitted on %d rows, want the 8 child rows", cf.Families["vllm"].Rows)
+	}
+}
