@@ -66,12 +66,17 @@ func validateEstimatorFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env
 		if err != nil {
 			return err
 		}
+		lb, err := llamaBenchCheck(g.iter)
+		if err != nil {
+			return err
+		}
 		if g.jsonOut {
-			return writeJSON(env.Stdout, validationJSON{Report: rep, Independent: ind.json(), KVCapacity: kv.json()})
+			return writeJSON(env.Stdout, validationJSON{Report: rep, Independent: ind.json(), KVCapacity: kv.json(), LlamaBench: lb.cells})
 		}
 		printValidation(env.Stdout, rep)
 		ind.print(env.Stdout)
 		kv.print(env.Stdout)
+		lb.print(env.Stdout)
 		return nil
 	}
 }
@@ -187,11 +192,63 @@ func signedPct(x float64) string {
 }
 
 // validationJSON is validate-estimator's --json document: the held-out
-// report plus the two independent checks.
+// report plus the two independent checks and the llama-bench hold-out.
 type validationJSON struct {
 	*groundtruth.Report
-	Independent independentJSON `json:"independent"`
-	KVCapacity  kvJSON          `json:"kv_capacity"`
+	Independent independentJSON              `json:"independent"`
+	KVCapacity  kvJSON                       `json:"kv_capacity"`
+	LlamaBench  []groundtruth.LlamaBenchCell `json:"llama_bench"`
+}
+
+// benchCheck is the llama-bench hold-out: llama.cpp prompt processing and
+// decode on GeForce and Apple GPUs, each GPU predicted by the family
+// refitted on the others.
+type benchCheck struct {
+	rows  int
+	cells []groundtruth.LlamaBenchCell
+}
+
+func llamaBenchCheck(iter int) (*benchCheck, error) {
+	rows, err := groundtruth.LlamaBenchTables()
+	if err != nil {
+		return nil, fmt.Errorf("llama-bench tables: %w", err)
+	}
+	_, cells, err := groundtruth.ValidateLlamaBench(rows, estimate.PriorCoeffs(), iter)
+	if err != nil {
+		return nil, err
+	}
+	return &benchCheck{rows: len(rows), cells: cells}, nil
+}
+
+func (b *benchCheck) print(w io.Writer) {
+	fmt.Fprintf(w, "\nllama.cpp on GeForce and Apple GPUs: published llama-bench rows (%d; estimate/groundtruth/testdata/llama_bench.md), each GPU held out of the fit that predicts it\n", b.rows)
+	fmt.Fprintf(w, "%-15s %-8s %-10s %4s %8s %8s %8s\n", "family", "test", "prediction", "n", "median", "p90", "bias")
+	for _, c := range b.cells {
+		fmt.Fprintf(w, "%-15s %-8s %-10s %4d %8s %8s %8s\n", c.Family, c.Test, c.Kind, c.N, pct(c.Median), pct(c.P90), signedPct(c.Bias))
+	}
+	for _, t := range []struct {
+		test, name string
+		target     float64
+	}{{groundtruth.BenchPP, "prompt processing (≤ 1024 tokens)", groundtruth.LlamaBenchTargets.PP}, {groundtruth.BenchTG, "decode", groundtruth.LlamaBenchTargets.TG}} {
+		c, err := groundtruth.LlamaBenchCellFor(b.cells, "all", t.test, "held-out")
+		if err != nil {
+			continue
+		}
+		verdict := "meets"
+		if c.Median > t.target {
+			verdict = "MISSES"
+		}
+		fmt.Fprintf(w, "%s held-out: n=%d median %s (prior %s)  target ≤ %.0f%%: %s\n", t.name, c.N, pct(c.Median), priorMedian(b.cells, t.test), t.target*100, verdict)
+	}
+	fmt.Fprintf(w, "pp-long (prompts above 1024 tokens, builds without flash attention) is reported, not fitted and not in the target\n")
+}
+
+func priorMedian(cells []groundtruth.LlamaBenchCell, test string) string {
+	c, err := groundtruth.LlamaBenchCellFor(cells, "all", test, "prior")
+	if err != nil {
+		return "—"
+	}
+	return pct(c.Median)
 }
 
 // num is a float that encodes NaN and ±Inf as null (JSON has neither).
