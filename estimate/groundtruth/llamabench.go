@@ -170,8 +170,9 @@ func (b *benchCase) predict(co estimate.Coeffs) float64 {
 // GEMM (1/MFU of prompt GEMMs at the peak GGMLPeak names) and CompLow
 // (block-quantized GEMMs relative to F16). The decode terms (Comp on the
 // BF16 rate, Layer, Weight, Quant) keep the costmodel.md §5.4 priors: fitted
-// per GPU class on two or three Apple GPUs they did worse held out (Metal
-// decode 13 % median against the priors' 8 %).
+// on two or three Apple GPUs at a time they did worse held out (Metal decode
+// 13.4 % median against 7.6 % for the priors, in a variant that priced
+// decode at the GEMM peak too).
 var benchParams = []struct {
 	name   string
 	get    func(*estimate.Coeffs) *float64

@@ -35,8 +35,14 @@ Throughput of the AIConfigurator rows is derived from their TTFT and TPOT
 Then two checks on published data that no fit ever sees, scored with the shipped
 coefficients: TensorRT-LLM's performance-overview tables (max-load throughput and
 online-serving TTFT/ITL), and the KV capacity (tokens or GiB) and weight memory that
-engines printed at start-up in public logs. Both data sets are embedded; their sources are
-in estimate/groundtruth/testdata/*.md.
+engines printed at start-up in public logs. The max-load tables are also priced through
+estimate --scenarios, once with the setting columns empty and once with the FP8 KV cache and
+0.95 memory fraction they state.
+
+Last, llama.cpp on GeForce and Apple GPUs: published llama-bench prompt-processing and
+decode rows, each GPU predicted by the llamacpp-cuda / llamacpp-metal terms refitted on the
+other GPUs (targets: prompt median ≤ 15 %, decode ≤ 10 %). All these data sets are
+embedded; their sources are in estimate/groundtruth/testdata/*.md.
 
 The protocol, the latest figures and the error analysis are in estimate/ACCURACY.md.`,
 		Flags: validateEstimatorFlags,
