@@ -58,3 +58,19 @@ func TestReadLlamaBenchErrors(t *testing.T) {
 		}
 	}
 }
+
+func FuzzReadLlamaBench(f *testing.F) {
+	f.Add([]byte("source_id,gpu,model,precision,test,tokens,tok_s,note\ns,rtx-4090,meta-llama/Meta-Llama-3-8B,q4_k_m,pp,512,7000,\n"))
+	f.Add([]byte("# c\nsource_id,gpu,model,precision,test,tokens,tok_s,note\ns,x,y,f16,tg,1e9,NaN,\"\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rows, err := ReadLlamaBench(strings.NewReader(string(data)), "f.csv")
+		if err != nil {
+			return
+		}
+		for _, r := range rows {
+			if r.Tokens < 1 || !(r.TokS > 0) || math.IsInf(r.TokS, 0) || (r.Test != BenchPP && r.Test != BenchTG) {
+				t.Fatalf("accepted an invalid row %+v", r)
+			}
+		}
+	})
+}
