@@ -27,7 +27,8 @@ type Coeffs struct {
 	// (M/D/1 wait ρ/(2(1−ρ)) × own prefill time, ρ = prefill share of step time).
 	Queue float64 `json:"queue"`
 	// CompLow multiplies the linear-layer compute term when GEMMs run in FP8
-	// or FP4 (their achieved share of the doubled peak is lower than BF16's).
+	// or FP4 (their achieved share of the doubled peak is lower than BF16's),
+	// and llama.cpp's GEMM term for block-quantized GGUF weights.
 	CompLow float64 `json:"comp_low"`
 	// Ctx is the decode-attention latency per context token per attention
 	// layer of the mean sequence (s): the occupancy-bound critical path of
@@ -44,6 +45,13 @@ type Coeffs struct {
 	// §5.4) and larger on GPUs with little ALU per byte (Apple). 0 = none.
 	// It is a prior, not fitted: no fitted row uses a quantized GGUF type.
 	Quant float64 `json:"quant,omitempty"`
+	// GEMM is llama.cpp's 1/MFU for the linear layers of prompt tokens
+	// (GGUF weights), at the peak its GEMM kernels reach (GGMLPeak: the
+	// FP16-accumulate tensor rate for F16 on CUDA, INT8 for block-quantized
+	// weights, the ALU rate on Metal); block-quantized GEMMs cost CompLow ×
+	// more. Decode tokens keep Comp on the BF16 rate (the matrix-vector
+	// price the decode priors were derived with). 0 = Comp for every token.
+	GEMM float64 `json:"gemm,omitempty"`
 	// Block multiplies the weight-streaming and linear-compute terms of
 	// block-scaled FP8 weights (fp8-block: one scale per 128×128 tile, as
 	// DeepSeek-style checkpoints ship) over per-tensor FP8: their GEMM and
@@ -124,7 +132,8 @@ func ParseCoeffs(b []byte) (*CoeffFile, error) {
 			c.Dequant = 1
 		}
 		f.Families[name] = c
-		for _, v := range c.vector() {
+		vec := c.vector()
+		for _, v := range append(vec[:], c.GEMM, c.Quant) {
 			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
 				return nil, fmt.Errorf("coefficient file: family %s has an invalid value %g", name, v)
 			}

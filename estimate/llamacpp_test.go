@@ -207,3 +207,68 @@ func ExampleEngine_Family() {
 	// rtx-4090 llamacpp-cuda false
 	// apple-m3-max llamacpp-metal false
 }
+
+// TestGGMLPeak: llama.cpp's GEMMs on GeForce run F16 at the FP16-accumulate
+// rate (cuBLAS CUBLAS_COMPUTE_16F) and block-quantized weights at the INT8
+// rate; datacenter parts have no separate FP16-accumulate figure; Metal runs
+// at the ALU rate the catalog carries.
+func TestGGMLPeak(t *testing.T) {
+	f16, _ := LookupPrecision("f16")
+	q4, _ := LookupPrecision("q4_k_m")
+	for _, tc := range []struct {
+		gpu     string
+		p       *Precision
+		want    func(*hardware.GPU) float64
+		quantiz bool
+	}{
+		{"rtx-4090", &f16, func(g *hardware.GPU) float64 { return g.FP16AccFLOPS }, false},
+		{"rtx-3090", &q4, func(g *hardware.GPU) float64 { return g.INT8FLOPS }, true},
+		{"a100-80gb", &f16, func(g *hardware.GPU) float64 { return g.BF16FLOPS }, false},
+		{"apple-m3-max", &q4, func(g *hardware.GPU) float64 { return g.BF16FLOPS }, true},
+	} {
+		hw := hwNamed(t, tc.gpu)
+		peak, q := GGMLPeak(hw, tc.p)
+		if peak != tc.want(hw) || q != tc.quantiz || peak <= 0 {
+			t.Errorf("%s %s: peak %g quantized %v, want %g %v", tc.gpu, tc.p.Name, peak, q, tc.want(hw), tc.quantiz)
+		}
+	}
+}
+
+// TestLlamaBenchPricing: pp N runs ⌈N/n_batch⌉ steps whose causal attention
+// starts where the previous step ended; tg N is N decode steps at the mean
+// context; neither carries a request overhead. A prompt costs less per
+// token under the fitted GEMM term than when every token is priced as a
+// decode token, while decode is unchanged.
+func TestLlamaBenchPricing(t *testing.T) {
+	hw := hwNamed(t, "rtx-4090")
+	w := workload.FixedClosed(4096, 128, 1)
+	c, err := Compile(hw, LlamaCPP, Options{Precision: "q4_k_m", MaxNumSeqs: 1}, &w, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s Summary
+	c.Summarize(&s, llama8B())
+	m := c.stepModel(&s)
+	pp, tg := c.LlamaBench(&s, 4096, 128)
+	want := 4096 / (m.time(Batch{Prefill: 2048, PrefillAtt: 2048 * (0 + 2049.0/2), PrefillSeq: 1, PrefillDone: 1}) +
+		m.time(Batch{Prefill: 2048, PrefillAtt: 2048 * (2048 + 2049.0/2), PrefillSeq: 1, PrefillDone: 1}))
+	if math.Abs(pp/want-1) > 1e-12 {
+		t.Errorf("pp4096 %.1f tok/s, two n_batch steps give %.1f", pp, want)
+	}
+	if wantTG := 1 / m.time(Batch{Decode: 1, DecodeCtx: 64}); math.Abs(tg/wantTG-1) > 1e-12 {
+		t.Errorf("tg128 %.2f tok/s, want %.2f", tg, wantTG)
+	}
+	co := c.Coeffs()
+	if co.GEMM <= 0 {
+		t.Fatalf("llamacpp-cuda has no fitted gemm term")
+	}
+	old := co
+	old.GEMM = 0
+	c.SetCoeffs(old)
+	ppOld, tgOld := c.LlamaBench(&s, 512, 128)
+	c.SetCoeffs(co)
+	ppNew, tgNew := c.LlamaBench(&s, 512, 128)
+	if !(ppNew > ppOld) || tgNew != tgOld {
+		t.Errorf("pp512 %.0f → %.0f tok/s, tg128 %.2f → %.2f: want faster prompts and the same decode", ppOld, ppNew, tgOld, tgNew)
+	}
+}

@@ -26,9 +26,14 @@ type stepModel struct {
 	// ⌈tokens/ubatch⌉ graph passes, each streaming the weights and paying
 	// the per-layer and per-step overheads once; 0 = one pass per step.
 	ubatch float64
-	bw     float64 // bytes/s
-	link   float64 // bytes/s per direction
-	tp     float64
+	// gemmPerPeak prices the linear FLOPs of prompt tokens under GGUF
+	// weights (llama.cpp's GEMM kernels, not the matrix-vector ones decode
+	// runs): GEMM (× CompLow when block-quantized) ÷ GGMLPeak; 0 = not
+	// GGUF or no GEMM coefficient (linPerPeak for every token).
+	gemmPerPeak float64
+	bw          float64 // bytes/s
+	link        float64 // bytes/s per direction
+	tp          float64
 
 	// Constants of terms, computed once per model (terms is called a
 	// handful of times per candidate in the search's inner loop).
@@ -70,6 +75,14 @@ func newStepModel(s *Summary, hw *hardware.GPU, p *Precision, co Coeffs) stepMod
 		m.dequant = co.Quant * s.LinearFLOPs / m.peak
 	}
 	m.linPerPeak = m.linMul / m.peak
+	if p.GGUF && co.GEMM > 0 {
+		peak, quantized := GGMLPeak(hw, p)
+		g := co.GEMM
+		if quantized && co.CompLow > 0 {
+			g *= co.CompLow
+		}
+		m.gemmPerPeak = g / peak
+	}
 	m.attnPerPeak = co.Comp / m.peakAttn
 	m.wPerBW = m.wMul / m.bw
 	m.kvPerBW = co.KV / m.bw
@@ -83,6 +96,36 @@ func newStepModel(s *Summary, hw *hardware.GPU, p *Precision, co Coeffs) stepMod
 		m.denseStream = s.StreamedBytes(1)
 	}
 	return m
+}
+
+// GGMLPeak returns the matrix-product rate llama.cpp's GEMM kernels for
+// GGUF precision p run at on hw, and whether p is block-quantized (its
+// GEMMs are then priced at the family's GEMM × CompLow):
+//
+//   - CUDA, F16: cuBLAS with CUBLAS_COMPUTE_16F, the FP16-accumulate tensor
+//     rate (GeForce: twice the FP32-accumulate rate PyTorch engines get);
+//   - CUDA, block-quantized: the INT8 tensor rate (current builds' MMQ
+//     kernels multiply int8-packed weights and activations with mma; the
+//     2023–24 builds dequantized to F16 for cuBLAS above 32 tokens, on
+//     GeForce at half the INT8 rate, which CompLow absorbs);
+//   - Metal: simdgroup matrix products in FP16, at the FP32 ALU rate the
+//     catalog carries for Apple GPUs; quantized tiles are unpacked on the
+//     same ALUs (CompLow).
+//
+// A device without the figure falls back to its BF16 rate.
+func GGMLPeak(hw *hardware.GPU, p *Precision) (peak float64, quantized bool) {
+	quantized = p.GGUF && p.Name != "f16"
+	peak = hw.BF16FLOPS
+	if hw.Backend != hardware.CUDA {
+		return peak, quantized
+	}
+	switch {
+	case quantized && hw.INT8FLOPS > 0:
+		peak = hw.INT8FLOPS
+	case !quantized && hw.FP16AccFLOPS > hw.BF16FLOPS:
+		peak = hw.FP16AccFLOPS
+	}
+	return peak, quantized
 }
 
 // WeightOnly reports whether p runs as a weight-only kernel on hw: weights
@@ -143,6 +186,13 @@ func (m *stepModel) terms(b Batch) Terms {
 	attn := s.ScanFLOPs*b.Prefill + s.AttnFLOPs*(b.PrefillAtt+b.DecodeCtx) + s.SWAFLOPs*(b.PrefillAtt+swaCtx)
 	var t Terms
 	t.Compute = m.linPerPeak*linear + m.attnPerPeak*attn
+	if m.gemmPerPeak > 0 {
+		// Prompt tokens run through GEMMs at the kernels' own peak; decode
+		// tokens keep the matrix-vector price the decode priors were
+		// derived with. Linear in the batch, so a step mixture is priced
+		// as its mean.
+		t.Compute += (m.gemmPerPeak - m.linPerPeak) * s.LinearFLOPs * b.Prefill
+	}
 	if s.nMoE == 0 {
 		t.Weights = m.wPerBW * m.denseStream
 	} else {

@@ -69,6 +69,48 @@ var builtin = []GPU{
 		LinkBps: 32 * gb, Link: PCIe, GPUsPerNode: geforceNode,
 		Source: "NVIDIA Ampere GA102 whitepaper: 936 GB/s, 71 TFLOPS FP16/BF16 tensor (FP32 acc), 142 (FP16 acc); memory CUDA total 24,259 MiB (torch get_device_properties)",
 	},
+	// Older GeForce cards with published llama.cpp measurements
+	// (estimate/groundtruth/testdata/llama_bench.md). Tensor rates are the
+	// Ampere GA102/GA104 and Ada AD103/AD104 whitepapers' dense figures: FP16
+	// tensor with FP16 accumulate = 4 × the FP32 shader rate, half that with
+	// FP32 accumulate; INT8 = 2 × FP16-acc. Memory is the marketed size in
+	// GiB (no CUDA total found); the figures were taken from the whitepapers'
+	// published tables as tabulated elsewhere, not re-read from the PDFs here.
+	{
+		Name: "rtx-4080", Description: "NVIDIA GeForce RTX 4080 16GB", Backend: CUDA,
+		MemoryBytes: 16 * gib, BandwidthBps: 716.8 * gb,
+		BF16FLOPS: 97.5 * tb, FP16AccFLOPS: 194.9 * tb, FP8FLOPS: 194.9 * tb, INT8FLOPS: 389.9 * tb,
+		LinkBps: 32 * gb, Link: PCIe, GPUsPerNode: 1,
+		Source: "NVIDIA Ada Lovelace whitepaper (AD103): 716.8 GB/s, 48.7 TFLOPS FP32, 194.9/97.5 TFLOPS FP16 tensor (FP16/FP32 acc), 389.9 INT8; memory 16 GiB nominal (no CUDA total found)",
+	},
+	{
+		Name: "rtx-4070-ti", Description: "NVIDIA GeForce RTX 4070 Ti 12GB", Backend: CUDA,
+		MemoryBytes: 12 * gib, BandwidthBps: 504 * gb,
+		BF16FLOPS: 80.2 * tb, FP16AccFLOPS: 160.4 * tb, FP8FLOPS: 160.4 * tb, INT8FLOPS: 320.7 * tb,
+		LinkBps: 32 * gb, Link: PCIe, GPUsPerNode: 1,
+		Source: "NVIDIA Ada Lovelace whitepaper (AD104): 504 GB/s, 40.1 TFLOPS FP32, 160.4/80.2 TFLOPS FP16 tensor (FP16/FP32 acc), 320.7 INT8; memory 12 GiB nominal (no CUDA total found)",
+	},
+	{
+		Name: "rtx-3080-ti", Description: "NVIDIA GeForce RTX 3080 Ti 12GB", Backend: CUDA,
+		MemoryBytes: 12 * gib, BandwidthBps: 912 * gb,
+		BF16FLOPS: 68.2 * tb, FP16AccFLOPS: 136.4 * tb, INT8FLOPS: 272.8 * tb,
+		LinkBps: 32 * gb, Link: PCIe, GPUsPerNode: 1,
+		Source: "NVIDIA Ampere GA102 figures: 912 GB/s, 34.1 TFLOPS FP32, 136.4/68.2 TFLOPS FP16 tensor (FP16/FP32 acc) derived 4×/2× FP32; memory 12 GiB nominal (no CUDA total found)",
+	},
+	{
+		Name: "rtx-3080", Description: "NVIDIA GeForce RTX 3080 10GB", Backend: CUDA,
+		MemoryBytes: 10 * gib, BandwidthBps: 760 * gb,
+		BF16FLOPS: 59.5 * tb, FP16AccFLOPS: 119 * tb, INT8FLOPS: 238 * tb,
+		LinkBps: 32 * gb, Link: PCIe, GPUsPerNode: 1,
+		Source: "NVIDIA Ampere GA102 whitepaper: 760 GB/s, 29.8 TFLOPS FP32, 119/59.5 TFLOPS FP16 tensor (FP16/FP32 acc), 238 INT8; memory 10 GiB nominal (no CUDA total found)",
+	},
+	{
+		Name: "rtx-3070", Description: "NVIDIA GeForce RTX 3070 8GB", Backend: CUDA,
+		MemoryBytes: 8 * gib, BandwidthBps: 448 * gb,
+		BF16FLOPS: 40.6 * tb, FP16AccFLOPS: 81.3 * tb, INT8FLOPS: 162.6 * tb,
+		LinkBps: 32 * gb, Link: PCIe, GPUsPerNode: 1,
+		Source: "NVIDIA Ampere GA104 figures: 448 GB/s, 20.3 TFLOPS FP32, 81.3/40.6 TFLOPS FP16 tensor (FP16/FP32 acc); memory 8 GiB nominal (no CUDA total found)",
+	},
 	{
 		Name: "l4", Description: "NVIDIA L4 24GB", Backend: CUDA,
 		MemoryBytes: 22487 * mib, BandwidthBps: 300 * gb,
@@ -177,6 +219,20 @@ var builtin = []GPU{
 		BF16FLOPS: 16.4 * tb,
 		Link:      Unified, GPUsPerNode: 1,
 		Source: "Apple spec (400 GB/s); 16.4 TFLOPS FP32≈FP16 (gguf-parser-go README); ~75 % of RAM GPU-usable (recommendedMaxWorkingSetSize)",
+	},
+	{
+		Name: "apple-m1-max", Description: "Apple M1 Max (32-core GPU, 64GB)", Backend: Metal,
+		MemoryBytes: 64 * gib, UsableFraction: 0.75, BandwidthBps: 400 * gb,
+		BF16FLOPS: 10.4 * tb,
+		Link:      Unified, GPUsPerNode: 1,
+		Source: "Apple spec (400 GB/s); 10.4 TFLOPS FP32 (32-core GPU, FP16 at the same rate); ~75 % of RAM GPU-usable (recommendedMaxWorkingSetSize)",
+	},
+	{
+		Name: "apple-m2-ultra", Description: "Apple M2 Ultra (76-core GPU, 192GB)", Backend: Metal,
+		MemoryBytes: 192 * gib, UsableFraction: 0.75, BandwidthBps: 800 * gb,
+		BF16FLOPS: 27.2 * tb,
+		Link:      Unified, GPUsPerNode: 1,
+		Source: "Apple spec (800 GB/s); 27.2 TFLOPS FP32 (76-core GPU, FP16 at the same rate); ~75 % of RAM GPU-usable",
 	},
 	{
 		Name: "apple-m4-max", Description: "Apple M4 Max (40-core GPU, 128GB)", Backend: Metal,

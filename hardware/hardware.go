@@ -5,11 +5,13 @@
 // # Conventions
 //
 // All figures are dense (non-sparse) peak rates in SI units: bytes, bytes per
-// second, FLOP per second. BF16FLOPS is the rate a serving engine actually
-// gets for BF16/FP16 matrix products: on GeForce cards that is the FP32-
-// accumulate rate (half the FP16-accumulate rate NVIDIA advertises), because
-// PyTorch, vLLM and llama.cpp accumulate in FP32. FP16AccFLOPS keeps the
-// advertised FP16-accumulate figure for reference.
+// second, FLOP per second. BF16FLOPS is the rate PyTorch-based engines (vLLM,
+// SGLang, TensorRT-LLM) get for BF16/FP16 matrix products: on GeForce cards
+// that is the FP32-accumulate rate, half the FP16-accumulate rate NVIDIA
+// advertises, because their GEMMs accumulate in FP32. FP16AccFLOPS is the
+// FP16-accumulate rate, which llama.cpp's CUDA backend does reach: its cuBLAS
+// path multiplies F16 (and, for batches above 32 in 2023–24 builds,
+// dequantized) weights with CUBLAS_COMPUTE_16F (estimate uses it there).
 //
 // Every built-in entry carries its source. Users add devices with ParseFile
 // (YAML or JSON, see Parse), which also reads AIConfigurator's systems/*.yaml.

@@ -43,7 +43,7 @@ func TestCatalogComplete(t *testing.T) {
 }
 
 func TestGeForceAccumulateRule(t *testing.T) {
-	for _, n := range []string{"rtx-5070", "rtx-5080", "rtx-5090", "rtx-4090", "rtx-3090"} {
+	for _, n := range []string{"rtx-5070", "rtx-5080", "rtx-5090", "rtx-4090", "rtx-4080", "rtx-4070-ti", "rtx-3090", "rtx-3080-ti", "rtx-3080", "rtx-3070"} {
 		g, _ := Lookup(n)
 		if ratio := g.FP16AccFLOPS / g.BF16FLOPS; ratio < 1.99 || ratio > 2.01 {
 			t.Errorf("%s: FP16-acc / FP32-acc = %.3f, want 2 (GeForce half-rate FP32 accumulate)", n, ratio)
@@ -247,7 +247,8 @@ var memoryRows = []memoryRow{
 // noCUDAEvidence lists the CUDA devices whose memory was left as it was
 // (nvidia-smi totals from AIConfigurator, or unified memory) because no
 // CUDA-reported total was found; see MEMORY.md.
-var noCUDAEvidence = []string{"b300", "gb200", "gb300", "jetson-agx-orin-64gb"}
+var noCUDAEvidence = []string{"b300", "gb200", "gb300", "jetson-agx-orin-64gb",
+	"rtx-4080", "rtx-4070-ti", "rtx-3080-ti", "rtx-3080", "rtx-3070"}
 
 func cudaTotalByName() map[string]memoryRow {
 	m := map[string]memoryRow{}

@@ -147,7 +147,7 @@ func Resolve(name string) (*Ref, error) {
 	if _, err := architecture.Preset(name); err == nil {
 		return &Ref{Name: name, Kind: KindPreset}, nil
 	}
-	if _, ok := groundtruth.Describe(name); ok {
+	if _, ok := groundtruth.DescribePublished(name); ok {
 		return &Ref{Name: name, Kind: KindShape}, nil
 	}
 	return nil, &UnknownError{Name: name, Known: Names(), Path: looksLikePath(name)}
@@ -189,7 +189,7 @@ func (r *Ref) Arch() (*architecture.Model, error) {
 		}
 		return m, nil
 	case KindShape:
-		m, ok := groundtruth.Describe(r.Name)
+		m, ok := groundtruth.DescribePublished(r.Name)
 		if !ok {
 			return nil, &UnknownError{Name: r.Name, Known: Names()}
 		}

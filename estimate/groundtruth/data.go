@@ -27,10 +27,12 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/estimate"
 )
 
@@ -45,11 +47,14 @@ type Row struct {
 	Engine        estimate.Engine
 	EngineVersion string
 	Model         string
-	GPU           string // hardware catalog name
-	Precision     string
-	KVDType       string
-	TP            int
-	ISL, OSL      int
+	// Arch is the model's architecture when the row names a config file or
+	// checkpoint directory (user rows); nil = Describe(Model).
+	Arch      *architecture.Model
+	GPU       string // hardware catalog name
+	Precision string
+	KVDType   string
+	TP        int
+	ISL, OSL  int
 	// Concurrency is the closed-loop client count (0 for static batches).
 	Concurrency int
 	// Batch is the static batch size of an offline run (Argonne); Budget its
@@ -461,8 +466,13 @@ func ReadArgonneTTFT(r io.Reader, file string, skipped Skipped) ([]Row, error) {
 var UserColumns = []string{"engine", "gpu", "model", "precision", "kv_dtype", "tp", "isl", "osl", "concurrency", "ttft_ms", "tpot_ms", "output_tok_s"}
 
 // ReadUser reads measurements in the UserColumns schema (extra columns are
-// ignored). model is a model id that Describe knows or that resolve turns
-// into an architecture; gpu a hardware catalog name.
+// ignored). model is a model id that DescribePublished knows, or a
+// config.json path or checkpoint directory (a relative path is tried from
+// the working directory, then from file's directory), read with
+// architecture.Load: a child the search produced is as good as a published
+// model. A path that exists but does not load is an error naming the line;
+// an id nothing resolves is skipped and counted. gpu is a hardware catalog
+// name.
 func ReadUser(r io.Reader, file string, skipped Skipped) ([]Row, error) {
 	t, err := readTable(r, file)
 	if err != nil {
@@ -491,13 +501,45 @@ func ReadUser(r io.Reader, file string, skipped Skipped) ([]Row, error) {
 		if row.TTFTms == 0 && row.TPOTms == 0 && row.OutputTokS == 0 {
 			return nil, &ParseError{File: file, Line: line, Msg: "no measurement: set ttft_ms, tpot_ms or output_tok_s"}
 		}
-		if _, ok := Describe(row.Model); !ok {
+		m, err := userModel(row.Model, file)
+		if err != nil {
+			return nil, &ParseError{File: file, Line: line, Msg: err.Error()}
+		}
+		if m == nil {
 			skipped.add("model not described (" + file + ")")
 			continue
 		}
+		row.Arch = m
 		out = append(out, row)
 	}
 	return out, nil
+}
+
+// userModel resolves a user row's model: a published id, else a config
+// file or checkpoint directory. It returns nil, nil when the id is neither.
+func userModel(model, file string) (*architecture.Model, error) {
+	if model == "" {
+		return nil, errors.New("model is empty")
+	}
+	if m, ok := DescribePublished(model); ok {
+		return m, nil
+	}
+	paths := []string{model}
+	if !filepath.IsAbs(model) && file != "" {
+		paths = append(paths, filepath.Join(filepath.Dir(file), model))
+	}
+	for _, p := range paths {
+		if _, err := os.Stat(p); err != nil {
+			continue
+		}
+		m, err := architecture.Load(p)
+		if err != nil {
+			return nil, fmt.Errorf("model %s: %w", model, err)
+		}
+		m.Name = model
+		return m, nil
+	}
+	return nil, nil
 }
 
 // LoadShared reads the three public sets from dir (the groundtruth folder).

@@ -46,7 +46,10 @@ func Prepare(rows []Row, skipped Skipped) []*Prepared {
 			skipped.add("unknown GPU")
 			continue
 		}
-		m, ok := Describe(r.Model)
+		m, ok := r.Arch, r.Arch != nil
+		if !ok {
+			m, ok = Describe(r.Model)
+		}
 		if !ok {
 			skipped.add("model not described")
 			continue
@@ -639,6 +642,9 @@ func FitAll(ctx context.Context, rows []*Prepared, prior *estimate.CoeffFile, ma
 		co.Source = sourcesOf(sub)
 		out.Families[fam] = co
 	}
+	if err := fitLlamaBenchInto(out, prior, maxIter); err != nil {
+		return nil, err
+	}
 	// A family fitted only on old builds also serves as the current one when
 	// the priors do not describe the current builds. (llama.cpp's current
 	// CUDA and Metal builds have their own priors from costmodel.md §5.4:
@@ -653,6 +659,60 @@ func FitAll(ctx context.Context, rows []*Prepared, prior *estimate.CoeffFile, ma
 		}
 	}
 	return out, nil
+}
+
+// fitLlamaBenchInto sets the prompt-GEMM terms (GEMM, CompLow) of the
+// llama.cpp GeForce and Apple families from the embedded llama-bench rows
+// where no measurement row fitted them, with the held-out (leave-one-GPU-
+// out) prompt-processing and decode medians as the family's TTFT and TPOT
+// error bands.
+func fitLlamaBenchInto(out *estimate.CoeffFile, prior *estimate.CoeffFile, maxIter int) error {
+	rows, err := LlamaBenchTables()
+	if err != nil {
+		return err
+	}
+	fits, err := FitLlamaBench(rows, prior, maxIter)
+	if err != nil {
+		return err
+	}
+	_, cells, err := ValidateLlamaBench(rows, prior, maxIter)
+	if err != nil {
+		return err
+	}
+	for _, fam := range LlamaBenchFamilies {
+		co, ok := out.Families[fam]
+		fit, fitted := fits[fam]
+		if !ok || !fitted || co.GEMM > 0 {
+			continue
+		}
+		co.GEMM, co.CompLow = fit.GEMM, fit.CompLow
+		n := 0
+		for i := range rows {
+			if rows[i].Fitted() && estimate.LlamaCPP.Family(mustGPU(rows[i].GPU)) == fam {
+				n++
+			}
+		}
+		co.Rows = n
+		co.EngineVersion = "llama.cpp builds of May 2024 (llama-bench)"
+		co.Source += fmt.Sprintf("; gemm and comp_low fitted on %d llama-bench prompt rows (estimate/groundtruth/testdata/llama_bench.md)", n)
+		if c, err := LlamaBenchCellFor(cells, fam, BenchPP, "held-out"); err == nil {
+			co.ErrTTFT = c.Median
+		}
+		if c, err := LlamaBenchCellFor(cells, fam, BenchTG, "held-out"); err == nil {
+			co.ErrTPOT = c.Median
+		}
+		out.Families[fam] = co
+	}
+	return nil
+}
+
+// mustGPU looks up a GPU the curated tables name (prepareBench has checked it).
+func mustGPU(name string) *hardware.GPU {
+	hw, err := hardware.Lookup(name)
+	if err != nil {
+		return &hardware.GPU{}
+	}
+	return hw
 }
 
 func sourcesOf(rows []*Prepared) string {

@@ -62,6 +62,66 @@ func TestReadUser(t *testing.T) {
 	}
 }
 
+// childConfig is a depth- and width-pruned Llama-3.1-8B as a search would
+// write it: 20 layers, FFN 9216.
+const childConfig = `{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+"intermediate_size": 9216, "num_hidden_layers": 20, "num_attention_heads": 32, "num_key_value_heads": 8,
+"head_dim": 128, "vocab_size": 128256, "rms_norm_eps": 1e-5, "hidden_act": "silu", "torch_dtype": "bfloat16"}`
+
+// TestReadUserModelPaths: a user row may name its model by a config.json
+// path or a checkpoint directory (relative to the working directory or to
+// the measurement file), not only by an id the ground-truth tables know; the
+// rows keep the loaded architecture and are prepared, not skipped. A path
+// that exists but does not load is an error naming its line.
+func TestReadUserModelPaths(t *testing.T) {
+	dir := t.TempDir()
+	ck := filepath.Join(dir, "child-20L")
+	if err := os.MkdirAll(ck, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for p, body := range map[string]string{filepath.Join(ck, "config.json"): childConfig, filepath.Join(dir, "child.json"): childConfig,
+		filepath.Join(dir, "broken.json"): "{not json"} {
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := filepath.Join(dir, "mine.csv")
+	in := "engine,gpu,model,precision,kv_dtype,tp,isl,osl,concurrency,ttft_ms,tpot_ms,output_tok_s\n" +
+		"vllm,h100-sxm,child.json,bf16,auto,1,1024,256,16,60,6,\n" + // relative to the file
+		"vllm,h100-sxm," + ck + ",bf16,auto,1,1024,256,16,60,6,\n" + // checkpoint directory
+		"vllm,h100-sxm,nvidia/Llama-3.1-8B-Instruct-FP8,fp8,auto,1,1024,256,16,60,6,\n" +
+		"vllm,h100-sxm,no/such-model,bf16,auto,1,1024,256,16,60,6,\n"
+	sk := Skipped{}
+	rows, err := ReadUser(strings.NewReader(in), file, sk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 3 || sk["model not described ("+file+")"] != 1 {
+		t.Fatalf("%d rows, skipped %v", len(rows), sk)
+	}
+	for _, r := range rows[:2] {
+		if r.Arch == nil || len(r.Arch.Layers) != 20 || r.Arch.Layers[0].MLP.Width != 9216 {
+			t.Fatalf("row %s: architecture %+v", r.Model, r.Arch)
+		}
+	}
+	ps := Prepare(rows, sk)
+	if len(ps) != 3 {
+		t.Fatalf("%d of 3 rows prepared (skipped %v)", len(ps), sk)
+	}
+	// The child is priced as itself: 20 of 32 layers, narrower FFN, so
+	// faster than the 8B parent under the same coefficients.
+	co, _ := estimate.DefaultCoeffs().Family("vllm")
+	child, _, _ := ps[0].Predict(co, TPOT)
+	parent, _, _ := ps[2].Predict(co, TPOT)
+	if !(child > 0 && child < 0.8*parent) {
+		t.Errorf("child TPOT %.2f ms, 8B FP8 parent %.2f ms", child*1e3, parent*1e3)
+	}
+	_, err = ReadUser(strings.NewReader("engine,gpu,model,isl,osl,concurrency,tpot_ms\nvllm,h100-sxm,x,1,1,1,5\nvllm,h100-sxm,broken.json,1,1,1,5\n"), file, Skipped{})
+	if err == nil || !strings.Contains(err.Error(), ":3:") || !strings.Contains(err.Error(), "broken.json") {
+		t.Errorf("broken config: %v, want an error at line 3 naming it", err)
+	}
+}
+
 // TestReadAICProvenanceRules checks the two provenance rules of the silicon
 // sample's README: wip=True runs and several-replica runs (client
 // concurrency ≠ batch_size) are skipped and counted; other rows are kept

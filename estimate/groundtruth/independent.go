@@ -293,14 +293,8 @@ func ScoreIndependent(rows []IndependentRow) ([]IndependentResult, IndependentSu
 		}
 	}
 	for k, v := range apes {
-		med, p90 := quantiles(v)
-		bias, _ := quantiles(ratios[k])
-		c := IndependentCell{Engine: k.eng, Source: k.src, Metric: k.m, N: len(v), Median: med, P90: p90, Bias: bias}
-		for _, x := range v {
-			if math.IsInf(x, 1) {
-				c.Unbounded++
-			}
-		}
+		c := SummariseAPE(v, ratios[k])
+		c.Engine, c.Source, c.Metric = k.eng, k.src, k.m
 		sum.Cells = append(sum.Cells, c)
 	}
 	sort.Slice(sum.Cells, func(i, j int) bool {
@@ -314,6 +308,21 @@ func ScoreIndependent(rows []IndependentRow) ([]IndependentResult, IndependentSu
 		return a.Metric < b.Metric
 	})
 	return res, sum
+}
+
+// SummariseAPE fills a cell's counts and quantiles from absolute errors
+// apes and signed ratios predicted/published − 1 (Engine, Source and Metric
+// are left for the caller).
+func SummariseAPE(apes, ratios []float64) IndependentCell {
+	med, p90 := quantiles(apes)
+	bias, _ := quantiles(ratios)
+	c := IndependentCell{N: len(apes), Median: med, P90: p90, Bias: bias}
+	for _, x := range apes {
+		if math.IsInf(x, 1) {
+			c.Unbounded++
+		}
+	}
+	return c
 }
 
 func scoreIndependentRow(r *IndependentRow) IndependentResult {

@@ -24,8 +24,9 @@ func init() {
 		Short: "fit the estimator's coefficients to serving measurements",
 		Long: `Calibrate fits the step-time coefficients of each engine family (vllm, sglang, trtllm;
 "@2024" families for the 2024 Argonne builds, llamacpp-cuda@2024 among them; llamacpp-cuda
-and llamacpp-metal stay the costmodel.md §5.4 priors of priors.json unless --user rows cover
-them, e.g. a few llama-bench or llama-server runs) by deterministic Nelder-Mead
+and llamacpp-metal keep the costmodel.md §5.4 decode priors of priors.json, and their prompt
+GEMM terms are fitted on the embedded llama-bench tables unless --user rows cover them) by
+deterministic Nelder-Mead
 on log-coefficients, minimising the mean squared log error of TPOT, TTFT and throughput.
 It then runs the leave-one-GPU-out and leave-one-model-out validation and stores the
 held-out median errors next to the coefficients.
@@ -35,6 +36,9 @@ argonne_fig22_all_results_TTFT_ITL.csv (default: ../shared/data/groundtruth).
 --user adds your own measurements, a CSV with the header
   engine,gpu,model,precision,kv_dtype,tp,isl,osl,concurrency,ttft_ms,tpot_ms,output_tok_s
 (closed-loop runs at fixed lengths; metric columns may be empty, at least one set).
+model is a published id, or a config.json path or checkpoint directory (a relative
+path from the working directory or from the CSV's folder): a pruned child is fitted as
+itself.
 
 Reproduce the embedded coefficients with:
   autocompress calibrate --out estimate/coefficients.json`,

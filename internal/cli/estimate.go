@@ -49,7 +49,10 @@ do (the rule validate applies). --gpu-file adds devices (see the README).
 
 Batch mode: --scenarios reads a CSV with the columns
   id,model,gpu,engine,precision,tp,isl,osl,concurrency,request_rate,num_requests
-(request_rate empty or 0 means closed loop at concurrency; "inf" = offline) and writes
+(request_rate empty or 0 means closed loop at concurrency; "inf" = offline) and the
+optional columns kv_dtype,mem_fraction,max_num_seqs,max_batched_tokens,context, each
+meaning what the flag of that name means (empty = the engine's default), and gpus (GPUs
+per node, as --gpus; at least tp). It writes
 --out with one row per scenario:
   id,fits,weights_gib,kv_gib,overhead_gib,total_gib,kv_capacity_tokens,max_concurrency,
   ttft_ms,tpot_ms,e2e_ms,output_tok_s,prefill_tok_s,decode_tok_s,error
@@ -543,7 +546,8 @@ func estJSON(r *estimate.Result, hw *hardware.GPU, err error) *estJSONOut {
 
 // Scenario CSV columns.
 var (
-	scenarioIn  = []string{"id", "model", "gpu", "engine", "precision", "tp", "isl", "osl", "concurrency", "request_rate", "num_requests"}
+	scenarioIn = []string{"id", "model", "gpu", "engine", "precision", "tp", "isl", "osl", "concurrency", "request_rate", "num_requests",
+		"kv_dtype", "mem_fraction", "max_num_seqs", "max_batched_tokens", "context", "gpus"}
 	scenarioOut = []string{"id", "fits", "weights_gib", "kv_gib", "overhead_gib", "total_gib", "kv_capacity_tokens", "max_concurrency",
 		"ttft_ms", "tpot_ms", "e2e_ms", "output_tok_s", "prefill_tok_s", "decode_tok_s", "error"}
 )
@@ -708,10 +712,23 @@ func estimateScenario(rec []string, col map[string]int, cat *hardware.Catalog, c
 	if _, err := w.FitContext(workload.ContextRule{MaxPositions: m.MaxPositions, What: fmt.Sprintf("isl %d + osl %d", isl, osl)}); err != nil {
 		return fail(err)
 	}
-	o := estimate.Options{Precision: get("precision"), TP: tp, GPUs: node.Count}
+	o, err := scenarioSettings(get, num, tp)
+	if err != nil {
+		return fail(err)
+	}
+	o.Precision = get("precision")
+	if o.GPUs == 0 {
+		o.GPUs = node.Count
+	}
 	if o.Precision == "" && eng.Pool() {
 		if o.Precision, err = estimate.ConfigPrecision(m.Raw); err != nil {
 			return fail(err)
+		}
+	}
+	if o.MaxModelLen > 0 {
+		w.ContextLimit = o.MaxModelLen // as --context: the server's limit and the workload's
+		if err := w.Validate(); err != nil {
+			return fail(fmt.Errorf("context: %w", err))
 		}
 	}
 	res, err := estRun(m, hw, eng, o, &w, cf, analyticOnly)
@@ -727,6 +744,49 @@ func estimateScenario(rec []string, col map[string]int, cat *hardware.Catalog, c
 	return []string{id, "true", ff(gib(mem.WeightsBytes), 3), ff(gib(mem.KVPoolBytes), 3), ff(gib(mem.ActivationBytes+mem.OverheadBytes), 3),
 		ff(gib(mem.TotalBytes()), 3), fmtTokens(mem.KVCapacityTokens), strconv.Itoa(mem.MaxConcurrency),
 		ff(l.TTFT*1e3, 2), ff(l.TPOT*1e3, 3), ff(l.E2E*1e3, 1), ff(l.OutputTokS, 1), ff(l.PrefillTokS, 1), ff(l.DecodeTokS, 2), ""}
+}
+
+// scenarioSettings reads a scenario row's optional engine settings, each
+// meaning what the estimate flag of that name means: kv_dtype (--kv-dtype),
+// mem_fraction (--mem-fraction), max_num_seqs (--max-num-seqs),
+// max_batched_tokens (--max-batched-tokens), context (--context). Empty is
+// the engine's default. gpus is the node's GPU count (--gpus; at least tp).
+func scenarioSettings(get func(string) string, num func(string, int) (int, error), tp int) (estimate.Options, error) {
+	o := estimate.Options{TP: tp, KVDType: get("kv_dtype")}
+	if _, err := estimate.LookupKVType(o.KVDType); err != nil {
+		return o, fmt.Errorf("kv_dtype: %w", err)
+	}
+	if s := get("mem_fraction"); s != "" {
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || !(f > 0 && f <= 1) {
+			return o, fmt.Errorf("mem_fraction: %q must be a number in (0, 1]", s)
+		}
+		o.MemFraction = f
+	}
+	for _, c := range []struct {
+		col string
+		dst *int
+	}{{"max_num_seqs", &o.MaxNumSeqs}, {"max_batched_tokens", &o.MaxBatchedTokens}, {"context", &o.MaxModelLen}} {
+		v, err := num(c.col, 0)
+		if err != nil {
+			return o, err
+		}
+		if v < 0 || (v == 0 && get(c.col) != "") {
+			return o, fmt.Errorf("%s: must be a positive integer (empty = the engine's default), got %d", c.col, v)
+		}
+		*c.dst = v
+	}
+	gpus, err := num("gpus", 0)
+	if err != nil {
+		return o, err
+	}
+	if get("gpus") != "" {
+		if gpus < tp {
+			return o, fmt.Errorf("gpus: %d GPUs per node cannot hold tp %d", gpus, tp)
+		}
+		o.GPUs = gpus // as --gpus: the node's GPU count (tp ≤ gpus)
+	}
+	return o, nil
 }
 
 func ff(x float64, prec int) string {

@@ -510,3 +510,175 @@ func TestEstimateLlamaCPPSlots(t *testing.T) {
 		}
 	}
 }
+
+// TestScenariosSettingsColumns: the optional setting columns mean what the
+// flags of the same name mean (each row equals the single estimate run with
+// those flags), and a bad value in any of them gives that row an error
+// naming the column while the other rows come out.
+func TestScenariosSettingsColumns(t *testing.T) {
+	head := "id,model,gpu,engine,precision,tp,isl,osl,concurrency,request_rate,num_requests,kv_dtype,mem_fraction,max_num_seqs,max_batched_tokens,context,gpus\n"
+	good := []struct {
+		row   string
+		flags []string
+	}{
+		{"base,meta-llama/Meta-Llama-3.1-8B,h100-sxm,trtllm,fp8,1,1024,256,,inf,500,,,,,,", nil},
+		{"kv,meta-llama/Meta-Llama-3.1-8B,h100-sxm,trtllm,fp8,1,1024,256,,inf,500,fp8,0.95,,,,1", []string{"--kv-dtype", "fp8", "--mem-fraction", "0.95"}},
+		{"seqs,meta-llama/Meta-Llama-3.1-8B,h100-sxm,vllm,bf16,1,1024,256,64,,,,,32,4096,2048,", []string{"--max-num-seqs", "32", "--max-batched-tokens", "4096", "--context", "2048"}},
+		{"llama,meta-llama/Meta-Llama-3.1-8B,rtx-4090,llamacpp,q4_k_m,1,512,128,4,,,q8_0,,4,1024,4096,", []string{"--kv-dtype", "q8_0", "--max-num-seqs", "4", "--max-batched-tokens", "1024", "--context", "4096"}},
+	}
+	bad := map[string]string{
+		"bad-kv,meta-llama/Meta-Llama-3.1-8B,h100-sxm,vllm,bf16,1,1024,256,4,,,fp7,,,,,":      "kv_dtype",
+		"bad-frac,meta-llama/Meta-Llama-3.1-8B,h100-sxm,vllm,bf16,1,1024,256,4,,,,1.5,,,,":    "mem_fraction",
+		"bad-seqs,meta-llama/Meta-Llama-3.1-8B,h100-sxm,vllm,bf16,1,1024,256,4,,,,,0,,,":      "max_num_seqs",
+		"bad-tok,meta-llama/Meta-Llama-3.1-8B,h100-sxm,vllm,bf16,1,1024,256,4,,,,,,many,,":    "max_batched_tokens",
+		"bad-ctx,meta-llama/Meta-Llama-3.1-8B,h100-sxm,vllm,bf16,1,1024,256,4,,,,,,,1000,":    "context",
+		"bad-gpus,meta-llama/Meta-Llama-3.1-8B,h100-sxm,vllm,bf16,1,1024,256,4,,,,,,,,8":      "gpus",
+		"bad-kvpool,meta-llama/Meta-Llama-3.1-8B,h100-sxm,vllm,bf16,1,1024,256,4,,,q4_0,,,,,": "q4_0",
+	}
+	var b strings.Builder
+	b.WriteString(head)
+	for _, g := range good {
+		b.WriteString(g.row + "\n")
+	}
+	for r := range bad {
+		b.WriteString(r + "\n")
+	}
+	var out bytes.Buffer
+	n, nbad, err := EstimateScenarios(context.Background(), strings.NewReader(b.String()), &out, hardware.Default(), nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != len(good)+len(bad) || nbad != len(bad) {
+		t.Fatalf("%d rows, %d bad; want %d, %d", n, nbad, len(good)+len(bad), len(bad))
+	}
+	recs, err := csv.NewReader(&out).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string][]string{}
+	for _, r := range recs[1:] {
+		byID[r[0]] = r
+	}
+	col := func(name string) int {
+		for i, c := range scenarioOut {
+			if c == name {
+				return i
+			}
+		}
+		t.Fatalf("no output column %s", name)
+		return 0
+	}
+	for r, want := range bad {
+		id, _, _ := strings.Cut(r, ",")
+		got := byID[id]
+		if got[1] != "false" || !strings.Contains(got[len(got)-1], want) {
+			t.Errorf("row %s: %v, want an error naming %q", id, got, want)
+		}
+	}
+	// Each good row equals the single-run estimate with the flags.
+	for _, g := range good {
+		f := strings.Split(g.row, ",")
+		got := byID[f[0]]
+		if got[1] != "true" {
+			t.Fatalf("row %s: %v", f[0], got)
+		}
+		args := []string{"estimate", "--json", "--analytic", "--model", f[1], "--gpu", f[2], "--engine", f[3], "--precision", f[4], "--tp", f[5], "--isl", f[6], "--osl", f[7]}
+		if f[9] != "" {
+			args = append(args, "--rate", f[9], "--num-requests", f[10])
+		} else {
+			args = append(args, "--concurrency", f[8])
+		}
+		code, js, errs := estRunCLI(t, append(args, g.flags...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errs)
+		}
+		var e struct {
+			Memory struct {
+				KVCapacityTokens float64 `json:"kv_capacity_tokens"`
+				MaxConcurrency   int     `json:"max_concurrency"`
+			} `json:"memory"`
+			Analytic struct {
+				TPOTms     float64 `json:"tpot_ms"`
+				OutputTokS float64 `json:"output_tok_s"`
+			} `json:"analytic"`
+		}
+		if err := json.Unmarshal([]byte(js), &e); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			name string
+			want string
+		}{
+			{"kv_capacity_tokens", fmtTokens(e.Memory.KVCapacityTokens)},
+			{"max_concurrency", strconv.Itoa(e.Memory.MaxConcurrency)},
+			{"tpot_ms", ff(e.Analytic.TPOTms, 3)},
+			{"output_tok_s", ff(e.Analytic.OutputTokS, 1)},
+		} {
+			if got[col(c.name)] != c.want {
+				t.Errorf("row %s %s = %s, the flags give %s", f[0], c.name, got[col(c.name)], c.want)
+			}
+		}
+	}
+	// The settings change what they should: FP8 KV and the 0.95 fraction
+	// more than double TRT-LLM's KV tokens; max_num_seqs caps concurrency.
+	kvTok := func(id string) float64 {
+		v, err := strconv.ParseFloat(byID[id][col("kv_capacity_tokens")], 64)
+		if err != nil {
+			t.Fatalf("row %s: %v", id, err)
+		}
+		return v
+	}
+	if r := kvTok("kv") / kvTok("base"); r < 2 || r > 2.3 {
+		t.Errorf("fp8 KV at 0.95 / bf16 KV at 0.9: %.2f× the tokens, want ~2.1×", r)
+	}
+	if mc := byID["seqs"][col("max_concurrency")]; mc != "32" {
+		t.Errorf("max_num_seqs 32: max_concurrency %s", mc)
+	}
+}
+
+// TestCalibrateUserChild: calibrate --user fits rows whose model is a child
+// given as a config path (relative to the measurement file) or a checkpoint
+// directory; before, every such row was skipped as "model not described".
+func TestCalibrateUserChild(t *testing.T) {
+	dir := t.TempDir()
+	cfg := `{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 9216,
+"num_hidden_layers": 20, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 128256,
+"rms_norm_eps": 1e-5, "hidden_act": "silu", "torch_dtype": "bfloat16"}`
+	ck := filepath.Join(dir, "child-ckpt")
+	if err := os.MkdirAll(ck, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{filepath.Join(dir, "child.json"), filepath.Join(ck, "config.json")} {
+		if err := os.WriteFile(p, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var b strings.Builder
+	b.WriteString("engine,gpu,model,precision,kv_dtype,tp,isl,osl,concurrency,ttft_ms,tpot_ms,output_tok_s\n")
+	for _, c := range []string{"1", "4", "16", "64"} {
+		b.WriteString("vllm,h100-sxm,child.json,bf16,auto,1,1024,256," + c + ",40,6,\n")
+		b.WriteString("vllm,h200," + ck + ",bf16,auto,1,1024,256," + c + ",35,5,\n")
+	}
+	user := filepath.Join(dir, "child.csv")
+	if err := os.WriteFile(user, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, errs := estRunCLI(t, "calibrate", "--user", user, "--user-only", "--iter", "60", "--no-validate", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(errs, "8 measurement rows usable") || strings.Contains(errs, "not described") {
+		t.Errorf("stderr: %s", errs)
+	}
+	var cf struct {
+		Families map[string]struct {
+			Rows int `json:"rows"`
+		} `json:"families"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &cf); err != nil {
+		t.Fatal(err)
+	}
+	if cf.Families["vllm"].Rows != 8 {
+		t.Errorf("vllm fitted on %d rows, want the 8 child rows", cf.Families["vllm"].Rows)
+	}
+}

@@ -1,16 +1,21 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"math"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/estimate/groundtruth"
+	"github.com/autocompress/autocompress/hardware"
 )
 
 func init() {
@@ -30,8 +35,14 @@ Throughput of the AIConfigurator rows is derived from their TTFT and TPOT
 Then two checks on published data that no fit ever sees, scored with the shipped
 coefficients: TensorRT-LLM's performance-overview tables (max-load throughput and
 online-serving TTFT/ITL), and the KV capacity (tokens or GiB) and weight memory that
-engines printed at start-up in public logs. Both data sets are embedded; their sources are
-in estimate/groundtruth/testdata/*.md.
+engines printed at start-up in public logs. The max-load tables are also priced through
+estimate --scenarios, once with the setting columns empty and once with the FP8 KV cache and
+0.95 memory fraction they state.
+
+Last, llama.cpp on GeForce and Apple GPUs: published llama-bench prompt-processing and
+decode rows, each GPU predicted by the llamacpp-cuda / llamacpp-metal terms refitted on the
+other GPUs (targets: prompt median ≤ 15 %, decode ≤ 10 %). All these data sets are
+embedded; their sources are in estimate/groundtruth/testdata/*.md.
 
 The protocol, the latest figures and the error analysis are in estimate/ACCURACY.md.`,
 		Flags: validateEstimatorFlags,
@@ -57,16 +68,21 @@ func validateEstimatorFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env
 			return err
 		}
 		rep.Skipped = skipped.String()
-		ind, kv, err := independentChecks()
+		ind, kv, err := independentChecks(ctx)
+		if err != nil {
+			return err
+		}
+		lb, err := llamaBenchCheck(g.iter)
 		if err != nil {
 			return err
 		}
 		if g.jsonOut {
-			return writeJSON(env.Stdout, validationJSON{Report: rep, Independent: ind.json(), KVCapacity: kv.json()})
+			return writeJSON(env.Stdout, validationJSON{Report: rep, Independent: ind.json(), KVCapacity: kv.json(), LlamaBench: lb.cells})
 		}
 		printValidation(env.Stdout, rep)
 		ind.print(env.Stdout)
 		kv.print(env.Stdout)
+		lb.print(env.Stdout)
 		return nil
 	}
 }
@@ -96,8 +112,9 @@ func printValidation(w io.Writer, rep *groundtruth.Report) {
 // published serving tables and the published engine start-up logs (KV
 // capacity), both scored with the shipped coefficients.
 type independent struct {
-	res []groundtruth.IndependentResult
-	sum groundtruth.IndependentSummary
+	res      []groundtruth.IndependentResult
+	sum      groundtruth.IndependentSummary
+	settings *settingsCheck
 }
 
 type kvCheck struct {
@@ -105,7 +122,7 @@ type kvCheck struct {
 	sum groundtruth.KVSummary
 }
 
-func independentChecks() (*independent, *kvCheck, error) {
+func independentChecks(ctx context.Context) (*independent, *kvCheck, error) {
 	rows, err := groundtruth.IndependentTables()
 	if err != nil {
 		return nil, nil, fmt.Errorf("independent serving tables: %w", err)
@@ -116,6 +133,9 @@ func independentChecks() (*independent, *kvCheck, error) {
 	}
 	ind := &independent{}
 	ind.res, ind.sum = groundtruth.ScoreIndependent(rows)
+	if ind.settings, err = scenarioSettingsCheck(ctx, rows); err != nil {
+		return nil, nil, fmt.Errorf("independent tables through the scenario CSV: %w", err)
+	}
 	kv := &kvCheck{}
 	kv.res, kv.sum = groundtruth.ScoreKVCapacity(kvRows)
 	return ind, kv, nil
@@ -127,6 +147,12 @@ func (ind *independent) print(w io.Writer) {
 	fmt.Fprintf(w, "%-8s %-22s %-10s %5s %8s %8s %8s\n", "engine", "source", "metric", "n", "median", "p90", "bias")
 	for _, c := range s.Cells {
 		fmt.Fprintf(w, "%-8s %-22s %-10s %5d %8s %8s %8s\n", c.Engine, c.Source, c.Metric, c.N, pct(c.Median), pct(c.P90), signedPct(c.Bias))
+	}
+	if st := ind.settings; st != nil {
+		fmt.Fprintf(w, "Max-load rows through estimate --scenarios (output tok/s): settings columns empty (engine defaults) n=%d median %s p90 %s bias %s; "+
+			"with the stated kv_dtype and mem_fraction n=%d median %s p90 %s bias %s\n",
+			st.Defaults.N, pct(st.Defaults.Median), pct(st.Defaults.P90), signedPct(st.Defaults.Bias),
+			st.Stated.N, pct(st.Stated.Median), pct(st.Stated.P90), signedPct(st.Stated.Bias))
 	}
 }
 
@@ -172,11 +198,63 @@ func signedPct(x float64) string {
 }
 
 // validationJSON is validate-estimator's --json document: the held-out
-// report plus the two independent checks.
+// report plus the two independent checks and the llama-bench hold-out.
 type validationJSON struct {
 	*groundtruth.Report
-	Independent independentJSON `json:"independent"`
-	KVCapacity  kvJSON          `json:"kv_capacity"`
+	Independent independentJSON              `json:"independent"`
+	KVCapacity  kvJSON                       `json:"kv_capacity"`
+	LlamaBench  []groundtruth.LlamaBenchCell `json:"llama_bench"`
+}
+
+// benchCheck is the llama-bench hold-out: llama.cpp prompt processing and
+// decode on GeForce and Apple GPUs, each GPU predicted by the family
+// refitted on the others.
+type benchCheck struct {
+	rows  int
+	cells []groundtruth.LlamaBenchCell
+}
+
+func llamaBenchCheck(iter int) (*benchCheck, error) {
+	rows, err := groundtruth.LlamaBenchTables()
+	if err != nil {
+		return nil, fmt.Errorf("llama-bench tables: %w", err)
+	}
+	_, cells, err := groundtruth.ValidateLlamaBench(rows, estimate.PriorCoeffs(), iter)
+	if err != nil {
+		return nil, err
+	}
+	return &benchCheck{rows: len(rows), cells: cells}, nil
+}
+
+func (b *benchCheck) print(w io.Writer) {
+	fmt.Fprintf(w, "\nllama.cpp on GeForce and Apple GPUs: published llama-bench rows (%d; estimate/groundtruth/testdata/llama_bench.md), each GPU held out of the fit that predicts it\n", b.rows)
+	fmt.Fprintf(w, "%-15s %-8s %-10s %4s %8s %8s %8s\n", "family", "test", "prediction", "n", "median", "p90", "bias")
+	for _, c := range b.cells {
+		fmt.Fprintf(w, "%-15s %-8s %-10s %4d %8s %8s %8s\n", c.Family, c.Test, c.Kind, c.N, pct(c.Median), pct(c.P90), signedPct(c.Bias))
+	}
+	for _, t := range []struct {
+		test, name string
+		target     float64
+	}{{groundtruth.BenchPP, "prompt processing (≤ 1024 tokens)", groundtruth.LlamaBenchTargets.PP}, {groundtruth.BenchTG, "decode", groundtruth.LlamaBenchTargets.TG}} {
+		c, err := groundtruth.LlamaBenchCellFor(b.cells, "all", t.test, "held-out")
+		if err != nil {
+			continue
+		}
+		verdict := "meets"
+		if c.Median > t.target {
+			verdict = "MISSES"
+		}
+		fmt.Fprintf(w, "%s held-out: n=%d median %s (prior %s)  target ≤ %.0f%%: %s\n", t.name, c.N, pct(c.Median), priorMedian(b.cells, t.test), t.target*100, verdict)
+	}
+	fmt.Fprintf(w, "pp-long (prompts above 1024 tokens, builds without flash attention) is reported, not fitted and not in the target\n")
+}
+
+func priorMedian(cells []groundtruth.LlamaBenchCell, test string) string {
+	c, err := groundtruth.LlamaBenchCellFor(cells, "all", test, "prior")
+	if err != nil {
+		return "—"
+	}
+	return pct(c.Median)
 }
 
 // num is a float that encodes NaN and ±Inf as null (JSON has neither).
@@ -195,6 +273,9 @@ type independentJSON struct {
 	Priced  int                 `json:"priced"`
 	Skipped map[string]int      `json:"skipped"`
 	Cells   []independentCellJS `json:"cells"`
+	// Scenario is the max-load throughput through the batch CSV, with the
+	// settings columns empty and with the stated settings.
+	Scenario []independentCellJS `json:"scenario_csv,omitempty"`
 }
 
 type independentCellJS struct {
@@ -212,6 +293,14 @@ func (ind *independent) json() independentJSON {
 	out := independentJSON{Rows: ind.sum.Rows, Priced: ind.sum.Priced, Skipped: ind.sum.Skipped}
 	for _, c := range ind.sum.Cells {
 		out.Cells = append(out.Cells, independentCellJS{c.Engine, c.Source, c.Metric, c.N, num(c.Median), num(c.P90), num(c.Bias), c.Unbounded})
+	}
+	if st := ind.settings; st != nil {
+		for _, c := range []struct {
+			src  string
+			cell groundtruth.IndependentCell
+		}{{"scenario-csv-defaults", st.Defaults}, {"scenario-csv-stated", st.Stated}} {
+			out.Scenario = append(out.Scenario, independentCellJS{"all", c.src, c.cell.Metric, c.cell.N, num(c.cell.Median), num(c.cell.P90), num(c.cell.Bias), c.cell.Unbounded})
+		}
 	}
 	return out
 }
@@ -253,4 +342,70 @@ func (kv *kvCheck) json() kvJSON {
 			num(r.Row.ReportedKVGiB), num(r.PredKVGiB), num(r.Primary()), r.Fits, r.Skip})
 	}
 	return out
+}
+
+// settingsCheck re-scores the max-load rows of the independent tables
+// through the batch-mode scenario CSV twice: once with the settings columns
+// empty (the engine's defaults) and once with the KV cache type and memory
+// fraction the publication states, so the table shows what the columns buy.
+type settingsCheck struct {
+	Defaults, Stated groundtruth.IndependentCell
+}
+
+func scenarioSettingsCheck(ctx context.Context, rows []groundtruth.IndependentRow) (*settingsCheck, error) {
+	var keep []*groundtruth.IndependentRow
+	for i := range rows {
+		if r := &rows[i]; r.Mode == groundtruth.ModeOffline && r.OutputTokS > 0 {
+			keep = append(keep, r)
+		}
+	}
+	run := func(stated bool) (groundtruth.IndependentCell, error) {
+		var in bytes.Buffer
+		cw := csv.NewWriter(&in)
+		_ = cw.Write(scenarioIn)
+		for i, r := range keep {
+			kv, frac := "", ""
+			if stated {
+				kv = r.KVDType
+				if r.MemFraction > 0 {
+					frac = strconv.FormatFloat(r.MemFraction, 'g', -1, 64)
+				}
+			}
+			_ = cw.Write([]string{strconv.Itoa(i), r.Model, r.GPU, string(r.Engine), r.Precision, strconv.Itoa(r.TP),
+				strconv.Itoa(r.ISL), strconv.Itoa(r.OSL), "", "inf", strconv.Itoa(r.NumRequests), kv, frac, "", "", "", ""})
+		}
+		cw.Flush()
+		var out bytes.Buffer
+		if _, _, err := EstimateScenarios(ctx, &in, &out, hardware.Default(), nil, true); err != nil {
+			return groundtruth.IndependentCell{}, err
+		}
+		recs, err := csv.NewReader(&out).ReadAll()
+		if err != nil {
+			return groundtruth.IndependentCell{}, err
+		}
+		var apes, ratios []float64
+		outCol := slices.Index(scenarioOut, "output_tok_s")
+		for _, rec := range recs[1:] {
+			i, _ := strconv.Atoi(rec[0])
+			pred, err := strconv.ParseFloat(rec[outCol], 64)
+			if rec[1] != "true" || err != nil || i < 0 || i >= len(keep) {
+				continue
+			}
+			pub := keep[i].OutputTokS
+			apes = append(apes, math.Abs(pred-pub)/pub)
+			ratios = append(ratios, pred/pub-1)
+		}
+		c := groundtruth.SummariseAPE(apes, ratios)
+		c.Engine, c.Source, c.Metric = "all", "max-load", groundtruth.Throughput
+		return c, nil
+	}
+	sc := &settingsCheck{}
+	var err error
+	if sc.Defaults, err = run(false); err != nil {
+		return nil, err
+	}
+	if sc.Stated, err = run(true); err != nil {
+		return nil, err
+	}
+	return sc, nil
 }
