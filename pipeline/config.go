@@ -1,0 +1,320 @@
+package pipeline
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// Config is a whole run: the parent, the data, the deployment, the budgets
+// and each stage's settings. It is read from YAML (LoadConfig; unknown fields
+// and values of the wrong type are errors naming the line), and every field
+// is also a command-line flag (the `flag` tag; BindFlags). PrintConfig writes
+// the commented default.
+type Config struct {
+	Model    string   `yaml:"model" flag:"model" help:"parent checkpoint directory, or \"parent\" for the embedded parent"`
+	Data     []string `yaml:"data" flag:"data" help:"calibration and distillation text files (\"parent:train\" names the embedded parent's training split)"`
+	EvalData []string `yaml:"eval_data" flag:"eval-data" help:"held-out text for evaluation (\"parent:test\" names the embedded parent's test split)"`
+	// Dir is the run directory; every stage's output is kept under it.
+	Dir string `yaml:"dir" flag:"dir" help:"run directory: each stage's output and manifest is kept under it, and a rerun reuses what is unchanged"`
+
+	Deployment Deployment `yaml:"deployment"`
+	Workload   Workload   `yaml:"workload"`
+	Budgets    Budgets    `yaml:"budgets"`
+	Importance Importance `yaml:"importance"`
+	Search     Search     `yaml:"search"`
+	Distill    Distill    `yaml:"distill"`
+	Eval       Eval       `yaml:"eval"`
+	Measure    Measure    `yaml:"measure"`
+}
+
+// Deployment is the target.
+type Deployment struct {
+	GPU       string `yaml:"gpu" flag:"gpu" help:"target device (autocompress estimate --gpu list); cpu-local is this machine"`
+	Engine    string `yaml:"engine" flag:"engine" help:"serving engine: native, vllm, sglang, trtllm, llamacpp"`
+	Precision string `yaml:"precision" flag:"precision" help:"serving precision (empty: the engine's default for the target)"`
+	TP        int    `yaml:"tp" flag:"tp" help:"tensor-parallel GPUs"`
+	ServeOn   string `yaml:"serve_on" flag:"serve-on" help:"engine whose loading rules the child must satisfy (empty: the serving engine)"`
+}
+
+// Workload is the serving workload.
+type Workload struct {
+	Name        string  `yaml:"name" flag:"workload" help:"a named workload preset (empty: the lengths below)"`
+	ISL         int     `yaml:"isl" flag:"isl" help:"prompt tokens per request"`
+	OSL         int     `yaml:"osl" flag:"osl" help:"output tokens per request"`
+	Concurrency int     `yaml:"concurrency" flag:"concurrency" help:"concurrent requests (closed loop)"`
+	Rate        float64 `yaml:"rate" flag:"rate" help:"request rate in req/s (open loop; 0: closed loop at the concurrency)"`
+}
+
+// Budgets are the limits the child must meet, as the search takes them
+// (values with units; empty: no budget).
+type Budgets struct {
+	MaxMemory     string `yaml:"max_memory" flag:"max-memory" help:"the engine's whole footprint, e.g. 13.96GiB, 64MiB"`
+	MaxTTFT       string `yaml:"max_ttft" flag:"max-ttft" help:"time to first token, e.g. 500ms"`
+	MaxTPOT       string `yaml:"max_tpot" flag:"max-tpot" help:"time per output token, e.g. 40ms"`
+	MaxE2E        string `yaml:"max_e2e" flag:"max-e2e" help:"end-to-end request latency, e.g. 11.5s"`
+	MinThroughput string `yaml:"min_throughput" flag:"min-throughput" help:"output throughput, e.g. 2000tok/s"`
+	MaxParams     string `yaml:"max_params" flag:"max-params" help:"parameters, e.g. 3B, 2.5M"`
+	P90           bool   `yaml:"p90" flag:"p90" help:"latency budgets apply to the p90 rather than the mean"`
+}
+
+// Importance configures the importance pass.
+type Importance struct {
+	Seqs   int `yaml:"seqs" flag:"importance-seqs" help:"calibration sequences"`
+	SeqLen int `yaml:"seq_len" flag:"importance-seq-len" help:"tokens per calibration sequence"`
+}
+
+// Search configures the architecture search.
+type Search struct {
+	Strategy   string `yaml:"strategy" flag:"strategy" help:"autocompress (global and per-layer) or minitron (uniform widths, all layers: the Minitron++ baseline)"`
+	TopK       int    `yaml:"top_k" flag:"top-k" help:"candidates ranked by the measured proxy"`
+	Seed       int64  `yaml:"seed" flag:"search-seed" help:"seed of the search"`
+	KeepLayers []int  `yaml:"keep_layers" flag:"keep-layers" help:"layers never removed (comma-separated indices)"`
+}
+
+// Distill configures recovery by distillation from the parent.
+type Distill struct {
+	Tokens      int64   `yaml:"tokens" flag:"distill-tokens" help:"training tokens of recovery (0: skip recovery)"`
+	SeqLen      int     `yaml:"seq_len" flag:"distill-seq-len" help:"tokens per training sequence"`
+	Batch       int     `yaml:"batch" flag:"distill-batch" help:"sequences per step"`
+	LR          float64 `yaml:"lr" flag:"lr" help:"peak learning rate"`
+	Temperature float64 `yaml:"temperature" flag:"temperature" help:"distillation temperature"`
+	KDWeight    float64 `yaml:"kd_weight" flag:"kd-weight" help:"weight of KL(parent ‖ child)"`
+	CEWeight    float64 `yaml:"ce_weight" flag:"ce-weight" help:"weight of cross-entropy on the data"`
+	Seed        int64   `yaml:"seed" flag:"distill-seed" help:"seed of recovery"`
+}
+
+// Eval configures the evaluation.
+type Eval struct {
+	Limit int `yaml:"limit" flag:"eval-limit" help:"examples per task (0: all)"`
+}
+
+// Measure configures the measurement of the child on the target.
+type Measure struct {
+	Enabled bool `yaml:"enabled" flag:"measure" help:"measure the child with bench-serve (only where the target is this machine: gpu cpu-local, engine native)"`
+	Runs    int  `yaml:"runs" flag:"measure-runs" help:"measured repeats (the median is reported)"`
+}
+
+// DefaultConfig is the embedded demo: the embedded parent on this machine's
+// CPU with the native engine.
+func DefaultConfig() Config {
+	return Config{
+		Model:      "parent",
+		Data:       []string{"parent:train"},
+		EvalData:   []string{"parent:test"},
+		Dir:        "autocompress-run",
+		Deployment: Deployment{GPU: "cpu-local", Engine: "native", TP: 1},
+		Workload:   Workload{ISL: 128, OSL: 64, Concurrency: 4},
+		Importance: Importance{Seqs: 64, SeqLen: 128},
+		Search:     Search{Strategy: "autocompress", TopK: 4, Seed: 1, KeepLayers: []int{}},
+		Distill: Distill{Tokens: 400_000, SeqLen: 128, Batch: 8, LR: 1e-3, Temperature: 1,
+			KDWeight: 1, CEWeight: 0, Seed: 1},
+		Eval:    Eval{Limit: 200},
+		Measure: Measure{Enabled: true, Runs: 3},
+	}
+}
+
+// ConfigError is a config file that cannot be used; it names the file and,
+// where known, the line.
+type ConfigError struct {
+	Path string
+	Msg  string
+}
+
+func (e *ConfigError) Error() string { return e.Path + ": " + e.Msg }
+
+// LoadConfig reads a YAML config over the defaults: fields it does not name
+// keep their default. Unknown fields and values of the wrong type are errors
+// naming the line.
+func LoadConfig(path string) (Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("pipeline: %w", err)
+	}
+	return ParseConfig(path, b)
+}
+
+// ParseConfig is LoadConfig on bytes; name is used in errors.
+func ParseConfig(name string, b []byte) (Config, error) {
+	c := DefaultConfig()
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		msg := err.Error()
+		msg = strings.TrimPrefix(msg, "yaml: ")
+		msg = strings.ReplaceAll(msg, "unmarshal errors:\n  ", "")
+		msg = strings.ReplaceAll(msg, "in type pipeline.", "in section ")
+		return Config{}, &ConfigError{Path: name, Msg: msg}
+	}
+	return c, nil
+}
+
+// BindFlags declares one flag per config field on fs, defaulting to c's
+// values, and returns the function that applies the flags the user set over
+// a config (so a flag overrides the file, and the file the defaults).
+func BindFlags(fs *flag.FlagSet, c *Config) func(dst *Config) error {
+	type bound struct {
+		name string
+		path []int
+	}
+	var all []bound
+	walkFields(reflect.TypeOf(*c), nil, func(f reflect.StructField, path []int) {
+		name := f.Tag.Get("flag")
+		if name == "" {
+			return
+		}
+		v := reflect.ValueOf(c).Elem().FieldByIndex(path)
+		fs.Var(&fieldValue{v: v}, name, f.Tag.Get("help"))
+		all = append(all, bound{name, path})
+	})
+	return func(dst *Config) error {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		for _, b := range all {
+			if set[b.name] {
+				reflect.ValueOf(dst).Elem().FieldByIndex(b.path).Set(reflect.ValueOf(c).Elem().FieldByIndex(b.path))
+			}
+		}
+		return nil
+	}
+}
+
+func walkFields(t reflect.Type, prefix []int, fn func(reflect.StructField, []int)) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		path := append(append([]int(nil), prefix...), i)
+		if f.Type.Kind() == reflect.Struct {
+			walkFields(f.Type, path, fn)
+			continue
+		}
+		fn(f, path)
+	}
+}
+
+// fieldValue is a flag.Value over one config field.
+type fieldValue struct {
+	v   reflect.Value
+	set bool // a list flag given twice appends
+}
+
+func (f *fieldValue) String() string {
+	if !f.v.IsValid() {
+		return ""
+	}
+	return scalarString(f.v)
+}
+
+func (f *fieldValue) IsBoolFlag() bool { return f.v.IsValid() && f.v.Kind() == reflect.Bool }
+
+func (f *fieldValue) Set(s string) error {
+	v := f.v
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(s)
+	case reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return fmt.Errorf("want true or false, not %q", s)
+		}
+		v.SetBool(b)
+	case reflect.Int, reflect.Int64:
+		n, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 10, 64)
+		if err != nil {
+			return fmt.Errorf("want a whole number, not %q", s)
+		}
+		v.SetInt(n)
+	case reflect.Float64:
+		x, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return fmt.Errorf("want a number, not %q", s)
+		}
+		v.SetFloat(x)
+	case reflect.Slice:
+		if !f.set {
+			v.Set(reflect.MakeSlice(v.Type(), 0, 0))
+			f.set = true
+		}
+		for _, part := range strings.Split(s, ",") {
+			part = strings.TrimSpace(part)
+			if part == "" {
+				continue
+			}
+			e := reflect.New(v.Type().Elem()).Elem()
+			if err := (&fieldValue{v: e}).Set(part); err != nil {
+				return err
+			}
+			v.Set(reflect.Append(v, e))
+		}
+	default:
+		return fmt.Errorf("unsupported flag type %s", v.Type())
+	}
+	return nil
+}
+
+func scalarString(v reflect.Value) string {
+	switch v.Kind() {
+	case reflect.Slice:
+		parts := make([]string, v.Len())
+		for i := range parts {
+			parts[i] = scalarString(v.Index(i))
+		}
+		return strings.Join(parts, ",")
+	case reflect.Float64:
+		return strconv.FormatFloat(v.Float(), 'g', -1, 64)
+	default:
+		return fmt.Sprint(v.Interface())
+	}
+}
+
+// PrintConfig writes c as commented YAML: every field with its help text, so
+// the output is both documentation and a config to edit.
+func PrintConfig(w io.Writer, c Config) error {
+	var b strings.Builder
+	b.WriteString("# autocompress run configuration (autocompress run --config FILE).\n")
+	b.WriteString("# Every field is also a flag (shown in brackets); a flag overrides the file.\n")
+	printStruct(&b, reflect.ValueOf(c), 0)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func printStruct(b *strings.Builder, v reflect.Value, indent int) {
+	t := v.Type()
+	pad := strings.Repeat("  ", indent)
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		key := f.Tag.Get("yaml")
+		fv := v.Field(i)
+		if f.Type.Kind() == reflect.Struct {
+			fmt.Fprintf(b, "\n%s%s:\n", pad, key)
+			printStruct(b, fv, indent+1)
+			continue
+		}
+		if h := f.Tag.Get("help"); h != "" {
+			fmt.Fprintf(b, "%s# %s [--%s]\n", pad, h, f.Tag.Get("flag"))
+		}
+		fmt.Fprintf(b, "%s%s: %s\n", pad, key, yamlScalar(fv))
+	}
+}
+
+func yamlScalar(v reflect.Value) string {
+	switch v.Kind() {
+	case reflect.String:
+		return strconv.Quote(v.String())
+	case reflect.Slice:
+		parts := make([]string, v.Len())
+		for i := range parts {
+			parts[i] = yamlScalar(v.Index(i))
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	default:
+		return scalarString(v)
+	}
+}

@@ -1,0 +1,102 @@
+package pipeline
+
+import (
+	"bytes"
+	"flag"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestPrintConfigRoundTrip(t *testing.T) {
+	var b bytes.Buffer
+	if err := PrintConfig(&b, DefaultConfig()); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ParseConfig("printed", b.Bytes())
+	if err != nil {
+		t.Fatalf("the printed default does not parse: %v\n%s", err, b.String())
+	}
+	if !reflect.DeepEqual(got, DefaultConfig()) {
+		t.Fatalf("round trip changed the config:\n got %+v\nwant %+v", got, DefaultConfig())
+	}
+	// Every field is documented with its flag.
+	n := 0
+	walkFields(reflect.TypeOf(Config{}), nil, func(f reflect.StructField, _ []int) {
+		n++
+		if !strings.Contains(b.String(), "[--"+f.Tag.Get("flag")+"]") {
+			t.Errorf("field %s has no documented flag", f.Name)
+		}
+		if f.Tag.Get("help") == "" {
+			t.Errorf("field %s has no help", f.Name)
+		}
+	})
+	if n < 30 {
+		t.Fatalf("only %d fields", n)
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"model: parent\nbudgtes:\n  max_memory: 1GiB\n", "line 2: field budgtes not found"},
+		{"workload:\n  isl: lots\n", "line 2: cannot unmarshal !!str `lots` into int"},
+		{"search:\n  keep_layers: 3\n", "line 2"},
+		{"distill:\n  tokenz: 5\n", "field tokenz not found in section Distill"},
+		{"model: [a\n", "line 1"},
+	} {
+		_, err := ParseConfig("c.yaml", []byte(tc.yaml))
+		var ce *ConfigError
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "c.yaml: ") {
+			t.Errorf("%q: err = %v, want one naming c.yaml and %q", tc.yaml, err, tc.want)
+		} else if !errorsAs(err, &ce) {
+			t.Errorf("%q: not a ConfigError", tc.yaml)
+		}
+	}
+}
+
+func errorsAs(err error, ce **ConfigError) bool {
+	e, ok := err.(*ConfigError)
+	*ce = e
+	return ok
+}
+
+func TestParseConfigKeepsDefaults(t *testing.T) {
+	c, err := ParseConfig("c", []byte("budgets:\n  max_memory: 64MiB\nworkload:\n  osl: 32\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := DefaultConfig()
+	want.Budgets.MaxMemory, want.Workload.OSL = "64MiB", 32
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("got %+v", c)
+	}
+}
+
+func TestFlagsOverrideFile(t *testing.T) {
+	file, err := ParseConfig("c", []byte("workload:\n  isl: 256\n  osl: 32\nsearch:\n  keep_layers: [0, 7]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	scratch := DefaultConfig()
+	apply := BindFlags(fs, &scratch)
+	if err := fs.Parse([]string{"--osl", "16", "--keep-layers", "1,2", "--keep-layers", "3", "--p90", "--lr", "3e-4", "--max-tpot", "20ms"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := apply(&file); err != nil {
+		t.Fatal(err)
+	}
+	if file.Workload.ISL != 256 || file.Workload.OSL != 16 || !reflect.DeepEqual(file.Search.KeepLayers, []int{1, 2, 3}) ||
+		!file.Budgets.P90 || file.Distill.LR != 3e-4 || file.Budgets.MaxTPOT != "20ms" || file.Model != "parent" {
+		t.Fatalf("got %+v", file)
+	}
+	fs2 := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs2.SetOutput(io.Discard)
+	s2 := DefaultConfig()
+	BindFlags(fs2, &s2)
+	if err := fs2.Parse([]string{"--isl", "many"}); err == nil || !strings.Contains(err.Error(), "-isl") || !strings.Contains(err.Error(), "whole number") {
+		t.Fatalf("bad flag value: %v", err)
+	}
+}

@@ -1,0 +1,22 @@
+// Package pipeline chains the stages of a compression run — importance,
+// search, prune, distill, eval, validate, measure, report — in one run
+// directory, so that one command takes a parent checkpoint to a deployed,
+// measured child and its report.
+//
+// Each stage writes into its own directory (NN-name) with a manifest of what
+// it was run from: its parameters, the content hash of every outside file it
+// read, and the output hash of every stage it depends on. A rerun reuses each
+// stage whose manifest still matches and whose outputs are intact, so a run
+// after a failure, an interrupt or a changed budget repeats only what must be
+// repeated, and says which stages it reused and why the others ran. Because a
+// dependency enters a stage's key through its output hash, a rerun upstream
+// stage that produces the same output (an unchanged plan after a budget that
+// did not bind changed) does not invalidate the stages after it.
+//
+// Stages write into a temporary directory that is renamed into place when
+// they succeed; a cancelled context (Ctrl-C) or a failure leaves only the
+// stages that finished, and a killed run's temporary directories are removed
+// by the next run. Progress of every stage reaches the caller through one
+// callback (stage k of n, the stage's own counts and ETA); the package
+// writes nothing to a terminal.
+package pipeline

@@ -1,0 +1,502 @@
+package pipeline
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/autocompress/autocompress/checkpoint"
+)
+
+// ManifestName is the file, inside each stage's directory, that records what
+// the stage was run from and what it produced. It is written last, so a
+// directory without it is never taken for a finished stage.
+const ManifestName = "manifest.json"
+
+// manifestVersion changes when the manifest's meaning changes; an older
+// manifest makes its stage run again.
+const manifestVersion = 1
+
+// Stage is one step of a run: it reads its parameters, the outside files it
+// names and the outputs of the stages it depends on, and writes its own
+// outputs into a fresh directory.
+type Stage struct {
+	// Name identifies the stage in the run directory, the manifest and the
+	// progress display ("search", "prune", ...).
+	Name string
+	// Deps names earlier stages whose outputs this stage reads. A dependency's
+	// output hash is part of this stage's key, so a changed upstream output
+	// reruns this stage, and an unchanged one (even after a rerun) does not.
+	Deps []string
+	// Params is everything else the stage's result depends on (its settings),
+	// as a JSON-encodable value. Two runs with equal Params, Files and
+	// dependency outputs reuse the stage.
+	Params any
+	// Files are outside files or directories the stage reads (calibration
+	// text, the parent checkpoint); they are hashed by content.
+	Files []string
+	// Run does the work. It writes only under env.Dir and must return soon
+	// after ctx is cancelled.
+	Run func(ctx context.Context, env *Env) error
+}
+
+// Env is what a running stage sees.
+type Env struct {
+	// Dir is the stage's (temporary) output directory; it is renamed into
+	// place when Run returns nil.
+	Dir string
+	// Inputs maps each dependency's name to its finished output directory.
+	Inputs map[string]string
+	// Index and Count say which stage this is (1-based) of how many.
+	Index, Count int
+	report       func(Progress)
+	name         string
+	start        time.Time
+}
+
+// Input returns the output directory of dependency name.
+func (e *Env) Input(name string) string { return e.Inputs[name] }
+
+// Report tells the display how far the stage has got: done of total units
+// (total 0: unknown), with an optional message. The ETA is derived here, so
+// stages report only counts.
+func (e *Env) Report(done, total float64, unit, msg string) {
+	if e.report == nil {
+		return
+	}
+	p := Progress{Stage: e.name, Index: e.Index, Count: e.Count, State: StateRunning,
+		Done: done, Total: total, Unit: unit, Msg: msg, Elapsed: time.Since(e.start), ETA: -1}
+	if total > 0 && done > 0 && done <= total {
+		p.ETA = time.Duration(float64(p.Elapsed) * (total - done) / done)
+	}
+	e.report(p)
+}
+
+// Note reports a message without a count.
+func (e *Env) Note(format string, a ...any) { e.Report(0, 0, "", fmt.Sprintf(format, a...)) }
+
+// States of a stage in a Progress event.
+const (
+	StateStart   = "start"
+	StateRunning = "running"
+	StateReused  = "reused"
+	StateDone    = "done"
+	StateFailed  = "failed"
+)
+
+// Progress is one event of a run, for the display.
+type Progress struct {
+	Stage        string
+	Index, Count int // stage Index of Count, 1-based
+	State        string
+	Done, Total  float64 // units of the stage's own work (Total 0: unknown)
+	Unit         string
+	Msg          string // why a stage runs again, what it is doing, why it failed
+	Elapsed      time.Duration
+	ETA          time.Duration // -1 when unknown
+}
+
+// Options configure Run.
+type Options struct {
+	// Progress receives every event; nil discards them.
+	Progress func(Progress)
+	// Force reruns every stage even when its manifest matches.
+	Force bool
+	// Only, when not empty, stops the run after the named stage.
+	Until string
+}
+
+// Manifest records one finished stage.
+type Manifest struct {
+	Version int    `json:"version"`
+	Stage   string `json:"stage"`
+	// Key is the hash of everything below that the stage was run from.
+	Key    string          `json:"key"`
+	Params json.RawMessage `json:"params"`
+	// Files and Deps map each outside file and each dependency to the hash
+	// of its content (for a dependency: its OutputHash).
+	Files map[string]string `json:"files,omitempty"`
+	Deps  map[string]string `json:"deps,omitempty"`
+	// Outputs maps each file the stage wrote (slash-separated, relative to
+	// its directory) to its sha256; OutputHash is the hash over them.
+	Outputs    map[string]string `json:"outputs"`
+	OutputHash string            `json:"output_hash"`
+	Started    time.Time         `json:"started"`
+	Seconds    float64           `json:"seconds"`
+}
+
+// StageResult says what happened to one stage.
+type StageResult struct {
+	Name    string  `json:"name"`
+	Dir     string  `json:"dir"`
+	Reused  bool    `json:"reused"`
+	Why     string  `json:"why,omitempty"` // why it ran (when not reused)
+	Seconds float64 `json:"seconds"`       // of this run (0 when reused)
+	// RunSeconds is the time the stage took when it was computed.
+	RunSeconds float64 `json:"run_seconds"`
+	OutputHash string  `json:"output_hash"`
+}
+
+// Result is the outcome of Run.
+type Result struct {
+	Dir    string        `json:"dir"`
+	Stages []StageResult `json:"stages"`
+}
+
+// Reused returns the names of the stages that were reused.
+func (r *Result) Reused() []string {
+	var out []string
+	for _, s := range r.Stages {
+		if s.Reused {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
+// StageError is a stage that failed; it wraps the stage's error.
+type StageError struct {
+	Stage string
+	Err   error
+}
+
+func (e *StageError) Error() string { return "stage " + e.Stage + ": " + e.Err.Error() }
+func (e *StageError) Unwrap() error { return e.Err }
+
+// StageDir returns the directory of stage number i (0-based) named name under
+// the run directory.
+func StageDir(runDir string, i int, name string) string {
+	return filepath.Join(runDir, fmt.Sprintf("%02d-%s", i+1, name))
+}
+
+// Run runs the stages in order under dir, reusing every stage whose manifest
+// matches its parameters, files and dependencies and whose outputs are intact.
+// Each stage writes into a temporary directory that is renamed into place only
+// when it succeeds, so an interrupted or failed run leaves the finished stages
+// and nothing half-written; the next Run resumes after the last finished
+// stage. Only one Run may use a directory at a time.
+func Run(ctx context.Context, dir string, stages []Stage, opt Options) (*Result, error) {
+	if err := checkStages(stages); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("pipeline: creating run directory: %w", err)
+	}
+	unlock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	cleanTemp(dir)
+
+	res := &Result{Dir: dir}
+	out := map[string]string{}     // stage name -> finished directory
+	outHash := map[string]string{} // stage name -> output hash
+	emit := func(p Progress) {
+		if opt.Progress != nil {
+			opt.Progress(p)
+		}
+	}
+	for i, st := range stages {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		sdir := StageDir(dir, i, st.Name)
+		key, man, err := stageKey(st, outHash)
+		if err != nil {
+			return res, &StageError{Stage: st.Name, Err: err}
+		}
+		base := Progress{Stage: st.Name, Index: i + 1, Count: len(stages), ETA: -1}
+		why := "no earlier result"
+		if !opt.Force {
+			old, reason := reusable(sdir, key)
+			if old != nil {
+				out[st.Name], outHash[st.Name] = sdir, old.OutputHash
+				res.Stages = append(res.Stages, StageResult{Name: st.Name, Dir: sdir, Reused: true,
+					RunSeconds: old.Seconds, OutputHash: old.OutputHash})
+				p := base
+				p.State, p.Msg = StateReused, "unchanged inputs; reusing "+sdir
+				emit(p)
+				if opt.Until == st.Name {
+					break
+				}
+				continue
+			}
+			why = reason
+		} else {
+			why = "forced"
+		}
+		p := base
+		p.State, p.Msg = StateStart, why
+		emit(p)
+		start := time.Now()
+		sr, err := runStage(ctx, st, sdir, man, out, i, len(stages), emit)
+		if err != nil {
+			p := base
+			p.State, p.Msg, p.Elapsed = StateFailed, err.Error(), time.Since(start)
+			emit(p)
+			if ctx.Err() != nil {
+				return res, ctx.Err()
+			}
+			return res, &StageError{Stage: st.Name, Err: err}
+		}
+		sr.Why = why
+		out[st.Name], outHash[st.Name] = sdir, sr.OutputHash
+		res.Stages = append(res.Stages, *sr)
+		p = base
+		p.State, p.Elapsed = StateDone, time.Since(start)
+		emit(p)
+		if opt.Until == st.Name {
+			break
+		}
+	}
+	return res, nil
+}
+
+func checkStages(stages []Stage) error {
+	seen := map[string]bool{}
+	for _, st := range stages {
+		switch {
+		case st.Name == "" || strings.ContainsAny(st.Name, `/\ `):
+			return fmt.Errorf("pipeline: bad stage name %q", st.Name)
+		case seen[st.Name]:
+			return fmt.Errorf("pipeline: stage %q twice", st.Name)
+		case st.Run == nil:
+			return fmt.Errorf("pipeline: stage %q has no Run", st.Name)
+		}
+		for _, d := range st.Deps {
+			if !seen[d] {
+				return fmt.Errorf("pipeline: stage %q depends on %q, which does not come before it", st.Name, d)
+			}
+		}
+		seen[st.Name] = true
+	}
+	return nil
+}
+
+// stageKey hashes what the stage runs from and returns the manifest to write.
+func stageKey(st Stage, outHash map[string]string) (string, *Manifest, error) {
+	params, err := json.Marshal(st.Params)
+	if err != nil {
+		return "", nil, fmt.Errorf("encoding parameters: %w", err)
+	}
+	m := &Manifest{Version: manifestVersion, Stage: st.Name, Params: params,
+		Files: map[string]string{}, Deps: map[string]string{}}
+	for _, f := range st.Files {
+		h, err := HashPath(f)
+		if err != nil {
+			return "", nil, err
+		}
+		m.Files[f] = h
+	}
+	for _, d := range st.Deps {
+		m.Deps[d] = outHash[d]
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "v%d\x00%s\x00%s\x00", m.Version, st.Name, params)
+	for _, k := range sortedKeys(m.Files) {
+		fmt.Fprintf(h, "f\x00%s\x00%s\x00", k, m.Files[k])
+	}
+	for _, k := range sortedKeys(m.Deps) {
+		fmt.Fprintf(h, "d\x00%s\x00%s\x00", k, m.Deps[k])
+	}
+	m.Key = hex.EncodeToString(h.Sum(nil))
+	return m.Key, m, nil
+}
+
+// reusable returns the manifest of a finished stage in sdir whose key is key
+// and whose outputs are intact, or nil and the reason it must run.
+func reusable(sdir, key string) (*Manifest, string) {
+	b, err := os.ReadFile(filepath.Join(sdir, ManifestName))
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Stat(sdir); err == nil {
+			return nil, "its directory has no manifest (not written by a finished stage)"
+		}
+		return nil, "no earlier result"
+	}
+	if err != nil {
+		return nil, "its manifest cannot be read: " + err.Error()
+	}
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, "its manifest is not valid JSON: " + err.Error()
+	}
+	if m.Version != manifestVersion {
+		return nil, fmt.Sprintf("its manifest is version %d, not %d", m.Version, manifestVersion)
+	}
+	if m.Key != key {
+		return nil, "its inputs changed"
+	}
+	got, _, err := hashOutputs(sdir)
+	if err != nil {
+		return nil, "its outputs cannot be read: " + err.Error()
+	}
+	for name, h := range m.Outputs {
+		switch g, ok := got[name]; {
+		case !ok:
+			return nil, "its output " + name + " is missing"
+		case g != h:
+			return nil, "its output " + name + " was changed after it was written"
+		}
+	}
+	for name := range got {
+		if _, ok := m.Outputs[name]; !ok {
+			return nil, "its directory holds " + name + ", which it did not write"
+		}
+	}
+	return &m, ""
+}
+
+func runStage(ctx context.Context, st Stage, sdir string, man *Manifest, out map[string]string, i, n int, emit func(Progress)) (*StageResult, error) {
+	od, err := checkpoint.NewOutputDir(sdir, true)
+	if err != nil {
+		return nil, err
+	}
+	defer od.Abort()
+	od.Watch(ctx)
+	env := &Env{Dir: od.Path(), Inputs: map[string]string{}, Index: i + 1, Count: n,
+		report: emit, name: st.Name, start: time.Now()}
+	for _, d := range st.Deps {
+		env.Inputs[d] = out[d]
+	}
+	start := time.Now()
+	man.Started = start.UTC()
+	if err := st.Run(ctx, env); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	outs, all, err := hashOutputs(od.Path())
+	if err != nil {
+		return nil, fmt.Errorf("hashing outputs: %w", err)
+	}
+	man.Outputs, man.OutputHash = outs, all
+	man.Seconds = time.Since(start).Seconds()
+	b, err := json.MarshalIndent(man, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := writeFileSync(filepath.Join(od.Path(), ManifestName), append(b, '\n')); err != nil {
+		return nil, err
+	}
+	if err := od.Commit(); err != nil {
+		return nil, err
+	}
+	return &StageResult{Name: st.Name, Dir: sdir, Seconds: man.Seconds, RunSeconds: man.Seconds,
+		OutputHash: all}, nil
+}
+
+// hashOutputs hashes every regular file under dir except the manifest, and
+// the whole set.
+func hashOutputs(dir string) (map[string]string, string, error) {
+	outs := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if rel == ManifestName {
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("%s is not a regular file", rel)
+		}
+		h, err := hashFile(p)
+		if err != nil {
+			return err
+		}
+		outs[rel] = h
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	h := sha256.New()
+	for _, k := range sortedKeys(outs) {
+		fmt.Fprintf(h, "%s\x00%s\x00", k, outs[k])
+	}
+	return outs, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// HashPath returns the sha256 of a file's content, or for a directory a hash
+// over its files' relative names and contents.
+func HashPath(p string) (string, error) {
+	st, err := os.Stat(p)
+	if err != nil {
+		return "", fmt.Errorf("pipeline: %w", err)
+	}
+	if !st.IsDir() {
+		return hashFile(p)
+	}
+	_, all, err := hashOutputs(p)
+	if err != nil {
+		return "", fmt.Errorf("pipeline: hashing %s: %w", p, err)
+	}
+	return all, nil
+}
+
+func hashFile(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", fmt.Errorf("pipeline: %w", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("pipeline: hashing %s: %w", p, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func writeFileSync(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("pipeline: %w", err)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return fmt.Errorf("pipeline: writing %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("pipeline: writing %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// cleanTemp removes temporary stage directories that a killed run left.
+func cleanTemp(dir string) {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.IsDir() && strings.HasPrefix(e.Name(), ".") && strings.Contains(e.Name(), ".tmp-") {
+			os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,372 @@
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"strings"
+)
+
+// cell is one number on the page: its text and the JSON path it comes from,
+// so a test can check every number against the run's JSON.
+type cell struct {
+	Text string
+	Path string
+}
+
+func num(v float64, path string) cell { return cell{Text: fmtNum(v), Path: path} }
+
+func optNum(v *float64, path string) cell {
+	if v == nil {
+		return cell{Text: "—"}
+	}
+	return num(*v, path)
+}
+
+type budgetRow struct {
+	Name, Unit, Sense                 string
+	Limit, Parent, Estimated, Measure cell
+	Status, StatusClass               string
+	Binding, Flag                     bool
+}
+
+type evalCell struct {
+	Value, StdErr cell
+	HasErr        bool
+}
+
+type evalRow struct {
+	Task, Metric string
+	Cells        []evalCell
+}
+
+type layerRow struct {
+	Index                                int
+	PHeads, PKV, PFFN, CHeads, CKV, CFFN string
+	Changed                              bool
+}
+
+type page struct {
+	D             *Data
+	Charts        []chartView
+	Budgets       []budgetRow
+	Eval          []evalRow
+	Layers        []layerRow
+	Memory        []cell
+	MemoryNames   []string
+	MemTotal      cell
+	Tokens        []cell
+	ParentParams  cell
+	ChildParams   cell
+	ParamRatio    string
+	MeasuredNote  string
+	AnyDisagree   bool
+	TrainingFinal string
+}
+
+type chartView struct {
+	Chart
+	Inline template.HTML
+}
+
+// Tolerance is the relative gap between estimate and measurement above which
+// the report flags a budget row.
+const Tolerance = 0.10
+
+func build(d *Data) (*page, error) {
+	charts, err := Charts(d)
+	if err != nil {
+		return nil, err
+	}
+	pg := &page{D: d}
+	for _, c := range charts {
+		pg.Charts = append(pg.Charts, chartView{Chart: c, Inline: template.HTML(c.SVG)})
+	}
+	for i, b := range d.Budgets {
+		p := fmt.Sprintf("budgets.%d.", i)
+		r := budgetRow{Name: b.Name, Unit: b.Unit, Binding: b.Binding,
+			Limit: num(b.Limit, p+"limit"), Parent: optNum(b.Parent, p+"parent"),
+			Estimated: optNum(b.Estimated, p+"estimated"), Measure: optNum(b.Measured, p+"measured"),
+			Flag: b.Disagrees(Tolerance)}
+		r.Sense = "≥"
+		if b.Max {
+			r.Sense = "≤"
+		}
+		v := b.Measured
+		if v == nil {
+			v = b.Estimated
+		}
+		switch {
+		case v == nil:
+			r.Status, r.StatusClass = "not known", "unknown"
+		case b.Met(*v):
+			r.Status, r.StatusClass = "met", "met"
+		default:
+			r.Status, r.StatusClass = "missed", "missed"
+		}
+		if b.Measured == nil && b.Estimated != nil {
+			r.Status += " (estimated)"
+		}
+		pg.AnyDisagree = pg.AnyDisagree || r.Flag
+		pg.Budgets = append(pg.Budgets, r)
+	}
+	for i, row := range d.Eval.Rows {
+		er := evalRow{Task: row.Task, Metric: row.Metric}
+		for j, v := range row.Values {
+			p := fmt.Sprintf("eval.rows.%d.values.%d.", i, j)
+			er.Cells = append(er.Cells, evalCell{Value: num(v.Value, p+"value"), StdErr: num(v.StdErr, p+"stderr"), HasErr: v.StdErr > 0})
+		}
+		pg.Eval = append(pg.Eval, er)
+	}
+	aligned := d.Child.Aligned(len(d.Parent.Layers))
+	n := len(aligned)
+	w := func(v int) string {
+		if v == 0 {
+			return "—"
+		}
+		return fmt.Sprint(v)
+	}
+	for i := 0; i < n; i++ {
+		r := layerRow{Index: i, PHeads: "", CHeads: "removed"}
+		if i < len(d.Parent.Layers) {
+			l := d.Parent.Layers[i]
+			r.PHeads, r.PKV, r.PFFN = w(l.Heads), w(l.KVHeads), w(l.FFN)
+		}
+		if l := aligned[i]; l != nil {
+			r.CHeads, r.CKV, r.CFFN = w(l.Heads), w(l.KVHeads), w(l.FFN)
+		} else {
+			r.CKV, r.CFFN = "removed", "removed"
+		}
+		r.Changed = r.PHeads != r.CHeads || r.PKV != r.CKV || r.PFFN != r.CFFN
+		pg.Layers = append(pg.Layers, r)
+	}
+	for i, t := range d.Memory.Terms {
+		pg.Memory = append(pg.Memory, num(t.GiB, fmt.Sprintf("memory.terms.%d.gib", i)))
+		pg.MemoryNames = append(pg.MemoryNames, t.Name)
+	}
+	pg.MemTotal = cell{Text: fmtNum(d.Memory.TotalGiB())}
+	pg.ParentParams = num(float64(d.Parent.Params), "parent.params")
+	pg.ChildParams = num(float64(d.Child.Params), "child.params")
+	if d.Parent.Params > 0 {
+		pg.ParamRatio = fmt.Sprintf("%.1f %%", 100*float64(d.Child.Params)/float64(d.Parent.Params))
+	}
+	pg.Tokens = []cell{num(float64(d.Tokens.Importance), "tokens.importance"),
+		num(float64(d.Tokens.Selection), "tokens.selection"), num(float64(d.Tokens.Recovery), "tokens.recovery")}
+	if k := len(d.Training); k > 0 {
+		pg.TrainingFinal = fmt.Sprintf("final training loss %s after %s tokens", fmtNum(d.Training[k-1].Loss), fmtNum(float64(d.Training[k-1].Tokens)))
+	}
+	return pg, nil
+}
+
+var funcs = template.FuncMap{
+	"pct": func(v float64) string {
+		if math.IsNaN(v) {
+			return "—"
+		}
+		return fmt.Sprintf("%.1f %%", 100*v)
+	},
+}
+
+var htmlTmpl = template.Must(template.New("report").Funcs(funcs).Parse(`<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{.D.Title}}</title>
+<style>
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 72rem; padding: 0 1rem; color: #222; }
+h1 { font-size: 1.6rem; } h2 { font-size: 1.25rem; margin-top: 2rem; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; margin: .5rem 0 1rem; font-variant-numeric: tabular-nums; }
+th, td { border: 1px solid #ccc; padding: .25rem .6rem; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+tr.binding td { font-weight: 600; }
+td.met { color: #1a7f37; } td.missed { color: #c62828; font-weight: 600; } td.unknown { color: #777; }
+tr.changed td { background: #f3f8fd; }
+.flag { color: #c62828; font-weight: 600; }
+figure { margin: 1rem 0; } figure svg { max-width: 100%; height: auto; background: #fff; }
+figcaption { color: #555; font-size: .9rem; }
+.note { color: #555; }
+</style>
+</head>
+<body>
+<h1>{{.D.Title}}</h1>
+<section id="deployment">
+<h2>Deployment</h2>
+<table>
+<tr><th>GPU</th><td>{{.D.Deployment.GPU}}</td></tr>
+<tr><th>engine</th><td>{{.D.Deployment.Engine}}</td></tr>
+<tr><th>precision</th><td>{{.D.Deployment.Precision}}</td></tr>
+<tr><th>workload</th><td>{{.D.Deployment.Workload}} (prompt {{.D.Deployment.ISL}}, output {{.D.Deployment.OSL}}{{if .D.Deployment.Concurrency}}, concurrency {{.D.Deployment.Concurrency}}{{end}}{{if .D.Deployment.RequestRate}}, {{.D.Deployment.RequestRate}} req/s{{end}})</td></tr>
+<tr><th>parent</th><td>{{.D.Parent.Name}}, <span data-json="{{.ParentParams.Path}}">{{.ParentParams.Text}}</span> parameters</td></tr>
+<tr><th>child</th><td><span data-json="{{.ChildParams.Path}}">{{.ChildParams.Text}}</span> parameters ({{.ParamRatio}} of the parent){{if .D.Strategy}}, chosen by {{.D.Strategy}}{{end}}</td></tr>
+</table>
+{{range .D.Summary}}<p>{{.}}</p>
+{{end}}</section>
+<section id="budgets">
+<h2>Budgets</h2>
+{{if .Budgets}}<table>
+<tr><th>budget</th><th>limit</th><th>parent</th><th>child, estimated</th><th>child, measured</th><th>status</th></tr>
+{{range .Budgets}}<tr{{if .Binding}} class="binding"{{end}}><td>{{.Name}}{{if .Binding}} (binding){{end}}</td><td>{{.Sense}} <span data-json="{{.Limit.Path}}">{{.Limit.Text}}</span> {{.Unit}}</td><td data-json="{{.Parent.Path}}">{{.Parent.Text}}</td><td data-json="{{.Estimated.Path}}">{{.Estimated.Text}}</td><td data-json="{{.Measure.Path}}">{{.Measure.Text}}{{if .Flag}} <span class="flag" title="estimate and measurement differ by more than 10 %">⚑</span>{{end}}</td><td class="{{.StatusClass}}">{{.Status}}</td></tr>
+{{end}}</table>
+{{if .AnyDisagree}}<p class="flag">⚑ estimate and measurement differ by more than 10 %.</p>{{end}}
+{{else}}<p class="note">No budgets were set.</p>{{end}}
+</section>
+<section id="shape">
+<h2>Shape per layer</h2>
+<table>
+<tr><th>layer</th><th>parent heads</th><th>parent KV</th><th>parent MLP</th><th>child heads</th><th>child KV</th><th>child MLP</th></tr>
+{{range .Layers}}<tr{{if .Changed}} class="changed"{{end}}><td>{{.Index}}</td><td>{{.PHeads}}</td><td>{{.PKV}}</td><td>{{.PFFN}}</td><td>{{.CHeads}}</td><td>{{.CKV}}</td><td>{{.CFFN}}</td></tr>
+{{end}}</table>
+</section>
+<section id="charts">
+<h2>Charts</h2>
+{{range .Charts}}<figure class="chart" id="{{.ID}}">
+{{.Inline}}
+<figcaption>{{.Title}}. {{.Caption}}</figcaption>
+</figure>
+{{else}}<p class="note">No chart data.</p>
+{{end}}</section>
+<section id="memory">
+<h2>Memory</h2>
+{{if .Memory}}<table>
+<tr>{{range .MemoryNames}}<th>{{.}}</th>{{end}}<th>total</th></tr>
+<tr>{{range .Memory}}<td data-json="{{.Path}}">{{.Text}}</td>{{end}}<td>{{.MemTotal.Text}}</td></tr>
+</table><p class="note">GiB, estimated{{if .D.Memory.BudgetGiB}}; budget {{.D.Memory.BudgetGiB}} GiB{{end}}.</p>
+{{else}}<p class="note">No memory plan.</p>{{end}}
+</section>
+<section id="eval">
+<h2>Evaluation</h2>
+{{if .Eval}}<table>
+<tr><th>task</th><th>metric</th>{{range .D.Eval.Models}}<th>{{.}}</th>{{end}}</tr>
+{{range .Eval}}<tr><td>{{.Task}}</td><td>{{.Metric}}</td>{{range .Cells}}<td><span data-json="{{.Value.Path}}">{{.Value.Text}}</span>{{if .HasErr}} ± <span data-json="{{.StdErr.Path}}">{{.StdErr.Text}}</span>{{end}}</td>{{end}}</tr>
+{{end}}</table><p class="note">± is one standard error.</p>
+{{else}}<p class="note">No evaluation.</p>{{end}}
+</section>
+<section id="tokens">
+<h2>Tokens spent</h2>
+<table>
+<tr><th>importance (calibration)</th><th>choosing the architecture</th><th>recovery</th></tr>
+<tr>{{range .Tokens}}<td data-json="{{.Path}}">{{.Text}}</td>{{end}}</tr>
+</table>
+{{if .TrainingFinal}}<p class="note">{{.TrainingFinal}}.</p>{{end}}
+</section>
+{{if .D.Stages}}<section id="stages">
+<h2>Stages</h2>
+<table>
+<tr><th>stage</th><th>reused</th><th>seconds</th></tr>
+{{range .D.Stages}}<tr><td>{{.Name}}</td><td>{{if .Reused}}yes{{else}}no{{end}}</td><td>{{printf "%.1f" .Seconds}}</td></tr>
+{{end}}</table>
+</section>{{end}}
+{{if .D.Notes}}<section id="notes">
+<h2>Notes</h2>
+<ul>{{range .D.Notes}}<li>{{.}}</li>{{end}}</ul>
+</section>{{end}}
+<pre id="layout" hidden></pre>
+<script>
+(function () {
+  var errors = [];
+  window.addEventListener("error", function (e) { errors.push(String(e.message)); });
+  window.addEventListener("load", function () {
+    var charts = [];
+    document.querySelectorAll("figure.chart").forEach(function (f) {
+      var s = f.querySelector("svg"), r = (s || f).getBoundingClientRect();
+      charts.push({id: f.id, x: r.left + window.scrollX, y: r.top + window.scrollY, w: r.width, h: r.height});
+    });
+    document.getElementById("layout").textContent = JSON.stringify({charts: charts, errors: errors,
+      width: document.documentElement.scrollWidth, height: document.documentElement.scrollHeight});
+  });
+})();
+</script>
+</body>
+</html>
+`))
+
+// WriteHTML writes the self-contained HTML report.
+func WriteHTML(w io.Writer, d *Data) error {
+	pg, err := build(d)
+	if err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	if err := htmlTmpl.Execute(&b, pg); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	_, err = w.Write(b.Bytes())
+	return err
+}
+
+// WriteMarkdown writes the summary as Markdown.
+func WriteMarkdown(w io.Writer, d *Data) error {
+	pg, err := build(d)
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s\n\n", d.Title)
+	dep := d.Deployment
+	fmt.Fprintf(&b, "Deployment: %s, %s, %s; workload %s (prompt %d, output %d", dep.GPU, dep.Engine, dep.Precision, dep.Workload, dep.ISL, dep.OSL)
+	if dep.Concurrency > 0 {
+		fmt.Fprintf(&b, ", concurrency %d", dep.Concurrency)
+	}
+	fmt.Fprintf(&b, ").\n\nParent %s: %s parameters; child: %s (%s)", d.Parent.Name, pg.ParentParams.Text, pg.ChildParams.Text, pg.ParamRatio)
+	if d.Strategy != "" {
+		fmt.Fprintf(&b, ", chosen by %s", d.Strategy)
+	}
+	b.WriteString(".\n\n")
+	for _, s := range d.Summary {
+		b.WriteString(s + "\n\n")
+	}
+	if len(pg.Budgets) > 0 {
+		b.WriteString("## Budgets\n\n| budget | limit | parent | child, estimated | child, measured | status |\n|---|---|---|---|---|---|\n")
+		for _, r := range pg.Budgets {
+			name := r.Name
+			if r.Binding {
+				name = "**" + name + "** (binding)"
+			}
+			m := r.Measure.Text
+			if r.Flag {
+				m += " ⚑"
+			}
+			fmt.Fprintf(&b, "| %s | %s %s %s | %s | %s | %s | %s |\n", name, r.Sense, r.Limit.Text, r.Unit, r.Parent.Text, r.Estimated.Text, m, r.Status)
+		}
+		if pg.AnyDisagree {
+			b.WriteString("\n⚑ estimate and measurement differ by more than 10 %.\n")
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("## Shape per layer\n\n| layer | parent heads/KV/MLP | child heads/KV/MLP |\n|---|---|---|\n")
+	for _, r := range pg.Layers {
+		fmt.Fprintf(&b, "| %d | %s / %s / %s | %s / %s / %s |\n", r.Index, r.PHeads, r.PKV, r.PFFN, r.CHeads, r.CKV, r.CFFN)
+	}
+	b.WriteString("\n")
+	if len(pg.Eval) > 0 {
+		b.WriteString("## Evaluation\n\n| task | metric |")
+		for _, m := range d.Eval.Models {
+			b.WriteString(" " + m + " |")
+		}
+		b.WriteString("\n|---|---|" + strings.Repeat("---|", len(d.Eval.Models)) + "\n")
+		for _, r := range pg.Eval {
+			fmt.Fprintf(&b, "| %s | %s |", r.Task, r.Metric)
+			for _, c := range r.Cells {
+				if c.HasErr {
+					fmt.Fprintf(&b, " %s ± %s |", c.Value.Text, c.StdErr.Text)
+				} else {
+					fmt.Fprintf(&b, " %s |", c.Value.Text)
+				}
+			}
+			b.WriteString("\n")
+		}
+		b.WriteString("\n± is one standard error.\n\n")
+	}
+	fmt.Fprintf(&b, "## Tokens spent\n\nimportance %s, choosing the architecture %s, recovery %s.\n", pg.Tokens[0].Text, pg.Tokens[1].Text, pg.Tokens[2].Text)
+	if len(d.Notes) > 0 {
+		b.WriteString("\n## Notes\n\n")
+		for _, n := range d.Notes {
+			b.WriteString("- " + n + "\n")
+		}
+	}
+	_, err = io.WriteString(w, b.String())
+	return err
+}

@@ -1,0 +1,165 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	stdhtml "html"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func sample(t testing.TB) *Data {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", "sample.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	d, err := ReadJSON(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestMarkdownGolden(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteMarkdown(&b, sample(t)); err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "sample.md")
+	if *update {
+		if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test ./report -run Golden -update)", err)
+	}
+	if b.String() != string(want) {
+		t.Fatalf("Markdown differs from %s (go test ./report -update to accept):\n%s", golden, b.String())
+	}
+}
+
+func TestHTMLSelfContained(t *testing.T) {
+	var b bytes.Buffer
+	d := sample(t)
+	if err := WriteHTML(&b, d); err != nil {
+		t.Fatal(err)
+	}
+	html := b.String()
+	for _, id := range []string{"chart-shape-ffn", "chart-shape-heads", "chart-pareto-0", "chart-memory", "chart-training"} {
+		if !strings.Contains(html, `id="`+id+`"`) {
+			t.Errorf("chart %s missing", id)
+		}
+	}
+	if n := strings.Count(html, "<svg"); n != 5 {
+		t.Errorf("%d inline SVGs, want 5", n)
+	}
+	// Nothing may be fetched at view time.
+	if m := regexp.MustCompile(`(?i)(src|href)\s*=\s*"(https?:)?//`).FindString(html); m != "" {
+		t.Errorf("the page references an outside resource: %s", m)
+	}
+	checkNumbers(t, html, d)
+}
+
+// checkNumbers finds every element marked with data-json and checks that its
+// text is the value at that JSON path of d, as the report formats it.
+func checkNumbers(t *testing.T, html string, d *Data) {
+	t.Helper()
+	raw, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tree any
+	if err := json.Unmarshal(raw, &tree); err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`data-json="([^"]+)"[^>]*>([^<]*)<`)
+	ms := re.FindAllStringSubmatch(html, -1)
+	if len(ms) < 20 {
+		t.Fatalf("only %d numbers marked on the page", len(ms))
+	}
+	for _, m := range ms {
+		v, ok := lookup(tree, m[1])
+		if !ok {
+			t.Errorf("the page shows %q for %s, which the JSON lacks", m[2], m[1])
+			continue
+		}
+		if got, want := strings.TrimSpace(stdhtml.UnescapeString(m[2])), fmtNum(v); got != want {
+			t.Errorf("%s: the page shows %q, the JSON holds %v (%q)", m[1], got, v, want)
+		}
+	}
+}
+
+func lookup(tree any, path string) (float64, bool) {
+	cur := tree
+	for _, k := range strings.Split(path, ".") {
+		switch c := cur.(type) {
+		case map[string]any:
+			v, ok := c[k]
+			if !ok {
+				return 0, false
+			}
+			cur = v
+		case []any:
+			i, err := strconv.Atoi(k)
+			if err != nil || i < 0 || i >= len(c) {
+				return 0, false
+			}
+			cur = c[i]
+		default:
+			return 0, false
+		}
+	}
+	f, ok := cur.(float64)
+	return f, ok
+}
+
+func TestBudgetFlags(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	for _, tc := range []struct {
+		b        Budget
+		disagree bool
+	}{
+		{Budget{Estimated: f(10), Measured: f(10.9)}, false},
+		{Budget{Estimated: f(10), Measured: f(12)}, true},
+		{Budget{Estimated: f(10)}, false},
+	} {
+		if got := tc.b.Disagrees(Tolerance); got != tc.disagree {
+			t.Errorf("%+v: Disagrees = %v", tc.b, got)
+		}
+	}
+	if !(Budget{Max: true, Limit: 5}).Met(5) || (Budget{Max: true, Limit: 5}).Met(5.1) || !(Budget{Limit: 5}).Met(6) {
+		t.Error("Met")
+	}
+}
+
+func TestEmptyDataRenders(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteHTML(&b, &Data{Title: "empty"}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "No chart data") {
+		t.Error("an empty report should say it has no charts")
+	}
+	b.Reset()
+	if err := WriteMarkdown(&b, &Data{Title: "empty"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReadJSONUnknownField(t *testing.T) {
+	_, err := ReadJSON(strings.NewReader(`{"title": "x", "budgts": []}`))
+	if err == nil || !strings.Contains(err.Error(), "budgts") {
+		t.Fatalf("err = %v, want one naming the unknown field", err)
+	}
+}
