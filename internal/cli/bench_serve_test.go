@@ -19,7 +19,7 @@ import (
 func TestBenchServeTinyModel(t *testing.T) {
 	dir, m := tinyModelDir(t, 64)
 	code, out, errOut := genRunCLI("bench-serve", "--model", dir, "--isl", "24", "--osl", "6", "--concurrency", "3",
-		"--requests", "7", "--repeats", "2", "--prefill-tokens", "32", "--json")
+		"--num-requests", "7", "--repeats", "2", "--prefill-tokens", "32", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -58,7 +58,7 @@ func TestBenchServeTinyModel(t *testing.T) {
 func TestBenchServeWorkloadAndErrors(t *testing.T) {
 	dir, _ := tinyModelDir(t, 64)
 	// A preset clipped to the model's 256-token context, few requests.
-	code, out, errOut := genRunCLI("bench-serve", "--model", dir, "--workload", "game-character", "--requests", "4",
+	code, out, errOut := genRunCLI("bench-serve", "--model", dir, "--workload", "game-character", "--num-requests", "4",
 		"--concurrency", "2", "--repeats", "1", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -73,7 +73,7 @@ func TestBenchServeWorkloadAndErrors(t *testing.T) {
 	}{
 		{[]string{"bench-serve"}, "--model is required"},
 		{[]string{"bench-serve", "--model", dir, "--workload", "nope"}, "unknown preset"},
-		{[]string{"bench-serve", "--model", dir, "--workload", "chat", "--isl", "5"}, "do not combine"},
+		{[]string{"bench-serve", "--model", dir, "--workload", "chat", "--isl", "5"}, "not both"},
 		{[]string{"bench-serve", "--model", dir, "--isl", "200", "--osl", "100"}, "exceeds the model's context of 256"},
 		{[]string{"bench-serve", "--model", dir, "--concurrency", "0"}, "--concurrency"},
 	}
@@ -172,7 +172,7 @@ func TestBenchServeReproducible(t *testing.T) {
 				var tpot, ttft, tps, share []float64
 				for i := range invocations {
 					code, out, errOut := genRunCLI("bench-serve", "--model", model.dir, "--isl", "128", "--osl", "64",
-						"--concurrency", "4", "--requests", "32", "--repeats", "3", "--threads", strconv.Itoa(threads), "--json")
+						"--concurrency", "4", "--num-requests", "32", "--repeats", "3", "--threads", strconv.Itoa(threads), "--json")
 					if code != 0 {
 						t.Fatalf("exit %d: %s", code, errOut)
 					}

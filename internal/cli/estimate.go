@@ -56,13 +56,12 @@ input-token throughput, decode_tok_s the decode speed one user sees (1000/tpot_m
 }
 
 type estFlags struct {
-	model, gpu, gpuFile, engine, precision, kvDType, workload string
-	tp, isl, osl, concurrency, numRequests, context           int
-	maxSeqs, maxBatched                                       int
-	memFraction                                               float64
-	rate                                                      string
-	jsonOut, analytic                                         bool
-	scenarios, out, coeffs                                    string
+	model, gpu, gpuFile, engine, precision, kvDType string
+	tp, maxSeqs, maxBatched                         int
+	memFraction                                     float64
+	jsonOut, analytic                               bool
+	scenarios, out, coeffs                          string
+	wl                                              workloadFlags
 }
 
 func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
@@ -74,13 +73,8 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 	fs.StringVar(&f.precision, "precision", "", "weight precision: bf16, fp16, fp8, fp8-block, nvfp4, mxfp4, int4-awq, int4-gptq, q4_0, q4_k_m, q5_k_m, q6_k, q8_0, f16 (default: what a checkpoint's quantization_config says, else bf16; f16 for llamacpp)")
 	fs.StringVar(&f.kvDType, "kv-dtype", "auto", "KV cache type: auto, bf16, fp16, fp8 (llamacpp: f16, q8_0, q4_0)")
 	fs.IntVar(&f.tp, "tp", 1, "tensor-parallel degree")
-	fs.StringVar(&f.workload, "workload", "", "workload preset: "+strings.Join(workload.Presets(), ", ")+" (default chat when --isl/--osl are not given)")
-	fs.IntVar(&f.isl, "isl", 0, "input tokens per request (fixed)")
-	fs.IntVar(&f.osl, "osl", 0, "output tokens per request (fixed)")
-	fs.IntVar(&f.concurrency, "concurrency", 0, "closed-loop concurrency")
-	fs.StringVar(&f.rate, "rate", "", "Poisson request rate per second, or inf for an offline run")
-	fs.IntVar(&f.numRequests, "num-requests", 0, "requests of a Poisson or offline run (default 256)")
-	fs.IntVar(&f.context, "context", 0, "per-request context limit (max model length); default from the workload")
+	f.wl = workloadFlags{DefaultPreset: estDefaultWorkload}
+	f.wl.Register(fs)
 	fs.IntVar(&f.maxSeqs, "max-num-seqs", 0, "engine sequence limit; llamacpp: parallel slots -np (default: the engine's; llamacpp: the concurrency)")
 	fs.IntVar(&f.maxBatched, "max-batched-tokens", 0, "per-step token budget; llamacpp: n_batch (default: the engine's; llamacpp 2048, computed in n_ubatch 512 passes)")
 	fs.Float64Var(&f.memFraction, "mem-fraction", 0, "gpu_memory_utilization / mem_fraction_static / free_gpu_memory_fraction (default: the engine's)")
@@ -93,8 +87,6 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 		if len(args) > 0 {
 			return Usagef("unexpected arguments: %s", strings.Join(args, " "))
 		}
-		set := map[string]bool{}
-		fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 		cat := hardware.Default()
 		if f.gpuFile != "" {
 			gs, err := hardware.ParseFile(f.gpuFile)
@@ -121,7 +113,7 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 			}
 			return runScenarios(ctx, env, cat, coeffs, f)
 		}
-		w, err := estWorkload(f, set)
+		w, err := f.wl.Workload()
 		if err != nil {
 			return err
 		}
@@ -144,7 +136,7 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 				fmt.Fprintf(env.Stderr, "precision %s, from the checkpoint's quantization_config (override with --precision)\n", p)
 			}
 		}
-		o := estimate.Options{Precision: f.precision, KVDType: f.kvDType, TP: f.tp, MaxModelLen: f.context,
+		o := estimate.Options{Precision: f.precision, KVDType: f.kvDType, TP: f.tp, MaxModelLen: f.wl.limit,
 			MaxNumSeqs: f.maxSeqs, MaxBatchedTokens: f.maxBatched, MemFraction: f.memFraction}
 		if f.tp < 1 {
 			return Usagef("--tp must be ≥ 1, got %d", f.tp)
@@ -155,7 +147,7 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 		if _, err := estimate.LookupKVType(f.kvDType); err != nil {
 			return Usagef("%v", err)
 		}
-		res, err := estRun(m, hw, eng, o, &w, coeffs, f.analytic)
+		res, err := estRun(m, hw, eng, o, w, coeffs, f.analytic)
 		if err != nil {
 			var fe *estimate.FitError
 			if errors.As(err, &fe) && res != nil {
@@ -180,54 +172,6 @@ func orDefault(s, d string) string {
 		return d
 	}
 	return s
-}
-
-// estWorkload builds the workload from the flags: a preset, or fixed
-// lengths with a concurrency or a rate.
-func estWorkload(f *estFlags, set map[string]bool) (workload.Workload, error) {
-	var w workload.Workload
-	custom := set["isl"] || set["osl"] || set["concurrency"] || set["rate"]
-	switch {
-	case f.workload != "" && (set["isl"] || set["osl"]):
-		return w, Usagef("give either --workload or --isl/--osl, not both")
-	case f.workload != "" || !custom:
-		p, err := workload.Preset(orDefault(f.workload, estDefaultWorkload))
-		if err != nil {
-			return w, Usagef("%v", err)
-		}
-		w = p
-		if set["concurrency"] {
-			w.Concurrency, w.Rate = f.concurrency, 0
-		}
-	default:
-		if !set["isl"] || !set["osl"] {
-			return w, Usagef("--isl and --osl are both needed without --workload")
-		}
-		w = workload.Workload{Input: workload.FixedLength(f.isl), Output: workload.FixedLength(f.osl), Concurrency: f.concurrency, Seed: 1}
-		if !set["concurrency"] && !set["rate"] {
-			w.Concurrency = 1
-		}
-	}
-	if set["rate"] {
-		r, err := parseRate(f.rate)
-		if err != nil {
-			return w, Usagef("%v", err)
-		}
-		w.Rate = r
-		if !set["concurrency"] {
-			w.Concurrency = 0
-		}
-	}
-	if f.numRequests != 0 {
-		w.NumRequests = f.numRequests
-	}
-	if f.context != 0 {
-		w.ContextLimit = f.context
-	}
-	if err := w.Validate(); err != nil {
-		return w, Usagef("%v", err)
-	}
-	return w, nil
 }
 
 func parseRate(s string) (float64, error) {
