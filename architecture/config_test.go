@@ -8,13 +8,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/autocompress/autocompress/internal/shareddata"
+	"github.com/autocompress/autocompress/internal/shareddata/sdtest"
 )
 
 // realConfigs lists the shared config files (skipping when absent).
 func realConfigs(t testing.TB) []string {
 	t.Helper()
-	dir := shareddata.Require(t, "configs")
+	dir := sdtest.Require(t, "configs")
 	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil || len(files) == 0 {
 		t.Skipf("no configs in %s", dir)
@@ -24,7 +24,7 @@ func realConfigs(t testing.TB) []string {
 
 func loadShared(t *testing.T, rel string) *Model {
 	t.Helper()
-	m, err := Load(shareddata.Require(t, rel))
+	m, err := Load(sdtest.Require(t, rel))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/autocompress/autocompress/internal/shareddata"
+	"github.com/autocompress/autocompress/internal/shareddata/sdtest"
 )
 
 // publishedExtra are exact counts (HF safetensors metadata) of the presets
@@ -82,7 +82,7 @@ func TestPresets(t *testing.T) {
 // TestPresetsMatchShared checks each preset that has a shared config against
 // the model read from that config.
 func TestPresetsMatchShared(t *testing.T) {
-	dir := shareddata.Require(t, "configs")
+	dir := sdtest.Require(t, "configs")
 	n := 0
 	for _, name := range Presets() {
 		file := filepath.Join(dir, presetFile(name))

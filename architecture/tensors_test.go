@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/autocompress/autocompress/internal/shareddata"
+	"github.com/autocompress/autocompress/internal/shareddata/sdtest"
 )
 
 // safetensorsHeader reads a safetensors file's header (8-byte little-endian
@@ -63,7 +63,7 @@ func safetensorsHeader(t *testing.T, path string) ([]string, map[string][]int64)
 
 func TestTensorsMatchStories260K(t *testing.T) {
 	m := loadShared(t, "models/stories260K/config.json")
-	names, shapes := safetensorsHeader(t, shareddata.Require(t, "models/stories260K/model.safetensors"))
+	names, shapes := safetensorsHeader(t, sdtest.Require(t, "models/stories260K/model.safetensors"))
 	if err := m.CheckShapes(shapes, nil); err != nil {
 		t.Fatal(err)
 	}

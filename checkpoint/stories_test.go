@@ -7,7 +7,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/autocompress/autocompress/internal/shareddata"
+	"github.com/autocompress/autocompress/internal/shareddata/sdtest"
 )
 
 // TestStories260K reads the real stories260K HF checkpoint: every tensor's
@@ -16,8 +16,8 @@ import (
 // float32 weights in llama2.c order), including the RoPE row permutation of
 // q_proj/k_proj described in the data's README.
 func TestStories260K(t *testing.T) {
-	path := shareddata.Require(t, "models/stories260K/model.safetensors")
-	binPath := shareddata.Require(t, "models/stories260K/stories260K.bin")
+	path := sdtest.Require(t, "models/stories260K/model.safetensors")
+	binPath := sdtest.Require(t, "models/stories260K/stories260K.bin")
 	const (
 		dim, hidden, layers, heads, kvHeads, vocab = 64, 172, 5, 8, 4, 512
 		headDim                                    = dim / heads

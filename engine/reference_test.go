@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/autocompress/autocompress/internal/shareddata"
+	"github.com/autocompress/autocompress/internal/shareddata/sdtest"
 )
 
 type referenceLogits struct {
@@ -22,8 +22,8 @@ type referenceLogits struct {
 
 func loadStories(t *testing.T) (*Model, *referenceLogits) {
 	t.Helper()
-	dir := filepath.Dir(shareddata.Require(t, "models/stories260K/model.safetensors"))
-	data, err := os.ReadFile(shareddata.Require(t, "models/stories260K/reference_logits.json"))
+	dir := filepath.Dir(sdtest.Require(t, "models/stories260K/model.safetensors"))
+	data, err := os.ReadFile(sdtest.Require(t, "models/stories260K/reference_logits.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

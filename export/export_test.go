@@ -10,7 +10,7 @@ import (
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/checkpoint"
 	"github.com/autocompress/autocompress/checkpoint/testutil"
-	"github.com/autocompress/autocompress/internal/shareddata"
+	"github.com/autocompress/autocompress/internal/shareddata/sdtest"
 )
 
 // TestFFNMultRoundTrip: widths that are multiples of 256 survive
@@ -132,7 +132,7 @@ func TestValidateRealConfigs(t *testing.T) {
 	for _, name := range []string{"nvidia--Llama-3_3-Nemotron-Super-49B-v1.json", "Qwen--Qwen3-8B.json",
 		"meta-llama--Meta-Llama-3.1-8B.json", "nvidia--Nemotron-H-56B-Base-8K.json"} {
 		t.Run(name, func(t *testing.T) {
-			data, err := os.ReadFile(shareddata.Require(t, "configs/"+name))
+			data, err := os.ReadFile(sdtest.Require(t, "configs/"+name))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/autocompress/autocompress/internal/shareddata"
+	"github.com/autocompress/autocompress/internal/shareddata/sdtest"
 )
 
 var required = []string{
@@ -86,7 +87,7 @@ func TestPeakFLOPSFallback(t *testing.T) {
 // TestAIConfiguratorSystems reads the 14 systems/*.yaml files written by
 // another project and checks the subset parser against the catalog.
 func TestAIConfiguratorSystems(t *testing.T) {
-	dir := shareddata.Require(t, "groundtruth/systems")
+	dir := sdtest.Require(t, "groundtruth/systems")
 	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if len(files) < 14 {
 		t.Fatalf("found %d system files, want 14", len(files))

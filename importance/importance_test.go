@@ -14,7 +14,7 @@ import (
 
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/engine"
-	"github.com/autocompress/autocompress/internal/shareddata"
+	"github.com/autocompress/autocompress/internal/shareddata/sdtest"
 )
 
 func arch() *architecture.Model {
@@ -294,7 +294,7 @@ func FuzzLoad(f *testing.F) {
 // KV heads, hidden 64, FFN 172) and checks shapes, finiteness and the
 // round trip.
 func TestStories260K(t *testing.T) {
-	dir := filepath.Dir(shareddata.Require(t, "models/stories260K/config.json"))
+	dir := filepath.Dir(sdtest.Require(t, "models/stories260K/config.json"))
 	m, err := engine.Load(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -16,7 +16,7 @@ import (
 
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/checkpoint"
-	"github.com/autocompress/autocompress/internal/shareddata"
+	"github.com/autocompress/autocompress/internal/shareddata/sdtest"
 )
 
 // TestIdentity: a plan that keeps everything reproduces the parent bit for
@@ -38,7 +38,7 @@ func TestIdentity(t *testing.T) {
 		})
 	}
 	t.Run("stories260K", func(t *testing.T) {
-		dir := shareddata.Require(t, "models/stories260K")
+		dir := sdtest.Require(t, "models/stories260K")
 		src := stageStories(t, dir)
 		out, _ := runPrune(t, src, &Plan{Version: 1}, "hf")
 		compareDirsBitForBit(t, src, out)
@@ -741,7 +741,7 @@ func (c cancelWriter) Write(p []byte) (int, error) {
 // TestStories260K prunes the real tiny Llama along every axis and checks the
 // values against the independent slicing.
 func TestStories260K(t *testing.T) {
-	src := stageStories(t, shareddata.Require(t, "models/stories260K"))
+	src := stageStories(t, sdtest.Require(t, "models/stories260K"))
 	parent, err := architecture.Load(src)
 	must(t, err)
 	// 8 heads in 4 KV groups of 2: keep one per group; hidden 64 → 48;

@@ -68,7 +68,7 @@ func TestSignalsStopEveryCommand(t *testing.T) {
 				"--bpe-merges", "100", "--batch", "1", "--seq-len", "16", "--eval-every", "0", "--log-every", "100000"}
 		}},
 		{name: "bench-serve", sig: syscall.SIGINT, args: func(string) []string {
-			return []string{"bench-serve", "--model", "parent", "--requests", "100000", "--repeats", "1"}
+			return []string{"bench-serve", "--model", "parent", "--num-requests", "100000", "--repeats", "1"}
 		}},
 		{name: "generate", sig: syscall.SIGTERM, args: func(string) []string {
 			return []string{"generate", "--model", "parent", "--prompt", "The", "--max-tokens", "500"}

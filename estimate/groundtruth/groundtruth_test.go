@@ -13,6 +13,7 @@ import (
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/internal/shareddata"
+	"github.com/autocompress/autocompress/internal/shareddata/sdtest"
 )
 
 func TestDescribeMatchesPublishedSizes(t *testing.T) {
@@ -157,7 +158,7 @@ func TestReadAICProvenanceRules(t *testing.T) {
 }
 
 func TestLoadShared(t *testing.T) {
-	dir := shareddata.Require(t, "groundtruth")
+	dir := sdtest.Require(t, "groundtruth")
 	rows, sk, err := LoadShared(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +189,7 @@ func TestLoadShared(t *testing.T) {
 // reaches them only partly (see the report), so the bounds below are what it
 // achieves, with a small margin, to catch regressions.
 func TestHeldOutErrors(t *testing.T) {
-	dir := shareddata.Require(t, "groundtruth")
+	dir := sdtest.Require(t, "groundtruth")
 	rows, sk, err := LoadShared(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"runtime"
-	"strings"
 
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/servebench"
@@ -15,17 +14,17 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "bench-serve",
-		Usage: "--model DIR [--isl N --osl N --concurrency N --requests N | --workload PRESET] [--repeats N] [--threads N] [--json]",
+		Usage: "--model DIR [--isl N --osl N --concurrency N --num-requests N | --workload PRESET] [--repeats N] [--threads N] [--json]",
 		Short: "measure serving latency and throughput of a model on this machine (native engine)",
 		Long: `Runs a model with the native engine's continuous-batching scheduler
 and reports measured time to first token (TTFT), time per output token
 (TPOT), end-to-end latency, throughput and peak memory.
 
 Traffic is either fixed lengths in a closed loop (--isl prompt tokens,
---osl generated tokens, --concurrency clients, --requests in total) or a
+--osl generated tokens, --concurrency clients, --num-requests in total) or a
 workload preset (--workload chat, game-character, ...; its length
-distributions, arrival mode and request count; --requests and
---concurrency override them; --max-context clips its lengths). Prompts are
+distributions, arrival mode and request count; --num-requests and
+--concurrency override them; --context clips its lengths). Prompts are
 random token ids from a seeded generator; every request generates exactly
 its output length (EOS is ignored) so runs do the same work.
 
@@ -51,16 +50,11 @@ fixes the number); OpenBLAS, when built with -tags openblas, runs one
 thread per goroutine so nothing is oversubscribed.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 			model := fs.String("model", "", "model `directory` with config.json and *.safetensors, or \"parent\" for the embedded parent (required)")
-			isl := intArg(fs, "isl", 128, 1, noMax, "prompt (input) tokens per request")
-			osl := intArg(fs, "osl", 128, 1, noMax, "generated (output) tokens per request")
-			concurrency := intArg(fs, "concurrency", 4, 1, noMax, "closed-loop clients (requests in flight)")
-			requests := intArg(fs, "requests", 0, 1, noMax, "requests per run (default max(16 × concurrency, 64), or the preset's)")
-			preset := fs.String("workload", "", "workload `preset`: "+strings.Join(workload.Presets(), ", "))
-			maxContext := intArg(fs, "max-context", 0, 1, noMax, "clip prompt + output to this many tokens (0: the preset's limit, capped by max_position_embeddings)")
+			wl := workloadFlags{DefaultISL: 128, DefaultOSL: 128, DefaultConcurrency: 4}
+			wl.Register(fs)
 			repeats := intArg(fs, "repeats", 5, 1, noMax, "measured runs after the warm-up")
 			maxWarmup := intArg(fs, "max-warmup", 6, 2, noMax, "most warm-up runs (at least 2 are run)")
 			prefill := intArg(fs, "prefill-tokens", 512, 1, noMax, "most prompt tokens per scheduler step (chunked prefill)")
-			seed := fs.Uint64("seed", 1, "seed of the random prompts")
 			threads := intArg(fs, "threads", 0, 0, noMax, "compute threads (GOMAXPROCS) for the run; 0 keeps the current setting")
 			asJSON := fs.Bool("json", false, "write the report as JSON")
 			allowLong := fs.Bool("allow-long-context", false, "allow requests past the model's max_position_embeddings")
@@ -72,62 +66,28 @@ thread per goroutine so nothing is oversubscribed.`,
 				if err != nil {
 					return err
 				}
-				set := map[string]bool{}
-				fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-				if *preset != "" && (set["isl"] || set["osl"]) {
-					return Usagef("--workload sets the lengths; do not combine it with --isl/--osl")
-				}
-				switch {
-				case *isl < 1 || *osl < 1:
-					return Usagef("--isl and --osl must be ≥ 1, got %d and %d", *isl, *osl)
-				case *concurrency < 1:
-					return Usagef("--concurrency must be ≥ 1, got %d", *concurrency)
-				case *requests < 0:
-					return Usagef("--requests must be ≥ 0, got %d", *requests)
-				case *repeats < 1:
-					return Usagef("--repeats must be ≥ 1, got %d", *repeats)
-				case *maxWarmup < 2:
-					return Usagef("--max-warmup must be ≥ 2, got %d", *maxWarmup)
-				case *prefill < 1:
-					return Usagef("--prefill-tokens must be ≥ 1, got %d", *prefill)
-				case *maxContext < 0:
-					return Usagef("--max-context must be ≥ 0, got %d", *maxContext)
-				case *threads < 0:
-					return Usagef("--threads must be ≥ 0, got %d", *threads)
-				}
 				if *threads > 0 {
 					defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(*threads))
 				}
-				w := workload.FixedClosed(*isl, *osl, *concurrency)
-				if *preset != "" {
-					p, err := workload.Preset(*preset)
-					if err != nil {
-						return &UsageError{Msg: err.Error()}
-					}
-					w = p
-					if set["concurrency"] {
-						w.Concurrency, w.Rate = *concurrency, 0
-					}
+				wp, err := wl.Workload()
+				if err != nil {
+					return err
 				}
-				if *requests > 0 {
-					w.NumRequests = *requests
-				} else if *preset == "" {
-					w.NumRequests = max(16**concurrency, 64)
+				w := *wp
+				preset := wl.Preset()
+				if w.NumRequests == 0 && preset == "" {
+					w.NumRequests = max(16*max(w.Concurrency, 1), 64)
 				}
-				w.Seed = *seed
 				m, err := engine.Load(dir)
 				if err != nil {
 					return err
 				}
 				arch := m.Arch()
-				if *maxContext > 0 {
-					w.ContextLimit = *maxContext
-				}
 				what := "the " + w.Name + " workload's requests"
-				if *preset == "" {
-					what = fmt.Sprintf("--isl %d + --osl %d", *isl, *osl)
+				if preset == "" {
+					what = fmt.Sprintf("--isl %d + --osl %d", w.Input.MaxValue(), w.Output.MaxValue())
 				}
-				wc, err := w.FitContext(workload.ContextRule{MaxPositions: arch.MaxPositions, Explicit: *maxContext > 0, AllowLong: *allowLong, What: what, ContextFlag: "--max-context"})
+				wc, err := w.FitContext(workload.ContextRule{MaxPositions: arch.MaxPositions, Explicit: wl.Set("context"), AllowLong: *allowLong, What: what, ContextFlag: "--context"})
 				if err != nil {
 					return Usagef("%v", err)
 				}

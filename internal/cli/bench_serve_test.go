@@ -19,7 +19,7 @@ import (
 func TestBenchServeTinyModel(t *testing.T) {
 	dir, m := tinyModelDir(t, 64)
 	code, out, errOut := genRunCLI("bench-serve", "--model", dir, "--isl", "24", "--osl", "6", "--concurrency", "3",
-		"--requests", "7", "--repeats", "2", "--prefill-tokens", "32", "--json")
+		"--num-requests", "7", "--repeats", "2", "--prefill-tokens", "32", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -58,8 +58,8 @@ func TestBenchServeTinyModel(t *testing.T) {
 func TestBenchServeWorkloadAndErrors(t *testing.T) {
 	dir, _ := tinyModelDir(t, 64)
 	// A preset clipped to the model's 256-token context on request, few requests.
-	code, out, errOut := genRunCLI("bench-serve", "--model", dir, "--workload", "game-character", "--requests", "4",
-		"--concurrency", "2", "--repeats", "1", "--max-context", "256", "--json")
+	code, out, errOut := genRunCLI("bench-serve", "--model", dir, "--workload", "game-character", "--num-requests", "4",
+		"--concurrency", "2", "--repeats", "1", "--context", "256", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -78,9 +78,9 @@ func TestBenchServeWorkloadAndErrors(t *testing.T) {
 	}{
 		{[]string{"bench-serve"}, "--model is required"},
 		{[]string{"bench-serve", "--model", dir, "--workload", "nope"}, "unknown preset"},
-		{[]string{"bench-serve", "--model", dir, "--workload", "chat", "--isl", "5"}, "do not combine"},
+		{[]string{"bench-serve", "--model", dir, "--workload", "chat", "--isl", "5"}, "not both"},
 		{[]string{"bench-serve", "--model", dir, "--isl", "200", "--osl", "100"}, "--isl 200 + --osl 100 needs 300 tokens but the model has 256 positions"},
-		// Without --max-context the preset would be clipped silently: refused.
+		// Without --context the preset would be clipped silently: refused.
 		{[]string{"bench-serve", "--model", dir, "--workload", "game-character"}, "would be clipped"},
 		{[]string{"bench-serve", "--model", dir, "--concurrency", "0"}, "--concurrency"},
 	}
@@ -152,7 +152,7 @@ func TestBenchServeReproducible(t *testing.T) {
 				var tpot, ttft, tps, share []float64
 				for i := range invocations {
 					code, out, errOut := genRunCLI("bench-serve", "--model", model.dir, "--isl", "128", "--osl", "64",
-						"--concurrency", "4", "--requests", "32", "--repeats", "3", "--threads", strconv.Itoa(threads), "--json")
+						"--concurrency", "4", "--num-requests", "32", "--repeats", "3", "--threads", strconv.Itoa(threads), "--json")
 					if code != 0 {
 						t.Fatalf("exit %d: %s", code, errOut)
 					}

@@ -63,13 +63,12 @@ input-token throughput, decode_tok_s the decode speed one user sees (1000/tpot_m
 }
 
 type estFlags struct {
-	model, gpu, gpuFile, engine, precision, kvDType, workload string
-	tp, gpus, isl, osl, concurrency, numRequests, context     int
-	maxSeqs, maxBatched                                       int
-	memFraction                                               float64
-	rate                                                      string
-	jsonOut, analytic, allowLong                              bool
-	scenarios, out, coeffs                                    string
+	model, gpu, gpuFile, engine, precision, kvDType string
+	tp, gpus, maxSeqs, maxBatched                   int
+	memFraction                                     float64
+	jsonOut, analytic, allowLong                    bool
+	scenarios, out, coeffs                          string
+	wl                                              workloadFlags
 }
 
 func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
@@ -82,13 +81,8 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 	fs.StringVar(&f.precision, "precision", "", "weight precision: bf16, fp16, fp8, fp8-block, nvfp4, mxfp4, int4-awq, int4-gptq, q4_0, q4_k_m, q5_k_m, q6_k, q8_0, f16 (default: what a checkpoint's quantization_config says, else bf16; f16 for llamacpp)")
 	fs.StringVar(&f.kvDType, "kv-dtype", "auto", "KV cache type: auto, bf16, fp16, fp8 (llamacpp: f16, q8_0, q4_0)")
 	intVar(fs, &f.tp, "tp", 1, 1, noMax, "tensor-parallel degree")
-	fs.StringVar(&f.workload, "workload", "", "workload preset: "+strings.Join(workload.Presets(), ", ")+" (default chat when --isl/--osl are not given)")
-	intVar(fs, &f.isl, "isl", 0, 1, noMax, "input tokens per request (fixed)")
-	intVar(fs, &f.osl, "osl", 0, 1, noMax, "output tokens per request (fixed)")
-	intVar(fs, &f.concurrency, "concurrency", 0, 1, noMax, "closed-loop concurrency")
-	fs.StringVar(&f.rate, "rate", "", "Poisson request rate per second, or inf for an offline run")
-	intVar(fs, &f.numRequests, "num-requests", 0, 1, noMax, "requests of a Poisson or offline run (default 256)")
-	intVar(fs, &f.context, "context", 0, 1, noMax, "per-request context limit (max model length); default: the workload's limit capped at the model's max_position_embeddings, or --isl + --osl")
+	f.wl = workloadFlags{DefaultPreset: estDefaultWorkload}
+	f.wl.Register(fs)
 	fs.BoolVar(&f.allowLong, "allow-long-context", false, "allow a context past the model's max_position_embeddings (as VLLM_ALLOW_LONG_MAX_MODEL_LEN does)")
 	intVar(fs, &f.maxSeqs, "max-num-seqs", 0, 1, noMax, "engine sequence limit; llamacpp: parallel slots -np (default: the engine's; llamacpp: the concurrency)")
 	intVar(fs, &f.maxBatched, "max-batched-tokens", 0, 1, noMax, "per-step token budget; llamacpp: n_batch (default: the engine's; llamacpp 2048, computed in n_ubatch 512 passes)")
@@ -102,8 +96,6 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 		if len(args) > 0 {
 			return Usagef("unexpected arguments: %s", strings.Join(args, " "))
 		}
-		set := map[string]bool{}
-		fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 		cat := hardware.Default()
 		if f.gpuFile != "" {
 			gs, err := hardware.ParseFile(f.gpuFile)
@@ -130,7 +122,7 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 			}
 			return runScenarios(ctx, env, cat, coeffs, f)
 		}
-		w, err := estWorkload(f, set)
+		w, err := f.wl.Workload()
 		if err != nil {
 			return err
 		}
@@ -159,14 +151,14 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 			}
 		}
 		what := ""
-		if set["isl"] || set["osl"] {
-			what = fmt.Sprintf("--isl %d + --osl %d", f.isl, f.osl)
+		if f.wl.Set("isl") || f.wl.Set("osl") {
+			what = fmt.Sprintf("--isl %d + --osl %d", f.wl.isl, f.wl.osl)
 		}
-		wctx, err := w.FitContext(workload.ContextRule{MaxPositions: m.MaxPositions, Explicit: set["context"], AllowLong: f.allowLong, What: what, ContextFlag: "--context"})
+		wctx, err := w.FitContext(workload.ContextRule{MaxPositions: m.MaxPositions, Explicit: f.wl.Set("context"), AllowLong: f.allowLong, What: what, ContextFlag: "--context"})
 		if err != nil {
 			return Usagef("%v", err)
 		}
-		o := estimate.Options{Precision: f.precision, KVDType: f.kvDType, TP: f.tp, GPUs: node.Count, MaxModelLen: f.context,
+		o := estimate.Options{Precision: f.precision, KVDType: f.kvDType, TP: f.tp, GPUs: node.Count, MaxModelLen: f.wl.limit,
 			MaxNumSeqs: f.maxSeqs, MaxBatchedTokens: f.maxBatched, MemFraction: f.memFraction}
 		if f.tp < 1 {
 			return Usagef("--tp must be ≥ 1, got %d", f.tp)
@@ -177,7 +169,7 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 		if _, err := estimate.LookupKVType(f.kvDType); err != nil {
 			return Usagef("%v", err)
 		}
-		res, err := estRun(m, hw, eng, o, &w, coeffs, f.analytic)
+		res, err := estRun(m, hw, eng, o, w, coeffs, f.analytic)
 		var ue *estimate.UnsupportedError
 		if errors.As(err, &ue) {
 			if ue.Flag != "" {
@@ -209,54 +201,6 @@ func orDefault(s, d string) string {
 		return d
 	}
 	return s
-}
-
-// estWorkload builds the workload from the flags: a preset, or fixed
-// lengths with a concurrency or a rate.
-func estWorkload(f *estFlags, set map[string]bool) (workload.Workload, error) {
-	var w workload.Workload
-	custom := set["isl"] || set["osl"] || set["concurrency"] || set["rate"]
-	switch {
-	case f.workload != "" && (set["isl"] || set["osl"]):
-		return w, Usagef("give either --workload or --isl/--osl, not both")
-	case f.workload != "" || !custom:
-		p, err := workload.Preset(orDefault(f.workload, estDefaultWorkload))
-		if err != nil {
-			return w, Usagef("%v", err)
-		}
-		w = p
-		if set["concurrency"] {
-			w.Concurrency, w.Rate = f.concurrency, 0
-		}
-	default:
-		if !set["isl"] || !set["osl"] {
-			return w, Usagef("--isl and --osl are both needed without --workload")
-		}
-		w = workload.Workload{Input: workload.FixedLength(f.isl), Output: workload.FixedLength(f.osl), Concurrency: f.concurrency, Seed: 1}
-		if !set["concurrency"] && !set["rate"] {
-			w.Concurrency = 1
-		}
-	}
-	if set["rate"] {
-		r, err := parseRate(f.rate)
-		if err != nil {
-			return w, Usagef("--rate: %v", err)
-		}
-		w.Rate = r
-		if !set["concurrency"] {
-			w.Concurrency = 0
-		}
-	}
-	if f.numRequests != 0 {
-		w.NumRequests = f.numRequests
-	}
-	if f.context != 0 {
-		w.ContextLimit = f.context
-	}
-	if err := w.Validate(); err != nil {
-		return w, Usagef("%v", err)
-	}
-	return w, nil
 }
 
 func parseRate(s string) (float64, error) {

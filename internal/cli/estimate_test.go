@@ -525,6 +525,7 @@ func TestScenariosSettingsColumns(t *testing.T) {
 		{"kv,meta-llama/Meta-Llama-3.1-8B,h100-sxm,trtllm,fp8,1,1024,256,,inf,500,fp8,0.95,,,,1", []string{"--kv-dtype", "fp8", "--mem-fraction", "0.95"}},
 		{"seqs,meta-llama/Meta-Llama-3.1-8B,h100-sxm,vllm,bf16,1,1024,256,64,,,,,32,4096,2048,", []string{"--max-num-seqs", "32", "--max-batched-tokens", "4096", "--context", "2048"}},
 		{"llama,meta-llama/Meta-Llama-3.1-8B,rtx-4090,llamacpp,q4_k_m,1,512,128,4,,,q8_0,,4,1024,4096,", []string{"--kv-dtype", "q8_0", "--max-num-seqs", "4", "--max-batched-tokens", "1024", "--context", "4096"}},
+		{"node,meta-llama/Meta-Llama-3.1-8B,rtx-4090,vllm,bf16,2,512,128,4,,,,,,,,2", []string{"--gpus", "2"}},
 	}
 	bad := map[string]string{
 		"bad-kv,meta-llama/Meta-Llama-3.1-8B,h100-sxm,vllm,bf16,1,1024,256,4,,,fp7,,,,,":      "kv_dtype",
@@ -532,7 +533,7 @@ func TestScenariosSettingsColumns(t *testing.T) {
 		"bad-seqs,meta-llama/Meta-Llama-3.1-8B,h100-sxm,vllm,bf16,1,1024,256,4,,,,,0,,,":      "max_num_seqs",
 		"bad-tok,meta-llama/Meta-Llama-3.1-8B,h100-sxm,vllm,bf16,1,1024,256,4,,,,,,many,,":    "max_batched_tokens",
 		"bad-ctx,meta-llama/Meta-Llama-3.1-8B,h100-sxm,vllm,bf16,1,1024,256,4,,,,,,,1000,":    "context",
-		"bad-gpus,meta-llama/Meta-Llama-3.1-8B,h100-sxm,vllm,bf16,1,1024,256,4,,,,,,,,8":      "gpus",
+		"bad-gpus,meta-llama/Meta-Llama-3.1-8B,h100-sxm,vllm,bf16,2,1024,256,4,,,,,,,,1":      "gpus",
 		"bad-kvpool,meta-llama/Meta-Llama-3.1-8B,h100-sxm,vllm,bf16,1,1024,256,4,,,q4_0,,,,,": "q4_0",
 	}
 	var b strings.Builder

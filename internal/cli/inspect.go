@@ -29,7 +29,7 @@ counted in full).
 With --json it prints the same facts, one record per layer, for scripts.
 Run 'autocompress inspect --model list' to list the presets.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
-			model := fs.String("model", "", "preset name (HF id), config.json or checkpoint directory; 'list' lists presets")
+			model := fs.String("model", "", "preset name (HF id), config.json, checkpoint directory or \"parent\"; 'list' lists the names every command accepts")
 			asJSON := fs.Bool("json", false, "print JSON instead of text")
 			return func(_ context.Context, env *Env, args []string) error {
 				if len(args) > 0 {

@@ -22,7 +22,6 @@ import (
 	"github.com/autocompress/autocompress/prune"
 	"github.com/autocompress/autocompress/search"
 	"github.com/autocompress/autocompress/tokenizer"
-	"github.com/autocompress/autocompress/workload"
 )
 
 func init() {
@@ -77,16 +76,11 @@ type searchBudgetFlags struct {
 // searchWorkloadFlags registers the workload and deployment flags (one
 // function, so a shared workload flag group can replace it).
 func searchWorkloadFlags(fs *flag.FlagSet, f *estFlags) {
-	fs.StringVar(&f.workload, "workload", "", "workload preset: "+strings.Join(workload.Presets(), ", ")+" (default chat when --isl/--osl are not given)")
-	fs.IntVar(&f.isl, "isl", 0, "input tokens per request (fixed)")
-	fs.IntVar(&f.osl, "osl", 0, "output tokens per request (fixed)")
-	fs.IntVar(&f.concurrency, "concurrency", 0, "closed-loop concurrency")
-	fs.StringVar(&f.rate, "rate", "", "Poisson request rate per second, or inf for an offline run")
-	fs.IntVar(&f.numRequests, "num-requests", 0, "requests of a Poisson or offline run (default 256)")
-	fs.IntVar(&f.context, "context", 0, "per-request context limit; default from the workload")
-	fs.IntVar(&f.maxSeqs, "max-num-seqs", 0, "fix the engine sequence limit / llamacpp slots (default: searched for llamacpp, the engine's for the others)")
-	fs.IntVar(&f.maxBatched, "max-batched-tokens", 0, "per-step token budget (default: the engine's)")
-	fs.Float64Var(&f.memFraction, "mem-fraction", 0, "fix the memory fraction (default: searched under --max-memory, else the engine's)")
+	f.wl = workloadFlags{DefaultPreset: estDefaultWorkload}
+	f.wl.Register(fs)
+	intVar(fs, &f.maxSeqs, "max-num-seqs", 0, 1, noMax, "fix the engine sequence limit / llamacpp slots (default: searched for llamacpp, the engine's for the others)")
+	intVar(fs, &f.maxBatched, "max-batched-tokens", 0, 1, noMax, "per-step token budget (default: the engine's)")
+	floatVar(fs, &f.memFraction, "mem-fraction", 0, fraction, "fix the memory fraction (default: searched under --max-memory, else the engine's)")
 }
 
 func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
@@ -114,7 +108,6 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 	serveOn := fs.String("serve-on", "", "engine the child must load in: vllm, sglang, trtllm, llamacpp, hf, native (default: --engine)")
 	keep := fs.String("keep-layers", "", "comma-separated parent layers never removed (autocompress)")
 	topK := fs.Int("top-k", 10, "candidates kept (and measured, for minitron)")
-	seed := fs.Int64("seed", 1, "workload sampling seed")
 	fs.Var(&data, "data", "calibration `files` for the measured proxy (text, or token ids with --ids)")
 	ids := fs.Bool("ids", false, "the --data files hold token ids")
 	tokPath := fs.String("tokenizer", "", "tokenizer.json for --data (default: the model's)")
@@ -181,12 +174,11 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 		if err != nil {
 			return err
 		}
-		f.workload = strings.TrimSpace(f.workload)
-		w, err := estWorkload(f, set)
+		wp, err := f.wl.Workload()
 		if err != nil {
 			return err
 		}
-		w.Seed = uint64(*seed)
+		w := *wp
 		precs, err := searchList("precision", f.precision, func(s string) error { _, err := estimate.LookupPrecision(s); return err })
 		if err != nil {
 			return err
@@ -225,7 +217,7 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 			return Usagef("--importance %s: %v", *importancePath, err)
 		}
 		opt := search.Options{Strategy: *strategy, GPU: hw, Workload: &w, Budgets: budgets, TopK: *topK,
-			Estimate: estimate.Options{MaxModelLen: f.context, MaxBatchedTokens: f.maxBatched},
+			Estimate: estimate.Options{MaxModelLen: f.wl.limit, MaxBatchedTokens: f.maxBatched},
 			Plan:     func(c *search.Candidate) (*prune.Plan, error) { return sp.Plan(c, scores) }}
 		if len(data) > 0 {
 			if dir == "" {

@@ -69,7 +69,7 @@ The embedded parent model (package parent) is reproduced by:
 				jsonOut    = fs.Bool("json", false, "print the summary as JSON")
 				seed       = fs.Uint64("seed", 1, "seed for the initial weights and the data order")
 				partial    = fs.Bool("save-partial", false, "with --stop-at: also save the model as it is when stopping")
-				force      = fs.Bool("force", false, "replace an existing --out directory")
+				force      = fs.Bool("force", false, "replace an existing --out directory (also needed to finish a run saved with --save-partial)")
 				o          train.Options
 				idsFlag    = fs.Bool("ids", false, "the --data and --val files hold token ids (needs --tokenizer)")
 			)

@@ -6,16 +6,28 @@
 //
 // The folder is found, in order, from $AUTOCOMPRESS_SHARED_DATA or from
 // ../shared/data relative to the module root (the directory holding go.mod).
+//
+// # Test caching
+//
+// Go caches a passing test's result keyed on the files and environment
+// variables the test reads, but a folder outside the module that appears
+// later does not invalidate it. scripts/test.sh therefore exports
+// AUTOCOMPRESS_SHARED_DATA (the resolved folder, or "absent") and
+// AUTOCOMPRESS_SHARED_DATA_STAMP (a digest of the folder's listing, sizes and
+// times), and Dir reads both through os.Getenv, so adding or changing data
+// reruns the tests that use it. The skip helper for tests is in package
+// sdtest, so that this package, linked into the binary, does not import
+// testing.
 package shareddata
 
 import (
 	"os"
 	"path/filepath"
-	"testing"
 )
 
 // Dir returns the shared data folder and whether it exists.
 func Dir() (string, bool) {
+	_ = os.Getenv("AUTOCOMPRESS_SHARED_DATA_STAMP") // read so that go test's cache keys on it
 	if d := os.Getenv("AUTOCOMPRESS_SHARED_DATA"); d != "" {
 		st, err := os.Stat(d)
 		return d, err == nil && st.IsDir()
@@ -38,17 +50,6 @@ func Path(rel string) (string, bool) {
 	p := filepath.Join(d, filepath.FromSlash(rel))
 	_, err := os.Stat(p)
 	return p, err == nil
-}
-
-// Require returns the path of rel inside the shared data folder, or skips the
-// test with a message naming what is missing.
-func Require(tb testing.TB, rel string) string {
-	tb.Helper()
-	p, ok := Path(rel)
-	if !ok {
-		tb.Skipf("shared data %q not found (looked in $AUTOCOMPRESS_SHARED_DATA or ../shared/data beside the repository); skipping", rel)
-	}
-	return p
 }
 
 // ModuleRoot returns the directory that holds go.mod, searching upward from
