@@ -510,3 +510,42 @@ func TestEstimateLlamaCPPSlots(t *testing.T) {
 		}
 	}
 }
+
+// TestEstimateExplainsItself: the text says which figures to use and what
+// the budget is, the error band has its p90 beside the median, and the
+// JSON keeps the analytic and simulated figures under their own keys.
+func TestEstimateExplainsItself(t *testing.T) {
+	code, out, errs := estRunCLI(t, "estimate")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"Use the analytic figures", "engine budget: the 0.90 memory fraction", "median / p90",
+		"context 16384 tokens: the chat workload's limit"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, analytic := range []bool{false, true} {
+		args := []string{"estimate", "--json"}
+		if analytic {
+			args = append(args, "--analytic")
+		}
+		code, out, errs := estRunCLI(t, args...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		var v estJSONOut
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Fatal(err)
+		}
+		if v.Use != "analytic" || v.Analytic == nil || v.Context == nil || v.Context.Tokens != 16384 || v.Latency == nil {
+			t.Errorf("--analytic %v: %s", analytic, out)
+		}
+		if analytic != (v.Simulated == nil) {
+			t.Errorf("--analytic %v: simulated present %v", analytic, v.Simulated != nil)
+		}
+		if !analytic && (v.Simulated.TTFTms == v.Analytic.TTFTms || v.Simulated.TTFTP90ms == 0) {
+			t.Errorf("analytic and simulated figures are not kept apart: %s", out)
+		}
+	}
+}
