@@ -411,6 +411,18 @@ func TestEstimateGPUCount(t *testing.T) {
 			t.Errorf("%v: exit %d, %q; want a refusal containing %q", tc.args, code, errs, tc.want)
 		}
 	}
+	// Batch rows name a node the same way.
+	in := filepath.Join(t.TempDir(), "in.csv")
+	os.WriteFile(in, []byte("id,model,gpu,engine,tp,isl,osl\na,Qwen/Qwen3-8B,rtx-4090x2,vllm,2,1024,128\nb,Qwen/Qwen3-8B,rtx-4090x2,vllm,4,1024,128\n"), 0o644)
+	outCSV := filepath.Join(t.TempDir(), "out.csv")
+	if code, _, errs := estRunCLI(t, "estimate", "--scenarios", in, "--out", outCSV); code != 0 {
+		t.Fatalf("batch: exit %d: %s", code, errs)
+	}
+	b, _ := os.ReadFile(outCSV)
+	rows, _ := csv.NewReader(bytes.NewReader(b)).ReadAll()
+	if len(rows) != 3 || rows[1][1] != "true" || !strings.Contains(rows[2][len(rows[2])-1], "the node has 2") {
+		t.Errorf("batch rows: %q", rows)
+	}
 	// The advice is true: the TP it names fits, and a full node names none.
 	args := []string{"estimate", "--model", "Qwen/Qwen3-32B", "--gpu", "rtx-4090", "--isl", "1024", "--osl", "128", "--analytic"}
 	code, _, errs := estRunCLI(t, args...)
