@@ -77,6 +77,10 @@ type Coeffs struct {
 	ErrTTFT       float64 `json:"err_ttft,omitempty"`
 	ErrTPOT       float64 `json:"err_tpot,omitempty"`
 	ErrThroughput float64 `json:"err_throughput,omitempty"`
+	// The 90th percentiles of the same held-out errors.
+	ErrTTFTP90       float64 `json:"err_ttft_p90,omitempty"`
+	ErrTPOTP90       float64 `json:"err_tpot_p90,omitempty"`
+	ErrThroughputP90 float64 `json:"err_throughput_p90,omitempty"`
 	// EngineVersion notes the engine versions the data came from; Rows how many rows were fitted.
 	EngineVersion string `json:"engine_version,omitempty"`
 	Rows          int    `json:"rows,omitempty"`

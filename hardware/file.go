@@ -208,6 +208,9 @@ func fromMap(d map[string]any, defaultName string) (GPU, error) {
 		g.LinkBps = v * gb
 	}
 	if v, ok := num(d, "gpus_per_node"); ok {
+		if v < 1 || v != math.Trunc(v) || v > 1<<16 {
+			errs = append(errs, fmt.Sprintf("gpus_per_node: %g is not a whole number of GPUs ≥ 1", v))
+		}
 		g.GPUsPerNode = int(v)
 	}
 	// AIConfigurator layout.

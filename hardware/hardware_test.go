@@ -146,6 +146,10 @@ func TestParseOwnFormat(t *testing.T) {
 		{name: "bad backend", in: "name: x\nbackend: rocm\nmemory_gib: 8\nbandwidth_gbs: 1\nbf16_tflops: 1\n", err: "backend"},
 		{name: "bad fraction", in: "name: x\nusable_fraction: 2\nmemory_gib: 8\nbandwidth_gbs: 1\nbf16_tflops: 1\n", err: "usable fraction"},
 		{name: "indent", in: "gpu:\n    mem_bw: 1\n  mem_capacity: 2\n", err: "indentation"},
+		{name: "node count", in: "name: x\ngpus_per_node: 4\nmemory_gib: 8\nbandwidth_gbs: 1\nbf16_tflops: 1\n",
+			want: GPU{Name: "x", MemoryBytes: 8 << 30, BandwidthBps: 1e9, BF16FLOPS: 1e12, GPUsPerNode: 4}},
+		{name: "bad node count", in: "name: x\ngpus_per_node: 2.5\nmemory_gib: 8\nbandwidth_gbs: 1\nbf16_tflops: 1\n", err: "gpus_per_node: 2.5"},
+		{name: "zero node count", in: "name: x\ngpus_per_node: 0\nmemory_gib: 8\nbandwidth_gbs: 1\nbf16_tflops: 1\n", err: "gpus_per_node: 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			gs, err := Parse([]byte(tc.in), "dflt")
@@ -161,7 +165,8 @@ func TestParseOwnFormat(t *testing.T) {
 			g := gs[0]
 			w := tc.want
 			if g.Name != w.Name || g.MemoryBytes != w.MemoryBytes || g.BandwidthBps != w.BandwidthBps || g.BF16FLOPS != w.BF16FLOPS ||
-				g.FP8FLOPS != w.FP8FLOPS || g.LinkBps != w.LinkBps || (w.UsableFraction != 0 && g.UsableFraction != w.UsableFraction) || (w.Backend != "" && g.Backend != w.Backend) {
+				g.FP8FLOPS != w.FP8FLOPS || g.LinkBps != w.LinkBps || (w.UsableFraction != 0 && g.UsableFraction != w.UsableFraction) || (w.Backend != "" && g.Backend != w.Backend) ||
+				(w.GPUsPerNode != 0 && g.GPUsPerNode != w.GPUsPerNode) {
 				t.Errorf("got %+v\nwant %+v", g, w)
 			}
 		})

@@ -141,11 +141,11 @@ func calibrateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args [
 				}
 				switch c.Metric {
 				case groundtruth.TTFT:
-					co.ErrTTFT = c.Median
+					co.ErrTTFT, co.ErrTTFTP90 = c.Median, c.P90
 				case groundtruth.TPOT:
-					co.ErrTPOT = c.Median
+					co.ErrTPOT, co.ErrTPOTP90 = c.Median, c.P90
 				case groundtruth.Throughput:
-					co.ErrThroughput = c.Median
+					co.ErrThroughput, co.ErrThroughputP90 = c.Median, c.P90
 				}
 				cf.Families[c.Family] = co
 			}
@@ -153,6 +153,7 @@ func calibrateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args [
 				if base, _, ok := strings.Cut(fam, "@"); ok {
 					if b := cf.Families[base]; b.Rows == co.Rows && b.ErrTPOT == 0 && b.ErrThroughput == 0 {
 						b.ErrTTFT, b.ErrTPOT, b.ErrThroughput = co.ErrTTFT, co.ErrTPOT, co.ErrThroughput
+						b.ErrTTFTP90, b.ErrTPOTP90, b.ErrThroughputP90 = co.ErrTTFTP90, co.ErrTPOTP90, co.ErrThroughputP90
 						cf.Families[base] = b
 					}
 				}

@@ -47,6 +47,12 @@ replica is priced. --tp must split the model's heads and widths as the engines
 do (the rule validate applies). --gpu-file adds devices (see the README).
 --rate takes requests per second, or "inf" for an offline run of --num-requests.
 
+--json writes "analytic" (the figures to use: the path validate-estimator
+scores), "simulated" (the simulation; absent with --analytic), "latency" (the
+figures the text leads with, kept for older readers), "use": "analytic",
+"context" (tokens, where they come from, the longest request) and
+"error_band" (held-out median and p90 APE per metric).
+
 Batch mode: --scenarios reads a CSV with the columns
   id,model,gpu,engine,precision,tp,isl,osl,concurrency,request_rate,num_requests
 (request_rate empty or 0 means closed loop at concurrency; "inf" = offline) and the
@@ -181,7 +187,7 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 			var fe *estimate.FitError
 			if errors.As(err, &fe) && res != nil {
 				if f.jsonOut {
-					_ = writeJSON(env.Stdout, estJSON(res, hw, err))
+					_ = writeJSON(env.Stdout, estJSON(res, hw, err, f.analytic, &wctx))
 				} else {
 					printMemory(env.Stdout, res, hw, &wctx)
 				}
@@ -189,7 +195,7 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 			return err
 		}
 		if f.jsonOut {
-			return writeJSON(env.Stdout, estJSON(res, hw, nil))
+			return writeJSON(env.Stdout, estJSON(res, hw, nil, f.analytic, &wctx))
 		}
 		printEstimate(env.Stdout, res, hw, f.analytic, &wctx)
 		return nil
@@ -264,6 +270,15 @@ func estRun(m *architecture.Model, hw *hardware.GPU, eng estimate.Engine, o esti
 
 func gib(b float64) float64 { return b / estimate.GiB }
 
+// bandP90 formats a held-out p90 APE; 0 means the coefficient file does not
+// record it (written by a calibrate before it did).
+func bandP90(x float64) string {
+	if x <= 0 {
+		return "p90 not recorded"
+	}
+	return band(x)
+}
+
 // band formats a held-out median APE; 0 means the metric had no data.
 func band(x float64) string {
 	if x <= 0 {
@@ -284,6 +299,13 @@ func printMemory(w io.Writer, r *estimate.Result, hw *hardware.GPU, wc *workload
 	fmt.Fprintf(w, "  engine + CUDA overhead           %8.2f\n", gib(mem.OverheadBytes))
 	fmt.Fprintf(w, "  KV cache + state pool            %8.2f\n", gib(mem.KVPoolBytes))
 	fmt.Fprintf(w, "  total held                       %8.2f of %.2f usable (engine budget %.2f)\n", gib(mem.TotalBytes()), gib(mem.DeviceBytes), gib(mem.BudgetBytes))
+	switch {
+	case !r.Engine.Pool():
+		fmt.Fprintf(w, "  (total held: the four terms above on each GPU; %s allocates exactly that, so the budget is the same figure)\n", r.Engine)
+	case mem.DeviceBytes > 0:
+		fmt.Fprintf(w, "  (total held: the four terms above on each GPU; engine budget: the %.2f memory fraction of the usable memory that %s\n"+
+			"   sizes its KV pool to fill, the CUDA context and any runtime outside it adding to the total)\n", mem.BudgetBytes/mem.DeviceBytes, r.Engine)
+	}
 	fmt.Fprintf(w, "KV cache: %.1f KiB/token", mem.KVBytesPerToken/1024)
 	if mem.StateBytesPerSeq > 0 {
 		fmt.Fprintf(w, ", recurrent state %.1f MiB/sequence", mem.StateBytesPerSeq/(1<<20))
@@ -330,6 +352,9 @@ func printEstimate(w io.Writer, r *estimate.Result, hw *hardware.GPU, analyticOn
 		fmt.Fprintf(w, "  TTFT           ms  %9.1f     | %9.1f %9.1f\n", a.TTFT*1e3, l.TTFT*1e3, l.TTFTP90*1e3)
 		fmt.Fprintf(w, "  TPOT           ms  %9.2f     | %9.2f %9.2f\n", a.TPOT*1e3, l.TPOT*1e3, l.TPOTP90*1e3)
 		fmt.Fprintf(w, "  E2E            s   %9.2f     | %9.2f %9.2f\n", a.E2E, l.E2E, l.E2EP90)
+		fmt.Fprintf(w, "Use the analytic figures: they are the path validate-estimator scores (the error band below). The simulation\n"+
+			"replays continuous batching request by request for the p90s and queue build-up; it shares the step model but\n"+
+			"not the fitted queueing terms, so its means differ (most in TTFT, where it is less accurate).\n")
 	}
 	fmt.Fprintf(w, "Throughput (analytic): %.0f output tok/s, %.0f input tok/s, %.1f tok/s per user, %.2f requests/s\n",
 		a.OutputTokS, a.PrefillTokS, a.DecodeTokS, a.RequestsPerS)
@@ -347,8 +372,8 @@ func printEstimate(w io.Writer, r *estimate.Result, hw *hardware.GPU, analyticOn
 	}
 	c := r.Coeffs
 	if c.ErrTPOT > 0 || c.ErrTTFT > 0 || c.ErrThroughput > 0 {
-		fmt.Fprintf(w, "Error band (held-out median APE for %s): TPOT %s, TTFT %s, throughput %s\n",
-			r.Family, band(c.ErrTPOT), band(c.ErrTTFT), band(c.ErrThroughput))
+		fmt.Fprintf(w, "Error band (held-out APE for %s, median / p90): TPOT %s / %s, TTFT %s / %s, throughput %s / %s\n",
+			r.Family, band(c.ErrTPOT), bandP90(c.ErrTPOTP90), band(c.ErrTTFT), bandP90(c.ErrTTFTP90), band(c.ErrThroughput), bandP90(c.ErrThroughputP90))
 	} else {
 		fmt.Fprintf(w, "Error band: %s has no fitted data (priors only); expect ±30%% or worse\n", r.Family)
 	}
@@ -422,13 +447,31 @@ type estJSONOut struct {
 		KVCapacityTokens float64 `json:"kv_capacity_tokens"`
 		MaxModelLen      int     `json:"max_model_len"`
 		MaxConcurrency   int     `json:"max_concurrency"`
+		MaxSlots         int     `json:"max_slots,omitempty"` // llama.cpp: slots memory could hold
 	} `json:"memory"`
-	Latency  *latJSON `json:"latency,omitempty"`
-	Analytic *latJSON `json:"analytic,omitempty"`
-	ErrBand  struct {
-		TTFT       float64 `json:"ttft_median_ape"`
-		TPOT       float64 `json:"tpot_median_ape"`
-		Throughput float64 `json:"throughput_median_ape"`
+	// Analytic is the steady state, the figures to use (validate-estimator
+	// scores them); Simulated the continuous-batching simulation (absent
+	// with --analytic). Latency repeats the figures the text leads with
+	// (Simulated, or Analytic with --analytic), kept for older readers.
+	Analytic  *latJSON `json:"analytic,omitempty"`
+	Simulated *latJSON `json:"simulated,omitempty"`
+	Latency   *latJSON `json:"latency,omitempty"`
+	// Use names the key to read: "analytic".
+	Use     string `json:"use,omitempty"`
+	Context *struct {
+		Tokens  int    `json:"tokens"`
+		Source  string `json:"source"`
+		Longest int    `json:"longest_request"`
+		Clipped bool   `json:"clipped,omitempty"`
+		Long    bool   `json:"past_max_positions,omitempty"`
+	} `json:"context,omitempty"`
+	ErrBand struct {
+		TTFT          float64 `json:"ttft_median_ape"`
+		TPOT          float64 `json:"tpot_median_ape"`
+		Throughput    float64 `json:"throughput_median_ape"`
+		TTFTP90       float64 `json:"ttft_p90_ape"`
+		TPOTP90       float64 `json:"tpot_p90_ape"`
+		ThroughputP90 float64 `json:"throughput_p90_ape"`
 	} `json:"error_band"`
 }
 
@@ -463,7 +506,7 @@ func toLatJSON(l estimate.Latency) *latJSON {
 		SlotWaitms: fin(l.Queue * 1e3), PromptWaitms: fin(l.PromptWait * 1e3)}
 }
 
-func estJSON(r *estimate.Result, hw *hardware.GPU, err error) *estJSONOut {
+func estJSON(r *estimate.Result, hw *hardware.GPU, err error, analyticOnly bool, wc *workload.Context) *estJSONOut {
 	o := &estJSONOut{Model: r.Model, GPU: hw.Name, Engine: string(r.Engine), Family: r.Family, Workload: r.Workload,
 		Params: r.Params.Total, Active: r.Params.Active, Fits: err == nil}
 	if err != nil {
@@ -479,12 +522,27 @@ func estJSON(r *estimate.Result, hw *hardware.GPU, err error) *estJSONOut {
 	if math.IsInf(m.KVCapacityTokens, 1) {
 		o.Memory.KVCapacityTokens = -1
 	}
-	o.Memory.MaxModelLen, o.Memory.MaxConcurrency = m.MaxModelLen, m.MaxConcurrency
+	o.Memory.MaxModelLen, o.Memory.MaxConcurrency, o.Memory.MaxSlots = m.MaxModelLen, m.MaxConcurrency, m.MaxSlots
 	if err == nil {
 		o.Latency = toLatJSON(r.Latency)
 		o.Analytic = toLatJSON(r.Analytic)
+		o.Use = "analytic"
+		if !analyticOnly {
+			o.Simulated = o.Latency
+		}
 	}
-	o.ErrBand.TTFT, o.ErrBand.TPOT, o.ErrBand.Throughput = r.Coeffs.ErrTTFT, r.Coeffs.ErrTPOT, r.Coeffs.ErrThroughput
+	if wc != nil {
+		o.Context = &struct {
+			Tokens  int    `json:"tokens"`
+			Source  string `json:"source"`
+			Longest int    `json:"longest_request"`
+			Clipped bool   `json:"clipped,omitempty"`
+			Long    bool   `json:"past_max_positions,omitempty"`
+		}{wc.Tokens, wc.Source, wc.Longest, wc.Clipped, wc.Long}
+	}
+	c := &r.Coeffs
+	o.ErrBand.TTFT, o.ErrBand.TPOT, o.ErrBand.Throughput = c.ErrTTFT, c.ErrTPOT, c.ErrThroughput
+	o.ErrBand.TTFTP90, o.ErrBand.TPOTP90, o.ErrBand.ThroughputP90 = c.ErrTTFTP90, c.ErrTPOTP90, c.ErrThroughputP90
 	return o
 }
 

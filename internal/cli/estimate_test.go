@@ -411,6 +411,18 @@ func TestEstimateGPUCount(t *testing.T) {
 			t.Errorf("%v: exit %d, %q; want a refusal containing %q", tc.args, code, errs, tc.want)
 		}
 	}
+	// Batch rows name a node the same way.
+	in := filepath.Join(t.TempDir(), "in.csv")
+	os.WriteFile(in, []byte("id,model,gpu,engine,tp,isl,osl\na,Qwen/Qwen3-8B,rtx-4090x2,vllm,2,1024,128\nb,Qwen/Qwen3-8B,rtx-4090x2,vllm,4,1024,128\n"), 0o644)
+	outCSV := filepath.Join(t.TempDir(), "out.csv")
+	if code, _, errs := estRunCLI(t, "estimate", "--scenarios", in, "--out", outCSV); code != 0 {
+		t.Fatalf("batch: exit %d: %s", code, errs)
+	}
+	b, _ := os.ReadFile(outCSV)
+	rows, _ := csv.NewReader(bytes.NewReader(b)).ReadAll()
+	if len(rows) != 3 || rows[1][1] != "true" || !strings.Contains(rows[2][len(rows[2])-1], "the node has 2") {
+		t.Errorf("batch rows: %q", rows)
+	}
 	// The advice is true: the TP it names fits, and a full node names none.
 	args := []string{"estimate", "--model", "Qwen/Qwen3-32B", "--gpu", "rtx-4090", "--isl", "1024", "--osl", "128", "--analytic"}
 	code, _, errs := estRunCLI(t, args...)
@@ -681,5 +693,44 @@ func TestCalibrateUserChild(t *testing.T) {
 	}
 	if cf.Families["vllm"].Rows != 8 {
 		t.Errorf("vllm fitted on %d rows, want the 8 child rows", cf.Families["vllm"].Rows)
+	}
+}
+
+// TestEstimateExplainsItself: the text says which figures to use and what
+// the budget is, the error band has its p90 beside the median, and the
+// JSON keeps the analytic and simulated figures under their own keys.
+func TestEstimateExplainsItself(t *testing.T) {
+	code, out, errs := estRunCLI(t, "estimate")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"Use the analytic figures", "engine budget: the 0.90 memory fraction", "median / p90",
+		"context 16384 tokens: the chat workload's limit"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, analytic := range []bool{false, true} {
+		args := []string{"estimate", "--json"}
+		if analytic {
+			args = append(args, "--analytic")
+		}
+		code, out, errs := estRunCLI(t, args...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		var v estJSONOut
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Fatal(err)
+		}
+		if v.Use != "analytic" || v.Analytic == nil || v.Context == nil || v.Context.Tokens != 16384 || v.Latency == nil {
+			t.Errorf("--analytic %v: %s", analytic, out)
+		}
+		if analytic != (v.Simulated == nil) {
+			t.Errorf("--analytic %v: simulated present %v", analytic, v.Simulated != nil)
+		}
+		if !analytic && (v.Simulated.TTFTms == v.Analytic.TTFTms || v.Simulated.TTFTP90ms == 0) {
+			t.Errorf("analytic and simulated figures are not kept apart: %s", out)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 )
 
 // Numeric flags are declared with a range: a value outside it is refused
@@ -54,7 +55,17 @@ func (f *intFlag) want() string {
 // intVar declares an int flag limited to [min, max] (noMax: unbounded).
 func intVar(fs *flag.FlagSet, p *int, name string, value, min, max int, usage string) {
 	*p = value
-	fs.Var(&intFlag{p: p, min: min, max: max}, name, usage)
+	f := &intFlag{p: p, min: min, max: max}
+	fs.Var(f, name, withRange(usage, "N", strings.TrimPrefix(f.want(), "an integer ")))
+}
+
+// withRange appends the valid range to a flag's usage, naming the value
+// (shown by -h as "-flag N") unless the usage already names it.
+func withRange(usage, name, rng string) string {
+	if strings.Contains(usage, "`") {
+		return usage + " (" + rng + ")"
+	}
+	return usage + " (`" + name + "` " + rng + ")"
 }
 
 // intArg is intVar returning a new variable.
@@ -128,7 +139,8 @@ var (
 // floatVar declares a float64 flag limited to r.
 func floatVar(fs *flag.FlagSet, p *float64, name string, value float64, r floatRange, usage string) {
 	*p = value
-	fs.Var(&floatFlag{p: p, min: r.min, max: r.max, minOpen: r.minOpen, maxOpen: r.maxOpen}, name, usage)
+	f := &floatFlag{p: p, min: r.min, max: r.max, minOpen: r.minOpen, maxOpen: r.maxOpen}
+	fs.Var(f, name, withRange(usage, "X", strings.TrimPrefix(f.want(), "a number ")))
 }
 
 // floatArg is floatVar returning a new variable.
