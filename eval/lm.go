@@ -1,0 +1,207 @@
+package eval
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/autocompress/autocompress/engine"
+)
+
+// Request asks for the log-likelihood of the continuation Cont after the
+// context Context (token ids; both at least one token).
+type Request struct {
+	Context []int32
+	Cont    []int32
+}
+
+// LogLik answers a Request.
+type LogLik struct {
+	// LogProb is the sum over Cont's tokens of log p(token | all before),
+	// in nats.
+	LogProb float64
+	// Greedy tells whether every token of Cont was the model's most likely
+	// next token (greedy decoding would produce Cont).
+	Greedy bool
+}
+
+// LM scores requests. Implementations keep the order of reqs in their
+// answer and call progress (when not nil) as requests complete.
+type LM interface {
+	LogLikelihood(ctx context.Context, reqs []Request, progress func(done, total int)) ([]LogLik, error)
+}
+
+// EngineLM scores requests on the native engine with its KV cache.
+// Requests with identical contexts (the choices of one question) are
+// grouped: the context is run once and its cache copied for each
+// continuation, and a one-token continuation costs nothing beyond the
+// context's last logits. Several groups run in one engine step.
+//
+// A request longer than the model's max_position_embeddings is cut from the
+// left of its context, as lm-evaluation-harness does, so that context and
+// continuation together fill the model's window.
+type EngineLM struct {
+	Model *engine.Model
+	// StepTokens bounds the tokens per engine step (default 2048).
+	StepTokens int
+}
+
+// group is the requests sharing one context.
+type group struct {
+	ctx  []int32
+	reqs []int // indices into the request list
+}
+
+// LogLikelihood implements LM.
+func (e *EngineLM) LogLikelihood(ctx context.Context, reqs []Request, progress func(done, total int)) ([]LogLik, error) {
+	m := e.Model
+	a := m.Arch()
+	maxLen := a.MaxPositions
+	budget := e.StepTokens
+	if budget <= 0 {
+		budget = 2048
+	}
+	// Truncate and group by context, in order of first appearance.
+	var groups []*group
+	byCtx := map[string]*group{}
+	for i, r := range reqs {
+		if len(r.Context) == 0 || len(r.Cont) == 0 {
+			return nil, fmt.Errorf("eval: request %d: empty context or continuation", i)
+		}
+		for _, t := range r.Cont {
+			if t < 0 || int(t) >= a.Vocab {
+				return nil, fmt.Errorf("eval: request %d: token id %d outside the model's vocabulary of %d", i, t, a.Vocab)
+			}
+		}
+		c := r.Context
+		if maxLen > 0 && len(c)+len(r.Cont)-1 > maxLen {
+			keep := maxLen + 1 - len(r.Cont)
+			if keep < 1 {
+				return nil, fmt.Errorf("eval: request %d: a continuation of %d tokens does not fit the model's %d positions", i, len(r.Cont), maxLen)
+			}
+			c = c[len(c)-keep:]
+		}
+		key := idsKey(c)
+		g := byCtx[key]
+		if g == nil {
+			g = &group{ctx: c}
+			byCtx[key] = g
+			groups = append(groups, g)
+		}
+		g.reqs = append(g.reqs, i)
+	}
+	out := make([]LogLik, len(reqs))
+	done := 0
+	for i := 0; i < len(groups); {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		// A chunk of groups within the token budget (at least one group).
+		j, tokens := i, 0
+		for j < len(groups) {
+			n := groupTokens(groups[j], reqs)
+			if j > i && tokens+n > budget {
+				break
+			}
+			tokens += n
+			j++
+		}
+		if err := e.chunk(groups[i:j], reqs, out); err != nil {
+			return nil, err
+		}
+		for _, g := range groups[i:j] {
+			done += len(g.reqs)
+		}
+		if progress != nil {
+			progress(done, len(reqs))
+		}
+		i = j
+	}
+	return out, nil
+}
+
+// groupTokens is the number of tokens a group puts through the model.
+func groupTokens(g *group, reqs []Request) int {
+	n := len(g.ctx)
+	for _, r := range g.reqs {
+		n += len(reqs[r].Cont) - 1
+	}
+	return n
+}
+
+// chunk scores the requests of groups: one step for the contexts, one for
+// every continuation longer than a token, on copies of its context's cache.
+func (e *EngineLM) chunk(groups []*group, reqs []Request, out []LogLik) error {
+	m := e.Model
+	caches := make([]*engine.Cache, len(groups))
+	toks := make([][]int32, len(groups))
+	for g, gr := range groups {
+		caches[g] = m.NewCache(len(gr.ctx))
+		toks[g] = gr.ctx
+	}
+	last, err := m.Step(caches, toks, false)
+	if err != nil {
+		return fmt.Errorf("eval: %w", err)
+	}
+	var contCaches []*engine.Cache
+	var contToks [][]int32
+	var contReq []int
+	for g, gr := range groups {
+		row := last[g]
+		lse := logSumExp64(row)
+		best := engine.Argmax(row)
+		for _, r := range gr.reqs {
+			t := reqs[r].Cont[0]
+			out[r] = LogLik{LogProb: float64(row[t]) - lse, Greedy: best == t}
+			if len(reqs[r].Cont) > 1 {
+				c := m.NewCache(len(gr.ctx) + len(reqs[r].Cont) - 1)
+				if err := c.CopyFrom(caches[g]); err != nil {
+					return fmt.Errorf("eval: %w", err)
+				}
+				contCaches = append(contCaches, c)
+				contToks = append(contToks, reqs[r].Cont[:len(reqs[r].Cont)-1])
+				contReq = append(contReq, r)
+			}
+		}
+	}
+	if len(contCaches) == 0 {
+		return nil
+	}
+	logits, err := m.Step(contCaches, contToks, true)
+	if err != nil {
+		return fmt.Errorf("eval: %w", err)
+	}
+	V := m.Arch().Vocab
+	for k, r := range contReq {
+		cont := reqs[r].Cont
+		for p := 1; p < len(cont); p++ {
+			row := logits[k][(p-1)*V : p*V]
+			t := cont[p]
+			out[r].LogProb += float64(row[t]) - logSumExp64(row)
+			if engine.Argmax(row) != t {
+				out[r].Greedy = false
+			}
+		}
+	}
+	return nil
+}
+
+func logSumExp64(row []float32) float64 {
+	mx := math.Inf(-1)
+	for _, v := range row {
+		mx = math.Max(mx, float64(v))
+	}
+	var s float64
+	for _, v := range row {
+		s += math.Exp(float64(v) - mx)
+	}
+	return mx + math.Log(s)
+}
+
+func idsKey(ids []int32) string {
+	b := make([]byte, 4*len(ids))
+	for i, v := range ids {
+		b[4*i], b[4*i+1], b[4*i+2], b[4*i+3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+	}
+	return string(b)
+}
