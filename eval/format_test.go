@@ -17,7 +17,7 @@ import (
 // equals a straightforward full forward pass over context+continuation
 // with an own log-softmax, for shared and distinct contexts, one- and
 // many-token continuations, and a context cut from the left to the
-// model's 64 positions.
+// model's 64 positions, and contexts sharing a prefix across questions.
 func TestEngineLMMatchesFullForward(t *testing.T) {
 	m := tinyModel(t, 64, 3)
 	r := rand.New(rand.NewPCG(5, 6))
@@ -29,8 +29,13 @@ func TestEngineLMMatchesFullForward(t *testing.T) {
 		return s
 	}
 	shared := seq(9)
+	// Few-shot-like contexts: a common 30-token prefix, then each its own.
+	fewShot := seq(30)
+	shot := func(n int) []int32 { return append(append([]int32(nil), fewShot...), seq(n)...) }
 	reqs := []Request{{shared, seq(1)}, {shared, seq(4)}, {shared, seq(7)}, {seq(3), seq(2)}, {seq(70), seq(5)}, {shared, seq(1)}}
-	for _, budget := range []int{1, 16, 0} {
+	s1, s2 := shot(3), shot(5)
+	reqs = append(reqs, Request{s1, seq(2)}, Request{s1, seq(1)}, Request{s2, seq(3)}, Request{shot(1), seq(1)}, Request{fewShot, seq(2)})
+	for _, budget := range []int{1, 16, 60, 0} {
 		got, err := (&EngineLM{Model: m, StepTokens: budget}).LogLikelihood(context.Background(), reqs, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -35,7 +35,9 @@ type LM interface {
 // Requests with identical contexts (the choices of one question) are
 // grouped: the context is run once and its cache copied for each
 // continuation, and a one-token continuation costs nothing beyond the
-// context's last logits. Several groups run in one engine step.
+// context's last logits. Several groups run in one engine step, and when
+// their contexts begin with the same tokens (a few-shot prompt) that
+// prefix runs once and is copied too.
 //
 // A request longer than the model's max_position_embeddings is cut from the
 // left of its context, as lm-evaluation-harness does, so that context and
@@ -97,16 +99,31 @@ func (e *EngineLM) LogLikelihood(ctx context.Context, reqs []Request, progress f
 			return nil, err
 		}
 		// A chunk of groups within the token budget (at least one group).
-		j, tokens := i, 0
+		// Contexts that begin alike (a few-shot prompt) share their common
+		// prefix, which then counts once.
+		j, share := i, 0
+		var sumCtx, sumCont int
 		for j < len(groups) {
-			n := groupTokens(groups[j], reqs)
-			if j > i && tokens+n > budget {
+			g := groups[j]
+			s := len(g.ctx) - 1
+			if j > i {
+				s = min(share, commonPrefix(groups[i].ctx, g.ctx), len(g.ctx)-1)
+			}
+			ctxs, conts, k := sumCtx+len(g.ctx), sumCont+contTokens(g, reqs), j-i+1
+			cost := ctxs + conts
+			if s >= minShare && k > 1 {
+				cost = s + ctxs - k*s + conts
+			}
+			if j > i && cost > budget {
 				break
 			}
-			tokens += n
+			share, sumCtx, sumCont = s, ctxs, conts
 			j++
 		}
-		if err := e.chunk(groups[i:j], reqs, out); err != nil {
+		if j-i < 2 || share < minShare {
+			share = 0
+		}
+		if err := e.chunk(groups[i:j], share, reqs, out); err != nil {
 			return nil, err
 		}
 		for _, g := range groups[i:j] {
@@ -120,24 +137,52 @@ func (e *EngineLM) LogLikelihood(ctx context.Context, reqs []Request, progress f
 	return out, nil
 }
 
-// groupTokens is the number of tokens a group puts through the model.
-func groupTokens(g *group, reqs []Request) int {
-	n := len(g.ctx)
+// minShare is the shortest common context prefix worth running once for
+// several questions.
+const minShare = 16
+
+func commonPrefix(a, b []int32) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
+}
+
+// contTokens is the number of continuation tokens a group puts through
+// the model after its context.
+func contTokens(g *group, reqs []Request) int {
+	n := 0
 	for _, r := range g.reqs {
 		n += len(reqs[r].Cont) - 1
 	}
 	return n
 }
 
-// chunk scores the requests of groups: one step for the contexts, one for
-// every continuation longer than a token, on copies of its context's cache.
-func (e *EngineLM) chunk(groups []*group, reqs []Request, out []LogLik) error {
+// chunk scores the requests of groups: one step for the contexts (after
+// one for their first share tokens, common to all, when share > 0), one
+// for every continuation longer than a token, on copies of its context's
+// cache.
+func (e *EngineLM) chunk(groups []*group, share int, reqs []Request, out []LogLik) error {
 	m := e.Model
+	var base *engine.Cache
+	if share > 0 {
+		base = m.NewCache(share)
+		if _, err := m.Step([]*engine.Cache{base}, [][]int32{groups[0].ctx[:share]}, false); err != nil {
+			return fmt.Errorf("eval: %w", err)
+		}
+	}
 	caches := make([]*engine.Cache, len(groups))
 	toks := make([][]int32, len(groups))
 	for g, gr := range groups {
 		caches[g] = m.NewCache(len(gr.ctx))
 		toks[g] = gr.ctx
+		if base != nil {
+			if err := caches[g].CopyFrom(base); err != nil {
+				return fmt.Errorf("eval: %w", err)
+			}
+			toks[g] = gr.ctx[share:]
+		}
 	}
 	last, err := m.Step(caches, toks, false)
 	if err != nil {
