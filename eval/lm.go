@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/autocompress/autocompress/engine"
+	"github.com/autocompress/autocompress/engine/blas"
 )
 
 // Request asks for the log-likelihood of the continuation Cont after the
@@ -188,12 +189,13 @@ func (e *EngineLM) chunk(groups []*group, share int, reqs []Request, out []LogLi
 	if err != nil {
 		return fmt.Errorf("eval: %w", err)
 	}
+	tmp := make([]float32, m.Arch().Vocab)
 	var contCaches []*engine.Cache
 	var contToks [][]int32
 	var contReq []int
 	for g, gr := range groups {
 		row := last[g]
-		lse := logSumExp64(row)
+		lse := logSumExp64(tmp, row)
 		best := engine.Argmax(row)
 		for _, r := range gr.reqs {
 			t := reqs[r].Cont[0]
@@ -222,7 +224,7 @@ func (e *EngineLM) chunk(groups []*group, share int, reqs []Request, out []LogLi
 		for p := 1; p < len(cont); p++ {
 			row := logits[k][(p-1)*V : p*V]
 			t := cont[p]
-			out[r].LogProb += float64(row[t]) - logSumExp64(row)
+			out[r].LogProb += float64(row[t]) - logSumExp64(tmp, row)
 			if engine.Argmax(row) != t {
 				out[r].Greedy = false
 			}
@@ -231,16 +233,13 @@ func (e *EngineLM) chunk(groups []*group, share int, reqs []Request, out []LogLi
 	return nil
 }
 
-func logSumExp64(row []float32) float64 {
-	mx := math.Inf(-1)
-	for _, v := range row {
-		mx = math.Max(mx, float64(v))
-	}
-	var s float64
-	for _, v := range row {
-		s += math.Exp(float64(v) - mx)
-	}
-	return mx + math.Log(s)
+// logSumExp64 returns log Σ exp(row), with the engine's vector kernels
+// (tmp is scratch of at least len(row)).
+func logSumExp64(tmp, row []float32) float64 {
+	mx := blas.Max(row)
+	tmp = tmp[:len(row)]
+	copy(tmp, row)
+	return float64(mx) + math.Log(float64(blas.ExpShiftSum(tmp, mx)))
 }
 
 func idsKey(ids []int32) string {
