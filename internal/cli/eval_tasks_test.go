@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -80,5 +82,17 @@ func TestEvalTaskErrors(t *testing.T) {
 				t.Errorf("exit %d (want %d), stderr %q, want %q", code, tc.code, errs, tc.msg)
 			}
 		})
+	}
+}
+
+// TestEvalInterrupted: a cancelled run exits 130.
+func TestEvalInterrupted(t *testing.T) {
+	dir := evalModel(t)
+	lam := evalWrite(t, "lambada.jsonl", []byte(`{"text": "It is a truth universally acknowledged"}`+"\n"))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out, errb bytes.Buffer
+	if code := Run(ctx, []string{"eval", "--model", dir, "--task", "lambada=" + lam}, strings.NewReader(""), &out, &errb); code != 130 {
+		t.Errorf("exit %d, want 130: %s", code, errb.String())
 	}
 }
