@@ -50,6 +50,7 @@
 package eval
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -118,6 +119,11 @@ func windows(n, T, stride int) []window {
 // is the UTF-8 length of the text the predicted tokens came from, for bits
 // per byte.
 func Score(m *engine.Model, ids []int32, bytes int, o Options) (*Result, error) {
+	return ScoreContext(context.Background(), m, ids, bytes, o)
+}
+
+// ScoreContext is Score, stopping with ctx's error when ctx is done.
+func ScoreContext(ctx context.Context, m *engine.Model, ids []int32, bytes int, o Options) (*Result, error) {
 	if o.SeqLen <= 0 {
 		o.SeqLen = 128
 	}
@@ -139,6 +145,9 @@ func Score(m *engine.Model, ids []int32, bytes int, o Options) (*Result, error) 
 	bar := progress.New(o.Progress, "eval", int64(len(ws)), "win")
 	// Windows of the same length are batched; the last may be shorter.
 	for i := 0; i < len(ws); {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		j := i
 		for j < len(ws) && j-i < o.Batch && ws[j].n == ws[i].n {
 			j++
@@ -213,6 +222,11 @@ func (e *EmptyTextError) Error() string {
 // per byte over all of the text's bytes. The text is scored as given (not
 // cleaned).
 func Text(m *engine.Model, tok Encoder, name string, text []byte, o Options) (*Result, error) {
+	return TextContext(context.Background(), m, tok, name, text, o)
+}
+
+// TextContext is Text, stopping with ctx's error when ctx is done.
+func TextContext(ctx context.Context, m *engine.Model, tok Encoder, name string, text []byte, o Options) (*Result, error) {
 	if err := corpus.CheckUTF8(name, text); err != nil {
 		return nil, err
 	}
@@ -233,13 +247,18 @@ func Text(m *engine.Model, tok Encoder, name string, text []byte, o Options) (*R
 	for _, id := range ids {
 		stream = append(stream, int32(id))
 	}
-	return Score(m, stream, len(text), o)
+	return ScoreContext(ctx, m, stream, len(text), o)
 }
 
 // IDs scores pre-tokenized sequences: each sequence is scored as its own
 // stream (its first id is context only). The results are pooled: Tokens
 // and NLL add up, Perplexity is over all predicted tokens; no bits per byte.
 func IDs(m *engine.Model, seqs [][]int, o Options) (*Result, error) {
+	return IDsContext(context.Background(), m, seqs, o)
+}
+
+// IDsContext is IDs, stopping with ctx's error when ctx is done.
+func IDsContext(ctx context.Context, m *engine.Model, seqs [][]int, o Options) (*Result, error) {
 	var total *Result
 	for i, s := range seqs {
 		if len(s) < 2 {
@@ -252,7 +271,7 @@ func IDs(m *engine.Model, seqs [][]int, o Options) (*Result, error) {
 			}
 			ids[j] = int32(v)
 		}
-		r, err := Score(m, ids, 0, o)
+		r, err := ScoreContext(ctx, m, ids, 0, o)
 		if err != nil {
 			return nil, fmt.Errorf("sequence %d: %w", i, err)
 		}

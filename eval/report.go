@@ -79,12 +79,12 @@ func Run(ctx context.Context, models []Model, cfg Config) (*Report, error) {
 			var res *Result
 			var err error
 			if d.IDs != nil {
-				res, err = IDs(m.Model, d.IDs, cfg.Windows)
+				res, err = IDsContext(ctx, m.Model, d.IDs, cfg.Windows)
 			} else {
 				if m.Tok == nil {
 					return nil, fmt.Errorf("eval: %s: scoring text needs a tokenizer", m.Name)
 				}
-				res, err = Text(m.Model, m.Tok, d.Name, d.Text, cfg.Windows)
+				res, err = TextContext(ctx, m.Model, m.Tok, d.Name, d.Text, cfg.Windows)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("%s on %s: %w", m.Name, d.Name, err)
