@@ -191,13 +191,17 @@ func TestRealEvalFiles(t *testing.T) {
 	for _, tc := range []struct {
 		task, rel string
 		items     int
+		long      bool // decompressing or parsing takes seconds: not with -short
 	}{
-		{"lambada", "eval/lambada_openai_test.jsonl", 5153},
-		{"hellaswag", "eval/hellaswag_val_full.txt.bz2", 10042},
-		{"piqa", "eval/piqa_valid.jsonl", 1838},
-		{"mmlu", "eval/mmlu", 14080},
+		{"lambada", "eval/lambada_openai_test.jsonl", 5153, false},
+		{"hellaswag", "eval/hellaswag_val_full.txt.bz2", 10042, true},
+		{"piqa", "eval/piqa_valid.jsonl", 1838, false},
+		{"mmlu", "eval/mmlu", 14080, true},
 	} {
 		t.Run(tc.task, func(t *testing.T) {
+			if tc.long && testing.Short() {
+				t.Skip("reading all of it takes seconds; run without -short")
+			}
 			p := shareddata.Require(t, tc.rel)
 			ts, err := LoadTask(tc.task, p)
 			if err != nil {
