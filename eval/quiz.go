@@ -2,6 +2,7 @@ package eval
 
 import (
 	"fmt"
+	"hash/fnv"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -130,7 +131,8 @@ func ParseQuizLines(name string, r io.Reader, want int) (recs [][]string, at []i
 // QuizItems makes multiple-choice items from a quiz's records: the context
 // "<label of field 0>: <field 0>\n<label of field 1>:" and as choices the
 // record's field 1 and QuizChoices−1 other distinct field-1 answers of the
-// quiz, drawn with a fixed seed (the same items on every run). Records with
+// quiz, drawn with a fixed seed (the item's index and the quiz's name:
+// the same items on every run). Records with
 // an empty question or answer are skipped; a quiz with fewer than two
 // distinct answers gives no items.
 func QuizItems(quiz string, labels [2]string, recs [][]string) []Item {
@@ -153,9 +155,11 @@ func QuizItems(quiz string, labels [2]string, recs [][]string) []Item {
 		return nil
 	}
 	l0, l1 := QuizExpand(labels[0]), QuizExpand(labels[1])
+	h := fnv.New64a()
+	h.Write([]byte(quiz))
 	var items []Item
 	for i, p := range pairs {
-		r := rand.New(rand.NewPCG(uint64(i), uint64(len(quiz))))
+		r := rand.New(rand.NewPCG(uint64(i), h.Sum64()))
 		others := make([]string, 0, len(answers)-1)
 		for _, a := range answers {
 			if a != p.a {
