@@ -60,6 +60,36 @@ func (c *Cache) Cap() int { return c.cap }
 // Reset empties the cache, keeping its memory.
 func (c *Cache) Reset() { c.n = 0 }
 
+// CopyFrom makes c hold the same tokens as src, so that a prefix shared by
+// several continuations is computed once and copied (log-likelihood
+// evaluation of multiple-choice questions). Both caches must come from the
+// same model, and c's capacity must hold src's tokens.
+func (c *Cache) CopyFrom(src *Cache) error {
+	if len(c.k) != len(src.k) {
+		return &InputError{fmt.Sprintf("cache copy: %d layers into %d", len(src.k), len(c.k))}
+	}
+	if src.n > c.cap {
+		return &InputError{fmt.Sprintf("cache copy: %d tokens into a cache of %d", src.n, c.cap)}
+	}
+	if src.n == 0 {
+		c.n = 0
+		return nil
+	}
+	for l := range src.k {
+		if src.k[l] == nil {
+			continue
+		}
+		kd := len(src.k[l]) / src.cap
+		if c.k[l] == nil || len(c.k[l])/c.cap != kd {
+			return &InputError{fmt.Sprintf("cache copy: layer %d has another width", l)}
+		}
+		copy(c.k[l], src.k[l][:src.n*kd])
+		copy(c.v[l], src.v[l][:src.n*kd])
+	}
+	c.n = src.n
+	return nil
+}
+
 // Bytes returns the memory held by the cache.
 func (c *Cache) Bytes() int64 {
 	var n int64

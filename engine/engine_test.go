@@ -70,6 +70,52 @@ func TestCacheMatchesForward(t *testing.T) {
 	}
 }
 
+// TestCacheCopyFrom: a prefix computed once and copied into several caches
+// continues exactly as the full forward pass of prefix + continuation.
+func TestCacheCopyFrom(t *testing.T) {
+	m, err := New(tinyArch(true), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	randomize(m, 4, 0.4)
+	const P, T, V = 40, 60, 11
+	r := rand.New(rand.NewPCG(3, 4))
+	prefix := randTokens(r, P, V)
+	shared := m.NewCache(P)
+	if _, err := m.Step([]*Cache{shared}, [][]int32{prefix}, false); err != nil {
+		t.Fatal(err)
+	}
+	var caches []*Cache
+	var conts [][]int32
+	for range 3 {
+		c := m.NewCache(T)
+		if err := c.CopyFrom(shared); err != nil {
+			t.Fatal(err)
+		}
+		caches = append(caches, c)
+		conts = append(conts, randTokens(r, T-P, V))
+	}
+	out, err := m.Step(caches, conts, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, cont := range conts {
+		full, err := m.Forward(append(append([]int32(nil), prefix...), cont...), 1, T)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range cont {
+			p := P + j
+			if d := maxAbsDiff(out[i][j*V:(j+1)*V], full[p*V:(p+1)*V]); d > 1e-5 {
+				t.Fatalf("continuation %d position %d: copied-cache logits differ from forward by %.3g", i, p, d)
+			}
+		}
+	}
+	if err := m.NewCache(P - 1).CopyFrom(shared); err == nil {
+		t.Error("copy into a smaller cache did not fail")
+	}
+}
+
 // TestBatchRowsIndependent: a batch of B sequences gives each sequence the
 // logits it gets alone.
 func TestBatchRowsIndependent(t *testing.T) {

@@ -1,5 +1,7 @@
-// Package eval measures language-model quality on held-out text: perplexity
-// and bits per byte.
+// Package eval measures language-model quality: perplexity and bits per
+// byte on held-out text, and log-likelihood tasks (LAMBADA, HellaSwag,
+// PIQA, MMLU 5-shot, the bsdgames quiz files, an in-domain suite cut from
+// the user's own text) scored with lm-evaluation-harness's conventions.
 //
 // # Windows
 //
@@ -20,16 +22,41 @@
 // Bits per byte is the total negative log-likelihood in bits divided by the
 // UTF-8 bytes of the text, which makes models with different tokenizers
 // comparable. Pre-tokenized ids have no bytes: only perplexity is reported.
+//
+// # Tasks
+//
+// A Task is a list of Items (a context, choices, the right one) read from
+// a file the user points to (LoadTask; nothing is downloaded). Each choice
+// is a Request for the log-likelihood of the continuation after the
+// context, tokenized as the harness does (the context's trailing space
+// moves to the continuation; the continuation's tokens are those of
+// context+continuation after the context's own) and prefixed with the
+// model's BOS or end-of-text token. A multiple-choice item is right under
+// acc when its gold choice has the highest log-likelihood, and under
+// acc_norm when it has the highest log-likelihood per character; a cloze
+// item (LAMBADA) is right when greedy decoding produces its word, and its
+// perplexity is exp(−mean log-likelihood of the word). Accuracies carry the
+// harness's standard error √(p(1−p)/(n−1)); perplexities a bootstrap one.
+// Items are in file order and --limit keeps the first N (per MMLU subject
+// and quiz file), so a quick run is a fixed sample.
+//
+// EngineLM scores requests on the native engine: choices sharing a
+// context run it once on the KV cache and continue from copies of it, and
+// many questions go through one engine step.
+//
+// Run evaluates several models (a parent and its children) on the same
+// text and tasks; Report prints one table, side by side, with the standard
+// error next to every accuracy.
 package eval
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"strings"
 
-	"context"
 	"github.com/autocompress/autocompress/corpus"
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/internal/progress"

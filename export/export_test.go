@@ -307,7 +307,7 @@ func TestTensorParallel(t *testing.T) {
 // in transformers (model_type picks the class) but not in the serving
 // engines or llama.cpp's converter, which read architectures[0].
 func TestValidateNoArchitectures(t *testing.T) {
-	data, err := os.ReadFile(shareddata.Require(t, "configs/meta-llama--Meta-Llama-3.1-8B.json"))
+	data, err := os.ReadFile(sdtest.Require(t, "configs/meta-llama--Meta-Llama-3.1-8B.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

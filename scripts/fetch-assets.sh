@@ -4,6 +4,7 @@
 #
 #   testdata/ext/npm/<package>/package/...   npm tarballs (tokenizers, corpora)
 #   testdata/ext/deb/janeaustenr/usr/...      Debian r-cran-janeaustenr (Jane Austen's novels)
+#   testdata/ext/deb/bsdgames/usr/...         Debian bsdgames (the quiz(6) files: eval --task quiz=...)
 #
 # Idempotent: what is already there is kept. Versions and hashes are pinned.
 # Tests that need these assets skip with a message when they are absent.
@@ -56,4 +57,26 @@ if [ ! -d "$ext/deb/janeaustenr/usr" ]; then
     rm -rf "$tmp"
   fi
 fi
+# deb_fetch NAME=VERSION SHA256 DIR: apt-get download a pinned .deb and unpack it into $ext/deb/DIR.
+deb_fetch() {
+  local spec=$1 sum=$2 dir=$3
+  [ -d "$ext/deb/$dir/usr" ] && return 0
+  command -v apt-get >/dev/null 2>&1 || { echo "fetch-assets: apt-get not found; skipping $spec" >&2; return 0; }
+  local tmp deb
+  tmp=$(mktemp -d)
+  (cd "$tmp" && { apt-get download "$spec" >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get download "$spec" >/dev/null 2>&1; }; }) || true
+  deb=$(ls "$tmp"/*.deb 2>/dev/null || true)
+  if [ -n "$deb" ]; then
+    echo "$sum  $deb" | sha256sum -c --quiet - || { echo "fetch-assets: sha256 mismatch for $spec" >&2; exit 1; }
+    rm -rf "$ext/deb/$dir.tmp"
+    mkdir -p "$ext/deb/$dir.tmp" && dpkg-deb -x "$deb" "$ext/deb/$dir.tmp" && mv "$ext/deb/$dir.tmp" "$ext/deb/$dir"
+  else
+    echo "fetch-assets: could not download $spec; skipping" >&2
+  fi
+  rm -rf "$tmp"
+}
+
+# The bsdgames quiz files (usr/share/games/bsdgames/quiz), an evaluation set with answers.
+deb_fetch bsdgames=2.17-29+b1 cc92de974a1f66623a05ac0aed6dc790f682e5aac5205f0210294744d1532d10 bsdgames
+
 echo "fetch-assets: assets in $ext"

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/autocompress/autocompress/eval"
 )
 
 // --data means input files, a list, in every command that takes it.
@@ -34,13 +36,13 @@ func TestEvalPoolsFiles(t *testing.T) {
 	dir := evalModel(t)
 	a := evalWrite(t, "a.txt", []byte(evalText))
 	b := evalWrite(t, "b.txt", []byte(strings.ToUpper(evalText)))
-	one := func(args ...string) evalReport {
+	one := func(args ...string) eval.ModelReport {
 		t.Helper()
 		code, out, errs := evalRun(append([]string{"eval", "--model", dir, "--seq-len", "32", "--json"}, args...)...)
 		if code != 0 {
 			t.Fatalf("%v: exit %d: %s", args, code, errs)
 		}
-		var r evalReport
+		var r eval.ModelReport
 		if err := json.Unmarshal([]byte(out), &r); err != nil {
 			t.Fatal(err)
 		}

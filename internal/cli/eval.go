@@ -1,47 +1,86 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/eval"
+	"github.com/autocompress/autocompress/internal/output"
+	"github.com/autocompress/autocompress/internal/progress"
+	"github.com/autocompress/autocompress/parent"
 	"github.com/autocompress/autocompress/tokenizer"
 	"github.com/autocompress/autocompress/workload"
 )
 
+// evalParentData is the --data prefix that names a part of the embedded
+// parent's data split.
+const evalParentData = "parent:"
+
 func init() {
 	Register(&Command{
 		Name:  "eval",
-		Usage: "--model DIR --data FILE... [--seq-len N] [--stride N] [--json]",
-		Short: "perplexity and bits per byte of a model on text or token ids",
-		Long: `Scores a HuggingFace checkpoint directory on held-out text with the native
-engine. Text is tokenized with the model's tokenizer.json (or --tokenizer),
-prefixed with the model's BOS (or end-of-text) token so that the first word is
-predicted too, and scored in packed windows of --seq-len tokens: consecutive
-windows, every token predicted once, with 1..seq-len tokens of context. With
---stride S (< seq-len) the windows slide by S tokens instead and every token
-gets at least seq-len−S tokens of context, at seq-len/S times the cost.
+		Usage: "--model DIR [--model DIR...] [--data FILE|parent:SPLIT] [--task NAME=PATH...] [--limit N] [--seq-len N] [--stride N] [--json]\n       eval --build SUITE.jsonl --data FILE|parent:SPLIT [--seed N] [--items N] [--force]",
+		Short: "perplexity, bits per byte and log-likelihood tasks (LAMBADA, HellaSwag, PIQA, MMLU, quiz, in-domain)",
+		Long: `Scores HuggingFace checkpoint directories with the native engine.
 
-Reports perplexity (exp of the mean negative log-likelihood per token) and bits
-per byte (total negative log-likelihood in bits over the text's UTF-8 bytes,
-comparable across tokenizers). Pre-tokenized id files (tokenizer.ReadIDs text
-or binary form; chosen by --ids, a .ids extension or the binary magic) give
-perplexity only; each line is scored as its own sequence. Several --data files
-(repeated, comma-separated or positional) are each scored on their own and
-pooled: perplexity over all their tokens, bits per byte over all their bytes.
+Perplexity (--data). Text is tokenized with the model's tokenizer.json (or
+--tokenizer), prefixed with the model's BOS (or end-of-text) token so that
+the first word is predicted too, and scored in packed windows of --seq-len
+tokens: consecutive windows, every token predicted once, with 1..seq-len
+tokens of context. With --stride S (< seq-len) the windows slide by S tokens
+instead and every token gets at least seq-len−S tokens of context, at
+seq-len/S times the cost. Reports perplexity (exp of the mean negative
+log-likelihood per token) and bits per byte (total negative log-likelihood
+in bits over the text's UTF-8 bytes, comparable across tokenizers).
+Pre-tokenized id files (tokenizer.ReadIDs text or binary form; chosen by
+--ids, a .ids extension or the binary magic) give perplexity only; each line
+is scored as its own sequence. --data parent:test (parent:validation,
+parent:train) is that part of the embedded parent's data split, cut from
+the corpora under --assets (scripts/fetch-assets.sh).
+
+Tasks (--task NAME=PATH, repeatable; nothing is downloaded), scored by
+log-likelihood with lm-evaluation-harness's conventions:
+  lambada=FILE     acc (greedy last word) and perplexity of the last word
+  hellaswag=FILE   acc, acc_norm (jsonl or llama.cpp's 6-line text, .bz2 too)
+  piqa=FILE        acc, acc_norm (FILE-labels.lst beside it)
+  mmlu=DIR         5-shot acc over test/*_test.csv with dev/*_dev.csv shots
+  quiz=DIR         the Debian bsdgames quiz files: acc, acc_norm of 4 choices
+  suite=FILE       an in-domain suite from --build: cloze and choice
+--limit N keeps the first N items (per MMLU subject and quiz file); items
+are always in file order. Every accuracy is printed with its standard error
+(the harness's: √(p(1−p)/(n−1)); perplexity: bootstrap).
+
+--model given several times prints one side-by-side table (the first
+column is usually the parent, the others its children). With one --model
+and only --data the output is as it has always been; --json then prints one
+object, and with several models or tasks an object per model under
+"models" (a list of eval.ModelReport).
+
+--build SUITE.jsonl writes an in-domain suite from --data: --items
+last-word cloze and --items pick-the-true-continuation questions, drawn
+with --seed, so that small models that sit at chance on the public tasks
+still show differences (eval.BuildSuite). Score it with --task suite=FILE.
 
 --model parent scores the embedded parent model (package parent).`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
-			model := fs.String("model", "", "model `directory` (HF checkpoint), or \"parent\" for the embedded parent")
-			dataFiles := dataFlag(fs, "text or token-id")
+			var models, tasks stringList
+			fs.Var(&models, "model", "model `directory` (HF checkpoint), or \"parent\"; repeat for a side-by-side table")
+			dataFiles := dataFlag(fs, "text or token-id (or parent:SPLIT)")
+			fs.Var(&tasks, "task", "`NAME=PATH` task to run: "+strings.Join(eval.TaskList(), ", ")+" (repeatable)")
+			limit := intArg(fs, "limit", 0, 0, noMax, "first `N` items of each task (per MMLU subject or quiz); 0 = all")
+			assets := fs.String("assets", ".", "module root holding testdata/ext (for --data parent:SPLIT)")
 			tokPath := fs.String("tokenizer", "", "tokenizer.json (default: the model's)")
 			ids := fs.Bool("ids", false, "the data file holds token ids")
+			build := fs.String("build", "", "write an in-domain suite built from --data to this `file`")
+			seed := fs.Uint64("seed", 1, "seed of --build")
+			items := intArg(fs, "items", 200, 1, noMax, "cloze and choice items each for --build")
+			force := fs.Bool("force", false, "replace an existing --build file")
 			var o eval.Options
 			intVar(fs, &o.SeqLen, "seq-len", 128, 1, noMax, "window length in tokens")
 			intVar(fs, &o.Stride, "stride", 0, 0, noMax, "sliding-window stride (0: packed windows)")
@@ -50,73 +89,199 @@ pooled: perplexity over all their tokens, bits per byte over all their bytes.
 			allowLong := fs.Bool("allow-long-context", false, "allow --seq-len past the model's max_position_embeddings")
 			return func(ctx context.Context, env *Env, args []string) error {
 				data := append(*dataFiles, args...)
-				if *model == "" || len(data) == 0 {
-					return Usagef("--model and --data are required")
+				if *build != "" {
+					if len(data) != 1 {
+						return Usagef("--build needs --data: one file or parent:SPLIT to cut the suite from (got %d)", len(data))
+					}
+					return evalBuild(env, *build, data[0], *assets, *seed, *items, *force, *jsonOut)
 				}
 				if o.Stride > o.SeqLen {
 					return Usagef("--stride %d is larger than --seq-len %d: windows would skip tokens; want 0 (packed windows) to %d", o.Stride, o.SeqLen, o.SeqLen)
 				}
-				dir, err := checkpointDir(*model)
-				if err != nil {
-					return err
+				if len(models) == 0 || (len(data) == 0 && len(tasks) == 0) {
+					return Usagef("--model and --data are required (or --task NAME=PATH instead of --data, or --build)")
 				}
-				m, err := engine.Load(dir)
-				if err != nil {
-					return err
-				}
-				w := workload.FixedClosed(o.SeqLen, 0, 1)
-				if _, err := w.FitContext(workload.ContextRule{MaxPositions: m.Arch().MaxPositions, AllowLong: *allowLong, What: fmt.Sprintf("--seq-len %d", o.SeqLen)}); err != nil {
-					return Usagef("%v", err)
-				}
-				o.Progress = env.Stderr
-				var tok *tokenizer.Tokenizer
-				parts := make([]*eval.Result, len(data))
-				for i, p := range data {
-					if evalIsIDs(p, *ids) {
-						seqs, err := tokenizer.ReadIDsFile(p)
-						if err != nil {
-							return err
-						}
-						if parts[i], err = eval.IDs(ctx, m, seqs, o); err != nil {
-							return fmt.Errorf("%s: %w", p, err)
-						}
-						continue
+				cfg := eval.Config{Windows: o, Limit: *limit}
+				for _, t := range tasks {
+					name, path, ok := strings.Cut(t, "=")
+					if !ok || path == "" {
+						return Usagef("--task %q: want NAME=PATH with NAME one of %s", t, strings.Join(eval.TaskList(), ", "))
 					}
-					if tok == nil {
-						if tok, err = evalTokenizer(dir, *tokPath); err != nil {
-							return err
-						}
+					if _, known := eval.TaskNames[name]; !known {
+						return Usagef("--task %s: unknown task %q (known: %s)", t, name, strings.Join(eval.TaskList(), ", "))
 					}
-					text, err := os.ReadFile(p)
+					ts, err := eval.LoadTask(name, path)
 					if err != nil {
 						return err
 					}
-					if parts[i], err = eval.Text(ctx, m, tok, p, text, o); err != nil {
+					cfg.Tasks = append(cfg.Tasks, ts...)
+				}
+				var ms []eval.Model
+				for _, name := range models {
+					dir, err := checkpointDir(name)
+					if err != nil {
 						return err
 					}
-				}
-				res := eval.Pool(parts...)
-				if *jsonOut {
-					out := evalReport{Model: *model, Data: data, Tokens: res.Tokens, NLL: res.NLL,
-						Perplexity: res.Perplexity, SeqLen: res.SeqLen, Stride: res.Stride, Windows: res.Windows}
-					if res.Bytes > 0 {
-						out.Bytes, out.BitsPerByte = res.Bytes, &res.BitsPerByte
+					m, err := engine.Load(dir)
+					if err != nil {
+						return err
 					}
-					return writeJSON(env.Stdout, out)
+					w := workload.FixedClosed(o.SeqLen, 0, 1)
+					if _, err := w.FitContext(workload.ContextRule{MaxPositions: m.Arch().MaxPositions, AllowLong: *allowLong, What: fmt.Sprintf("--seq-len %d", o.SeqLen)}); err != nil {
+						return Usagef("%v", err)
+					}
+					em := eval.Model{Name: name, Model: m}
+					if len(cfg.Tasks) > 0 || evalNeedsTokenizer(data, *ids) {
+						if em.Tok, err = evalTokenizer(dir, *tokPath); err != nil {
+							return err
+						}
+					}
+					ms = append(ms, em)
 				}
-				mode := "packed windows"
-				if res.Stride > 0 && res.Stride < res.SeqLen {
-					mode = fmt.Sprintf("sliding windows, stride %d", res.Stride)
+				for _, p := range data {
+					d, err := evalData(p, *assets, *ids)
+					if err != nil {
+						return err
+					}
+					cfg.Data = append(cfg.Data, d)
 				}
-				fmt.Fprintf(env.Stdout, "%s on %s: %d tokens (%s of %d)\nperplexity    %.3f\n", *model, strings.Join(data, ", "), res.Tokens, mode, res.SeqLen, res.Perplexity)
-				if !math.IsNaN(res.BitsPerByte) {
-					fmt.Fprintf(env.Stdout, "bits per byte %.4f (%d bytes)\n", res.BitsPerByte, res.Bytes)
+				cfg.Windows.Progress = env.Stderr
+				var bar *progress.Bar
+				var barKey string
+				cfg.Progress = func(model, task string, done, total int) {
+					if k := model + "\x00" + task; k != barKey {
+						bar.Done()
+						bar, barKey = progress.New(env.Stderr, model+" "+task, int64(total), "req"), k
+					}
+					bar.Set(int64(done))
 				}
-				return nil
+				rep, err := eval.Run(ctx, ms, cfg)
+				bar.Done()
+				if err != nil {
+					return err
+				}
+				return evalPrint(env, rep, len(ms) == 1 && len(cfg.Tasks) == 0, *jsonOut)
 			}
 		},
 	})
 }
+
+// evalPrint writes the report: with one model and perplexity only, the
+// output autocompress eval has always printed.
+func evalPrint(env *Env, rep *eval.Report, plain, jsonOut bool) error {
+	if jsonOut {
+		if plain {
+			return writeJSON(env.Stdout, rep.Models[0])
+		}
+		return writeJSON(env.Stdout, rep)
+	}
+	if !plain {
+		return rep.WriteText(env.Stdout)
+	}
+	m := rep.Models[0]
+	res := m.PerplexityResult
+	mode := "packed windows"
+	if res.Stride > 0 && res.Stride < res.SeqLen {
+		mode = fmt.Sprintf("sliding windows, stride %d", res.Stride)
+	}
+	fmt.Fprintf(env.Stdout, "%s on %s: %d tokens (%s of %d)\nperplexity    %.3f\n", m.Model, strings.Join(res.Data, ", "), res.Tokens, mode, res.SeqLen, res.Perplexity)
+	if res.Bytes > 0 {
+		fmt.Fprintf(env.Stdout, "bits per byte %.4f (%d bytes)\n", res.BitsPerByte, res.Bytes)
+	}
+	return nil
+}
+
+// evalData reads --data: a text or id file, or parent:SPLIT.
+func evalData(data, assets string, ids bool) (*eval.Data, error) {
+	if part, ok := strings.CutPrefix(data, evalParentData); ok {
+		text, err := parent.SplitText(assets, part)
+		if err != nil {
+			if strings.Contains(err.Error(), "want train, validation or test") {
+				return nil, Usagef("--data %s: unknown split %q (want parent:train, parent:validation or parent:test)", data, part)
+			}
+			return nil, err
+		}
+		return &eval.Data{Name: data, Text: []byte(text)}, nil
+	}
+	if evalIsIDs(data, ids) {
+		seqs, err := tokenizer.ReadIDsFile(data)
+		if err != nil {
+			return nil, err
+		}
+		return &eval.Data{Name: data, IDs: seqs}, nil
+	}
+	text, err := os.ReadFile(data)
+	if err != nil {
+		return nil, err
+	}
+	return &eval.Data{Name: data, Text: text}, nil
+}
+
+// evalBuildJSON is eval --build --json.
+type evalBuildJSON struct {
+	Suite  string `json:"suite"`
+	Data   string `json:"data"`
+	Seed   uint64 `json:"seed"`
+	Cloze  int    `json:"cloze"`
+	Choice int    `json:"choice"`
+}
+
+// evalNeedsTokenizer tells whether any of the data is text (token-id files
+// need none).
+func evalNeedsTokenizer(data []string, ids bool) bool {
+	for _, p := range data {
+		if strings.HasPrefix(p, evalParentData) || !evalIsIDs(p, ids) {
+			return true
+		}
+	}
+	return false
+}
+
+// evalBuild writes an in-domain suite built from data to out.
+func evalBuild(env *Env, out, data, assets string, seed uint64, items int, force, jsonOut bool) error {
+	if data == "" {
+		return Usagef("--build needs --data: the held-out text to cut the suite from (a file or parent:SPLIT)")
+	}
+	if _, err := os.Stat(out); err == nil && !force {
+		return &output.ExistsError{Path: out} // before the work, not after it
+	}
+	d, err := evalData(data, assets, false)
+	if err != nil {
+		return err
+	}
+	if d.IDs != nil {
+		return Usagef("--build needs text, not token ids")
+	}
+	suite, err := eval.BuildSuite(string(d.Text), eval.SuiteOptions{Seed: seed, Cloze: items, Choice: items})
+	if err != nil {
+		return fmt.Errorf("%s: %w", data, err)
+	}
+	var b bytes.Buffer
+	if err := eval.WriteSuite(&b, suite); err != nil {
+		return err
+	}
+	if err := output.WriteFile(out, b.Bytes(), force); err != nil {
+		return fmt.Errorf("--build: %w", err)
+	}
+	n := map[string]int{}
+	for _, it := range suite {
+		n[it.Kind]++
+	}
+	if jsonOut {
+		return writeJSON(env.Stdout, evalBuildJSON{Suite: out, Data: data, Seed: seed, Cloze: n["cloze"], Choice: n["choice"]})
+	}
+	fmt.Fprintf(env.Stdout, "%s: %d cloze and %d choice items from %s (seed %d)\n", out, n["cloze"], n["choice"], data, seed)
+	if n["cloze"] < items || n["choice"] < items {
+		fmt.Fprintf(env.Stderr, "eval --build: asked for %d of each; the text holds no more non-overlapping passages\n", items)
+	}
+	return nil
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
 
 // evalTokenizer loads path, or dir/tokenizer.json.
 func evalTokenizer(dir, path string) (*tokenizer.Tokenizer, error) {
@@ -142,18 +307,4 @@ func evalIsIDs(path string, flagged bool) bool {
 	b := make([]byte, len(tokenizer.BinaryIDsMagic))
 	n, _ := f.Read(b)
 	return string(b[:n]) == tokenizer.BinaryIDsMagic
-}
-
-// evalReport is the --json output of eval.
-type evalReport struct {
-	Model       string   `json:"model"`
-	Data        []string `json:"data"`
-	Tokens      int      `json:"tokens"`
-	NLL         float64  `json:"nll"`
-	Perplexity  float64  `json:"perplexity"`
-	SeqLen      int      `json:"seq_len"`
-	Stride      int      `json:"stride"`
-	Windows     int      `json:"windows"`
-	Bytes       int      `json:"bytes,omitempty"`
-	BitsPerByte *float64 `json:"bits_per_byte,omitempty"`
 }
