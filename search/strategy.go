@@ -67,19 +67,66 @@ func topK(b *Budgets, cs []Candidate, k int) []Candidate {
 type menuCache struct {
 	g     global
 	menus map[int][][]option
+	hulls map[int]*hullSet
 }
 
-func (mc *menuCache) get(e *evaluator, g global, si int) [][]option {
+// hullSet holds per layer the hull of all options and the hull of the
+// options that cut no block (for restoring layers beyond the caps).
+type hullSet struct{ all, whole [][]int }
+
+func (mc *menuCache) get(e *evaluator, g global, si int) ([][]option, *hullSet) {
 	if mc.menus == nil || mc.g != g {
-		mc.g, mc.menus = g, map[int][][]option{}
+		mc.g, mc.menus, mc.hulls = g, map[int][][]option{}, map[int]*hullSet{}
 	}
 	k := e.menuOf[si]
 	m, ok := mc.menus[k]
 	if !ok {
 		m = e.menus(g, si)
 		mc.menus[k] = m
+		mc.hulls[k] = &hullSet{all: hulls(m, nil), whole: hulls(m, func(l int, o *option) bool { return !e.cut(o, l) })}
 	}
-	return m
+	return m, mc.hulls[k]
+}
+
+// hulls returns, per layer, the options on the upper convex hull of value
+// against the scalar cost, by increasing cost (and value): the only
+// options a Lagrangian choice can take, and the steps local search walks.
+func hulls(menus [][]option, keep func(l int, o *option) bool) [][]int {
+	out := make([][]int, len(menus))
+	for l, opts := range menus {
+		idx := make([]int, 0, len(opts))
+		for i := range opts {
+			if keep == nil || keep(l, &opts[i]) {
+				idx = append(idx, i)
+			}
+		}
+		sort.SliceStable(idx, func(a, b int) bool {
+			oa, ob := &opts[idx[a]], &opts[idx[b]]
+			if oa.cost != ob.cost {
+				return oa.cost < ob.cost
+			}
+			return oa.value > ob.value
+		})
+		var h []int
+		for _, i := range idx {
+			o := &opts[i]
+			if len(h) > 0 && o.value <= opts[h[len(h)-1]].value {
+				continue // dominated: costs more, worth no more
+			}
+			for len(h) >= 2 {
+				a, b := &opts[h[len(h)-2]], &opts[h[len(h)-1]]
+				// b lies on or below the segment a–o: not on the hull.
+				if (b.value-a.value)*(o.cost-a.cost) <= (o.value-a.value)*(b.cost-a.cost) {
+					h = h[:len(h)-1]
+					continue
+				}
+				break
+			}
+			h = append(h, i)
+		}
+		out[l] = h
+	}
+	return out
 }
 
 func runAutoCompress(ctx context.Context, e *evaluator, o *Options) (*Result, error) {
@@ -110,15 +157,15 @@ func runAutoCompress(ctx context.Context, e *evaluator, o *Options) (*Result, er
 			continue
 		}
 		res.GlobalShapes++
-		menus := mc.get(e, j.g, j.si)
-		idx, c, ok, sweep := e.lagrange(j.si, j.g, menus)
+		menus, hull := mc.get(e, j.g, j.si)
+		idx, c, ok, sweep := e.lagrange(j.si, j.g, menus, hull)
 		for _, p := range sweep {
 			res.Pareto = append(res.Pareto, p)
 		}
 		if !ok {
 			continue
 		}
-		idx, c = e.improve(ctx, j.si, j.g, menus, idx, c, o.MaxEvaluations)
+		idx, c = e.improve(ctx, j.si, j.g, menus, hull, idx, c, o.MaxEvaluations)
 		cd := e.candidate(j.si, j.g, menus, idx, c)
 		if !e.sp.ServeOn.Loads(e.sp.Model(&cd), e.sp.TP) {
 			e.refused++ // not reached by construction of the space; kept as the last check
@@ -141,11 +188,11 @@ func runAutoCompress(ctx context.Context, e *evaluator, o *Options) (*Result, er
 // pick sets idx to each layer's option maximising value − λ·cost (λ = +Inf:
 // the cheapest), then restores removed layers beyond the space's limit,
 // the most valuable first.
-func (e *evaluator) pick(menus [][]option, lambda float64, idx []int) {
+func (e *evaluator) pick(menus [][]option, hs *hullSet, lambda float64, idx []int) {
 	removed := 0
 	for l, opts := range menus {
 		best, bs := 0, math.Inf(-1)
-		for i := range opts {
+		for _, i := range hs.all[l] {
 			var s float64
 			if math.IsInf(lambda, 1) {
 				s = -opts[i].cost + 1e-9*opts[i].value*opts[0].cost
@@ -157,34 +204,43 @@ func (e *evaluator) pick(menus [][]option, lambda float64, idx []int) {
 			}
 		}
 		idx[l] = best
-		if opts[best].shape.Removed {
+		if e.cut(&opts[best], l) {
 			removed++
 		}
 	}
-	_ = removed
-	for e.overCap(menus, idx) {
-		bl, bi, bs := -1, 0, math.Inf(-1)
+	if removed > 0 && e.overCap(menus, idx) {
+		// Restore cut layers, the best non-cut option of each, most valuable
+		// first, until the caps hold.
+		type restore struct {
+			l, i int
+			s    float64
+		}
+		var rs []restore
 		for l, opts := range menus {
 			if !e.cut(&opts[idx[l]], l) {
 				continue
 			}
-			for i := range opts {
-				if e.cut(&opts[i], l) {
-					continue
-				}
+			bi, bs := -1, math.Inf(-1)
+			for _, i := range hs.whole[l] {
 				s := opts[i].value - lambda*opts[i].cost
 				if math.IsInf(lambda, 1) {
 					s = -opts[i].cost
 				}
 				if s > bs {
-					bl, bi, bs = l, i, s
+					bi, bs = i, s
 				}
 			}
+			if bi >= 0 {
+				rs = append(rs, restore{l, bi, bs})
+			}
 		}
-		if bl < 0 {
-			break
+		sort.Slice(rs, func(a, b int) bool { return rs[a].s > rs[b].s })
+		for _, r := range rs {
+			if !e.overCap(menus, idx) {
+				break
+			}
+			idx[r.l] = r.i
 		}
-		idx[bl] = bi
 	}
 }
 
@@ -222,12 +278,12 @@ func (e *evaluator) overCap(menus [][]option, idx []int) bool {
 // lagrange finds the smallest λ whose relaxed choice meets the budgets by
 // the estimator (bisection on a log scale). It returns the choice, its
 // costs, whether any λ is feasible, and the points it priced.
-func (e *evaluator) lagrange(si int, g global, menus [][]option) ([]int, Costs, bool, []Candidate) {
+func (e *evaluator) lagrange(si int, g global, menus [][]option, hull *hullSet) ([]int, Costs, bool, []Candidate) {
 	n := len(menus)
 	idx := make([]int, n)
 	var sweep []Candidate
 	try := func(lambda float64) (Costs, bool) {
-		e.pick(menus, lambda, idx)
+		e.pick(menus, hull, lambda, idx)
 		c := e.price(si, g, menus, idx)
 		if len(sweep) < 48 {
 			sweep = append(sweep, e.candidate(si, g, menus, idx, c))
@@ -256,7 +312,7 @@ func (e *evaluator) lagrange(si int, g global, menus [][]option) ([]int, Costs, 
 	}
 	if !ok {
 		hc, _ = try(math.Inf(1))
-		e.pick(menus, math.Inf(1), idx)
+		e.pick(menus, hull, math.Inf(1), idx)
 		return append([]int(nil), idx...), hc, true, sweep
 	}
 	lo := hi / 4
@@ -281,29 +337,55 @@ type move struct {
 // improve runs local search from a feasible choice: single-layer upgrades
 // by value gained per cost added, then pair exchanges (one layer down, one
 // up) when no single upgrade fits; every move is priced by the estimator.
-func (e *evaluator) improve(ctx context.Context, si int, g global, menus [][]option, idx []int, c Costs, budget int) ([]int, Costs) {
+func (e *evaluator) improve(ctx context.Context, si int, g global, menus [][]option, hs *hullSet, idx []int, c Costs, budget int) ([]int, Costs) {
 	start := e.evals
 	var ups, downs []move
+	full := false // after a local optimum on the hull: every option once
 	for e.evals-start < int64(budget) {
 		if ctx.Err() != nil {
 			break
 		}
 		ups, downs = ups[:0], downs[:0]
+		// Per layer, the neighbouring hull points: the cheapest one worth
+		// more than the current option, the dearest one costing less.
 		for l, opts := range menus {
 			cur := &opts[idx[l]]
-			for i := range opts {
-				o := &opts[i]
-				dv, dc := o.value-cur.value, o.cost-cur.cost
-				switch {
-				case dv > 1e-15:
-					ups = append(ups, move{l, i, dv, dc})
-				case dv < 0 && dc < 0:
-					downs = append(downs, move{l, i, dv, dc})
+			if full {
+				for i := range opts {
+					o := &opts[i]
+					dv, dc := o.value-cur.value, o.cost-cur.cost
+					switch {
+					case dv > 1e-15:
+						ups = append(ups, move{l, i, dv, dc})
+					case dv < 0 && dc < 0:
+						downs = append(downs, move{l, i, dv, dc})
+					}
 				}
+				continue
+			}
+			up, down := -1, -1
+			for _, i := range hs.all[l] {
+				o := &opts[i]
+				if o.value > cur.value+1e-15 && up < 0 {
+					up = i
+				}
+				if o.cost < cur.cost && o.value < cur.value {
+					down = i
+				}
+			}
+			if up >= 0 {
+				ups = append(ups, move{l, up, opts[up].value - cur.value, opts[up].cost - cur.cost})
+			}
+			if down >= 0 {
+				downs = append(downs, move{l, down, opts[down].value - cur.value, opts[down].cost - cur.cost})
 			}
 		}
 		if len(ups) == 0 {
-			break
+			if full {
+				break
+			}
+			full = true
+			continue
 		}
 		ratio := func(m move) float64 {
 			if m.dc <= 0 {
@@ -331,6 +413,7 @@ func (e *evaluator) improve(ctx context.Context, si int, g global, menus [][]opt
 			idx[m.l] = old
 		}
 		if accepted {
+			full = false
 			continue
 		}
 		// Pair exchanges: the largest gains against the cheapest losses.
@@ -360,8 +443,13 @@ func (e *evaluator) improve(ctx context.Context, si int, g global, menus [][]opt
 				idx[u.l], idx[d.l] = ou, od
 			}
 		}
-		if !accepted {
-			break
+		switch {
+		case accepted:
+			full = false
+		case full:
+			return idx, c
+		default:
+			full = true
 		}
 	}
 	return idx, c
@@ -383,7 +471,7 @@ func runMinitron(ctx context.Context, e *evaluator, o *Options) (*Result, error)
 			o.Progress("Minitron grid", n, len(gs))
 		}
 		for si := range e.sp.Settings {
-			menus := mc.get(e, g, si)
+			menus, _ := mc.get(e, g, si)
 			idx := make([]int, len(menus))
 			c := e.price(si, g, menus, idx)
 			cd := e.candidate(si, g, menus, idx, c)
