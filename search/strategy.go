@@ -339,7 +339,7 @@ type move struct {
 // up) when no single upgrade fits; every move is priced by the estimator.
 func (e *evaluator) improve(ctx context.Context, si int, g global, menus [][]option, hs *hullSet, idx []int, c Costs, budget int) ([]int, Costs) {
 	start := e.evals
-	var ups, downs []move
+	var ups, downs, singles, bigUps, cheapDowns []move
 	full := false // after a local optimum on the hull: every option once
 	for e.evals-start < int64(budget) {
 		if ctx.Err() != nil {
@@ -393,9 +393,9 @@ func (e *evaluator) improve(ctx context.Context, si int, g global, menus [][]opt
 			}
 			return m.dv / m.dc
 		}
-		sort.Slice(ups, func(a, b int) bool { return ratio(ups[a]) > ratio(ups[b]) })
+		singles = topMoves(singles[:0], ups, 48, func(a, b move) bool { return ratio(a) > ratio(b) })
 		accepted := false
-		for t, m := range ups {
+		for t, m := range singles {
 			if t == 48 || e.evals-start >= int64(budget) {
 				break
 			}
@@ -417,12 +417,11 @@ func (e *evaluator) improve(ctx context.Context, si int, g global, menus [][]opt
 			continue
 		}
 		// Pair exchanges: the largest gains against the cheapest losses.
-		sort.Slice(ups, func(a, b int) bool { return ups[a].dv > ups[b].dv })
-		sort.Slice(downs, func(a, b int) bool { return -downs[a].dv/-downs[a].dc < -downs[b].dv/-downs[b].dc })
-		nu, nd := min(len(ups), 24), min(len(downs), 24)
+		bigUps = topMoves(bigUps[:0], ups, 24, func(a, b move) bool { return a.dv > b.dv })
+		cheapDowns = topMoves(cheapDowns[:0], downs, 24, func(a, b move) bool { return a.dv/a.dc < b.dv/b.dc })
 	pairs:
-		for _, u := range ups[:nu] {
-			for _, d := range downs[:nd] {
+		for _, u := range bigUps {
+			for _, d := range cheapDowns {
 				if u.l == d.l || u.dv+d.dv <= 1e-15 {
 					continue
 				}
@@ -453,6 +452,26 @@ func (e *evaluator) improve(ctx context.Context, si int, g global, menus [][]opt
 		}
 	}
 	return idx, c
+}
+
+// topMoves appends to dst the k best of ms by better, best first, in
+// O(len(ms)·k) worst case and about O(len(ms)) in practice (a full sort of
+// every option's move dominated the search's time).
+func topMoves(dst, ms []move, k int, better func(a, b move) bool) []move {
+	for _, m := range ms {
+		if len(dst) == k && !better(m, dst[k-1]) {
+			continue
+		}
+		if len(dst) < k {
+			dst = append(dst, m)
+		} else {
+			dst[k-1] = m
+		}
+		for i := len(dst) - 1; i > 0 && better(dst[i], dst[i-1]); i-- {
+			dst[i], dst[i-1] = dst[i-1], dst[i]
+		}
+	}
+	return dst
 }
 
 func runMinitron(ctx context.Context, e *evaluator, o *Options) (*Result, error) {
