@@ -1,6 +1,7 @@
 package search
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/autocompress/autocompress/architecture"
@@ -25,7 +26,8 @@ var realScenarios = []realScenario{
 	{"Llama-3.1-8B, RTX 5070 game character, vLLM", "meta-llama--Meta-Llama-3.1-8B.json", "rtx-5070", estimate.VLLM, "game-character", []string{"fp8", "nvfp4"}, Budgets{MaxMemory: 11 << 30, MaxE2E: 3}},
 	{"Qwen3-8B, RTX 5080 long-context coding, vLLM", "Qwen--Qwen3-8B.json", "rtx-5080", estimate.VLLM, "long-context-coding", []string{"fp8", "nvfp4"}, Budgets{MaxMemory: 13.96 * (1 << 30), MaxE2E: 11.5}},
 	{"Llama-3.1-8B, RTX 5080 long-context coding, vLLM", "meta-llama--Meta-Llama-3.1-8B.json", "rtx-5080", estimate.VLLM, "long-context-coding", []string{"fp8", "nvfp4"}, Budgets{MaxMemory: 13.96 * (1 << 30), MaxE2E: 11.5}},
-	{"Nemotron-H-56B, one B200 at 128K, vLLM", "nvidia--Nemotron-H-56B-Base-8K.json", "b200", estimate.VLLM, "long-context-coding", []string{"fp8", "bf16"}, Budgets{MaxMemory: 178e9}},
+	{"Nemotron-H-56B, one B200 at 128K, vLLM", "nvidia--Nemotron-H-56B-Base-8K.json", "b200", estimate.VLLM, "long-context-coding", []string{"bf16"}, Budgets{MaxMemory: 178e9}},
+	{"Nemotron-3-Super-120B-A12B, one B200 at 128K, vLLM", "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8.json", "b200", estimate.VLLM, "long-context-coding", []string{"bf16"}, Budgets{MaxMemory: 178e9}},
 }
 
 // TestRealConfigs runs both strategies on the published configs of the
@@ -33,7 +35,7 @@ var realScenarios = []realScenario{
 // scratch, loads in the engine, and its plan passes prune's validator.
 func TestRealConfigs(t *testing.T) {
 	if testing.Short() {
-		t.Skip("fourteen searches on real configs; run without -short")
+		t.Skip("sixteen searches on real configs; run without -short")
 	}
 	for _, sc := range realScenarios {
 		t.Run(sc.name, func(t *testing.T) {
@@ -42,7 +44,7 @@ func TestRealConfigs(t *testing.T) {
 				t.Fatal(err)
 			}
 			w := wl(t, sc.workload)
-			if sc.name[:8] == "Nemotron" {
+			if strings.HasPrefix(sc.name, "Nemotron") {
 				w.ContextLimit = 131072
 			}
 			s := setup{parent: m, gpu: sc.gpu, engine: sc.engine, work: w, b: sc.b, space: SpaceOptions{Precisions: sc.precisions}}
