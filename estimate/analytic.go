@@ -2,6 +2,7 @@ package estimate
 
 import (
 	"math"
+	"math/rand/v2"
 
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/hardware"
@@ -11,7 +12,11 @@ import (
 // Latency holds the time and throughput predictions of one deployment.
 // Times are in seconds, rates in tokens (or requests) per second.
 type Latency struct {
-	TTFT, TPOT, E2E          float64 // means
+	TTFT, TPOT, E2E float64 // means
+	// TTFTP90, TPOTP90, E2EP90 are 90th percentiles over requests: from
+	// the requests themselves in the simulation, a tail estimate from the
+	// workload's length distributions, arrivals and batching on the
+	// analytic path (steadyTail).
 	TTFTP90, TPOTP90, E2EP90 float64
 	// OutputTokS is the server's output-token throughput; PrefillTokS its
 	// input-token throughput; DecodeTokS the decode speed one user sees (1/TPOT).
@@ -47,6 +52,59 @@ type steadyIn struct {
 	// late marks a closed loop on llama-server: a client's next request
 	// arrives just after the server started its next step (see steady).
 	late bool
+	// tail describes the spread of the workload, for the p90s (see tail).
+	tail tailIn
+}
+
+// tailIn are the inputs of the analytic p90s: the workload's length
+// distributions (precomputed by Compile), its arrival process, and an
+// admission wait added by the caller (Poisson).
+type tailIn struct {
+	isl90, osl90 float64 // 90th percentiles of the prompt and output lengths
+	// invDec is E[1/(osl−1)] over requests with more than one output
+	// token: the binomial variance of the share of a request's decode
+	// steps that carry another prompt's chunk scales with it.
+	invDec float64
+	// cv2 is the squared coefficient of variation of the gaps between
+	// other requests' prompts: 1 for Poisson arrivals, the squared CV of a
+	// request's lifetime (≈ of its output length) for a closed loop, whose
+	// clients send one request after another.
+	cv2 float64
+	// poisson marks open arrivals: the number of running requests then
+	// fluctuates around its mean (M/G/∞: variance = mean).
+	poisson bool
+	// wait and waitP: an admission wait of mean wait that a share waitP of
+	// the requests incurs (exponential when incurred), whose mean the
+	// caller adds to TTFT and E2E; steady adds its spread to the p90s.
+	wait, waitP float64
+	// skip leaves the p90s equal to the means (inner fixed-point
+	// iterations, whose tails nobody reads).
+	skip bool
+}
+
+// z90 is the standard normal's 90th percentile.
+const z90 = 1.2815515655446004
+
+// tailSpread combines independent spreads into the p90 excess over the
+// mean: excesses given as p90 − mean of each component and standard
+// deviations σ (as z90·σ), root-sum-square, as for a sum of independent,
+// roughly normal parts.
+func tailSpread(excess ...float64) float64 {
+	s := 0.0
+	for _, e := range excess {
+		s += e * e
+	}
+	return math.Sqrt(s)
+}
+
+// atomExpSigma is the standard deviation of a wait that is 0 with
+// probability 1−p and exponential otherwise, with overall mean w:
+// E[W²] = 2w²/p.
+func atomExpSigma(w, p float64) float64 {
+	if w <= 0 || p <= 0 {
+		return 0
+	}
+	return w * math.Sqrt(max(2/min(p, 1)-1, 0))
 }
 
 // steady is the analytic steady state of a closed loop of conc clients with
@@ -126,13 +184,16 @@ func steady(m *stepModel, in steadyIn) Latency {
 		qAll = min(1, c*np/L)
 	}
 	tm := m.mixed(mine, qMine)
+	tauD := -1.0 // my decode-only step, when computed here (for steadyTail)
 	if !in.fill && m.co.Burst > 0 && c > 1 {
 		// Lock-step clients (Burst = 1) send their prompts together: on
 		// average half of the others' prompts are prefilled before my first
 		// token (the Burst term of the prompt wait below) and only the other
 		// half interrupts my decode. Move that half out of the decode steps,
 		// so that the work of a cycle is counted once.
-		tm = blendTerms(tm, m.terms(mine.decodeOnly()), m.co.Burst/2)
+		dOnly := m.terms(mine.decodeOnly())
+		tauD = dOnly.Total()
+		tm = blendTerms(tm, dOnly, m.co.Burst/2)
 	}
 	tau := tm.Total() // my decode step: TPOT
 	// The step that carries a request's own prefill chunk holds that chunk
@@ -154,6 +215,7 @@ func steady(m *stepModel, in steadyIn) Latency {
 	}
 	// A closed loop has no more than c−1 other prompts to wait for: the open
 	// M/D/1 form is capped at the others' share of prefill work in flight.
+	var one float64 // one prompt's prefill alone (the lock-step burst)
 	qwait := m.co.Queue * min(rho/(2*(1-rho)), (c-1)*rho/2) * np * tauOwn
 	if in.fill {
 		// llama-server: no M/D/1 queue behind single prompts; a prompt waits
@@ -161,7 +223,7 @@ func steady(m *stepModel, in steadyIn) Latency {
 		// adds to each request (0 when the prompts in flight fit a step).
 		qwait = max(L-dec-np, 0) * m.time(b)
 	} else if m.co.Burst > 0 && c > 1 {
-		one := m.time(Batch{Prefill: isl, PrefillAtt: isl * (isl + 1) / 2, PrefillSeq: 1, PrefillDone: 1}) - m.time(Batch{})
+		one = m.time(Batch{Prefill: isl, PrefillAtt: isl * (isl + 1) / 2, PrefillSeq: 1, PrefillDone: 1}) - m.time(Batch{})
 		qwait += m.co.Burst * (c - 1) / 2 * max(one, 0)
 	}
 	inFlight := 0.5 * tau // a random arrival waits half the step in flight
@@ -182,7 +244,12 @@ func steady(m *stepModel, in steadyIn) Latency {
 	out.TTFT = ttft + wait
 	out.TPOT = tau
 	out.E2E = e2e + wait
+
 	out.TTFTP90, out.TPOTP90, out.E2EP90 = out.TTFT, out.TPOT, out.E2E
+	if !in.tail.skip {
+		steadyTail(m, &in, &out, tailState{c: c, isl: isl, osl: osl, dec: dec, np: np, L: L, qMine: qMine, tau: tau, tauOwn: tauOwn,
+			chunk: chunk, qwait: qwait, rho: rho, wait: wait, mine: mine, own: own, b: b, tauD: tauD, one: one})
+	}
 	out.RequestsPerS = x
 	out.OutputTokS = x * osl
 	out.PrefillTokS = x * isl
@@ -195,10 +262,129 @@ func steady(m *stepModel, in steadyIn) Latency {
 	return out
 }
 
+// tailState carries steady's intermediate quantities to steadyTail.
+type tailState struct {
+	c, isl, osl, dec, np, L, qMine float64
+	tau, tauOwn, chunk, qwait, rho float64
+	wait                           float64
+	mine, own, b                   Batch
+	tauD, one                      float64 // decode-only step (−1: not computed), one prompt's prefill
+}
+
+// steadyTail sets the p90s of out, whose means steady computed: each p90 is
+// the mean plus the root-sum-square of the p90 excesses of the independent
+// parts of one request's latency (ACCURACY.md, "Analytic p90"):
+//
+//   - TPOT: the share of a request's decode steps that carry other
+//     prompts' chunks (a count of prompts, np chunks each, over its osl−1
+//     steps: variance ∝ np·q·E[1/(osl−1)]) and, for Poisson arrivals, the
+//     running count (√N);
+//   - TTFT: the prefill of a p90 prompt instead of the mean one, the step in
+//     flight at arrival (uniform), the wait behind other prompts (none with
+//     probability 1−ρ, exponential otherwise), the lock-step burst (uniform
+//     over the other clients), the wait for a slot past capacity, and the
+//     caller's admission wait (Poisson);
+//   - E2E: a p90 output's decode steps, the TTFT parts, and the chunk and
+//     running-count spread summed over the decode steps.
+//
+// Every queueing spread is scaled by the arrivals' randomness
+// g = min(1, 2·CV(output length)) in a closed loop (1 for Poisson): with
+// fixed lengths the loop runs in a fixed rhythm and the simulation shows
+// no tail at all. The lengths' percentiles come from Compile
+// (workloadTail), so this adds a few step prices and no allocation.
+func steadyTail(m *stepModel, in *steadyIn, out *Latency, st tailState) {
+	c, isl, osl, dec, np, L, qMine := st.c, st.isl, st.osl, st.dec, st.np, st.L, st.qMine
+	tau, tauOwn, chunk, qwait, rho, wait := st.tau, st.tauOwn, st.chunk, st.qwait, st.rho, st.wait
+	mine, own, b := st.mine, st.own, st.b
+	// The p90s: the mean plus the root-sum-square of the p90 excesses of
+	// the independent parts of a request's latency (see tail).
+	t := &in.tail
+	// TPOT: a request's decode steps carry others' chunks in a share q of
+	// the steps on average; the share it sees varies binomially over its
+	// dec steps (less when prompts arrive regularly, cv2 < 1), and with
+	// Poisson arrivals the running count itself varies (√c).
+	//
+	// Prompts arrive at random when lengths vary (or arrivals are
+	// Poisson) but in a fixed rhythm when every request is alike: the
+	// randomness g = min(1, 2·CV) scales every queueing spread below (0
+	// for fixed lengths in a closed loop, where the simulation shows no
+	// tail at all). A prompt comes as np consecutive chunks, so the number
+	// of chunk steps a request sees varies like np × a count of prompts:
+	// variance np·q·dec (Poisson count of mean q·dec/np prompts, × np²).
+	g := min(1, 2*math.Sqrt(t.cv2))
+	q := qMine
+	if in.fill {
+		q = min(1, (c-1)*np/L) // llama-server: steps with prompt tokens
+	}
+	tauD := st.tauD
+	if tauD < 0 {
+		tauD = m.time(mine.decodeOnly())
+	}
+	tauC := tauD
+	if q > 0 && mine.Prefill > 0 {
+		pre := mine
+		pre.Prefill /= q
+		pre.PrefillAtt /= q
+		pre.PrefillSeq /= q
+		pre.PrefillDone /= q
+		tauC = m.time(pre)
+	}
+	chunkVar := g * np * q * (1 - min(q, 1)/np) // per decode step
+	chunkSD := max(tauC-tauD, 0) * math.Sqrt(chunkVar*t.invDec)
+	var occSD float64 // TPOT change for one standard deviation of the running count
+	if t.poisson && c > 1 {
+		one := mine.decodeOnly()
+		one.Decode++
+		one.DecodeCtx = one.Decode * (isl + osl/2)
+		slope := m.time(one) - tauD + max(tauC-tauD, 0)*np/L*q/max(qMine, 1e-9)
+		occSD = slope * math.Sqrt(c)
+	}
+	out.TPOTP90 = tau + z90*tailSpread(chunkSD, occSD)
+	// TTFT: the prompt's own length (the prefill of a p90 prompt), the
+	// step in flight at arrival (uniform on [0, τ]: p90 excess 0.4τ), the
+	// wait behind other prompts (0 or exponential), the lock-step burst
+	// (uniform over 0..c−1 prompts ahead), the admission wait.
+	isl90 := max(t.isl90, isl)
+	np90 := math.Ceil(isl90 / max(in.budget-b.Decode, in.budget/8))
+	own90 := own
+	chunk90 := isl90 / np90
+	own90.Prefill += chunk90 - chunk
+	own90.PrefillAtt += chunk90*(isl90-chunk90/2+0.5) - chunk*(isl-chunk/2+0.5)
+	promptEx := m.co.AlphaTok*(isl90-isl) + np90*m.time(own90) - np*tauOwn
+	flightEx := 0.0
+	if !in.late {
+		flightEx = 0.4 * tau * g
+	}
+	var burstSD float64
+	waitSD := atomExpSigma(qwait, rho)
+	if in.fill {
+		waitSD = qwait
+	} else if m.co.Burst > 0 && c > 1 {
+		one := st.one
+		burst := m.co.Burst * (c - 1) / 2 * max(one, 0)
+		waitSD = atomExpSigma(qwait-burst, rho)
+		burstSD = m.co.Burst * max(one, 0) * math.Sqrt((c*c-1)/12)
+	}
+	// A closed loop beyond capacity: a request waits for in.conc − c
+	// completions; the gaps between completions vary like the lifetimes.
+	var slotSD float64
+	if wait > 0 {
+		slotSD = wait * math.Sqrt(t.cv2/(in.conc-c))
+	}
+	admitSD := atomExpSigma(t.wait, t.waitP)
+	ttftEx := tailSpread(promptEx, flightEx, z90*g*waitSD, z90*g*burstSD, z90*slotSD, z90*admitSD)
+	out.TTFTP90 = out.TTFT + ttftEx
+	// E2E: the output length (osl90 decode steps), the TTFT parts, and the
+	// chunks and running-count changes summed over the decode steps.
+	outEx := (max(t.osl90, osl) - osl) * tau
+	decChunkSD := max(tauC-tauD, 0) * math.Sqrt(chunkVar*dec)
+	out.E2EP90 = out.E2E + tailSpread(outEx, ttftEx, z90*decChunkSD, z90*occSD*dec)
+}
+
 // poissonSteady solves Little's law N = λ·E2E(N) for the mean number of
 // requests in the system at rate λ (fixed point, damped).
 func poissonSteady(m *stepModel, in steadyIn, rate float64) Latency {
-	maxRun := steady(m, steadyIn{isl: in.isl, osl: in.osl, conc: in.capacity, capacity: in.capacity, budget: in.budget, alpha0: in.alpha0})
+	maxRun := steady(m, steadyIn{isl: in.isl, osl: in.osl, conc: in.capacity, capacity: in.capacity, budget: in.budget, alpha0: in.alpha0, tail: tailIn{skip: true}})
 	if rate >= maxRun.RequestsPerS {
 		maxRun.Saturated = true
 		maxRun.Queue = math.Inf(1)
@@ -207,6 +393,8 @@ func poissonSteady(m *stepModel, in steadyIn, rate float64) Latency {
 	}
 	n := 1.0
 	var l Latency
+	final := in.tail
+	in.tail.skip = true
 	for range 60 {
 		in.conc = n
 		l = steady(m, in)
@@ -223,11 +411,14 @@ func poissonSteady(m *stepModel, in steadyIn, rate float64) Latency {
 		wait = (l.E2E - l.Queue) / in.capacity * util / (1 - util) / 2
 	}
 	in.conc = min(n, in.capacity)
+	in.tail = final
+	in.tail.wait, in.tail.waitP = wait, util
 	l = steady(m, in)
 	l.Queue = wait
 	l.TTFT += wait
 	l.E2E += wait
-	l.TTFTP90, l.E2EP90 = l.TTFT, l.E2E
+	l.TTFTP90 += wait
+	l.E2EP90 += wait
 	l.RequestsPerS = rate
 	l.OutputTokS = rate * in.osl
 	l.PrefillTokS = rate * in.isl
@@ -282,6 +473,7 @@ type Compiled struct {
 	ctx      float64
 	conc     float64
 	nreq     float64
+	tail     tailIn // length spread for the p90s (Compile)
 	sum      Summary
 	mem      MemoryReport
 }
@@ -328,7 +520,44 @@ func Compile(hw *hardware.GPU, eng Engine, o Options, w *workload.Workload, co *
 	c.ctx = float64(maxLen)
 	c.conc = float64(w.Concurrency)
 	c.nreq = float64(w.Requests())
+	c.tail = workloadTail(w)
 	return c, nil
+}
+
+// tailSamples is the fixed-seed sample size of workloadTail.
+const tailSamples = 4096
+
+// workloadTail measures what the analytic p90s need of the workload's
+// length distributions, from a fixed-seed sample (exact for fixed
+// lengths): the 90th percentiles of the prompt and output lengths,
+// E[1/(osl−1)] and the squared CV of the output length.
+func workloadTail(w *workload.Workload) tailIn {
+	r := rand.New(rand.NewPCG(3, 4))
+	in := make([]float64, tailSamples)
+	out := make([]float64, tailSamples)
+	var inv, n, sum, sum2 float64
+	for i := range in {
+		in[i] = float64(w.Input.Sample(r))
+		o := float64(w.Output.Sample(r))
+		out[i] = o
+		sum += o
+		sum2 += o * o
+		if o > 1 {
+			inv += 1 / (o - 1)
+			n++
+		}
+	}
+	var t tailIn
+	_, t.isl90 = meanP90(in)
+	_, t.osl90 = meanP90(out)
+	if n > 0 {
+		t.invDec = inv / n
+	}
+	mean := sum / tailSamples
+	if mean > 0 {
+		t.cv2 = max(sum2/tailSamples/(mean*mean)-1, 0)
+	}
+	return t
 }
 
 // Family returns the coefficient family in use.
@@ -385,13 +614,14 @@ func (c *Compiled) capacity(mem *MemoryReport) float64 {
 }
 
 func (c *Compiled) latency(m *stepModel, mem *MemoryReport) Latency {
-	in := steadyIn{isl: c.isl, osl: c.osl, capacity: c.capacity(mem), budget: float64(c.r.budgetToks), alpha0: c.co.Alpha0}
+	in := steadyIn{isl: c.isl, osl: c.osl, capacity: c.capacity(mem), budget: float64(c.r.budgetToks), alpha0: c.co.Alpha0, tail: c.tail}
 	if !c.r.eng.Pool() {
 		in.capacity = min(in.capacity, float64(c.r.maxSeqs))
 		in.fill = true
 	}
 	switch c.mode {
 	case workload.Poisson:
+		in.tail.poisson, in.tail.cv2 = true, 1
 		return poissonSteady(m, in, c.w.Rate)
 	case workload.Offline:
 		in.conc = min(c.nreq, in.capacity)
@@ -400,10 +630,12 @@ func (c *Compiled) latency(m *stepModel, mem *MemoryReport) Latency {
 		total := c.nreq/l.RequestsPerS + (l.E2E - l.Queue)
 		wait := max(total-(l.E2E-l.Queue), 0) / 2
 		l.Queue = wait
+		// The drain wait is uniform on [0, 2·wait]: its p90 excess over
+		// the mean is 0.8·wait, combined with the per-request spread.
+		l.TTFTP90 = l.TTFT + wait + tailSpread(l.TTFTP90-l.TTFT, 0.8*wait)
+		l.E2EP90 = l.E2E + wait + tailSpread(l.E2EP90-l.E2E, 0.8*wait)
 		l.TTFT += wait
 		l.E2E += wait
-		l.TTFTP90 = l.TTFT + 0.8*wait
-		l.E2EP90 = l.E2E + 0.8*wait
 		return l
 	default:
 		in.conc = c.conc
