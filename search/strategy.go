@@ -44,7 +44,9 @@ func better(b *Budgets, x, y *Candidate) bool {
 }
 
 // topK keeps the best setting of each shape and the k best shapes.
-func topK(b *Budgets, cs []Candidate, k int) []Candidate {
+// Every candidate kept is checked once more with the serve-on engine's load
+// predicate (the space is built so that none fails it).
+func topK(sp *Space, b *Budgets, cs []Candidate, k int) []Candidate {
 	sort.SliceStable(cs, func(i, j int) bool { return better(b, &cs[i], &cs[j]) })
 	seen := map[string]bool{}
 	var out []Candidate
@@ -54,6 +56,9 @@ func topK(b *Budgets, cs []Candidate, k int) []Candidate {
 			continue
 		}
 		seen[key] = true
+		if !sp.ServeOn.Loads(sp.Model(&c), sp.TP) {
+			continue
+		}
 		out = append(out, c)
 		if len(out) == k {
 			break
@@ -167,15 +172,11 @@ func runAutoCompress(ctx context.Context, e *evaluator, o *Options) (*Result, er
 		}
 		idx, c = e.improve(ctx, j.si, j.g, menus, hull, idx, c, o.MaxEvaluations)
 		cd := e.candidate(j.si, j.g, menus, idx, c)
-		if !e.sp.ServeOn.Loads(e.sp.Model(&cd), e.sp.TP) {
-			e.refused++ // not reached by construction of the space; kept as the last check
-			continue
-		}
 		finals = append(finals, cd)
 		res.Pareto = append(res.Pareto, cd)
 		bestQ = max(bestQ, cd.Quality)
 	}
-	res.TopK = topK(&o.Budgets, finals, o.TopK)
+	res.TopK = topK(e.sp, &o.Budgets, finals, o.TopK)
 	if len(res.Pareto) > 4000 {
 		// Keep the front tractable: the strongest points of each side.
 		sort.SliceStable(res.Pareto, func(a, b int) bool { return res.Pareto[a].Quality > res.Pareto[b].Quality })
@@ -496,12 +497,12 @@ func runMinitron(ctx context.Context, e *evaluator, o *Options) (*Result, error)
 			cd := e.candidate(si, g, menus, idx, c)
 			res.GlobalShapes++
 			res.Pareto = append(res.Pareto, cd)
-			if cd.Meets && e.sp.ServeOn.Loads(e.sp.Model(&cd), e.sp.TP) {
+			if cd.Meets {
 				feasible = append(feasible, cd)
 			}
 		}
 	}
-	res.TopK = topK(&o.Budgets, feasible, o.TopK)
+	res.TopK = topK(e.sp, &o.Budgets, feasible, o.TopK)
 	res.Notes = append(res.Notes, fmt.Sprintf("minitron: %d grid points × settings priced, %d meet the budgets; top %d by the proxy", res.GlobalShapes, len(feasible), len(res.TopK)))
 	return res, nil
 }
