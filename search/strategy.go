@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"sort"
+	"sync"
 )
 
 // job is one global shape under one setting.
@@ -147,34 +149,75 @@ func runAutoCompress(ctx context.Context, e *evaluator, o *Options) (*Result, er
 		}
 	}
 	sort.SliceStable(jobs, func(i, j int) bool { return jobs[i].ub > jobs[j].ub })
+	// Jobs run in batches of one per core, each core with its own
+	// evaluator (a Compiled is not safe for concurrent use). The bound
+	// decides before a batch from the batches already finished, and results
+	// are taken in job order, so the outcome does not depend on timing.
+	workers := max(1, min(runtime.GOMAXPROCS(0), 8))
+	evs := []*evaluator{e}
+	for len(evs) < workers {
+		ev, err := newEvaluator(e.sp, e.b, e.proxy, e.hw, e.w, e.opt)
+		if err != nil {
+			return res, err
+		}
+		evs = append(evs, ev)
+	}
+	mcs := make([]menuCache, workers)
+	type outcome struct {
+		solved, ok bool
+		cd         Candidate
+		sweep      []Candidate
+	}
 	var finals []Candidate
-	var mc menuCache
 	bestQ := -1.0
-	for n, j := range jobs {
+	outs := make([]outcome, workers)
+	for start := 0; start < len(jobs); start += workers {
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		if o.Progress != nil && n%16 == 0 {
-			o.Progress("searching global shapes", n, len(jobs))
+		if o.Progress != nil {
+			o.Progress("searching global shapes", start, len(jobs))
 		}
-		if j.ub <= bestQ*(1-1e-12) {
-			res.Skipped++
-			continue
+		batch := jobs[start:min(start+workers, len(jobs))]
+		var wg sync.WaitGroup
+		for k, j := range batch {
+			outs[k] = outcome{}
+			if j.ub <= bestQ*(1-1e-12) {
+				res.Skipped++
+				continue
+			}
+			wg.Add(1)
+			go func(k int, j job) {
+				defer wg.Done()
+				ev, out := evs[k], &outs[k]
+				out.solved = true
+				menus, hull := mcs[k].get(ev, j.g, j.si)
+				idx, c, ok, sweep := ev.lagrange(j.si, j.g, menus, hull)
+				out.sweep = sweep
+				if !ok {
+					return
+				}
+				idx, c = ev.improve(ctx, j.si, j.g, menus, hull, idx, c, o.MaxEvaluations)
+				out.cd, out.ok = ev.candidate(j.si, j.g, menus, idx, c), true
+			}(k, j)
 		}
-		res.GlobalShapes++
-		menus, hull := mc.get(e, j.g, j.si)
-		idx, c, ok, sweep := e.lagrange(j.si, j.g, menus, hull)
-		for _, p := range sweep {
-			res.Pareto = append(res.Pareto, p)
+		wg.Wait()
+		for k := range batch {
+			out := &outs[k]
+			if !out.solved {
+				continue
+			}
+			res.GlobalShapes++
+			res.Pareto = append(res.Pareto, out.sweep...)
+			if out.ok {
+				finals = append(finals, out.cd)
+				res.Pareto = append(res.Pareto, out.cd)
+				bestQ = max(bestQ, out.cd.Quality)
+			}
 		}
-		if !ok {
-			continue
-		}
-		idx, c = e.improve(ctx, j.si, j.g, menus, hull, idx, c, o.MaxEvaluations)
-		cd := e.candidate(j.si, j.g, menus, idx, c)
-		finals = append(finals, cd)
-		res.Pareto = append(res.Pareto, cd)
-		bestQ = max(bestQ, cd.Quality)
+	}
+	for _, ev := range evs[1:] {
+		e.merge(ev)
 	}
 	res.TopK = topK(e.sp, &o.Budgets, finals, o.TopK)
 	if len(res.Pareto) > 4000 {
