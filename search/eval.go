@@ -39,6 +39,7 @@ type evaluator struct {
 	prec   []estimate.Precision
 	kvB    []float64
 	evals  int64
+	opt    estimate.Options
 	// refused counts global shapes the serve-on engine does not load.
 	refused int
 
@@ -53,7 +54,7 @@ type evaluator struct {
 }
 
 func newEvaluator(sp *Space, b *Budgets, proxy *Proxy, hw *hardware.GPU, w *workload.Workload, o estimate.Options) (*evaluator, error) {
-	e := &evaluator{sp: sp, b: b, proxy: proxy, hw: hw, w: w}
+	e := &evaluator{sp: sp, b: b, proxy: proxy, hw: hw, w: w, opt: o}
 	for i, st := range sp.Settings {
 		oo := o
 		oo.Precision, oo.KVDType, oo.TP = st.Precision, st.KVDType, sp.TP
@@ -353,6 +354,22 @@ func (e *evaluator) price(si int, g global, menus [][]option, idx []int) Costs {
 	costs := costsOf(&p, &e.sum)
 	e.observe(&costs)
 	return costs
+}
+
+// merge adds another evaluator's counts and reach into e.
+func (e *evaluator) merge(x *evaluator) {
+	e.evals += x.evals
+	if !x.reachSet {
+		return
+	}
+	e.reachSet = true
+	for i := range e.reach {
+		if i == 4 {
+			e.reach[i] = max(e.reach[i], x.reach[i])
+		} else {
+			e.reach[i] = min(e.reach[i], x.reach[i])
+		}
+	}
 }
 
 // observe keeps the best value of every budgeted cost seen.

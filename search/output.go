@@ -276,7 +276,11 @@ func componentParams(m *architecture.Model) map[string]float64 {
 			out["Mamba"] += h*(2*di+2*float64(x.Groups*x.StateSize)+float64(x.Heads)) + di*h
 		}
 		if x := l.MoE; x != nil {
-			out["MoE"] += float64(x.Experts)*3*h*float64(x.ExpertWidth) + 3*h*float64(x.SharedWidth)
+			in := h // LatentMoE experts run at the latent width
+			if x.LatentSize > 0 {
+				in = float64(x.LatentSize)
+			}
+			out["MoE"] += float64(x.Experts)*3*in*float64(x.ExpertWidth) + 3*h*float64(x.SharedWidth)
 		}
 	}
 	return out

@@ -291,6 +291,9 @@ func finish(ctx context.Context, e *evaluator, res *Result, o *Options) error {
 	res.Parent = e.parentOf(si)
 	res.ParentMeets = e.sp.IsParent(&best)
 	res.Binding, res.BindingUsage = o.Budgets.Binding(&best.Costs)
+	if c := &best.Costs; o.Budgets.P90 && c.TTFTP90 == c.TTFT && c.TPOTP90 == c.TPOT && c.E2EP90 == c.E2E {
+		res.Notes = append(res.Notes, "--p90: the estimator's analytic path reports the p90 equal to the mean for this deployment, so the latency budgets bind on the mean")
+	}
 	res.Pareto = pareto(res.Pareto, &o.Budgets)
 	return nil
 }

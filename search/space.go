@@ -124,6 +124,20 @@ func widths(parent, step int, minFrac float64, divisor int) []int {
 	return out
 }
 
+// coarse keeps at most n of the descending widths ws, evenly spaced, the
+// first (the parent's) and the last always: a uniform space enumerates the
+// product of its global lists, which a fine grid would make too large.
+func coarse(ws []int, n int) []int {
+	if len(ws) <= n {
+		return ws
+	}
+	out := make([]int, 0, n)
+	for i := range n {
+		out = append(out, ws[i*(len(ws)-1)/(n-1)])
+	}
+	return out
+}
+
 func divisorsDesc(n int, keep func(int) bool) []int {
 	var out []int
 	for d := n; d >= 1; d-- {
@@ -200,6 +214,9 @@ func NewSpace(parent *architecture.Model, o SpaceOptions) (*Space, error) {
 		mlpAlign = 512
 	}
 	sp.Hidden = widths(parent.Hidden, sp.AlignHidden, o.MinWidth, 1)
+	if !sp.PerLayer && !o.Uniform {
+		sp.Hidden = coarse(sp.Hidden, 12)
+	}
 	moe := false
 	var attn *architecture.Attention
 	var mlp *architecture.MLP
@@ -255,6 +272,9 @@ func NewSpace(parent *architecture.Model, o SpaceOptions) (*Space, error) {
 			div = o.TP
 		}
 		sp.MLP = widths(mlp.Width, mlpAlign, o.MinWidth, div)
+		if !sp.PerLayer && !o.Uniform {
+			sp.MLP = coarse(sp.MLP, 12)
+		}
 	}
 	if mamba != nil {
 		step := mamba.Groups
@@ -265,6 +285,9 @@ func NewSpace(parent *architecture.Model, o SpaceOptions) (*Space, error) {
 			step = lcm(step, 8) // Minitron's mamba_num_heads granularity
 		}
 		sp.Mamba = widths(mamba.Heads, step, o.MinWidth, 1)
+		if !o.Uniform {
+			sp.Mamba = coarse(sp.Mamba, 6)
+		}
 		sp.Notes = append(sp.Notes, fmt.Sprintf("Mamba heads per layer (the same in every Mamba layer) from %d to %d in steps of %d", sp.Mamba[0], sp.Mamba[len(sp.Mamba)-1], step))
 	}
 	if moe {

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"sort"
+	"sync"
 )
 
 // job is one global shape under one setting.
@@ -44,7 +46,9 @@ func better(b *Budgets, x, y *Candidate) bool {
 }
 
 // topK keeps the best setting of each shape and the k best shapes.
-func topK(b *Budgets, cs []Candidate, k int) []Candidate {
+// Every candidate kept is checked once more with the serve-on engine's load
+// predicate (the space is built so that none fails it).
+func topK(sp *Space, b *Budgets, cs []Candidate, k int) []Candidate {
 	sort.SliceStable(cs, func(i, j int) bool { return better(b, &cs[i], &cs[j]) })
 	seen := map[string]bool{}
 	var out []Candidate
@@ -54,6 +58,9 @@ func topK(b *Budgets, cs []Candidate, k int) []Candidate {
 			continue
 		}
 		seen[key] = true
+		if !sp.ServeOn.Loads(sp.Model(&c), sp.TP) {
+			continue
+		}
 		out = append(out, c)
 		if len(out) == k {
 			break
@@ -67,19 +74,66 @@ func topK(b *Budgets, cs []Candidate, k int) []Candidate {
 type menuCache struct {
 	g     global
 	menus map[int][][]option
+	hulls map[int]*hullSet
 }
 
-func (mc *menuCache) get(e *evaluator, g global, si int) [][]option {
+// hullSet holds per layer the hull of all options and the hull of the
+// options that cut no block (for restoring layers beyond the caps).
+type hullSet struct{ all, whole [][]int }
+
+func (mc *menuCache) get(e *evaluator, g global, si int) ([][]option, *hullSet) {
 	if mc.menus == nil || mc.g != g {
-		mc.g, mc.menus = g, map[int][][]option{}
+		mc.g, mc.menus, mc.hulls = g, map[int][][]option{}, map[int]*hullSet{}
 	}
 	k := e.menuOf[si]
 	m, ok := mc.menus[k]
 	if !ok {
 		m = e.menus(g, si)
 		mc.menus[k] = m
+		mc.hulls[k] = &hullSet{all: hulls(m, nil), whole: hulls(m, func(l int, o *option) bool { return !e.cut(o, l) })}
 	}
-	return m
+	return m, mc.hulls[k]
+}
+
+// hulls returns, per layer, the options on the upper convex hull of value
+// against the scalar cost, by increasing cost (and value): the only
+// options a Lagrangian choice can take, and the steps local search walks.
+func hulls(menus [][]option, keep func(l int, o *option) bool) [][]int {
+	out := make([][]int, len(menus))
+	for l, opts := range menus {
+		idx := make([]int, 0, len(opts))
+		for i := range opts {
+			if keep == nil || keep(l, &opts[i]) {
+				idx = append(idx, i)
+			}
+		}
+		sort.SliceStable(idx, func(a, b int) bool {
+			oa, ob := &opts[idx[a]], &opts[idx[b]]
+			if oa.cost != ob.cost {
+				return oa.cost < ob.cost
+			}
+			return oa.value > ob.value
+		})
+		var h []int
+		for _, i := range idx {
+			o := &opts[i]
+			if len(h) > 0 && o.value <= opts[h[len(h)-1]].value {
+				continue // dominated: costs more, worth no more
+			}
+			for len(h) >= 2 {
+				a, b := &opts[h[len(h)-2]], &opts[h[len(h)-1]]
+				// b lies on or below the segment a–o: not on the hull.
+				if (b.value-a.value)*(o.cost-a.cost) <= (o.value-a.value)*(b.cost-a.cost) {
+					h = h[:len(h)-1]
+					continue
+				}
+				break
+			}
+			h = append(h, i)
+		}
+		out[l] = h
+	}
+	return out
 }
 
 func runAutoCompress(ctx context.Context, e *evaluator, o *Options) (*Result, error) {
@@ -95,40 +149,77 @@ func runAutoCompress(ctx context.Context, e *evaluator, o *Options) (*Result, er
 		}
 	}
 	sort.SliceStable(jobs, func(i, j int) bool { return jobs[i].ub > jobs[j].ub })
+	// Jobs run in batches of one per core, each core with its own
+	// evaluator (a Compiled is not safe for concurrent use). The bound
+	// decides before a batch from the batches already finished, and results
+	// are taken in job order, so the outcome does not depend on timing.
+	workers := max(1, min(runtime.GOMAXPROCS(0), 8))
+	evs := []*evaluator{e}
+	for len(evs) < workers {
+		ev, err := newEvaluator(e.sp, e.b, e.proxy, e.hw, e.w, e.opt)
+		if err != nil {
+			return res, err
+		}
+		evs = append(evs, ev)
+	}
+	mcs := make([]menuCache, workers)
+	type outcome struct {
+		solved, ok bool
+		cd         Candidate
+		sweep      []Candidate
+	}
 	var finals []Candidate
-	var mc menuCache
 	bestQ := -1.0
-	for n, j := range jobs {
+	outs := make([]outcome, workers)
+	for start := 0; start < len(jobs); start += workers {
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		if o.Progress != nil && n%16 == 0 {
-			o.Progress("searching global shapes", n, len(jobs))
+		if o.Progress != nil {
+			o.Progress("searching global shapes", start, len(jobs))
 		}
-		if j.ub <= bestQ*(1-1e-12) {
-			res.Skipped++
-			continue
+		batch := jobs[start:min(start+workers, len(jobs))]
+		var wg sync.WaitGroup
+		for k, j := range batch {
+			outs[k] = outcome{}
+			if j.ub <= bestQ*(1-1e-12) {
+				res.Skipped++
+				continue
+			}
+			wg.Add(1)
+			go func(k int, j job) {
+				defer wg.Done()
+				ev, out := evs[k], &outs[k]
+				out.solved = true
+				menus, hull := mcs[k].get(ev, j.g, j.si)
+				idx, c, ok, sweep := ev.lagrange(j.si, j.g, menus, hull)
+				out.sweep = sweep
+				if !ok {
+					return
+				}
+				idx, c = ev.improve(ctx, j.si, j.g, menus, hull, idx, c, o.MaxEvaluations)
+				out.cd, out.ok = ev.candidate(j.si, j.g, menus, idx, c), true
+			}(k, j)
 		}
-		res.GlobalShapes++
-		menus := mc.get(e, j.g, j.si)
-		idx, c, ok, sweep := e.lagrange(j.si, j.g, menus)
-		for _, p := range sweep {
-			res.Pareto = append(res.Pareto, p)
+		wg.Wait()
+		for k := range batch {
+			out := &outs[k]
+			if !out.solved {
+				continue
+			}
+			res.GlobalShapes++
+			res.Pareto = append(res.Pareto, out.sweep...)
+			if out.ok {
+				finals = append(finals, out.cd)
+				res.Pareto = append(res.Pareto, out.cd)
+				bestQ = max(bestQ, out.cd.Quality)
+			}
 		}
-		if !ok {
-			continue
-		}
-		idx, c = e.improve(ctx, j.si, j.g, menus, idx, c, o.MaxEvaluations)
-		cd := e.candidate(j.si, j.g, menus, idx, c)
-		if !e.sp.ServeOn.Loads(e.sp.Model(&cd), e.sp.TP) {
-			e.refused++ // not reached by construction of the space; kept as the last check
-			continue
-		}
-		finals = append(finals, cd)
-		res.Pareto = append(res.Pareto, cd)
-		bestQ = max(bestQ, cd.Quality)
 	}
-	res.TopK = topK(&o.Budgets, finals, o.TopK)
+	for _, ev := range evs[1:] {
+		e.merge(ev)
+	}
+	res.TopK = topK(e.sp, &o.Budgets, finals, o.TopK)
 	if len(res.Pareto) > 4000 {
 		// Keep the front tractable: the strongest points of each side.
 		sort.SliceStable(res.Pareto, func(a, b int) bool { return res.Pareto[a].Quality > res.Pareto[b].Quality })
@@ -141,11 +232,11 @@ func runAutoCompress(ctx context.Context, e *evaluator, o *Options) (*Result, er
 // pick sets idx to each layer's option maximising value − λ·cost (λ = +Inf:
 // the cheapest), then restores removed layers beyond the space's limit,
 // the most valuable first.
-func (e *evaluator) pick(menus [][]option, lambda float64, idx []int) {
+func (e *evaluator) pick(menus [][]option, hs *hullSet, lambda float64, idx []int) {
 	removed := 0
 	for l, opts := range menus {
 		best, bs := 0, math.Inf(-1)
-		for i := range opts {
+		for _, i := range hs.all[l] {
 			var s float64
 			if math.IsInf(lambda, 1) {
 				s = -opts[i].cost + 1e-9*opts[i].value*opts[0].cost
@@ -157,34 +248,43 @@ func (e *evaluator) pick(menus [][]option, lambda float64, idx []int) {
 			}
 		}
 		idx[l] = best
-		if opts[best].shape.Removed {
+		if e.cut(&opts[best], l) {
 			removed++
 		}
 	}
-	_ = removed
-	for e.overCap(menus, idx) {
-		bl, bi, bs := -1, 0, math.Inf(-1)
+	if removed > 0 && e.overCap(menus, idx) {
+		// Restore cut layers, the best non-cut option of each, most valuable
+		// first, until the caps hold.
+		type restore struct {
+			l, i int
+			s    float64
+		}
+		var rs []restore
 		for l, opts := range menus {
 			if !e.cut(&opts[idx[l]], l) {
 				continue
 			}
-			for i := range opts {
-				if e.cut(&opts[i], l) {
-					continue
-				}
+			bi, bs := -1, math.Inf(-1)
+			for _, i := range hs.whole[l] {
 				s := opts[i].value - lambda*opts[i].cost
 				if math.IsInf(lambda, 1) {
 					s = -opts[i].cost
 				}
 				if s > bs {
-					bl, bi, bs = l, i, s
+					bi, bs = i, s
 				}
 			}
+			if bi >= 0 {
+				rs = append(rs, restore{l, bi, bs})
+			}
 		}
-		if bl < 0 {
-			break
+		sort.Slice(rs, func(a, b int) bool { return rs[a].s > rs[b].s })
+		for _, r := range rs {
+			if !e.overCap(menus, idx) {
+				break
+			}
+			idx[r.l] = r.i
 		}
-		idx[bl] = bi
 	}
 }
 
@@ -222,12 +322,12 @@ func (e *evaluator) overCap(menus [][]option, idx []int) bool {
 // lagrange finds the smallest λ whose relaxed choice meets the budgets by
 // the estimator (bisection on a log scale). It returns the choice, its
 // costs, whether any λ is feasible, and the points it priced.
-func (e *evaluator) lagrange(si int, g global, menus [][]option) ([]int, Costs, bool, []Candidate) {
+func (e *evaluator) lagrange(si int, g global, menus [][]option, hull *hullSet) ([]int, Costs, bool, []Candidate) {
 	n := len(menus)
 	idx := make([]int, n)
 	var sweep []Candidate
 	try := func(lambda float64) (Costs, bool) {
-		e.pick(menus, lambda, idx)
+		e.pick(menus, hull, lambda, idx)
 		c := e.price(si, g, menus, idx)
 		if len(sweep) < 48 {
 			sweep = append(sweep, e.candidate(si, g, menus, idx, c))
@@ -256,7 +356,7 @@ func (e *evaluator) lagrange(si int, g global, menus [][]option) ([]int, Costs, 
 	}
 	if !ok {
 		hc, _ = try(math.Inf(1))
-		e.pick(menus, math.Inf(1), idx)
+		e.pick(menus, hull, math.Inf(1), idx)
 		return append([]int(nil), idx...), hc, true, sweep
 	}
 	lo := hi / 4
@@ -281,29 +381,55 @@ type move struct {
 // improve runs local search from a feasible choice: single-layer upgrades
 // by value gained per cost added, then pair exchanges (one layer down, one
 // up) when no single upgrade fits; every move is priced by the estimator.
-func (e *evaluator) improve(ctx context.Context, si int, g global, menus [][]option, idx []int, c Costs, budget int) ([]int, Costs) {
+func (e *evaluator) improve(ctx context.Context, si int, g global, menus [][]option, hs *hullSet, idx []int, c Costs, budget int) ([]int, Costs) {
 	start := e.evals
-	var ups, downs []move
+	var ups, downs, singles, bigUps, cheapDowns []move
+	full := false // after a local optimum on the hull: every option once
 	for e.evals-start < int64(budget) {
 		if ctx.Err() != nil {
 			break
 		}
 		ups, downs = ups[:0], downs[:0]
+		// Per layer, the neighbouring hull points: the cheapest one worth
+		// more than the current option, the dearest one costing less.
 		for l, opts := range menus {
 			cur := &opts[idx[l]]
-			for i := range opts {
-				o := &opts[i]
-				dv, dc := o.value-cur.value, o.cost-cur.cost
-				switch {
-				case dv > 1e-15:
-					ups = append(ups, move{l, i, dv, dc})
-				case dv < 0 && dc < 0:
-					downs = append(downs, move{l, i, dv, dc})
+			if full {
+				for i := range opts {
+					o := &opts[i]
+					dv, dc := o.value-cur.value, o.cost-cur.cost
+					switch {
+					case dv > 1e-15:
+						ups = append(ups, move{l, i, dv, dc})
+					case dv < 0 && dc < 0:
+						downs = append(downs, move{l, i, dv, dc})
+					}
 				}
+				continue
+			}
+			up, down := -1, -1
+			for _, i := range hs.all[l] {
+				o := &opts[i]
+				if o.value > cur.value+1e-15 && up < 0 {
+					up = i
+				}
+				if o.cost < cur.cost && o.value < cur.value {
+					down = i
+				}
+			}
+			if up >= 0 {
+				ups = append(ups, move{l, up, opts[up].value - cur.value, opts[up].cost - cur.cost})
+			}
+			if down >= 0 {
+				downs = append(downs, move{l, down, opts[down].value - cur.value, opts[down].cost - cur.cost})
 			}
 		}
 		if len(ups) == 0 {
-			break
+			if full {
+				break
+			}
+			full = true
+			continue
 		}
 		ratio := func(m move) float64 {
 			if m.dc <= 0 {
@@ -311,9 +437,9 @@ func (e *evaluator) improve(ctx context.Context, si int, g global, menus [][]opt
 			}
 			return m.dv / m.dc
 		}
-		sort.Slice(ups, func(a, b int) bool { return ratio(ups[a]) > ratio(ups[b]) })
+		singles = topMoves(singles[:0], ups, 48, func(a, b move) bool { return ratio(a) > ratio(b) })
 		accepted := false
-		for t, m := range ups {
+		for t, m := range singles {
 			if t == 48 || e.evals-start >= int64(budget) {
 				break
 			}
@@ -331,15 +457,15 @@ func (e *evaluator) improve(ctx context.Context, si int, g global, menus [][]opt
 			idx[m.l] = old
 		}
 		if accepted {
+			full = false
 			continue
 		}
 		// Pair exchanges: the largest gains against the cheapest losses.
-		sort.Slice(ups, func(a, b int) bool { return ups[a].dv > ups[b].dv })
-		sort.Slice(downs, func(a, b int) bool { return -downs[a].dv/-downs[a].dc < -downs[b].dv/-downs[b].dc })
-		nu, nd := min(len(ups), 24), min(len(downs), 24)
+		bigUps = topMoves(bigUps[:0], ups, 24, func(a, b move) bool { return a.dv > b.dv })
+		cheapDowns = topMoves(cheapDowns[:0], downs, 24, func(a, b move) bool { return a.dv/a.dc < b.dv/b.dc })
 	pairs:
-		for _, u := range ups[:nu] {
-			for _, d := range downs[:nd] {
+		for _, u := range bigUps {
+			for _, d := range cheapDowns {
 				if u.l == d.l || u.dv+d.dv <= 1e-15 {
 					continue
 				}
@@ -360,11 +486,36 @@ func (e *evaluator) improve(ctx context.Context, si int, g global, menus [][]opt
 				idx[u.l], idx[d.l] = ou, od
 			}
 		}
-		if !accepted {
-			break
+		switch {
+		case accepted:
+			full = false
+		case full:
+			return idx, c
+		default:
+			full = true
 		}
 	}
 	return idx, c
+}
+
+// topMoves appends to dst the k best of ms by better, best first, in
+// O(len(ms)·k) worst case and about O(len(ms)) in practice (a full sort of
+// every option's move dominated the search's time).
+func topMoves(dst, ms []move, k int, better func(a, b move) bool) []move {
+	for _, m := range ms {
+		if len(dst) == k && !better(m, dst[k-1]) {
+			continue
+		}
+		if len(dst) < k {
+			dst = append(dst, m)
+		} else {
+			dst[k-1] = m
+		}
+		for i := len(dst) - 1; i > 0 && better(dst[i], dst[i-1]); i-- {
+			dst[i], dst[i-1] = dst[i-1], dst[i]
+		}
+	}
+	return dst
 }
 
 func runMinitron(ctx context.Context, e *evaluator, o *Options) (*Result, error) {
@@ -383,18 +534,18 @@ func runMinitron(ctx context.Context, e *evaluator, o *Options) (*Result, error)
 			o.Progress("Minitron grid", n, len(gs))
 		}
 		for si := range e.sp.Settings {
-			menus := mc.get(e, g, si)
+			menus, _ := mc.get(e, g, si)
 			idx := make([]int, len(menus))
 			c := e.price(si, g, menus, idx)
 			cd := e.candidate(si, g, menus, idx, c)
 			res.GlobalShapes++
 			res.Pareto = append(res.Pareto, cd)
-			if cd.Meets && e.sp.ServeOn.Loads(e.sp.Model(&cd), e.sp.TP) {
+			if cd.Meets {
 				feasible = append(feasible, cd)
 			}
 		}
 	}
-	res.TopK = topK(&o.Budgets, feasible, o.TopK)
+	res.TopK = topK(e.sp, &o.Budgets, feasible, o.TopK)
 	res.Notes = append(res.Notes, fmt.Sprintf("minitron: %d grid points × settings priced, %d meet the budgets; top %d by the proxy", res.GlobalShapes, len(feasible), len(res.TopK)))
 	return res, nil
 }

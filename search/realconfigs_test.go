@@ -1,0 +1,63 @@
+package search
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/estimate"
+	"github.com/autocompress/autocompress/internal/shareddata"
+)
+
+// realScenario is one row of the README table (search/README.md repeats
+// the commands).
+type realScenario struct {
+	name, config, gpu string
+	engine            estimate.Engine
+	workload          string
+	precisions        []string
+	b                 Budgets
+}
+
+var realScenarios = []realScenario{
+	{"Qwen3-8B, RTX 5070 game character, llama.cpp", "Qwen--Qwen3-8B.json", "rtx-5070", estimate.LlamaCPP, "game-character", []string{"q4_k_m", "q8_0"}, Budgets{MaxMemory: 11 << 30, MaxE2E: 3}},
+	{"Llama-3.1-8B, RTX 5070 game character, llama.cpp", "meta-llama--Meta-Llama-3.1-8B.json", "rtx-5070", estimate.LlamaCPP, "game-character", []string{"q4_k_m", "q8_0"}, Budgets{MaxMemory: 11 << 30, MaxE2E: 3}},
+	{"Qwen3-8B, RTX 5070 game character, vLLM", "Qwen--Qwen3-8B.json", "rtx-5070", estimate.VLLM, "game-character", []string{"fp8", "nvfp4"}, Budgets{MaxMemory: 11 << 30, MaxE2E: 3}},
+	{"Llama-3.1-8B, RTX 5070 game character, vLLM", "meta-llama--Meta-Llama-3.1-8B.json", "rtx-5070", estimate.VLLM, "game-character", []string{"fp8", "nvfp4"}, Budgets{MaxMemory: 11 << 30, MaxE2E: 3}},
+	{"Qwen3-8B, RTX 5080 long-context coding, vLLM", "Qwen--Qwen3-8B.json", "rtx-5080", estimate.VLLM, "long-context-coding", []string{"fp8", "nvfp4"}, Budgets{MaxMemory: 13.96 * (1 << 30), MaxE2E: 11.5}},
+	{"Llama-3.1-8B, RTX 5080 long-context coding, vLLM", "meta-llama--Meta-Llama-3.1-8B.json", "rtx-5080", estimate.VLLM, "long-context-coding", []string{"fp8", "nvfp4"}, Budgets{MaxMemory: 13.96 * (1 << 30), MaxE2E: 11.5}},
+	{"Nemotron-H-56B, one B200 at 128K, vLLM", "nvidia--Nemotron-H-56B-Base-8K.json", "b200", estimate.VLLM, "long-context-coding", []string{"bf16"}, Budgets{MaxMemory: 178e9}},
+	{"Nemotron-3-Super-120B-A12B, one B200 at 128K, vLLM", "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8.json", "b200", estimate.VLLM, "long-context-coding", []string{"bf16"}, Budgets{MaxMemory: 178e9}},
+}
+
+// TestRealConfigs runs both strategies on the published configs of the
+// README table; every chosen child meets the budgets when re-priced from
+// scratch, loads in the engine, and its plan passes prune's validator.
+func TestRealConfigs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("sixteen searches on real configs; run without -short")
+	}
+	for _, sc := range realScenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			m, err := architecture.Load(shareddata.Require(t, "configs/"+sc.config))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := wl(t, sc.workload)
+			if strings.HasPrefix(sc.name, "Nemotron") {
+				w.ContextLimit = 131072
+			}
+			s := setup{parent: m, gpu: sc.gpu, engine: sc.engine, work: w, b: sc.b, space: SpaceOptions{Precisions: sc.precisions}}
+			for _, st := range Strategies() {
+				sp, res, err := s.run(t, st)
+				if err != nil {
+					t.Logf("%s: %v", st, err)
+					continue
+				}
+				reprice(t, s, sp, &res.Best)
+				t.Logf("%-12s %s; proxy %.3f; %s %s; memory %s, E2E %s; binding %s", st, sp.Describe(&res.Best), res.Best.Quality,
+					orStr(res.Best.Settings.Precision, "default"), FormatCount(res.Best.Costs.Params), FormatBytes(res.Best.Costs.MemoryBytes), FormatSeconds(res.Best.Costs.E2E), res.Binding)
+			}
+		})
+	}
+}
