@@ -6,7 +6,7 @@ import (
 
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/estimate"
-	"github.com/autocompress/autocompress/internal/shareddata"
+	"github.com/autocompress/autocompress/internal/shareddata/sdtest"
 )
 
 // realScenario is one row of the README table (search/README.md repeats
@@ -39,7 +39,7 @@ func TestRealConfigs(t *testing.T) {
 	}
 	for _, sc := range realScenarios {
 		t.Run(sc.name, func(t *testing.T) {
-			m, err := architecture.Load(shareddata.Require(t, "configs/"+sc.config))
+			m, err := architecture.Load(sdtest.Require(t, "configs/"+sc.config))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,14 +12,11 @@ import (
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/checkpoint"
 	"github.com/autocompress/autocompress/corpus"
-	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/export"
 	"github.com/autocompress/autocompress/hardware"
 	"github.com/autocompress/autocompress/importance"
 	"github.com/autocompress/autocompress/modelref"
-	"github.com/autocompress/autocompress/proxy"
-	"github.com/autocompress/autocompress/prune"
 	"github.com/autocompress/autocompress/search"
 	"github.com/autocompress/autocompress/tokenizer"
 )
@@ -193,59 +190,40 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 		}
 		var scores *importance.Scores
 		if *importancePath != "" {
-			if scores, err = searchScores(*importancePath, dir, m); err != nil {
-				return err
+			if scores, err = importance.Load(*importancePath); err != nil {
+				return Usagef("--importance: %v", err)
 			}
 		}
 		keepIdx, err := parseLayerList(*keep)
 		if err != nil {
 			return err
 		}
-		so := search.SpaceOptions{Engine: eng, ServeOn: caps, TP: f.tp, Precisions: precs, KVDTypes: kvs,
-			MaxNumSeqs: f.maxSeqs, MemFraction: f.memFraction, Concurrency: w.Concurrency,
-			MaxMemory: budgets.MaxMemory, DeviceBytes: float64(hw.MemoryBytes), KeepLayers: keepIdx, Uniform: *strategy == search.Minitron}
-		sp, err := search.NewSpace(m, so)
-		if err != nil {
-			var ke *search.KeepLayersError
-			if errors.As(err, &ke) {
-				return Usagef("%v", err)
-			}
-			return err
+		req := search.Request{Parent: m, Name: m.Name, Dir: dir, Scores: scores, GPU: hw, Engine: eng, ServeOn: caps,
+			Workload: &w, Budgets: budgets, TP: f.tp, Precisions: precs, KVDTypes: kvs, MaxNumSeqs: f.maxSeqs,
+			MemFraction: f.memFraction, MaxBatchedTokens: f.maxBatched, MaxModelLen: f.wl.limit, KeepLayers: keepIdx,
+			Strategy: *strategy, TopK: *topK}
+		if req.Name == "" {
+			req.Name = f.model
 		}
-		px, err := search.NewProxy(m, scores)
-		if err != nil {
-			return Usagef("--importance %s: %v", *importancePath, err)
-		}
-		opt := search.Options{Strategy: *strategy, GPU: hw, Workload: &w, Budgets: budgets, TopK: *topK,
-			Estimate: estimate.Options{MaxModelLen: f.wl.limit, MaxBatchedTokens: f.maxBatched},
-			Plan:     func(c *search.Candidate) (*prune.Plan, error) { return sp.Plan(c, scores) }}
 		if len(data) > 0 {
 			if dir == "" {
 				return Usagef("--data needs a checkpoint with weights (--model DIR or %q), not a config", ParentModel)
 			}
-			em, err := engine.Load(dir)
-			if err != nil {
-				return fmt.Errorf("measured proxy: %w", err)
-			}
-			rr, err := searchRows(dir, em.Arch(), data, *ids, *tokPath, *seqLen, *rows)
-			if err != nil {
+			if req.Rows, err = searchRows(dir, m, data, *ids, *tokPath, *seqLen, *rows); err != nil {
 				return err
 			}
-			meas, err := search.NewKLMeasurer(ctx, em, rr, proxy.Options{})
-			if err != nil {
-				return err
-			}
-			opt.Measurer = meas
 		}
-		res, err := search.Run(ctx, sp, px, opt)
-		if err != nil {
+		rep, err := search.Execute(ctx, req)
+		var ke *search.KeepLayersError
+		var se *search.ScoresError
+		switch {
+		case errors.As(err, &ke):
+			return Usagef("%v", err)
+		case errors.As(err, &se), errors.Is(err, search.ErrScoresMismatch):
+			return Usagef("--importance %s: %v", *importancePath, err)
+		case err != nil:
 			return err
 		}
-		name := m.Name
-		if name == "" {
-			name = f.model
-		}
-		rep := &search.Report{Model: name, Space: sp, Result: res, Scores: scores, Budgets: budgets, GPU: hw, Workload: &w, Estimate: opt.Estimate}
 		if err := rep.Write(ctx, *out, *force); err != nil {
 			var ee *checkpoint.ExistsError
 			if errors.As(err, &ee) {
@@ -384,26 +362,6 @@ func searchModel(name string) (string, *architecture.Model, error) {
 		return d, m, nil
 	}
 	return "", m, nil
-}
-
-// searchScores loads --importance and checks that the scores were computed
-// for this model (the model hash of the checkpoint directory).
-func searchScores(path, dir string, m *architecture.Model) (*importance.Scores, error) {
-	s, err := importance.Load(path)
-	if err != nil {
-		return nil, Usagef("--importance: %v", err)
-	}
-	if dir == "" {
-		return nil, Usagef("--importance needs --model to be the checkpoint directory the scores were computed on (its hash is checked), not a config or preset")
-	}
-	h, err := importance.HashModelDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	if s.ModelHash != h {
-		return nil, Usagef("--importance %s was computed for another model (model hash %.12s, %s has %.12s): score this model with autocompress importance", path, s.ModelHash, dir, h)
-	}
-	return s, nil
 }
 
 // searchRows reads the measured proxy's held-out rows: text tokenized with

@@ -1,0 +1,117 @@
+package search
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/engine"
+	"github.com/autocompress/autocompress/estimate"
+	"github.com/autocompress/autocompress/export"
+	"github.com/autocompress/autocompress/hardware"
+	"github.com/autocompress/autocompress/importance"
+	"github.com/autocompress/autocompress/proxy"
+	"github.com/autocompress/autocompress/prune"
+	"github.com/autocompress/autocompress/workload"
+)
+
+// Request is one whole search as the search command and the pipeline give
+// it: the parent, its scores, the deployment, the budgets and the strategy.
+type Request struct {
+	// Parent is the parent's architecture; Name names it in the outputs.
+	Parent *architecture.Model
+	Name   string
+	// Dir is the parent's checkpoint directory ("" for a config or preset:
+	// no measured proxy, no importance scores).
+	Dir string
+	// Scores are the parent's importance scores (nil: the structural
+	// prior). Their model hash must be Dir's.
+	Scores *importance.Scores
+
+	GPU      *hardware.GPU
+	Engine   estimate.Engine
+	ServeOn  export.Capabilities // engine whose load rules the child meets
+	Workload *workload.Workload
+	Budgets  Budgets
+
+	TP               int
+	Precisions       []string // searched (nil: the engine's default)
+	KVDTypes         []string // searched (nil: auto)
+	MaxNumSeqs       int      // fixed (0: searched for llama.cpp, else the engine's)
+	MemFraction      float64  // fixed (0: searched under a memory budget)
+	MaxBatchedTokens int
+	MaxModelLen      int // context limit (0: the workload's)
+	KeepLayers       []int
+
+	Strategy string
+	TopK     int
+	// Rows are held-out rows (seq len + 1 ids) for the measured proxy (nil:
+	// none).
+	Rows     [][]int32
+	Progress Progress
+}
+
+// ErrScoresMismatch is returned (wrapped) when Request.Scores were computed
+// for another model than Request.Dir.
+var ErrScoresMismatch = errors.New("importance scores computed for another model")
+
+// Execute builds the space, runs the strategy and returns the report that
+// Report.Write writes. Errors that the request's values cause are
+// *KeepLayersError, *ScoresError, ErrScoresMismatch (wrapped) and
+// *InfeasibleError; the others are failures of the work.
+func Execute(ctx context.Context, r Request) (*Report, error) {
+	if r.Parent == nil || r.GPU == nil || r.Workload == nil {
+		return nil, errors.New("search: a parent, a GPU and a workload are needed")
+	}
+	if r.Scores != nil {
+		if r.Dir == "" {
+			return nil, fmt.Errorf("search: %w: scores need the checkpoint directory they were computed on, not a config or preset", ErrScoresMismatch)
+		}
+		h, err := importance.HashModelDir(r.Dir)
+		if err != nil {
+			return nil, err
+		}
+		if r.Scores.ModelHash != h {
+			return nil, fmt.Errorf("search: %w (model hash %.12s, %s has %.12s): score this model with autocompress importance", ErrScoresMismatch, r.Scores.ModelHash, r.Dir, h)
+		}
+	}
+	so := SpaceOptions{Engine: r.Engine, ServeOn: r.ServeOn, TP: max(r.TP, 1), Precisions: r.Precisions, KVDTypes: r.KVDTypes,
+		MaxNumSeqs: r.MaxNumSeqs, MemFraction: r.MemFraction, Concurrency: r.Workload.Concurrency,
+		MaxMemory: r.Budgets.MaxMemory, DeviceBytes: float64(r.GPU.MemoryBytes), KeepLayers: r.KeepLayers, Uniform: r.Strategy == Minitron}
+	sp, err := NewSpace(r.Parent, so)
+	if err != nil {
+		return nil, err
+	}
+	px, err := NewProxy(r.Parent, r.Scores)
+	if err != nil {
+		return nil, err
+	}
+	opt := Options{Strategy: r.Strategy, GPU: r.GPU, Workload: r.Workload, Budgets: r.Budgets, TopK: r.TopK,
+		Estimate: estimate.Options{MaxModelLen: r.MaxModelLen, MaxBatchedTokens: r.MaxBatchedTokens},
+		Plan:     func(c *Candidate) (*prune.Plan, error) { return sp.Plan(c, r.Scores) }, Progress: r.Progress}
+	if len(r.Rows) > 0 {
+		if r.Dir == "" {
+			return nil, errors.New("search: the measured proxy needs a checkpoint with weights, not a config")
+		}
+		em, err := engine.Load(r.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("search: measured proxy: %w", err)
+		}
+		meas, err := NewKLMeasurer(ctx, em, r.Rows, proxy.Options{})
+		if err != nil {
+			return nil, err
+		}
+		opt.Measurer = meas
+	}
+	res, err := Run(ctx, sp, px, opt)
+	if err != nil {
+		return nil, err
+	}
+	name := r.Name
+	if name == "" {
+		name = r.Parent.Name
+	}
+	return &Report{Model: name, Space: sp, Result: res, Scores: r.Scores, Budgets: r.Budgets, GPU: r.GPU,
+		Workload: r.Workload, Estimate: opt.Estimate}, nil
+}
