@@ -25,6 +25,8 @@ type Config struct {
 	EvalData []string `yaml:"eval_data" flag:"eval-data" help:"held-out text for evaluation (\"parent:test\" names the embedded parent's test split)"`
 	// Dir is the run directory; every stage's output is kept under it.
 	Dir string `yaml:"dir" flag:"dir" help:"run directory: each stage's output and manifest is kept under it, and a rerun reuses what is unchanged"`
+	// Assets is the module root holding testdata/ext, for parent:train.
+	Assets string `yaml:"assets" flag:"assets" help:"folder holding testdata/ext (scripts/fetch-assets.sh), for the parent's full training split"`
 
 	Deployment Deployment `yaml:"deployment"`
 	Workload   Workload   `yaml:"workload"`
@@ -74,10 +76,12 @@ type Importance struct {
 
 // Search configures the architecture search.
 type Search struct {
-	Strategy   string `yaml:"strategy" flag:"strategy" help:"autocompress (global and per-layer) or minitron (uniform widths, all layers: the Minitron++ baseline)"`
-	TopK       int    `yaml:"top_k" flag:"top-k" help:"candidates ranked by the measured proxy"`
-	Seed       int64  `yaml:"seed" flag:"search-seed" help:"seed of the search"`
-	KeepLayers []int  `yaml:"keep_layers" flag:"keep-layers" help:"layers never removed (comma-separated indices)"`
+	Strategy   string   `yaml:"strategy" flag:"strategy" help:"autocompress (global and per-layer) or minitron (uniform widths, all layers: the Minitron++ baseline)"`
+	TopK       int      `yaml:"top_k" flag:"top-k" help:"candidates ranked by the measured proxy"`
+	Seed       int64    `yaml:"seed" flag:"search-seed" help:"seed of the search"`
+	KeepLayers []int    `yaml:"keep_layers" flag:"keep-layers" help:"layers never removed (comma-separated indices)"`
+	ProxyData  []string `yaml:"proxy_data" flag:"proxy-data" help:"held-out text for the measured proxy (KL to the parent of candidates pruned in memory); empty: importance only"`
+	ProxyRows  int      `yaml:"proxy_rows" flag:"proxy-rows" help:"rows of 128 tokens of proxy_data the measured proxy scores"`
 }
 
 // Distill configures recovery by distillation from the parent.
@@ -111,10 +115,12 @@ func DefaultConfig() Config {
 		Data:       []string{"parent:train"},
 		EvalData:   []string{"parent:test"},
 		Dir:        "autocompress-run",
+		Assets:     ".",
 		Deployment: Deployment{GPU: "cpu-local", Engine: "native", TP: 1},
 		Workload:   Workload{ISL: 128, OSL: 64, Concurrency: 4},
 		Importance: Importance{Seqs: 64, SeqLen: 128},
-		Search:     Search{Strategy: "autocompress", TopK: 4, Seed: 1, KeepLayers: []int{}},
+		Search: Search{Strategy: "autocompress", TopK: 4, Seed: 1, KeepLayers: []int{},
+			ProxyData: []string{"parent:validation"}, ProxyRows: 16},
 		Distill: Distill{Tokens: 400_000, SeqLen: 128, Batch: 8, LR: 1e-3, Temperature: 1,
 			KDWeight: 1, CEWeight: 0, Seed: 1},
 		Eval:    Eval{Limit: 200},
@@ -317,4 +323,19 @@ func yamlScalar(v reflect.Value) string {
 	default:
 		return scalarString(v)
 	}
+}
+
+// DemoConfig is autocompress demo: the embedded parent, compressed for this
+// machine's CPU (the native engine) to fit a memory budget and a per-token
+// latency budget that the parent misses, recovered by distillation on a
+// sample of its training text, evaluated on its test split.
+func DemoConfig() Config {
+	c := DefaultConfig()
+	c.Dir = "autocompress-demo"
+	c.Data = []string{"parent:train-sample"}
+	c.Budgets.MaxMemory = "45MiB"
+	c.Budgets.MaxTPOT = "3ms"
+	c.Distill.Tokens = 200_000
+	c.Eval.Limit = 100
+	return c
 }

@@ -62,6 +62,17 @@ type Env struct {
 	report       func(Progress)
 	name         string
 	start        time.Time
+	runDir       string
+}
+
+// StateDir returns a directory that survives an interrupted run of the
+// stage (a resumable checkpoint, a log appended across attempts), created
+// on first use. It lives in the run directory beside the stage, outside
+// its output, and the stage removes it when it no longer needs it.
+func (e *Env) StateDir() string {
+	d := filepath.Join(e.runDir, stateDirName, e.name)
+	os.MkdirAll(d, 0o755) //output:not-an-output: resumable state of a stage, removed when it finishes
+	return d
 }
 
 // Input returns the output directory of dependency name.
@@ -365,7 +376,7 @@ func runStage(ctx context.Context, st Stage, sdir string, man *Manifest, out map
 	defer od.Abort()
 	od.Watch(ctx)
 	env := &Env{Dir: od.Path(), Inputs: map[string]string{}, Index: i + 1, Count: n,
-		report: emit, name: st.Name, start: time.Now()}
+		report: emit, name: st.Name, start: time.Now(), runDir: filepath.Dir(sdir)}
 	for _, d := range st.Deps {
 		env.Inputs[d] = out[d]
 	}

@@ -198,7 +198,7 @@ figcaption { color: #555; font-size: .9rem; }
 <tr><th>GPU</th><td>{{.D.Deployment.GPU}}</td></tr>
 <tr><th>engine</th><td>{{.D.Deployment.Engine}}</td></tr>
 <tr><th>precision</th><td>{{.D.Deployment.Precision}}</td></tr>
-<tr><th>workload</th><td>{{.D.Deployment.Workload}} (prompt {{.D.Deployment.ISL}}, output {{.D.Deployment.OSL}}{{if .D.Deployment.Concurrency}}, concurrency {{.D.Deployment.Concurrency}}{{end}}{{if .D.Deployment.RequestRate}}, {{.D.Deployment.RequestRate}} req/s{{end}})</td></tr>
+<tr><th>workload</th><td>{{.D.Deployment.Workload}}</td></tr>
 <tr><th>parent</th><td>{{.D.Parent.Name}}, <span data-json="{{.ParentParams.Path}}">{{.ParentParams.Text}}</span> parameters</td></tr>
 <tr><th>child</th><td><span data-json="{{.ChildParams.Path}}">{{.ChildParams.Text}}</span> parameters ({{.ParamRatio}} of the parent){{if .D.Strategy}}, chosen by {{.D.Strategy}}{{end}}</td></tr>
 </table>
@@ -306,11 +306,7 @@ func WriteMarkdown(w io.Writer, d *Data) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s\n\n", d.Title)
 	dep := d.Deployment
-	fmt.Fprintf(&b, "Deployment: %s, %s, %s; workload %s (prompt %d, output %d", dep.GPU, dep.Engine, dep.Precision, dep.Workload, dep.ISL, dep.OSL)
-	if dep.Concurrency > 0 {
-		fmt.Fprintf(&b, ", concurrency %d", dep.Concurrency)
-	}
-	fmt.Fprintf(&b, ").\n\nParent %s: %s parameters; child: %s (%s)", d.Parent.Name, pg.ParentParams.Text, pg.ChildParams.Text, pg.ParamRatio)
+	fmt.Fprintf(&b, "Deployment: %s, %s, %s; workload %s.\n\nParent %s: %s parameters; child: %s (%s)", dep.GPU, dep.Engine, dep.Precision, dep.Workload, d.Parent.Name, pg.ParentParams.Text, pg.ChildParams.Text, pg.ParamRatio)
 	if d.Strategy != "" {
 		fmt.Fprintf(&b, ", chosen by %s", d.Strategy)
 	}

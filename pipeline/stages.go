@@ -1,0 +1,556 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/distill"
+	"github.com/autocompress/autocompress/engine"
+	"github.com/autocompress/autocompress/estimate"
+	"github.com/autocompress/autocompress/eval"
+	"github.com/autocompress/autocompress/export"
+	"github.com/autocompress/autocompress/hardware"
+	"github.com/autocompress/autocompress/importance"
+	"github.com/autocompress/autocompress/modelref"
+	"github.com/autocompress/autocompress/prune"
+	"github.com/autocompress/autocompress/search"
+	"github.com/autocompress/autocompress/servebench"
+	"github.com/autocompress/autocompress/tokenizer"
+	"github.com/autocompress/autocompress/train"
+	"github.com/autocompress/autocompress/workload"
+)
+
+// Output files of the stages (relative to each stage's directory).
+const (
+	ScoresFile      = "scores.safetensors"
+	SearchDir       = "search"
+	ChildDir        = "child"
+	DistillSummary  = "distill.json"
+	DistillLog      = "log.jsonl"
+	EvalFile        = "eval.json"
+	SuiteFile       = "suite.jsonl"
+	ValidateFile    = "validate.json"
+	MeasureFile     = "bench-serve.json"
+	ReportHTML      = "report.html"
+	ReportMarkdown  = "report.md"
+	ReportJSON      = "report.json"
+	stateDirName    = ".state"
+	measureRequests = 32
+)
+
+// Deployment is the resolved target of a run.
+type target struct {
+	gpu      *hardware.GPU
+	engine   estimate.Engine
+	serveOn  export.Capabilities
+	workload *workload.Workload
+	budgets  search.Budgets
+	parent   string // checkpoint directory
+	arch     *architecture.Model
+	local    bool // the target is this machine (cpu-local, native): measurable
+}
+
+// resolve checks the config and resolves its names; every error names the
+// field.
+func resolve(c *Config) (*target, error) {
+	t := &target{}
+	r, err := modelref.Resolve(c.Model)
+	if err != nil {
+		return nil, &ConfigError{Path: "model", Msg: err.Error()}
+	}
+	if t.parent, err = r.Checkpoint(); err != nil {
+		return nil, &ConfigError{Path: "model", Msg: err.Error() + " (the pipeline needs a checkpoint with weights)"}
+	}
+	if t.arch, err = r.Arch(); err != nil {
+		return nil, &ConfigError{Path: "model", Msg: err.Error()}
+	}
+	if t.gpu, err = hardware.Default().Lookup(c.Deployment.GPU); err != nil {
+		return nil, &ConfigError{Path: "deployment.gpu", Msg: err.Error()}
+	}
+	if t.engine, err = estimate.LookupEngine(c.Deployment.Engine); err != nil {
+		return nil, &ConfigError{Path: "deployment.engine", Msg: err.Error()}
+	}
+	if err := estimate.CheckEngine(t.engine, t.gpu); err != nil {
+		return nil, &ConfigError{Path: "deployment.engine", Msg: err.Error()}
+	}
+	if c.Deployment.ServeOn == "" {
+		var ok bool
+		if t.serveOn, ok = export.ForEngine(t.engine); !ok {
+			return nil, &ConfigError{Path: "deployment.engine", Msg: "engine " + string(t.engine) + " has no load rules"}
+		}
+	} else if t.serveOn, err = export.Lookup(c.Deployment.ServeOn); err != nil {
+		return nil, &ConfigError{Path: "deployment.serve_on", Msg: err.Error()}
+	}
+	t.local = t.engine == estimate.Native && t.gpu.Name == "cpu-local"
+	if t.workload, err = c.Workload.build(); err != nil {
+		return nil, err
+	}
+	if t.budgets, err = c.Budgets.parse(); err != nil {
+		return nil, err
+	}
+	switch {
+	case len(c.Data) == 0:
+		return nil, &ConfigError{Path: "data", Msg: "no calibration and distillation text"}
+	case len(c.EvalData) == 0:
+		return nil, &ConfigError{Path: "eval_data", Msg: "no held-out text for evaluation"}
+	case c.Search.Strategy != search.AutoCompress && c.Search.Strategy != search.Minitron:
+		return nil, &ConfigError{Path: "search.strategy", Msg: fmt.Sprintf("%q: want %s", c.Search.Strategy, strings.Join(search.Strategies(), " or "))}
+	case c.Importance.Seqs < 1 || c.Importance.SeqLen < 2:
+		return nil, &ConfigError{Path: "importance", Msg: "seqs must be ≥ 1 and seq_len ≥ 2"}
+	case c.Distill.Tokens < 0 || c.Distill.SeqLen < 2 || c.Distill.Batch < 1 || c.Distill.LR <= 0:
+		return nil, &ConfigError{Path: "distill", Msg: "tokens must be ≥ 0, seq_len ≥ 2, batch ≥ 1 and lr > 0"}
+	case c.Distill.KDWeight < 0 || c.Distill.CEWeight < 0 || c.Distill.KDWeight+c.Distill.CEWeight == 0:
+		return nil, &ConfigError{Path: "distill", Msg: "kd_weight and ce_weight must be ≥ 0 and not both 0"}
+	case c.Measure.Enabled && c.Measure.Runs < 1:
+		return nil, &ConfigError{Path: "measure.runs", Msg: "must be ≥ 1"}
+	}
+	return t, nil
+}
+
+func (w Workload) build() (*workload.Workload, error) {
+	var wl workload.Workload
+	if w.Name != "" {
+		p, err := workload.Preset(w.Name)
+		if err != nil {
+			return nil, &ConfigError{Path: "workload.name", Msg: err.Error()}
+		}
+		wl = p
+		if w.Concurrency > 0 {
+			wl.Concurrency, wl.Rate = w.Concurrency, 0
+		}
+	} else {
+		if w.ISL < 1 || w.OSL < 1 {
+			return nil, &ConfigError{Path: "workload", Msg: "isl and osl must be ≥ 1 without a preset name"}
+		}
+		wl = workload.FixedClosed(w.ISL, w.OSL, max(w.Concurrency, 1))
+	}
+	if w.Rate > 0 {
+		wl.Rate, wl.Concurrency = w.Rate, 0
+	}
+	if err := wl.Validate(); err != nil {
+		return nil, &ConfigError{Path: "workload", Msg: err.Error()}
+	}
+	return &wl, nil
+}
+
+func (b Budgets) parse() (search.Budgets, error) {
+	var out search.Budgets
+	var err error
+	bad := func(field string, e error) error { return &ConfigError{Path: "budgets." + field, Msg: e.Error()} }
+	if b.MaxMemory != "" {
+		if out.MaxMemory, err = search.ParseBytes(search.BudgetMemory, b.MaxMemory); err != nil {
+			return out, bad("max_memory", err)
+		}
+	}
+	for _, x := range []struct {
+		field, name, s string
+		dst            *float64
+	}{{"max_ttft", search.BudgetTTFT, b.MaxTTFT, &out.MaxTTFT}, {"max_tpot", search.BudgetTPOT, b.MaxTPOT, &out.MaxTPOT},
+		{"max_e2e", search.BudgetE2E, b.MaxE2E, &out.MaxE2E}} {
+		if x.s != "" {
+			if *x.dst, err = search.ParseSeconds(x.name, x.s); err != nil {
+				return out, bad(x.field, err)
+			}
+		}
+	}
+	if b.MinThroughput != "" {
+		if out.MinThroughput, err = search.ParseThroughput(search.BudgetThroughput, b.MinThroughput); err != nil {
+			return out, bad("min_throughput", err)
+		}
+	}
+	if b.MaxParams != "" {
+		if out.MaxParams, err = search.ParseCount(search.BudgetParams, b.MaxParams); err != nil {
+			return out, bad("max_params", err)
+		}
+	}
+	out.P90 = b.P90
+	if !out.Any() {
+		return out, &ConfigError{Path: "budgets", Msg: "give at least one budget (max_memory, max_ttft, max_tpot, max_e2e, min_throughput, max_params)"}
+	}
+	return out, nil
+}
+
+// dataFiles returns the outside files among sources (parent: names are
+// embedded or derived from the pinned assets and are hashed by name).
+func dataFiles(sources []string) []string {
+	var out []string
+	for _, s := range sources {
+		if !strings.HasPrefix(s, distill.ParentSplitPrefix) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// rows reads sources, tokenizes them with the model's tokenizer and packs
+// them into at most n rows of seqLen+1 ids.
+func rows(dir string, sources []string, assets string, seqLen, n int) ([][]int32, error) {
+	m, err := architecture.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		return nil, err
+	}
+	docs, err := distill.ReadDocs(sources, assets)
+	if err != nil {
+		return nil, err
+	}
+	sep := int32(-1)
+	if len(m.EOS) > 0 {
+		sep = int32(m.EOS[0])
+	}
+	rr, err := distill.Rows(tok, docs, sep, seqLen)
+	if err != nil {
+		return nil, err
+	}
+	if len(rr) == 0 {
+		return nil, fmt.Errorf("%s holds fewer than %d tokens", strings.Join(sources, ", "), seqLen+1)
+	}
+	if n > 0 && len(rr) > n {
+		rr = rr[:n]
+	}
+	return rr, nil
+}
+
+func writeJSONFile(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644) //output:inside
+}
+
+func readJSONFile(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("pipeline: reading a stage output: %w", err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("pipeline: %s: %w", path, err)
+	}
+	return nil
+}
+
+// Stages returns the stages of a run of c: importance, search, prune,
+// distill (when c.Distill.Tokens > 0), eval, validate, measure (when the
+// target is this machine and c.Measure.Enabled) and report.
+func Stages(c Config, self string) ([]Stage, error) {
+	t, err := resolve(&c)
+	if err != nil {
+		return nil, err
+	}
+	assets := c.Assets
+	var st []Stage
+
+	st = append(st, Stage{Name: "importance", Params: struct {
+		Model      string
+		Data       []string
+		Importance Importance
+	}{c.Model, c.Data, c.Importance}, Files: append([]string{t.parent}, dataFiles(c.Data)...),
+		Run: func(ctx context.Context, env *Env) error {
+			m, err := engine.Load(t.parent)
+			if err != nil {
+				return err
+			}
+			rr, err := rows(t.parent, c.Data, assets, c.Importance.SeqLen, c.Importance.Seqs)
+			if err != nil {
+				return err
+			}
+			env.Note("%d calibration rows of %d tokens", len(rr), c.Importance.SeqLen)
+			s, err := importance.Compute(ctx, m, rr, importance.Options{Batch: 8,
+				Progress: func(done, total int64) { env.Report(float64(done), float64(total), "seq", "") }})
+			if err != nil {
+				return err
+			}
+			if s.ModelHash, err = importance.HashModelDir(t.parent); err != nil {
+				return err
+			}
+			return s.Save(filepath.Join(env.Dir, ScoresFile)) //output:inside
+		}})
+
+	st = append(st, Stage{Name: "search", Deps: []string{"importance"}, Params: struct {
+		D  Deployment
+		W  Workload
+		B  Budgets
+		S  Search
+		PD []string
+	}{c.Deployment, c.Workload, c.Budgets, c.Search, c.Search.ProxyData}, Files: dataFiles(c.Search.ProxyData),
+		Run: func(ctx context.Context, env *Env) error {
+			scores, err := importance.Load(filepath.Join(env.Input("importance"), ScoresFile))
+			if err != nil {
+				return err
+			}
+			req := search.Request{Parent: t.arch, Name: c.Model, Dir: t.parent, Scores: scores, GPU: t.gpu, Engine: t.engine,
+				ServeOn: t.serveOn, Workload: t.workload, Budgets: t.budgets, TP: max(c.Deployment.TP, 1),
+				KeepLayers: c.Search.KeepLayers, Strategy: c.Search.Strategy, TopK: c.Search.TopK,
+				Progress: func(phase string, done, total int) { env.Report(float64(done), float64(total), "", phase) }}
+			if c.Deployment.Precision != "" {
+				req.Precisions = strings.Split(c.Deployment.Precision, ",")
+			}
+			if len(c.Search.ProxyData) > 0 && c.Search.ProxyRows > 0 {
+				if req.Rows, err = rows(t.parent, c.Search.ProxyData, assets, 128, c.Search.ProxyRows); err != nil {
+					return fmt.Errorf("search.proxy_data: %w", err)
+				}
+			}
+			rep, err := search.Execute(ctx, req)
+			if err != nil {
+				return err
+			}
+			return rep.Write(ctx, filepath.Join(env.Dir, SearchDir), false)
+		}})
+
+	st = append(st, Stage{Name: "prune", Deps: []string{"search"}, Params: struct {
+		ServeOn string
+		TP      int
+	}{t.serveOn.Name, c.Deployment.TP}, Files: []string{t.parent},
+		Run: func(ctx context.Context, env *Env) error {
+			plan, err := prune.LoadPlan(filepath.Join(env.Input("search"), SearchDir, search.PlanFile))
+			if err != nil {
+				return err
+			}
+			_, err = prune.Prune(ctx, prune.Options{Model: t.parent, Plan: plan, Out: filepath.Join(env.Dir, ChildDir),
+				Engine: t.serveOn.Name, TP: c.Deployment.TP})
+			return err
+		}})
+	childFrom := "prune"
+
+	if c.Distill.Tokens > 0 {
+		childFrom = "distill"
+		st = append(st, Stage{Name: "distill", Deps: []string{"prune"}, Params: struct {
+			Data    []string
+			Eval    []string
+			Distill Distill
+		}{c.Data, c.EvalData, c.Distill}, Files: append([]string{t.parent}, dataFiles(c.Data)...),
+			Run: func(ctx context.Context, env *Env) error {
+				state := env.StateDir()
+				dc := distill.Config{Teacher: t.parent, Student: filepath.Join(env.Input("prune"), ChildDir),
+					Out: filepath.Join(env.Dir, ChildDir), Data: c.Data, EvalData: c.EvalData, Assets: assets,
+					Tokens: c.Distill.Tokens, Temperature: c.Distill.Temperature,
+					KDWeight: train.Ptr(c.Distill.KDWeight), CEWeight: train.Ptr(c.Distill.CEWeight),
+					Train: train.Options{Batch: c.Distill.Batch, SeqLen: c.Distill.SeqLen, LR: c.Distill.LR,
+						Seed: uint64(c.Distill.Seed), EvalRows: 32, CheckpointEvery: 25},
+					// The checkpoint and the log live beside the stage, so an
+					// interrupted run resumes where it stopped.
+					Checkpoint: filepath.Join(state, "distill.ckpt"), LogPath: filepath.Join(state, DistillLog),
+					OnStep: func(s train.StepInfo) {
+						if !s.Eval {
+							env.Report(float64(s.Step), float64(s.Steps), "step", fmt.Sprintf("loss %.3f", s.Loss))
+						}
+					},
+					Notef: func(format string, a ...any) { env.Note(format, a...) }}
+				if _, err := os.Stat(dc.Checkpoint); err == nil {
+					dc.Resume = true
+					env.Note("resuming from %s", dc.Checkpoint)
+				}
+				sum, err := distill.Run(ctx, dc)
+				if err != nil {
+					return err
+				}
+				log, err := os.ReadFile(dc.LogPath)
+				if err != nil {
+					return err
+				}
+				if err := os.WriteFile(filepath.Join(env.Dir, DistillLog), log, 0o644); err != nil { //output:inside
+					return err
+				}
+				if err := writeJSONFile(filepath.Join(env.Dir, DistillSummary), sum); err != nil {
+					return err
+				}
+				os.RemoveAll(state) // finished: nothing left to resume
+				return nil
+			}})
+	}
+
+	st = append(st, Stage{Name: "eval", Deps: []string{childFrom}, Params: struct {
+		Eval []string
+		E    Eval
+	}{c.EvalData, c.Eval}, Files: append([]string{t.parent}, dataFiles(c.EvalData)...),
+		Run: func(ctx context.Context, env *Env) error {
+			return runEval(ctx, env, t, &c, filepath.Join(env.Input(childFrom), ChildDir))
+		}})
+
+	st = append(st, Stage{Name: "validate", Deps: []string{childFrom}, Params: t.serveOn.Name,
+		Run: func(ctx context.Context, env *Env) error {
+			rep, err := export.ValidateDir(filepath.Join(env.Input(childFrom), ChildDir), t.serveOn.Name)
+			if err != nil {
+				return err
+			}
+			if err := writeJSONFile(filepath.Join(env.Dir, ValidateFile), rep); err != nil {
+				return err
+			}
+			return rep.Err()
+		}})
+
+	deps := []string{"importance", "search", childFrom, "eval", "validate"}
+	if childFrom == "distill" {
+		deps = []string{"importance", "search", "prune", "distill", "eval", "validate"}
+	}
+	if t.local && c.Measure.Enabled {
+		st = append(st, Stage{Name: "measure", Deps: []string{childFrom}, Params: struct {
+			W    Workload
+			Runs int
+		}{c.Workload, c.Measure.Runs},
+			Run: func(ctx context.Context, env *Env) error {
+				return runMeasure(ctx, env, t, &c, filepath.Join(env.Input(childFrom), ChildDir), self)
+			}})
+		deps = append(deps, "measure")
+	}
+	st = append(st, Stage{Name: "report", Deps: deps, Params: c,
+		Run: func(ctx context.Context, env *Env) error {
+			d, err := buildReport(env, t, &c, childFrom)
+			if err != nil {
+				return err
+			}
+			return writeReport(env.Dir, d)
+		}})
+	return st, nil
+}
+
+// runEval scores the parent and the child on the held-out text and on an
+// in-domain suite cut from it (fixed seed), side by side.
+func runEval(ctx context.Context, env *Env, t *target, c *Config, child string) error {
+	var models []eval.Model
+	for _, m := range []struct{ name, dir string }{{"parent", t.parent}, {"child", child}} {
+		em, err := engine.Load(m.dir)
+		if err != nil {
+			return err
+		}
+		tok, err := tokenizer.Load(filepath.Join(m.dir, "tokenizer.json"))
+		if err != nil {
+			return err
+		}
+		models = append(models, eval.Model{Name: m.name, Model: em, Tok: tok})
+	}
+	docs, err := distill.ReadDocs(c.EvalData, c.Assets)
+	if err != nil {
+		return err
+	}
+	var text strings.Builder
+	cfg := eval.Config{Windows: eval.Options{SeqLen: 128, Batch: 8}, Limit: c.Eval.Limit}
+	for i, d := range docs {
+		if i > 0 {
+			text.WriteString("\n\n")
+		}
+		text.WriteString(d.Text)
+	}
+	cfg.Data = []*eval.Data{{Name: strings.Join(c.EvalData, ","), Text: []byte(text.String())}}
+	items := c.Eval.Limit
+	if items <= 0 {
+		items = 200
+	}
+	suite, err := eval.BuildSuite(text.String(), eval.SuiteOptions{Seed: 1, Cloze: items, Choice: items})
+	if err != nil {
+		return fmt.Errorf("eval: building the in-domain suite: %w", err)
+	}
+	var b bytes.Buffer
+	if err := eval.WriteSuite(&b, suite); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(env.Dir, SuiteFile), b.Bytes(), 0o644); err != nil { //output:inside
+		return err
+	}
+	if cfg.Tasks, err = eval.ParseSuite("in-domain", bytes.NewReader(b.Bytes())); err != nil {
+		return err
+	}
+	cfg.Progress = func(model, task string, done, total int) {
+		env.Report(float64(done), float64(total), "req", model+" "+task)
+	}
+	rep, err := eval.Run(ctx, models, cfg)
+	if err != nil {
+		return err
+	}
+	return writeJSONFile(filepath.Join(env.Dir, EvalFile), rep)
+}
+
+// runMeasure runs bench-serve on the child for the run's workload. With
+// self (the autocompress binary) it runs in a process of its own, so the
+// peak resident memory it reports is the child's serving process alone;
+// without it (library callers, tests) it runs here and the memory is not
+// reported, since this process's peak includes the earlier stages.
+func runMeasure(ctx context.Context, env *Env, t *target, c *Config, child, self string) error {
+	m, err := engine.Load(child)
+	if err != nil {
+		return err
+	}
+	w := *t.workload
+	if w.NumRequests == 0 {
+		w.NumRequests = measureRequests
+	}
+	if self != "" {
+		args := []string{"bench-serve", "--model", child, "--num-requests", strconv.Itoa(w.NumRequests),
+			"--repeats", strconv.Itoa(c.Measure.Runs), "--max-warmup", "3", "--json"}
+		if c.Workload.Name != "" {
+			args = append(args, "--workload", c.Workload.Name)
+		} else {
+			args = append(args, "--isl", strconv.Itoa(c.Workload.ISL), "--osl", strconv.Itoa(c.Workload.OSL))
+		}
+		if w.Concurrency > 0 {
+			args = append(args, "--concurrency", strconv.Itoa(w.Concurrency))
+		}
+		if w.Rate > 0 {
+			args = append(args, "--rate", strconv.FormatFloat(w.Rate, 'g', -1, 64))
+		}
+		env.Note("measuring: %s %s", filepath.Base(self), strings.Join(args, " "))
+		cmd := exec.CommandContext(ctx, self, args...)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("bench-serve: %v: %s", err, strings.TrimSpace(errb.String()))
+		}
+		var rep servebench.Report
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+			return fmt.Errorf("bench-serve output: %w", err)
+		}
+		return writeJSONFile(filepath.Join(env.Dir, MeasureFile), &rep)
+	}
+	if ctxLen := m.Arch().MaxPositions; ctxLen > 0 && w.ContextLimit == 0 {
+		w.ContextLimit = ctxLen
+	}
+	rep, err := servebench.Run(ctx, m, &w, servebench.Options{Repeats: c.Measure.Runs, MaxWarmup: 3},
+		func(p servebench.Progress) {
+			if !p.Warmup {
+				env.Report(float64(p.Run), float64(p.Of), "run", fmt.Sprintf("TPOT %.2f ms", 1e3*p.Result.TPOT.Mean))
+			}
+		})
+	if err != nil {
+		return err
+	}
+	rep.Model = child
+	rep.PeakRSSBytes = 0 // this process's peak, not the child's: not reported
+	return writeJSONFile(filepath.Join(env.Dir, MeasureFile), rep)
+}
+
+// Execute runs the whole pipeline of c in c.Dir. self, when not empty, is
+// the autocompress binary, which the measure stage runs as its own process.
+func Execute(ctx context.Context, c Config, self string, opt Options) (*Result, error) {
+	st, err := Stages(c, self)
+	if err != nil {
+		return nil, err
+	}
+	return Run(ctx, c.Dir, st, opt)
+}
+
+// ReportPath is where a run directory's HTML report is, once the report
+// stage has run.
+func ReportPath(res *Result) (string, error) {
+	for _, s := range res.Stages {
+		if s.Name == "report" {
+			return filepath.Join(s.Dir, ReportHTML), nil
+		}
+	}
+	return "", errors.New("pipeline: the run has no report stage")
+}
