@@ -206,7 +206,7 @@ func TestRankCorrelation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr, err := train.New(child, trainRows, testRows[:16], train.Options{Steps: steps, Batch: 8, SeqLen: T, LR: 1e-3, MinLR: 1e-4, Warmup: max(1, steps/10), Seed: 1})
+		tr, err := train.New(child, trainRows, testRows[:16], train.Options{Steps: steps, Batch: 8, SeqLen: T, LR: 1e-3, MinLR: train.Ptr(1e-4), Warmup: train.Ptr(max(1, steps/10)), Seed: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
