@@ -1,0 +1,227 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/autocompress/autocompress/parent"
+	"github.com/autocompress/autocompress/report"
+	"github.com/autocompress/autocompress/search"
+)
+
+// tinyConfig is the demo shrunk to seconds: few calibration rows, a short
+// distillation and a short held-out text.
+func tinyConfig(t *testing.T, dir string) Config {
+	t.Helper()
+	text, err := parent.SplitText(moduleRoot(t), "test")
+	if err != nil {
+		t.Skipf("the parent's held-out text is not available: %v", err)
+	}
+	held := filepath.Join(t.TempDir(), "held-out.txt")
+	if err := os.WriteFile(held, []byte(text[:12000]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := DemoConfig()
+	c.Dir = dir
+	c.Assets = moduleRoot(t)
+	c.Data = []string{"parent:validation"}
+	c.EvalData = []string{held}
+	c.Importance = Importance{Seqs: 4, SeqLen: 32}
+	c.Search.ProxyRows = 4
+	c.Search.TopK = 2
+	c.Distill.Tokens, c.Distill.Batch, c.Distill.SeqLen = 40*2*32, 2, 32
+	c.Eval.Limit = 4
+	c.Measure.Runs = 1
+	return c
+}
+
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	d, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Dir(d)
+}
+
+func stageNames(res *Result, reused bool) []string {
+	var out []string
+	for _, s := range res.Stages {
+		if s.Reused == reused {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
+func outputHash(t *testing.T, res *Result, name string) string {
+	t.Helper()
+	for _, s := range res.Stages {
+		if s.Name == name {
+			return s.OutputHash
+		}
+	}
+	t.Fatalf("no stage %s in %+v", name, res.Stages)
+	return ""
+}
+
+// TestPipelineEndToEnd runs the whole pipeline on the embedded parent,
+// reruns it (everything reused), changes a budget (search and what follows
+// rerun; importance is reused), and checks that every budget is met by the
+// estimate and that the report's numbers are the run's.
+func TestPipelineEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	c := tinyConfig(t, dir)
+	ctx := context.Background()
+	res, err := Execute(ctx, c, "", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"importance", "search", "prune", "distill", "eval", "validate", "measure", "report"}
+	if got := stageNames(res, false); !reflect.DeepEqual(got, want) {
+		t.Fatalf("ran %v, want %v", got, want)
+	}
+	path, err := ReportPath(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(filepath.Dir(path), ReportJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := report.ReadJSON(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Budgets) != 2 {
+		t.Fatalf("budgets %+v, want memory and tpot", d.Budgets)
+	}
+	for _, b := range d.Budgets {
+		if b.Estimated == nil || !b.Met(*b.Estimated) {
+			t.Errorf("budget %s: estimated %v does not meet %g", b.Name, b.Estimated, b.Limit)
+		}
+		if b.Parent == nil || b.Met(*b.Parent) && b.Binding {
+			t.Errorf("budget %s: the parent (%v) should miss the binding budget", b.Name, b.Parent)
+		}
+	}
+	if d.Child.Params >= d.Parent.Params || len(d.Training) == 0 || len(d.Eval.Models) != 2 || d.Tokens.Recovery == 0 {
+		t.Errorf("report: child %d of %d params, %d training points, eval %v, recovery tokens %d",
+			d.Child.Params, d.Parent.Params, len(d.Training), d.Eval.Models, d.Tokens.Recovery)
+	}
+	distilled := outputHash(t, res, "distill")
+
+	res, err = Execute(ctx, c, "", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := stageNames(res, false); len(got) != 0 {
+		t.Fatalf("an unchanged rerun ran %v", got)
+	}
+
+	// A tighter memory budget: the search reruns, its upstream is reused.
+	c.Budgets.MaxMemory = "44MiB"
+	res, err = Execute(ctx, c, "", Options{})
+	var inf *search.InfeasibleError
+	if errors.As(err, &inf) {
+		t.Skipf("44MiB is out of reach for this estimator: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := stageNames(res, true); !reflect.DeepEqual(got, []string{"importance"}) {
+		t.Fatalf("after a budget change reused %v, want [importance]", got)
+	}
+	if outputHash(t, res, "distill") == distilled {
+		t.Log("the new budget chose the same child") // possible, not an error
+	}
+}
+
+// TestPipelineInterruptResume cancels a run in the middle of distillation
+// and reruns it: the finished stages are reused, the distillation resumes
+// from its checkpoint, and the result is bit for bit the uninterrupted
+// run's.
+func TestPipelineInterruptResume(t *testing.T) {
+	ctx := context.Background()
+	ref, err := Execute(ctx, tinyConfig(t, t.TempDir()), "", Options{Until: "distill"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	c := tinyConfig(t, dir)
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	_, err = Execute(cctx, c, "", Options{Until: "distill", Progress: func(p Progress) {
+		if p.Stage == "distill" && p.State == StateRunning && p.Unit == "step" && p.Done >= 30 {
+			cancel()
+		}
+	}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted run: %v, want context.Canceled", err)
+	}
+	if _, err := os.Stat(StageDir(dir, 3, "distill")); !os.IsNotExist(err) {
+		t.Fatalf("the interrupted distillation left its directory: %v", err)
+	}
+	var resumed bool
+	res, err := Execute(ctx, c, "", Options{Until: "distill", Progress: func(p Progress) {
+		if p.Stage == "distill" && p.State == StateRunning && p.Unit == "" && len(p.Msg) > 8 && p.Msg[:8] == "resuming" {
+			resumed = true
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := stageNames(res, true); !reflect.DeepEqual(got, []string{"importance", "search", "prune"}) {
+		t.Fatalf("resumed run reused %v", got)
+	}
+	if !resumed {
+		t.Error("the distillation did not resume from its checkpoint")
+	}
+	// The weights (the summary beside them records paths and timings).
+	childHash := func(r *Result) string {
+		for _, s := range r.Stages {
+			if s.Name == "distill" {
+				h, err := HashPath(filepath.Join(s.Dir, ChildDir))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return h
+			}
+		}
+		t.Fatal("no distill stage")
+		return ""
+	}
+	if a, b := childHash(ref), childHash(res); a != b {
+		t.Fatalf("the resumed distillation's child %s differs from the uninterrupted run's %s", b, a)
+	}
+	if _, err := os.Stat(filepath.Join(dir, stateDirName, "distill")); !os.IsNotExist(err) {
+		t.Errorf("the finished distillation left its resumable state: %v", err)
+	}
+}
+
+func TestConfigErrorsNameTheField(t *testing.T) {
+	for _, tc := range []struct {
+		edit func(*Config)
+		want string
+	}{
+		{func(c *Config) { c.Deployment.GPU = "rtx-9999" }, "deployment.gpu"},
+		{func(c *Config) { c.Deployment.Engine = "vllm" }, "deployment.engine"},
+		{func(c *Config) { c.Budgets.MaxMemory = "12 parsecs" }, "budgets.max_memory"},
+		{func(c *Config) { c.Budgets = Budgets{} }, "budgets"},
+		{func(c *Config) { c.Model = "acme/none" }, "model"},
+		{func(c *Config) { c.Search.Strategy = "greedy" }, "search.strategy"},
+		{func(c *Config) { c.Workload.Name = "nope" }, "workload.name"},
+	} {
+		c := DemoConfig()
+		tc.edit(&c)
+		_, err := Stages(c, "")
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Path != tc.want {
+			t.Errorf("%s: err %v, want a ConfigError for %s", tc.want, err, tc.want)
+		}
+	}
+}
