@@ -94,7 +94,7 @@ student distilled on the same data reads the teacher from the cache.`,
 				case c.Out == "":
 					return Usagef("--out is required")
 				case len(data) == 0:
-					return Usagef("--data is required (text files or parent:train)")
+					return Usagef("--data is required (text files or parent:train-sample)")
 				case c.Tokens < 1:
 					return Usagef("--tokens %d: want a positive number of training tokens", c.Tokens)
 				case c.Train.SeqLen < 1 || c.Train.Batch < 1:
