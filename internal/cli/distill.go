@@ -12,6 +12,7 @@ import (
 
 	"github.com/autocompress/autocompress/checkpoint"
 	"github.com/autocompress/autocompress/distill"
+	"github.com/autocompress/autocompress/parent"
 	"github.com/autocompress/autocompress/train"
 )
 
@@ -134,6 +135,9 @@ student distilled on the same data reads the teacher from the cache.`,
 					var ex *checkpoint.ExistsError
 					if errors.As(err, &ex) {
 						return Usagef("--out %s exists: give --force to replace it", ex.Path)
+					}
+					if errors.As(err, new(*parent.UnknownSplitError)) {
+						return Usagef("--data/--eval-data: %v", err)
 					}
 					if ctx.Err() != nil {
 						fmt.Fprintf(env.Stderr, "checkpoint written to %s; continue with --resume\n", c.EnsureDefaults().Checkpoint)
