@@ -10,31 +10,28 @@ import (
 
 	"github.com/autocompress/autocompress/corpus"
 	"github.com/autocompress/autocompress/engine"
+	"github.com/autocompress/autocompress/parent"
 	"github.com/autocompress/autocompress/tokenizer"
 )
 
-// ParentSplitPrefix names a split of the embedded parent's corpus as data:
-// "parent:train", "parent:validation" (or "parent:val"), "parent:test".
-const ParentSplitPrefix = "parent:"
+// ParentSplitPrefix names a part of the embedded parent's text as data
+// (parent.DataPrefix): "parent:train-sample", "parent:validation" (or
+// "parent:val"), "parent:test", "parent:train".
+const ParentSplitPrefix = parent.DataPrefix
 
 // ReadDocs reads the documents named by sources: text files, or
-// ParentSplitPrefix names, which read the parent's corpus (the State of the
-// Union addresses and Jane Austen's novels, unpacked under assets by
-// scripts/fetch-assets.sh) and take the named part of its split.
+// ParentSplitPrefix names, which parent.SplitDocs resolves (the embedded
+// test, validation and train-sample parts; the full train part from the
+// corpora under assets, unpacked by scripts/fetch-assets.sh).
 func ReadDocs(sources []string, assets string) ([]corpus.Document, error) {
-	var docs, all []corpus.Document
+	var docs []corpus.Document
 	for _, s := range sources {
 		if name, ok := strings.CutPrefix(s, ParentSplitPrefix); ok {
-			part, err := corpus.ParsePart(name)
+			d, err := parent.SplitDocs(assets, name)
 			if err != nil {
 				return nil, fmt.Errorf("distill: data %q: %w", s, err)
 			}
-			if all == nil {
-				if all, err = corpus.All(assets); err != nil {
-					return nil, fmt.Errorf("distill: data %q: %w", s, err)
-				}
-			}
-			docs = append(docs, corpus.Split(all, part)...)
+			docs = append(docs, d...)
 			continue
 		}
 		d, err := corpus.ReadText(s)

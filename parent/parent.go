@@ -12,6 +12,14 @@
 // writes it anywhere. README.md in this directory gives the command that
 // reproduces it, the data split, the training time and its held-out
 // perplexity.
+//
+// The parent's held-out text (the test and validation parts of its data
+// split) and a sample of its training text are embedded as well
+// (text/*.jsonl.gz, written by go generate): SplitDocs and SplitText
+// resolve the "parent:NAME" data names for every command, so that
+// evaluation and distillation need no downloaded assets; only the full
+// training part ("train") is read from the corpora that
+// scripts/fetch-assets.sh unpacks.
 package parent
 
 import (

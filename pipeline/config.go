@@ -21,7 +21,7 @@ import (
 // the commented default.
 type Config struct {
 	Model    string   `yaml:"model" flag:"model" help:"parent checkpoint directory, or \"parent\" for the embedded parent"`
-	Data     []string `yaml:"data" flag:"data" help:"calibration and distillation text files (\"parent:train\" names the embedded parent's training split)"`
+	Data     []string `yaml:"data" flag:"data" help:"calibration and distillation text files (\"parent:train-sample\" names the embedded sample of the parent's training split, \"parent:train\" the whole split, read from the assets of scripts/fetch-assets.sh)"`
 	EvalData []string `yaml:"eval_data" flag:"eval-data" help:"held-out text for evaluation (\"parent:test\" names the embedded parent's test split)"`
 	// Dir is the run directory; every stage's output is kept under it.
 	Dir string `yaml:"dir" flag:"dir" help:"run directory: each stage's output and manifest is kept under it, and a rerun reuses what is unchanged"`
@@ -112,7 +112,7 @@ type Measure struct {
 func DefaultConfig() Config {
 	return Config{
 		Model:      "parent",
-		Data:       []string{"parent:train"},
+		Data:       []string{"parent:train-sample"},
 		EvalData:   []string{"parent:test"},
 		Dir:        "autocompress-run",
 		Assets:     ".",

@@ -12,6 +12,7 @@ import (
 
 	"github.com/autocompress/autocompress/checkpoint"
 	"github.com/autocompress/autocompress/distill"
+	"github.com/autocompress/autocompress/parent"
 	"github.com/autocompress/autocompress/train"
 )
 
@@ -36,9 +37,10 @@ checkpoint of the student's architecture, format and dtype with its tokenizer
 files, built beside --out, validated and renamed into place; an existing --out
 is replaced only with --force.
 
---data and --eval-data take text files or parent:train, parent:validation and
-parent:test, the splits of the embedded parent's corpus (unpacked under
---assets by scripts/fetch-assets.sh).
+--data and --eval-data take text files or parent:train-sample,
+parent:validation and parent:test, parts of the embedded parent's text built
+into the binary, or parent:train, the whole training part, cut from the
+corpora under --assets (scripts/fetch-assets.sh).
 
 A checkpoint (weights, AdamW moments, step, data position) is written
 atomically to --checkpoint (default OUT.ckpt) every --save-every steps and on
@@ -70,7 +72,7 @@ student distilled on the same data reads the teacher from the cache.`,
 			fs.Var(&evalData, "eval-data", "held-out text `files` or parent:SPLIT for the before/after perplexity")
 			fs.Int64Var(&c.Tokens, "tokens", 0, "training tokens (steps = tokens / (batch × seq-len), rounded up)")
 			fs.StringVar(&c.Out, "out", "", "output checkpoint `directory`")
-			fs.StringVar(&c.Assets, "assets", ".", "module root holding testdata/ext (for parent:SPLIT data)")
+			fs.StringVar(&c.Assets, "assets", ".", "module root holding testdata/ext (for parent:train data)")
 			fs.IntVar(&c.Train.SeqLen, "seq-len", 128, "tokens per packed sequence")
 			fs.IntVar(&c.Train.Batch, "batch", 8, "sequences per step")
 			fs.Uint64Var(&c.Train.Seed, "seed", 1, "seed of the data order")
@@ -93,7 +95,7 @@ student distilled on the same data reads the teacher from the cache.`,
 				case c.Out == "":
 					return Usagef("--out is required")
 				case len(data) == 0:
-					return Usagef("--data is required (text files or parent:train)")
+					return Usagef("--data is required (text files or parent:train-sample)")
 				case c.Tokens < 1:
 					return Usagef("--tokens %d: want a positive number of training tokens", c.Tokens)
 				case c.Train.SeqLen < 1 || c.Train.Batch < 1:
@@ -133,6 +135,9 @@ student distilled on the same data reads the teacher from the cache.`,
 					var ex *checkpoint.ExistsError
 					if errors.As(err, &ex) {
 						return Usagef("--out %s exists: give --force to replace it", ex.Path)
+					}
+					if errors.As(err, new(*parent.UnknownSplitError)) {
+						return Usagef("--data/--eval-data: %v", err)
 					}
 					if ctx.Err() != nil {
 						fmt.Fprintf(env.Stderr, "checkpoint written to %s; continue with --resume\n", c.EnsureDefaults().Checkpoint)

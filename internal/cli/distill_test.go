@@ -85,6 +85,7 @@ func TestDistillUsage(t *testing.T) {
 		{append(base[:len(base):len(base)], "--tokens", "64", "--temperature", "-1"), "--temperature"},
 		{append(base[:len(base):len(base)], "--tokens", "64", "--min-lr", "1"), "--min-lr"},
 		{[]string{"distill", "--teacher", "parent", "--student", filepath.Join(t.TempDir(), "nope"), "--data", data, "--tokens", "64", "--out", out}, "no such file"},
+		{[]string{"distill", "--teacher", "parent", "--student", student, "--data", "parent:dev", "--tokens", "64", "--out", out}, `unknown split "dev"`},
 	}
 	for _, tc := range tests {
 		code, _, errs := distillRun(tc.args...)

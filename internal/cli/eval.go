@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -19,8 +20,8 @@ import (
 )
 
 // evalParentData is the --data prefix that names a part of the embedded
-// parent's data split.
-const evalParentData = "parent:"
+// parent's text.
+const evalParentData = parent.DataPrefix
 
 func init() {
 	Register(&Command{
@@ -41,8 +42,9 @@ in bits over the text's UTF-8 bytes, comparable across tokenizers).
 Pre-tokenized id files (tokenizer.ReadIDs text or binary form; chosen by
 --ids, a .ids extension or the binary magic) give perplexity only; each line
 is scored as its own sequence. --data parent:test (parent:validation,
-parent:train) is that part of the embedded parent's data split, cut from
-the corpora under --assets (scripts/fetch-assets.sh).
+parent:train-sample) is that part of the embedded parent's text, built into
+the binary; parent:train, the whole training part, is cut from the corpora
+under --assets (scripts/fetch-assets.sh).
 
 Tasks (--task NAME=PATH, repeatable; nothing is downloaded), scored by
 log-likelihood with lm-evaluation-harness's conventions:
@@ -74,7 +76,7 @@ still show differences (eval.BuildSuite). Score it with --task suite=FILE.
 			dataFiles := dataFlag(fs, "text or token-id (or parent:SPLIT)")
 			fs.Var(&tasks, "task", "`NAME=PATH` task to run: "+strings.Join(eval.TaskList(), ", ")+" (repeatable)")
 			limit := intArg(fs, "limit", 0, 0, noMax, "first `N` items of each task (per MMLU subject or quiz); 0 = all")
-			assets := fs.String("assets", ".", "module root holding testdata/ext (for --data parent:SPLIT)")
+			assets := fs.String("assets", ".", "module root holding testdata/ext (for --data parent:train)")
 			tokPath := fs.String("tokenizer", "", "tokenizer.json (default: the model's)")
 			ids := fs.Bool("ids", false, "the data file holds token ids")
 			build := fs.String("build", "", "write an in-domain suite built from --data to this `file`")
@@ -196,8 +198,8 @@ func evalData(data, assets string, ids bool) (*eval.Data, error) {
 	if part, ok := strings.CutPrefix(data, evalParentData); ok {
 		text, err := parent.SplitText(assets, part)
 		if err != nil {
-			if strings.Contains(err.Error(), "want train, validation or test") {
-				return nil, Usagef("--data %s: unknown split %q (want parent:train, parent:validation or parent:test)", data, part)
+			if errors.As(err, new(*parent.UnknownSplitError)) {
+				return nil, Usagef("--data %s: unknown split %q (want parent:test, parent:validation, parent:train-sample or parent:train)", data, part)
 			}
 			return nil, err
 		}

@@ -72,7 +72,7 @@ func TestEvalTaskErrors(t *testing.T) {
 		{"unknown task", []string{"eval", "--model", dir, "--task", "arc=x"}, 2, `unknown task "arc" (known: hellaswag, lambada, mmlu, piqa, quiz, suite)`},
 		{"no path", []string{"eval", "--model", dir, "--task", "lambada"}, 2, "want NAME=PATH"},
 		{"format", []string{"eval", "--model", dir, "--task", "lambada=" + bad}, 1, bad + `:2: the JSON object has no "text" field`},
-		{"split", []string{"eval", "--model", dir, "--data", "parent:dev"}, 2, "want parent:train, parent:validation or parent:test"},
+		{"split", []string{"eval", "--model", dir, "--data", "parent:dev"}, 2, "want parent:test, parent:validation, parent:train-sample or parent:train"},
 		{"build without data", []string{"eval", "--build", filepath.Join(t.TempDir(), "s.jsonl")}, 2, "--build needs --data"},
 		{"limit", []string{"eval", "--model", dir, "--task", "lambada=" + bad, "--limit", "-1"}, 2, "--limit"},
 	} {

@@ -2,14 +2,17 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math"
 
 	"github.com/autocompress/autocompress/corpus"
+	"github.com/autocompress/autocompress/distill"
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/importance"
 	"github.com/autocompress/autocompress/internal/progress"
+	"github.com/autocompress/autocompress/parent"
 	"github.com/autocompress/autocompress/tokenizer"
 )
 
@@ -32,7 +35,10 @@ sequence, then the L2 norm over sequences; no score depends on --batch.
 Calibration data: UTF-8 text files (tokenized with the model's tokenizer.json,
 documents separated by the end-of-text token) or token-id files (--ids, .ids
 or the binary magic), packed into --seqs sequences of --seq-len tokens (the
-first ones, deterministically; fewer if the data is short).
+first ones, deterministically; fewer if the data is short). --data
+parent:validation (parent:test, parent:train-sample) is that part of the
+embedded parent's text, each of its documents ended by the end-of-text
+token; parent:train is read from the corpora under --assets.
 
 The scores are written as safetensors with provenance in __metadata__ (model
 hash, data hash, sequence length, token count, version). When --out already
@@ -40,7 +46,8 @@ holds scores for the same model and data they are reused without a new pass
 (--force recomputes).`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 			model := fs.String("model", "", "model `directory` (HF checkpoint), or \"parent\" for the embedded parent")
-			dataFiles := dataFlag(fs, "calibration text or token-id")
+			dataFiles := dataFlag(fs, "calibration text or token-id (or parent:SPLIT)")
+			assets := fs.String("assets", ".", "module root holding testdata/ext (for --data parent:train)")
 			out := fs.String("out", "", "output scores `file` (.safetensors)")
 			tokPath := fs.String("tokenizer", "", "tokenizer.json (default: the model's)")
 			ids := fs.Bool("ids", false, "the data files hold token ids")
@@ -100,14 +107,17 @@ holds scores for the same model and data they are reused without a new pass
 					if tok.VocabSize() > arch.Vocab {
 						return fmt.Errorf("the tokenizer has %d tokens but the model's vocabulary has %d: use the tokenizer.json that belongs to the model", tok.VocabSize(), arch.Vocab)
 					}
-					for _, p := range data {
-						doc, err := corpus.ReadText(p)
-						if err != nil {
-							return err
+					docs, err := distill.ReadDocs(data, *assets)
+					if err != nil {
+						if errors.As(err, new(*parent.UnknownSplitError)) {
+							return Usagef("--data: %v", err)
 						}
+						return err
+					}
+					for _, doc := range docs {
 						q, err := tok.EncodeContext(ctx, doc.Text, false)
 						if err != nil {
-							return fmt.Errorf("%s: %w", p, err)
+							return fmt.Errorf("%s: %w", doc.Name, err)
 						}
 						streams = append(streams, importanceInt32(q))
 					}
