@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"reflect"
 	"strconv"
@@ -43,17 +44,17 @@ type Deployment struct {
 	GPU       string `yaml:"gpu" flag:"gpu" help:"target device (autocompress estimate --gpu list); cpu-local is this machine"`
 	Engine    string `yaml:"engine" flag:"engine" help:"serving engine: native, vllm, sglang, trtllm, llamacpp"`
 	Precision string `yaml:"precision" flag:"precision" help:"serving precision (empty: the engine's default for the target)"`
-	TP        int    `yaml:"tp" flag:"tp" help:"tensor-parallel GPUs"`
+	TP        int    `yaml:"tp" flag:"tp" help:"tensor-parallel GPUs" min:"1"`
 	ServeOn   string `yaml:"serve_on" flag:"serve-on" help:"engine whose loading rules the child must satisfy (empty: the serving engine)"`
 }
 
 // Workload is the serving workload.
 type Workload struct {
 	Name        string  `yaml:"name" flag:"workload" help:"a named workload preset (empty: the lengths below)"`
-	ISL         int     `yaml:"isl" flag:"isl" help:"prompt tokens per request"`
-	OSL         int     `yaml:"osl" flag:"osl" help:"output tokens per request"`
-	Concurrency int     `yaml:"concurrency" flag:"concurrency" help:"concurrent requests (closed loop)"`
-	Rate        float64 `yaml:"rate" flag:"rate" help:"request rate in req/s (open loop; 0: closed loop at the concurrency)"`
+	ISL         int     `yaml:"isl" flag:"isl" help:"prompt tokens per request" min:"0"`
+	OSL         int     `yaml:"osl" flag:"osl" help:"output tokens per request" min:"0"`
+	Concurrency int     `yaml:"concurrency" flag:"concurrency" help:"concurrent requests (closed loop)" min:"0"`
+	Rate        float64 `yaml:"rate" flag:"rate" help:"request rate in req/s (open loop; 0: closed loop at the concurrency)" min:"0"`
 }
 
 // Budgets are the limits the child must meet, as the search takes them
@@ -70,41 +71,41 @@ type Budgets struct {
 
 // Importance configures the importance pass.
 type Importance struct {
-	Seqs   int `yaml:"seqs" flag:"importance-seqs" help:"calibration sequences"`
-	SeqLen int `yaml:"seq_len" flag:"importance-seq-len" help:"tokens per calibration sequence"`
+	Seqs   int `yaml:"seqs" flag:"importance-seqs" help:"calibration sequences" min:"1"`
+	SeqLen int `yaml:"seq_len" flag:"importance-seq-len" help:"tokens per calibration sequence" min:"2"`
 }
 
 // Search configures the architecture search.
 type Search struct {
 	Strategy   string   `yaml:"strategy" flag:"strategy" help:"autocompress (global and per-layer) or minitron (uniform widths, all layers: the Minitron++ baseline)"`
-	TopK       int      `yaml:"top_k" flag:"top-k" help:"candidates ranked by the measured proxy"`
+	TopK       int      `yaml:"top_k" flag:"top-k" help:"candidates ranked by the measured proxy" min:"1"`
 	Seed       int64    `yaml:"seed" flag:"search-seed" help:"seed of the search"`
 	KeepLayers []int    `yaml:"keep_layers" flag:"keep-layers" help:"layers never removed (comma-separated indices)"`
 	ProxyData  []string `yaml:"proxy_data" flag:"proxy-data" help:"held-out text for the measured proxy (KL to the parent of candidates pruned in memory); empty: importance only"`
-	ProxyRows  int      `yaml:"proxy_rows" flag:"proxy-rows" help:"rows of 128 tokens of proxy_data the measured proxy scores"`
+	ProxyRows  int      `yaml:"proxy_rows" flag:"proxy-rows" help:"rows of 128 tokens of proxy_data the measured proxy scores" min:"0"`
 }
 
 // Distill configures recovery by distillation from the parent.
 type Distill struct {
-	Tokens      int64   `yaml:"tokens" flag:"distill-tokens" help:"training tokens of recovery (0: skip recovery)"`
-	SeqLen      int     `yaml:"seq_len" flag:"distill-seq-len" help:"tokens per training sequence"`
-	Batch       int     `yaml:"batch" flag:"distill-batch" help:"sequences per step"`
-	LR          float64 `yaml:"lr" flag:"lr" help:"peak learning rate"`
-	Temperature float64 `yaml:"temperature" flag:"temperature" help:"distillation temperature"`
-	KDWeight    float64 `yaml:"kd_weight" flag:"kd-weight" help:"weight of KL(parent ‖ child)"`
-	CEWeight    float64 `yaml:"ce_weight" flag:"ce-weight" help:"weight of cross-entropy on the data"`
+	Tokens      int64   `yaml:"tokens" flag:"distill-tokens" help:"training tokens of recovery (0: skip recovery)" min:"0"`
+	SeqLen      int     `yaml:"seq_len" flag:"distill-seq-len" help:"tokens per training sequence" min:"2"`
+	Batch       int     `yaml:"batch" flag:"distill-batch" help:"sequences per step" min:"1"`
+	LR          float64 `yaml:"lr" flag:"lr" help:"peak learning rate" min:"0"`
+	Temperature float64 `yaml:"temperature" flag:"temperature" help:"distillation temperature" min:"0"`
+	KDWeight    float64 `yaml:"kd_weight" flag:"kd-weight" help:"weight of KL(parent ‖ child)" min:"0"`
+	CEWeight    float64 `yaml:"ce_weight" flag:"ce-weight" help:"weight of cross-entropy on the data" min:"0"`
 	Seed        int64   `yaml:"seed" flag:"distill-seed" help:"seed of recovery"`
 }
 
 // Eval configures the evaluation.
 type Eval struct {
-	Limit int `yaml:"limit" flag:"eval-limit" help:"examples per task (0: all)"`
+	Limit int `yaml:"limit" flag:"eval-limit" help:"examples per task (0: all)" min:"0"`
 }
 
 // Measure configures the measurement of the child on the target.
 type Measure struct {
 	Enabled bool `yaml:"enabled" flag:"measure" help:"measure the child with bench-serve (only where the target is this machine: gpu cpu-local, engine native)"`
-	Runs    int  `yaml:"runs" flag:"measure-runs" help:"measured repeats (the median is reported)"`
+	Runs    int  `yaml:"runs" flag:"measure-runs" help:"measured repeats (the median is reported)" min:"1"`
 }
 
 // DefaultConfig is the embedded demo: the embedded parent on this machine's
@@ -178,7 +179,7 @@ func BindFlags(fs *flag.FlagSet, c *Config) func(dst *Config) error {
 			return
 		}
 		v := reflect.ValueOf(c).Elem().FieldByIndex(path)
-		fs.Var(&fieldValue{v: v}, name, f.Tag.Get("help"))
+		fs.Var(&fieldValue{v: v, min: f.Tag.Get("min")}, name, f.Tag.Get("help"))
 		all = append(all, bound{name, path})
 	})
 	return func(dst *Config) error {
@@ -208,7 +209,8 @@ func walkFields(t reflect.Type, prefix []int, fn func(reflect.StructField, []int
 // fieldValue is a flag.Value over one config field.
 type fieldValue struct {
 	v   reflect.Value
-	set bool // a list flag given twice appends
+	min string // the smallest valid value of a number ("" none)
+	set bool   // a list flag given twice appends
 }
 
 func (f *fieldValue) String() string {
@@ -262,7 +264,48 @@ func (f *fieldValue) Set(s string) error {
 	default:
 		return fmt.Errorf("unsupported flag type %s", v.Type())
 	}
+	if f.min != "" && belowMin(v, f.min) {
+		return fmt.Errorf("out of range; want a number ≥ %s", f.min)
+	}
 	return nil
+}
+
+// belowMin reports whether the number v is below the min tag's value.
+func belowMin(v reflect.Value, min string) bool {
+	m, err := strconv.ParseFloat(min, 64)
+	if err != nil {
+		return false
+	}
+	switch v.Kind() {
+	case reflect.Int, reflect.Int64:
+		return float64(v.Int()) < m
+	case reflect.Float64:
+		return v.Float() < m || math.IsNaN(v.Float())
+	}
+	return false
+}
+
+// CheckRanges returns a *ConfigError naming the first numeric field (by its
+// YAML path) below its minimum, as a config file may set it.
+func CheckRanges(c Config) error {
+	var err error
+	var walk func(v reflect.Value, prefix string)
+	walk = func(v reflect.Value, prefix string) {
+		t := v.Type()
+		for i := 0; i < t.NumField() && err == nil; i++ {
+			f := t.Field(i)
+			key := prefix + f.Tag.Get("yaml")
+			if f.Type.Kind() == reflect.Struct {
+				walk(v.Field(i), key+".")
+				continue
+			}
+			if m := f.Tag.Get("min"); m != "" && belowMin(v.Field(i), m) {
+				err = &ConfigError{Path: key, Msg: fmt.Sprintf("%s is below its minimum %s (flag --%s)", scalarString(v.Field(i)), m, f.Tag.Get("flag"))}
+			}
+		}
+	}
+	walk(reflect.ValueOf(c), "")
+	return err
 }
 
 func scalarString(v reflect.Value) string {

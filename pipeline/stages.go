@@ -62,6 +62,9 @@ type target struct {
 // resolve checks the config and resolves its names; every error names the
 // field.
 func resolve(c *Config) (*target, error) {
+	if err := CheckRanges(*c); err != nil {
+		return nil, err
+	}
 	t := &target{}
 	r, err := modelref.Resolve(c.Model)
 	if err != nil {

@@ -37,6 +37,8 @@ func TestExitCodesEveryCommand(t *testing.T) {
 		"importance": {model: []string{"--model", "M", "--data", text, "--out", out}, file: []string{"--model", "parent", "--data", missing, "--out", out}},
 		"inspect":    {model: []string{"--model", "M"}, file: []string{"--model", missing}},
 		"prune":      {model: []string{"--model", "M", "--plan", text, "--out", out}, file: []string{"--model", "parent", "--plan", missing, "--out", out}},
+		"run":        {model: []string{"--model", "M", "--dir", out}, file: []string{"--config", missing, "--dir", out}},
+		"demo":       {model: []string{"--model", "M", "--dir", out}, file: []string{"--config", missing, "--dir", out}},
 		"search": {model: []string{"--model", "M", "--gpu", "cpu-local", "--engine", "native", "--isl", "64", "--osl", "16", "--max-params", "1M", "--out", out},
 			file: []string{"--model", "parent", "--gpu", "cpu-local", "--engine", "native", "--isl", "64", "--osl", "16", "--max-params", "1M", "--importance", missing, "--out", out}},
 		"tokenize":           {file: []string{"--tokenizer", missing}},
