@@ -334,6 +334,7 @@ func Compile(hw *hardware.GPU, eng Engine, o Options, w *workload.Workload, co *
 		c.nat, _ = f.Machine(hw.Name)
 		c.family = "native@" + src
 		c.r.natTokens = c.isl + c.osl
+		c.r.natSteps = float64(w.Requests()) / float64(max(w.Concurrency, 1)) * (c.osl + 1)
 		c.r.nat = &c.nat
 	}
 	c.ctx = float64(maxLen)

@@ -28,7 +28,7 @@ func TestNativeMemoryRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	nc := c.NativeCoeffs()
-	nc.MemHeap, nc.MemFixed, nc.MemFile = 1, 0, 0
+	nc.MemHeap, nc.MemBuffers, nc.MemFixed, nc.MemGarbage = 1, 1, 0, 0
 	c.SetNativeCoeffs(nc)
 	m := llama("parent", 8, 192, 8, 2, 512, 4096)
 	m.TiedEmbeddings = true
