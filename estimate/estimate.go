@@ -43,6 +43,20 @@
 // one token per generating slot and then prompt tokens up to n_batch (2048),
 // computed in n_ubatch (512) passes that each stream the weights once.
 //
+// # The native engine
+//
+// The native engine (package engine, "--engine native") is priced by its
+// own rules (native.go): float32 weights and KV cache, step buffers and a
+// fitted process cost and garbage term for memory (as bench-serve's peak
+// RSS); a step model linear in ten coefficients on the machine's measured
+// sgemm rate (linear and attention FLOPs, weight bytes, attention tasks
+// per sequence and head, elementwise width, per attention and per MLP
+// sub-block, per step, per sequence); and engine.Serve's closed loop
+// followed step by step. Its coefficients live in native_coefficients.json
+// (embedded), fitted by "autocompress calibrate-native" on this machine
+// (package estimate/nativecal); a local calibration at NativeCoeffsPath
+// overrides them for estimate, search and the pipeline alike.
+//
 // The coefficients ship in coefficients.json (embedded) and are refitted by
 // "autocompress calibrate" from public measurements (package
 // estimate/groundtruth); "autocompress validate-estimator" reports the
