@@ -334,7 +334,8 @@ func Compile(hw *hardware.GPU, eng Engine, o Options, w *workload.Workload, co *
 		c.nat, _ = f.Machine(hw.Name)
 		c.family = "native@" + src
 		c.r.natTokens = c.isl + c.osl
-		c.r.natSteps = float64(w.Requests()) / float64(max(w.Concurrency, 1)) * (c.osl + 1)
+		conc := float64(max(w.Concurrency, 1))
+		c.r.natSteps = float64(w.Requests()) / conc * (c.osl + 1) * math.Sqrt(conc)
 		c.r.nat = &c.nat
 	}
 	c.ctx = float64(maxLen)

@@ -49,11 +49,13 @@ type NativeCoeffs struct {
 
 	// Peak memory (bench-serve's VmHWM) = MemFixed + MemHeap × float32
 	// weights + MemBuffers × (KV cache + step buffers) + MemGarbage ×
-	// steps × layers, where steps = requests per client × (output + 1) of
-	// a run: the engine's parallel kernels allocate a little per call
-	// (goroutine closures), and that garbage grows the heap until the
-	// collector runs, so the peak grows with the length of a run. The
-	// garbage term is empirical, fitted on the sweep.
+	// layers × steps × √clients, where steps = requests per client ×
+	// (output + 1) of a run: the engine's parallel kernels allocate a little
+	// per call (goroutine closures; more calls split with more rows), and
+	// that garbage grows the heap until the collector runs, so the peak
+	// grows with the length of a run. The garbage term is empirical (the
+	// square root fitted the first sweep's rows best among the forms
+	// tried: steps, steps × clients, tokens, requests).
 	MemFixed   float64 `json:"mem_fixed_bytes"`
 	MemHeap    float64 `json:"mem_heap"`
 	MemBuffers float64 `json:"mem_buffers"`
@@ -294,7 +296,7 @@ func (n *nativeTerms) terms(s *Summary, b Batch) Terms {
 // nativeMemory plans the native engine's memory: float32 weights, a
 // float32 KV cache of reqTokens per sequence for slots sequences, step
 // buffers for the largest step (slots decoders plus the prompt budget),
-// the garbage of stepLayers step × layer kernel calls, and the process's
+// the garbage of a run's kernel calls (see NativeCoeffs.MemGarbage), and the process's
 // fixed cost. It returns false with rep.Fail set when that exceeds dev.
 func nativeMemory(rep *MemoryReport, s *Summary, hwName string, dev float64, r *resolved, c *NativeCoeffs, reqTokens float64, slots int) bool {
 	n := float64(max(slots, 1))
