@@ -347,8 +347,17 @@ func Compile(hw *hardware.GPU, eng Engine, o Options, w *workload.Workload, co *
 // Family returns the coefficient family in use.
 func (c *Compiled) Family() string { return c.family }
 
-// Coeffs returns the coefficients in use.
-func (c *Compiled) Coeffs() Coeffs { return c.co }
+// Coeffs returns the coefficients in use. For the native engine, whose
+// step model has its own coefficients (NativeCoeffs), the error fields
+// carry the native calibration's held-out errors.
+func (c *Compiled) Coeffs() Coeffs {
+	co := c.co
+	if c.r.eng == Native {
+		n := c.nat
+		co.ErrTTFT, co.ErrTPOT, co.ErrThroughput, co.Rows, co.Source = n.ErrTTFT, n.ErrTPOT, n.ErrThroughput, n.Rows, n.Source
+	}
+	return co
+}
 
 // Price estimates memory and latency of m with the analytic steady-state
 // model. It does not allocate.

@@ -93,13 +93,8 @@ func Estimate(m *architecture.Model, hw *hardware.GPU, eng Engine, o Options, w 
 	}
 	var s Summary
 	c.Summarize(&s, m)
-	res := &Result{Model: m.Name, GPU: hw.Name, Engine: eng, Family: c.family, Workload: w.String(), Coeffs: c.co}
+	res := &Result{Model: m.Name, GPU: hw.Name, Engine: eng, Family: c.family, Workload: w.String(), Coeffs: c.Coeffs()}
 	res.Params.Total, res.Params.Active = s.TotalParams, s.ActiveParams
-	if eng == Native {
-		// The native engine's held-out errors (calibrate-native) are its error band.
-		n := c.nat
-		res.Coeffs.ErrTTFT, res.Coeffs.ErrTPOT, res.Coeffs.ErrThroughput, res.Coeffs.Rows = n.ErrTTFT, n.ErrTPOT, n.ErrThroughput, n.Rows
-	}
 	ok := planMemory(&res.Memory, &s, hw, &c.r, c.ctx, c.r.maxSeqs)
 	if !ok {
 		f := res.Memory.Fail
