@@ -526,6 +526,8 @@ func Compile(hw *hardware.GPU, eng Engine, o Options, w *workload.Workload, co *
 		c.nat, _ = f.Machine(hw.Name)
 		c.family = "native@" + src
 		c.r.natTokens = c.isl + c.osl
+		conc := float64(max(w.Concurrency, 1))
+		c.r.natSteps = float64(w.Requests()) / conc * (c.osl + 1) * math.Sqrt(conc)
 		c.r.nat = &c.nat
 	}
 	c.ctx = float64(maxLen)
@@ -574,8 +576,17 @@ func workloadTail(w *workload.Workload) tailIn {
 // Family returns the coefficient family in use.
 func (c *Compiled) Family() string { return c.family }
 
-// Coeffs returns the coefficients in use.
-func (c *Compiled) Coeffs() Coeffs { return c.co }
+// Coeffs returns the coefficients in use. For the native engine, whose
+// step model has its own coefficients (NativeCoeffs), the error fields
+// carry the native calibration's held-out errors.
+func (c *Compiled) Coeffs() Coeffs {
+	co := c.co
+	if c.r.eng == Native {
+		n := c.nat
+		co.ErrTTFT, co.ErrTPOT, co.ErrThroughput, co.Rows, co.Source = n.ErrTTFT, n.ErrTPOT, n.ErrThroughput, n.Rows, n.Source
+	}
+	return co
+}
 
 // Price estimates memory and latency of m with the analytic steady-state
 // model. It does not allocate.

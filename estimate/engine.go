@@ -170,6 +170,7 @@ type resolved struct {
 	// (mean prompt + output; 0 = the context).
 	nat       *NativeCoeffs
 	natTokens float64
+	natSteps  float64 // garbage basis: steps of a bench-serve run (requests/clients × (output + 1)) × √clients
 }
 
 func resolve(eng Engine, hw *hardware.GPU, o *Options, maxLen int) (resolved, error) {

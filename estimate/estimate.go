@@ -43,6 +43,20 @@
 // one token per generating slot and then prompt tokens up to n_batch (2048),
 // computed in n_ubatch (512) passes that each stream the weights once.
 //
+// # The native engine
+//
+// The native engine (package engine, "--engine native") is priced by its
+// own rules (native.go): float32 weights and KV cache, step buffers and a
+// fitted process cost and garbage term for memory (as bench-serve's peak
+// RSS); a step model linear in ten coefficients on the machine's measured
+// sgemm rate (linear and attention FLOPs, weight bytes, attention tasks
+// per sequence and head, elementwise width, per attention and per MLP
+// sub-block, per step, per sequence); and engine.Serve's closed loop
+// followed step by step. Its coefficients live in native_coefficients.json
+// (embedded), fitted by "autocompress calibrate-native" on this machine
+// (package estimate/nativecal); a local calibration at NativeCoeffsPath
+// overrides them for estimate, search and the pipeline alike.
+//
 // The coefficients ship in coefficients.json (embedded) and are refitted by
 // "autocompress calibrate" from public measurements (package
 // estimate/groundtruth); "autocompress validate-estimator" reports the
@@ -82,13 +96,8 @@ func Estimate(m *architecture.Model, hw *hardware.GPU, eng Engine, o Options, w 
 	}
 	var s Summary
 	c.Summarize(&s, m)
-	res := &Result{Model: m.Name, GPU: hw.Name, Engine: eng, Family: c.family, Workload: w.String(), Coeffs: c.co}
+	res := &Result{Model: m.Name, GPU: hw.Name, Engine: eng, Family: c.family, Workload: w.String(), Coeffs: c.Coeffs()}
 	res.Params.Total, res.Params.Active = s.TotalParams, s.ActiveParams
-	if eng == Native {
-		// The native engine's held-out errors (calibrate-native) are its error band.
-		n := c.nat
-		res.Coeffs.ErrTTFT, res.Coeffs.ErrTPOT, res.Coeffs.ErrThroughput, res.Coeffs.Rows = n.ErrTTFT, n.ErrTPOT, n.ErrThroughput, n.Rows
-	}
 	ok := planMemory(&res.Memory, &s, hw, &c.r, c.ctx, c.r.maxSeqs)
 	if !ok {
 		f := res.Memory.Fail

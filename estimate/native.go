@@ -47,11 +47,19 @@ type NativeCoeffs struct {
 	Seq       float64 `json:"seq"`        // s per sequence in a step (logits row, argmax, bookkeeping)
 	Alpha0    float64 `json:"alpha0"`     // s per request added to TTFT
 
-	// Peak memory (VmHWM) = MemFixed + MemHeap × (float32 weights +
-	// max(MemFile × mapped checkpoint, KV cache + step buffers)).
-	MemFixed float64 `json:"mem_fixed_bytes"`
-	MemHeap  float64 `json:"mem_heap"`
-	MemFile  float64 `json:"mem_file"`
+	// Peak memory (bench-serve's VmHWM) = MemFixed + MemHeap × float32
+	// weights + MemBuffers × (KV cache + step buffers) + MemGarbage ×
+	// layers × steps × √clients, where steps = requests per client ×
+	// (output + 1) of a run: the engine's parallel kernels allocate a little
+	// per call (goroutine closures; more calls split with more rows), and
+	// that garbage grows the heap until the collector runs, so the peak
+	// grows with the length of a run. The garbage term is empirical (the
+	// square root fitted the first sweep's rows best among the forms
+	// tried: steps, steps × clients, tokens, requests).
+	MemFixed   float64 `json:"mem_fixed_bytes"`
+	MemHeap    float64 `json:"mem_heap"`
+	MemBuffers float64 `json:"mem_buffers"`
+	MemGarbage float64 `json:"mem_garbage_bytes"`
 
 	// Held-out figures written by calibrate-native: median APE (fractions).
 	ErrTTFT       float64 `json:"err_ttft,omitempty"`
@@ -114,7 +122,7 @@ func (c *NativeCoeffs) check() error {
 		return fmt.Errorf("sgemm_flops %g and bandwidth_bps %g must be positive", c.SgemmFLOPS, c.BandwidthBps)
 	}
 	v := c.TimeVector()
-	all := append(v[:], c.MemFixed, c.MemHeap, c.MemFile)
+	all := append(v[:], c.MemFixed, c.MemHeap, c.MemBuffers, c.MemGarbage)
 	for i, x := range all {
 		if math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
 			name := "memory"
@@ -217,11 +225,6 @@ var nativePrecision = Precision{Name: "f32", LinearBPW: 32, EmbedBPW: 32, HeadBP
 // nativePrefill is engine.Serve's default prompt-token budget per step.
 const nativePrefill = 512
 
-// NativeCheckpointBytes is the bytes per parameter of the checkpoint file
-// the engine maps while loading (bf16, as the parent and pruned children
-// are written).
-const NativeCheckpointBytes = 2
-
 // resolveNative fills the resolved options of the native engine: float32
 // weights and KV cache whatever the checkpoint's dtype, one sequence slot
 // per client, 512 prompt tokens per step.
@@ -293,26 +296,23 @@ func (n *nativeTerms) terms(s *Summary, b Batch) Terms {
 // nativeMemory plans the native engine's memory: float32 weights, a
 // float32 KV cache of reqTokens per sequence for slots sequences, step
 // buffers for the largest step (slots decoders plus the prompt budget),
-// the checkpoint mapped while loading (the peak is the larger of the
-// mapped file and what serving adds to the weights), and the process's
+// the garbage of a run's kernel calls (see NativeCoeffs.MemGarbage), and the process's
 // fixed cost. It returns false with rep.Fail set when that exceeds dev.
 func nativeMemory(rep *MemoryReport, s *Summary, hwName string, dev float64, r *resolved, c *NativeCoeffs, reqTokens float64, slots int) bool {
 	n := float64(max(slots, 1))
 	perSeq := (s.KVBytes + s.SWAKVBytes) * reqTokens
 	kv := perSeq * n
 	act := nativeStepBytes(s, n, reqTokens, float64(r.budgetToks), float64(max(c.Threads, 1)))
-	file := c.MemFile * s.TotalParams * NativeCheckpointBytes
-	h := c.MemHeap
-	rep.WeightsBytes = h * s.WeightBytes
-	rep.KVPoolBytes = h * kv
-	rep.ActivationBytes = h * act
-	rep.OverheadBytes = c.MemFixed + h*math.Max(file-kv-act, 0)
+	rep.WeightsBytes = c.MemHeap * s.WeightBytes
+	rep.KVPoolBytes = c.MemBuffers * kv
+	rep.ActivationBytes = c.MemBuffers * act
+	rep.OverheadBytes = c.MemFixed + c.MemGarbage*r.natSteps*float64(s.Layers)
 	rep.KVCapacityTokens = reqTokens * n
 	rep.NeededBytes = rep.TotalBytes()
 	rep.BudgetBytes = rep.NeededBytes
 	rep.MaxConcurrency = int(n)
-	if perSeq > 0 {
-		rep.MaxConcurrency = int(math.Floor((dev - rep.NeededBytes + h*kv) / (h * perSeq)))
+	if per := c.MemBuffers * perSeq; per > 0 {
+		rep.MaxConcurrency = int(math.Floor((dev - rep.NeededBytes + c.MemBuffers*kv) / per))
 	}
 	if rep.NeededBytes > dev {
 		rep.Fail = FitError{Engine: Native, GPU: hwName, Term: "weights + KV cache + buffers", Need: rep.NeededBytes, Have: dev,

@@ -28,7 +28,7 @@ func TestNativeMemoryRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	nc := c.NativeCoeffs()
-	nc.MemHeap, nc.MemFixed, nc.MemFile = 1, 0, 0
+	nc.MemHeap, nc.MemBuffers, nc.MemFixed, nc.MemGarbage = 1, 1, 0, 0
 	c.SetNativeCoeffs(nc)
 	m := llama("parent", 8, 192, 8, 2, 512, 4096)
 	m.TiedEmbeddings = true
@@ -199,5 +199,32 @@ func TestParseNativeCoeffs(t *testing.T) {
 	}
 	if f := DefaultNativeCoeffs(); f.Machines["cpu-local"].SgemmFLOPS <= 0 {
 		t.Fatalf("embedded file: %+v", f)
+	}
+}
+
+// BenchmarkNativePrice prices the parent for the native engine (the
+// search's inner loop on cpu-local) beside the vLLM analytic path on the
+// same model, whose rate is the peer: compare the two ns/op.
+func BenchmarkNativePrice(b *testing.B) {
+	m := llama("parent", 8, 192, 8, 2, 512, 4096)
+	for _, tc := range []struct {
+		name string
+		eng  Engine
+		hw   string
+		conc int
+	}{{"native/c4", Native, "cpu-local", 4}, {"native/c32", Native, "cpu-local", 32}, {"vllm/c4", VLLM, "h100-sxm", 4}} {
+		b.Run(tc.name, func(b *testing.B) {
+			w := workload.FixedClosed(128, 64, tc.conc)
+			c, err := Compile(gpu(b, tc.hw), tc.eng, Options{}, &w, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var s Summary
+			c.Summarize(&s, m)
+			b.ReportAllocs()
+			for b.Loop() {
+				c.PriceSummary(&s)
+			}
+		})
 	}
 }

@@ -83,12 +83,12 @@ func Fit(parent *architecture.Model, rows []Row, threads int) (estimate.NativeCo
 	if len(fit) < 3 {
 		return estimate.NativeCoeffs{}, fmt.Errorf("nativecal: %d fit rows, need at least 3", len(fit))
 	}
-	base := estimate.NativeCoeffs{SgemmFLOPS: median(rates), BandwidthBps: m.hw.BandwidthBps, Threads: max(threads, 1), MemHeap: 1, MemFile: 1}
+	base := estimate.NativeCoeffs{SgemmFLOPS: median(rates), BandwidthBps: m.hw.BandwidthBps, Threads: max(threads, 1), MemHeap: 1, MemBuffers: 1}
 	if !(base.SgemmFLOPS > 0) {
 		return base, errors.New("nativecal: the fit rows have no sgemm rate")
 	}
 	// Design matrix of relative residuals: row x/y, target 1.
-	var X [][estimate.NumNativeTime]float64
+	var X [][]float64
 	for i := range fit {
 		r := &fit[i]
 		c, s, err := m.compiled(r)
@@ -113,14 +113,15 @@ func Fit(parent *architecture.Model, rows []Row, threads int) (estimate.NativeCo
 			if !(eq.y > 0) || math.IsInf(eq.y, 0) {
 				continue
 			}
-			var row [estimate.NumNativeTime]float64
+			row := make([]float64, estimate.NumNativeTime)
 			for k := range row {
 				row[k] = eq.x[k] / eq.y
 			}
 			X = append(X, row)
 		}
 	}
-	beta := nnls(X)
+	var beta [estimate.NumNativeTime]float64
+	copy(beta[:], nnls(X))
 	co := base.WithTimeVector(beta)
 	if err := fitMemory(m, fit, &co); err != nil {
 		return co, err
@@ -132,9 +133,12 @@ func Fit(parent *architecture.Model, rows []Row, threads int) (estimate.NativeCo
 // nnls minimises Σ_i (X_i·β − 1)² over β ≥ 0 by cyclic coordinate descent
 // on the normal equations, with the columns scaled to unit norm (the
 // coefficients span twelve orders of magnitude). It is deterministic.
-func nnls(X [][estimate.NumNativeTime]float64) [estimate.NumNativeTime]float64 {
-	const K = estimate.NumNativeTime
-	var scale [K]float64
+func nnls(X [][]float64) []float64 {
+	if len(X) == 0 {
+		return nil
+	}
+	K := len(X[0])
+	scale := make([]float64, K)
 	for _, row := range X {
 		for k, v := range row {
 			scale[k] += v * v
@@ -143,8 +147,11 @@ func nnls(X [][estimate.NumNativeTime]float64) [estimate.NumNativeTime]float64 {
 	for k := range scale {
 		scale[k] = math.Sqrt(scale[k])
 	}
-	var A [K][K]float64
-	var b [K]float64
+	A := make([][]float64, K)
+	for j := range A {
+		A[j] = make([]float64, K)
+	}
+	b := make([]float64, K)
 	for _, row := range X {
 		for j := range K {
 			if scale[j] == 0 {
@@ -159,7 +166,7 @@ func nnls(X [][estimate.NumNativeTime]float64) [estimate.NumNativeTime]float64 {
 			}
 		}
 	}
-	var beta [K]float64
+	beta := make([]float64, K)
 	for range 200000 {
 		change := 0.0
 		for j := range K {
@@ -188,12 +195,11 @@ func nnls(X [][estimate.NumNativeTime]float64) [estimate.NumNativeTime]float64 {
 	return beta
 }
 
-// fitMemory fits MemFixed and MemHeap by weighted least squares on the
-// relative error of the measured peak RSS, for each MemFile on a grid of
-// 0 to 4 in steps of 0.05, and keeps the best.
+// fitMemory fits the memory rule by non-negative least squares on the
+// relative error of the measured peak RSS: a fixed cost, the float32
+// weights, the KV cache and step buffers, and the garbage term.
 func fitMemory(m *model, rows []Row, co *estimate.NativeCoeffs) error {
-	type pt struct{ w, file, kvact, y float64 }
-	var pts []pt
+	var X [][]float64
 	for i := range rows {
 		r := &rows[i]
 		if r.PeakRSSBytes <= 0 {
@@ -203,49 +209,18 @@ func fitMemory(m *model, rows []Row, co *estimate.NativeCoeffs) error {
 		if err != nil {
 			return err
 		}
+		y := float64(r.PeakRSSBytes)
 		parts := *co
-		parts.MemFixed, parts.MemHeap, parts.MemFile = 0, 1, 0
+		parts.MemFixed, parts.MemHeap, parts.MemBuffers, parts.MemGarbage = 0, 1, 1, 1
 		c.SetNativeCoeffs(parts)
 		rep, _ := c.Memory(s)
-		pts = append(pts, pt{w: rep.WeightsBytes, file: s.TotalParams * estimate.NativeCheckpointBytes, kvact: rep.KVPoolBytes + rep.ActivationBytes, y: float64(r.PeakRSSBytes)})
+		X = append(X, []float64{1 / y, rep.WeightsBytes / y, (rep.KVPoolBytes + rep.ActivationBytes) / y, rep.OverheadBytes / y})
 	}
-	if len(pts) < 3 {
+	if len(X) < 4 {
 		return nil // keep the prior memory terms
 	}
-	best := math.Inf(1)
-	for g := 0; g <= 80; g++ {
-		f := 0.05 * float64(g)
-		// minimise Σ ((a + h·z − y)/y)²: normal equations in (a, h).
-		var s11, s12, s22, t1, t2 float64
-		for _, p := range pts {
-			z := p.w + math.Max(f*p.file, p.kvact)
-			u, v := 1/p.y, z/p.y
-			s11 += u * u
-			s12 += u * v
-			s22 += v * v
-			t1 += u
-			t2 += v
-		}
-		det := s11*s22 - s12*s12
-		if det == 0 {
-			continue
-		}
-		a := (t1*s22 - t2*s12) / det
-		h := (s11*t2 - s12*t1) / det
-		if a < 0 || h < 0 {
-			continue
-		}
-		sse := 0.0
-		for _, p := range pts {
-			z := p.w + math.Max(f*p.file, p.kvact)
-			e := (a + h*z - p.y) / p.y
-			sse += e * e
-		}
-		if sse < best {
-			best = sse
-			co.MemFixed, co.MemHeap, co.MemFile = a, h, f
-		}
-	}
+	b := nnls(X)
+	co.MemFixed, co.MemHeap, co.MemBuffers, co.MemGarbage = b[0], b[1], b[2], b[3]
 	return nil
 }
 

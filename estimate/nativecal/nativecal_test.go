@@ -231,7 +231,7 @@ func TestCommittedFitReproduces(t *testing.T) {
 			t.Errorf("%s: refitted %g, embedded %g", estimate.NativeTimeNames[k], gv[k], wv[k])
 		}
 	}
-	if !near(got.SgemmFLOPS, want.SgemmFLOPS) || !near(got.MemFixed, want.MemFixed) || !near(got.MemHeap, want.MemHeap) || !near(got.MemFile, want.MemFile) {
+	if !near(got.SgemmFLOPS, want.SgemmFLOPS) || !near(got.MemFixed, want.MemFixed) || !near(got.MemHeap, want.MemHeap) || !near(got.MemBuffers, want.MemBuffers) || !near(got.MemGarbage, want.MemGarbage) {
 		t.Errorf("refitted %+v, embedded %+v", got, want)
 	}
 	rep, err := Validate(a, rows, want)

@@ -365,7 +365,7 @@ func printEstimate(w io.Writer, r *estimate.Result, hw *hardware.GPU, analyticOn
 		fmt.Fprintf(w, "warning: the request rate exceeds the service capacity; queues grow without bound\n")
 	}
 	if r.Engine == estimate.Native {
-		fmt.Fprintf(w, "Scheduling (native engine, engine.Serve): %d sequences per step, decodes plus prompt chunks of at most %d tokens; memory: float32 weights and KV, step buffers, the mapped checkpoint while loading and the process (as bench-serve's VmHWM)\n",
+		fmt.Fprintf(w, "Scheduling (native engine, engine.Serve): %d sequences per step, decodes plus prompt chunks of at most %d tokens; memory: float32 weights and KV, step buffers, the garbage of a run and the process (as bench-serve's VmHWM)\n",
 			r.Memory.MaxSeqs, r.Memory.BudgetTokens)
 	} else if !r.Engine.Pool() {
 		printSlots(w, r, analyticOnly)
