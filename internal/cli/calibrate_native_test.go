@@ -60,7 +60,7 @@ func TestCalibrateNativeUsage(t *testing.T) {
 		msg  string
 	}{
 		{[]string{"calibrate-native", "--from-rows", "x.csv", "--quick"}, "does not combine"},
-		{[]string{"calibrate-native", "--repeats", "0"}, "--repeats"},
+		{[]string{"calibrate-native", "--repeats", "0"}, "-repeats"},
 		{[]string{"calibrate-native", "--from-rows", "/nonexistent.csv", "--out", filepath.Join(t.TempDir(), "o.json")}, "--from-rows"},
 		{[]string{"validate-native", "--rows", "/nonexistent.csv"}, "--rows"},
 		{[]string{"validate-native", "extra"}, "unexpected"},

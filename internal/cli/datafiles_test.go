@@ -21,8 +21,15 @@ func TestDataIsAFileList(t *testing.T) {
 			continue
 		}
 		n++
-		if _, ok := f.Value.(*fileList); !ok {
-			t.Errorf("%s --data is a %T, not the shared file list", name, f.Value)
+		if _, ok := f.Value.(*fileList); ok {
+			continue
+		}
+		// Another list type (the pipeline's config flags) must mean the same:
+		// repeatable and comma-separated.
+		f.Value.Set("a.txt,b.txt")
+		f.Value.Set("c.txt")
+		if got := f.Value.String(); got != "a.txt,b.txt,c.txt" {
+			t.Errorf("%s --data (%T) given \"a.txt,b.txt\" then \"c.txt\" holds %q, not the three files", name, f.Value, got)
 		}
 	}
 	if n < 3 {

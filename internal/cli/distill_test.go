@@ -80,9 +80,9 @@ func TestDistillUsage(t *testing.T) {
 		want string
 	}{
 		{[]string{"distill", "--student", student, "--data", data, "--tokens", "64", "--out", out}, "--teacher and --student are required"},
-		{append(base[:len(base):len(base)], "--tokens", "0"), "--tokens 0"},
+		{append(base[:len(base):len(base)], "--tokens", "0"), "-tokens"},
 		{append(base[:len(base):len(base)], "--tokens", "64", "--kd-weight", "0"), "not both 0"},
-		{append(base[:len(base):len(base)], "--tokens", "64", "--temperature", "-1"), "--temperature"},
+		{append(base[:len(base):len(base)], "--tokens", "64", "--temperature", "-1"), "-temperature"},
 		{append(base[:len(base):len(base)], "--tokens", "64", "--min-lr", "1"), "--min-lr"},
 		{[]string{"distill", "--teacher", "parent", "--student", filepath.Join(t.TempDir(), "nope"), "--data", data, "--tokens", "64", "--out", out}, "no such file"},
 		{[]string{"distill", "--teacher", "parent", "--student", student, "--data", "parent:dev", "--tokens", "64", "--out", out}, `unknown split "dev"`},
