@@ -476,6 +476,25 @@ func runEval(ctx context.Context, env *Env, t *target, c *Config, child string) 
 	return writeJSONFile(filepath.Join(env.Dir, EvalFile), rep)
 }
 
+// BenchServeArgs is the command line (after the program name) with which
+// the measure stage runs bench-serve on the child for workload w.
+func BenchServeArgs(child string, c *Config, w *workload.Workload) []string {
+	args := []string{"bench-serve", "--model", child, "--num-requests", strconv.Itoa(w.NumRequests),
+		"--repeats", strconv.Itoa(c.Measure.Runs), "--max-warmup", "3", "--json"}
+	if c.Workload.Name != "" {
+		args = append(args, "--workload", c.Workload.Name)
+	} else {
+		args = append(args, "--isl", strconv.Itoa(c.Workload.ISL), "--osl", strconv.Itoa(c.Workload.OSL))
+	}
+	if w.Concurrency > 0 {
+		args = append(args, "--concurrency", strconv.Itoa(w.Concurrency))
+	}
+	if w.Rate > 0 {
+		args = append(args, "--rate", strconv.FormatFloat(w.Rate, 'g', -1, 64))
+	}
+	return args
+}
+
 // runMeasure runs bench-serve on the child for the run's workload. With
 // self (the autocompress binary) it runs in a process of its own, so the
 // peak resident memory it reports is the child's serving process alone;
@@ -491,19 +510,7 @@ func runMeasure(ctx context.Context, env *Env, t *target, c *Config, child, self
 		w.NumRequests = measureRequests
 	}
 	if self != "" {
-		args := []string{"bench-serve", "--model", child, "--num-requests", strconv.Itoa(w.NumRequests),
-			"--repeats", strconv.Itoa(c.Measure.Runs), "--max-warmup", "3", "--json"}
-		if c.Workload.Name != "" {
-			args = append(args, "--workload", c.Workload.Name)
-		} else {
-			args = append(args, "--isl", strconv.Itoa(c.Workload.ISL), "--osl", strconv.Itoa(c.Workload.OSL))
-		}
-		if w.Concurrency > 0 {
-			args = append(args, "--concurrency", strconv.Itoa(w.Concurrency))
-		}
-		if w.Rate > 0 {
-			args = append(args, "--rate", strconv.FormatFloat(w.Rate, 'g', -1, 64))
-		}
+		args := BenchServeArgs(child, c, &w)
 		env.Note("measuring: %s %s", filepath.Base(self), strings.Join(args, " "))
 		cmd := exec.CommandContext(ctx, self, args...)
 		var out, errb bytes.Buffer

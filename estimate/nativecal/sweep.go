@@ -174,19 +174,26 @@ func InProcess(ctx context.Context, dir string, p Point, o servebench.Options) (
 	return rep, nil
 }
 
+// BenchServeArgs is the command line (after the program name) that measures
+// point p of the model in dir.
+func BenchServeArgs(dir string, p Point, o servebench.Options) []string {
+	args := []string{"bench-serve", "--model", dir, "--isl", strconv.Itoa(p.ISL), "--osl", strconv.Itoa(p.OSL),
+		"--concurrency", strconv.Itoa(p.Conc), "--num-requests", strconv.Itoa(p.Requests), "--json"}
+	if o.Repeats > 0 {
+		args = append(args, "--repeats", strconv.Itoa(o.Repeats))
+	}
+	if o.MaxWarmup > 0 {
+		args = append(args, "--max-warmup", strconv.Itoa(max(o.MaxWarmup, 2)))
+	}
+	return args
+}
+
 // Exec returns a Runner that runs "exe bench-serve ... --json" in a child
 // process per point, so that each row's peak RSS (VmHWM) is that of a
 // fresh process serving one model, as bench-serve reports it.
 func Exec(exe string) Runner {
 	return func(ctx context.Context, dir string, p Point, o servebench.Options) (*servebench.Report, error) {
-		args := []string{"bench-serve", "--model", dir, "--isl", strconv.Itoa(p.ISL), "--osl", strconv.Itoa(p.OSL),
-			"--concurrency", strconv.Itoa(p.Conc), "--requests", strconv.Itoa(p.Requests), "--json"}
-		if o.Repeats > 0 {
-			args = append(args, "--repeats", strconv.Itoa(o.Repeats))
-		}
-		if o.MaxWarmup > 0 {
-			args = append(args, "--max-warmup", strconv.Itoa(max(o.MaxWarmup, 2)))
-		}
+		args := BenchServeArgs(dir, p, o)
 		cmd := exec.CommandContext(ctx, exe, args...)
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
