@@ -3,11 +3,14 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
 
+	"github.com/autocompress/autocompress/estimate"
+	"github.com/autocompress/autocompress/internal/browsertest"
 	"github.com/autocompress/autocompress/parent"
 	"github.com/autocompress/autocompress/report"
 	"github.com/autocompress/autocompress/search"
@@ -26,6 +29,7 @@ func tinyConfig(t *testing.T, dir string) Config {
 		t.Fatal(err)
 	}
 	c := DemoConfig()
+	c.Budgets = parentRelativeBudgets(t, c, 0.85)
 	c.Dir = dir
 	c.Assets = moduleRoot(t)
 	c.Data = []string{"parent:validation"}
@@ -37,6 +41,23 @@ func tinyConfig(t *testing.T, dir string) Config {
 	c.Eval.Limit = 4
 	c.Measure.Runs = 1
 	return c
+}
+
+// parentRelativeBudgets sets the memory and TPOT budgets to frac of what
+// the estimator says the parent needs on c's deployment, so the test binds
+// whatever the calibration of this machine.
+func parentRelativeBudgets(t *testing.T, c Config, frac float64) Budgets {
+	t.Helper()
+	tg, err := resolve(&c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := estimate.Estimate(tg.arch, tg.gpu, tg.engine, estimate.Options{}, tg.workload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Budgets{MaxMemory: fmt.Sprintf("%.2fMiB", frac*r.Memory.TotalBytes()/(1<<20)),
+		MaxTPOT: fmt.Sprintf("%.3fms", frac*r.Analytic.TPOT*1e3)}
 }
 
 func moduleRoot(t *testing.T) string {
@@ -114,6 +135,16 @@ func TestPipelineEndToEnd(t *testing.T) {
 			d.Child.Params, d.Parent.Params, len(d.Training), d.Eval.Models, d.Tokens.Recovery)
 	}
 	distilled := outputHash(t, res, "distill")
+	t.Run("report in a browser", func(t *testing.T) {
+		charts, err := report.Charts(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(charts) != 2+len(d.Budgets)+2 {
+			t.Errorf("%d charts, want shape ×2, a front per budget, memory and training", len(charts))
+		}
+		browsertest.Check(t, browsertest.Browser(t), path, len(charts), d, report.FormatNumber)
+	})
 
 	res, err = Execute(ctx, c, "", Options{})
 	if err != nil {
@@ -124,11 +155,11 @@ func TestPipelineEndToEnd(t *testing.T) {
 	}
 
 	// A tighter memory budget: the search reruns, its upstream is reused.
-	c.Budgets.MaxMemory = "44MiB"
+	c.Budgets = parentRelativeBudgets(t, c, 0.8)
 	res, err = Execute(ctx, c, "", Options{})
 	var inf *search.InfeasibleError
 	if errors.As(err, &inf) {
-		t.Skipf("44MiB is out of reach for this estimator: %v", err)
+		t.Skipf("80 %% of the parent is out of reach for this estimator: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -224,4 +255,23 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 			t.Errorf("%s: err %v, want a ConfigError for %s", tc.want, err, tc.want)
 		}
 	}
+}
+
+// The demo's budgets bind (the parent misses one) and are within reach of
+// the search (with the structural prior, as a first look before importance).
+func TestDemoConfigBinds(t *testing.T) {
+	c := DemoConfig()
+	tg, err := resolve(&c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := search.Execute(context.Background(), search.Request{Parent: tg.arch, GPU: tg.gpu, Engine: tg.engine,
+		ServeOn: tg.serveOn, Workload: tg.workload, Budgets: tg.budgets, TP: 1, Strategy: c.Search.Strategy, TopK: 2})
+	if err != nil {
+		t.Fatalf("the demo's budgets are out of reach: %v", err)
+	}
+	if rep.Result.ParentMeets {
+		t.Fatal("the parent already meets the demo's budgets: nothing to compress")
+	}
+	t.Logf("binding %s; chosen %s", rep.Result.Binding, rep.Space.Describe(&rep.Result.Best))
 }

@@ -314,8 +314,11 @@ func trainingChart(d *Data) (*Chart, error) {
 	return &Chart{ID: "chart-training", Title: p.Title.Text, Caption: fmt.Sprintf("%d logged steps.", len(d.Training)), SVG: svg}, nil
 }
 
-// fmtNum prints a number with up to 4 significant digits and no exponent for
-// everyday magnitudes.
+// FormatNumber prints a number as the report shows it: integers of a
+// million and more with thousands separators, others with up to four
+// significant digits and no exponent for everyday magnitudes.
+func FormatNumber(v float64) string { return fmtNum(v) }
+
 func fmtNum(v float64) string {
 	switch a := math.Abs(v); {
 	case v == 0:

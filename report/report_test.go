@@ -2,15 +2,14 @@ package report
 
 import (
 	"bytes"
-	"encoding/json"
 	"flag"
-	stdhtml "html"
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/autocompress/autocompress/internal/browsertest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -68,60 +67,7 @@ func TestHTMLSelfContained(t *testing.T) {
 	if m := regexp.MustCompile(`(?i)(src|href)\s*=\s*"(https?:)?//`).FindString(html); m != "" {
 		t.Errorf("the page references an outside resource: %s", m)
 	}
-	checkNumbers(t, html, d)
-}
-
-// checkNumbers finds every element marked with data-json and checks that its
-// text is the value at that JSON path of d, as the report formats it.
-func checkNumbers(t *testing.T, html string, d *Data) {
-	t.Helper()
-	raw, err := json.Marshal(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tree any
-	if err := json.Unmarshal(raw, &tree); err != nil {
-		t.Fatal(err)
-	}
-	re := regexp.MustCompile(`data-json="([^"]+)"[^>]*>([^<]*)<`)
-	ms := re.FindAllStringSubmatch(html, -1)
-	if len(ms) < 20 {
-		t.Fatalf("only %d numbers marked on the page", len(ms))
-	}
-	for _, m := range ms {
-		v, ok := lookup(tree, m[1])
-		if !ok {
-			t.Errorf("the page shows %q for %s, which the JSON lacks", m[2], m[1])
-			continue
-		}
-		if got, want := strings.TrimSpace(stdhtml.UnescapeString(m[2])), fmtNum(v); got != want {
-			t.Errorf("%s: the page shows %q, the JSON holds %v (%q)", m[1], got, v, want)
-		}
-	}
-}
-
-func lookup(tree any, path string) (float64, bool) {
-	cur := tree
-	for _, k := range strings.Split(path, ".") {
-		switch c := cur.(type) {
-		case map[string]any:
-			v, ok := c[k]
-			if !ok {
-				return 0, false
-			}
-			cur = v
-		case []any:
-			i, err := strconv.Atoi(k)
-			if err != nil || i < 0 || i >= len(c) {
-				return 0, false
-			}
-			cur = c[i]
-		default:
-			return 0, false
-		}
-	}
-	f, ok := cur.(float64)
-	return f, ok
+	browsertest.CheckNumbers(t, html, d, FormatNumber)
 }
 
 func TestBudgetFlags(t *testing.T) {

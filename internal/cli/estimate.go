@@ -291,7 +291,7 @@ func printMemory(w io.Writer, r *estimate.Result, hw *hardware.GPU, wc *workload
 	mem := &r.Memory
 	fmt.Fprintf(w, "autocompress estimate: %s on %s (%s) with %s, %s weights, KV %s, TP %d\n",
 		r.Model, hw.Name, hw.Description, r.Engine, mem.Precision, mem.KVDType, mem.TP)
-	fmt.Fprintf(w, "parameters: %.2f B total, %.2f B active per token\n", r.Params.Total/1e9, r.Params.Active/1e9)
+	fmt.Fprintf(w, "parameters: %s total, %s active per token\n", humanCount(r.Params.Total), humanCount(r.Params.Active))
 	fmt.Fprintf(w, "workload: %s\n\n", r.Workload)
 	fmt.Fprintf(w, "Memory per GPU                          GiB\n")
 	fmt.Fprintf(w, "  weights                          %8.2f\n", gib(mem.WeightsBytes))
@@ -796,4 +796,18 @@ func ff(x float64, prec int) string {
 		return "inf"
 	}
 	return strconv.FormatFloat(x, 'f', prec, 64)
+}
+
+// humanCount prints a parameter count with a unit that keeps three
+// significant digits: 3.89 M, 8.03 B.
+func humanCount(n float64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.2f B", n/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.2f M", n/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.2f K", n/1e3)
+	}
+	return fmt.Sprintf("%.0f", n)
 }
