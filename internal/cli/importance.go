@@ -14,6 +14,7 @@ import (
 	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/parent"
 	"github.com/autocompress/autocompress/tokenizer"
+	"github.com/autocompress/autocompress/workload"
 )
 
 func init() {
@@ -59,6 +60,7 @@ holds scores for the same model and data they are reused without a new pass
 			noSub := fs.Bool("no-sub-block-skip-loss", false, "measure the layer skip loss but not the attention and MLP ones (saves two passes per layer)")
 			force := fs.Bool("force", false, "recompute even if --out holds matching scores")
 			jsonOut := fs.Bool("json", false, "print a summary as JSON")
+			allowLong := fs.Bool("allow-long-context", false, "allow --seq-len past the model's max_position_embeddings")
 			return func(ctx context.Context, env *Env, args []string) error {
 				data := append(*dataFiles, args...)
 				switch {
@@ -78,8 +80,9 @@ holds scores for the same model and data they are reused without a new pass
 					return err
 				}
 				arch := m.Arch()
-				if mp := arch.MaxPositions; mp > 0 && *seqLen > mp {
-					return Usagef("--seq-len %d exceeds the model's max_position_embeddings %d", *seqLen, mp)
+				w := workload.FixedClosed(*seqLen, 0, 1)
+				if _, err := w.FitContext(workload.ContextRule{MaxPositions: arch.MaxPositions, AllowLong: *allowLong, What: fmt.Sprintf("--seq-len %d", *seqLen)}); err != nil {
+					return Usagef("%v", err)
 				}
 				sep := int32(-1)
 				if len(arch.EOS) > 0 {
