@@ -195,3 +195,28 @@ func SplitBy(docs []Document, p Part, assign func(name string) Part) []Document 
 	}
 	return out
 }
+
+// Interleave orders docs round-robin by source (the name up to its first
+// "/"), keeping each source's order: one document of every source, then the
+// second of every source, and so on. The first rows of an interleaved
+// validation split then sample every source, not only the first one.
+func Interleave(docs []Document) []Document {
+	var order []string
+	by := map[string][]Document{}
+	for _, d := range docs {
+		src, _, _ := strings.Cut(d.Name, "/")
+		if _, ok := by[src]; !ok {
+			order = append(order, src)
+		}
+		by[src] = append(by[src], d)
+	}
+	out := make([]Document, 0, len(docs))
+	for i := 0; len(out) < len(docs); i++ {
+		for _, src := range order {
+			if i < len(by[src]) {
+				out = append(out, by[src][i])
+			}
+		}
+	}
+	return out
+}

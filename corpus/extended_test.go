@@ -163,3 +163,18 @@ func TestExtendedSplitKeepsTest(t *testing.T) {
 		t.Errorf("extended split differs from %s (-update to accept):\n%s", golden, b.String())
 	}
 }
+
+func TestInterleave(t *testing.T) {
+	in := []Document{{Name: "a/1"}, {Name: "a/2"}, {Name: "a/3"}, {Name: "b/1"}, {Name: "c/1"}, {Name: "c/2"}}
+	var got []string
+	for _, d := range Interleave(in) {
+		got = append(got, d.Name)
+	}
+	want := "a/1 b/1 c/1 a/2 c/2 a/3"
+	if strings.Join(got, " ") != want {
+		t.Errorf("Interleave: %v, want %s", got, want)
+	}
+	if len(Interleave(nil)) != 0 {
+		t.Error("Interleave(nil) is not empty")
+	}
+}
