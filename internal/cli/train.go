@@ -21,7 +21,7 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "train",
-		Usage: "(--config arch.json | --preset parent) (--corpus builtin | --data FILE...) --out DIR [flags]",
+		Usage: "(--config arch.json | --preset parent) (--corpus builtin|extended | --data FILE...) --out DIR [flags]",
 		Short: "train a model from scratch on the native engine (resumable)",
 		Long: `Trains a Llama-style model with AdamW (decoupled weight decay, none on norms
 and biases), linear warm-up and cosine decay, global gradient-norm clipping and
@@ -31,7 +31,11 @@ generation_config.json).
 
 Data: --corpus builtin reads the State of the Union addresses and Jane
 Austen's novels unpacked by scripts/fetch-assets.sh (under --assets) and uses
-their deterministic train/validation split (package corpus); --data FILE...
+their deterministic train/validation split (package corpus); --corpus
+extended adds Moby Dick and the King James Bible to both (corpus.Extended,
+whose test split is the builtin one, unchanged; its validation documents are
+interleaved by source, so that the first --eval-rows rows sample all four);
+--data FILE...
 trains on UTF-8 text files (with --val FILE... for evaluation). Documents are
 separated by <|endoftext|> and packed into rows of --seq-len+1 tokens.
 Pre-tokenized token-id files (tokenizer.ReadIDs text or binary form; chosen
@@ -47,6 +51,10 @@ text and saved with the model.
 A checkpoint (parameters, AdamW moments, step, data position) is written
 atomically to --checkpoint (default DIR.ckpt) every --checkpoint-every steps,
 at the end, and on Ctrl-C; --resume continues from it bit-identically.
+--log FILE writes every logged step and evaluation as JSON lines (step,
+tokens, loss, lr, grad_norm, tokens_per_s; val_loss, val_ppl): the training
+and held-out curves. With --resume the log is continued, less the lines of
+the steps the resumed run redoes.
 
 The embedded parent model (package parent) is reproduced by:
   autocompress train --preset parent --corpus builtin --out parent/model \
@@ -57,8 +65,9 @@ The embedded parent model (package parent) is reproduced by:
 			var (
 				configPath = fs.String("config", "", "architecture `config.json` (HF format); vocab_size is set from the tokenizer")
 				preset     = fs.String("preset", "", "architecture preset: parent")
-				corpusName = fs.String("corpus", "", "built-in corpus: builtin (SOTU + Jane Austen train split)")
-				assets     = fs.String("assets", ".", "module root holding testdata/ext (for --corpus builtin)")
+				corpusName = fs.String("corpus", "", "built-in corpus: builtin (SOTU + Jane Austen) or extended (builtin + Moby Dick + King James Bible)")
+				assets     = fs.String("assets", ".", "module root holding testdata/ext (for --corpus)")
+				logPath    = fs.String("log", "", "JSON-lines `file` of the training steps and evaluations (the loss curves)")
 				valFiles   = fs.String("val", "", "comma-separated validation text files (with --data)")
 				tokPath    = fs.String("tokenizer", "", "tokenizer.json to reuse (default: train one)")
 				merges     = intArg(fs, "bpe-merges", 3839, 1, noMax, "BPE merges when training the tokenizer (vocab = 256 + merges + 1)")
@@ -97,9 +106,9 @@ The embedded parent model (package parent) is reproduced by:
 				case *preset != "" && *preset != "parent":
 					return Usagef("unknown --preset %q (known: parent)", *preset)
 				case (*corpusName == "") == (len(data) == 0):
-					return Usagef("give --corpus builtin or text files to train on (not both)")
-				case *corpusName != "" && *corpusName != "builtin":
-					return Usagef("unknown --corpus %q (known: builtin)", *corpusName)
+					return Usagef("give --corpus builtin|extended or text files to train on (not both)")
+				case *corpusName != "" && *corpusName != "builtin" && *corpusName != "extended":
+					return Usagef("unknown --corpus %q (known: builtin, extended)", *corpusName)
 				}
 				dt := checkpoint.DType(strings.ToUpper(*dtype))
 				if dt != checkpoint.F32 && dt != checkpoint.BF16 && dt != checkpoint.F16 {
@@ -143,19 +152,28 @@ The embedded parent model (package parent) is reproduced by:
 					return Usagef("token-id data needs --tokenizer: the tokenizer.json the ids were made with (it sizes the vocabulary and is saved with the model)")
 				}
 				if *idsFlag && *corpusName != "" {
-					return Usagef("--ids applies to --data files, not to --corpus builtin")
+					return Usagef("--ids applies to --data files, not to --corpus")
 				}
 
 				// Documents.
 				var trainDocs, valDocs []corpus.Document
 				var trainIDs, valIDs [][]int32 // with useIDs: read once the tokenizer is known
-				if *corpusName == "builtin" {
+				switch {
+				case *corpusName == "builtin":
 					docs, err := corpus.All(*assets)
 					if err != nil {
 						return err
 					}
 					trainDocs, valDocs = corpus.Split(docs, corpus.Train), corpus.Split(docs, corpus.Validation)
-				} else if !useIDs {
+				case *corpusName == "extended":
+					docs, err := corpus.Extended(*assets)
+					if err != nil {
+						return err
+					}
+					trainDocs = corpus.SplitBy(docs, corpus.Train, corpus.ExtendedAssign)
+					// Interleaved, so that the first --eval-rows sample every source.
+					valDocs = corpus.Interleave(corpus.SplitBy(docs, corpus.Validation, corpus.ExtendedAssign))
+				case !useIDs:
 					var err error
 					if trainDocs, err = trainReadDocs(data); err != nil {
 						return err
@@ -241,6 +259,12 @@ The embedded parent model (package parent) is reproduced by:
 				if err != nil {
 					return err
 				}
+				var stepLog *train.StepLog // opened once the resumed step is known
+				o.OnStep = func(s train.StepInfo) {
+					if stepLog != nil {
+						stepLog.Write(s)
+					}
+				}
 				tr, err := train.New(m, trainRows, valRows, o)
 				if err != nil {
 					return err
@@ -250,6 +274,18 @@ The embedded parent model (package parent) is reproduced by:
 						return err
 					}
 					fmt.Fprintf(env.Stderr, "resumed %s at step %d\n", *ckpt, tr.State.Step)
+				}
+				if *logPath != "" {
+					from := -1
+					if *resume {
+						from = tr.State.Step
+					}
+					log, err := train.OpenStepLog(*logPath, from, int64(o.Batch*o.SeqLen))
+					if err != nil {
+						return err
+					}
+					defer log.Close()
+					stepLog = log
 				}
 				fmt.Fprintf(env.Stderr, "model: %d parameters, %d layers, hidden %d; %d steps of %d×%d tokens\n",
 					m.NumParams(), arch.NumLayers(), arch.Hidden, o.Steps, o.Batch, o.SeqLen)

@@ -24,7 +24,8 @@ func TestTrainCommand(t *testing.T) {
 	data := evalWrite(t, "train.txt", []byte(strings.Repeat(evalText+"\n\n", 6)))
 	val := evalWrite(t, "val.txt", []byte(evalText))
 	out := filepath.Join(t.TempDir(), "model")
-	base := []string{"train", "--config", cfg, "--out", out, "--val", val, "--bpe-merges", "60",
+	logPath := out + ".log.jsonl"
+	base := []string{"train", "--config", cfg, "--out", out, "--val", val, "--bpe-merges", "60", "--log", logPath,
 		"--steps", "12", "--batch", "2", "--seq-len", "16", "--lr", "1e-2", "--eval-every", "6", "--log-every", "3"}
 
 	// Stop half-way, then resume to the end.
@@ -49,6 +50,31 @@ func TestTrainCommand(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(stdout), &sum); err != nil || sum.Steps != 12 || sum.Vocab != 317 || sum.ValLoss <= 0 {
 		t.Fatalf("summary %v: %s", err, stdout)
+	}
+	// The log holds every step once across the stop and the resume, and
+	// the two evaluations.
+	lb, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps, evals []int
+	for _, line := range strings.Split(strings.TrimSpace(string(lb)), "\n") {
+		var x struct {
+			Step    int      `json:"step"`
+			Loss    *float64 `json:"loss"`
+			ValLoss *float64 `json:"val_loss"`
+		}
+		if err := json.Unmarshal([]byte(line), &x); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if x.ValLoss != nil {
+			evals = append(evals, x.Step)
+		} else {
+			steps = append(steps, x.Step)
+		}
+	}
+	if !slices.Equal(steps, []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}) || !slices.Equal(evals, []int{6, 12}) {
+		t.Errorf("log steps %v, evaluations %v", steps, evals)
 	}
 	for _, f := range []string{"config.json", "model.safetensors", "tokenizer.json", "generation_config.json"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
@@ -97,7 +123,8 @@ func TestTrainCommandUsage(t *testing.T) {
 		{[]string{"train", "--config", cfg, "x.txt"}, 2, "--out is required"},
 		{[]string{"train", "--out", "o", "x.txt"}, 2, "exactly one of --config and --preset"},
 		{[]string{"train", "--preset", "huge", "--out", "o", "x.txt"}, 2, "unknown --preset"},
-		{[]string{"train", "--preset", "parent", "--out", "o"}, 2, "--corpus builtin or text files"},
+		{[]string{"train", "--preset", "parent", "--out", "o"}, 2, "--corpus builtin|extended or text files"},
+		{[]string{"train", "--preset", "parent", "--out", "o", "--corpus", "wiki"}, 2, `unknown --corpus "wiki" (known: builtin, extended)`},
 		{[]string{"train", "--preset", "parent", "--out", "o", "--dtype", "int4", "x.txt"}, 2, "--dtype"},
 		{[]string{"train", "--config", cfg, "--out", filepath.Join(t.TempDir(), "o"), evalWrite(t, "bad.txt", []byte("ok\xfe"))}, 1, "byte offset 2"},
 		{[]string{"train", "--config", cfg, "--out", filepath.Join(t.TempDir(), "o"), "--seq-len", "500", evalWrite(t, "s.txt", []byte("tiny text"))}, 1, "give more data"},
