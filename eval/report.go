@@ -42,14 +42,14 @@ type Config struct {
 // parts (every token of every part predicted once).
 type PerplexityResult struct {
 	Data        []string `json:"data"`
-	Tokens      int     `json:"tokens"`
-	NLL         float64 `json:"nll"`
-	Perplexity  float64 `json:"perplexity"`
-	SeqLen      int     `json:"seq_len"`
-	Stride      int     `json:"stride"`
-	Windows     int     `json:"windows"`
-	Bytes       int     `json:"bytes,omitempty"`
-	BitsPerByte float64 `json:"bits_per_byte,omitempty"` // absent for token ids
+	Tokens      int      `json:"tokens"`
+	NLL         float64  `json:"nll"`
+	Perplexity  float64  `json:"perplexity"`
+	SeqLen      int      `json:"seq_len"`
+	Stride      int      `json:"stride"`
+	Windows     int      `json:"windows"`
+	Bytes       int      `json:"bytes,omitempty"`
+	BitsPerByte float64  `json:"bits_per_byte,omitempty"` // absent for token ids
 }
 
 // ModelReport is everything measured on one model.
