@@ -9,10 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/autocompress/autocompress/corpus"
+	"github.com/autocompress/autocompress/internal/output"
 )
 
 // DataPrefix names the parent's text as data: "parent:test",
@@ -139,19 +139,14 @@ func BuildText(assets string) (map[string][]byte, error) {
 }
 
 // WriteText writes BuildText(assets) into dir (parent/text), each file
-// through a temporary name and a rename.
+// atomically.
 func WriteText(assets, dir string) error {
 	files, err := BuildText(assets)
 	if err != nil {
 		return err
 	}
 	for name, b := range files {
-		tmp := filepath.Join(dir, "."+name+".tmp")
-		if err := os.WriteFile(tmp, b, 0o644); err != nil {
-			return fmt.Errorf("parent: %w", err)
-		}
-		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-			os.Remove(tmp)
+		if err := output.WriteFile(filepath.Join(dir, name), b, true); err != nil {
 			return fmt.Errorf("parent: %w", err)
 		}
 	}

@@ -16,7 +16,7 @@ const lockName = ".lock"
 // the directory locked.
 func lockDir(dir string) (func(), error) {
 	p := filepath.Join(dir, lockName)
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644) //output:not-an-output: the run directory's lock file
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}

@@ -478,7 +478,7 @@ func hashFile(p string) (string, error) {
 }
 
 func writeFileSync(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644) //output:inside
 	if err != nil {
 		return fmt.Errorf("pipeline: %w", err)
 	}
