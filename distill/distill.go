@@ -1,18 +1,14 @@
 package distill
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/autocompress/autocompress/checkpoint"
 	"github.com/autocompress/autocompress/engine"
@@ -292,13 +288,9 @@ func Run(ctx context.Context, c Config) (*Summary, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	log, err := openLog(c.LogPath, c.Resume, int64(o.Batch*o.SeqLen))
-	if err != nil {
-		return nil, err
-	}
-	defer log.close()
+	var log *train.StepLog // opened once the resumed step is known
 	o.OnStep = func(s train.StepInfo) {
-		log.write(s)
+		log.Write(s)
 		if c.OnStep != nil {
 			c.OnStep(s)
 		}
@@ -307,16 +299,18 @@ func Run(ctx context.Context, c Config) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
+	resumeStep := -1
 	if c.Resume {
 		if err := tr.Resume(c.Checkpoint); err != nil {
 			return nil, err
 		}
-		sum.ResumedAt = tr.State.Step
-		if err := log.truncate(tr.State.Step); err != nil {
-			return nil, err
-		}
+		sum.ResumedAt, resumeStep = tr.State.Step, tr.State.Step
 		note("resumed %s at step %d of %d", c.Checkpoint, tr.State.Step, o.Steps)
 	}
+	if log, err = train.OpenStepLog(c.LogPath, resumeStep, int64(o.Batch*o.SeqLen)); err != nil {
+		return nil, err
+	}
+	defer log.Close() // best effort: the log never stops a run
 	res, err := tr.Run(ctx)
 	if cache != nil {
 		sum.CacheFile, sum.CacheHits, sum.CacheMisses = cache.Path, cache.Hits.Load(), cache.Misses.Load()
@@ -442,73 +436,3 @@ func save(ctx context.Context, m *engine.Model, studentDir, dest string, dt chec
 	}
 	return out.Commit()
 }
-
-// stepLog is the JSON-lines loss and learning-rate log.
-type stepLog struct {
-	path    string
-	f       *os.File
-	perStep int64 // tokens per step
-}
-
-// logLine is one line of the log: a training step, or an evaluation (with
-// val_loss).
-type logLine struct {
-	Step     int      `json:"step"`
-	Loss     *float64 `json:"loss,omitempty"`
-	LR       *float64 `json:"lr,omitempty"`
-	GradNorm *float64 `json:"grad_norm,omitempty"`
-	Tokens   int64    `json:"tokens"` // tokens of the run so far
-	ValLoss  *float64 `json:"val_loss,omitempty"`
-	ValPPL   *float64 `json:"val_ppl,omitempty"`
-}
-
-func openLog(path string, resume bool, perStep int64) (*stepLog, error) {
-	flags := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
-	if resume {
-		flags = os.O_CREATE | os.O_WRONLY | os.O_APPEND
-	}
-	f, err := os.OpenFile(path, flags, 0o644) //output:not-an-output: an append-only step log, extended by a resumed run
-	if err != nil {
-		return nil, fmt.Errorf("distill: log: %w", err)
-	}
-	return &stepLog{path: path, f: f, perStep: perStep}, nil
-}
-
-// truncate drops the lines after step (steps redone after a resume) and
-// any torn last line.
-func (l *stepLog) truncate(step int) error {
-	b, err := os.ReadFile(l.path)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("distill: log: %w", err)
-	}
-	var keep strings.Builder
-	sc := bufio.NewScanner(strings.NewReader(string(b)))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var x logLine
-		if json.Unmarshal(sc.Bytes(), &x) != nil || x.Step > step {
-			continue
-		}
-		keep.Write(sc.Bytes())
-		keep.WriteByte('\n')
-	}
-	if err := l.f.Truncate(0); err != nil {
-		return fmt.Errorf("distill: log: %w", err)
-	}
-	_, err = l.f.WriteString(keep.String())
-	return err
-}
-
-func (l *stepLog) write(s train.StepInfo) {
-	x := logLine{Step: s.Step, Tokens: int64(s.Step) * l.perStep}
-	if s.Eval {
-		ppl := math.Exp(s.ValLoss)
-		x.ValLoss, x.ValPPL = &s.ValLoss, &ppl
-	} else {
-		x.Loss, x.LR, x.GradNorm = &s.Loss, &s.LR, &s.GradNorm
-	}
-	b, _ := json.Marshal(x)
-	l.f.Write(append(b, '\n')) // best effort: the log never stops a run
-}
-
-func (l *stepLog) close() { l.f.Close() }
