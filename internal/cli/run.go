@@ -5,11 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/pipeline"
 )
 
@@ -117,7 +117,7 @@ func runFlags(fs *flag.FlagSet, def pipeline.Config, demo bool) func(context.Con
 				return Usagef("--until %q: not a stage of this run (%s)", *until, strings.Join(names, ", "))
 			}
 		}
-		disp := pipeline.NewDisplay(env.Stderr, isTerminal(env.Stderr))
+		disp := pipeline.NewDisplay(env.Stderr, progress.IsTerminal(env.Stderr))
 		start := time.Now()
 		res, err := pipeline.Run(ctx, c.Dir, st, pipeline.Options{Progress: disp.Handle, Force: *force, Until: *until})
 		if err != nil {
@@ -157,14 +157,4 @@ func baseName(p string) string {
 		return p[i+1:]
 	}
 	return p
-}
-
-// isTerminal reports whether w is a character device (a terminal).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

@@ -1,12 +1,14 @@
 // Package progress draws a one-line progress bar with rate and ETA for long
-// work, on a terminal or any writer. It redraws at most a few times per second
-// and prints a final line when done. A nil *Bar is valid and draws nothing, so
+// work. On a terminal it redraws one line in place at most a few times per
+// second; on any other writer (a pipe, a log file) it writes plain lines, one
+// every few seconds, with no control codes. It prints a final line when done. A nil *Bar is valid and draws nothing, so
 // library code can accept an optional bar.
 package progress
 
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -26,6 +28,18 @@ type Bar struct {
 	now    func() time.Time
 	drawn  bool
 	closed bool
+	term   bool  // redraw in place (a terminal); else plain lines
+	shown  int64 // done at the last draw
+}
+
+// IsTerminal reports whether w is a character device (a terminal).
+func IsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // New returns a bar writing to w. unit names what is counted ("tok", "B", ...).
@@ -34,7 +48,10 @@ func New(w io.Writer, label string, total int64, unit string) *Bar {
 	if w == nil {
 		return nil
 	}
-	b := &Bar{w: w, label: label, unit: unit, total: total, every: 200 * time.Millisecond, now: time.Now}
+	b := &Bar{w: w, label: label, unit: unit, total: total, every: 5 * time.Second, now: time.Now, term: IsTerminal(w)}
+	if b.term {
+		b.every = 200 * time.Millisecond
+	}
 	b.start = b.now()
 	return b
 }
@@ -76,8 +93,14 @@ func (b *Bar) Done() {
 		return
 	}
 	b.closed = true
-	b.draw(b.now())
-	fmt.Fprintln(b.w)
+	if b.term {
+		b.draw(b.now())
+		fmt.Fprintln(b.w)
+		return
+	}
+	if !b.drawn || b.shown != b.done {
+		b.draw(b.now())
+	}
 }
 
 // Line returns the text of the bar for the given state (exported for tests).
@@ -105,8 +128,13 @@ func Line(label string, done, total int64, unit string, elapsed time.Duration) s
 }
 
 func (b *Bar) draw(t time.Time) {
-	b.drawn = true
-	fmt.Fprintf(b.w, "\r%s\x1b[K", Line(b.label, b.done, b.total, b.unit, t.Sub(b.start)))
+	b.drawn, b.shown = true, b.done
+	line := Line(b.label, b.done, b.total, b.unit, t.Sub(b.start))
+	if b.term {
+		fmt.Fprintf(b.w, "\r%s\x1b[K", line)
+		return
+	}
+	fmt.Fprintln(b.w, line)
 }
 
 func human(v float64) string {
