@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"time"
 
 	"github.com/autocompress/autocompress/checkpoint"
 	"github.com/autocompress/autocompress/distill"
+	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/parent"
 	"github.com/autocompress/autocompress/train"
 )
@@ -162,12 +162,7 @@ student distilled on the same data reads the teacher from the cache.`,
 // distillProgress renders steps on w: a line redrawn in place on a
 // terminal, else a plain line every 10 seconds and at evaluations.
 func distillProgress(w io.Writer) func(train.StepInfo) {
-	tty := false
-	if f, ok := w.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			tty = true
-		}
-	}
+	tty := progress.IsTerminal(w)
 	var last time.Time
 	return func(s train.StepInfo) {
 		if s.Eval {
