@@ -11,14 +11,13 @@ import (
 
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/checkpoint"
-	"github.com/autocompress/autocompress/corpus"
+	"github.com/autocompress/autocompress/dataset"
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/export"
 	"github.com/autocompress/autocompress/hardware"
 	"github.com/autocompress/autocompress/importance"
 	"github.com/autocompress/autocompress/modelref"
 	"github.com/autocompress/autocompress/search"
-	"github.com/autocompress/autocompress/tokenizer"
 )
 
 func init() {
@@ -105,11 +104,12 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 	serveOn := fs.String("serve-on", "", "engine the child must load in: vllm, sglang, trtllm, llamacpp, hf, native (default: --engine)")
 	keep := fs.String("keep-layers", "", "comma-separated parent layers never removed (autocompress)")
 	topK := intArg(fs, "top-k", 10, 1, noMax, "candidates kept (and measured, for minitron)")
-	fs.Var(&data, "data", "calibration `files` for the measured proxy (text, or token ids with --ids)")
+	fs.Var(&data, "data", "calibration `files` for the measured proxy (text, token ids, or parent:SPLIT)")
 	ids := fs.Bool("ids", false, "the --data files hold token ids")
 	tokPath := fs.String("tokenizer", "", "tokenizer.json for --data (default: the model's)")
 	rows := intArg(fs, "rows", 16, 1, noMax, "held-out rows for the measured proxy")
 	seqLen := intArg(fs, "seq-len", 128, 1, noMax, "tokens per measured row")
+	allowLong := fs.Bool("allow-long-context", false, "allow --seq-len past the model's max_position_embeddings")
 	out := fs.String("out", "", "output `directory`")
 	force := fs.Bool("force", false, "replace an existing --out")
 	jsonOut := fs.Bool("json", false, "print the summary as JSON")
@@ -209,7 +209,7 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 			if dir == "" {
 				return Usagef("--data needs a checkpoint with weights (--model DIR or %q), not a config", ParentModel)
 			}
-			if req.Rows, err = searchRows(dir, m, data, *ids, *tokPath, *seqLen, *rows); err != nil {
+			if req.Rows, err = searchRows(ctx, dir, m, data, *ids, *allowLong, *tokPath, *seqLen, *rows); err != nil {
 				return err
 			}
 		}
@@ -364,52 +364,15 @@ func searchModel(name string) (string, *architecture.Model, error) {
 	return "", m, nil
 }
 
-// searchRows reads the measured proxy's held-out rows: text tokenized with
-// the model's tokenizer (documents separated by end-of-text) or token ids,
-// packed into rows of seqLen+1 ids (inputs and next-token targets).
-func searchRows(dir string, arch *architecture.Model, data []string, ids bool, tokPath string, seqLen, n int) ([][]int32, error) {
-	sep := int32(-1)
-	if len(arch.EOS) > 0 {
-		sep = int32(arch.EOS[0])
+// searchRows reads the measured proxy's held-out rows from --data
+// (dataset.Rows): at most n rows of seqLen+1 ids (inputs and next-token
+// targets).
+func searchRows(ctx context.Context, dir string, arch *architecture.Model, data []string, ids, allowLong bool, tokPath string, seqLen, n int) ([][]int32, error) {
+	o := dataset.ForModel(arch, dir)
+	o.SeqLen, o.MaxRows, o.IDs, o.TokenizerFile, o.AllowLong = seqLen, n, ids, tokPath, allowLong
+	p, err := dataRows(ctx, data, o)
+	if err != nil {
+		return nil, err
 	}
-	var streams [][]int32
-	var tok *tokenizer.Tokenizer
-	for _, p := range data {
-		if evalIsIDs(p, ids) {
-			s, err := tokenizer.ReadIDsFile(p)
-			if err != nil {
-				return nil, err
-			}
-			if err := tokenizer.CheckIDs(s, arch.Vocab); err != nil {
-				return nil, fmt.Errorf("%s: %w", p, err)
-			}
-			for _, q := range s {
-				streams = append(streams, importanceInt32(q))
-			}
-			continue
-		}
-		if tok == nil {
-			var err error
-			if tok, err = evalTokenizer(dir, tokPath); err != nil {
-				return nil, err
-			}
-		}
-		doc, err := corpus.ReadText(p)
-		if err != nil {
-			return nil, err
-		}
-		q, err := tok.Encode(doc.Text, false)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p, err)
-		}
-		streams = append(streams, importanceInt32(q))
-	}
-	rows := corpus.Pack(streams, sep, seqLen+1)
-	if len(rows) == 0 {
-		return nil, fmt.Errorf("--data holds fewer than %d tokens: no row for the measured proxy", seqLen+1)
-	}
-	if len(rows) > n {
-		rows = rows[:n]
-	}
-	return rows, nil
+	return p.Rows, nil
 }
