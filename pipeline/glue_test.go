@@ -29,3 +29,32 @@ func TestRowsNameTheField(t *testing.T) {
 		t.Errorf("seq_len past the positions: %v, want a ConfigError for importance.seq_len", err)
 	}
 }
+
+// TestBudgetErrorsNameTheField: budgets are read by search.ParseBudgets,
+// and each error is a ConfigError naming the field.
+func TestBudgetErrorsNameTheField(t *testing.T) {
+	for _, tc := range []struct {
+		b    Budgets
+		want string
+	}{
+		{Budgets{MaxMemory: "12 parsecs"}, "budgets.max_memory"},
+		{Budgets{MaxTTFT: "soon"}, "budgets.max_ttft"},
+		{Budgets{MaxTPOT: "3"}, "budgets.max_tpot"},
+		{Budgets{MaxE2E: "1h"}, "budgets.max_e2e"},
+		{Budgets{MinThroughput: "lots"}, "budgets.min_throughput"},
+		{Budgets{MaxParams: "3Q"}, "budgets.max_params"},
+		{Budgets{MaxTTFT: "2s", MaxE2E: "1s"}, "budgets.max_ttft"},
+		{Budgets{MaxMemory: "1GiB", P90: true}, "budgets.p90"},
+		{Budgets{}, "budgets"},
+	} {
+		_, err := tc.b.parse()
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Path != tc.want {
+			t.Errorf("%+v: %v, want a ConfigError for %s", tc.b, err, tc.want)
+		}
+	}
+	got, err := Budgets{MaxMemory: "45MiB", MaxTPOT: "3ms", P90: true}.parse()
+	if err != nil || got.MaxMemory != 45<<20 || got.MaxTPOT != 3e-3 || !got.P90 {
+		t.Errorf("%+v, %v", got, err)
+	}
+}

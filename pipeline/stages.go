@@ -147,39 +147,19 @@ func (w Workload) build() (*workload.Workload, error) {
 	return &wl, nil
 }
 
+// parse reads the budgets (search.ParseBudgets); every error is a
+// ConfigError naming the field.
 func (b Budgets) parse() (search.Budgets, error) {
-	var out search.Budgets
-	var err error
-	bad := func(field string, e error) error { return &ConfigError{Path: "budgets." + field, Msg: e.Error()} }
-	if b.MaxMemory != "" {
-		if out.MaxMemory, err = search.ParseBytes(search.BudgetMemory, b.MaxMemory); err != nil {
-			return out, bad("max_memory", err)
-		}
-	}
-	for _, x := range []struct {
-		field, name, s string
-		dst            *float64
-	}{{"max_ttft", search.BudgetTTFT, b.MaxTTFT, &out.MaxTTFT}, {"max_tpot", search.BudgetTPOT, b.MaxTPOT, &out.MaxTPOT},
-		{"max_e2e", search.BudgetE2E, b.MaxE2E, &out.MaxE2E}} {
-		if x.s != "" {
-			if *x.dst, err = search.ParseSeconds(x.name, x.s); err != nil {
-				return out, bad(x.field, err)
-			}
-		}
-	}
-	if b.MinThroughput != "" {
-		if out.MinThroughput, err = search.ParseThroughput(search.BudgetThroughput, b.MinThroughput); err != nil {
-			return out, bad("min_throughput", err)
-		}
-	}
-	if b.MaxParams != "" {
-		if out.MaxParams, err = search.ParseCount(search.BudgetParams, b.MaxParams); err != nil {
-			return out, bad("max_params", err)
-		}
-	}
-	out.P90 = b.P90
-	if !out.Any() {
+	out, err := search.ParseBudgets(search.BudgetText{MaxMemory: b.MaxMemory, MaxTTFT: b.MaxTTFT, MaxTPOT: b.MaxTPOT,
+		MaxE2E: b.MaxE2E, MinThroughput: b.MinThroughput, MaxParams: b.MaxParams, P90: b.P90})
+	var be *search.BudgetError
+	switch {
+	case errors.Is(err, search.ErrNoBudget):
 		return out, &ConfigError{Path: "budgets", Msg: "give at least one budget (max_memory, max_ttft, max_tpot, max_e2e, min_throughput, max_params)"}
+	case errors.As(err, &be):
+		return out, &ConfigError{Path: "budgets." + strings.ReplaceAll(be.Budget, "-", "_"), Msg: be.Error()}
+	case err != nil:
+		return out, &ConfigError{Path: "budgets", Msg: err.Error()}
 	}
 	return out, nil
 }

@@ -143,12 +143,6 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 		if err != nil {
 			return err
 		}
-		if !budgets.Any() {
-			return Usagef("give at least one budget (--max-memory, --max-e2e, --max-ttft, --max-tpot, --min-throughput, --max-params, --max-active-params)")
-		}
-		if b.p90 && budgets.MaxTTFT == 0 && budgets.MaxTPOT == 0 && budgets.MaxE2E == 0 {
-			return Usagef("--p90 needs a latency budget (--max-ttft, --max-tpot or --max-e2e)")
-		}
 		cat := hardware.Default()
 		if f.gpuFile != "" {
 			gs, err := hardware.ParseFile(f.gpuFile)
@@ -240,45 +234,17 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 	}
 }
 
+// parseBudgets reads the budget flags (search.ParseBudgets); every error
+// is a usage error naming the flag.
 func parseBudgets(f *searchBudgetFlags) (search.Budgets, error) {
-	var b search.Budgets
-	var err error
-	usage := func(e error) error { return Usagef("%v", e) }
-	if f.memory != "" {
-		if b.MaxMemory, err = search.ParseBytes(search.BudgetMemory, f.memory); err != nil {
-			return b, usage(err)
-		}
+	b, err := search.ParseBudgets(search.BudgetText{MaxMemory: f.memory, MaxTTFT: f.ttft, MaxTPOT: f.tpot, MaxE2E: f.e2e,
+		MinThroughput: f.throughput, MaxParams: f.params, MaxActiveParams: f.active, P90: f.p90})
+	switch {
+	case errors.Is(err, search.ErrNoBudget):
+		return b, Usagef("give at least one budget (--max-memory, --max-e2e, --max-ttft, --max-tpot, --min-throughput, --max-params, --max-active-params)")
+	case err != nil:
+		return b, Usagef("%v", err)
 	}
-	for _, x := range []struct {
-		name string
-		s    string
-		dst  *float64
-	}{{search.BudgetE2E, f.e2e, &b.MaxE2E}, {search.BudgetTTFT, f.ttft, &b.MaxTTFT}, {search.BudgetTPOT, f.tpot, &b.MaxTPOT}} {
-		if x.s != "" {
-			if *x.dst, err = search.ParseSeconds(x.name, x.s); err != nil {
-				return b, usage(err)
-			}
-		}
-	}
-	if f.throughput != "" {
-		if b.MinThroughput, err = search.ParseThroughput(search.BudgetThroughput, f.throughput); err != nil {
-			return b, usage(err)
-		}
-	}
-	if f.params != "" {
-		if b.MaxParams, err = search.ParseCount(search.BudgetParams, f.params); err != nil {
-			return b, usage(err)
-		}
-	}
-	if f.active != "" {
-		if b.MaxActiveParams, err = search.ParseCount(search.BudgetActiveParams, f.active); err != nil {
-			return b, usage(err)
-		}
-	}
-	if b.MaxTTFT > 0 && b.MaxE2E > 0 && b.MaxTTFT > b.MaxE2E {
-		return b, Usagef("--max-ttft %s exceeds --max-e2e %s: the first token cannot come after the last", f.ttft, f.e2e)
-	}
-	b.P90 = f.p90
 	return b, nil
 }
 
