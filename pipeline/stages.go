@@ -238,15 +238,10 @@ func Stages(c Config, self string) ([]Stage, error) {
 				return err
 			}
 			env.Note("%d calibration rows of %d tokens", len(rr), c.Importance.SeqLen)
-			s, err := importance.Compute(ctx, m, rr, importance.Options{Batch: 8,
-				Progress: func(done, total int64) { env.Report(float64(done), float64(total), "seq", "") }})
-			if err != nil {
-				return err
-			}
-			if s.ModelHash, err = importance.HashModelDir(t.parent); err != nil {
-				return err
-			}
-			return s.Save(filepath.Join(env.Dir, ScoresFile)) //output:inside
+			// The runner's manifest decides reuse: always compute here.
+			_, _, err = importance.Cached(ctx, m, t.parent, rr, filepath.Join(env.Dir, ScoresFile), importance.Options{Batch: 8,
+				Progress: func(done, total int64) { env.Report(float64(done), float64(total), "seq", "") }}, true)
+			return err
 		}})
 
 	st = append(st, Stage{Name: "search", Deps: []string{"importance"}, Params: struct {

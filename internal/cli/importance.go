@@ -80,40 +80,23 @@ holds scores for the same model and data they are reused without a new pass
 				if err != nil {
 					return err
 				}
-				rows := packed.Rows
 				if packed.Available < *seqs {
 					fmt.Fprintf(env.Stderr, "note: the data fills only %d of %d sequences of %d tokens\n", packed.Available, *seqs, *seqLen)
 				}
-				modelHash, err := importance.HashModelDir(dir)
+				var bar *progress.Bar
+				s, reused, err := importance.Cached(ctx, m, dir, packed.Rows, *out, importance.Options{Batch: *batch, NoSkipLoss: *noSkip, NoSubBlockSkipLoss: *noSub,
+					SkipRows: *skipSeqs, Progress: func(done, total int64) {
+						if bar == nil {
+							bar = progress.New(env.Stderr, "importance", total, "seq")
+						}
+						bar.Set(done)
+					}}, *force)
+				bar.Done()
 				if err != nil {
 					return err
 				}
-				dataHash := importance.HashRows(rows)
-				var s *importance.Scores
-				reused := false
-				if !*force {
-					if old, err := importance.Load(*out); err == nil && old.Matches(modelHash, dataHash) {
-						s, reused = old, true
-						fmt.Fprintf(env.Stderr, "reusing %s (same model and calibration data)\n", *out)
-					}
-				}
-				if s == nil {
-					var bar *progress.Bar
-					s, err = importance.Compute(ctx, m, rows, importance.Options{Batch: *batch, NoSkipLoss: *noSkip, NoSubBlockSkipLoss: *noSub,
-						SkipRows: *skipSeqs, Progress: func(done, total int64) {
-							if bar == nil {
-								bar = progress.New(env.Stderr, "importance", total, "seq")
-							}
-							bar.Set(done)
-						}})
-					if err != nil {
-						return err
-					}
-					bar.Done()
-					s.ModelHash = modelHash
-					if err := s.Save(*out); err != nil {
-						return err
-					}
+				if reused {
+					fmt.Fprintf(env.Stderr, "reusing %s (same model and calibration data)\n", *out)
 				}
 				return importanceReport(env, s, *out, reused, *jsonOut)
 			}
