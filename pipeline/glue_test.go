@@ -3,6 +3,8 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -56,5 +58,26 @@ func TestBudgetErrorsNameTheField(t *testing.T) {
 	got, err := Budgets{MaxMemory: "45MiB", MaxTPOT: "3ms", P90: true}.parse()
 	if err != nil || got.MaxMemory != 45<<20 || got.MaxTPOT != 3e-3 || !got.P90 {
 		t.Errorf("%+v, %v", got, err)
+	}
+}
+
+// TestRunRefusesUnknownUntil: Until must name a stage; the error lists
+// them, and nothing is created.
+func TestRunRefusesUnknownUntil(t *testing.T) {
+	st, err := Stages(DemoConfig(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	_, err = Run(context.Background(), dir, st, Options{Until: "polish"})
+	var ue *UntilError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "importance, search") {
+		t.Fatalf("%v, want an UntilError listing the stages", err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the run directory was created: %v", err)
+	}
+	if err := checkUntil(st, "search"); err != nil {
+		t.Errorf("a real stage: %v", err)
 	}
 }

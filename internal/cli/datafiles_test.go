@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -107,5 +108,18 @@ func TestSearchAndImportanceReadTheSameData(t *testing.T) {
 	code, _, stderr = evalRun("importance", "--model", ParentModel, "--out", out, "--data", "parent:validation", "--seq-len", fmt.Sprint(m.MaxPositions+1))
 	if code != 2 || !strings.Contains(stderr, "max_position_embeddings") {
 		t.Errorf("importance past the positions: exit %d: %s", code, stderr)
+	}
+}
+
+// TestRunUntilUnknownIsUsage: demo (and run) --until with no such stage is a usage
+// error (pipeline.UntilError) before anything is created.
+func TestRunUntilUnknownIsUsage(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	code, _, stderr := evalRun("demo", "--dir", dir, "--until", "polish")
+	if code != 2 || !strings.Contains(stderr, `--until "polish": not a stage`) {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the run directory was created: %v", err)
 	}
 }
