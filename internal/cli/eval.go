@@ -105,14 +105,13 @@ still show differences (eval.BuildSuite). Score it with --task suite=FILE.
 				}
 				cfg := eval.Config{Windows: o, Limit: *limit}
 				for _, t := range tasks {
-					name, path, ok := strings.Cut(t, "=")
-					if !ok || path == "" {
-						return Usagef("--task %q: want NAME=PATH with NAME one of %s", t, strings.Join(eval.TaskList(), ", "))
+					ts, err := eval.LoadTaskSpec(t)
+					if errors.As(err, new(*eval.SpecError)) {
+						return Usagef("%v", err)
 					}
-					if _, known := eval.TaskNames[name]; !known {
-						return Usagef("--task %s: unknown task %q (known: %s)", t, name, strings.Join(eval.TaskList(), ", "))
+					if errors.As(err, new(*eval.UnknownTaskError)) {
+						return Usagef("--task %s: %v", t, err)
 					}
-					ts, err := eval.LoadTask(name, path)
 					if err != nil {
 						return err
 					}
