@@ -6,9 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
-	"strings"
 
-	"github.com/autocompress/autocompress/corpus"
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/parent"
 	"github.com/autocompress/autocompress/tokenizer"
@@ -18,52 +16,6 @@ import (
 // (parent.DataPrefix): "parent:train-sample", "parent:validation" (or
 // "parent:val"), "parent:test", "parent:train".
 const ParentSplitPrefix = parent.DataPrefix
-
-// ReadDocs reads the documents named by sources: text files, or
-// ParentSplitPrefix names, which parent.SplitDocs resolves (the embedded
-// test, validation and train-sample parts; the full train part from the
-// corpora under assets, unpacked by scripts/fetch-assets.sh).
-func ReadDocs(sources []string, assets string) ([]corpus.Document, error) {
-	var docs []corpus.Document
-	for _, s := range sources {
-		if name, ok := strings.CutPrefix(s, ParentSplitPrefix); ok {
-			d, err := parent.SplitDocs(assets, name)
-			if err != nil {
-				return nil, fmt.Errorf("distill: data %q: %w", s, err)
-			}
-			docs = append(docs, d...)
-			continue
-		}
-		d, err := corpus.ReadText(s)
-		if err != nil {
-			return nil, err
-		}
-		docs = append(docs, d)
-	}
-	return docs, nil
-}
-
-// Rows tokenizes docs with tok, separates them by sep and packs them into
-// rows of seqLen+1 tokens (corpus.Pack).
-func Rows(tok *tokenizer.Tokenizer, docs []corpus.Document, sep int32, seqLen int) ([][]int32, error) {
-	seqs := make([][]int32, len(docs))
-	for i, d := range docs {
-		ids, err := tok.Encode(d.Text, false)
-		if err != nil {
-			return nil, fmt.Errorf("distill: tokenizing %s: %w", d.Name, err)
-		}
-		s := make([]int32, len(ids))
-		for j, id := range ids {
-			s[j] = int32(id)
-		}
-		seqs[i] = s
-	}
-	rows := corpus.Pack(seqs, sep, seqLen)
-	if len(rows) == 0 && len(docs) > 0 {
-		return nil, fmt.Errorf("distill: %d documents give fewer than %d tokens, not one row of --seq-len+1: give more data or a smaller --seq-len", len(docs), seqLen+1)
-	}
-	return rows, nil
-}
 
 // RowsHash is a SHA-256 (hex) of the rows' token ids and lengths.
 func RowsHash(rows [][]int32) string {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/autocompress/autocompress/checkpoint"
+	"github.com/autocompress/autocompress/dataset"
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/export"
 	"github.com/autocompress/autocompress/tokenizer"
@@ -23,8 +24,8 @@ type Config struct {
 	Student string // student checkpoint directory (the starting weights)
 	Out     string // output checkpoint directory
 
-	Data     []string // training text files or ParentSplitPrefix names
-	EvalData []string // held-out text for the before/after summary (optional)
+	Data     []string // training data: text or token-id files, ParentSplitPrefix names (dataset.Read)
+	EvalData []string // held-out data for the before/after summary, the same forms (optional)
 	Assets   string   // module root holding testdata/ext, for parent: names
 
 	Tokens int64 // training tokens; steps = ceil(Tokens / (Batch·SeqLen))
@@ -217,26 +218,21 @@ func Run(ctx context.Context, c Config) (*Summary, error) {
 	}
 
 	// Data.
-	docs, err := ReadDocs(c.Data, c.Assets)
+	do := dataset.Options{Assets: c.Assets, Tokenizer: stok}
+	do.SeqLen, do.Sep, do.Vocab = c.Train.SeqLen, sep, shared
+	packed, err := dataset.Rows(ctx, c.Data, do)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("distill: data: %w", err)
 	}
-	rows, err := Rows(stok, docs, sep, c.Train.SeqLen)
-	if err != nil {
-		return nil, err
-	}
+	rows := packed.Rows
 	var evalRows [][]int32
 	if len(c.EvalData) > 0 {
-		ed, err := ReadDocs(c.EvalData, c.Assets)
+		do.MaxRows = c.Train.EvalRows
+		ep, err := dataset.Rows(ctx, c.EvalData, do)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("distill: held-out data: %w", err)
 		}
-		if evalRows, err = Rows(stok, ed, sep, c.Train.SeqLen); err != nil {
-			return nil, err
-		}
-		if c.Train.EvalRows > 0 && len(evalRows) > c.Train.EvalRows {
-			evalRows = evalRows[:c.Train.EvalRows]
-		}
+		evalRows = ep.Rows
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -118,3 +118,24 @@ func lines(name string, r io.Reader, fn func(n int, line string) error) error {
 	}
 	return nil
 }
+
+// SpecError is a task given in a form other than NAME=PATH.
+type SpecError struct{ Spec string }
+
+func (e *SpecError) Error() string {
+	return fmt.Sprintf("--task %q: want NAME=PATH with NAME one of %s", e.Spec, strings.Join(TaskList(), ", "))
+}
+
+// LoadTaskSpec reads a task given as NAME=PATH (the --task flag's form):
+// a spec without "=" or without a path is a *SpecError, an unknown name an
+// *UnknownTaskError, both before any file is read.
+func LoadTaskSpec(spec string) ([]*Task, error) {
+	name, path, ok := strings.Cut(spec, "=")
+	if !ok || path == "" {
+		return nil, &SpecError{Spec: spec}
+	}
+	if _, known := TaskNames[name]; !known {
+		return nil, &UnknownTaskError{Name: name}
+	}
+	return LoadTask(name, path)
+}

@@ -260,3 +260,33 @@ func quizDir() string {
 	}
 	return d
 }
+
+// TestLoadTaskSpec: NAME=PATH is split and checked before any file is read.
+func TestLoadTaskSpec(t *testing.T) {
+	var se *SpecError
+	for _, spec := range []string{"lambada", "lambada=", "=x"} {
+		_, err := LoadTaskSpec(spec)
+		if spec == "=x" {
+			var ue *UnknownTaskError
+			if !errors.As(err, &ue) {
+				t.Errorf("%q: %v, want an UnknownTaskError", spec, err)
+			}
+			continue
+		}
+		if !errors.As(err, &se) || se.Spec != spec {
+			t.Errorf("%q: %v, want a SpecError", spec, err)
+		}
+	}
+	var ue *UnknownTaskError
+	if _, err := LoadTaskSpec("arc=/nonexistent"); !errors.As(err, &ue) || ue.Name != "arc" {
+		t.Errorf("arc: %v, want an UnknownTaskError", err)
+	}
+	p := filepath.Join(t.TempDir(), "l.jsonl")
+	if err := os.WriteFile(p, []byte(`{"text": "the cat sat on the mat"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := LoadTaskSpec("lambada=" + p)
+	if err != nil || len(ts) != 1 || len(ts[0].Items) != 1 {
+		t.Fatalf("lambada=%s: %v", p, err)
+	}
+}

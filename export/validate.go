@@ -1,6 +1,7 @@
 package export
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -529,4 +530,24 @@ func intOf(v any) int {
 		return int(n)
 	}
 	return 0
+}
+
+// ValidateEngines validates dir for each engine in turn (ValidateDirWith)
+// and returns a report per engine, in order, and how many of them break a
+// rule. It stops with ctx's error when ctx is cancelled between engines.
+func ValidateEngines(ctx context.Context, dir string, engines []string, opt Options) (reports []*Report, failed int, err error) {
+	for _, e := range engines {
+		if err := ctx.Err(); err != nil {
+			return nil, 0, err
+		}
+		r, err := ValidateDirWith(dir, e, opt)
+		if err != nil {
+			return nil, 0, err
+		}
+		reports = append(reports, r)
+		if !r.OK() {
+			failed++
+		}
+	}
+	return reports, failed, nil
 }

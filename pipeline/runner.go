@@ -127,6 +127,31 @@ type Options struct {
 	Until string
 }
 
+// UntilError is an Options.Until that names no stage of the run.
+type UntilError struct {
+	Until  string
+	Stages []string
+}
+
+func (e *UntilError) Error() string {
+	return fmt.Sprintf("--until %q: not a stage of this run (%s)", e.Until, strings.Join(e.Stages, ", "))
+}
+
+// checkUntil returns an *UntilError when until is set and names no stage.
+func checkUntil(stages []Stage, until string) error {
+	if until == "" {
+		return nil
+	}
+	names := make([]string, len(stages))
+	for i, s := range stages {
+		if s.Name == until {
+			return nil
+		}
+		names[i] = s.Name
+	}
+	return &UntilError{Until: until, Stages: names}
+}
+
 // Manifest records one finished stage.
 type Manifest struct {
 	Version int    `json:"version"`
@@ -198,6 +223,9 @@ func StageDir(runDir string, i int, name string) string {
 // stage. Only one Run may use a directory at a time.
 func Run(ctx context.Context, dir string, stages []Stage, opt Options) (*Result, error) {
 	if err := checkStages(stages); err != nil {
+		return nil, err
+	}
+	if err := checkUntil(stages, opt.Until); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {

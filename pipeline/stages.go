@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/corpus"
+	"github.com/autocompress/autocompress/dataset"
 	"github.com/autocompress/autocompress/distill"
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/estimate"
@@ -145,39 +147,19 @@ func (w Workload) build() (*workload.Workload, error) {
 	return &wl, nil
 }
 
+// parse reads the budgets (search.ParseBudgets); every error is a
+// ConfigError naming the field.
 func (b Budgets) parse() (search.Budgets, error) {
-	var out search.Budgets
-	var err error
-	bad := func(field string, e error) error { return &ConfigError{Path: "budgets." + field, Msg: e.Error()} }
-	if b.MaxMemory != "" {
-		if out.MaxMemory, err = search.ParseBytes(search.BudgetMemory, b.MaxMemory); err != nil {
-			return out, bad("max_memory", err)
-		}
-	}
-	for _, x := range []struct {
-		field, name, s string
-		dst            *float64
-	}{{"max_ttft", search.BudgetTTFT, b.MaxTTFT, &out.MaxTTFT}, {"max_tpot", search.BudgetTPOT, b.MaxTPOT, &out.MaxTPOT},
-		{"max_e2e", search.BudgetE2E, b.MaxE2E, &out.MaxE2E}} {
-		if x.s != "" {
-			if *x.dst, err = search.ParseSeconds(x.name, x.s); err != nil {
-				return out, bad(x.field, err)
-			}
-		}
-	}
-	if b.MinThroughput != "" {
-		if out.MinThroughput, err = search.ParseThroughput(search.BudgetThroughput, b.MinThroughput); err != nil {
-			return out, bad("min_throughput", err)
-		}
-	}
-	if b.MaxParams != "" {
-		if out.MaxParams, err = search.ParseCount(search.BudgetParams, b.MaxParams); err != nil {
-			return out, bad("max_params", err)
-		}
-	}
-	out.P90 = b.P90
-	if !out.Any() {
+	out, err := search.ParseBudgets(search.BudgetText{MaxMemory: b.MaxMemory, MaxTTFT: b.MaxTTFT, MaxTPOT: b.MaxTPOT,
+		MaxE2E: b.MaxE2E, MinThroughput: b.MinThroughput, MaxParams: b.MaxParams, P90: b.P90})
+	var be *search.BudgetError
+	switch {
+	case errors.Is(err, search.ErrNoBudget):
 		return out, &ConfigError{Path: "budgets", Msg: "give at least one budget (max_memory, max_ttft, max_tpot, max_e2e, min_throughput, max_params)"}
+	case errors.As(err, &be):
+		return out, &ConfigError{Path: "budgets." + strings.ReplaceAll(be.Budget, "-", "_"), Msg: be.Error()}
+	case err != nil:
+		return out, &ConfigError{Path: "budgets", Msg: err.Error()}
 	}
 	return out, nil
 }
@@ -194,36 +176,21 @@ func dataFiles(sources []string) []string {
 	return out
 }
 
-// rows reads sources, tokenizes them with the model's tokenizer and packs
-// them into at most n rows of seqLen+1 ids.
-func rows(dir string, sources []string, assets string, seqLen, n int) ([][]int32, error) {
-	m, err := architecture.Load(dir)
+// rows reads sources for the parent (dataset.Rows): at most n rows of
+// seqLen+1 ids. field is the config field that sets seqLen, for the
+// context rule's error.
+func rows(ctx context.Context, t *target, sources []string, assets string, seqLen, n int, field string) ([][]int32, error) {
+	o := dataset.ForModel(t.arch, t.parent)
+	o.SeqLen, o.MaxRows, o.Assets = seqLen, n, assets
+	p, err := dataset.Rows(ctx, sources, o)
+	var ce *workload.ContextError
+	if errors.As(err, &ce) {
+		return nil, &ConfigError{Path: field, Msg: fmt.Sprintf("%d tokens per row but the model has %d positions (max_position_embeddings)", seqLen, ce.MaxPositions)}
+	}
 	if err != nil {
 		return nil, err
 	}
-	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
-	if err != nil {
-		return nil, err
-	}
-	docs, err := distill.ReadDocs(sources, assets)
-	if err != nil {
-		return nil, err
-	}
-	sep := int32(-1)
-	if len(m.EOS) > 0 {
-		sep = int32(m.EOS[0])
-	}
-	rr, err := distill.Rows(tok, docs, sep, seqLen)
-	if err != nil {
-		return nil, err
-	}
-	if len(rr) == 0 {
-		return nil, fmt.Errorf("%s holds fewer than %d tokens", strings.Join(sources, ", "), seqLen+1)
-	}
-	if n > 0 && len(rr) > n {
-		rr = rr[:n]
-	}
-	return rr, nil
+	return p.Rows, nil
 }
 
 func writeJSONFile(path string, v any) error {
@@ -266,20 +233,15 @@ func Stages(c Config, self string) ([]Stage, error) {
 			if err != nil {
 				return err
 			}
-			rr, err := rows(t.parent, c.Data, assets, c.Importance.SeqLen, c.Importance.Seqs)
+			rr, err := rows(ctx, t, c.Data, assets, c.Importance.SeqLen, c.Importance.Seqs, "importance.seq_len")
 			if err != nil {
 				return err
 			}
 			env.Note("%d calibration rows of %d tokens", len(rr), c.Importance.SeqLen)
-			s, err := importance.Compute(ctx, m, rr, importance.Options{Batch: 8,
-				Progress: func(done, total int64) { env.Report(float64(done), float64(total), "seq", "") }})
-			if err != nil {
-				return err
-			}
-			if s.ModelHash, err = importance.HashModelDir(t.parent); err != nil {
-				return err
-			}
-			return s.Save(filepath.Join(env.Dir, ScoresFile)) //output:inside
+			// The runner's manifest decides reuse: always compute here.
+			_, _, err = importance.Cached(ctx, m, t.parent, rr, filepath.Join(env.Dir, ScoresFile), importance.Options{Batch: 8,
+				Progress: func(done, total int64) { env.Report(float64(done), float64(total), "seq", "") }}, true)
+			return err
 		}})
 
 	st = append(st, Stage{Name: "search", Deps: []string{"importance"}, Params: struct {
@@ -302,7 +264,7 @@ func Stages(c Config, self string) ([]Stage, error) {
 				req.Precisions = strings.Split(c.Deployment.Precision, ",")
 			}
 			if len(c.Search.ProxyData) > 0 && c.Search.ProxyRows > 0 {
-				if req.Rows, err = rows(t.parent, c.Search.ProxyData, assets, 128, c.Search.ProxyRows); err != nil {
+				if req.Rows, err = rows(ctx, t, c.Search.ProxyData, assets, 128, c.Search.ProxyRows, "search.proxy_data"); err != nil {
 					return fmt.Errorf("search.proxy_data: %w", err)
 				}
 			}
@@ -435,24 +397,18 @@ func runEval(ctx context.Context, env *Env, t *target, c *Config, child string) 
 		}
 		models = append(models, eval.Model{Name: m.name, Model: em, Tok: tok})
 	}
-	docs, err := distill.ReadDocs(c.EvalData, c.Assets)
+	docs, err := dataset.Texts(c.EvalData, c.Assets)
 	if err != nil {
 		return err
 	}
-	var text strings.Builder
+	text := corpus.Join(docs)
 	cfg := eval.Config{Windows: eval.Options{SeqLen: 128, Batch: 8}, Limit: c.Eval.Limit}
-	for i, d := range docs {
-		if i > 0 {
-			text.WriteString("\n\n")
-		}
-		text.WriteString(d.Text)
-	}
-	cfg.Data = []*eval.Data{{Name: strings.Join(c.EvalData, ","), Text: []byte(text.String())}}
+	cfg.Data = []*eval.Data{{Name: strings.Join(c.EvalData, ","), Text: []byte(text)}}
 	items := c.Eval.Limit
 	if items <= 0 {
 		items = 200
 	}
-	suite, err := eval.BuildSuite(text.String(), eval.SuiteOptions{Seed: 1, Cloze: items, Choice: items})
+	suite, err := eval.BuildSuite(text, eval.SuiteOptions{Seed: 1, Cloze: items, Choice: items})
 	if err != nil {
 		return fmt.Errorf("eval: building the in-domain suite: %w", err)
 	}

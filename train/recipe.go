@@ -1,10 +1,12 @@
 package train
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/corpus"
+	"github.com/autocompress/autocompress/dataset"
 )
 
 // EndOfText is the special token that separates documents.
@@ -36,17 +38,22 @@ type Encoder interface {
 }
 
 // Rows tokenizes docs, appends sep after each, and packs them into rows of
-// seqLen+1 tokens (corpus.Pack). It reports how many bytes of text the rows
-// came from.
+// seqLen+1 tokens (dataset.Pack). It reports how many bytes of text the rows
+// came from. No documents give no rows.
 func Rows(enc Encoder, docs []corpus.Document, sep int32, seqLen int) (rows [][]int32, bytes int, err error) {
-	seqs := make([][]int32, len(docs))
-	for i, d := range docs {
-		seqs[i] = enc.Encode(d.Text)
-		bytes += len(d.Text)
+	if len(docs) == 0 {
+		return nil, 0, nil
 	}
-	rows = corpus.Pack(seqs, sep, seqLen)
-	if len(rows) == 0 && len(docs) > 0 {
-		return nil, bytes, fmt.Errorf("train: %d documents give fewer than %d tokens, not one row of --seq-len+1: give more data or a smaller --seq-len", len(docs), seqLen+1)
+	p, err := dataset.Pack(context.Background(), dataset.FromCorpus(docs), encoder{enc}, dataset.PackOptions{SeqLen: seqLen, Sep: sep})
+	if err != nil {
+		return nil, 0, fmt.Errorf("train: %w", err)
 	}
-	return rows, bytes, nil
+	return p.Rows, p.Bytes, nil
+}
+
+// encoder adapts an Encoder to dataset.Encoder.
+type encoder struct{ Encoder }
+
+func (e encoder) Encode(_ context.Context, text string) ([]int32, error) {
+	return e.Encoder.Encode(text), nil
 }

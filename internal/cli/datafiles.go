@@ -1,8 +1,14 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"strings"
+
+	"github.com/autocompress/autocompress/dataset"
+	"github.com/autocompress/autocompress/parent"
+	"github.com/autocompress/autocompress/workload"
 )
 
 // fileList is the one meaning of --data in every command: input files,
@@ -28,4 +34,21 @@ func dataFlag(fs *flag.FlagSet, what string) *fileList {
 	var f fileList
 	fs.Var(&f, "data", what+" `files` (repeatable or comma-separated; positional arguments too)")
 	return &f
+}
+
+// dataRows reads --data for one model (dataset.Rows); what the user fixes
+// on the command line (an unknown parent: split, --seq-len past the
+// model's positions) is a usage error.
+func dataRows(ctx context.Context, data []string, o dataset.Options) (*dataset.Packed, error) {
+	p, err := dataset.Rows(ctx, data, o)
+	if err != nil {
+		if errors.As(err, new(*parent.UnknownSplitError)) {
+			return nil, Usagef("--data: %v", err)
+		}
+		if errors.As(err, new(*workload.ContextError)) {
+			return nil, Usagef("%v", err)
+		}
+		return nil, err
+	}
+	return p, nil
 }

@@ -37,7 +37,8 @@ checkpoint of the student's architecture, format and dtype with its tokenizer
 files, built beside --out, validated and renamed into place; an existing --out
 is replaced only with --force.
 
---data and --eval-data take text files or parent:train-sample,
+--data and --eval-data take text files, token-id files (a .ids name or the
+binary magic; ids of the student's tokenizer) or parent:train-sample,
 parent:validation and parent:test, parts of the embedded parent's text built
 into the binary, or parent:train, the whole training part, cut from the
 corpora under --assets (scripts/fetch-assets.sh).

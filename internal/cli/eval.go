@@ -7,9 +7,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
+	"github.com/autocompress/autocompress/dataset"
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/eval"
 	"github.com/autocompress/autocompress/internal/output"
@@ -105,14 +105,13 @@ still show differences (eval.BuildSuite). Score it with --task suite=FILE.
 				}
 				cfg := eval.Config{Windows: o, Limit: *limit}
 				for _, t := range tasks {
-					name, path, ok := strings.Cut(t, "=")
-					if !ok || path == "" {
-						return Usagef("--task %q: want NAME=PATH with NAME one of %s", t, strings.Join(eval.TaskList(), ", "))
+					ts, err := eval.LoadTaskSpec(t)
+					if errors.As(err, new(*eval.SpecError)) {
+						return Usagef("%v", err)
 					}
-					if _, known := eval.TaskNames[name]; !known {
-						return Usagef("--task %s: unknown task %q (known: %s)", t, name, strings.Join(eval.TaskList(), ", "))
+					if errors.As(err, new(*eval.UnknownTaskError)) {
+						return Usagef("--task %s: %v", t, err)
 					}
-					ts, err := eval.LoadTask(name, path)
 					if err != nil {
 						return err
 					}
@@ -133,8 +132,8 @@ still show differences (eval.BuildSuite). Score it with --task suite=FILE.
 						return Usagef("%v", err)
 					}
 					em := eval.Model{Name: name, Model: m}
-					if len(cfg.Tasks) > 0 || evalNeedsTokenizer(data, *ids) {
-						if em.Tok, err = evalTokenizer(dir, *tokPath); err != nil {
+					if len(cfg.Tasks) > 0 || dataset.NeedsTokenizer(data, *ids) {
+						if em.Tok, err = dataset.LoadTokenizer(dir, *tokPath); err != nil {
 							return err
 						}
 					}
@@ -205,7 +204,7 @@ func evalData(data, assets string, ids bool) (*eval.Data, error) {
 		}
 		return &eval.Data{Name: data, Text: []byte(text)}, nil
 	}
-	if evalIsIDs(data, ids) {
+	if dataset.IsIDs(data, ids) {
 		seqs, err := tokenizer.ReadIDsFile(data)
 		if err != nil {
 			return nil, err
@@ -226,17 +225,6 @@ type evalBuildJSON struct {
 	Seed   uint64 `json:"seed"`
 	Cloze  int    `json:"cloze"`
 	Choice int    `json:"choice"`
-}
-
-// evalNeedsTokenizer tells whether any of the data is text (token-id files
-// need none).
-func evalNeedsTokenizer(data []string, ids bool) bool {
-	for _, p := range data {
-		if strings.HasPrefix(p, evalParentData) || !evalIsIDs(p, ids) {
-			return true
-		}
-	}
-	return false
 }
 
 // evalBuild writes an in-domain suite built from data to out.
@@ -284,29 +272,3 @@ type stringList []string
 
 func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
-
-// evalTokenizer loads path, or dir/tokenizer.json.
-func evalTokenizer(dir, path string) (*tokenizer.Tokenizer, error) {
-	if path == "" {
-		path = filepath.Join(dir, "tokenizer.json")
-		if _, err := os.Stat(path); err != nil {
-			return nil, fmt.Errorf("the model directory %s has no tokenizer.json: pass --tokenizer, or token ids with --ids", dir)
-		}
-	}
-	return tokenizer.Load(path)
-}
-
-// evalIsIDs tells whether a data file holds token ids.
-func evalIsIDs(path string, flagged bool) bool {
-	if flagged || strings.HasSuffix(path, ".ids") {
-		return true
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	b := make([]byte, len(tokenizer.BinaryIDsMagic))
-	n, _ := f.Read(b)
-	return string(b[:n]) == tokenizer.BinaryIDsMagic
-}

@@ -2,19 +2,14 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"math"
 
-	"github.com/autocompress/autocompress/corpus"
-	"github.com/autocompress/autocompress/distill"
+	"github.com/autocompress/autocompress/dataset"
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/importance"
 	"github.com/autocompress/autocompress/internal/progress"
-	"github.com/autocompress/autocompress/parent"
-	"github.com/autocompress/autocompress/tokenizer"
-	"github.com/autocompress/autocompress/workload"
 )
 
 func init() {
@@ -79,108 +74,34 @@ holds scores for the same model and data they are reused without a new pass
 				if err != nil {
 					return err
 				}
-				arch := m.Arch()
-				w := workload.FixedClosed(*seqLen, 0, 1)
-				if _, err := w.FitContext(workload.ContextRule{MaxPositions: arch.MaxPositions, AllowLong: *allowLong, What: fmt.Sprintf("--seq-len %d", *seqLen)}); err != nil {
-					return Usagef("%v", err)
-				}
-				sep := int32(-1)
-				if len(arch.EOS) > 0 {
-					sep = int32(arch.EOS[0])
-				}
-				var streams [][]int32
-				if evalIsIDs(data[0], *ids) {
-					for _, p := range data {
-						s, err := tokenizer.ReadIDsFile(p)
-						if err != nil {
-							return err
-						}
-						if err := tokenizer.CheckIDs(s, arch.Vocab); err != nil {
-							return fmt.Errorf("%s: %w (are these ids for this model's tokenizer?)", p, err)
-						}
-						for _, q := range s {
-							streams = append(streams, importanceInt32(q))
-						}
-					}
-				} else {
-					tok, err := evalTokenizer(dir, *tokPath)
-					if err != nil {
-						return err
-					}
-					if tok.VocabSize() > arch.Vocab {
-						return fmt.Errorf("the tokenizer has %d tokens but the model's vocabulary has %d: use the tokenizer.json that belongs to the model", tok.VocabSize(), arch.Vocab)
-					}
-					docs, err := distill.ReadDocs(data, *assets)
-					if err != nil {
-						if errors.As(err, new(*parent.UnknownSplitError)) {
-							return Usagef("--data: %v", err)
-						}
-						return err
-					}
-					for _, doc := range docs {
-						q, err := tok.EncodeContext(ctx, doc.Text, false)
-						if err != nil {
-							return fmt.Errorf("%s: %w", doc.Name, err)
-						}
-						streams = append(streams, importanceInt32(q))
-					}
-				}
-				rows := corpus.Pack(streams, sep, *seqLen)
-				if len(rows) == 0 {
-					n := 0
-					for _, s := range streams {
-						n += len(s) + 1
-					}
-					return fmt.Errorf("calibration data gives %d tokens, fewer than one sequence of --seq-len+1 = %d: give more text or a smaller --seq-len", n, *seqLen+1)
-				}
-				if len(rows) < *seqs {
-					fmt.Fprintf(env.Stderr, "note: the data fills only %d of %d sequences of %d tokens\n", len(rows), *seqs, *seqLen)
-				} else {
-					rows = rows[:*seqs]
-				}
-				modelHash, err := importance.HashModelDir(dir)
+				o := dataset.ForModel(m.Arch(), dir)
+				o.SeqLen, o.MaxRows, o.IDs, o.Assets, o.TokenizerFile, o.AllowLong = *seqLen, *seqs, *ids, *assets, *tokPath, *allowLong
+				packed, err := dataRows(ctx, data, o)
 				if err != nil {
 					return err
 				}
-				dataHash := importance.HashRows(rows)
-				var s *importance.Scores
-				reused := false
-				if !*force {
-					if old, err := importance.Load(*out); err == nil && old.Matches(modelHash, dataHash) {
-						s, reused = old, true
-						fmt.Fprintf(env.Stderr, "reusing %s (same model and calibration data)\n", *out)
-					}
+				if packed.Available < *seqs {
+					fmt.Fprintf(env.Stderr, "note: the data fills only %d of %d sequences of %d tokens\n", packed.Available, *seqs, *seqLen)
 				}
-				if s == nil {
-					var bar *progress.Bar
-					s, err = importance.Compute(ctx, m, rows, importance.Options{Batch: *batch, NoSkipLoss: *noSkip, NoSubBlockSkipLoss: *noSub,
-						SkipRows: *skipSeqs, Progress: func(done, total int64) {
-							if bar == nil {
-								bar = progress.New(env.Stderr, "importance", total, "seq")
-							}
-							bar.Set(done)
-						}})
-					if err != nil {
-						return err
-					}
-					bar.Done()
-					s.ModelHash = modelHash
-					if err := s.Save(*out); err != nil {
-						return err
-					}
+				var bar *progress.Bar
+				s, reused, err := importance.Cached(ctx, m, dir, packed.Rows, *out, importance.Options{Batch: *batch, NoSkipLoss: *noSkip, NoSubBlockSkipLoss: *noSub,
+					SkipRows: *skipSeqs, Progress: func(done, total int64) {
+						if bar == nil {
+							bar = progress.New(env.Stderr, "importance", total, "seq")
+						}
+						bar.Set(done)
+					}}, *force)
+				bar.Done()
+				if err != nil {
+					return err
+				}
+				if reused {
+					fmt.Fprintf(env.Stderr, "reusing %s (same model and calibration data)\n", *out)
 				}
 				return importanceReport(env, s, *out, reused, *jsonOut)
 			}
 		},
 	})
-}
-
-func importanceInt32(s []int) []int32 {
-	out := make([]int32, len(s))
-	for i, v := range s {
-		out[i] = int32(v)
-	}
-	return out
 }
 
 // importanceJSON is the --json output of importance.

@@ -195,32 +195,12 @@ func planFromScores(modelDir, path string, hidden, heads, ffn, drop int) (*prune
 	if err != nil {
 		return nil, err
 	}
-	if len(sc.Hidden) != m.Hidden || len(sc.LayerBI) != len(m.Layers) {
-		return nil, fmt.Errorf("%s was computed for another model: %d hidden scores and %d layers, the model has %d and %d",
-			path, len(sc.Hidden), len(sc.LayerBI), m.Hidden, len(m.Layers))
+	s, err := prune.FromImportance(sc, m)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	f32 := func(v []float64) []float32 {
-		if v == nil {
-			return nil
-		}
-		out := make([]float32, len(v))
-		for i, x := range v {
-			out[i] = float32(x)
-		}
-		return out
-	}
-	s := prune.Scores{Hidden: f32(sc.Hidden), Layers: f32(sc.LayerBI)}
 	t := prune.Targets{Hidden: hidden, DropLayers: drop}
-	for l := range m.Layers {
-		var h, n []float64
-		if l < len(sc.Heads) {
-			h = sc.Heads[l]
-		}
-		if l < len(sc.Neurons) {
-			n = sc.Neurons[l]
-		}
-		s.Heads = append(s.Heads, f32(h))
-		s.Neurons = append(s.Neurons, f32(n))
+	for range m.Layers {
 		t.Heads = append(t.Heads, heads)
 		t.Neurons = append(t.Neurons, ffn)
 	}

@@ -104,39 +104,20 @@ func runFlags(fs *flag.FlagSet, def pipeline.Config, demo bool) func(context.Con
 			}
 			return err
 		}
-		if *until != "" {
-			found := false
-			for _, s := range st {
-				found = found || s.Name == *until
-			}
-			if !found {
-				names := make([]string, len(st))
-				for i, s := range st {
-					names[i] = s.Name
-				}
-				return Usagef("--until %q: not a stage of this run (%s)", *until, strings.Join(names, ", "))
-			}
-		}
 		disp := pipeline.NewDisplay(env.Stderr, progress.IsTerminal(env.Stderr))
 		start := time.Now()
 		res, err := pipeline.Run(ctx, c.Dir, st, pipeline.Options{Progress: disp.Handle, Force: *force, Until: *until})
+		if errors.As(err, new(*pipeline.UntilError)) {
+			return Usagef("%v", err)
+		}
 		if err != nil {
-			var be *pipeline.BusyError
-			if errors.As(err, &be) {
-				return err
-			}
 			return err
 		}
 		path, _ := pipeline.ReportPath(res)
 		if *jsonOut {
 			return writeJSON(env.Stdout, runJSON{Result: res, Report: path})
 		}
-		var reused []string
-		for _, s := range res.Stages {
-			if s.Reused {
-				reused = append(reused, s.Name)
-			}
-		}
+		reused := res.Reused()
 		fmt.Fprintf(env.Stdout, "%d stages in %s", len(res.Stages), time.Since(start).Round(time.Second))
 		if len(reused) > 0 {
 			fmt.Fprintf(env.Stdout, " (reused: %s)", strings.Join(reused, ", "))

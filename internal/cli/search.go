@@ -11,14 +11,13 @@ import (
 
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/checkpoint"
-	"github.com/autocompress/autocompress/corpus"
+	"github.com/autocompress/autocompress/dataset"
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/export"
 	"github.com/autocompress/autocompress/hardware"
 	"github.com/autocompress/autocompress/importance"
 	"github.com/autocompress/autocompress/modelref"
 	"github.com/autocompress/autocompress/search"
-	"github.com/autocompress/autocompress/tokenizer"
 )
 
 func init() {
@@ -105,11 +104,12 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 	serveOn := fs.String("serve-on", "", "engine the child must load in: vllm, sglang, trtllm, llamacpp, hf, native (default: --engine)")
 	keep := fs.String("keep-layers", "", "comma-separated parent layers never removed (autocompress)")
 	topK := intArg(fs, "top-k", 10, 1, noMax, "candidates kept (and measured, for minitron)")
-	fs.Var(&data, "data", "calibration `files` for the measured proxy (text, or token ids with --ids)")
+	fs.Var(&data, "data", "calibration `files` for the measured proxy (text, token ids, or parent:SPLIT)")
 	ids := fs.Bool("ids", false, "the --data files hold token ids")
 	tokPath := fs.String("tokenizer", "", "tokenizer.json for --data (default: the model's)")
 	rows := intArg(fs, "rows", 16, 1, noMax, "held-out rows for the measured proxy")
 	seqLen := intArg(fs, "seq-len", 128, 1, noMax, "tokens per measured row")
+	allowLong := fs.Bool("allow-long-context", false, "allow --seq-len past the model's max_position_embeddings")
 	out := fs.String("out", "", "output `directory`")
 	force := fs.Bool("force", false, "replace an existing --out")
 	jsonOut := fs.Bool("json", false, "print the summary as JSON")
@@ -142,12 +142,6 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 		budgets, err := parseBudgets(&b)
 		if err != nil {
 			return err
-		}
-		if !budgets.Any() {
-			return Usagef("give at least one budget (--max-memory, --max-e2e, --max-ttft, --max-tpot, --min-throughput, --max-params, --max-active-params)")
-		}
-		if b.p90 && budgets.MaxTTFT == 0 && budgets.MaxTPOT == 0 && budgets.MaxE2E == 0 {
-			return Usagef("--p90 needs a latency budget (--max-ttft, --max-tpot or --max-e2e)")
 		}
 		cat := hardware.Default()
 		if f.gpuFile != "" {
@@ -209,7 +203,7 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 			if dir == "" {
 				return Usagef("--data needs a checkpoint with weights (--model DIR or %q), not a config", ParentModel)
 			}
-			if req.Rows, err = searchRows(dir, m, data, *ids, *tokPath, *seqLen, *rows); err != nil {
+			if req.Rows, err = searchRows(ctx, dir, m, data, *ids, *allowLong, *tokPath, *seqLen, *rows); err != nil {
 				return err
 			}
 		}
@@ -240,45 +234,17 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 	}
 }
 
+// parseBudgets reads the budget flags (search.ParseBudgets); every error
+// is a usage error naming the flag.
 func parseBudgets(f *searchBudgetFlags) (search.Budgets, error) {
-	var b search.Budgets
-	var err error
-	usage := func(e error) error { return Usagef("%v", e) }
-	if f.memory != "" {
-		if b.MaxMemory, err = search.ParseBytes(search.BudgetMemory, f.memory); err != nil {
-			return b, usage(err)
-		}
+	b, err := search.ParseBudgets(search.BudgetText{MaxMemory: f.memory, MaxTTFT: f.ttft, MaxTPOT: f.tpot, MaxE2E: f.e2e,
+		MinThroughput: f.throughput, MaxParams: f.params, MaxActiveParams: f.active, P90: f.p90})
+	switch {
+	case errors.Is(err, search.ErrNoBudget):
+		return b, Usagef("give at least one budget (--max-memory, --max-e2e, --max-ttft, --max-tpot, --min-throughput, --max-params, --max-active-params)")
+	case err != nil:
+		return b, Usagef("%v", err)
 	}
-	for _, x := range []struct {
-		name string
-		s    string
-		dst  *float64
-	}{{search.BudgetE2E, f.e2e, &b.MaxE2E}, {search.BudgetTTFT, f.ttft, &b.MaxTTFT}, {search.BudgetTPOT, f.tpot, &b.MaxTPOT}} {
-		if x.s != "" {
-			if *x.dst, err = search.ParseSeconds(x.name, x.s); err != nil {
-				return b, usage(err)
-			}
-		}
-	}
-	if f.throughput != "" {
-		if b.MinThroughput, err = search.ParseThroughput(search.BudgetThroughput, f.throughput); err != nil {
-			return b, usage(err)
-		}
-	}
-	if f.params != "" {
-		if b.MaxParams, err = search.ParseCount(search.BudgetParams, f.params); err != nil {
-			return b, usage(err)
-		}
-	}
-	if f.active != "" {
-		if b.MaxActiveParams, err = search.ParseCount(search.BudgetActiveParams, f.active); err != nil {
-			return b, usage(err)
-		}
-	}
-	if b.MaxTTFT > 0 && b.MaxE2E > 0 && b.MaxTTFT > b.MaxE2E {
-		return b, Usagef("--max-ttft %s exceeds --max-e2e %s: the first token cannot come after the last", f.ttft, f.e2e)
-	}
-	b.P90 = f.p90
 	return b, nil
 }
 
@@ -364,52 +330,15 @@ func searchModel(name string) (string, *architecture.Model, error) {
 	return "", m, nil
 }
 
-// searchRows reads the measured proxy's held-out rows: text tokenized with
-// the model's tokenizer (documents separated by end-of-text) or token ids,
-// packed into rows of seqLen+1 ids (inputs and next-token targets).
-func searchRows(dir string, arch *architecture.Model, data []string, ids bool, tokPath string, seqLen, n int) ([][]int32, error) {
-	sep := int32(-1)
-	if len(arch.EOS) > 0 {
-		sep = int32(arch.EOS[0])
+// searchRows reads the measured proxy's held-out rows from --data
+// (dataset.Rows): at most n rows of seqLen+1 ids (inputs and next-token
+// targets).
+func searchRows(ctx context.Context, dir string, arch *architecture.Model, data []string, ids, allowLong bool, tokPath string, seqLen, n int) ([][]int32, error) {
+	o := dataset.ForModel(arch, dir)
+	o.SeqLen, o.MaxRows, o.IDs, o.TokenizerFile, o.AllowLong = seqLen, n, ids, tokPath, allowLong
+	p, err := dataRows(ctx, data, o)
+	if err != nil {
+		return nil, err
 	}
-	var streams [][]int32
-	var tok *tokenizer.Tokenizer
-	for _, p := range data {
-		if evalIsIDs(p, ids) {
-			s, err := tokenizer.ReadIDsFile(p)
-			if err != nil {
-				return nil, err
-			}
-			if err := tokenizer.CheckIDs(s, arch.Vocab); err != nil {
-				return nil, fmt.Errorf("%s: %w", p, err)
-			}
-			for _, q := range s {
-				streams = append(streams, importanceInt32(q))
-			}
-			continue
-		}
-		if tok == nil {
-			var err error
-			if tok, err = evalTokenizer(dir, tokPath); err != nil {
-				return nil, err
-			}
-		}
-		doc, err := corpus.ReadText(p)
-		if err != nil {
-			return nil, err
-		}
-		q, err := tok.Encode(doc.Text, false)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p, err)
-		}
-		streams = append(streams, importanceInt32(q))
-	}
-	rows := corpus.Pack(streams, sep, seqLen+1)
-	if len(rows) == 0 {
-		return nil, fmt.Errorf("--data holds fewer than %d tokens: no row for the measured proxy", seqLen+1)
-	}
-	if len(rows) > n {
-		rows = rows[:n]
-	}
-	return rows, nil
+	return p.Rows, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/checkpoint"
 	"github.com/autocompress/autocompress/corpus"
+	"github.com/autocompress/autocompress/dataset"
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/tokenizer"
 	"github.com/autocompress/autocompress/train"
@@ -156,32 +157,29 @@ The embedded parent model (package parent) is reproduced by:
 				}
 
 				// Documents.
-				var trainDocs, valDocs []corpus.Document
-				var trainIDs, valIDs [][]int32 // with useIDs: read once the tokenizer is known
-				switch {
-				case *corpusName == "builtin":
+				var trainDocs, valDocs []dataset.Doc
+				switch *corpusName {
+				case "builtin":
 					docs, err := corpus.All(*assets)
 					if err != nil {
 						return err
 					}
-					trainDocs, valDocs = corpus.Split(docs, corpus.Train), corpus.Split(docs, corpus.Validation)
-				case *corpusName == "extended":
+					trainDocs, valDocs = dataset.FromCorpus(corpus.Split(docs, corpus.Train)), dataset.FromCorpus(corpus.Split(docs, corpus.Validation))
+				case "extended":
 					docs, err := corpus.Extended(*assets)
 					if err != nil {
 						return err
 					}
-					trainDocs = corpus.SplitBy(docs, corpus.Train, corpus.ExtendedAssign)
+					trainDocs = dataset.FromCorpus(corpus.SplitBy(docs, corpus.Train, corpus.ExtendedAssign))
 					// Interleaved, so that the first --eval-rows sample every source.
-					valDocs = corpus.Interleave(corpus.SplitBy(docs, corpus.Validation, corpus.ExtendedAssign))
-				case !useIDs:
+					valDocs = dataset.FromCorpus(corpus.Interleave(corpus.SplitBy(docs, corpus.Validation, corpus.ExtendedAssign)))
+				default:
 					var err error
-					if trainDocs, err = trainReadDocs(data); err != nil {
+					if trainDocs, err = dataset.Read(data, *assets, useIDs); err != nil {
 						return err
 					}
-					if len(valPaths) > 0 {
-						if valDocs, err = trainReadDocs(valPaths); err != nil {
-							return err
-						}
+					if valDocs, err = dataset.Read(valPaths, *assets, useIDs); err != nil {
+						return err
 					}
 				}
 
@@ -209,37 +207,26 @@ The embedded parent model (package parent) is reproduced by:
 				if !ok {
 					return fmt.Errorf("tokenizer has no %s token", train.EndOfText)
 				}
-				var trainRows, valRows [][]int32
-				var err error
+				po := dataset.PackOptions{SeqLen: o.SeqLen, Sep: eot, Vocab: tok.VocabSize()}
+				packed, err := dataset.Pack(ctx, trainDocs, dataset.TrainedBPE(tok), po)
+				if err != nil {
+					return err
+				}
+				trainRows := packed.Rows
+				var valRows [][]int32
+				if len(valDocs) > 0 {
+					vp, err := dataset.Pack(ctx, valDocs, dataset.TrainedBPE(tok), po)
+					if err != nil {
+						return fmt.Errorf("validation data: %w", err)
+					}
+					valRows = vp.Rows
+				}
 				if useIDs {
-					if trainIDs, err = trainReadIDs(data, tok.VocabSize()); err != nil {
-						return err
-					}
-					if valIDs, err = trainReadIDs(valPaths, tok.VocabSize()); err != nil {
-						return err
-					}
-					if trainRows, err = trainPackIDs(trainIDs, eot, o.SeqLen); err != nil {
-						return err
-					}
-					if len(valIDs) > 0 {
-						if valRows, err = trainPackIDs(valIDs, eot, o.SeqLen); err != nil {
-							return err
-						}
-					}
 					fmt.Fprintf(env.Stderr, "data: %d training rows (%d tokens, pre-tokenized), %d validation rows of %d tokens\n",
 						len(trainRows), len(trainRows)*o.SeqLen, len(valRows), o.SeqLen)
 				} else {
-					var trainBytes int
-					if trainRows, trainBytes, err = train.Rows(tok, trainDocs, eot, o.SeqLen); err != nil {
-						return err
-					}
-					if len(valDocs) > 0 {
-						if valRows, _, err = train.Rows(tok, valDocs, eot, o.SeqLen); err != nil {
-							return err
-						}
-					}
 					fmt.Fprintf(env.Stderr, "data: %d training rows (%d tokens, %.2f bytes/token), %d validation rows of %d tokens\n",
-						len(trainRows), len(trainRows)*o.SeqLen, float64(trainBytes)/float64(len(trainRows)*o.SeqLen), len(valRows), o.SeqLen)
+						len(trainRows), len(trainRows)*o.SeqLen, float64(packed.Bytes)/float64(len(trainRows)*o.SeqLen), len(valRows), o.SeqLen)
 				}
 
 				// Model.
@@ -329,60 +316,20 @@ The embedded parent model (package parent) is reproduced by:
 	})
 }
 
-// trainReadDocs reads UTF-8 text files as documents (cleaned).
-func trainReadDocs(paths []string) ([]corpus.Document, error) {
-	var docs []corpus.Document
-	for _, p := range paths {
-		d, err := corpus.ReadText(p)
-		if err != nil {
-			return nil, err
-		}
-		docs = append(docs, d)
-	}
-	return docs, nil
-}
-
 // trainDataIsIDs tells whether the data files hold token ids (--ids, a .ids
-// extension or the binary magic); a mix of id and text files is refused.
+// extension or the binary magic); a mix of id and text files is refused
+// (text trains the tokenizer that ids would need already).
 func trainDataIsIDs(paths []string, flagged bool) (bool, error) {
 	if flagged || len(paths) == 0 {
 		return flagged, nil
 	}
-	first := evalIsIDs(paths[0], false)
+	first := dataset.IsIDs(paths[0], false)
 	for _, p := range paths[1:] {
-		if evalIsIDs(p, false) != first {
+		if dataset.IsIDs(p, false) != first {
 			return false, Usagef("%s and %s: give either text files or token-id files, not both (or --ids to read all as ids)", paths[0], p)
 		}
 	}
 	return first, nil
-}
-
-// trainReadIDs reads token-id files; each sequence is one document. Ids
-// must lie in [0, vocab).
-func trainReadIDs(paths []string, vocab int) ([][]int32, error) {
-	var seqs [][]int32
-	for _, p := range paths {
-		s, err := tokenizer.ReadIDsFile(p)
-		if err != nil {
-			return nil, err
-		}
-		if err := tokenizer.CheckIDs(s, vocab); err != nil {
-			return nil, fmt.Errorf("%s: %w (are these ids for the --tokenizer given?)", p, err)
-		}
-		for _, q := range s {
-			seqs = append(seqs, importanceInt32(q))
-		}
-	}
-	return seqs, nil
-}
-
-// trainPackIDs packs id documents, separated by sep, into rows of seqLen+1.
-func trainPackIDs(seqs [][]int32, sep int32, seqLen int) ([][]int32, error) {
-	rows := corpus.Pack(seqs, sep, seqLen)
-	if len(rows) == 0 && len(seqs) > 0 {
-		return nil, fmt.Errorf("train: %d id sequences give fewer than %d tokens, not one row of --seq-len+1: give more data or a smaller --seq-len", len(seqs), seqLen+1)
-	}
-	return rows, nil
 }
 
 // trainSaveHF writes the model, tokenizer.json, tokenizer_config.json and

@@ -225,7 +225,7 @@ func TestTrainCommandTokenIDs(t *testing.T) {
 	}{
 		{[]string{"--out", filepath.Join(dir, "e1"), idsFile}, 2, "token-id data needs --tokenizer"},
 		{[]string{"--out", filepath.Join(dir, "e2"), "--tokenizer", tokPath, idsFile, data}, 2, "not both"},
-		{[]string{"--out", filepath.Join(dir, "e3"), "--tokenizer", tokPath, bad}, 1, "are these ids for the --tokenizer"},
+		{[]string{"--out", filepath.Join(dir, "e3"), "--tokenizer", tokPath, bad}, 1, "outside the model's vocabulary"},
 		{[]string{"--out", filepath.Join(dir, "e4"), "--tokenizer", tokPath, "--seq-len", "60", write("short.ids", [][]int{{1, 2, 3}}, false)}, 1, "give more data"},
 	}
 	for _, tc := range tests {

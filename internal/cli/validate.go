@@ -52,20 +52,9 @@ not fail. --engine accepts a comma-separated list or "all". The exit status is
 				if err != nil {
 					return err
 				}
-				var reports []*export.Report
-				failed := 0
-				for _, e := range engines {
-					if err := ctx.Err(); err != nil {
-						return err
-					}
-					r, err := export.ValidateDirWith(dir, e, export.Options{TP: *tp})
-					if err != nil {
-						return err
-					}
-					reports = append(reports, r)
-					if !r.OK() {
-						failed++
-					}
+				reports, failed, err := export.ValidateEngines(ctx, dir, engines, export.Options{TP: *tp})
+				if err != nil {
+					return err
 				}
 				if *asJSON {
 					if err := writeJSON(env.Stdout, reports); err != nil {
