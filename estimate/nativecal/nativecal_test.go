@@ -247,3 +247,51 @@ func TestCommittedFitReproduces(t *testing.T) {
 		t.Errorf("ranking of %d children, want the 5 held-out shapes", len(rep.Ranking))
 	}
 }
+
+// TestOneFitPath: a sweep just measured (unrounded figures) and its CSV
+// refitted later, as calibrate-native's measuring path and --from-rows do,
+// give bit-identical coefficients and the same CSV, because both fit what
+// Calibrate wrote and read back; fitting the unrounded rows directly does
+// not (the defect this replaced: about 1e-6 apart).
+func TestOneFitPath(t *testing.T) {
+	rows, err := CommittedRows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) == 0 {
+		t.Skip("no committed sweep rows (sweep.csv is empty)")
+	}
+	// Unrounded, as Measure returns them.
+	for i := range rows {
+		f := 1 + 1e-4*math.Sin(float64(i)+0.5)
+		r := &rows[i]
+		r.TTFT, r.TPOT, r.E2E, r.OutputTPS = r.TTFT*f, r.TPOT*f, r.E2E*f, r.OutputTPS/f
+		r.CPUShare, r.SgemmFLOPS = r.CPUShare*f, r.SgemmFLOPS*f
+	}
+	a := parentArch(t)
+	measured, err := Calibrate(a, rows, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	written, err := ReadRows(bytes.NewReader(measured.CSV))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refit, err := Calibrate(a, written, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if measured.Coeffs != refit.Coeffs {
+		t.Errorf("measuring path %+v\n--from-rows     %+v", measured.Coeffs, refit.Coeffs)
+	}
+	if !bytes.Equal(measured.CSV, refit.CSV) {
+		t.Error("the CSV written from the rows read back differs from the one written first")
+	}
+	direct, err := Fit(a, rows, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if direct.TimeVector() == measured.Coeffs.TimeVector() {
+		t.Error("fitting the unrounded rows gave the same coefficients: the rows were not unrounded, the test proves nothing")
+	}
+}
