@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -202,4 +203,68 @@ func BenchmarkForward(b *testing.B) {
 		m.Forward(toks, B, T)
 	}
 	b.ReportMetric(m.ForwardFLOPs(B, T)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
+
+// parentShapedArch is the embedded parent's shape (parent/model/config.json)
+// with attention kept in the layers attn says.
+func parentShapedArch(attn func(l int) bool) *architecture.Model {
+	a := &architecture.Model{Arch: "LlamaForCausalLM", ModelType: "llama", Vocab: 4096, Hidden: 192,
+		TiedEmbeddings: true, Norm: architecture.RMSNorm, NormEps: 1e-5, MaxPositions: 512,
+		Rope: architecture.Rope{Theta: 10000, PartialFactor: 1}, BOS: 1, EOS: []int{2}}
+	for l := range 8 {
+		ly := architecture.Layer{MLP: &architecture.MLP{Width: 512, Gated: true, Activation: "silu"}}
+		if attn(l) {
+			ly.Attention = &architecture.Attention{Heads: 8, KVHeads: 2, HeadDim: 24}
+		}
+		a.Layers = append(a.Layers, ly)
+	}
+	return a
+}
+
+// BenchmarkDecodeStep times one decoding step (one new token for each of
+// conc sequences holding 160 to 224 tokens) of the parent's shape, with and
+// without attention in six layers, and reports the process's CPU share
+// (1/threads: the step runs on one core). Profile it with -cpuprofile to
+// see where a decode step's time goes.
+func BenchmarkDecodeStep(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		attn func(int) bool
+	}{{"parent", func(int) bool { return true }}, {"noattn6", func(l int) bool { return l >= 6 }}} {
+		for _, conc := range []int{1, 4, 8} {
+			b.Run(fmt.Sprintf("%s/conc%d", c.name, conc), func(b *testing.B) {
+				m, err := New(parentShapedArch(c.attn), 1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				m.SetInference(true)
+				r := rand.New(rand.NewPCG(2, 2))
+				caches := make([]*Cache, conc)
+				toks := make([][]int32, conc)
+				for i := range caches {
+					caches[i] = m.NewCache(256)
+					if _, err := m.Step(caches[i:i+1], [][]int32{randTokens(r, 160, 4096)}, false); err != nil {
+						b.Fatal(err)
+					}
+					toks[i] = []int32{int32(i)}
+				}
+				cpu0, t0 := processCPUSeconds(), time.Now()
+				b.ResetTimer()
+				for range b.N {
+					if _, err := m.Step(caches, toks, false); err != nil {
+						b.Fatal(err)
+					}
+					if caches[0].Len() >= 224 {
+						for _, ca := range caches {
+							ca.n = 160
+						}
+					}
+				}
+				b.StopTimer()
+				if wall := time.Since(t0).Seconds(); wall > 0 {
+					b.ReportMetric((processCPUSeconds()-cpu0)/wall, "cpu-share")
+				}
+			})
+		}
+	}
 }

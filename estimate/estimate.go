@@ -48,10 +48,13 @@
 // The native engine (package engine, "--engine native") is priced by its
 // own rules (native.go): float32 weights and KV cache, step buffers and a
 // fitted process cost and garbage term for memory (as bench-serve's peak
-// RSS); a step model linear in ten coefficients on the machine's measured
-// sgemm rate (linear and attention FLOPs, weight bytes, attention tasks
-// per sequence and head, elementwise width, per attention and per MLP
-// sub-block, per step, per sequence); and engine.Serve's closed loop
+// RSS); a step model linear in thirteen coefficients on the machine's
+// measured sgemm rate, each step priced on its busiest thread as the
+// engine's kernels split it (linear FLOPs on the serial dot-product path
+// and on the packed path with its per-call fork and weight packing,
+// attention FLOPs and tasks, weight bytes, elementwise width, per
+// attention and per MLP sub-block, per step, per sequence); and
+// engine.Serve's closed loop
 // followed step by step. Its coefficients live in native_coefficients.json
 // (embedded), fitted by "autocompress calibrate-native" on this machine
 // (package estimate/nativecal); a local calibration at NativeCoeffsPath

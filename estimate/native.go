@@ -36,11 +36,19 @@ type NativeCoeffs struct {
 	// Threads is the number of compute threads the rows were measured with.
 	Threads int `json:"threads"`
 
-	Lin       float64 `json:"lin"`        // × linear + LM-head FLOPs ÷ SgemmFLOPS
+	// Lin prices the linear layers and LM head of steps of more than four
+	// rows (the packed sgemm path), LinSmall those of at most four (the
+	// dot-product path); both multiply threads × FLOPs on the busiest
+	// thread ÷ SgemmFLOPS, so 1 is one core running at its share of the
+	// measured rate (see nativeTerms).
+	Lin       float64 `json:"lin"`
+	LinSmall  float64 `json:"lin_small"`
+	Fork      float64 `json:"fork"`       // s per linear call of a step of more than four rows (goroutines of the packed path)
+	Pack      float64 `json:"pack"`       // × weight bytes ÷ BandwidthBps in steps of more than four rows (the packed path copies every weight matrix per call)
 	Weight    float64 `json:"weight"`     // × weight bytes read per step ÷ BandwidthBps
-	AttnFLOP  float64 `json:"attn_flop"`  // × attention FLOPs ÷ SgemmFLOPS
-	AttnTask  float64 `json:"attn_task"`  // s per (sequence × query head × attention layer) task in a step
-	Elem      float64 `json:"elem"`       // s per token row × element of elementwise width (norms, RoPE, activation, residuals)
+	AttnFLOP  float64 `json:"attn_flop"`  // × threads × attention FLOPs on the busiest thread ÷ SgemmFLOPS
+	AttnTask  float64 `json:"attn_task"`  // s per (sequence × query head × attention layer) task on the busiest thread
+	Elem      float64 `json:"elem"`       // s per token row × element of elementwise width on the busiest thread (norms, RoPE, activation, residuals)
 	AttnBlock float64 `json:"attn_block"` // s per attention sub-block per step
 	MLPBlock  float64 `json:"mlp_block"`  // s per MLP sub-block per step
 	Step      float64 `json:"step"`       // s per step
@@ -71,20 +79,20 @@ type NativeCoeffs struct {
 }
 
 // NumNativeTime is the number of time coefficients (NativeCoeffs.TimeVector).
-const NumNativeTime = 10
+const NumNativeTime = 13
 
 // NativeTimeNames names the entries of NativeCoeffs.TimeVector.
-var NativeTimeNames = [NumNativeTime]string{"lin", "weight", "attn_flop", "attn_task", "elem", "attn_block", "mlp_block", "step", "seq", "alpha0"}
+var NativeTimeNames = [NumNativeTime]string{"lin", "lin_small", "fork", "pack", "weight", "attn_flop", "attn_task", "elem", "attn_block", "mlp_block", "step", "seq", "alpha0"}
 
 // TimeVector returns the time coefficients in NativeTimeNames order.
 func (c NativeCoeffs) TimeVector() [NumNativeTime]float64 {
-	return [NumNativeTime]float64{c.Lin, c.Weight, c.AttnFLOP, c.AttnTask, c.Elem, c.AttnBlock, c.MLPBlock, c.Step, c.Seq, c.Alpha0}
+	return [NumNativeTime]float64{c.Lin, c.LinSmall, c.Fork, c.Pack, c.Weight, c.AttnFLOP, c.AttnTask, c.Elem, c.AttnBlock, c.MLPBlock, c.Step, c.Seq, c.Alpha0}
 }
 
 // WithTimeVector returns c with the time coefficients replaced.
 func (c NativeCoeffs) WithTimeVector(v [NumNativeTime]float64) NativeCoeffs {
-	c.Lin, c.Weight, c.AttnFLOP, c.AttnTask, c.Elem, c.AttnBlock, c.MLPBlock, c.Step, c.Seq, c.Alpha0 =
-		v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]
+	c.Lin, c.LinSmall, c.Fork, c.Pack, c.Weight, c.AttnFLOP, c.AttnTask, c.Elem, c.AttnBlock, c.MLPBlock, c.Step, c.Seq, c.Alpha0 =
+		v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12]
 	return c
 }
 
@@ -257,24 +265,132 @@ func resolveNative(o *Options, maxLen int) (resolved, error) {
 	return r, nil
 }
 
+// The thresholds of the native engine's kernels that decide what runs on
+// one core (engine/blas and engine): a product of at most nativeSmallRows
+// rows takes the dot-product path, serial up to nativeSmallSerial
+// multiply-adds; a larger product splits its rows into blocks of
+// nativeRowBlock across the threads (one block: one core); decode
+// attention below nativeAttnSerial multiply-adds runs on one core, larger
+// steps split their (sequence, head) tasks into one contiguous run per
+// thread; the elementwise kernels run serially up to about
+// nativeElemSerial rows.
+const (
+	nativeSmallRows   = 4
+	nativeSmallSerial = 1 << 23
+	nativeRowBlock    = 96
+	nativeAttnSerial  = 1 << 22
+	nativeElemSerial  = 16
+)
+
 // nativeTerms is the native engine's step model: every basis term is
 // linear in the coefficients, so that calibration fits them by least
-// squares.
+// squares. The work of a step is priced on its busiest thread: decoding
+// steps of a few rows run almost entirely on one core, prompt chunks on
+// all of them (measured: bench-serve's CPU share is about 1/threads in
+// decode-bound runs).
 type nativeTerms struct {
-	perFLOP, attnPerFLOP, weights, perTask, perElem, fixed, perSeq float64
-	heads, elemWidth                                               float64
+	lin, linSmall, attnPerFLOP, weights, pack, packHead, perTask, perElem, fixed, perSeq, fork float64
+	threads                                                                                    float64
+	calls                                                                                      float64 // linear calls per step, LM head excluded
+	smallParallel                                                                              float64 // rows from which a small product exceeds nativeSmallSerial
+	headParallel                                                                               float64
+	attnWork                                                                                   float64 // multiply-adds per (query × context) pair per attention layer
 }
 
 func newNativeTerms(s *Summary, c *NativeCoeffs) nativeTerms {
-	return nativeTerms{
-		perFLOP:     c.Lin / c.SgemmFLOPS,
-		attnPerFLOP: c.AttnFLOP / c.SgemmFLOPS,
+	th := float64(max(c.Threads, 1))
+	n := nativeTerms{
+		lin:         th * c.Lin / c.SgemmFLOPS,
+		linSmall:    th * c.LinSmall / c.SgemmFLOPS,
+		attnPerFLOP: th * c.AttnFLOP / c.SgemmFLOPS,
 		weights:     c.Weight * s.DenseBytes / c.BandwidthBps,
+		pack:        c.Pack * (s.DenseBytes - s.HeadBytes) / c.BandwidthBps,
+		packHead:    c.Pack * s.HeadBytes / c.BandwidthBps,
 		perTask:     c.AttnTask * s.AttnHeads,
 		perElem:     c.Elem * s.ElemWidth,
 		fixed:       c.AttnBlock*float64(s.AttnLayers) + c.MLPBlock*float64(s.MLPLayers) + c.Step,
 		perSeq:      c.Seq,
+		fork:        c.Fork,
+		threads:     th,
+		calls:       float64(4*s.AttnLayers + 3*s.MLPLayers),
 	}
+	n.smallParallel = math.Inf(1)
+	if w := float64(s.Hidden) * float64(max(s.MaxFFN, s.MaxQDim, 1)); w > 0 {
+		n.smallParallel = nativeSmallSerial / w
+	}
+	n.headParallel = math.Inf(1)
+	if w := float64(s.Hidden) * float64(s.Vocab); w > 0 {
+		n.headParallel = nativeSmallSerial / w
+	}
+	if s.AttnLayers > 0 {
+		n.attnWork = s.AttnFLOPs / float64(s.AttnLayers) / 2
+	}
+	return n
+}
+
+// busiestRows is the most rows one of threads handles in a product of
+// rows rows split into blocks of nativeRowBlock, the blocks taken in order
+// by the least-loaded thread (the packed path's work stealing).
+func busiestRows(rows, threads float64) float64 {
+	if rows <= nativeRowBlock || threads <= 1 {
+		return rows
+	}
+	blocks := math.Ceil(rows / nativeRowBlock)
+	full := blocks - 1 // the last block holds the remainder
+	rem := rows - full*nativeRowBlock
+	q := math.Floor(full / threads)
+	most := q * nativeRowBlock
+	if full-q*threads > 0 {
+		most += nativeRowBlock
+	}
+	return math.Max(most, q*nativeRowBlock+rem)
+}
+
+// linear prices the products of a step of rows rows per call and calls
+// calls (FLOPs per row flops): the dot-product path at most
+// nativeSmallRows rows (serial below parallelFrom rows), else the packed
+// path with its per-call fork.
+func (n *nativeTerms) linear(flops, rows, calls, parallelFrom float64) (compute, overhead float64) {
+	if rows <= 0 || flops <= 0 {
+		return 0, 0
+	}
+	if rows <= nativeSmallRows {
+		busy := rows
+		if rows > parallelFrom {
+			busy = rows / n.threads
+		}
+		return n.linSmall * flops * busy, 0
+	}
+	return n.lin * flops * busiestRows(rows, n.threads), n.fork * calls
+}
+
+// attention returns the attention pairs and the sequences on the busiest
+// thread of a step: one thread below nativeAttnSerial multiply-adds per
+// layer; else the step's sequences (decoders first, then prompt chunks)
+// in one contiguous run per thread.
+func (n *nativeTerms) attention(b Batch) (pairs, seqs float64) {
+	d, p := b.Decode, b.PrefillSeq
+	all := d + p
+	if n.threads <= 1 || (b.PrefillAtt+b.DecodeCtx)*n.attnWork < nativeAttnSerial || all <= 1 {
+		return b.PrefillAtt + b.DecodeCtx, all
+	}
+	per := math.Ceil(all / n.threads)
+	for lo := 0.0; lo < all; lo += per {
+		hi := math.Min(lo+per, all)
+		dec := math.Max(math.Min(hi, d)-lo, 0)
+		pre := hi - lo - dec
+		w := 0.0
+		if d > 0 {
+			w += dec * b.DecodeCtx / d
+		}
+		if p > 0 {
+			w += pre * b.PrefillAtt / p
+		}
+		if w > pairs {
+			pairs, seqs = w, hi-lo
+		}
+	}
+	return pairs, seqs
 }
 
 // terms prices one native step. Every sequence in the step computes a
@@ -283,13 +399,26 @@ func (n *nativeTerms) terms(s *Summary, b Batch) Terms {
 	rows := b.Decode + b.Prefill
 	seqs := b.Decode + b.PrefillSeq
 	var t Terms
-	t.Compute = n.perFLOP*(s.LinearFLOPs*rows+s.HeadFLOPs*seqs) + n.attnPerFLOP*s.AttnFLOPs*(b.PrefillAtt+b.DecodeCtx)
-	if rows > 0 {
-		t.Weights = n.weights
-		t.Overhead = n.fixed
+	if rows <= 0 {
+		return t
 	}
-	t.KV = n.perTask * seqs
-	t.Overhead += n.perElem*rows + n.perSeq*seqs
+	lc, lo := n.linear(s.LinearFLOPs, rows, n.calls, n.smallParallel)
+	hc, ho := n.linear(s.HeadFLOPs, seqs, 1, n.headParallel)
+	pairs, busySeqs := n.attention(b)
+	t.Compute = lc + hc + n.attnPerFLOP*s.AttnFLOPs*pairs
+	t.Weights = n.weights
+	if rows > nativeSmallRows {
+		t.Weights += n.pack
+	}
+	if seqs > nativeSmallRows {
+		t.Weights += n.packHead
+	}
+	elemRows := rows
+	if rows > nativeElemSerial {
+		elemRows = rows / n.threads
+	}
+	t.KV = n.perTask * busySeqs
+	t.Overhead = n.fixed + lo + ho + n.perElem*elemRows + n.perSeq*seqs
 	return t
 }
 

@@ -228,3 +228,48 @@ func BenchmarkNativePrice(b *testing.B) {
 		})
 	}
 }
+
+// TestBusiestRows: the packed path's row blocks of 96 taken in order by
+// the least-loaded of two threads, worked by hand.
+func TestBusiestRows(t *testing.T) {
+	for _, c := range []struct{ rows, threads, want float64 }{
+		{1, 2, 1}, {8, 2, 8}, {96, 2, 96}, // one block: one core
+		{97, 2, 96},    // 96 | 1
+		{192, 2, 96},   // 96 | 96
+		{200, 2, 104},  // 96+8 | 96
+		{516, 2, 288},  // six blocks, the last of 36 rows: 3×96 | 2×96+36
+		{516, 1, 516},  // one thread does everything
+		{516, 4, 192},  // 2×96 | 96+36 | 96 | 96
+		{1000, 3, 384}, // eleven blocks (last 40): 4×96 | 3×96+40 | 3×96
+	} {
+		if got := busiestRows(c.rows, c.threads); got != c.want {
+			t.Errorf("busiestRows(%g, %g) = %g, want %g", c.rows, c.threads, got, c.want)
+		}
+	}
+}
+
+// TestNativeAttentionPartition: decode steps below the serial threshold
+// run on one thread; a prompt chunk behind the decoders lands whole on
+// the last thread (the tasks are split in contiguous runs of sequences,
+// decoders first), two prompts alone split evenly.
+func TestNativeAttentionPartition(t *testing.T) {
+	n := nativeTerms{threads: 2, attnWork: 192} // 8 heads × 24 dims
+	for _, c := range []struct {
+		name            string
+		b               Batch
+		pairs, seqs     float64
+		serialThreshold bool
+	}{
+		{"decode", Batch{Decode: 4, DecodeCtx: 4 * 160}, 640, 4, true},
+		{"prompt behind decoders", Batch{Decode: 3, DecodeCtx: 3 * 200, Prefill: 512, PrefillSeq: 1, PrefillAtt: 512 * 256}, 512*256 + 200, 2, false},
+		{"two prompts", Batch{Prefill: 512, PrefillSeq: 2, PrefillAtt: 2 * 256 * 128}, 256 * 128, 1, false},
+	} {
+		if got := (c.b.PrefillAtt + c.b.DecodeCtx) * n.attnWork; (got < nativeAttnSerial) != c.serialThreshold {
+			t.Fatalf("%s: %g multiply-adds against the threshold %d", c.name, got, nativeAttnSerial)
+		}
+		p, s := n.attention(c.b)
+		if p != c.pairs || s != c.seqs {
+			t.Errorf("%s: busiest thread has %g pairs of %g sequences, want %g of %g", c.name, p, s, c.pairs, c.seqs)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package nativecal
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -235,4 +236,44 @@ func median(xs []float64) float64 {
 		return s[n/2]
 	}
 	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// Calibration is the result of Calibrate: the rows as written (CSV), the
+// rows read back from it, the coefficients fitted on them with the
+// held-out errors filled in, and the report.
+type Calibration struct {
+	CSV    []byte
+	Rows   []Row
+	Coeffs estimate.NativeCoeffs
+	Report *Report
+}
+
+// Calibrate is the one fit path of calibrate-native, measured or from
+// rows: it writes rows as CSV (rounded as WriteRows rounds), reads them
+// back, fits on exactly what was read and validates that fit. A sweep just
+// measured and its CSV refitted later (--from-rows) therefore give the
+// same coefficients to the last bit.
+func Calibrate(parent *architecture.Model, rows []Row, threads int) (*Calibration, error) {
+	var buf bytes.Buffer
+	if err := WriteRows(&buf, rows); err != nil {
+		return nil, err
+	}
+	read, err := ReadRows(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		return nil, fmt.Errorf("nativecal: reading back the rows written: %w", err)
+	}
+	co, err := Fit(parent, read, threads)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := Validate(parent, read, co)
+	if err != nil {
+		return nil, err
+	}
+	co.ErrTTFT, co.ErrTPOT, co.ErrThroughput, co.ErrMemory = rep.HeldOut.TTFT, rep.HeldOut.TPOT, rep.HeldOut.Throughput, rep.HeldOut.Memory
+	for _, v := range []*float64{&co.ErrTTFT, &co.ErrTPOT, &co.ErrThroughput, &co.ErrMemory} {
+		*v = max(*v, 0) // −1: no rows for the metric
+	}
+	co.Source = fmt.Sprintf("nativecal sweep: %d fitted rows, %d held out", rep.Fit.Rows, rep.HeldOut.Rows)
+	return &Calibration{CSV: buf.Bytes(), Rows: read, Coeffs: co, Report: rep}, nil
 }

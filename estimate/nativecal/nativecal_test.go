@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"math"
+	"os"
 	"strings"
 	"testing"
 
@@ -246,4 +247,151 @@ func TestCommittedFitReproduces(t *testing.T) {
 	if len(rep.Ranking) < 4 {
 		t.Errorf("ranking of %d children, want the 5 held-out shapes", len(rep.Ranking))
 	}
+}
+
+// TestOneFitPath: a sweep just measured (unrounded figures) and its CSV
+// refitted later, as calibrate-native's measuring path and --from-rows do,
+// give bit-identical coefficients and the same CSV, because both fit what
+// Calibrate wrote and read back; fitting the unrounded rows directly does
+// not (the defect this replaced: about 1e-6 apart).
+func TestOneFitPath(t *testing.T) {
+	rows, err := CommittedRows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) == 0 {
+		t.Skip("no committed sweep rows (sweep.csv is empty)")
+	}
+	// Unrounded, as Measure returns them.
+	for i := range rows {
+		f := 1 + 1e-4*math.Sin(float64(i)+0.5)
+		r := &rows[i]
+		r.TTFT, r.TPOT, r.E2E, r.OutputTPS = r.TTFT*f, r.TPOT*f, r.E2E*f, r.OutputTPS/f
+		r.CPUShare, r.SgemmFLOPS = r.CPUShare*f, r.SgemmFLOPS*f
+	}
+	a := parentArch(t)
+	measured, err := Calibrate(a, rows, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	written, err := ReadRows(bytes.NewReader(measured.CSV))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refit, err := Calibrate(a, written, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if measured.Coeffs != refit.Coeffs {
+		t.Errorf("measuring path %+v\n--from-rows     %+v", measured.Coeffs, refit.Coeffs)
+	}
+	if !bytes.Equal(measured.CSV, refit.CSV) {
+		t.Error("the CSV written from the rows read back differs from the one written first")
+	}
+	direct, err := Fit(a, rows, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if direct.TimeVector() == measured.Coeffs.TimeVector() {
+		t.Error("fitting the unrounded rows gave the same coefficients: the rows were not unrounded, the test proves nothing")
+	}
+}
+
+// TestKendall: Kendall's τ-a of the estimated order against the measured
+// one, worked by hand.
+func TestKendall(t *testing.T) {
+	rank := func(est ...float64) []Ranked {
+		rs := make([]Ranked, len(est))
+		for i, e := range est {
+			rs[i] = Ranked{Measured: float64(i + 1), Estimate: e}
+		}
+		return rs
+	}
+	for _, c := range []struct {
+		name string
+		rs   []Ranked
+		want float64
+	}{
+		{"same order", rank(1, 2, 3, 4, 5), 1},
+		{"reversed", rank(5, 4, 3, 2, 1), -1},
+		{"one adjacent swap of five", rank(1, 3, 2, 4, 5), 0.8},    // 9 − 1 of 10 pairs
+		{"last child estimated fastest", rank(2, 3, 4, 5, 1), 0.2}, // 6 − 4
+		{"a tie counts neither way", rank(1, 1, 3), 2.0 / 3},
+		{"one child", rank(7), 1},
+	} {
+		if got := kendall(c.rs); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("%s: τ = %g, want %g", c.name, got, c.want)
+		}
+	}
+}
+
+// TestChildrenRankingMeasured measures the five held-out children
+// (uniform FFN, depth, per-layer FFN, attention removed in three layers,
+// all combined) with bench-serve in this process at isl 128, osl 64,
+// concurrency 4, in three interleaved rounds (so that a change of load
+// falls on every child alike), and checks the embedded estimate's TPOT
+// order against the median of the rounds: removed attention in the
+// ranking, τ logged, and the estimate must agree on more pairs than it
+// gets wrong. When the rounds disagree by more than 25 % on some child
+// the machine is too loaded for the measured order to mean anything, and
+// the test skips, saying so. Long (about two minutes): not under -short.
+func TestChildrenRankingMeasured(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures five models with bench-serve (about two minutes); run without -short")
+	}
+	var pts []Point
+	for _, p := range DesignedSweep() {
+		if p.HeldOut && p.ISL == 128 && p.OSL == 64 && p.Conc == 4 {
+			pts = append(pts, p)
+		}
+	}
+	if len(pts) != 5 {
+		t.Fatalf("%d held-out points at 128/64/4, want the 5 children", len(pts))
+	}
+	a := parentArch(t)
+	tpots := make([][]float64, len(pts))
+	var rows []Row
+	for range 3 {
+		round, err := Measure(context.Background(), a, pts, InProcess, servebench.Options{Repeats: 1, MaxWarmup: 3}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range round {
+			tpots[i] = append(tpots[i], r.TPOT)
+		}
+		rows = round
+	}
+	for i := range rows {
+		m := median(tpots[i])
+		rows[i].TPOT = m
+		if spread := (maxOf(tpots[i]) - minOf(tpots[i])) / m; spread > 0.25 {
+			t.Skipf("%s: TPOT %.3f–%.3f ms over the rounds (%.0f %% apart): the machine is too loaded to rank the children (load %s)",
+				rows[i].Name, 1e3*minOf(tpots[i]), 1e3*maxOf(tpots[i]), 100*spread, loadavg())
+		}
+	}
+	rep, err := Validate(a, rows, estimate.DefaultNativeCoeffs().Machines[Machine])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var noAttn bool
+	for _, k := range rep.Ranking {
+		t.Logf("%-13s measured %.3f ms (%.2f×), estimate %.3f ms (%.2f×)", k.Name, 1e3*k.Measured, k.MeasuredRatio, 1e3*k.Estimate, k.EstimateRatio)
+		noAttn = noAttn || k.Name == "noattn3"
+	}
+	t.Logf("Kendall τ %.2f (same order: %v; load %s)", rep.Kendall, rep.RankingAgrees, loadavg())
+	if len(rep.Ranking) != 5 || !noAttn {
+		t.Fatalf("ranking %+v: want the five children, removed attention included", rep.Ranking)
+	}
+	if rep.Kendall <= 0 {
+		t.Errorf("Kendall τ %.2f: the estimate orders the children no better than chance", rep.Kendall)
+	}
+}
+
+// loadavg is the machine's load average for the test's messages.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.Join(strings.Fields(string(b))[:3], " ")
 }

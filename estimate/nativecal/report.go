@@ -51,6 +51,10 @@ type Report struct {
 	// Load during the measurement: the median and range of the CPU share
 	// and of the sgemm rate over the rows.
 	CPUShare, CPUShareMin, SgemmMedian, SgemmMin, SgemmMax float64
+	// TTFTSpread and TPOTSpread are the medians over the rows of the
+	// spread of a row's runs, (max − min)/median: the measurement's own
+	// noise, a floor under the estimate's error.
+	TTFTSpread, TPOTSpread float64
 }
 
 // Validate scores co on rows.
@@ -61,7 +65,7 @@ func Validate(parent *architecture.Model, rows []Row, co estimate.NativeCoeffs) 
 	}
 	rep := &Report{}
 	var held, fit []Scored
-	var shares, rates []float64
+	var shares, rates, ttftSp, tpotSp []float64
 	for i := range rows {
 		r := rows[i]
 		p, err := m.predict(&r, co)
@@ -79,12 +83,14 @@ func Validate(parent *architecture.Model, rows []Row, co estimate.NativeCoeffs) 
 			fit = append(fit, sc)
 		}
 		shares = append(shares, r.CPUShare)
+		ttftSp, tpotSp = append(ttftSp, r.TTFTSpread), append(tpotSp, r.TPOTSpread)
 		rates = append(rates, r.SgemmFLOPS)
 	}
 	rep.HeldOut, rep.Fit = score(held), score(fit)
 	if len(rows) > 0 {
 		rep.CPUShare, rep.SgemmMedian = median(shares), median(rates)
 		rep.CPUShareMin, rep.SgemmMin, rep.SgemmMax = minOf(shares), minOf(rates), maxOf(rates)
+		rep.TTFTSpread, rep.TPOTSpread = median(ttftSp), median(tpotSp)
 	}
 	for _, s := range held {
 		if s.ISL == 128 && s.OSL == 64 && s.Conc == 4 {
@@ -227,4 +233,6 @@ func (r *Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nLoad while measuring: CPU share median %.0f%% (lowest %.0f%%); sgemm %.1f GFLOP/s median (%.1f–%.1f)\n",
 		100*r.CPUShare, 100*r.CPUShareMin, r.SgemmMedian/1e9, r.SgemmMin/1e9, r.SgemmMax/1e9)
+	fmt.Fprintf(w, "Noise: a row's runs spread (max−min)/median by %.0f%% in TTFT and %.0f%% in TPOT (medians over the rows)\n",
+		100*r.TTFTSpread, 100*r.TPOTSpread)
 }

@@ -135,27 +135,19 @@ Reproduce the embedded coefficients from the committed rows with:
 						return err
 					}
 					load += " → " + loadAverage()
-					if *rowsOut != "" {
-						var buf bytes.Buffer
-						if err := nativecal.WriteRows(&buf, rows); err != nil {
-							return err
-						}
-						if err := output.WriteFile(*rowsOut, buf.Bytes(), *force); err != nil {
-							return err
-						}
-						fmt.Fprintf(env.Stderr, "wrote %s\n", *rowsOut)
+				}
+				// One fit path: the rows as written to --rows-out, read back.
+				cal, err := nativecal.Calibrate(par, rows, nativecal.Threads())
+				if err != nil {
+					return err
+				}
+				if *rowsOut != "" {
+					if err := output.WriteFile(*rowsOut, cal.CSV, *force); err != nil {
+						return err
 					}
+					fmt.Fprintf(env.Stderr, "wrote %s\n", *rowsOut)
 				}
-				co, err := nativecal.Fit(par, rows, nativecal.Threads())
-				if err != nil {
-					return err
-				}
-				rep, err := nativecal.Validate(par, rows, co)
-				if err != nil {
-					return err
-				}
-				co.ErrTTFT, co.ErrTPOT, co.ErrThroughput, co.ErrMemory = rep.HeldOut.TTFT, rep.HeldOut.TPOT, rep.HeldOut.Throughput, rep.HeldOut.Memory
-				co.Source = fmt.Sprintf("nativecal sweep: %d fitted rows, %d held out", rep.Fit.Rows, rep.HeldOut.Rows)
+				co, rep := cal.Coeffs, cal.Report
 				host, _ := os.Hostname()
 				file := estimate.NativeCoeffFile{
 					Comment:  "Fitted by autocompress calibrate-native on bench-serve measurements of this machine (estimate/nativecal). Held-out errors: autocompress validate-native.",
@@ -171,10 +163,6 @@ Reproduce the embedded coefficients from the committed rows with:
 						file.Measured, file.Load, file.Host = d.Measured, d.Load, d.Host
 					}
 				}
-				for _, v := range []*float64{&co.ErrTTFT, &co.ErrTPOT, &co.ErrThroughput, &co.ErrMemory} {
-					*v = max(*v, 0) // −1: no rows for the metric
-				}
-				file.Machines[nativecal.Machine] = co
 				data, err := json.MarshalIndent(file, "", "  ")
 				if err != nil {
 					return err
