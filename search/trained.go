@@ -13,6 +13,11 @@ import (
 	"github.com/autocompress/autocompress/train"
 )
 
+// DefaultTopKTrainTokens is the brief training's default token count per
+// top-k candidate: 16 steps of 8×128 tokens, seconds per candidate for the
+// embedded parent on two cores.
+const DefaultTopKTrainTokens = 16384
+
 // TrainOptions are the brief distillation that Minitron++ gives each top-k
 // candidate before choosing by loss (method.md §3, §7: "a short KD of each
 // top-k candidate, then selection by LM loss"). The knobs are the recovery
@@ -39,7 +44,7 @@ type TrainOptions struct {
 	// every candidate, the recovery stage's default loss.
 	CacheK int
 	// Progress, when set, receives every training step of every candidate.
-	Progress func(candidate, step, steps int)
+	Progress func(candidate, step, steps int) `json:"-"`
 }
 
 func (o *TrainOptions) defaults() {

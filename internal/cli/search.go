@@ -110,6 +110,7 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 	tokPath := fs.String("tokenizer", "", "tokenizer.json for --data (default: the model's)")
 	rows := intArg(fs, "rows", 16, 1, noMax, "held-out rows for the measured proxy")
 	seqLen := intArg(fs, "seq-len", 128, 1, noMax, "tokens per measured row")
+	topKTrain := intArg(fs, "topk-train-tokens", search.DefaultTopKTrainTokens, 0, noMax, "minitron with --data: distillation tokens each top-k candidate is trained on before the best held-out loss is chosen, on --data rows after the held-out --rows (0: rank by the loss untrained)")
 	out := fs.String("out", "", "output `directory`")
 	force := fs.Bool("force", false, "replace an existing --out")
 	jsonOut := fs.Bool("json", false, "print the summary as JSON")
@@ -211,6 +212,19 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 			}
 			if req.Rows, err = searchRows(dir, m, data, *ids, *tokPath, *seqLen, *rows); err != nil {
 				return err
+			}
+			if *strategy == search.Minitron && *topKTrain > 0 {
+				req.TopKTrain = search.TrainOptions{Tokens: int64(*topKTrain), SeqLen: *seqLen, Seed: 1}
+				need := req.TopKTrain.Steps() * 8
+				all, err := searchRows(dir, m, data, *ids, *tokPath, *seqLen, *rows+need)
+				if err != nil {
+					return err
+				}
+				if len(all) < *rows+8 {
+					return Usagef("--topk-train-tokens: --data gives %d rows of %d tokens, and the %d held-out --rows plus one training batch of 8 need %d: give more --data, fewer --rows, or --topk-train-tokens 0", len(all), *seqLen+1, *rows, *rows+8)
+				}
+				req.TrainRows = all[*rows:]
+				req.TopKTrain.SeqLen = len(req.TrainRows[0]) - 1 // searchRows packs --seq-len+2 ids a row (corpus.Pack adds one): train on what it gives
 			}
 		}
 		rep, err := search.Execute(ctx, req)
