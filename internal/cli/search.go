@@ -26,7 +26,7 @@ func init() {
 		Name: "search",
 		Usage: "--model DIR|preset|parent --gpu NAME --engine NAME [--workload W | --isl/--osl/--concurrency/--rate] " +
 			"[--max-memory 13.96GiB] [--max-e2e 11.5s] [--max-ttft 500ms] [--max-tpot 40ms] [--p90] [--min-throughput 2000tok/s] " +
-			"[--max-params 3B] [--max-active-params ..] [--strategy autocompress|minitron] [--serve-on E] [--keep-layers 0,31] --out DIR [--json]",
+			"[--max-params 3B] [--max-active-params ..] [--strategy autocompress|minitron] [--topk-train-tokens N] [--serve-on E] [--keep-layers 0,31] --out DIR [--json]",
 		Short: "choose the pruned child's shape and engine settings that meet a deployment's budgets",
 		Long: `Search prices candidate children of the parent with the estimator on one deployment
 (--gpu, --engine, --precision, --tp, the workload) and returns the one that meets every
@@ -34,8 +34,11 @@ budget and keeps the most of the parent by the quality proxy: the retained share
 its importance scores (--importance), or, without scores, a documented structural
 prior (said in the output). With --data (calibration text or token ids), candidates
 too close to call (autocompress) or the whole top-k (minitron) are re-ranked by a
-measured proxy: the KL divergence to the parent (minitron: the loss) of the child
-pruned in memory, without training; the tokens spent are reported.
+measured proxy: the KL divergence to the parent of the child pruned in memory,
+without training (autocompress), or the held-out loss of each top-k candidate after a
+brief distillation from the parent on further --data rows (minitron, Minitron++:
+--topk-train-tokens per candidate; 0 ranks by the loss untrained). The tokens spent
+choosing the architecture are reported.
 
 Budgets take units: memory GiB/GB/MiB (the engine's whole footprint on one GPU at the
 workload's context and concurrency), latency us/ms/s/min (on the mean; on the p90
