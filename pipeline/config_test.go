@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"io"
 	"reflect"
@@ -98,5 +99,65 @@ func TestFlagsOverrideFile(t *testing.T) {
 	BindFlags(fs2, &s2)
 	if err := fs2.Parse([]string{"--isl", "many"}); err == nil || !strings.Contains(err.Error(), "-isl") || !strings.Contains(err.Error(), "whole number") {
 		t.Fatalf("bad flag value: %v", err)
+	}
+}
+
+// TestTopKTrainConfig: the top-k training's token count is a ranged field
+// and flag, needs held-out proxy rows under minitron, and is an input of the
+// search stage only where it is used.
+func TestTopKTrainConfig(t *testing.T) {
+	c, err := ParseConfig("c", []byte("search:\n  strategy: minitron\n  topk_train_tokens: 4096\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Search.TopKTrainTokens != 4096 || DefaultConfig().Search.TopKTrainTokens <= 0 {
+		t.Fatalf("topk_train_tokens %d (default %d)", c.Search.TopKTrainTokens, DefaultConfig().Search.TopKTrainTokens)
+	}
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	s := DefaultConfig()
+	BindFlags(fs, &s)
+	if err := fs.Parse([]string{"--topk-train-tokens", "-1"}); err == nil || !strings.Contains(err.Error(), "topk-train-tokens") {
+		t.Errorf("--topk-train-tokens -1: %v", err)
+	}
+
+	demo := func(strategy string, tokens int64, proxyRows int) Config {
+		c := DemoConfig()
+		c.Search.Strategy, c.Search.TopKTrainTokens, c.Search.ProxyRows = strategy, tokens, proxyRows
+		return c
+	}
+	if _, err := Stages(demo("minitron", 4096, 0), ""); err == nil || !strings.Contains(err.Error(), "search.topk_train_tokens") {
+		t.Errorf("minitron training without proxy rows: %v, want an error naming search.topk_train_tokens", err)
+	}
+	if _, err := Stages(demo("autocompress", 4096, 0), ""); err != nil {
+		t.Errorf("autocompress ignores topk_train_tokens: %v", err)
+	}
+	params := func(c Config) string {
+		st, err := Stages(c, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range st {
+			if s.Name == "search" {
+				b, err := json.Marshal(s.Params)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return string(b)
+			}
+		}
+		t.Fatal("no search stage")
+		return ""
+	}
+	if params(demo("minitron", 4096, 16)) == params(demo("minitron", 8192, 16)) {
+		t.Error("minitron: the search stage does not depend on topk_train_tokens")
+	}
+	if params(demo("autocompress", 4096, 16)) != params(demo("autocompress", 8192, 16)) {
+		t.Error("autocompress: the search stage depends on the unused topk_train_tokens")
+	}
+	a, b := demo("minitron", 4096, 16), demo("minitron", 4096, 16)
+	b.Distill.LR *= 2
+	if params(a) == params(b) {
+		t.Error("minitron: the search stage does not depend on the training recipe")
 	}
 }

@@ -115,6 +115,8 @@ func resolve(c *Config) (*target, error) {
 		return nil, &ConfigError{Path: "distill", Msg: "tokens must be ≥ 0, seq_len ≥ 2, batch ≥ 1 and lr > 0"}
 	case c.Distill.KDWeight < 0 || c.Distill.CEWeight < 0 || c.Distill.KDWeight+c.Distill.CEWeight == 0:
 		return nil, &ConfigError{Path: "distill", Msg: "kd_weight and ce_weight must be ≥ 0 and not both 0"}
+	case c.Search.Strategy == search.Minitron && c.Search.TopKTrainTokens > 0 && (len(c.Search.ProxyData) == 0 || c.Search.ProxyRows < 1):
+		return nil, &ConfigError{Path: "search.topk_train_tokens", Msg: "training the top-k candidates needs search.proxy_data and search.proxy_rows ≥ 1 to score them on (or topk_train_tokens 0)"}
 	case c.Measure.Enabled && c.Measure.Runs < 1:
 		return nil, &ConfigError{Path: "measure.runs", Msg: "must be ≥ 1"}
 	}
@@ -162,6 +164,15 @@ func (b Budgets) parse() (search.Budgets, error) {
 		return out, &ConfigError{Path: "budgets", Msg: err.Error()}
 	}
 	return out, nil
+}
+
+// trainData is the data the search stage trains on: data when the top-k
+// candidates are trained, else nil.
+func trainData(o *search.TrainOptions, data []string) []string {
+	if o == nil {
+		return nil
+	}
+	return data
 }
 
 // dataFiles returns the outside files among sources (parent: names are
@@ -244,13 +255,29 @@ func Stages(c Config, self string) ([]Stage, error) {
 			return err
 		}})
 
+	// Minitron++'s brief training of its top-k uses the recovery recipe on
+	// the distillation data: both are inputs of the search stage then.
+	var topKTrain *search.TrainOptions
+	searchFiles := dataFiles(c.Search.ProxyData)
+	searchParams := c.Search
+	if c.Search.Strategy != search.Minitron {
+		searchParams.TopKTrainTokens = 0 // unused: autocompress's stage is not rerun for it
+	}
+	if c.Search.Strategy == search.Minitron && c.Search.TopKTrainTokens > 0 {
+		d := c.Distill
+		topKTrain = &search.TrainOptions{Tokens: c.Search.TopKTrainTokens, Batch: d.Batch, SeqLen: d.SeqLen, LR: d.LR,
+			Temperature: d.Temperature, KDWeight: d.KDWeight, CEWeight: d.CEWeight, Seed: uint64(d.Seed)}
+		searchFiles = append(searchFiles, dataFiles(c.Data)...)
+	}
 	st = append(st, Stage{Name: "search", Deps: []string{"importance"}, Params: struct {
-		D  Deployment
-		W  Workload
-		B  Budgets
-		S  Search
-		PD []string
-	}{c.Deployment, c.Workload, c.Budgets, c.Search, c.Search.ProxyData}, Files: dataFiles(c.Search.ProxyData),
+		D     Deployment
+		W     Workload
+		B     Budgets
+		S     Search
+		PD    []string
+		Train *search.TrainOptions `json:",omitempty"`
+		Data  []string             `json:",omitempty"`
+	}{c.Deployment, c.Workload, c.Budgets, searchParams, c.Search.ProxyData, topKTrain, trainData(topKTrain, c.Data)}, Files: searchFiles,
 		Run: func(ctx context.Context, env *Env) error {
 			scores, err := importance.Load(filepath.Join(env.Input("importance"), ScoresFile))
 			if err != nil {
@@ -267,6 +294,13 @@ func Stages(c Config, self string) ([]Stage, error) {
 				if req.Rows, err = rows(ctx, t, c.Search.ProxyData, assets, 128, c.Search.ProxyRows, "search.proxy_data"); err != nil {
 					return fmt.Errorf("search.proxy_data: %w", err)
 				}
+			}
+			if topKTrain != nil {
+				req.TopKTrain = *topKTrain
+				if req.TrainRows, err = rows(ctx, t, c.Data, assets, topKTrain.SeqLen, topKTrain.Steps()*topKTrain.Batch, "data"); err != nil {
+					return fmt.Errorf("data (the top-k candidates' brief training): %w", err)
+				}
+				env.Note("minitron: each top-k candidate distilled for %d tokens (%d rows of data) before choosing by held-out loss", topKTrain.Steps()*topKTrain.Batch*topKTrain.SeqLen, len(req.TrainRows))
 			}
 			rep, err := search.Execute(ctx, req)
 			if err != nil {

@@ -28,8 +28,9 @@
 // candidate (Child plus Score on 16 rows × 128 tokens) costs about 0.8–1.0
 // parent forward passes over the same tokens (BenchmarkCandidate).
 //
-// Spearman judges a proxy against the quality it stands for;
-// TestRankCorrelation (behind -rankcorr) ranks ten children of the
-// embedded parent by each proxy and by their loss after recovery; the
-// results are in PROXIES.md.
+// Spearman and Kendall judge a proxy against the quality it stands for;
+// package search's TestRankCorrelation (behind -rankcorr) ranks ten
+// children of the embedded parent by each proxy, the brief training of
+// Minitron++'s top-k included, and by their loss after recovery by
+// distillation; the results are in PROXIES.md.
 package proxy

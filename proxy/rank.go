@@ -60,3 +60,40 @@ func ranks(v []float64) []float64 {
 	}
 	return r
 }
+
+// Kendall returns Kendall's rank correlation τ-b of x and y: the
+// concordant minus the discordant pairs over the geometric mean of the
+// pairs untied in x and untied in y, which corrects for ties (as R's
+// cor(method = "kendall") and SciPy's kendalltau do). It needs at least two
+// pairs and is NaN when either side is constant.
+func Kendall(x, y []float64) (float64, error) {
+	if len(x) != len(y) {
+		return 0, fmt.Errorf("proxy: kendall of %d and %d values", len(x), len(y))
+	}
+	if len(x) < 2 {
+		return 0, fmt.Errorf("proxy: kendall of %d pairs: want at least 2", len(x))
+	}
+	var s, nx, ny float64 // s: concordant − discordant; nx, ny: pairs untied in x, in y
+	for i := range x {
+		for j := i + 1; j < len(x); j++ {
+			dx, dy := sign(x[i]-x[j]), sign(y[i]-y[j])
+			s += dx * dy
+			nx += dx * dx
+			ny += dy * dy
+		}
+	}
+	if nx == 0 || ny == 0 {
+		return math.NaN(), nil
+	}
+	return s / math.Sqrt(nx*ny), nil
+}
+
+func sign(v float64) float64 {
+	switch {
+	case v > 0:
+		return 1
+	case v < 0:
+		return -1
+	}
+	return 0
+}

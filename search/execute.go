@@ -48,8 +48,15 @@ type Request struct {
 	TopK     int
 	// Rows are held-out rows (seq len + 1 ids) for the measured proxy (nil:
 	// none).
-	Rows     [][]int32
-	Progress Progress
+	Rows [][]int32
+	// TopKTrain is Minitron++'s brief distillation of each top-k candidate
+	// before choosing by held-out loss on Rows (Tokens 0: the candidates
+	// are ranked by their loss untrained, and the notes say so). It applies
+	// to the minitron strategy only; TrainRows (TopKTrain.SeqLen+1 ids
+	// each, disjoint from Rows) are what it trains on.
+	TopKTrain TrainOptions
+	TrainRows [][]int32
+	Progress  Progress
 }
 
 // ErrScoresMismatch is returned (wrapped) when Request.Scores were computed
@@ -98,11 +105,22 @@ func Execute(ctx context.Context, r Request) (*Report, error) {
 		if err != nil {
 			return nil, fmt.Errorf("search: measured proxy: %w", err)
 		}
-		meas, err := NewKLMeasurer(ctx, em, r.Rows, proxy.Options{})
-		if err != nil {
-			return nil, err
+		if r.Strategy == Minitron && r.TopKTrain.Tokens > 0 {
+			tm, err := r.trainedMeasurer(ctx, em)
+			if err != nil {
+				return nil, err
+			}
+			defer tm.Close()
+			opt.Measurer = tm
+		} else {
+			meas, err := NewKLMeasurer(ctx, em, r.Rows, proxy.Options{})
+			if err != nil {
+				return nil, err
+			}
+			opt.Measurer = meas
 		}
-		opt.Measurer = meas
+	} else if r.Strategy == Minitron && r.TopKTrain.Tokens > 0 {
+		return nil, errors.New("search: training the top-k candidates needs held-out rows to score them on (Rows) and a checkpoint with weights")
 	}
 	res, err := Run(ctx, sp, px, opt)
 	if err != nil {
@@ -114,4 +132,19 @@ func Execute(ctx context.Context, r Request) (*Report, error) {
 	}
 	return &Report{Model: name, Space: sp, Result: res, Scores: r.Scores, Budgets: r.Budgets, GPU: r.GPU,
 		Workload: r.Workload, Estimate: opt.Estimate}, nil
+}
+
+// trainedMeasurer builds the TrainedMeasurer of r.TopKTrain, reporting its
+// steps through r.Progress.
+func (r *Request) trainedMeasurer(ctx context.Context, parent *engine.Model) (*TrainedMeasurer, error) {
+	if len(r.TrainRows) == 0 {
+		return nil, errors.New("search: training the top-k candidates needs training rows (TrainRows)")
+	}
+	o := r.TopKTrain
+	if r.Progress != nil {
+		o.Progress = func(cand, step, steps int) {
+			r.Progress(fmt.Sprintf("training top-k candidate %d", cand+1), step, steps)
+		}
+	}
+	return NewTrainedMeasurer(ctx, parent, r.Rows, r.TrainRows, o)
 }

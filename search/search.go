@@ -35,8 +35,10 @@
 // Minitron is the Minitron++ baseline (method.md §3, §7): the same widths
 // in every layer, every layer kept, a grid with Minitron's granularity and
 // limits, filtered by the same budgets and estimator, the top-k by the same
-// proxy, then the best of the top-k by measured loss (without the short
-// distillation the paper's protocol adds, which needs package distill).
+// proxy, then the best of the top-k by measured loss: after a brief
+// distillation of each candidate from the parent (TrainedMeasurer, the
+// paper's protocol; Request.TopKTrain) or, with no training tokens, of each
+// candidate pruned without training (KLMeasurer; the notes say which).
 package search
 
 import (
@@ -68,13 +70,26 @@ type Measurement struct {
 	// cross-entropy (nats per token).
 	KL   float64 `json:"kl"`
 	Loss float64 `json:"loss"`
-	// Tokens are the calibration tokens the measurement spent.
+	// Tokens are the tokens the measurement ran through a model
+	// (calibration, and for a trained measurement the teacher's and the
+	// student's training tokens).
 	Tokens int64 `json:"tokens"`
+	// UntrainedLoss is the loss before the brief training and TrainTokens
+	// the student's training tokens (TrainedMeasurer only; 0 otherwise).
+	UntrainedLoss float64 `json:"untrained_loss,omitempty"`
+	TrainTokens   int64   `json:"train_tokens,omitempty"`
 }
 
 // Measurer measures a candidate given as a pruning plan of the parent.
 type Measurer interface {
 	Measure(ctx context.Context, plan *prune.Plan) (Measurement, error)
+}
+
+// A Ranker is a Measurer that says in words what its measurements rank by
+// (the notes quote it); a Measurer without it is taken to measure the
+// candidates untrained.
+type Ranker interface {
+	Ranking() string
 }
 
 // Progress is called from time to time with the strategy's phase and the
@@ -278,9 +293,15 @@ func finish(ctx context.Context, e *evaluator, res *Result, o *Options) error {
 			})
 			what := "the measured KL divergence to the parent"
 			if res.Strategy == Minitron {
-				what = "the measured loss of each pruned candidate without training (Minitron++'s short distillation of each top-k candidate needs package distill, not wired yet)"
+				what = "the measured loss of each pruned candidate without training (no brief training: --topk-train-tokens 0)"
+				if r, ok := o.Measurer.(Ranker); ok {
+					what = r.Ranking()
+				}
 			}
-			res.Notes = append(res.Notes, fmt.Sprintf("the %d top candidates were re-ranked by %s, %d calibration tokens", len(measure), what, res.Tokens))
+			res.Notes = append(res.Notes, fmt.Sprintf("the %d top candidates were re-ranked by %s; tokens spent choosing the architecture: %d", len(measure), what, res.Tokens))
+			if n := untrainedChoice(res.TopK); n >= 0 {
+				res.Notes = append(res.Notes, fmt.Sprintf("the brief training changed the choice: by the loss untrained, %s (ranked %d after training) would have been chosen", uniformShape(&res.TopK[n]), n+1))
+			}
 		} else {
 			res.Notes = append(res.Notes, fmt.Sprintf("no other candidate within %.0f %% of the best proxy: chosen without measuring (0 tokens)", 100*o.CloseFraction))
 		}
@@ -296,6 +317,32 @@ func finish(ctx context.Context, e *evaluator, res *Result, o *Options) error {
 	}
 	res.Pareto = pareto(res.Pareto, &o.Budgets)
 	return nil
+}
+
+// untrainedChoice returns the index in top (sorted by trained loss) of the
+// candidate the untrained loss would have chosen, or -1 when the choice is
+// the same or the measurements were not trained.
+func untrainedChoice(top []Candidate) int {
+	best := -1
+	for i, c := range top {
+		if m := c.Measured; m != nil && m.TrainTokens > 0 && (best < 0 || m.UntrainedLoss < top[best].Measured.UntrainedLoss) {
+			best = i
+		}
+	}
+	if best <= 0 {
+		return -1
+	}
+	return best
+}
+
+// uniformShape names a candidate by its hidden size, heads and first
+// layer's MLP width (Minitron's candidates are uniform).
+func uniformShape(c *Candidate) string {
+	s := fmt.Sprintf("hidden %d, heads %d", c.Hidden, c.Heads)
+	if len(c.Layers) > 0 {
+		s += fmt.Sprintf(", MLP %d", c.Layers[0].MLP)
+	}
+	return s
 }
 
 func settingIndex(sp *Space, s Settings) int {

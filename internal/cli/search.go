@@ -25,7 +25,7 @@ func init() {
 		Name: "search",
 		Usage: "--model DIR|preset|parent --gpu NAME --engine NAME [--workload W | --isl/--osl/--concurrency/--rate] " +
 			"[--max-memory 13.96GiB] [--max-e2e 11.5s] [--max-ttft 500ms] [--max-tpot 40ms] [--p90] [--min-throughput 2000tok/s] " +
-			"[--max-params 3B] [--max-active-params ..] [--strategy autocompress|minitron] [--serve-on E] [--keep-layers 0,31] --out DIR [--json]",
+			"[--max-params 3B] [--max-active-params ..] [--strategy autocompress|minitron] [--topk-train-tokens N] [--serve-on E] [--keep-layers 0,31] --out DIR [--json]",
 		Short: "choose the pruned child's shape and engine settings that meet a deployment's budgets",
 		Long: `Search prices candidate children of the parent with the estimator on one deployment
 (--gpu, --engine, --precision, --tp, the workload) and returns the one that meets every
@@ -33,8 +33,11 @@ budget and keeps the most of the parent by the quality proxy: the retained share
 its importance scores (--importance), or, without scores, a documented structural
 prior (said in the output). With --data (calibration text or token ids), candidates
 too close to call (autocompress) or the whole top-k (minitron) are re-ranked by a
-measured proxy: the KL divergence to the parent (minitron: the loss) of the child
-pruned in memory, without training; the tokens spent are reported.
+measured proxy: the KL divergence to the parent of the child pruned in memory,
+without training (autocompress), or the held-out loss of each top-k candidate after a
+brief distillation from the parent on further --data rows (minitron, Minitron++:
+--topk-train-tokens per candidate; 0 ranks by the loss untrained). The tokens spent
+choosing the architecture are reported.
 
 Budgets take units: memory GiB/GB/MiB (the engine's whole footprint on one GPU at the
 workload's context and concurrency), latency us/ms/s/min (on the mean; on the p90
@@ -110,6 +113,7 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 	rows := intArg(fs, "rows", 16, 1, noMax, "held-out rows for the measured proxy")
 	seqLen := intArg(fs, "seq-len", 128, 1, noMax, "tokens per measured row")
 	allowLong := fs.Bool("allow-long-context", false, "allow --seq-len past the model's max_position_embeddings")
+	topKTrain := intArg(fs, "topk-train-tokens", search.DefaultTopKTrainTokens, 0, noMax, "minitron with --data: distillation tokens each top-k candidate is trained on before the best held-out loss is chosen, on --data rows after the held-out --rows (0: rank by the loss untrained)")
 	out := fs.String("out", "", "output `directory`")
 	force := fs.Bool("force", false, "replace an existing --out")
 	jsonOut := fs.Bool("json", false, "print the summary as JSON")
@@ -205,6 +209,19 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 			}
 			if req.Rows, err = searchRows(ctx, dir, m, data, *ids, *allowLong, *tokPath, *seqLen, *rows); err != nil {
 				return err
+			}
+			if *strategy == search.Minitron && *topKTrain > 0 {
+				req.TopKTrain = search.TrainOptions{Tokens: int64(*topKTrain), SeqLen: *seqLen, Seed: 1}
+				need := req.TopKTrain.Steps() * 8
+				all, err := searchRows(ctx, dir, m, data, *ids, *allowLong, *tokPath, *seqLen, *rows+need)
+				if err != nil {
+					return err
+				}
+				if len(all) < *rows+8 {
+					return Usagef("--topk-train-tokens: --data gives %d rows of %d tokens, and the %d held-out --rows plus one training batch of 8 need %d: give more --data, fewer --rows, or --topk-train-tokens 0", len(all), *seqLen+1, *rows, *rows+8)
+				}
+				req.TrainRows = all[*rows:]
+				req.TopKTrain.SeqLen = len(req.TrainRows[0]) - 1
 			}
 		}
 		rep, err := search.Execute(ctx, req)

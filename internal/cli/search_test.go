@@ -10,6 +10,7 @@ import (
 
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/importance"
+	parentpkg "github.com/autocompress/autocompress/parent"
 	"github.com/autocompress/autocompress/prune"
 )
 
@@ -163,5 +164,54 @@ func TestSearchBadInput(t *testing.T) {
 	}
 	if _, err := os.Stat(out); err == nil {
 		t.Error("a failed search left --out behind")
+	}
+}
+
+// TestSearchTopKTrainTokens: minitron with --data trains each top-k
+// candidate for --topk-train-tokens and says so, counting the tokens; 0
+// ranks untrained and says that; too little data for training is a usage
+// error naming the flag.
+func TestSearchTopKTrainTokens(t *testing.T) {
+	docs, err := parentpkg.SplitDocs("", "validation")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	for _, d := range docs {
+		text.WriteString(d.Text + "\n")
+	}
+	dir := t.TempDir()
+	data := filepath.Join(dir, "val.txt")
+	if err := os.WriteFile(data, []byte(text.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"search", "--model", "parent", "--gpu", "cpu-local", "--engine", "native", "--strategy", "minitron",
+		"--max-params", "3M", "--data", data, "--rows", "4", "--seq-len", "32", "--top-k", "2", "--json"}
+	for _, tc := range []struct {
+		tokens string
+		want   string
+	}{{"512", "tokens of distillation from the parent"}, {"0", "without training"}} {
+		out := filepath.Join(dir, "s"+tc.tokens)
+		code, stdout, stderr := pruneRunCLI(append(base, "--topk-train-tokens", tc.tokens, "--out", out)...)
+		if code != 0 {
+			t.Fatalf("--topk-train-tokens %s: exit %d: %s", tc.tokens, code, stderr)
+		}
+		var sum struct {
+			Tokens int64    `json:"selection_tokens"`
+			Notes  []string `json:"notes"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
+			t.Fatalf("%v: %s", err, stdout)
+		}
+		if notes := strings.Join(sum.Notes, "\n"); !strings.Contains(notes, tc.want) {
+			t.Errorf("--topk-train-tokens %s: notes lack %q:\n%s", tc.tokens, tc.want, notes)
+		}
+		if sum.Tokens <= 0 || tc.tokens == "512" && sum.Tokens < 2*512 {
+			t.Errorf("--topk-train-tokens %s: %d selection tokens", tc.tokens, sum.Tokens)
+		}
+	}
+	code, _, stderr := pruneRunCLI(append(base[:len(base)-7], "--rows", "100000", "--seq-len", "32", "--top-k", "2", "--out", filepath.Join(dir, "x"))...)
+	if code != 2 || !strings.Contains(stderr, "--topk-train-tokens") {
+		t.Errorf("too little data: exit %d: %s", code, stderr)
 	}
 }
