@@ -90,7 +90,7 @@ func (mc *menuCache) get(e *evaluator, g global, si int) ([][]option, *hullSet) 
 	if !ok {
 		m = e.menus(g, si)
 		mc.menus[k] = m
-		mc.hulls[k] = &hullSet{all: hulls(m, nil), whole: hulls(m, func(l int, o *option) bool { return !e.cut(o, l) })}
+		mc.hulls[k] = &hullSet{all: hulls(m, nil), whole: hulls(m, func(l int, o *option) bool { return !o.cuts.any() })}
 	}
 	return m, mc.hulls[k]
 }
@@ -248,7 +248,7 @@ func (e *evaluator) pick(menus [][]option, hs *hullSet, lambda float64, idx []in
 			}
 		}
 		idx[l] = best
-		if e.cut(&opts[best], l) {
+		if opts[best].cuts.any() {
 			removed++
 		}
 	}
@@ -261,7 +261,7 @@ func (e *evaluator) pick(menus [][]option, hs *hullSet, lambda float64, idx []in
 		}
 		var rs []restore
 		for l, opts := range menus {
-			if !e.cut(&opts[idx[l]], l) {
+			if !opts[idx[l]].cuts.any() {
 				continue
 			}
 			bi, bs := -1, math.Inf(-1)
@@ -288,35 +288,22 @@ func (e *evaluator) pick(menus [][]option, hs *hullSet, lambda float64, idx []in
 	}
 }
 
-// cut reports whether option o of layer l removes a block the parent layer
-// has (the whole layer, its attention or its MLP).
-func (e *evaluator) cut(o *option, l int) bool {
-	pl := &e.sp.Parent.Layers[l]
-	return o.shape.Removed || pl.Attention != nil && o.shape.KVGroups == 0 || pl.MLP != nil && o.shape.MLP == 0
-}
-
 // overCap reports whether choice idx removes more layers, attention
 // blocks or MLP blocks than the space allows (a removed layer counts for
 // both of its blocks): the proxy is least trustworthy for deep cuts, and a
 // stack without most of its attention is no longer the parent's kind of
 // model.
 func (e *evaluator) overCap(menus [][]option, idx []int) bool {
-	var layers, attn, mlp int
+	return cutsOf(menus, idx).over(e.sp.MaxRemoved)
+}
+
+// cutsOf sums what choice idx cuts.
+func cutsOf(menus [][]option, idx []int) cuts {
+	var c cuts
 	for l, i := range idx {
-		o := &menus[l][i]
-		pl := &e.sp.Parent.Layers[l]
-		if o.shape.Removed {
-			layers++
-		}
-		if pl.Attention != nil && (o.shape.Removed || o.shape.KVGroups == 0) {
-			attn++
-		}
-		if pl.MLP != nil && (o.shape.Removed || o.shape.MLP == 0) {
-			mlp++
-		}
+		c = c.add(menus[l][i].cuts)
 	}
-	m := e.sp.MaxRemoved
-	return layers > m || attn > m || mlp > m
+	return c
 }
 
 // lagrange finds the smallest λ whose relaxed choice meets the budgets by
@@ -378,23 +365,113 @@ type move struct {
 	dv, dc float64
 }
 
+// scan holds local search's per-layer neighbourhoods between rounds: a
+// round changes one or two layers, so only theirs are looked at again.
+type scan struct {
+	up, down                    []move // per layer, the neighbouring hull points (l < 0: none)
+	dirty                       []bool
+	ups, downs                  []move
+	singles, bigUps, cheapDowns []move
+}
+
+func (sc *scan) reset(n int) {
+	sc.up, sc.down, sc.dirty = resize(sc.up, n), resize(sc.down, n), resize(sc.dirty, n)
+	for l := range sc.dirty {
+		sc.dirty[l] = true
+	}
+}
+
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// neighbours sets layer l's moves to the neighbouring hull points of its
+// current option: the cheapest one worth more, the dearest one costing less.
+func (sc *scan) neighbours(l int, opts []option, hull []int, cur int) {
+	c := &opts[cur]
+	up, down := -1, -1
+	for _, i := range hull {
+		o := &opts[i]
+		if o.value > c.value+1e-15 && up < 0 {
+			up = i
+		}
+		if o.cost < c.cost && o.value < c.value {
+			down = i
+		}
+	}
+	sc.up[l], sc.down[l] = move{l: -1}, move{l: -1}
+	if up >= 0 {
+		sc.up[l] = move{l, up, opts[up].value - c.value, opts[up].cost - c.cost}
+	}
+	if down >= 0 {
+		sc.down[l] = move{l, down, opts[down].value - c.value, opts[down].cost - c.cost}
+	}
+}
+
 // improve runs local search from a feasible choice: single-layer upgrades
 // by value gained per cost added, then pair exchanges (one layer down, one
 // up) when no single upgrade fits; every move is priced by the estimator.
+//
+// A round changes one or two layers, so it is priced as a change of the
+// committed candidate (priceChange) and only the changed layers' hull
+// neighbours are looked up again; the moves a round considers, and their
+// order, are those of a full scan.
 func (e *evaluator) improve(ctx context.Context, si int, g global, menus [][]option, hs *hullSet, idx []int, c Costs, budget int) ([]int, Costs) {
 	start := e.evals
-	var ups, downs, singles, bigUps, cheapDowns []move
+	sc := &e.scan
+	sc.reset(len(menus))
+	e.commit(menus, idx)
+	cut := cutsOf(menus, idx)
+	capN := e.sp.MaxRemoved
+	// accept tries the committed choice with the layers of ms changed and
+	// keeps it when it meets the budgets (confirmed by an exact pricing).
+	accept := func(ms ...move) bool {
+		nc := cut
+		for _, m := range ms {
+			nc = nc.sub(menus[m.l][idx[m.l]].cuts).add(menus[m.l][m.i].cuts)
+		}
+		if nc.over(capN) {
+			return false
+		}
+		var pc Costs
+		if len(ms) == 1 {
+			pc = e.priceChange(si, g, ms[0].l, &menus[ms[0].l][ms[0].i], -1, nil)
+		} else {
+			pc = e.priceChange(si, g, ms[0].l, &menus[ms[0].l][ms[0].i], ms[1].l, &menus[ms[1].l][ms[1].i])
+		}
+		if !e.b.Meets(&pc) {
+			return false
+		}
+		var old [2]int
+		for k, m := range ms {
+			old[k], idx[m.l] = idx[m.l], m.i
+		}
+		fc, ok := e.confirm(si, g, menus, idx)
+		if !ok { // a change at the limit, within rounding: rejected
+			for k, m := range ms {
+				idx[m.l] = old[k]
+			}
+			e.commit(menus, idx)
+			return false
+		}
+		c, cut = fc, nc
+		for _, m := range ms {
+			sc.dirty[m.l] = true
+		}
+		return true
+	}
 	full := false // after a local optimum on the hull: every option once
 	for e.evals-start < int64(budget) {
 		if ctx.Err() != nil {
 			break
 		}
-		ups, downs = ups[:0], downs[:0]
-		// Per layer, the neighbouring hull points: the cheapest one worth
-		// more than the current option, the dearest one costing less.
+		ups, downs := sc.ups[:0], sc.downs[:0]
 		for l, opts := range menus {
-			cur := &opts[idx[l]]
 			if full {
+				cur := &opts[idx[l]]
 				for i := range opts {
 					o := &opts[i]
 					dv, dc := o.value-cur.value, o.cost-cur.cost
@@ -407,23 +484,18 @@ func (e *evaluator) improve(ctx context.Context, si int, g global, menus [][]opt
 				}
 				continue
 			}
-			up, down := -1, -1
-			for _, i := range hs.all[l] {
-				o := &opts[i]
-				if o.value > cur.value+1e-15 && up < 0 {
-					up = i
-				}
-				if o.cost < cur.cost && o.value < cur.value {
-					down = i
-				}
+			if sc.dirty[l] {
+				sc.neighbours(l, opts, hs.all[l], idx[l])
+				sc.dirty[l] = false
 			}
-			if up >= 0 {
-				ups = append(ups, move{l, up, opts[up].value - cur.value, opts[up].cost - cur.cost})
+			if sc.up[l].l >= 0 {
+				ups = append(ups, sc.up[l])
 			}
-			if down >= 0 {
-				downs = append(downs, move{l, down, opts[down].value - cur.value, opts[down].cost - cur.cost})
+			if sc.down[l].l >= 0 {
+				downs = append(downs, sc.down[l])
 			}
 		}
+		sc.ups, sc.downs = ups, downs
 		if len(ups) == 0 {
 			if full {
 				break
@@ -437,53 +509,37 @@ func (e *evaluator) improve(ctx context.Context, si int, g global, menus [][]opt
 			}
 			return m.dv / m.dc
 		}
-		singles = topMoves(singles[:0], ups, 48, func(a, b move) bool { return ratio(a) > ratio(b) })
+		sc.singles = topMoves(sc.singles[:0], ups, 48, func(a, b move) bool { return ratio(a) > ratio(b) })
 		accepted := false
-		for t, m := range singles {
-			if t == 48 || e.evals-start >= int64(budget) {
+		for _, m := range sc.singles {
+			if e.evals-start >= int64(budget) {
 				break
 			}
-			old := idx[m.l]
-			idx[m.l] = m.i
-			if e.overCap(menus, idx) {
-				idx[m.l] = old
-				continue
-			}
-			nc := e.price(si, g, menus, idx)
-			if e.b.Meets(&nc) {
-				c, accepted = nc, true
+			if accept(m) {
+				accepted = true
 				break
 			}
-			idx[m.l] = old
 		}
 		if accepted {
 			full = false
 			continue
 		}
 		// Pair exchanges: the largest gains against the cheapest losses.
-		bigUps = topMoves(bigUps[:0], ups, 24, func(a, b move) bool { return a.dv > b.dv })
-		cheapDowns = topMoves(cheapDowns[:0], downs, 24, func(a, b move) bool { return a.dv/a.dc < b.dv/b.dc })
+		sc.bigUps = topMoves(sc.bigUps[:0], ups, 24, func(a, b move) bool { return a.dv > b.dv })
+		sc.cheapDowns = topMoves(sc.cheapDowns[:0], downs, 24, func(a, b move) bool { return a.dv/a.dc < b.dv/b.dc })
 	pairs:
-		for _, u := range bigUps {
-			for _, d := range cheapDowns {
+		for _, u := range sc.bigUps {
+			for _, d := range sc.cheapDowns {
 				if u.l == d.l || u.dv+d.dv <= 1e-15 {
 					continue
 				}
 				if e.evals-start >= int64(budget) {
 					break pairs
 				}
-				ou, od := idx[u.l], idx[d.l]
-				idx[u.l], idx[d.l] = u.i, d.i
-				if e.overCap(menus, idx) {
-					idx[u.l], idx[d.l] = ou, od
-					continue
-				}
-				nc := e.price(si, g, menus, idx)
-				if e.b.Meets(&nc) {
-					c, accepted = nc, true
+				if accept(u, d) {
+					accepted = true
 					break pairs
 				}
-				idx[u.l], idx[d.l] = ou, od
 			}
 		}
 		switch {
