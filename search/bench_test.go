@@ -53,7 +53,7 @@ func TestSearchSpeed70B(t *testing.T) {
 	}
 	el := time.Since(start)
 	srate := float64(res.Evaluations) / el.Seconds()
-	t.Logf("70B per-layer search: %d evaluations in %v (%.0f/s); Compiled.Price on the 70B parent %.0f/s in the same run: ratio %.2f (loaded machine); chose %s, proxy %.3f",
+	t.Logf("70B per-layer search: %d evaluations in %v (%.0f/s); Compiled.Price on the 70B parent %.0f/s in the same run: ratio %.2f; chose %s, proxy %.3f",
 		res.Evaluations, el.Round(time.Millisecond), srate, rate, srate/rate, sp.Describe(&res.Best), res.Best.Quality)
 	if res.Evaluations < 1_000_000 {
 		t.Errorf("%d evaluations, want ≥ 1,000,000", res.Evaluations)
