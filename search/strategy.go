@@ -12,6 +12,10 @@ import (
 	"sync"
 )
 
+// boundLag is how many jobs before job j the bound that may skip it
+// ignores: the jobs still running while j starts (more than the cores).
+const boundLag = 8
+
 // job is one global shape under one setting.
 type job struct {
 	g  global
@@ -189,10 +193,12 @@ func runAutoCompress(ctx context.Context, e *evaluator, o *Options) (*Result, er
 		}
 	}
 	sort.SliceStable(jobs, func(i, j int) bool { return jobs[i].ub > jobs[j].ub })
-	// Jobs run in batches of one per core, each core with its own
-	// evaluator (a Compiled is not safe for concurrent use). The bound
-	// decides before a batch from the batches already finished, and results
-	// are taken in job order, so the outcome does not depend on timing.
+	// Jobs run on every core, each core with its own evaluator (a Compiled
+	// is not safe for concurrent use), taking the next job as it is free.
+	// Whether job j is skipped by the bound is decided from jobs[:j-boundLag]
+	// only (a worker waits until those are done), and results are taken in
+	// job order: the outcome depends neither on timing nor on the number of
+	// cores.
 	workers := max(1, min(runtime.GOMAXPROCS(0), 8))
 	evs := []*evaluator{e}
 	for len(evs) < workers {
@@ -208,52 +214,88 @@ func runAutoCompress(ctx context.Context, e *evaluator, o *Options) (*Result, er
 		cd         Candidate
 		sweep      []Candidate
 	}
-	var finals []Candidate
-	bestQ := -1.0
-	outs := make([]outcome, workers)
-	for start := 0; start < len(jobs); start += workers {
-		if err := ctx.Err(); err != nil {
-			return res, err
-		}
-		if o.Progress != nil {
-			o.Progress("searching global shapes", start, len(jobs))
-		}
-		batch := jobs[start:min(start+workers, len(jobs))]
-		var wg sync.WaitGroup
-		for k, j := range batch {
-			outs[k] = outcome{}
-			if j.ub <= bestQ*(1-1e-12) {
-				res.Skipped++
-				continue
-			}
-			wg.Add(1)
-			go func(k int, j job) {
-				defer wg.Done()
-				ev, out := evs[k], &outs[k]
-				out.solved = true
-				menus, hull := mc.get(ev, j.g, j.si)
-				idx, c, ok, sweep := ev.lagrange(j.si, j.g, menus, hull)
-				out.sweep = sweep
-				if !ok {
+	outs := make([]outcome, len(jobs))
+	var (
+		mu     sync.Mutex
+		cond   = sync.NewCond(&mu)
+		next   int                            // the next job to take
+		prefix int                            // jobs[:prefix] are done
+		done   = make([]bool, len(jobs))      //
+		bestAt = make([]float64, len(jobs)+1) // [k]: the best quality of jobs[:k]
+	)
+	bestAt[0] = -1
+	var wg sync.WaitGroup
+	for _, ev := range evs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				for next < len(jobs) && prefix < next-boundLag {
+					cond.Wait()
+				}
+				if next >= len(jobs) {
+					mu.Unlock()
 					return
 				}
-				idx, c = ev.improve(ctx, j.si, j.g, menus, hull, idx, c, o.MaxEvaluations)
-				out.cd, out.ok = ev.candidate(j.si, j.g, menus, idx, c), true
-			}(k, j)
+				k := next
+				next++
+				bound := bestAt[max(k-boundLag, 0)]
+				mu.Unlock()
+				if j := jobs[k]; j.ub > bound*(1-1e-12) && ctx.Err() == nil {
+					out := &outs[k]
+					out.solved = true
+					menus, hull := mc.get(ev, j.g, j.si)
+					idx, c, ok, sweep := ev.lagrange(j.si, j.g, menus, hull)
+					out.sweep = sweep
+					if ok {
+						idx, c = ev.improve(ctx, j.si, j.g, menus, hull, idx, c, o.MaxEvaluations)
+						out.cd, out.ok = ev.candidate(j.si, j.g, menus, idx, c), true
+					}
+				}
+				mu.Lock()
+				done[k] = true
+				for prefix < len(jobs) && done[prefix] {
+					q := bestAt[prefix]
+					if outs[prefix].ok {
+						q = max(q, outs[prefix].cd.Quality)
+					}
+					bestAt[prefix+1] = q
+					prefix++
+				}
+				cond.Broadcast()
+				mu.Unlock()
+			}
+		}()
+	}
+	mu.Lock()
+	for reported := -1; prefix < len(jobs); {
+		if o.Progress != nil && prefix != reported {
+			reported = prefix
+			mu.Unlock()
+			o.Progress("searching global shapes", reported, len(jobs))
+			mu.Lock()
+			continue // prefix may have moved: look again before waiting
 		}
-		wg.Wait()
-		for k := range batch {
-			out := &outs[k]
-			if !out.solved {
-				continue
-			}
-			res.GlobalShapes++
-			res.Pareto = append(res.Pareto, out.sweep...)
-			if out.ok {
-				finals = append(finals, out.cd)
-				res.Pareto = append(res.Pareto, out.cd)
-				bestQ = max(bestQ, out.cd.Quality)
-			}
+		cond.Wait()
+	}
+	mu.Unlock()
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	var finals []Candidate
+	for k := range outs {
+		out := &outs[k]
+		if !out.solved {
+			res.Skipped++
+			continue
+		}
+		res.GlobalShapes++
+		res.Pareto = append(res.Pareto, out.sweep...)
+		if out.ok {
+			finals = append(finals, out.cd)
+			res.Pareto = append(res.Pareto, out.cd)
 		}
 	}
 	for _, ev := range evs[1:] {
