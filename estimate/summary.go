@@ -422,10 +422,19 @@ func (c *Compiled) Assemble(s *Summary, base *architecture.Model, layers []*Laye
 			s.addMoE(int(x.moeE), int(x.moeK), x.moeBytes)
 		}
 	}
-	s.TotalParams, s.ActiveParams, s.DenseBytes, s.LinearFLOPs = total, active, dense, linF
-	s.AttnFLOPs, s.SWAFLOPs, s.ScanFLOPs, s.KVBytes, s.SWAKVBytes, s.StateBytes = attnF, swaF, scan, kv, swaKV, state
-	s.AttnLayers, s.MoELayers, s.MambaLayers, s.AllReduces = int(attn), int(moe), int(mamba), int(ars)
-	s.Window, s.MaxFFN = int(window), int(maxFFN)
-	s.MLPLayers, s.AttnHeads, s.MaxQDim, s.MaxKVDim, s.ElemWidth = int(mlp), heads, int(maxQ), int(maxKV), elem
+	x := LayerSum{total: total, active: active, dense: dense, linF: linF, attnF: attnF, swaF: swaF, scan: scan, kv: kv, swaKV: swaKV, state: state,
+		heads: heads, elem: elem, attn: attn, moe: moe, mamba: mamba, ars: ars, window: window, maxFFN: maxFFN, mlp: mlp, maxQ: maxQ, maxKV: maxKV}
+	c.fill(s, base, &x, len(layers))
+}
+
+// fill writes the layer sums x of n layers into s (whose MoE groups are
+// already set) and finishes it with base's global shape.
+func (c *Compiled) fill(s *Summary, base *architecture.Model, x *LayerSum, n int) {
+	s.Layers = n
+	s.TotalParams, s.ActiveParams, s.DenseBytes, s.LinearFLOPs = x.total, x.active, x.dense, x.linF
+	s.AttnFLOPs, s.SWAFLOPs, s.ScanFLOPs, s.KVBytes, s.SWAKVBytes, s.StateBytes = x.attnF, x.swaF, x.scan, x.kv, x.swaKV, x.state
+	s.AttnLayers, s.MoELayers, s.MambaLayers, s.AllReduces = int(x.attn), int(x.moe), int(x.mamba), int(x.ars)
+	s.Window, s.MaxFFN = int(x.window), int(x.maxFFN)
+	s.MLPLayers, s.AttnHeads, s.MaxQDim, s.MaxKVDim, s.ElemWidth = int(x.mlp), x.heads, int(x.maxQ), int(x.maxKV), x.elem
 	finish(s, base, &c.r.prec, c.r.tp)
 }

@@ -39,39 +39,61 @@ type Candidate struct {
 
 // Model returns the child architecture of c.
 func (sp *Space) Model(c *Candidate) *architecture.Model {
-	m := sp.Parent.Clone()
+	m := *sp.Parent
 	m.Hidden = c.Hidden
-	m.Layers = m.Layers[:0]
-	for i, pl := range sp.Parent.Layers {
-		ls := c.Layers[i]
-		if ls.Removed {
-			continue
+	m.Layers = nil
+	m = *m.Clone()
+	var r reshaped
+	for i := range sp.Parent.Layers {
+		if ls := c.Layers[i]; !ls.Removed {
+			m.Layers = append(m.Layers, r.set(&sp.Parent.Layers[i], c.Heads, ls).Clone())
 		}
-		l := pl.Clone()
-		if l.Attention != nil {
-			if ls.KVGroups == 0 {
-				l.Attention = nil
-			} else {
-				l.Attention.KVHeads = ls.KVGroups
-				l.Attention.Heads = c.Heads
-			}
-		}
-		if l.MLP != nil {
-			if ls.MLP == 0 {
-				l.MLP = nil
-			} else {
-				l.MLP.Width = ls.MLP
-			}
-		}
-		if l.Mamba != nil && ls.MambaHeads > 0 {
-			l.Mamba.Heads = ls.MambaHeads
-		}
-		m.Layers = append(m.Layers, l)
 	}
 	if m.Name != "" {
 		m.Name += " (pruned)"
 	}
-	return m
+	return &m
+}
+
+// reshaped is a parent layer reshaped to a LayerShape, its blocks held
+// inline so that building one does not allocate (the search builds one per
+// menu option). Space.Model, the engine-rule check of global shapes and the
+// menus all reshape through it.
+type reshaped struct {
+	l     architecture.Layer
+	attn  architecture.Attention
+	mlp   architecture.MLP
+	mamba architecture.Mamba
+	moe   architecture.MoE
+}
+
+// set makes r parent layer pl reshaped to s with heads query heads per
+// attention block, and returns it; it is valid until the next set (Clone
+// it to keep it).
+func (r *reshaped) set(pl *architecture.Layer, heads int, s LayerShape) *architecture.Layer {
+	r.l = architecture.Layer{}
+	if a := pl.Attention; a != nil && s.KVGroups > 0 {
+		r.attn = *a
+		r.attn.KVHeads, r.attn.Heads = s.KVGroups, heads
+		r.l.Attention = &r.attn
+	}
+	if x := pl.MLP; x != nil && s.MLP > 0 {
+		r.mlp = *x
+		r.mlp.Width = s.MLP
+		r.l.MLP = &r.mlp
+	}
+	if x := pl.Mamba; x != nil {
+		r.mamba = *x
+		if s.MambaHeads > 0 {
+			r.mamba.Heads = s.MambaHeads
+		}
+		r.l.Mamba = &r.mamba
+	}
+	if x := pl.MoE; x != nil {
+		r.moe = *x
+		r.l.MoE = &r.moe
+	}
+	return &r.l
 }
 
 // IsParent reports whether c keeps every unit of the parent.

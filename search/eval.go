@@ -2,6 +2,7 @@ package search
 
 import (
 	"math"
+	"reflect"
 
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/estimate"
@@ -21,6 +22,33 @@ type option struct {
 	value float64 // w_l · retained share (before the hidden factor)
 	cost  float64 // scalar cost for the Lagrangian (byte-equivalents per step)
 	sum   estimate.LayerSum
+	// cuts is what the option removes of the parent layer, counted
+	// against the space's caps (see overCap).
+	cuts cuts
+}
+
+// cuts counts removed layers and removed attention and MLP blocks (a
+// removed layer counts for each block the parent layer has).
+type cuts struct{ layers, attn, mlp int32 }
+
+func (c cuts) add(x cuts) cuts { return cuts{c.layers + x.layers, c.attn + x.attn, c.mlp + x.mlp} }
+func (c cuts) sub(x cuts) cuts { return cuts{c.layers - x.layers, c.attn - x.attn, c.mlp - x.mlp} }
+
+// any reports whether anything is cut.
+func (c cuts) any() bool { return c != cuts{} }
+
+// over reports whether c exceeds the cap of m of each kind.
+func (c cuts) over(m int) bool {
+	m32 := int32(m)
+	return c.layers > m32 || c.attn > m32 || c.mlp > m32
+}
+
+// layerSum is the option's LayerSum, nil for a removed layer.
+func (o *option) layerSum() *estimate.LayerSum {
+	if o.shape.Removed {
+		return nil
+	}
+	return &o.sum
 }
 
 // evaluator prices candidates with the estimator's real cost: every
@@ -42,10 +70,17 @@ type evaluator struct {
 	opt    estimate.Options
 	// refused counts global shapes the serve-on engine does not load.
 	refused int
+	// isl and osl are the workload's mean input and output lengths; same
+	// maps a layer to the first parent layer equal to it.
+	isl, osl float64
+	same     []int
 
 	sum  estimate.Summary
 	ptrs []*estimate.LayerSum
 	base architecture.Model
+	// tot is local search's committed candidate (see priceChange).
+	tot  estimate.Total
+	scan scan
 
 	// best reachable value of every budget over everything priced, for the
 	// infeasibility report (throughput: the largest).
@@ -97,6 +132,18 @@ func newEvaluator(sp *Space, b *Budgets, proxy *Proxy, hw *hardware.GPU, w *work
 	}
 	e.base = *sp.Parent
 	e.base.Layers = nil
+	e.isl, e.osl = w.Input.MeanValue(), w.Output.MeanValue()
+	// Layers equal to an earlier one share its menu's costs.
+	e.same = make([]int, len(sp.Parent.Layers))
+	for l := range e.same {
+		e.same[l] = l
+		for p := range l {
+			if e.same[p] == p && reflect.DeepEqual(sp.Parent.Layers[p], sp.Parent.Layers[l]) {
+				e.same[l] = p
+				break
+			}
+		}
+	}
 	for i := range e.reach {
 		e.reach[i] = math.Inf(1)
 	}
@@ -143,9 +190,8 @@ func (e *evaluator) globals() []global {
 // DeciLM, has rules of its own, e.g. llama.cpp's head_dim = hidden/heads).
 func (e *evaluator) allowed(g global) bool {
 	sp := e.sp
-	m := sp.Parent.Clone()
-	m.Hidden = g.hidden
-	for l := range m.Layers {
+	c := Candidate{Hidden: g.hidden, Heads: g.heads, Layers: make([]LayerShape, len(sp.Parent.Layers))}
+	for l := range sp.Parent.Layers {
 		pl := &sp.Parent.Layers[l]
 		s := LayerShape{MambaHeads: g.mamba}
 		if a := pl.Attention; a != nil {
@@ -157,8 +203,9 @@ func (e *evaluator) allowed(g global) bool {
 				s.MLP = g.mlp
 			}
 		}
-		m.Layers[l] = e.layer(pl, g, s)
+		c.Layers[l] = s
 	}
+	m := sp.Model(&c)
 	if !sp.ServeOn.Loads(m, sp.TP) {
 		return false
 	}
@@ -179,10 +226,8 @@ func (e *evaluator) allowed(g global) bool {
 func (e *evaluator) menus(g global, si int) [][]option {
 	sp := e.sp
 	c := e.comps[e.menuOf[si]]
-	w := e.w
-	isl, osl := w.Input.MeanValue(), w.Output.MeanValue()
-	conc := float64(max(w.Concurrency, 1))
-	kvTok := (isl + osl/2) * conc
+	isl, osl := e.isl, e.osl
+	kvTok := (isl + osl/2) * float64(max(e.w.Concurrency, 1))
 	flopW := 0.0
 	if osl > 0 {
 		if pk := e.hw.PeakFLOPS(e.prec[si].Compute); pk > 0 {
@@ -191,95 +236,66 @@ func (e *evaluator) menus(g global, si int) [][]option {
 	}
 	bpw := e.prec[si].LinearBPW / 8
 	kvb := e.kvB[si]
-	hf := e.proxy.Hidden(g.hidden)
-	_ = hf
 	out := make([][]option, len(sp.Parent.Layers))
+	var r reshaped
+	var shapes []LayerShape
 	for l := range sp.Parent.Layers {
 		pl := &sp.Parent.Layers[l]
-		var shapes []LayerShape
-		kvs := []int{0}
-		if a := pl.Attention; a != nil {
-			kvs = []int{a.KVHeads}
-			if sp.PerLayer {
-				// k groups keep heads/k queries each: at most the parent's.
-				kvs = kvs[:0]
-				for _, k := range sp.KVGroups {
-					if g.heads%k == 0 && g.heads/k <= a.Heads/a.KVHeads {
-						kvs = append(kvs, k)
-					}
-				}
-			}
-		}
-		ws := []int{0}
-		if m := pl.MLP; m != nil {
-			switch {
-			case sp.PerLayer:
-				ws = sp.MLP
-			case g.mlp > 0 && len(sp.MLP) > 0 && m.Width == sp.MLP[0]:
-				ws = []int{g.mlp}
-			default:
-				ws = []int{m.Width}
-			}
-		}
-		mb := 0
-		if pl.Mamba != nil {
-			mb = g.mamba
-		}
-		for _, kv := range kvs {
-			for _, wd := range ws {
-				shapes = append(shapes, LayerShape{KVGroups: kv, MLP: wd, MambaHeads: mb})
-			}
-		}
-		if sp.PerLayer && sp.RemoveSubBlocks && sp.Removable[l] && pl.Attention != nil && pl.MLP != nil {
-			for _, wd := range ws {
-				shapes = append(shapes, LayerShape{MLP: wd})
-			}
-			for _, kv := range kvs {
-				shapes = append(shapes, LayerShape{KVGroups: kv})
-			}
-		}
-		if sp.Removable[l] && sp.MaxRemoved > 0 {
-			shapes = append(shapes, LayerShape{Removed: true})
-		}
+		shapes = e.shapes(shapes[:0], l, g)
 		opts := make([]option, len(shapes))
+		if p := e.same[l]; p < l && sameShapes(out[p], shapes) {
+			// An identical parent layer with the same options: the same
+			// costs; only the value is the layer's own.
+			copy(opts, out[p])
+			for i, s := range shapes {
+				opts[i].value = e.value(l, g, s)
+			}
+			out[l] = opts
+			continue
+		}
 		for i, s := range shapes {
 			o := &opts[i]
 			o.shape = s
+			o.cuts = shapeCuts(pl, s)
 			if s.Removed {
 				continue
 			}
-			layer := e.layer(pl, g, s)
-			o.sum = c.LayerSum(&layer, g.hidden)
+			layer := r.set(pl, g.heads, s)
+			o.sum = c.LayerSum(layer, g.hidden)
 			o.value = e.value(l, g, s)
-			o.cost = layerCost(&layer, g.hidden, bpw, kvb, kvTok, flopW)
+			o.cost = layerCost(layer, g.hidden, bpw, kvb, kvTok, flopW)
 		}
 		out[l] = opts
 	}
 	return out
 }
 
-// layer returns parent layer pl reshaped to s under g.
-func (e *evaluator) layer(pl *architecture.Layer, g global, s LayerShape) architecture.Layer {
-	l := pl.Clone()
-	if l.Attention != nil {
-		if s.KVGroups == 0 {
-			l.Attention = nil
-		} else {
-			l.Attention.KVHeads = s.KVGroups
-			l.Attention.Heads = g.heads
+// sameShapes reports whether opts are options of exactly shapes, in order.
+func sameShapes(opts []option, shapes []LayerShape) bool {
+	if len(opts) != len(shapes) {
+		return false
+	}
+	for i := range opts {
+		if opts[i].shape != shapes[i] {
+			return false
 		}
 	}
-	if l.MLP != nil {
-		if s.MLP == 0 {
-			l.MLP = nil
-		} else {
-			l.MLP.Width = s.MLP
-		}
+	return true
+}
+
+// shapeCuts is what shape s removes of parent layer pl.
+func shapeCuts(pl *architecture.Layer, s LayerShape) cuts {
+	var c cuts
+	if s.Removed {
+		c.layers = 1
 	}
-	if l.Mamba != nil && s.MambaHeads > 0 {
-		l.Mamba.Heads = s.MambaHeads
+	if pl.Attention != nil && (s.Removed || s.KVGroups == 0) {
+		c.attn = 1
 	}
-	return l
+	if pl.MLP != nil && (s.Removed || s.MLP == 0) {
+		c.mlp = 1
+	}
+	return c
 }
 
 // value is w_l · (a_l · A + (1 − a_l) · M) for layer l under g and s.
@@ -309,6 +325,59 @@ func (e *evaluator) value(l int, g global, s LayerShape) float64 {
 		v += 1 - a
 	}
 	return p.LayerWeight(l) * v
+}
+
+// shapes appends to dst every option's shape of layer l under g: KV
+// groups × MLP widths (per layer in a per-layer space), the sub-block
+// removals and the layer's removal where the space allows them.
+func (e *evaluator) shapes(dst []LayerShape, l int, g global) []LayerShape {
+	sp := e.sp
+	pl := &sp.Parent.Layers[l]
+	kvs := []int{0}
+	if a := pl.Attention; a != nil {
+		kvs = []int{a.KVHeads}
+		if sp.PerLayer {
+			// k groups keep heads/k queries each: at most the parent's.
+			kvs = kvs[:0]
+			for _, k := range sp.KVGroups {
+				if g.heads%k == 0 && g.heads/k <= a.Heads/a.KVHeads {
+					kvs = append(kvs, k)
+				}
+			}
+		}
+	}
+	ws := []int{0}
+	if m := pl.MLP; m != nil {
+		switch {
+		case sp.PerLayer:
+			ws = sp.MLP
+		case g.mlp > 0 && len(sp.MLP) > 0 && m.Width == sp.MLP[0]:
+			ws = []int{g.mlp}
+		default:
+			ws = []int{m.Width}
+		}
+	}
+	mb := 0
+	if pl.Mamba != nil {
+		mb = g.mamba
+	}
+	for _, kv := range kvs {
+		for _, wd := range ws {
+			dst = append(dst, LayerShape{KVGroups: kv, MLP: wd, MambaHeads: mb})
+		}
+	}
+	if sp.PerLayer && sp.RemoveSubBlocks && sp.Removable[l] && pl.Attention != nil && pl.MLP != nil {
+		for _, wd := range ws {
+			dst = append(dst, LayerShape{MLP: wd})
+		}
+		for _, kv := range kvs {
+			dst = append(dst, LayerShape{KVGroups: kv})
+		}
+	}
+	if sp.Removable[l] && sp.MaxRemoved > 0 {
+		dst = append(dst, LayerShape{Removed: true})
+	}
+	return dst
 }
 
 // layerCost is the scalar the Lagrangian trades value against: the bytes
@@ -354,6 +423,48 @@ func (e *evaluator) price(si int, g global, menus [][]option, idx []int) Costs {
 	costs := costsOf(&p, &e.sum)
 	e.observe(&costs)
 	return costs
+}
+
+// commit makes choice idx the committed candidate of priceChange.
+func (e *evaluator) commit(menus [][]option, idx []int) {
+	e.ptrs = e.ptrs[:0]
+	for l, i := range idx {
+		e.ptrs = append(e.ptrs, menus[l][i].layerSum())
+	}
+	e.tot.Reset(e.ptrs)
+}
+
+// priceChange prices the committed candidate (see commit) with layer a
+// set to option oa and, when b ≥ 0, layer b to ob, under setting si, in
+// time independent of the layer count. Its figures equal price's on the
+// changed choice up to floating-point rounding; confirm re-prices a change
+// before it is accepted, so every accepted candidate's costs are price's.
+func (e *evaluator) priceChange(si int, g global, a int, oa *option, b int, ob *option) Costs {
+	c := e.comps[si]
+	e.base.Hidden = g.hidden
+	var xb *estimate.LayerSum
+	if b >= 0 {
+		xb = ob.layerSum()
+	}
+	c.AssembleChange(&e.sum, &e.base, &e.tot, a, oa.layerSum(), b, xb)
+	p := c.PriceSummary(&e.sum)
+	e.evals++
+	costs := costsOf(&p, &e.sum)
+	e.observe(&costs)
+	return costs
+}
+
+// confirm commits choice idx and prices it exactly as price does, without
+// counting an evaluation (priceChange counted it): the costs of an accepted
+// move, and whether it really meets the budgets.
+func (e *evaluator) confirm(si int, g global, menus [][]option, idx []int) (Costs, bool) {
+	e.commit(menus, idx)
+	c := e.comps[si]
+	e.base.Hidden = g.hidden
+	c.AssembleTotal(&e.sum, &e.base, &e.tot)
+	p := c.PriceSummary(&e.sum)
+	costs := costsOf(&p, &e.sum)
+	return costs, e.b.Meets(&costs)
 }
 
 // merge adds another evaluator's counts and reach into e.

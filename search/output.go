@@ -105,6 +105,22 @@ func (r *Report) Summarize() Summary {
 	return s
 }
 
+// poolServer is how a pool engine's server (vLLM, SGLang) spells the
+// flags that realise the chosen settings; the rest (--kv-cache-dtype,
+// --quantization fp8, --trust-remote-code) they spell alike.
+type poolServer struct {
+	launch                            string // the command up to the model directory
+	context, tp, memFraction, maxSeqs string
+	kvFP8                             string // --kv-cache-dtype's value for FP8
+}
+
+var poolServers = map[string]poolServer{
+	"vllm": {launch: "vllm serve", context: "--max-model-len", tp: "--tensor-parallel-size",
+		memFraction: "--gpu-memory-utilization", maxSeqs: "--max-num-seqs", kvFP8: "fp8"},
+	"sglang": {launch: "python -m sglang.launch_server --model-path", context: "--context-length", tp: "--tp",
+		memFraction: "--mem-fraction-static", maxSeqs: "--max-running-requests", kvFP8: "fp8_e4m3"},
+}
+
 // Serving returns the chosen engine settings and the serving command.
 func (r *Report) Serving() Serving {
 	sp, best := r.Space, &r.Result.Best
@@ -118,33 +134,17 @@ func (r *Report) Serving() Serving {
 	prec := st.Precision
 	var b strings.Builder
 	switch sp.ServeOn.Name {
-	case "vllm":
-		fmt.Fprintf(&b, "vllm serve DIR --max-model-len %d --tensor-parallel-size %d", maxLen, sp.TP)
+	case "vllm", "sglang":
+		f := poolServers[sp.ServeOn.Name]
+		fmt.Fprintf(&b, "%s DIR %s %d %s %d", f.launch, f.context, maxLen, f.tp, sp.TP)
 		if st.MemFraction > 0 {
-			fmt.Fprintf(&b, " --gpu-memory-utilization %g", st.MemFraction)
+			fmt.Fprintf(&b, " %s %g", f.memFraction, st.MemFraction)
 		}
 		if st.MaxNumSeqs > 0 {
-			fmt.Fprintf(&b, " --max-num-seqs %d", st.MaxNumSeqs)
+			fmt.Fprintf(&b, " %s %d", f.maxSeqs, st.MaxNumSeqs)
 		}
 		if st.KVDType == "fp8" {
-			b.WriteString(" --kv-cache-dtype fp8")
-		}
-		if prec == "fp8" {
-			b.WriteString(" --quantization fp8")
-		}
-		if deci {
-			b.WriteString(" --trust-remote-code")
-		}
-	case "sglang":
-		fmt.Fprintf(&b, "python -m sglang.launch_server --model-path DIR --context-length %d --tp %d", maxLen, sp.TP)
-		if st.MemFraction > 0 {
-			fmt.Fprintf(&b, " --mem-fraction-static %g", st.MemFraction)
-		}
-		if st.MaxNumSeqs > 0 {
-			fmt.Fprintf(&b, " --max-running-requests %d", st.MaxNumSeqs)
-		}
-		if st.KVDType == "fp8" {
-			b.WriteString(" --kv-cache-dtype fp8_e4m3")
+			b.WriteString(" --kv-cache-dtype " + f.kvFP8)
 		}
 		if prec == "fp8" {
 			b.WriteString(" --quantization fp8")

@@ -1,14 +1,20 @@
 package search
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 )
+
+// boundLag is how many jobs before job j the bound that may skip it
+// ignores: the jobs still running while j starts (more than the cores).
+const boundLag = 8
 
 // job is one global shape under one setting.
 type job struct {
@@ -17,13 +23,16 @@ type job struct {
 	ub float64
 }
 
-// upperBound is the proxy of g with every layer at its most valuable option.
-func (e *evaluator) upperBound(g global, menus [][]option) float64 {
+// upperBound is the proxy of g with every layer at its most valuable
+// option (values need no menu: no LayerSum is computed).
+func (e *evaluator) upperBound(g global) float64 {
 	v := 0.0
-	for _, opts := range menus {
+	var shapes []LayerShape
+	for l := range e.sp.Parent.Layers {
+		shapes = e.shapes(shapes[:0], l, g)
 		b := 0.0
-		for i := range opts {
-			b = max(b, opts[i].value)
+		for _, s := range shapes {
+			b = max(b, e.value(l, g, s))
 		}
 		v += b
 	}
@@ -69,12 +78,25 @@ func topK(sp *Space, b *Budgets, cs []Candidate, k int) []Candidate {
 	return out
 }
 
-// menuCache builds the menus of one global shape once per distinct
-// (precision, KV type).
+// menuCache builds the menus of a global shape and their hulls once per
+// distinct (precision, KV type), for every worker that asks (it is safe
+// for concurrent use); it keeps those of the two global shapes asked for
+// last (jobs come grouped by shape).
 type menuCache struct {
-	g     global
-	menus map[int][][]option
-	hulls map[int]*hullSet
+	mu         sync.Mutex
+	entries    map[menuKey]*menuEntry
+	last, prev global
+}
+
+type menuKey struct {
+	g global
+	k int
+}
+
+type menuEntry struct {
+	once  sync.Once
+	menus [][]option
+	hulls *hullSet
 }
 
 // hullSet holds per layer the hull of all options and the hull of the
@@ -82,58 +104,80 @@ type menuCache struct {
 type hullSet struct{ all, whole [][]int }
 
 func (mc *menuCache) get(e *evaluator, g global, si int) ([][]option, *hullSet) {
-	if mc.menus == nil || mc.g != g {
-		mc.g, mc.menus, mc.hulls = g, map[int][][]option{}, map[int]*hullSet{}
+	key := menuKey{g, e.menuOf[si]}
+	mc.mu.Lock()
+	if mc.entries == nil {
+		mc.entries = map[menuKey]*menuEntry{}
 	}
-	k := e.menuOf[si]
-	m, ok := mc.menus[k]
+	en, ok := mc.entries[key]
 	if !ok {
-		m = e.menus(g, si)
-		mc.menus[k] = m
-		mc.hulls[k] = &hullSet{all: hulls(m, nil), whole: hulls(m, func(l int, o *option) bool { return !e.cut(o, l) })}
+		if g != mc.last {
+			mc.prev, mc.last = mc.last, g
+			for k := range mc.entries {
+				if k.g != mc.last && k.g != mc.prev {
+					delete(mc.entries, k)
+				}
+			}
+		}
+		en = &menuEntry{}
+		mc.entries[key] = en
 	}
-	return m, mc.hulls[k]
+	mc.mu.Unlock()
+	en.once.Do(func() {
+		en.menus = e.menus(g, si)
+		en.hulls = &hullSet{all: make([][]int, len(en.menus)), whole: make([][]int, len(en.menus))}
+		var order []int
+		for l, opts := range en.menus {
+			order = byCost(order[:0], opts)
+			en.hulls.all[l] = hull(opts, order, nil)
+			en.hulls.whole[l] = hull(opts, order, func(o *option) bool { return !o.cuts.any() })
+		}
+	})
+	return en.menus, en.hulls
 }
 
-// hulls returns, per layer, the options on the upper convex hull of value
-// against the scalar cost, by increasing cost (and value): the only
-// options a Lagrangian choice can take, and the steps local search walks.
-func hulls(menus [][]option, keep func(l int, o *option) bool) [][]int {
-	out := make([][]int, len(menus))
-	for l, opts := range menus {
-		idx := make([]int, 0, len(opts))
-		for i := range opts {
-			if keep == nil || keep(l, &opts[i]) {
-				idx = append(idx, i)
-			}
-		}
-		sort.SliceStable(idx, func(a, b int) bool {
-			oa, ob := &opts[idx[a]], &opts[idx[b]]
-			if oa.cost != ob.cost {
-				return oa.cost < ob.cost
-			}
-			return oa.value > ob.value
-		})
-		var h []int
-		for _, i := range idx {
-			o := &opts[i]
-			if len(h) > 0 && o.value <= opts[h[len(h)-1]].value {
-				continue // dominated: costs more, worth no more
-			}
-			for len(h) >= 2 {
-				a, b := &opts[h[len(h)-2]], &opts[h[len(h)-1]]
-				// b lies on or below the segment a–o: not on the hull.
-				if (b.value-a.value)*(o.cost-a.cost) <= (o.value-a.value)*(b.cost-a.cost) {
-					h = h[:len(h)-1]
-					continue
-				}
-				break
-			}
-			h = append(h, i)
-		}
-		out[l] = h
+// byCost sets dst to the indices of opts by increasing cost and, at equal
+// cost, decreasing value (ties in input order).
+func byCost(dst []int, opts []option) []int {
+	for i := range opts {
+		dst = append(dst, i)
 	}
-	return out
+	slices.SortStableFunc(dst, func(a, b int) int {
+		oa, ob := &opts[a], &opts[b]
+		if oa.cost != ob.cost {
+			return cmp.Compare(oa.cost, ob.cost)
+		}
+		return cmp.Compare(ob.value, oa.value)
+	})
+	return dst
+}
+
+// hull returns the options on the upper convex hull of value against the
+// scalar cost, by increasing cost (and value): the only options a
+// Lagrangian choice can take, and the steps local search walks. order is
+// byCost's; keep, when set, leaves out the options it refuses.
+func hull(opts []option, order []int, keep func(o *option) bool) []int {
+	var h []int
+	for _, i := range order {
+		o := &opts[i]
+		if keep != nil && !keep(o) {
+			continue
+		}
+		if len(h) > 0 && o.value <= opts[h[len(h)-1]].value {
+			continue // dominated: costs more, worth no more
+		}
+		for len(h) >= 2 {
+			a, b := &opts[h[len(h)-2]], &opts[h[len(h)-1]]
+			// b lies on or below the segment a–o: not on the hull.
+			if (b.value-a.value)*(o.cost-a.cost) <= (o.value-a.value)*(b.cost-a.cost) {
+				h = h[:len(h)-1]
+				continue
+			}
+			break
+		}
+		h = append(h, i)
+	}
+	return h
 }
 
 func runAutoCompress(ctx context.Context, e *evaluator, o *Options) (*Result, error) {
@@ -143,16 +187,18 @@ func runAutoCompress(ctx context.Context, e *evaluator, o *Options) (*Result, er
 	// with the first setting's menus, and visit the shapes best-first.
 	var jobs []job
 	for _, g := range gs {
-		ub := e.upperBound(g, e.menus(g, 0))
+		ub := e.upperBound(g)
 		for si := range e.sp.Settings {
 			jobs = append(jobs, job{g, si, ub})
 		}
 	}
 	sort.SliceStable(jobs, func(i, j int) bool { return jobs[i].ub > jobs[j].ub })
-	// Jobs run in batches of one per core, each core with its own
-	// evaluator (a Compiled is not safe for concurrent use). The bound
-	// decides before a batch from the batches already finished, and results
-	// are taken in job order, so the outcome does not depend on timing.
+	// Jobs run on every core, each core with its own evaluator (a Compiled
+	// is not safe for concurrent use), taking the next job as it is free.
+	// Whether job j is skipped by the bound is decided from jobs[:j-boundLag]
+	// only (a worker waits until those are done), and results are taken in
+	// job order: the outcome depends neither on timing nor on the number of
+	// cores.
 	workers := max(1, min(runtime.GOMAXPROCS(0), 8))
 	evs := []*evaluator{e}
 	for len(evs) < workers {
@@ -162,58 +208,94 @@ func runAutoCompress(ctx context.Context, e *evaluator, o *Options) (*Result, er
 		}
 		evs = append(evs, ev)
 	}
-	mcs := make([]menuCache, workers)
+	var mc menuCache
 	type outcome struct {
 		solved, ok bool
 		cd         Candidate
 		sweep      []Candidate
 	}
-	var finals []Candidate
-	bestQ := -1.0
-	outs := make([]outcome, workers)
-	for start := 0; start < len(jobs); start += workers {
-		if err := ctx.Err(); err != nil {
-			return res, err
-		}
-		if o.Progress != nil {
-			o.Progress("searching global shapes", start, len(jobs))
-		}
-		batch := jobs[start:min(start+workers, len(jobs))]
-		var wg sync.WaitGroup
-		for k, j := range batch {
-			outs[k] = outcome{}
-			if j.ub <= bestQ*(1-1e-12) {
-				res.Skipped++
-				continue
-			}
-			wg.Add(1)
-			go func(k int, j job) {
-				defer wg.Done()
-				ev, out := evs[k], &outs[k]
-				out.solved = true
-				menus, hull := mcs[k].get(ev, j.g, j.si)
-				idx, c, ok, sweep := ev.lagrange(j.si, j.g, menus, hull)
-				out.sweep = sweep
-				if !ok {
+	outs := make([]outcome, len(jobs))
+	var (
+		mu     sync.Mutex
+		cond   = sync.NewCond(&mu)
+		next   int                            // the next job to take
+		prefix int                            // jobs[:prefix] are done
+		done   = make([]bool, len(jobs))      //
+		bestAt = make([]float64, len(jobs)+1) // [k]: the best quality of jobs[:k]
+	)
+	bestAt[0] = -1
+	var wg sync.WaitGroup
+	for _, ev := range evs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				for next < len(jobs) && prefix < next-boundLag {
+					cond.Wait()
+				}
+				if next >= len(jobs) {
+					mu.Unlock()
 					return
 				}
-				idx, c = ev.improve(ctx, j.si, j.g, menus, hull, idx, c, o.MaxEvaluations)
-				out.cd, out.ok = ev.candidate(j.si, j.g, menus, idx, c), true
-			}(k, j)
+				k := next
+				next++
+				bound := bestAt[max(k-boundLag, 0)]
+				mu.Unlock()
+				if j := jobs[k]; j.ub > bound*(1-1e-12) && ctx.Err() == nil {
+					out := &outs[k]
+					out.solved = true
+					menus, hull := mc.get(ev, j.g, j.si)
+					idx, c, ok, sweep := ev.lagrange(j.si, j.g, menus, hull)
+					out.sweep = sweep
+					if ok {
+						idx, c = ev.improve(ctx, j.si, j.g, menus, hull, idx, c, o.MaxEvaluations)
+						out.cd, out.ok = ev.candidate(j.si, j.g, menus, idx, c), true
+					}
+				}
+				mu.Lock()
+				done[k] = true
+				for prefix < len(jobs) && done[prefix] {
+					q := bestAt[prefix]
+					if outs[prefix].ok {
+						q = max(q, outs[prefix].cd.Quality)
+					}
+					bestAt[prefix+1] = q
+					prefix++
+				}
+				cond.Broadcast()
+				mu.Unlock()
+			}
+		}()
+	}
+	mu.Lock()
+	for reported := -1; prefix < len(jobs); {
+		if o.Progress != nil && prefix != reported {
+			reported = prefix
+			mu.Unlock()
+			o.Progress("searching global shapes", reported, len(jobs))
+			mu.Lock()
+			continue // prefix may have moved: look again before waiting
 		}
-		wg.Wait()
-		for k := range batch {
-			out := &outs[k]
-			if !out.solved {
-				continue
-			}
-			res.GlobalShapes++
-			res.Pareto = append(res.Pareto, out.sweep...)
-			if out.ok {
-				finals = append(finals, out.cd)
-				res.Pareto = append(res.Pareto, out.cd)
-				bestQ = max(bestQ, out.cd.Quality)
-			}
+		cond.Wait()
+	}
+	mu.Unlock()
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	var finals []Candidate
+	for k := range outs {
+		out := &outs[k]
+		if !out.solved {
+			res.Skipped++
+			continue
+		}
+		res.GlobalShapes++
+		res.Pareto = append(res.Pareto, out.sweep...)
+		if out.ok {
+			finals = append(finals, out.cd)
+			res.Pareto = append(res.Pareto, out.cd)
 		}
 	}
 	for _, ev := range evs[1:] {
@@ -234,21 +316,21 @@ func runAutoCompress(ctx context.Context, e *evaluator, o *Options) (*Result, er
 // the most valuable first.
 func (e *evaluator) pick(menus [][]option, hs *hullSet, lambda float64, idx []int) {
 	removed := 0
+	inf := math.IsInf(lambda, 1)
 	for l, opts := range menus {
-		best, bs := 0, math.Inf(-1)
-		for _, i := range hs.all[l] {
-			var s float64
-			if math.IsInf(lambda, 1) {
-				s = -opts[i].cost + 1e-9*opts[i].value*opts[0].cost
-			} else {
-				s = opts[i].value - lambda*opts[i].cost
+		var best int
+		if inf {
+			bs := math.Inf(-1)
+			for _, i := range hs.all[l] {
+				if s := -opts[i].cost + 1e-9*opts[i].value*opts[0].cost; s > bs {
+					best, bs = i, s
+				}
 			}
-			if s > bs {
-				best, bs = i, s
-			}
+		} else {
+			best = hullArgmax(opts, hs.all[l], lambda)
 		}
 		idx[l] = best
-		if e.cut(&opts[best], l) {
+		if opts[best].cuts.any() {
 			removed++
 		}
 	}
@@ -261,22 +343,21 @@ func (e *evaluator) pick(menus [][]option, hs *hullSet, lambda float64, idx []in
 		}
 		var rs []restore
 		for l, opts := range menus {
-			if !e.cut(&opts[idx[l]], l) {
+			if !opts[idx[l]].cuts.any() {
 				continue
 			}
-			bi, bs := -1, math.Inf(-1)
-			for _, i := range hs.whole[l] {
-				s := opts[i].value - lambda*opts[i].cost
-				if math.IsInf(lambda, 1) {
-					s = -opts[i].cost
-				}
-				if s > bs {
-					bi, bs = i, s
-				}
+			h := hs.whole[l]
+			if len(h) == 0 {
+				continue
 			}
-			if bi >= 0 {
-				rs = append(rs, restore{l, bi, bs})
+			// The hull's costs rise strictly: with λ = +Inf its first
+			// point is the cheapest.
+			bi, bs := h[0], -opts[h[0]].cost
+			if !inf {
+				bi = hullArgmax(opts, h, lambda)
+				bs = opts[bi].value - lambda*opts[bi].cost
 			}
+			rs = append(rs, restore{l, bi, bs})
 		}
 		sort.Slice(rs, func(a, b int) bool { return rs[a].s > rs[b].s })
 		for _, r := range rs {
@@ -288,11 +369,22 @@ func (e *evaluator) pick(menus [][]option, hs *hullSet, lambda float64, idx []in
 	}
 }
 
-// cut reports whether option o of layer l removes a block the parent layer
-// has (the whole layer, its attention or its MLP).
-func (e *evaluator) cut(o *option, l int) bool {
-	pl := &e.sp.Parent.Layers[l]
-	return o.shape.Removed || pl.Attention != nil && o.shape.KVGroups == 0 || pl.MLP != nil && o.shape.MLP == 0
+// hullArgmax returns the first option of hull h maximising value −
+// λ·cost. Along the hull the slopes decrease, so the score rises, then
+// falls: a bisection for the first point its successor does not beat
+// finds it in O(log len(h)).
+func hullArgmax(opts []option, h []int, lambda float64) int {
+	score := func(i int) float64 { return opts[i].value - lambda*opts[i].cost }
+	lo, hi := 0, len(h)-1
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if score(h[mid+1]) > score(h[mid]) {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return h[lo]
 }
 
 // overCap reports whether choice idx removes more layers, attention
@@ -301,22 +393,16 @@ func (e *evaluator) cut(o *option, l int) bool {
 // stack without most of its attention is no longer the parent's kind of
 // model.
 func (e *evaluator) overCap(menus [][]option, idx []int) bool {
-	var layers, attn, mlp int
+	return cutsOf(menus, idx).over(e.sp.MaxRemoved)
+}
+
+// cutsOf sums what choice idx cuts.
+func cutsOf(menus [][]option, idx []int) cuts {
+	var c cuts
 	for l, i := range idx {
-		o := &menus[l][i]
-		pl := &e.sp.Parent.Layers[l]
-		if o.shape.Removed {
-			layers++
-		}
-		if pl.Attention != nil && (o.shape.Removed || o.shape.KVGroups == 0) {
-			attn++
-		}
-		if pl.MLP != nil && (o.shape.Removed || o.shape.MLP == 0) {
-			mlp++
-		}
+		c = c.add(menus[l][i].cuts)
 	}
-	m := e.sp.MaxRemoved
-	return layers > m || attn > m || mlp > m
+	return c
 }
 
 // lagrange finds the smallest λ whose relaxed choice meets the budgets by
@@ -373,117 +459,208 @@ func (e *evaluator) lagrange(si int, g global, menus [][]option, hull *hullSet) 
 	return bestIdx, hc, true, sweep
 }
 
+// move sets layer l to option i: value and cost change by dv and dc, and
+// r is dv/dc (+Inf for a gain that costs nothing).
 type move struct {
-	l, i   int
-	dv, dc float64
+	l, i      int
+	dv, dc, r float64
+}
+
+func newMove(l, i int, dv, dc float64) move {
+	r := math.Inf(1)
+	if dc > 0 || dv < 0 {
+		r = dv / dc
+	}
+	return move{l, i, dv, dc, r}
+}
+
+// scan holds local search's per-layer neighbourhoods between rounds: a
+// round changes one or two layers, so only theirs are looked at again.
+type scan struct {
+	up, down                    []move // per layer, the neighbouring hull points (l < 0: none)
+	dirty                       []bool
+	singles, bigUps, cheapDowns best
+}
+
+func (sc *scan) reset(n int) {
+	sc.up, sc.down, sc.dirty = resize(sc.up, n), resize(sc.down, n), resize(sc.dirty, n)
+	for l := range sc.dirty {
+		sc.dirty[l] = true
+	}
+}
+
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// neighbours sets layer l's moves to the neighbouring hull points of its
+// current option: the cheapest one worth more, the dearest one costing less.
+func (sc *scan) neighbours(l int, opts []option, hull []int, cur int) {
+	c := &opts[cur]
+	up, down := -1, -1
+	for _, i := range hull {
+		o := &opts[i]
+		if o.value > c.value+1e-15 && up < 0 {
+			up = i
+		}
+		if o.cost < c.cost && o.value < c.value {
+			down = i
+		}
+	}
+	sc.up[l], sc.down[l] = move{l: -1}, move{l: -1}
+	if up >= 0 {
+		sc.up[l] = newMove(l, up, opts[up].value-c.value, opts[up].cost-c.cost)
+	}
+	if down >= 0 {
+		sc.down[l] = newMove(l, down, opts[down].value-c.value, opts[down].cost-c.cost)
+	}
 }
 
 // improve runs local search from a feasible choice: single-layer upgrades
 // by value gained per cost added, then pair exchanges (one layer down, one
 // up) when no single upgrade fits; every move is priced by the estimator.
+//
+// A round changes one or two layers, so it is priced as a change of the
+// committed candidate (priceChange) and only the changed layers' hull
+// neighbours are looked up again; the moves a round considers, and their
+// order, are those of a full scan.
 func (e *evaluator) improve(ctx context.Context, si int, g global, menus [][]option, hs *hullSet, idx []int, c Costs, budget int) ([]int, Costs) {
 	start := e.evals
-	var ups, downs, singles, bigUps, cheapDowns []move
+	sc := &e.scan
+	sc.reset(len(menus))
+	e.commit(menus, idx)
+	cut := cutsOf(menus, idx)
+	capN := e.sp.MaxRemoved
+	// accept tries the committed choice with the layers of ms changed and
+	// keeps it when it meets the budgets (confirmed by an exact pricing).
+	accept := func(ms ...move) bool {
+		nc := cut
+		for _, m := range ms {
+			nc = nc.sub(menus[m.l][idx[m.l]].cuts).add(menus[m.l][m.i].cuts)
+		}
+		if nc.over(capN) {
+			return false
+		}
+		var pc Costs
+		if len(ms) == 1 {
+			pc = e.priceChange(si, g, ms[0].l, &menus[ms[0].l][ms[0].i], -1, nil)
+		} else {
+			pc = e.priceChange(si, g, ms[0].l, &menus[ms[0].l][ms[0].i], ms[1].l, &menus[ms[1].l][ms[1].i])
+		}
+		if !e.b.Meets(&pc) {
+			return false
+		}
+		var old [2]int
+		for k, m := range ms {
+			old[k], idx[m.l] = idx[m.l], m.i
+		}
+		fc, ok := e.confirm(si, g, menus, idx)
+		if !ok { // a change at the limit, within rounding: rejected
+			for k, m := range ms {
+				idx[m.l] = old[k]
+			}
+			e.commit(menus, idx)
+			return false
+		}
+		c, cut = fc, nc
+		for _, m := range ms {
+			sc.dirty[m.l] = true
+		}
+		return true
+	}
 	full := false // after a local optimum on the hull: every option once
+	singles, bigUps, cheapDowns := &sc.singles, &sc.bigUps, &sc.cheapDowns
 	for e.evals-start < int64(budget) {
 		if ctx.Err() != nil {
 			break
 		}
-		ups, downs = ups[:0], downs[:0]
-		// Per layer, the neighbouring hull points: the cheapest one worth
-		// more than the current option, the dearest one costing less.
-		for l, opts := range menus {
-			cur := &opts[idx[l]]
-			if full {
+		// The moves are offered in layer order, then option order, so
+		// that ties keep that order.
+		singles.reset(48, byGainPerCost)
+		ups := 0
+		if full {
+			// Every option once: streamed into all three selections.
+			bigUps.reset(24, byGain)
+			cheapDowns.reset(24, byLossPerSaving)
+			for l, opts := range menus {
+				cur := &opts[idx[l]]
 				for i := range opts {
 					o := &opts[i]
 					dv, dc := o.value-cur.value, o.cost-cur.cost
 					switch {
 					case dv > 1e-15:
-						ups = append(ups, move{l, i, dv, dc})
+						m := newMove(l, i, dv, dc)
+						ups++
+						singles.offer(&m)
+						bigUps.offer(&m)
 					case dv < 0 && dc < 0:
-						downs = append(downs, move{l, i, dv, dc})
+						m := newMove(l, i, dv, dc)
+						cheapDowns.offer(&m)
 					}
 				}
-				continue
 			}
-			up, down := -1, -1
-			for _, i := range hs.all[l] {
-				o := &opts[i]
-				if o.value > cur.value+1e-15 && up < 0 {
-					up = i
+		} else {
+			for l, opts := range menus {
+				if sc.dirty[l] {
+					sc.neighbours(l, opts, hs.all[l], idx[l])
+					sc.dirty[l] = false
 				}
-				if o.cost < cur.cost && o.value < cur.value {
-					down = i
+				if sc.up[l].l >= 0 {
+					ups++
+					singles.offer(&sc.up[l])
 				}
-			}
-			if up >= 0 {
-				ups = append(ups, move{l, up, opts[up].value - cur.value, opts[up].cost - cur.cost})
-			}
-			if down >= 0 {
-				downs = append(downs, move{l, down, opts[down].value - cur.value, opts[down].cost - cur.cost})
 			}
 		}
-		if len(ups) == 0 {
+		if ups == 0 {
 			if full {
 				break
 			}
 			full = true
 			continue
 		}
-		ratio := func(m move) float64 {
-			if m.dc <= 0 {
-				return math.Inf(1)
-			}
-			return m.dv / m.dc
-		}
-		singles = topMoves(singles[:0], ups, 48, func(a, b move) bool { return ratio(a) > ratio(b) })
 		accepted := false
-		for t, m := range singles {
-			if t == 48 || e.evals-start >= int64(budget) {
+		for _, m := range singles.ms {
+			if e.evals-start >= int64(budget) {
 				break
 			}
-			old := idx[m.l]
-			idx[m.l] = m.i
-			if e.overCap(menus, idx) {
-				idx[m.l] = old
-				continue
-			}
-			nc := e.price(si, g, menus, idx)
-			if e.b.Meets(&nc) {
-				c, accepted = nc, true
+			if accept(m) {
+				accepted = true
 				break
 			}
-			idx[m.l] = old
 		}
 		if accepted {
 			full = false
 			continue
 		}
 		// Pair exchanges: the largest gains against the cheapest losses.
-		bigUps = topMoves(bigUps[:0], ups, 24, func(a, b move) bool { return a.dv > b.dv })
-		cheapDowns = topMoves(cheapDowns[:0], downs, 24, func(a, b move) bool { return a.dv/a.dc < b.dv/b.dc })
+		if !full {
+			bigUps.reset(24, byGain)
+			cheapDowns.reset(24, byLossPerSaving)
+			for l := range menus {
+				if sc.up[l].l >= 0 {
+					bigUps.offer(&sc.up[l])
+				}
+				if sc.down[l].l >= 0 {
+					cheapDowns.offer(&sc.down[l])
+				}
+			}
+		}
 	pairs:
-		for _, u := range bigUps {
-			for _, d := range cheapDowns {
+		for _, u := range bigUps.ms {
+			for _, d := range cheapDowns.ms {
 				if u.l == d.l || u.dv+d.dv <= 1e-15 {
 					continue
 				}
 				if e.evals-start >= int64(budget) {
 					break pairs
 				}
-				ou, od := idx[u.l], idx[d.l]
-				idx[u.l], idx[d.l] = u.i, d.i
-				if e.overCap(menus, idx) {
-					idx[u.l], idx[d.l] = ou, od
-					continue
-				}
-				nc := e.price(si, g, menus, idx)
-				if e.b.Meets(&nc) {
-					c, accepted = nc, true
+				if accept(u, d) {
+					accepted = true
 					break pairs
 				}
-				idx[u.l], idx[d.l] = ou, od
 			}
 		}
 		switch {
@@ -498,24 +675,50 @@ func (e *evaluator) improve(ctx context.Context, si int, g global, menus [][]opt
 	return idx, c
 }
 
-// topMoves appends to dst the k best of ms by better, best first, in
-// O(len(ms)·k) worst case and about O(len(ms)) in practice (a full sort of
-// every option's move dominated the search's time).
-func topMoves(dst, ms []move, k int, better func(a, b move) bool) []move {
-	for _, m := range ms {
-		if len(dst) == k && !better(m, dst[k-1]) {
-			continue
-		}
-		if len(dst) < k {
-			dst = append(dst, m)
-		} else {
-			dst[k-1] = m
-		}
-		for i := len(dst) - 1; i > 0 && better(dst[i], dst[i-1]); i-- {
-			dst[i], dst[i-1] = dst[i-1], dst[i]
-		}
+// The orders a best selection keeps.
+const (
+	byGainPerCost   = iota // dv/dc, largest first (a free gain first)
+	byGain                 // dv, largest first
+	byLossPerSaving        // dv/dc, smallest first (downs: dv, dc < 0)
+)
+
+func (m *move) key(by int) float64 {
+	switch by {
+	case byGain:
+		return m.dv
+	case byLossPerSaving:
+		return -m.r
 	}
-	return dst
+	return m.r
+}
+
+// best keeps the k ≤ 48 best moves offered, in order by, best first,
+// ties in the order offered: O(k) per offer at worst and O(1) for the
+// most, which fall short of the k-th (a full sort of every option's move
+// dominated the search's time).
+type best struct {
+	by, k int
+	ms    []move
+	keys  [48]float64
+}
+
+func (b *best) reset(k, by int) { b.k, b.by, b.ms = k, by, b.ms[:0] }
+
+func (b *best) offer(m *move) {
+	x := m.key(b.by)
+	n := len(b.ms)
+	if n == b.k && !(x > b.keys[n-1]) {
+		return
+	}
+	if n < b.k {
+		b.ms = append(b.ms, *m)
+		n++
+	}
+	j := n - 1
+	for ; j > 0 && x > b.keys[j-1]; j-- {
+		b.ms[j], b.keys[j] = b.ms[j-1], b.keys[j-1]
+	}
+	b.ms[j], b.keys[j] = *m, x
 }
 
 func runMinitron(ctx context.Context, e *evaluator, o *Options) (*Result, error) {
