@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/autocompress/autocompress/estimate"
@@ -14,6 +15,8 @@ import (
 	"github.com/autocompress/autocompress/parent"
 	"github.com/autocompress/autocompress/report"
 	"github.com/autocompress/autocompress/search"
+	"github.com/autocompress/autocompress/servebench"
+	"github.com/autocompress/autocompress/workload"
 )
 
 // tinyConfig is the demo shrunk to seconds: few calibration rows, a short
@@ -79,6 +82,17 @@ func stageNames(res *Result, reused bool) []string {
 	return out
 }
 
+func stageDir(t *testing.T, res *Result, name string) string {
+	t.Helper()
+	for _, s := range res.Stages {
+		if s.Name == name {
+			return s.Dir
+		}
+	}
+	t.Fatalf("no stage %s in %+v", name, res.Stages)
+	return ""
+}
+
 func outputHash(t *testing.T, res *Result, name string) string {
 	t.Helper()
 	for _, s := range res.Stages {
@@ -134,6 +148,31 @@ func TestPipelineEndToEnd(t *testing.T) {
 		t.Errorf("report: child %d of %d params, %d training points, eval %v, recovery tokens %d",
 			d.Child.Params, d.Parent.Params, len(d.Training), d.Eval.Models, d.Tokens.Recovery)
 	}
+	// The measure stage served the child under the search's settings.
+	var sv search.Serving
+	var meas servebench.Report
+	if err := readJSONFile(filepath.Join(stageDir(t, res, "search"), SearchDir, search.ServingFile), &sv); err != nil {
+		t.Fatal(err)
+	}
+	if err := readJSONFile(filepath.Join(stageDir(t, res, "measure"), MeasureFile), &meas); err != nil {
+		t.Fatal(err)
+	}
+	wantSeqs := sv.Settings.MaxNumSeqs
+	if wantSeqs == 0 {
+		wantSeqs = c.Workload.Concurrency
+	}
+	if meas.MaxNumSeqs != wantSeqs || meas.ContextLimit != sv.MaxModelLen || meas.MaxBatchedTokens != servebench.DefaultPrefillTokens {
+		t.Errorf("measured under %d sequences, context %d, %d tokens per step; the search chose %d sequences, context %d",
+			meas.MaxNumSeqs, meas.ContextLimit, meas.MaxBatchedTokens, wantSeqs, sv.MaxModelLen)
+	}
+	for _, r := range meas.Runs {
+		if r.MaxBatch > wantSeqs {
+			t.Errorf("a measured run had %d sequences in one step; the search chose %d", r.MaxBatch, wantSeqs)
+		}
+	}
+	if d.Deployment.Settings == "" || d.Deployment.MeasuredUnder != d.Deployment.Settings {
+		t.Errorf("report: engine settings %q, measured under %q: want the same", d.Deployment.Settings, d.Deployment.MeasuredUnder)
+	}
 	distilled := outputHash(t, res, "distill")
 	t.Run("report in a browser", func(t *testing.T) {
 		charts, err := report.Charts(d)
@@ -169,6 +208,37 @@ func TestPipelineEndToEnd(t *testing.T) {
 	}
 	if outputHash(t, res, "distill") == distilled {
 		t.Log("the new budget chose the same child") // possible, not an error
+	}
+}
+
+// TestMeasureSetup: the measure stage takes the search's sequence limit and
+// context, gives a workload without a request count the stage's count, and
+// refuses settings the native engine cannot serve.
+func TestMeasureSetup(t *testing.T) {
+	w := workload.FixedClosed(384, 64, 8)
+	sv := search.Serving{Engine: "native", MaxModelLen: 448, Settings: search.Settings{MaxNumSeqs: 2}}
+	got, o, err := MeasureSetup(w, &sv, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.MaxNumSeqs != 2 || o.PrefillTokens != servebench.DefaultPrefillTokens || got.ContextLimit != 448 || got.NumRequests != measureRequests || got.Concurrency != 8 {
+		t.Errorf("options %+v, workload %d requests, context %d, %d clients", o, got.NumRequests, got.ContextLimit, got.Concurrency)
+	}
+	args := strings.Join(BenchServeArgs("DIR", &Config{Measure: Measure{Runs: 1}, Workload: Workload{ISL: 384, OSL: 64, Concurrency: 8}}, &got, o), " ")
+	for _, want := range []string{"--max-num-seqs 2", "--context 448", "--concurrency 8", "--max-batched-tokens 512", "--num-requests 32"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("bench-serve args %q lack %q", args, want)
+		}
+	}
+	for _, st := range []search.Settings{{KVDType: "fp8"}, {Precision: "int4-awq"}} {
+		bad := sv
+		bad.Settings = st
+		if _, _, err := MeasureSetup(w, &bad, 512); err == nil {
+			t.Errorf("settings %+v: no error; the native engine serves float32 only", st)
+		}
+	}
+	if _, _, err := MeasureSetup(w, &sv, 256); err == nil {
+		t.Error("a 448-token context on a 256-position model: no error")
 	}
 }
 

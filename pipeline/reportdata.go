@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/distill"
@@ -121,6 +122,36 @@ func ptr(v float64) *float64 { return &v }
 var searchBudget = map[string]string{"memory": search.BudgetMemory, "ttft": search.BudgetTTFT, "tpot": search.BudgetTPOT,
 	"e2e": search.BudgetE2E, "throughput": search.BudgetThroughput, "request rate": search.BudgetThroughput, "params": search.BudgetParams}
 
+// chosenSettings describes the engine settings the search chose, in
+// estimate's flag names.
+func chosenSettings(sv *search.Serving, eng estimate.Engine, clients int) string {
+	st := sv.Settings
+	if eng == estimate.Native {
+		seqs := st.MaxNumSeqs
+		if seqs == 0 {
+			seqs = clients
+		}
+		return settingsText(seqs, servebench.DefaultPrefillTokens, sv.MaxModelLen)
+	}
+	var parts []string
+	if st.Precision != "" {
+		parts = append(parts, "precision "+st.Precision)
+	}
+	if st.KVDType != "" {
+		parts = append(parts, "kv-dtype "+st.KVDType)
+	}
+	if st.MaxNumSeqs > 0 {
+		parts = append(parts, "max-num-seqs "+strconv.Itoa(st.MaxNumSeqs))
+	}
+	if st.MemFraction > 0 {
+		parts = append(parts, "mem-fraction "+strconv.FormatFloat(st.MemFraction, 'g', -1, 64))
+	}
+	if sv.MaxModelLen > 0 {
+		parts = append(parts, "context "+strconv.Itoa(sv.MaxModelLen))
+	}
+	return strings.Join(parts, ", ")
+}
+
 // shapeOf lists a model's layers for the report.
 func shapeOf(name string, m *architecture.Model, params int64) report.Shape {
 	s := report.Shape{Name: name, Params: params, Hidden: m.Hidden}
@@ -161,6 +192,11 @@ func buildReport(env *Env, t *target, c *Config, childFrom string) (*report.Data
 	d.Deployment = report.Deployment{GPU: t.gpu.Name, Engine: string(t.engine), Precision: prec,
 		TP: max(c.Deployment.TP, 1), Workload: t.workload.String(), ISL: t.workload.Input.MaxValue(), OSL: t.workload.Output.MaxValue(),
 		Concurrency: t.workload.Concurrency, RequestRate: t.workload.Rate}
+	var sv search.Serving
+	if err := readJSONFile(filepath.Join(searchDir, search.ServingFile), &sv); err != nil {
+		return nil, err
+	}
+	d.Deployment.Settings = chosenSettings(&sv, t.engine, t.workload.Concurrency)
 	d.Parent = shapeOf(c.Model, t.arch, int64(sum.Parent.Costs.Params))
 	d.Child = shapeOf("child", childArch, int64(sum.Chosen.Costs.Params))
 	for i, l := range sum.Chosen.Layers {
@@ -175,6 +211,9 @@ func buildReport(env *Env, t *target, c *Config, childFrom string) (*report.Data
 		if err := readJSONFile(filepath.Join(p, MeasureFile), meas); err != nil {
 			return nil, err
 		}
+	}
+	if meas != nil {
+		d.Deployment.MeasuredUnder = settingsText(meas.MaxNumSeqs, meas.MaxBatchedTokens, meas.ContextLimit)
 	}
 	views := budgetViews(t.budgets)
 	for _, v := range views {

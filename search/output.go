@@ -181,7 +181,10 @@ func (r *Report) Serving() Serving {
 			fmt.Fprintf(&b, " -fa on -ctk %s -ctv %s", k, k)
 		}
 	case "native":
-		fmt.Fprintf(&b, "autocompress bench-serve --model DIR --concurrency %d", max(r.Workload.Concurrency, 1))
+		fmt.Fprintf(&b, "autocompress bench-serve --model DIR --concurrency %d --context %d", max(r.Workload.Concurrency, 1), maxLen)
+		if st.MaxNumSeqs > 0 {
+			fmt.Fprintf(&b, " --max-num-seqs %d", st.MaxNumSeqs)
+		}
 	default:
 		fmt.Fprintf(&b, "(serve DIR with %s; priced as %s)", sp.ServeOn.Name, sp.Engine)
 	}
