@@ -67,6 +67,8 @@ type Budgets struct {
 	MinThroughput string `yaml:"min_throughput" flag:"min-throughput" help:"output throughput, e.g. 2000tok/s"`
 	MaxParams     string `yaml:"max_params" flag:"max-params" help:"parameters, e.g. 3B, 2.5M"`
 	P90           bool   `yaml:"p90" flag:"p90" help:"latency budgets apply to the p90 rather than the mean"`
+	// Margin is search.ParseMargin's spec ("" is auto).
+	Margin string `yaml:"margin" flag:"margin" help:"allowance for the estimator's error: auto or empty (its calibrated held-out error), a fraction or percentage for every cost (0 disables), or per cost, e.g. tpot=15%,memory=5%"`
 }
 
 // Importance configures the importance pass.

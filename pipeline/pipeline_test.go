@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -344,4 +345,40 @@ func TestDemoConfigBinds(t *testing.T) {
 		t.Fatal("the parent already meets the demo's budgets: nothing to compress")
 	}
 	t.Logf("binding %s; chosen %s", rep.Result.Binding, rep.Space.Describe(&rep.Result.Best))
+}
+
+// TestMarginChangeRerunsSearch: the margin is part of the search stage's
+// settings (so a changed margin reruns the search and, through its output,
+// every later stage) and of no earlier stage's; a bad margin names its field.
+func TestMarginChangeRerunsSearch(t *testing.T) {
+	params := func(c Config) map[string]string {
+		st, err := Stages(c, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, s := range st {
+			b, err := json.Marshal(s.Params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[s.Name] = string(b)
+		}
+		return out
+	}
+	c := DemoConfig()
+	auto := params(c)
+	c.Budgets.Margin = "0"
+	none := params(c)
+	if auto["importance"] != none["importance"] {
+		t.Error("the margin changed the importance stage's settings")
+	}
+	if auto["search"] == none["search"] {
+		t.Error("the margin is not in the search stage's settings")
+	}
+	c.Budgets.Margin = "tpot=abc"
+	var ce *ConfigError
+	if _, err := Stages(c, ""); !errors.As(err, &ce) || ce.Path != "budgets.margin" {
+		t.Errorf("bad margin: %v, want a ConfigError on budgets.margin", err)
+	}
 }

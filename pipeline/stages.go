@@ -54,7 +54,8 @@ type target struct {
 	serveOn  export.Capabilities
 	workload *workload.Workload
 	budgets  search.Budgets
-	parent   string // checkpoint directory
+	margin   *search.Margins // nil: the estimator's default
+	parent   string          // checkpoint directory
 	arch     *architecture.Model
 	local    bool // the target is this machine (cpu-local, native): measurable
 }
@@ -99,6 +100,9 @@ func resolve(c *Config) (*target, error) {
 	}
 	if t.budgets, err = c.Budgets.parse(); err != nil {
 		return nil, err
+	}
+	if t.margin, err = search.ParseMargin(c.Budgets.Margin); err != nil {
+		return nil, &ConfigError{Path: "budgets.margin", Msg: err.Error()}
 	}
 	switch {
 	case len(c.Data) == 0:
@@ -296,7 +300,7 @@ func Stages(c Config, self string) ([]Stage, error) {
 			}
 			req := search.Request{Parent: t.arch, Name: c.Model, Dir: t.parent, Scores: scores, GPU: t.gpu, Engine: t.engine,
 				ServeOn: t.serveOn, Workload: t.workload, Budgets: t.budgets, TP: max(c.Deployment.TP, 1),
-				KeepLayers: c.Search.KeepLayers, Strategy: c.Search.Strategy, TopK: c.Search.TopK,
+				KeepLayers: c.Search.KeepLayers, Strategy: c.Search.Strategy, TopK: c.Search.TopK, Margin: t.margin,
 				Progress: func(phase string, done, total int) { env.Report(float64(done), float64(total), "", phase) }}
 			if c.Deployment.Precision != "" {
 				req.Precisions = strings.Split(c.Deployment.Precision, ",")
