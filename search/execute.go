@@ -120,8 +120,11 @@ func Execute(ctx context.Context, r Request) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	res.Notes = append(res.Notes, "margins for the estimator's error: "+r.Margin.String(&r.Budgets)+
-		"; every budgeted estimate was kept within its limit less its margin")
+	if ms := r.Margin.String(&r.Budgets); ms == "none" {
+		res.Notes = append(res.Notes, "no margin for the estimator's error: the budgets may be filled to 100 % of the estimate, and a child can miss them when measured")
+	} else {
+		res.Notes = append(res.Notes, "margins for the estimator's error: "+ms+"; every budgeted estimate was kept within its limit less its margin")
+	}
 	name := r.Name
 	if name == "" {
 		name = r.Parent.Name
