@@ -171,6 +171,23 @@ func TestPipelineEndToEnd(t *testing.T) {
 			t.Errorf("a measured run had %d sequences in one step; the search chose %d", r.MaxBatch, wantSeqs)
 		}
 	}
+	// The search checked its choice measured, pruned, before distillation:
+	// every round but the last missed a budget, and the last met them
+	// unless no re-choice was left.
+	var rounds []Round
+	if err := readJSONFile(filepath.Join(stageDir(t, res, "search"), RoundsFile), &rounds); err != nil {
+		t.Fatal(err)
+	}
+	if len(rounds) < 1 || len(rounds) > c.Measure.Rounds+1 {
+		t.Fatalf("%d check rounds, want 1 to %d", len(rounds), c.Measure.Rounds+1)
+	}
+	for i, r := range rounds {
+		last, missed := i == len(rounds)-1, len(r.Missed) > 0
+		if _, ok := r.Measured["tpot"]; !ok || !last && !missed || last && missed && len(rounds) <= c.Measure.Rounds {
+			t.Errorf("round %+v of %d", r, len(rounds))
+		}
+	}
+	t.Logf("%d check rounds: %+v", len(rounds), rounds)
 	if d.Deployment.Settings == "" || d.Deployment.MeasuredUnder != d.Deployment.Settings {
 		t.Errorf("report: engine settings %q, measured under %q: want the same", d.Deployment.Settings, d.Deployment.MeasuredUnder)
 	}
@@ -249,12 +266,19 @@ func TestMeasureSetup(t *testing.T) {
 // run's.
 func TestPipelineInterruptResume(t *testing.T) {
 	ctx := context.Background()
-	ref, err := Execute(ctx, tinyConfig(t, t.TempDir()), "", Options{Until: "distill"})
+	// No measured check rounds: a re-choice depends on the machine's load,
+	// and this test compares two runs' children bit for bit.
+	tiny := func(dir string) Config {
+		c := tinyConfig(t, dir)
+		c.Measure.Rounds = 0
+		return c
+	}
+	ref, err := Execute(ctx, tiny(t.TempDir()), "", Options{Until: "distill"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	c := tinyConfig(t, dir)
+	c := tiny(dir)
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	_, err = Execute(cctx, c, "", Options{Until: "distill", Progress: func(p Progress) {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -122,6 +123,26 @@ func ptr(v float64) *float64 { return &v }
 var searchBudget = map[string]string{"memory": search.BudgetMemory, "ttft": search.BudgetTTFT, "tpot": search.BudgetTPOT,
 	"e2e": search.BudgetE2E, "throughput": search.BudgetThroughput, "request rate": search.BudgetThroughput, "params": search.BudgetParams}
 
+// roundNote describes one measured check of the search's choice.
+func roundNote(r Round) string {
+	var parts []string
+	for _, v := range []string{"memory", "ttft", "tpot", "e2e", "throughput", "request rate"} {
+		m, ok := r.Measured[v]
+		if !ok {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s limit %.4g (searched under %.4g), estimated %.4g, measured %.4g", v, r.Limits[v], r.Searched[v], r.Estimated[v], m))
+	}
+	verdict := "met every measured budget"
+	if len(r.Missed) > 0 {
+		verdict = "missed " + strings.Join(r.Missed, ", ")
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "no budgeted cost measurable here")
+	}
+	return fmt.Sprintf("check %d (pruned child measured before distillation, SI units): %s; %s", r.Round, strings.Join(parts, "; "), verdict)
+}
+
 // chosenSettings describes the engine settings the search chose, in
 // estimate's flag names.
 func chosenSettings(sv *search.Serving, eng estimate.Engine, clients int) string {
@@ -197,6 +218,14 @@ func buildReport(env *Env, t *target, c *Config, childFrom string) (*report.Data
 		return nil, err
 	}
 	d.Deployment.Settings = chosenSettings(&sv, t.engine, t.workload.Concurrency)
+	var rounds []Round
+	if err := readJSONFile(filepath.Join(env.Input("search"), RoundsFile), &rounds); err == nil {
+		for _, r := range rounds {
+			d.Notes = append(d.Notes, roundNote(r))
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
 	d.Parent = shapeOf(c.Model, t.arch, int64(sum.Parent.Costs.Params))
 	d.Child = shapeOf("child", childArch, int64(sum.Chosen.Costs.Params))
 	for i, l := range sum.Chosen.Layers {

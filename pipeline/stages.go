@@ -286,13 +286,18 @@ func Stages(c Config, self string) ([]Stage, error) {
 			return s.Save(filepath.Join(env.Dir, ScoresFile)) //output:inside
 		}})
 
+	var check Measure // the search stage's measured checks, where it makes them
+	if t.local && c.Measure.Enabled && c.Measure.Rounds > 0 {
+		check = c.Measure
+	}
 	st = append(st, Stage{Name: "search", Deps: []string{"importance"}, Params: struct {
 		D  Deployment
 		W  Workload
 		B  Budgets
 		S  Search
 		PD []string
-	}{c.Deployment, c.Workload, c.Budgets, c.Search, c.Search.ProxyData}, Files: dataFiles(c.Search.ProxyData),
+		M  Measure // the measured checks (rounds) of a local target
+	}{c.Deployment, c.Workload, c.Budgets, c.Search, c.Search.ProxyData, check}, Files: dataFiles(c.Search.ProxyData),
 		Run: func(ctx context.Context, env *Env) error {
 			scores, err := importance.Load(filepath.Join(env.Input("importance"), ScoresFile))
 			if err != nil {
@@ -313,6 +318,19 @@ func Stages(c Config, self string) ([]Stage, error) {
 			rep, err := search.Execute(ctx, req)
 			if err != nil {
 				return err
+			}
+			if check.Rounds > 0 {
+				var rounds []Round
+				rep, rounds, err = checkRounds(ctx, env, req, rep, check.Rounds, func(rep *search.Report, round int) (*servebench.Report, error) {
+					return measureChoice(ctx, env, t, &c, rep, round, self)
+				})
+				if err != nil {
+					return err
+				}
+				os.RemoveAll(env.StateDir()) // the rounds' scratch
+				if err := writeJSONFile(filepath.Join(env.Dir, RoundsFile), rounds); err != nil {
+					return err
+				}
 			}
 			return rep.Write(ctx, filepath.Join(env.Dir, SearchDir), false)
 		}})
@@ -552,23 +570,33 @@ func settingsText(seqs, prefill, context int) string {
 }
 
 // runMeasure runs bench-serve on the child for the run's workload under
-// the engine settings the search chose (its serving.json in searchDir).
-// With self (the autocompress binary) it runs in a process of its own, so
-// the peak resident memory it reports is the child's serving process
-// alone; without it (library callers, tests) it runs here and the memory
-// is not reported, since this process's peak includes the earlier stages.
+// the engine settings the search chose (its serving.json in searchDir) and
+// writes the report.
 func runMeasure(ctx context.Context, env *Env, t *target, c *Config, child, searchDir, self string) error {
+	rep, err := measureChild(ctx, env, t, c, child, searchDir, self)
+	if err != nil {
+		return err
+	}
+	return writeJSONFile(filepath.Join(env.Dir, MeasureFile), rep)
+}
+
+// measureChild measures the child as runMeasure does. With self (the
+// autocompress binary) bench-serve runs in a process of its own, so the
+// peak resident memory it reports is the child's serving process alone;
+// without it (library callers, tests) it runs here and the memory is not
+// reported, since this process's peak includes the earlier stages.
+func measureChild(ctx context.Context, env *Env, t *target, c *Config, child, searchDir, self string) (*servebench.Report, error) {
 	var sv search.Serving
 	if err := readJSONFile(filepath.Join(searchDir, search.ServingFile), &sv); err != nil {
-		return err
+		return nil, err
 	}
 	m, err := engine.Load(child)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	w, o, err := MeasureSetup(*t.workload, &sv, m.Arch().MaxPositions)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	o.Repeats, o.MaxWarmup = c.Measure.Runs, 3
 	env.Note("serving under the search's settings: %s", settingsText(o.MaxNumSeqs, o.PrefillTokens, w.ContextLimit))
@@ -580,15 +608,15 @@ func runMeasure(ctx context.Context, env *Env, t *target, c *Config, child, sear
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		if err := cmd.Run(); err != nil {
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return nil, ctx.Err()
 			}
-			return fmt.Errorf("bench-serve: %v: %s", err, strings.TrimSpace(errb.String()))
+			return nil, fmt.Errorf("bench-serve: %v: %s", err, strings.TrimSpace(errb.String()))
 		}
 		var rep servebench.Report
 		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-			return fmt.Errorf("bench-serve output: %w", err)
+			return nil, fmt.Errorf("bench-serve output: %w", err)
 		}
-		return writeJSONFile(filepath.Join(env.Dir, MeasureFile), &rep)
+		return &rep, nil
 	}
 	rep, err := servebench.Run(ctx, m, &w, o,
 		func(p servebench.Progress) {
@@ -597,11 +625,11 @@ func runMeasure(ctx context.Context, env *Env, t *target, c *Config, child, sear
 			}
 		})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	rep.Model = child
 	rep.PeakRSSBytes = 0 // this process's peak, not the child's: not reported
-	return writeJSONFile(filepath.Join(env.Dir, MeasureFile), rep)
+	return rep, nil
 }
 
 // Execute runs the whole pipeline of c in c.Dir. self, when not empty, is
