@@ -8,13 +8,24 @@
 //	go run ./scripts/headtohead -bin ./autocompress -dir /tmp/h2h [-seeds 1,2] [-tokens 200000]
 //
 // Each run keeps its directory, so an interrupted benchmark resumes where it
-// stopped (finished stages are reused).
+// stopped (finished stages are reused). The runs of a later recovery seed
+// start from the first seed's importance, search and prune stages (copied,
+// then checked by the pipeline's manifests like any reused stage), so every
+// seed of a deployment and strategy recovers the same child and the spread
+// over seeds is the recovery's alone. (Minitron++'s brief training of its
+// top-k is seeded by the distillation seed, so its search reruns per seed.)
+//
+// After the per-run table it prints one line per deployment and strategy:
+// the mean held-out perplexity with its range over the seeds, and whether
+// every seed's child met every budget when measured.
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"io/fs"
 	"math"
 	"os"
 	"os/signal"
@@ -23,6 +34,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/autocompress/autocompress/internal/output"
 	"github.com/autocompress/autocompress/pipeline"
 	"github.com/autocompress/autocompress/report"
 )
@@ -64,6 +76,10 @@ func run(ctx context.Context, bin, dir, seedList string, tokens int64) error {
 		seeds = append(seeds, v)
 	}
 	start := time.Now()
+	type key struct{ dep, strategy string }
+	var order []key
+	ppls := map[key][]float64{}
+	met := map[key]bool{}
 	fmt.Println("| deployment | strategy | seed | chosen shape | params | budget: limit, estimated, measured | selection tokens | held-out ppl | in-domain choice acc | cloze acc |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
 	for di, d := range deployments {
@@ -74,10 +90,22 @@ func run(ctx context.Context, bin, dir, seedList string, tokens int64) error {
 				c.Workload, c.Budgets = d.w, d.budgets
 				c.Search.Strategy = strategy
 				c.Distill.Tokens, c.Distill.Seed = tokens, seed
+				if seed != seeds[0] {
+					first := filepath.Join(dir, fmt.Sprintf("d%d-%s-s%d", di+1, strategy, seeds[0]))
+					if err := seedFrom(first, c.Dir, []string{"importance", "search", "prune"}); err != nil {
+						return err
+					}
+				}
+				k := key{d.name, strategy}
+				if _, ok := met[k]; !ok {
+					order = append(order, k)
+					met[k] = true
+				}
 				t0 := time.Now()
 				res, err := pipeline.Execute(ctx, c, bin, pipeline.Options{})
 				if err != nil {
 					fmt.Printf("| %s | %s | %d | failed: %s | | | | | | |\n", d.name, strategy, seed, oneLine(err.Error()))
+					met[k] = false
 					if ctx.Err() != nil {
 						return ctx.Err()
 					}
@@ -97,12 +125,113 @@ func run(ctx context.Context, bin, dir, seedList string, tokens int64) error {
 					return err
 				}
 				fmt.Println(row(d.name, strategy, seed, r))
+				if p, ok := heldOutPPL(r); ok {
+					ppls[k] = append(ppls[k], p)
+				}
+				met[k] = met[k] && allMet(r)
 				fmt.Fprintf(os.Stderr, "%s %s seed %d: %s\n", d.name, strategy, seed, time.Since(t0).Round(time.Second))
 			}
 		}
 	}
+	fmt.Println()
+	fmt.Println("| deployment | strategy | seeds | held-out ppl, mean (min–max) | every budget met when measured |")
+	fmt.Println("|---|---|---|---|---|")
+	for _, k := range order {
+		p := ppls[k]
+		cell := "—"
+		if len(p) > 0 {
+			lo, hi, sum := p[0], p[0], 0.0
+			for _, v := range p {
+				lo, hi, sum = math.Min(lo, v), math.Max(hi, v), sum+v
+			}
+			cell = fmt.Sprintf("%s (%s–%s)", report.FormatNumber(sum/float64(len(p))), report.FormatNumber(lo), report.FormatNumber(hi))
+		}
+		yes := "no"
+		if met[k] {
+			yes = "yes"
+		}
+		fmt.Printf("| %s | %s | %d | %s | %s |\n", k.dep, k.strategy, len(p), cell, yes)
+	}
 	fmt.Fprintf(os.Stderr, "all runs: %s\n", time.Since(start).Round(time.Second))
 	return nil
+}
+
+// heldOutPPL is the child's held-out perplexity in r.
+func heldOutPPL(r *report.Data) (float64, bool) {
+	for _, e := range r.Eval.Rows {
+		if e.Task == "held-out text" && e.Metric == "perplexity" && len(e.Values) >= 2 {
+			return e.Values[1].Value, true
+		}
+	}
+	return 0, false
+}
+
+// allMet reports whether every budget of r was measured and met.
+func allMet(r *report.Data) bool {
+	for _, x := range r.Budgets {
+		if x.Measured == nil || !x.Met(*x.Measured) {
+			return false
+		}
+	}
+	return true
+}
+
+// seedFrom makes dst a run directory holding src's stages of the given
+// names (its NN-name folders), unless dst exists already (a resumed
+// benchmark). The pipeline then reuses them where their manifests match.
+func seedFrom(src, dst string, stages []string) error {
+	if _, err := os.Stat(dst); err == nil {
+		return nil
+	}
+	out, err := output.NewDir(dst, false)
+	if err != nil {
+		return err
+	}
+	defer out.Abort()
+	for _, name := range stages {
+		ms, err := filepath.Glob(filepath.Join(src, "[0-9][0-9]-"+name))
+		if err != nil || len(ms) != 1 {
+			return fmt.Errorf("seeding %s: no stage %q in %s (run the first seed first)", dst, name, src)
+		}
+		if err := copyTree(ms[0], filepath.Join(out.Path(), filepath.Base(ms[0]))); err != nil {
+			return fmt.Errorf("seeding %s: %w", dst, err)
+		}
+	}
+	return out.Commit()
+}
+
+// copyTree copies the regular files and directories under src to dst.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(to, 0o777)
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		in, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		f, err := os.Create(to) //output:inside
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(f, in); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	})
 }
 
 func oneLine(s string) string { return strings.ReplaceAll(s, "|", "/") }
