@@ -25,7 +25,10 @@ type ServeOptions struct {
 	// next request when the previous one completes. 0 uses the requests'
 	// arrival times.
 	Concurrency int
-	// MaxBatch is the most sequences in flight (0: Concurrency, or 256).
+	// MaxBatch is the most sequences in flight, the engine's sequence
+	// limit (estimate's --max-num-seqs; 0: Concurrency, or 256). With fewer
+	// than Concurrency, the other clients' requests wait in arrival order
+	// and their wait counts in TTFT and E2E, as in a real server's queue.
 	MaxBatch int
 	// PrefillTokens is the most prompt tokens processed per step across all
 	// sequences (chunked prefill; 0: 512). Decoding sequences always
@@ -112,7 +115,13 @@ func (m *Model) Serve(ctx context.Context, reqs []ServeRequest, opt ServeOptions
 	var toks [][]int32
 	var seqs []*serveSeq
 	free := &m.freeCaches
-	clients := opt.Concurrency
+	// sent holds, in order, the times at which closed-loop clients sent a
+	// request not yet admitted: all clients at 0, then each at the step
+	// its previous request finished.
+	var sent []float64
+	if closed {
+		sent = make([]float64, opt.Concurrency, opt.Concurrency+1)
+	}
 	for done := 0; done < len(reqs); {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -122,11 +131,11 @@ func (m *Model) Serve(ctx context.Context, reqs []ServeRequest, opt ServeOptions
 			i := order[next]
 			var arrival float64
 			if closed {
-				if clients == 0 {
+				if len(sent) == 0 {
 					break
 				}
-				clients--
-				arrival = now()
+				arrival = sent[0]
+				sent = sent[:copy(sent, sent[1:])]
 			} else {
 				arrival = reqs[i].Arrival
 				if arrival > now() {
@@ -206,7 +215,7 @@ func (m *Model) Serve(ctx context.Context, reqs []ServeRequest, opt ServeOptions
 			st.OutputTokens += rs.Output
 			done++
 			if closed {
-				clients++
+				sent = append(sent, t)
 			}
 		}
 		active = kept

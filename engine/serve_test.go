@@ -21,10 +21,13 @@ func TestServeMatchesGenerate(t *testing.T) {
 	for i := range 7 {
 		reqs = append(reqs, ServeRequest{Prompt: randTokens(r, 3+5*i, 32), Output: 2 + i%4})
 	}
-	for _, opt := range []ServeOptions{{Concurrency: 3, PrefillTokens: 8}, {Concurrency: 1}, {MaxBatch: 4, PrefillTokens: 17}} {
+	for _, opt := range []ServeOptions{{Concurrency: 3, PrefillTokens: 8}, {Concurrency: 1}, {MaxBatch: 4, PrefillTokens: 17}, {Concurrency: 5, MaxBatch: 2, PrefillTokens: 8}} {
 		st, err := m.Serve(context.Background(), reqs, opt)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if opt.MaxBatch > 0 && st.MaxBatch > opt.MaxBatch {
+			t.Errorf("%+v: %d sequences in one step", opt, st.MaxBatch)
 		}
 		if opt.Concurrency > 0 && st.MaxBatch > opt.Concurrency {
 			t.Errorf("%+v: %d sequences in one step", opt, st.MaxBatch)
@@ -44,6 +47,65 @@ func TestServeMatchesGenerate(t *testing.T) {
 		}
 		if st.OutputTokens != 2+3+4+5+2+3+4 || st.PeakKVBytes <= 0 {
 			t.Fatalf("stats %+v", st)
+		}
+	}
+}
+
+// TestServeSequenceLimit: with MaxBatch below the clients, at most MaxBatch
+// requests are admitted at any time, the KV cache held at once is at most
+// MaxBatch requests' worth, and the waiting clients' queueing counts in
+// their TTFT: a client sends at once when its previous request finishes,
+// so a queued request's arrival precedes its admission.
+func TestServeSequenceLimit(t *testing.T) {
+	m, err := New(uniformArch(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(9, 9))
+	var reqs []ServeRequest
+	for range 16 {
+		reqs = append(reqs, ServeRequest{Prompt: randTokens(r, 12, 32), Output: 6})
+	}
+	oneKV := m.NewCache(12 + 6).Bytes()
+	all, err := m.Serve(context.Background(), reqs, ServeOptions{Concurrency: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all.MaxBatch != 8 || all.PeakKVBytes != 8*oneKV {
+		t.Fatalf("no limit: %d sequences in a step, peak KV %d bytes; want 8 and %d", all.MaxBatch, all.PeakKVBytes, 8*oneKV)
+	}
+	for _, limit := range []int{1, 2, 3} {
+		st, err := m.Serve(context.Background(), reqs, ServeOptions{Concurrency: 8, MaxBatch: limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.MaxBatch > limit || st.PeakKVBytes > int64(limit)*oneKV {
+			t.Errorf("limit %d: %d sequences in one step, peak KV %d bytes (one request %d)", limit, st.MaxBatch, st.PeakKVBytes, oneKV)
+		}
+		queued := 0
+		for i, a := range st.Requests {
+			// In flight from admission to the last token: count the others
+			// in flight at this one's admission.
+			in := 0
+			for j, b := range st.Requests {
+				if j != i && b.Start <= a.Start && a.Start < b.Arrival+b.E2E {
+					in++
+				}
+			}
+			if in >= limit {
+				t.Errorf("limit %d: request %d admitted at %.6f s with %d others in flight", limit, i, a.Start, in)
+			}
+			if a.Start < a.Arrival || a.TTFT < a.Start-a.Arrival {
+				t.Errorf("limit %d: request %d arrival %.6f start %.6f TTFT %.6f: the wait must count in TTFT", limit, i, a.Arrival, a.Start, a.TTFT)
+			}
+			if a.Start-a.Arrival > 0.5*a.E2E {
+				queued++
+			}
+		}
+		// 8 clients on `limit` slots: most requests wait about as long as
+		// they run, or longer.
+		if queued < len(reqs)/2 {
+			t.Errorf("limit %d: only %d of %d requests waited for a slot", limit, queued, len(reqs))
 		}
 	}
 }

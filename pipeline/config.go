@@ -67,6 +67,8 @@ type Budgets struct {
 	MinThroughput string `yaml:"min_throughput" flag:"min-throughput" help:"output throughput, e.g. 2000tok/s"`
 	MaxParams     string `yaml:"max_params" flag:"max-params" help:"parameters, e.g. 3B, 2.5M"`
 	P90           bool   `yaml:"p90" flag:"p90" help:"latency budgets apply to the p90 rather than the mean"`
+	// Margin is search.ParseMargin's spec ("" is auto).
+	Margin string `yaml:"margin" flag:"margin" help:"allowance for the estimator's error: auto or empty (its calibrated held-out error), a fraction or percentage for every cost (0 disables), or per cost, e.g. tpot=15%,memory=5%"`
 }
 
 // Importance configures the importance pass.
@@ -106,6 +108,10 @@ type Eval struct {
 type Measure struct {
 	Enabled bool `yaml:"enabled" flag:"measure" help:"measure the child with bench-serve (only where the target is this machine: gpu cpu-local, engine native)"`
 	Runs    int  `yaml:"runs" flag:"measure-runs" help:"measured repeats (the median is reported)" min:"1"`
+	// Rounds is how many times the search may re-choose after measuring
+	// the pruned child (before distillation: the costs do not depend on
+	// the weights) and finding a budget missed (0: no check).
+	Rounds int `yaml:"rounds" flag:"measure-rounds" help:"re-choices after measuring the pruned child before distillation, each with the missed budgets tightened by measured/estimated (0: no check)" min:"0"`
 }
 
 // DefaultConfig is the embedded demo: the embedded parent on this machine's
@@ -125,7 +131,7 @@ func DefaultConfig() Config {
 		Distill: Distill{Tokens: 400_000, SeqLen: 128, Batch: 8, LR: 1e-3, Temperature: 1,
 			KDWeight: 1, CEWeight: 0, Seed: 1},
 		Eval:    Eval{Limit: 200},
-		Measure: Measure{Enabled: true, Runs: 3},
+		Measure: Measure{Enabled: true, Runs: 3, Rounds: 2},
 	}
 }
 

@@ -19,4 +19,15 @@
 // by the next run. Progress of every stage reaches the caller through one
 // callback (stage k of n, the stage's own counts and ETA); the package
 // writes nothing to a terminal.
+//
+// Budgets are met when measured, not only when estimated, in three ways on
+// a target this machine can serve (cpu-local, native). The search keeps a
+// margin for the estimator's error (budgets.margin; default its calibrated
+// held-out error). The search stage then prunes its choice and measures it
+// with bench-serve before the expensive distillation (serving costs do not
+// depend on the weights); where a budget is missed it searches again with
+// that budget scaled by estimated/measured, at most measure.rounds times,
+// and records every round in rounds.json and the report. The measure stage
+// serves the final child under the settings the search chose (its sequence
+// limit, context and prompt budget per step, from serving.json).
 package pipeline

@@ -2,11 +2,13 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/autocompress/autocompress/estimate"
@@ -14,6 +16,8 @@ import (
 	"github.com/autocompress/autocompress/parent"
 	"github.com/autocompress/autocompress/report"
 	"github.com/autocompress/autocompress/search"
+	"github.com/autocompress/autocompress/servebench"
+	"github.com/autocompress/autocompress/workload"
 )
 
 // tinyConfig is the demo shrunk to seconds: few calibration rows, a short
@@ -79,6 +83,17 @@ func stageNames(res *Result, reused bool) []string {
 	return out
 }
 
+func stageDir(t *testing.T, res *Result, name string) string {
+	t.Helper()
+	for _, s := range res.Stages {
+		if s.Name == name {
+			return s.Dir
+		}
+	}
+	t.Fatalf("no stage %s in %+v", name, res.Stages)
+	return ""
+}
+
 func outputHash(t *testing.T, res *Result, name string) string {
 	t.Helper()
 	for _, s := range res.Stages {
@@ -134,6 +149,48 @@ func TestPipelineEndToEnd(t *testing.T) {
 		t.Errorf("report: child %d of %d params, %d training points, eval %v, recovery tokens %d",
 			d.Child.Params, d.Parent.Params, len(d.Training), d.Eval.Models, d.Tokens.Recovery)
 	}
+	// The measure stage served the child under the search's settings.
+	var sv search.Serving
+	var meas servebench.Report
+	if err := readJSONFile(filepath.Join(stageDir(t, res, "search"), SearchDir, search.ServingFile), &sv); err != nil {
+		t.Fatal(err)
+	}
+	if err := readJSONFile(filepath.Join(stageDir(t, res, "measure"), MeasureFile), &meas); err != nil {
+		t.Fatal(err)
+	}
+	wantSeqs := sv.Settings.MaxNumSeqs
+	if wantSeqs == 0 {
+		wantSeqs = c.Workload.Concurrency
+	}
+	if meas.MaxNumSeqs != wantSeqs || meas.ContextLimit != sv.MaxModelLen || meas.MaxBatchedTokens != servebench.DefaultPrefillTokens {
+		t.Errorf("measured under %d sequences, context %d, %d tokens per step; the search chose %d sequences, context %d",
+			meas.MaxNumSeqs, meas.ContextLimit, meas.MaxBatchedTokens, wantSeqs, sv.MaxModelLen)
+	}
+	for _, r := range meas.Runs {
+		if r.MaxBatch > wantSeqs {
+			t.Errorf("a measured run had %d sequences in one step; the search chose %d", r.MaxBatch, wantSeqs)
+		}
+	}
+	// The search checked its choice measured, pruned, before distillation:
+	// every round but the last missed a budget, and the last met them
+	// unless no re-choice was left.
+	var rounds []Round
+	if err := readJSONFile(filepath.Join(stageDir(t, res, "search"), RoundsFile), &rounds); err != nil {
+		t.Fatal(err)
+	}
+	if len(rounds) < 1 || len(rounds) > c.Measure.Rounds+1 {
+		t.Fatalf("%d check rounds, want 1 to %d", len(rounds), c.Measure.Rounds+1)
+	}
+	for i, r := range rounds {
+		last, missed := i == len(rounds)-1, len(r.Missed) > 0
+		if _, ok := r.Measured["tpot"]; !ok || !last && !missed || last && missed && len(rounds) <= c.Measure.Rounds {
+			t.Errorf("round %+v of %d", r, len(rounds))
+		}
+	}
+	t.Logf("%d check rounds: %+v", len(rounds), rounds)
+	if d.Deployment.Settings == "" || d.Deployment.MeasuredUnder != d.Deployment.Settings {
+		t.Errorf("report: engine settings %q, measured under %q: want the same", d.Deployment.Settings, d.Deployment.MeasuredUnder)
+	}
 	distilled := outputHash(t, res, "distill")
 	t.Run("report in a browser", func(t *testing.T) {
 		charts, err := report.Charts(d)
@@ -172,18 +229,56 @@ func TestPipelineEndToEnd(t *testing.T) {
 	}
 }
 
+// TestMeasureSetup: the measure stage takes the search's sequence limit and
+// context, gives a workload without a request count the stage's count, and
+// refuses settings the native engine cannot serve.
+func TestMeasureSetup(t *testing.T) {
+	w := workload.FixedClosed(384, 64, 8)
+	sv := search.Serving{Engine: "native", MaxModelLen: 448, Settings: search.Settings{MaxNumSeqs: 2}}
+	got, o, err := MeasureSetup(w, &sv, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.MaxNumSeqs != 2 || o.PrefillTokens != servebench.DefaultPrefillTokens || got.ContextLimit != 448 || got.NumRequests != measureRequests || got.Concurrency != 8 {
+		t.Errorf("options %+v, workload %d requests, context %d, %d clients", o, got.NumRequests, got.ContextLimit, got.Concurrency)
+	}
+	args := strings.Join(BenchServeArgs("DIR", &Config{Measure: Measure{Runs: 1}, Workload: Workload{ISL: 384, OSL: 64, Concurrency: 8}}, &got, o), " ")
+	for _, want := range []string{"--max-num-seqs 2", "--context 448", "--concurrency 8", "--max-batched-tokens 512", "--num-requests 32"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("bench-serve args %q lack %q", args, want)
+		}
+	}
+	for _, st := range []search.Settings{{KVDType: "fp8"}, {Precision: "int4-awq"}} {
+		bad := sv
+		bad.Settings = st
+		if _, _, err := MeasureSetup(w, &bad, 512); err == nil {
+			t.Errorf("settings %+v: no error; the native engine serves float32 only", st)
+		}
+	}
+	if _, _, err := MeasureSetup(w, &sv, 256); err == nil {
+		t.Error("a 448-token context on a 256-position model: no error")
+	}
+}
+
 // TestPipelineInterruptResume cancels a run in the middle of distillation
 // and reruns it: the finished stages are reused, the distillation resumes
 // from its checkpoint, and the result is bit for bit the uninterrupted
 // run's.
 func TestPipelineInterruptResume(t *testing.T) {
 	ctx := context.Background()
-	ref, err := Execute(ctx, tinyConfig(t, t.TempDir()), "", Options{Until: "distill"})
+	// No measured check rounds: a re-choice depends on the machine's load,
+	// and this test compares two runs' children bit for bit.
+	tiny := func(dir string) Config {
+		c := tinyConfig(t, dir)
+		c.Measure.Rounds = 0
+		return c
+	}
+	ref, err := Execute(ctx, tiny(t.TempDir()), "", Options{Until: "distill"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	c := tinyConfig(t, dir)
+	c := tiny(dir)
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	_, err = Execute(cctx, c, "", Options{Until: "distill", Progress: func(p Progress) {
@@ -274,4 +369,40 @@ func TestDemoConfigBinds(t *testing.T) {
 		t.Fatal("the parent already meets the demo's budgets: nothing to compress")
 	}
 	t.Logf("binding %s; chosen %s", rep.Result.Binding, rep.Space.Describe(&rep.Result.Best))
+}
+
+// TestMarginChangeRerunsSearch: the margin is part of the search stage's
+// settings (so a changed margin reruns the search and, through its output,
+// every later stage) and of no earlier stage's; a bad margin names its field.
+func TestMarginChangeRerunsSearch(t *testing.T) {
+	params := func(c Config) map[string]string {
+		st, err := Stages(c, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, s := range st {
+			b, err := json.Marshal(s.Params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[s.Name] = string(b)
+		}
+		return out
+	}
+	c := DemoConfig()
+	auto := params(c)
+	c.Budgets.Margin = "0"
+	none := params(c)
+	if auto["importance"] != none["importance"] {
+		t.Error("the margin changed the importance stage's settings")
+	}
+	if auto["search"] == none["search"] {
+		t.Error("the margin is not in the search stage's settings")
+	}
+	c.Budgets.Margin = "tpot=abc"
+	var ce *ConfigError
+	if _, err := Stages(c, ""); !errors.As(err, &ce) || ce.Path != "budgets.margin" {
+		t.Errorf("bad margin: %v, want a ConfigError on budgets.margin", err)
+	}
 }

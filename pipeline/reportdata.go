@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/distill"
@@ -121,6 +123,56 @@ func ptr(v float64) *float64 { return &v }
 var searchBudget = map[string]string{"memory": search.BudgetMemory, "ttft": search.BudgetTTFT, "tpot": search.BudgetTPOT,
 	"e2e": search.BudgetE2E, "throughput": search.BudgetThroughput, "request rate": search.BudgetThroughput, "params": search.BudgetParams}
 
+// roundNote describes one measured check of the search's choice.
+func roundNote(r Round) string {
+	var parts []string
+	for _, v := range []string{"memory", "ttft", "tpot", "e2e", "throughput", "request rate"} {
+		m, ok := r.Measured[v]
+		if !ok {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s limit %.4g (searched under %.4g), estimated %.4g, measured %.4g", v, r.Limits[v], r.Searched[v], r.Estimated[v], m))
+	}
+	verdict := "met every measured budget"
+	if len(r.Missed) > 0 {
+		verdict = "missed " + strings.Join(r.Missed, ", ")
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "no budgeted cost measurable here")
+	}
+	return fmt.Sprintf("check %d (pruned child measured before distillation, SI units): %s; %s", r.Round, strings.Join(parts, "; "), verdict)
+}
+
+// chosenSettings describes the engine settings the search chose, in
+// estimate's flag names.
+func chosenSettings(sv *search.Serving, eng estimate.Engine, clients int) string {
+	st := sv.Settings
+	if eng == estimate.Native {
+		seqs := st.MaxNumSeqs
+		if seqs == 0 {
+			seqs = clients
+		}
+		return settingsText(seqs, servebench.DefaultPrefillTokens, sv.MaxModelLen)
+	}
+	var parts []string
+	if st.Precision != "" {
+		parts = append(parts, "precision "+st.Precision)
+	}
+	if st.KVDType != "" {
+		parts = append(parts, "kv-dtype "+st.KVDType)
+	}
+	if st.MaxNumSeqs > 0 {
+		parts = append(parts, "max-num-seqs "+strconv.Itoa(st.MaxNumSeqs))
+	}
+	if st.MemFraction > 0 {
+		parts = append(parts, "mem-fraction "+strconv.FormatFloat(st.MemFraction, 'g', -1, 64))
+	}
+	if sv.MaxModelLen > 0 {
+		parts = append(parts, "context "+strconv.Itoa(sv.MaxModelLen))
+	}
+	return strings.Join(parts, ", ")
+}
+
 // shapeOf lists a model's layers for the report.
 func shapeOf(name string, m *architecture.Model, params int64) report.Shape {
 	s := report.Shape{Name: name, Params: params, Hidden: m.Hidden}
@@ -161,6 +213,19 @@ func buildReport(env *Env, t *target, c *Config, childFrom string) (*report.Data
 	d.Deployment = report.Deployment{GPU: t.gpu.Name, Engine: string(t.engine), Precision: prec,
 		TP: max(c.Deployment.TP, 1), Workload: t.workload.String(), ISL: t.workload.Input.MaxValue(), OSL: t.workload.Output.MaxValue(),
 		Concurrency: t.workload.Concurrency, RequestRate: t.workload.Rate}
+	var sv search.Serving
+	if err := readJSONFile(filepath.Join(searchDir, search.ServingFile), &sv); err != nil {
+		return nil, err
+	}
+	d.Deployment.Settings = chosenSettings(&sv, t.engine, t.workload.Concurrency)
+	var rounds []Round
+	if err := readJSONFile(filepath.Join(env.Input("search"), RoundsFile), &rounds); err == nil {
+		for _, r := range rounds {
+			d.Notes = append(d.Notes, roundNote(r))
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
 	d.Parent = shapeOf(c.Model, t.arch, int64(sum.Parent.Costs.Params))
 	d.Child = shapeOf("child", childArch, int64(sum.Chosen.Costs.Params))
 	for i, l := range sum.Chosen.Layers {
@@ -175,6 +240,9 @@ func buildReport(env *Env, t *target, c *Config, childFrom string) (*report.Data
 		if err := readJSONFile(filepath.Join(p, MeasureFile), meas); err != nil {
 			return nil, err
 		}
+	}
+	if meas != nil {
+		d.Deployment.MeasuredUnder = settingsText(meas.MaxNumSeqs, meas.MaxBatchedTokens, meas.ContextLimit)
 	}
 	views := budgetViews(t.budgets)
 	for _, v := range views {

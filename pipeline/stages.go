@@ -54,7 +54,8 @@ type target struct {
 	serveOn  export.Capabilities
 	workload *workload.Workload
 	budgets  search.Budgets
-	parent   string // checkpoint directory
+	margin   *search.Margins // nil: the estimator's default
+	parent   string          // checkpoint directory
 	arch     *architecture.Model
 	local    bool // the target is this machine (cpu-local, native): measurable
 }
@@ -99,6 +100,9 @@ func resolve(c *Config) (*target, error) {
 	}
 	if t.budgets, err = c.Budgets.parse(); err != nil {
 		return nil, err
+	}
+	if t.margin, err = search.ParseMargin(c.Budgets.Margin); err != nil {
+		return nil, &ConfigError{Path: "budgets.margin", Msg: err.Error()}
 	}
 	switch {
 	case len(c.Data) == 0:
@@ -282,13 +286,18 @@ func Stages(c Config, self string) ([]Stage, error) {
 			return s.Save(filepath.Join(env.Dir, ScoresFile)) //output:inside
 		}})
 
+	var check Measure // the search stage's measured checks, where it makes them
+	if t.local && c.Measure.Enabled && c.Measure.Rounds > 0 {
+		check = c.Measure
+	}
 	st = append(st, Stage{Name: "search", Deps: []string{"importance"}, Params: struct {
 		D  Deployment
 		W  Workload
 		B  Budgets
 		S  Search
 		PD []string
-	}{c.Deployment, c.Workload, c.Budgets, c.Search, c.Search.ProxyData}, Files: dataFiles(c.Search.ProxyData),
+		M  Measure // the measured checks (rounds) of a local target
+	}{c.Deployment, c.Workload, c.Budgets, c.Search, c.Search.ProxyData, check}, Files: dataFiles(c.Search.ProxyData),
 		Run: func(ctx context.Context, env *Env) error {
 			scores, err := importance.Load(filepath.Join(env.Input("importance"), ScoresFile))
 			if err != nil {
@@ -296,7 +305,7 @@ func Stages(c Config, self string) ([]Stage, error) {
 			}
 			req := search.Request{Parent: t.arch, Name: c.Model, Dir: t.parent, Scores: scores, GPU: t.gpu, Engine: t.engine,
 				ServeOn: t.serveOn, Workload: t.workload, Budgets: t.budgets, TP: max(c.Deployment.TP, 1),
-				KeepLayers: c.Search.KeepLayers, Strategy: c.Search.Strategy, TopK: c.Search.TopK,
+				KeepLayers: c.Search.KeepLayers, Strategy: c.Search.Strategy, TopK: c.Search.TopK, Margin: t.margin,
 				Progress: func(phase string, done, total int) { env.Report(float64(done), float64(total), "", phase) }}
 			if c.Deployment.Precision != "" {
 				req.Precisions = strings.Split(c.Deployment.Precision, ",")
@@ -309,6 +318,19 @@ func Stages(c Config, self string) ([]Stage, error) {
 			rep, err := search.Execute(ctx, req)
 			if err != nil {
 				return err
+			}
+			if check.Rounds > 0 {
+				var rounds []Round
+				rep, rounds, err = checkRounds(ctx, env, req, rep, check.Rounds, func(rep *search.Report, round int) (*servebench.Report, error) {
+					return measureChoice(ctx, env, t, &c, rep, round, self)
+				})
+				if err != nil {
+					return err
+				}
+				os.RemoveAll(env.StateDir()) // the rounds' scratch
+				if err := writeJSONFile(filepath.Join(env.Dir, RoundsFile), rounds); err != nil {
+					return err
+				}
 			}
 			return rep.Write(ctx, filepath.Join(env.Dir, SearchDir), false)
 		}})
@@ -400,12 +422,12 @@ func Stages(c Config, self string) ([]Stage, error) {
 		deps = []string{"importance", "search", "prune", "distill", "eval", "validate"}
 	}
 	if t.local && c.Measure.Enabled {
-		st = append(st, Stage{Name: "measure", Deps: []string{childFrom}, Params: struct {
+		st = append(st, Stage{Name: "measure", Deps: []string{"search", childFrom}, Params: struct {
 			W    Workload
 			Runs int
 		}{c.Workload, c.Measure.Runs},
 			Run: func(ctx context.Context, env *Env) error {
-				return runMeasure(ctx, env, t, &c, filepath.Join(env.Input(childFrom), ChildDir), self)
+				return runMeasure(ctx, env, t, &c, filepath.Join(env.Input(childFrom), ChildDir), filepath.Join(env.Input("search"), SearchDir), self)
 			}})
 		deps = append(deps, "measure")
 	}
@@ -477,8 +499,10 @@ func runEval(ctx context.Context, env *Env, t *target, c *Config, child string) 
 }
 
 // BenchServeArgs is the command line (after the program name) with which
-// the measure stage runs bench-serve on the child for workload w.
-func BenchServeArgs(child string, c *Config, w *workload.Workload) []string {
+// the measure stage runs bench-serve on the child: workload w as
+// servebench.Workload prepared it (request count, context limit) and the
+// engine settings o the search chose.
+func BenchServeArgs(child string, c *Config, w *workload.Workload, o servebench.Options) []string {
 	args := []string{"bench-serve", "--model", child, "--num-requests", strconv.Itoa(w.NumRequests),
 		"--repeats", strconv.Itoa(c.Measure.Runs), "--max-warmup", "3", "--json"}
 	if c.Workload.Name != "" {
@@ -492,56 +516,120 @@ func BenchServeArgs(child string, c *Config, w *workload.Workload) []string {
 	if w.Rate > 0 {
 		args = append(args, "--rate", strconv.FormatFloat(w.Rate, 'g', -1, 64))
 	}
+	if w.ContextLimit > 0 {
+		args = append(args, "--context", strconv.Itoa(w.ContextLimit))
+	}
+	if o.MaxNumSeqs > 0 {
+		args = append(args, "--max-num-seqs", strconv.Itoa(o.MaxNumSeqs))
+	}
+	if o.PrefillTokens > 0 {
+		args = append(args, "--max-batched-tokens", strconv.Itoa(o.PrefillTokens))
+	}
 	return args
 }
 
-// runMeasure runs bench-serve on the child for the run's workload. With
-// self (the autocompress binary) it runs in a process of its own, so the
-// peak resident memory it reports is the child's serving process alone;
-// without it (library callers, tests) it runs here and the memory is not
-// reported, since this process's peak includes the earlier stages.
-func runMeasure(ctx context.Context, env *Env, t *target, c *Config, child, self string) error {
-	m, err := engine.Load(child)
+// MeasureSetup is what the measure stage serves the child under: the run's
+// workload prepared by servebench.Workload (measureRequests requests when
+// it gives no count; the context the search priced, sv.MaxModelLen, as the
+// limit) and the engine settings the search chose (sv.Settings: the
+// sequence limit; the native engine's only KV type and precision are
+// float32, and the search prices its default prompt budget per step).
+func MeasureSetup(w workload.Workload, sv *search.Serving, maxPositions int) (workload.Workload, servebench.Options, error) {
+	var o servebench.Options
+	st := sv.Settings
+	switch st.KVDType {
+	case "", "auto", "fp32", "f32":
+	default:
+		return w, o, fmt.Errorf("measure: the search chose KV type %q, which the native engine does not serve (float32 only)", st.KVDType)
+	}
+	switch st.Precision {
+	case "", "f32", "fp32", "float32", "bf16", "fp16", "f16":
+	default:
+		return w, o, fmt.Errorf("measure: the search chose precision %q, which the native engine does not serve (float32 only)", st.Precision)
+	}
+	o.MaxNumSeqs, o.PrefillTokens = st.MaxNumSeqs, servebench.DefaultPrefillTokens
+	rule := workload.ContextRule{MaxPositions: maxPositions, What: "the run's workload", ContextFlag: "workload"}
+	if sv.MaxModelLen > 0 && w.ContextLimit == 0 {
+		w.ContextLimit, rule.Explicit = sv.MaxModelLen, true
+	}
+	w, _, err := servebench.Workload(w, measureRequests, rule)
+	if err != nil {
+		return w, o, fmt.Errorf("measure: %w", err)
+	}
+	return w, o, nil
+}
+
+// settingsText describes the engine settings of a measurement in estimate's
+// flag names.
+func settingsText(seqs, prefill, context int) string {
+	s := "max-num-seqs " + strconv.Itoa(seqs)
+	if seqs <= 0 {
+		s = "max-num-seqs one per client"
+	}
+	return fmt.Sprintf("%s, max-batched-tokens %d, context %d", s, prefill, context)
+}
+
+// runMeasure runs bench-serve on the child for the run's workload under
+// the engine settings the search chose (its serving.json in searchDir) and
+// writes the report.
+func runMeasure(ctx context.Context, env *Env, t *target, c *Config, child, searchDir, self string) error {
+	rep, err := measureChild(ctx, env, t, c, child, searchDir, self)
 	if err != nil {
 		return err
 	}
-	w := *t.workload
-	if w.NumRequests == 0 {
-		w.NumRequests = measureRequests
+	return writeJSONFile(filepath.Join(env.Dir, MeasureFile), rep)
+}
+
+// measureChild measures the child as runMeasure does. With self (the
+// autocompress binary) bench-serve runs in a process of its own, so the
+// peak resident memory it reports is the child's serving process alone;
+// without it (library callers, tests) it runs here and the memory is not
+// reported, since this process's peak includes the earlier stages.
+func measureChild(ctx context.Context, env *Env, t *target, c *Config, child, searchDir, self string) (*servebench.Report, error) {
+	var sv search.Serving
+	if err := readJSONFile(filepath.Join(searchDir, search.ServingFile), &sv); err != nil {
+		return nil, err
 	}
+	m, err := engine.Load(child)
+	if err != nil {
+		return nil, err
+	}
+	w, o, err := MeasureSetup(*t.workload, &sv, m.Arch().MaxPositions)
+	if err != nil {
+		return nil, err
+	}
+	o.Repeats, o.MaxWarmup = c.Measure.Runs, 3
+	env.Note("serving under the search's settings: %s", settingsText(o.MaxNumSeqs, o.PrefillTokens, w.ContextLimit))
 	if self != "" {
-		args := BenchServeArgs(child, c, &w)
+		args := BenchServeArgs(child, c, &w, o)
 		env.Note("measuring: %s %s", filepath.Base(self), strings.Join(args, " "))
 		cmd := exec.CommandContext(ctx, self, args...)
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		if err := cmd.Run(); err != nil {
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return nil, ctx.Err()
 			}
-			return fmt.Errorf("bench-serve: %v: %s", err, strings.TrimSpace(errb.String()))
+			return nil, fmt.Errorf("bench-serve: %v: %s", err, strings.TrimSpace(errb.String()))
 		}
 		var rep servebench.Report
 		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-			return fmt.Errorf("bench-serve output: %w", err)
+			return nil, fmt.Errorf("bench-serve output: %w", err)
 		}
-		return writeJSONFile(filepath.Join(env.Dir, MeasureFile), &rep)
+		return &rep, nil
 	}
-	if ctxLen := m.Arch().MaxPositions; ctxLen > 0 && w.ContextLimit == 0 {
-		w.ContextLimit = ctxLen
-	}
-	rep, err := servebench.Run(ctx, m, &w, servebench.Options{Repeats: c.Measure.Runs, MaxWarmup: 3},
+	rep, err := servebench.Run(ctx, m, &w, o,
 		func(p servebench.Progress) {
 			if !p.Warmup {
 				env.Report(float64(p.Run), float64(p.Of), "run", fmt.Sprintf("TPOT %.2f ms", 1e3*p.Result.TPOT.Mean))
 			}
 		})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	rep.Model = child
 	rep.PeakRSSBytes = 0 // this process's peak, not the child's: not reported
-	return writeJSONFile(filepath.Join(env.Dir, MeasureFile), rep)
+	return rep, nil
 }
 
 // Execute runs the whole pipeline of c in c.Dir. self, when not empty, is

@@ -50,6 +50,11 @@ type Deployment struct {
 	OSL         int     `json:"osl"`
 	Concurrency int     `json:"concurrency,omitempty"`
 	RequestRate float64 `json:"request_rate,omitempty"`
+	// Settings are the engine settings the search chose, and
+	// MeasuredUnder those the measurement served the child under, in
+	// estimate's flag names ("" where none or not measured).
+	Settings      string `json:"settings,omitempty"`
+	MeasuredUnder string `json:"measured_under,omitempty"`
 }
 
 // Budget is one budgeted cost: its limit and the parent's, the chosen

@@ -199,7 +199,9 @@ figcaption { color: #555; font-size: .9rem; }
 <tr><th>engine</th><td>{{.D.Deployment.Engine}}</td></tr>
 <tr><th>precision</th><td>{{.D.Deployment.Precision}}</td></tr>
 <tr><th>workload</th><td>{{.D.Deployment.Workload}}</td></tr>
-<tr><th>parent</th><td>{{.D.Parent.Name}}, <span data-json="{{.ParentParams.Path}}">{{.ParentParams.Text}}</span> parameters</td></tr>
+{{if .D.Deployment.Settings}}<tr><th>engine settings</th><td>{{.D.Deployment.Settings}}</td></tr>
+{{end}}{{if .D.Deployment.MeasuredUnder}}<tr><th>measured under</th><td>{{.D.Deployment.MeasuredUnder}}</td></tr>
+{{end}}<tr><th>parent</th><td>{{.D.Parent.Name}}, <span data-json="{{.ParentParams.Path}}">{{.ParentParams.Text}}</span> parameters</td></tr>
 <tr><th>child</th><td><span data-json="{{.ChildParams.Path}}">{{.ChildParams.Text}}</span> parameters ({{.ParamRatio}} of the parent){{if .D.Strategy}}, chosen by {{.D.Strategy}}{{end}}</td></tr>
 </table>
 {{range .D.Summary}}<p>{{.}}</p>
@@ -306,7 +308,15 @@ func WriteMarkdown(w io.Writer, d *Data) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s\n\n", d.Title)
 	dep := d.Deployment
-	fmt.Fprintf(&b, "Deployment: %s, %s, %s; workload %s.\n\nParent %s: %s parameters; child: %s (%s)", dep.GPU, dep.Engine, dep.Precision, dep.Workload, d.Parent.Name, pg.ParentParams.Text, pg.ChildParams.Text, pg.ParamRatio)
+	fmt.Fprintf(&b, "Deployment: %s, %s, %s; workload %s.\n\n", dep.GPU, dep.Engine, dep.Precision, dep.Workload)
+	if dep.Settings != "" {
+		fmt.Fprintf(&b, "Engine settings: %s.", dep.Settings)
+		if dep.MeasuredUnder != "" {
+			fmt.Fprintf(&b, " Measured under: %s.", dep.MeasuredUnder)
+		}
+		b.WriteString("\n\n")
+	}
+	fmt.Fprintf(&b, "Parent %s: %s parameters; child: %s (%s)", d.Parent.Name, pg.ParentParams.Text, pg.ChildParams.Text, pg.ParamRatio)
 	if d.Strategy != "" {
 		fmt.Fprintf(&b, ", chosen by %s", d.Strategy)
 	}

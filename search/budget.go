@@ -24,6 +24,9 @@ type Budgets struct {
 	// MaxParams and MaxActiveParams limit the total and per-token
 	// parameters.
 	MaxParams, MaxActiveParams float64
+	// Margin is the allowance for the estimator's error on each cost (nil:
+	// none; Execute fills in DefaultMargins when Request.DefaultMargin).
+	Margin *Margins
 }
 
 // Costs are what the estimator says a candidate costs on the deployment.
@@ -74,8 +77,8 @@ const (
 )
 
 // usage returns, for every budget set, the cost divided by the limit
-// (≤ 1: met; for the throughput floor, limit ÷ throughput), in a fixed
-// order; unset budgets are NaN. A candidate that does not fit has +Inf
+// (≤ 1: met; for the throughput floor, limit ÷ throughput), each times 1 +
+// its margin, in a fixed order; unset budgets are NaN. A candidate that does not fit has +Inf
 // usage of the memory budget (and of every other, since it cannot run).
 func (b *Budgets) usage(c *Costs) [7]float64 {
 	var u [7]float64
@@ -123,6 +126,12 @@ func (b *Budgets) usage(c *Costs) [7]float64 {
 	}
 	if b.MaxActiveParams > 0 {
 		u[6] = c.ActiveParams / b.MaxActiveParams
+	}
+	if b.Margin != nil {
+		f := b.Margin.factors()
+		for i := range u {
+			u[i] *= f[i]
+		}
 	}
 	return u
 }

@@ -34,6 +34,10 @@ type Request struct {
 	ServeOn  export.Capabilities // engine whose load rules the child meets
 	Workload *workload.Workload
 	Budgets  Budgets
+	// Margin is the allowance for the estimator's error on each budgeted
+	// cost (nil: DefaultMargins for the deployment; a zero Margins: none).
+	// It replaces Budgets.Margin.
+	Margin *Margins
 
 	TP               int
 	Precisions       []string // searched (nil: the engine's default)
@@ -76,6 +80,14 @@ func Execute(ctx context.Context, r Request) (*Report, error) {
 			return nil, fmt.Errorf("search: %w (model hash %.12s, %s has %.12s): score this model with autocompress importance", ErrScoresMismatch, r.Scores.ModelHash, r.Dir, h)
 		}
 	}
+	if r.Margin == nil {
+		m, err := DefaultMargins(r.GPU, r.Engine, r.Workload)
+		if err != nil {
+			return nil, err
+		}
+		r.Margin = m
+	}
+	r.Budgets.Margin = r.Margin
 	so := SpaceOptions{Engine: r.Engine, ServeOn: r.ServeOn, TP: max(r.TP, 1), Precisions: r.Precisions, KVDTypes: r.KVDTypes,
 		MaxNumSeqs: r.MaxNumSeqs, MemFraction: r.MemFraction, Concurrency: r.Workload.Concurrency,
 		MaxMemory: r.Budgets.MaxMemory, DeviceBytes: float64(r.GPU.MemoryBytes), KeepLayers: r.KeepLayers, Uniform: r.Strategy == Minitron}
@@ -107,6 +119,11 @@ func Execute(ctx context.Context, r Request) (*Report, error) {
 	res, err := Run(ctx, sp, px, opt)
 	if err != nil {
 		return nil, err
+	}
+	if ms := r.Margin.String(&r.Budgets); ms == "none" {
+		res.Notes = append(res.Notes, "no margin for the estimator's error: the budgets may be filled to 100 % of the estimate, and a child can miss them when measured")
+	} else {
+		res.Notes = append(res.Notes, "margins for the estimator's error: "+ms+"; every budgeted estimate was kept within its limit less its margin")
 	}
 	name := r.Name
 	if name == "" {

@@ -60,27 +60,30 @@ type Serving struct {
 
 // Summary is the JSON summary (summary.json, and --json on stdout).
 type Summary struct {
-	Strategy     string             `json:"strategy"`
-	Model        string             `json:"model"`
-	GPU          string             `json:"gpu"`
-	Engine       string             `json:"engine"`
-	Workload     string             `json:"workload"`
-	Budgets      map[string]float64 `json:"budgets"`
-	P90          bool               `json:"p90"`
-	Proxy        string             `json:"proxy"`
-	ParentMeets  bool               `json:"parent_meets_budgets"`
-	Binding      string             `json:"binding_budget"`
-	BindingUsage float64            `json:"binding_usage"`
-	Shape        string             `json:"shape"`
-	Chosen       Candidate          `json:"chosen"`
-	Parent       Candidate          `json:"parent"`
-	TopK         []Candidate        `json:"top_k"`
-	Serving      Serving            `json:"serving"`
-	Evaluations  int64              `json:"evaluations"`
-	GlobalShapes int                `json:"global_shapes"`
-	Tokens       int64              `json:"selection_tokens"`
-	Why          []string           `json:"why"`
-	Notes        []string           `json:"notes"`
+	Strategy string             `json:"strategy"`
+	Model    string             `json:"model"`
+	GPU      string             `json:"gpu"`
+	Engine   string             `json:"engine"`
+	Workload string             `json:"workload"`
+	Budgets  map[string]float64 `json:"budgets"`
+	// Margins are the allowances for the estimator's error the budgets
+	// were met with (estimate × (1 + margin) within the limit).
+	Margins      *Margins    `json:"margins,omitempty"`
+	P90          bool        `json:"p90"`
+	Proxy        string      `json:"proxy"`
+	ParentMeets  bool        `json:"parent_meets_budgets"`
+	Binding      string      `json:"binding_budget"`
+	BindingUsage float64     `json:"binding_usage"`
+	Shape        string      `json:"shape"`
+	Chosen       Candidate   `json:"chosen"`
+	Parent       Candidate   `json:"parent"`
+	TopK         []Candidate `json:"top_k"`
+	Serving      Serving     `json:"serving"`
+	Evaluations  int64       `json:"evaluations"`
+	GlobalShapes int         `json:"global_shapes"`
+	Tokens       int64       `json:"selection_tokens"`
+	Why          []string    `json:"why"`
+	Notes        []string    `json:"notes"`
 }
 
 // Summarize builds the JSON summary of r.
@@ -88,7 +91,7 @@ func (r *Report) Summarize() Summary {
 	res := r.Result
 	sp := r.Space
 	s := Summary{Strategy: res.Strategy, Model: r.Model, GPU: r.GPU.Name, Engine: string(sp.Engine), Workload: r.Workload.String(),
-		Budgets: map[string]float64{}, P90: r.Budgets.P90, ParentMeets: res.ParentMeets, Binding: res.Binding, BindingUsage: res.BindingUsage,
+		Budgets: map[string]float64{}, Margins: r.Budgets.Margin, P90: r.Budgets.P90, ParentMeets: res.ParentMeets, Binding: res.Binding, BindingUsage: res.BindingUsage,
 		Shape: sp.Describe(&res.Best), Chosen: res.Best, Parent: res.Parent, TopK: res.TopK, Serving: r.Serving(),
 		Evaluations: res.Evaluations, GlobalShapes: res.GlobalShapes, Tokens: res.Tokens, Why: r.Why(), Notes: res.Notes}
 	for _, n := range r.Budgets.Set() {
@@ -181,7 +184,10 @@ func (r *Report) Serving() Serving {
 			fmt.Fprintf(&b, " -fa on -ctk %s -ctv %s", k, k)
 		}
 	case "native":
-		fmt.Fprintf(&b, "autocompress bench-serve --model DIR --concurrency %d", max(r.Workload.Concurrency, 1))
+		fmt.Fprintf(&b, "autocompress bench-serve --model DIR --concurrency %d --context %d", max(r.Workload.Concurrency, 1), maxLen)
+		if st.MaxNumSeqs > 0 {
+			fmt.Fprintf(&b, " --max-num-seqs %d", st.MaxNumSeqs)
+		}
 	default:
 		fmt.Fprintf(&b, "(serve DIR with %s; priced as %s)", sp.ServeOn.Name, sp.Engine)
 	}
@@ -220,8 +226,12 @@ func (r *Report) Why() []string {
 		if !res.Parent.Costs.Fits {
 			pstr = "does not fit (" + res.Parent.Costs.FailTerm + ")"
 		}
-		out = append(out, fmt.Sprintf("binding budget: --%s %s; the parent %s, the child %s (%.0f %% of the limit)",
-			res.Binding, b.Format(res.Binding, lim), pstr, b.Format(res.Binding, v), 100*res.BindingUsage))
+		used := fmt.Sprintf("%.0f %% of the limit", 100*res.BindingUsage)
+		if m := b.Margin.Of(res.Binding); m > 0 {
+			used = fmt.Sprintf("%.0f %% of the limit with the %.1f %% margin for the estimator's error, %.0f %% without", 100*res.BindingUsage, 100*m, 100*res.BindingUsage/(1+m))
+		}
+		out = append(out, fmt.Sprintf("binding budget: --%s %s; the parent %s, the child %s (%s)",
+			res.Binding, b.Format(res.Binding, lim), pstr, b.Format(res.Binding, v), used))
 	}
 	pp, cp := componentParams(sp.Parent), componentParams(sp.Model(best))
 	var cuts []string

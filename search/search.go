@@ -316,6 +316,7 @@ func (e *evaluator) infeasible() error {
 			Hints: []string{"a lower precision (--precision q4_k_m, fp8 or nvfp4)", "a shorter context (--context)", "fewer concurrent requests", "more tensor parallelism (--tp)", "a larger GPU"}}
 	}
 	worst, wu := "", 0.0
+	margin := b.Margin.factors()
 	for i, n := range budgetNames {
 		_, lim := b.value(n, &Costs{})
 		if lim <= 0 {
@@ -326,6 +327,7 @@ func (e *evaluator) infeasible() error {
 		if i == 4 {
 			u = lim / math.Max(r, 1e-300)
 		}
+		u *= margin[i]
 		if u > wu {
 			worst, wu = n, u
 		}
@@ -348,6 +350,10 @@ func (e *evaluator) infeasible() error {
 	}
 	_, lim := b.value(worst, &Costs{})
 	err := &InfeasibleError{Budget: worst, Limit: b.Format(worst, lim), Smallest: b.Format(worst, e.reach[i])}
+	m := b.Margin.Of(worst)
+	if m > 0 {
+		err.Limit += fmt.Sprintf(" (less the %.1f %% margin for the estimator's error)", 100*m)
+	}
 	switch worst {
 	case BudgetMemory:
 		err.Hints = []string{"a lower precision (e.g. --precision q4_k_m on llamacpp, fp8 or nvfp4 on the pool engines)", "a shorter context (--context)", "fewer concurrent requests or slots", "a lower KV-cache type (--kv-dtype fp8 or q8_0)", "allow more layers removed"}
@@ -361,6 +367,9 @@ func (e *evaluator) infeasible() error {
 		err.Hints = []string{"a lower precision", "more concurrency", "a faster GPU or more tensor parallelism"}
 	case BudgetParams, BudgetActiveParams:
 		err.Hints = []string{"a larger parameter budget (the space keeps at least a quarter of each width and half of the layers)"}
+	}
+	if m > 0 {
+		err.Hints = append(err.Hints, "a smaller margin (--margin; 0 disables it, at the risk of missing the budget when measured)")
 	}
 	return err
 }

@@ -37,7 +37,45 @@ import (
 type Options struct {
 	Repeats       int // measured runs (0: 5)
 	MaxWarmup     int // most warm-up runs, at least 2 (0: 6)
-	PrefillTokens int // most prompt tokens per scheduler step (0: 512)
+	PrefillTokens int // most prompt tokens per scheduler step (estimate's max-batched-tokens; 0: 512)
+	// MaxNumSeqs is the engine's sequence limit (estimate's max-num-seqs):
+	// at most that many requests in the scheduler at once; the other
+	// clients' requests wait, and the wait counts in their TTFT and E2E
+	// (0: one per client).
+	MaxNumSeqs int
+}
+
+// DefaultPrefillTokens is engine.Serve's prompt-token budget per step.
+const DefaultPrefillTokens = 512
+
+// DefaultRequests is the request count of a fixed-length measurement that
+// gives none: 16 per client, at least 64.
+func DefaultRequests(w *workload.Workload) int { return max(16*max(w.Concurrency, 1), 64) }
+
+// Workload prepares w for a measurement on a model, as bench-serve and the
+// pipeline's measure stage both do. A workload without a request count
+// gets requests when that is > 0; otherwise a fixed-length workload (no
+// preset name) gets DefaultRequests and a preset keeps its own default.
+// The context is resolved and checked by workload.FitContext with r
+// (r.MaxPositions is the model's max_position_embeddings); the result sets
+// ContextLimit to it and must validate.
+func Workload(w workload.Workload, requests int, r workload.ContextRule) (workload.Workload, workload.Context, error) {
+	if w.NumRequests == 0 {
+		switch {
+		case requests > 0:
+			w.NumRequests = requests
+		case w.Name == "":
+			w.NumRequests = DefaultRequests(&w)
+		}
+	}
+	c, err := w.FitContext(r)
+	if err != nil {
+		return w, c, err
+	}
+	if err := w.Validate(); err != nil {
+		return w, c, err
+	}
+	return w, c, nil
 }
 
 // Progress reports one finished run.
@@ -66,9 +104,16 @@ func Run(ctx context.Context, m *engine.Model, w *workload.Workload, o Options, 
 	maxWarm = max(maxWarm, 2)
 	arch := m.Arch()
 	reqs := Requests(w, arch.Vocab)
-	opt := engine.ServeOptions{PrefillTokens: o.PrefillTokens}
+	opt := engine.ServeOptions{PrefillTokens: o.PrefillTokens, MaxBatch: o.MaxNumSeqs}
+	if opt.PrefillTokens <= 0 {
+		opt.PrefillTokens = DefaultPrefillTokens
+	}
+	seqs := o.MaxNumSeqs
 	if w.Mode() == workload.ClosedLoop {
 		opt.Concurrency = w.Concurrency
+		if seqs <= 0 || seqs > w.Concurrency {
+			seqs = w.Concurrency
+		}
 	}
 	warmups, err := warmUp(ctx, m, reqs, opt, maxWarm, progress)
 	if err != nil {
@@ -88,7 +133,7 @@ func Run(ctx context.Context, m *engine.Model, w *workload.Workload, o Options, 
 	rep := &Report{
 		Params: m.NumParams(), Backend: blas.Backend(), Threads: runtime.GOMAXPROCS(0),
 		Workload: w.String(), ContextLimit: w.ContextLimit, Clipped: Clipped(w), Requests: len(reqs), Repeats: repeats, WarmupRuns: warmups, Runs: runs,
-		PeakRSSBytes: PeakRSS(),
+		MaxNumSeqs: seqs, MaxBatchedTokens: opt.PrefillTokens, PeakRSSBytes: PeakRSS(),
 	}
 	rep.aggregate()
 	return rep, nil
@@ -278,14 +323,19 @@ type Report struct {
 	ContextLimit int    `json:"context_limit"` // prompt + output clipped to this (0: none)
 	// ContextSource says where ContextLimit comes from; Clipped counts the
 	// requests it shortened (their lengths are what ran).
-	ContextSource string            `json:"context_source,omitempty"`
-	Clipped       int               `json:"clipped_requests"`
-	Requests      int               `json:"requests_per_run"`
-	Repeats       int               `json:"repeats"`
-	WarmupRuns    int               `json:"warmup_runs"`
-	Summary       map[string]Spread `json:"summary"`
-	Runs          []RunStats        `json:"runs"`
-	PeakRSSBytes  int64             `json:"peak_rss_bytes"`
+	ContextSource string `json:"context_source,omitempty"`
+	Clipped       int    `json:"clipped_requests"`
+	Requests      int    `json:"requests_per_run"`
+	Repeats       int    `json:"repeats"`
+	WarmupRuns    int    `json:"warmup_runs"`
+	// MaxNumSeqs is the sequence limit the run served under (0: none
+	// beyond the open loop's 256) and MaxBatchedTokens the prompt tokens
+	// per step, by estimate's names for them.
+	MaxNumSeqs       int               `json:"max_num_seqs"`
+	MaxBatchedTokens int               `json:"max_batched_tokens"`
+	Summary          map[string]Spread `json:"summary"`
+	Runs             []RunStats        `json:"runs"`
+	PeakRSSBytes     int64             `json:"peak_rss_bytes"`
 }
 
 // Metrics are the summarised metrics, by their Report.Summary key.
@@ -324,6 +374,7 @@ func (b *Report) Print(w io.Writer) {
 		}
 		fmt.Fprintf(w, "context    %d tokens per request%s; %d of %d requests clipped to it\n", b.ContextLimit, src, b.Clipped, b.Requests)
 	}
+	fmt.Fprintf(w, "engine     native; %s, %d prompt tokens per step (--max-batched-tokens)\n", b.SeqLimit(), b.MaxBatchedTokens)
 	if len(b.Runs) == 0 {
 		return
 	}
@@ -351,6 +402,14 @@ func (b *Report) Print(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "peak memory (VmHWM)    %.1f MiB; peak KV cache %.1f MiB\n", float64(b.PeakRSSBytes)/(1<<20), float64(b.Runs[0].PeakKV)/(1<<20))
+}
+
+// SeqLimit describes the sequence limit the run served under.
+func (b *Report) SeqLimit() string {
+	if b.MaxNumSeqs <= 0 {
+		return "no sequence limit"
+	}
+	return fmt.Sprintf("at most %d sequences in flight (--max-num-seqs)", b.MaxNumSeqs)
 }
 
 // PeakRSS returns VmHWM from /proc/self/status in bytes (0 where absent).

@@ -91,3 +91,74 @@ func TestRun(t *testing.T) {
 		t.Fatalf("cancelled run: %v", err)
 	}
 }
+
+// TestRunSequenceLimit: MaxNumSeqs caps the sequences in a step and the
+// KV cache held at once, the queueing shows in TTFT, and the report says
+// the settings it ran under.
+func TestRunSequenceLimit(t *testing.T) {
+	m := tinyModel(t)
+	w := workload.FixedClosed(24, 8, 8)
+	w.NumRequests = 16
+	o := Options{Repeats: 1, MaxWarmup: 2, PrefillTokens: 64}
+	all, err := Run(context.Background(), m, &w, o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.MaxNumSeqs = 2
+	two, err := Run(context.Background(), m, &w, o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all.MaxNumSeqs != 8 || two.MaxNumSeqs != 2 || two.MaxBatchedTokens != 64 {
+		t.Fatalf("settings reported: %d and %d sequences, %d tokens; want 8, 2, 64", all.MaxNumSeqs, two.MaxNumSeqs, two.MaxBatchedTokens)
+	}
+	a, b := all.Runs[0], two.Runs[0]
+	if a.MaxBatch != 8 || b.MaxBatch > 2 {
+		t.Errorf("sequences in one step: %d without a limit, %d with 2", a.MaxBatch, b.MaxBatch)
+	}
+	if b.PeakKV*4 != a.PeakKV {
+		t.Errorf("peak KV %d bytes with 2 slots, %d with 8: want a quarter", b.PeakKV, a.PeakKV)
+	}
+	// Each request's TTFT includes its wait for one of 2 slots behind 6
+	// other clients' requests: at least the time to serve one request.
+	if b.TTFT.Mean < 2*a.TTFT.Mean && b.TTFT.Mean < b.E2E.Mean/2 {
+		t.Errorf("TTFT mean %.4f s with 2 slots, %.4f s with 8 (E2E %.4f s): the queueing is not counted", b.TTFT.Mean, a.TTFT.Mean, b.E2E.Mean)
+	}
+}
+
+// TestWorkload: the one bench-serve workload builder's request count and
+// context rules.
+func TestWorkload(t *testing.T) {
+	chat, err := workload.Preset("chat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixed := workload.FixedClosed(100, 20, 8)
+	for _, tc := range []struct {
+		name     string
+		w        workload.Workload
+		requests int
+		rule     workload.ContextRule
+		wantN    int
+		wantCtx  int
+		wantErr  bool
+	}{
+		{"fixed, default count", fixed, 0, workload.ContextRule{MaxPositions: 256}, 128, 120, false},
+		{"fixed, given count", fixed, 32, workload.ContextRule{MaxPositions: 256}, 32, 120, false},
+		{"preset keeps its default", chat, 0, workload.ContextRule{AllowLong: true}, 0, chat.MaxContext(), false},
+		{"too long for the model", fixed, 0, workload.ContextRule{MaxPositions: 64}, 0, 0, true},
+		{"too long, allowed", fixed, 0, workload.ContextRule{MaxPositions: 64, AllowLong: true}, 128, 120, false},
+	} {
+		w, c, err := Workload(tc.w, tc.requests, tc.rule)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("%s: error %v, want error %v", tc.name, err, tc.wantErr)
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		if w.NumRequests != tc.wantN || w.ContextLimit != tc.wantCtx || c.Tokens != tc.wantCtx {
+			t.Errorf("%s: %d requests, context %d (%d); want %d and %d", tc.name, w.NumRequests, w.ContextLimit, c.Tokens, tc.wantN, tc.wantCtx)
+		}
+	}
+}

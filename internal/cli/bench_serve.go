@@ -14,7 +14,7 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "bench-serve",
-		Usage: "--model DIR [--isl N --osl N --concurrency N --num-requests N | --workload PRESET] [--repeats N] [--threads N] [--json]",
+		Usage: "--model DIR [--isl N --osl N --concurrency N --num-requests N | --workload PRESET] [--max-num-seqs N] [--max-batched-tokens N] [--repeats N] [--threads N] [--json]",
 		Short: "measure serving latency and throughput of a model on this machine (native engine)",
 		Long: `Runs a model with the native engine's continuous-batching scheduler
 and reports measured time to first token (TTFT), time per output token
@@ -43,9 +43,14 @@ this process are reported beside them as a load-independent figure. Peak
 memory is the process's VmHWM (Linux).
 
 The scheduler: every step runs all sequences in flight as one batch; each
-decodes one token or feeds a chunk of its prompt (at most --prefill-tokens
-prompt tokens per step); finished requests leave and new ones are admitted
-at once. GEMMs and elementwise work use GOMAXPROCS threads (--threads
+decodes one token or feeds a chunk of its prompt (at most
+--max-batched-tokens prompt tokens per step); finished requests leave and
+new ones are admitted at once. --max-num-seqs N caps the sequences in the
+scheduler at N (the engine setting estimate and search price under the
+same name; search's serving.json gives its choice): with fewer than the
+clients, the others' requests wait for a slot, and the wait counts in their
+TTFT and end-to-end latency as in a real server's queue. The report says
+the settings it measured under. GEMMs and elementwise work use GOMAXPROCS threads (--threads
 fixes the number); OpenBLAS, when built with -tags openblas, runs one
 thread per goroutine so nothing is oversubscribed.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
@@ -54,7 +59,8 @@ thread per goroutine so nothing is oversubscribed.`,
 			wl.Register(fs)
 			repeats := intArg(fs, "repeats", 5, 1, noMax, "measured runs after the warm-up")
 			maxWarmup := intArg(fs, "max-warmup", 6, 2, noMax, "most warm-up runs (at least 2 are run)")
-			prefill := intArg(fs, "prefill-tokens", 512, 1, noMax, "most prompt tokens per scheduler step (chunked prefill)")
+			prefill := intArg(fs, "max-batched-tokens", servebench.DefaultPrefillTokens, 1, noMax, "most prompt tokens per scheduler step (chunked prefill), as estimate's --max-batched-tokens for the native engine")
+			maxSeqs := intArg(fs, "max-num-seqs", 0, 0, noMax, "most sequences in the scheduler at once, as estimate's --max-num-seqs; the other clients wait (0: one per client)")
 			threads := intArg(fs, "threads", 0, 0, noMax, "compute threads (GOMAXPROCS) for the run; 0 keeps the current setting")
 			asJSON := fs.Bool("json", false, "write the report as JSON")
 			allowLong := fs.Bool("allow-long-context", false, "allow requests past the model's max_position_embeddings")
@@ -73,33 +79,25 @@ thread per goroutine so nothing is oversubscribed.`,
 				if err != nil {
 					return err
 				}
-				w := *wp
-				preset := wl.Preset()
-				if w.NumRequests == 0 && preset == "" {
-					w.NumRequests = max(16*max(w.Concurrency, 1), 64)
-				}
 				m, err := engine.Load(dir)
 				if err != nil {
 					return err
 				}
-				arch := m.Arch()
-				what := "the " + w.Name + " workload's requests"
-				if preset == "" {
-					what = fmt.Sprintf("--isl %d + --osl %d", w.Input.MaxValue(), w.Output.MaxValue())
+				what := "the " + wp.Name + " workload's requests"
+				if wl.Preset() == "" {
+					what = fmt.Sprintf("--isl %d + --osl %d", wp.Input.MaxValue(), wp.Output.MaxValue())
 				}
-				wc, err := w.FitContext(workload.ContextRule{MaxPositions: arch.MaxPositions, Explicit: wl.Set("context"), AllowLong: *allowLong, What: what, ContextFlag: "--context"})
+				w, wc, err := servebench.Workload(*wp, 0, workload.ContextRule{MaxPositions: m.Arch().MaxPositions, Explicit: wl.Set("context"),
+					AllowLong: *allowLong, What: what, ContextFlag: "--context"})
 				if err != nil {
 					return Usagef("%v", err)
-				}
-				if err := w.Validate(); err != nil {
-					return &UsageError{Msg: err.Error()}
 				}
 				clipped := servebench.Clipped(&w)
 				if clipped > 0 {
 					fmt.Fprintf(env.Stderr, "warning: %d of %d requests are clipped to the %d-token context (%s); the lengths below are what ran\n",
 						clipped, w.Requests(), wc.Tokens, wc.Source)
 				}
-				rep, err := servebench.Run(ctx, m, &w, servebench.Options{Repeats: *repeats, MaxWarmup: *maxWarmup, PrefillTokens: *prefill},
+				rep, err := servebench.Run(ctx, m, &w, servebench.Options{Repeats: *repeats, MaxWarmup: *maxWarmup, PrefillTokens: *prefill, MaxNumSeqs: *maxSeqs},
 					func(p servebench.Progress) {
 						if !*asJSON && !p.Warmup {
 							fmt.Fprintf(env.Stderr, "run %d/%d: %.1f output tokens/s, TTFT %.1f ms, TPOT %.2f ms\n",

@@ -19,7 +19,7 @@ import (
 func TestBenchServeTinyModel(t *testing.T) {
 	dir, m := tinyModelDir(t, 64)
 	code, out, errOut := genRunCLI("bench-serve", "--model", dir, "--isl", "24", "--osl", "6", "--concurrency", "3",
-		"--num-requests", "7", "--repeats", "2", "--prefill-tokens", "32", "--json")
+		"--num-requests", "7", "--repeats", "2", "--max-batched-tokens", "32", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}

@@ -41,6 +41,14 @@ Budgets take units: memory GiB/GB/MiB (the engine's whole footprint on one GPU a
 workload's context and concurrency), latency us/ms/s/min (on the mean; on the p90
 with --p90), throughput tok/s or req/s, parameters K/M/B.
 
+--margin allows for the estimator's error: the child's estimate × (1 + margin) must
+stay within each ceiling (throughput: estimate ÷ (1 + margin) at or above the floor).
+The default, auto, is the estimator's calibrated held-out error for the deployment
+(native on cpu-local: the calibration's median error per metric; the other engines:
+the p90 error band that estimate --json reports as error_band, no memory margin);
+one value (10%, 0.1; 0 disables) or per cost (tpot=15%,memory=5%) overrides it. The
+summary says the margins used.
+
 The space: hidden size and query heads (global), per layer the MLP width, KV groups
 and removed attention/MLP sub-blocks where the --serve-on engine loads per-layer
 shapes (DeciLM block_configs, Llama-family parents), whole layers removed (never the
@@ -97,6 +105,7 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 	fs.StringVar(&b.ttft, "max-ttft", "", "time-to-first-token budget, e.g. 500ms")
 	fs.StringVar(&b.tpot, "max-tpot", "", "time-per-output-token budget, e.g. 40ms")
 	fs.BoolVar(&b.p90, "p90", false, "latency budgets apply to the p90 instead of the mean")
+	margin := fs.String("margin", search.MarginAuto, "allowance for the estimator's error: auto (its calibrated held-out error), a fraction or percentage for every cost (0 disables), or per cost, e.g. tpot=15%,memory=5%")
 	fs.StringVar(&b.throughput, "min-throughput", "", "throughput floor, e.g. 2000tok/s or 3req/s")
 	fs.StringVar(&b.params, "max-params", "", "parameter budget, e.g. 3B")
 	fs.StringVar(&b.active, "max-active-params", "", "active-parameter budget (MoE), e.g. 3B")
@@ -142,6 +151,10 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 		budgets, err := parseBudgets(&b)
 		if err != nil {
 			return err
+		}
+		margins, err := search.ParseMargin(*margin)
+		if err != nil {
+			return Usagef("--margin: %v", err)
 		}
 		if !budgets.Any() {
 			return Usagef("give at least one budget (--max-memory, --max-e2e, --max-ttft, --max-tpot, --min-throughput, --max-params, --max-active-params)")
@@ -201,7 +214,7 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 		req := search.Request{Parent: m, Name: m.Name, Dir: dir, Scores: scores, GPU: hw, Engine: eng, ServeOn: caps,
 			Workload: &w, Budgets: budgets, TP: f.tp, Precisions: precs, KVDTypes: kvs, MaxNumSeqs: f.maxSeqs,
 			MemFraction: f.memFraction, MaxBatchedTokens: f.maxBatched, MaxModelLen: f.wl.limit, KeepLayers: keepIdx,
-			Strategy: *strategy, TopK: *topK}
+			Strategy: *strategy, TopK: *topK, Margin: margins}
 		if req.Name == "" {
 			req.Name = f.model
 		}

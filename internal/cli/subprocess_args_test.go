@@ -17,13 +17,13 @@ import (
 func TestSubprocessArgsParse(t *testing.T) {
 	c := pipeline.DemoConfig()
 	w := workload.FixedClosed(128, 64, 4)
-	w.NumRequests = 32
+	w.NumRequests, w.ContextLimit = 32, 192
 	preset := c
 	preset.Workload.Name = "chat"
 	for _, args := range [][]string{
 		nativecal.BenchServeArgs("DIR", nativecal.Point{ISL: 128, OSL: 64, Conc: 4, Requests: 32}, servebench.Options{Repeats: 3, MaxWarmup: 3}),
-		pipeline.BenchServeArgs("DIR", &c, &w),
-		pipeline.BenchServeArgs("DIR", &preset, &w),
+		pipeline.BenchServeArgs("DIR", &c, &w, servebench.Options{MaxNumSeqs: 2, PrefillTokens: 512}),
+		pipeline.BenchServeArgs("DIR", &preset, &w, servebench.Options{}),
 	} {
 		cmd, ok := commands[args[0]]
 		if !ok {

@@ -135,6 +135,11 @@ func row(dep, strategy string, seed int64, r *report.Data) string {
 	if desc == "" {
 		desc = fmt.Sprintf("%d layers", len(r.Child.Layers))
 	}
+	if u := r.Deployment.MeasuredUnder; u != "" {
+		desc += "; measured under " + u
+	} else if s := r.Deployment.Settings; s != "" {
+		desc += "; " + s
+	}
 	ppl, choice, cloze := "—", "—", "—"
 	for _, e := range r.Eval.Rows {
 		if len(e.Values) < 2 {
