@@ -350,21 +350,30 @@ func TestNativeSlotsBelowClients(t *testing.T) {
 }
 
 // TestNativeSlotsMeasured cross-checks the queue against bench-serve
-// (engine.Serve with MaxBatch; s-measure, 2026-12-01, parent, isl 384, osl
-// 64, 8 clients, 32 requests, context 448, on cpu-local at load ~10 and a
-// CPU share of 0.2-0.36, so absolute times ran 2-6× the calibrated
-// machine's). The load scales every step alike, so the test compares
-// what it leaves alone: TTFT × requests per second (TTFT in units of the
-// mean time between completions), which the queue in front of the slots
-// sets, within 30 %.
+// (engine.Serve with MaxBatch) on cpu-local: parent, isl 384, osl 64, 8
+// clients, 32 requests, context 448, --max-num-seqs 0 (8), 1 and 2. Two
+// sets: s-slots' at 14:07 UTC 2026-12-01 through /work/bin/quiet (training
+// paused, load ~2, CPU share 0.53-0.62, one run after two warm-ups), and
+// s-measure's earlier at load ~10 (CPU share 0.2-0.36, absolute times 2-6×
+// the calibrated machine's). The load scales every step alike, so both
+// sets check what it leaves alone: TTFT × requests per second (TTFT in
+// units of the mean time between completions), which the queue in front
+// of the slots sets; the quiet set checks TTFT itself at 1 and 2 slots.
+// Both within 30 %. (The unlimited row's throughput, the calibration's
+// concern rather than the queue's, is 47 % high against the quiet set.)
 func TestNativeSlotsMeasured(t *testing.T) {
 	hw := gpu(t, "cpu-local")
 	arch := llama("parent", 8, 192, 8, 2, 512, 4096)
 	arch.TiedEmbeddings = true
 	for _, m := range []struct {
+		set             string
 		slots           int
 		ttft, outputTPS float64 // measured: s, output tokens per s
-	}{{0, 0.253, 250}, {1, 3.57, 101}, {2, 3.33, 127}} {
+		absolute        bool    // check TTFT itself too
+	}{
+		{"quiet", 1, 2.153, 188.3, true}, {"quiet", 2, 1.264, 281.8, true},
+		{"load 10", 0, 0.253, 250, false}, {"load 10", 1, 3.57, 101, false}, {"load 10", 2, 3.33, 127, false},
+	} {
 		w := workload.FixedClosed(384, 64, 8)
 		w.NumRequests = 32
 		c, err := Compile(hw, Native, Options{MaxNumSeqs: m.slots, MaxModelLen: 448}, &w, nil)
@@ -376,7 +385,10 @@ func TestNativeSlotsMeasured(t *testing.T) {
 		p := c.PriceSummary(&s)
 		got, want := p.TTFT*p.OutputTokS/64, m.ttft*m.outputTPS/64
 		if math.Abs(got/want-1) > 0.3 {
-			t.Errorf("%d slots: TTFT × requests/s %.3g (TTFT %.3g s at %.3g tok/s), measured %.3g (%.3g s at %.3g tok/s)", m.slots, got, p.TTFT, p.OutputTokS, want, m.ttft, m.outputTPS)
+			t.Errorf("%s, %d slots: TTFT × requests/s %.3g (TTFT %.3g s at %.3g tok/s), measured %.3g (%.3g s at %.3g tok/s)", m.set, m.slots, got, p.TTFT, p.OutputTokS, want, m.ttft, m.outputTPS)
+		}
+		if m.absolute && math.Abs(p.TTFT/m.ttft-1) > 0.3 {
+			t.Errorf("%s, %d slots: TTFT %.3g s, measured %.3g s", m.set, m.slots, p.TTFT, m.ttft)
 		}
 	}
 }
