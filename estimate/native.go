@@ -236,8 +236,10 @@ var nativePrecision = Precision{Name: "f32", LinearBPW: 32, EmbedBPW: 32, HeadBP
 const nativePrefill = 512
 
 // resolveNative fills the resolved options of the native engine: float32
-// weights and KV cache whatever the checkpoint's dtype, one sequence slot
-// per client, 512 prompt tokens per step.
+// weights and KV cache whatever the checkpoint's dtype, the sequence
+// limit given (Compile makes a closed loop's default its clients; fewer
+// make the other clients queue, see nativeLoop), 512 prompt tokens per
+// step.
 func resolveNative(o *Options, maxLen int) (resolved, error) {
 	r := resolved{eng: Native, tp: 1, maxLen: maxLen, prec: nativePrecision, kv: kvTypes["fp32"], stateBytes: 4, memFraction: 1}
 	switch o.Precision {
