@@ -526,8 +526,12 @@ func Compile(hw *hardware.GPU, eng Engine, o Options, w *workload.Workload, co *
 		c.nat, _ = f.Machine(hw.Name)
 		c.family = "native@" + src
 		c.r.natTokens = c.isl + c.osl
-		conc := float64(max(w.Concurrency, 1))
-		c.r.natSteps = float64(w.Requests()) / conc * (c.osl + 1) * math.Sqrt(conc)
+		// engine.Serve runs min(clients, MaxBatch) sequences at once (a
+		// closed loop's limit defaults to its clients above); the other
+		// clients' requests wait for a free slot.
+		slots := min(max(w.Concurrency, 1), c.r.maxSeqs)
+		c.r.natSlots = slots
+		c.r.natSteps = float64(w.Requests()) / float64(slots) * (c.osl + 1) * math.Sqrt(float64(slots))
 		c.r.nat = &c.nat
 	}
 	c.ctx = float64(maxLen)

@@ -170,7 +170,8 @@ type resolved struct {
 	// (mean prompt + output; 0 = the context).
 	nat       *NativeCoeffs
 	natTokens float64
-	natSteps  float64 // garbage basis: steps of a bench-serve run (requests/clients × (output + 1)) × √clients
+	natSteps  float64 // garbage basis: steps of a bench-serve run (requests/slots × (output + 1)) × √slots
+	natSlots  int     // sequences in flight: min(clients, --max-num-seqs), the clients when unset
 }
 
 func resolve(eng Engine, hw *hardware.GPU, o *Options, maxLen int) (resolved, error) {

@@ -57,8 +57,10 @@ type NativeCoeffs struct {
 
 	// Peak memory (bench-serve's VmHWM) = MemFixed + MemHeap × float32
 	// weights + MemBuffers × (KV cache + step buffers) + MemGarbage ×
-	// layers × steps × √clients, where steps = requests per client ×
-	// (output + 1) of a run: the engine's parallel kernels allocate a little
+	// layers × steps × √slots, where slots = min(clients, sequence limit)
+	// and steps = requests per slot × (output + 1) of a run (with a slot
+	// per client, as in every calibration row, slots = clients): the
+	// engine's parallel kernels allocate a little
 	// per call (goroutine closures; more calls split with more rows), and
 	// that garbage grows the heap until the collector runs, so the peak
 	// grows with the length of a run. The garbage term is empirical (the
@@ -234,8 +236,10 @@ var nativePrecision = Precision{Name: "f32", LinearBPW: 32, EmbedBPW: 32, HeadBP
 const nativePrefill = 512
 
 // resolveNative fills the resolved options of the native engine: float32
-// weights and KV cache whatever the checkpoint's dtype, one sequence slot
-// per client, 512 prompt tokens per step.
+// weights and KV cache whatever the checkpoint's dtype, the sequence
+// limit given (Compile makes a closed loop's default its clients; fewer
+// make the other clients queue, see nativeLoop), 512 prompt tokens per
+// step.
 func resolveNative(o *Options, maxLen int) (resolved, error) {
 	r := resolved{eng: Native, tp: 1, maxLen: maxLen, prec: nativePrecision, kv: kvTypes["fp32"], stateBytes: 4, memFraction: 1}
 	switch o.Precision {
@@ -423,12 +427,18 @@ func (n *nativeTerms) terms(s *Summary, b Batch) Terms {
 }
 
 // nativeMemory plans the native engine's memory: float32 weights, a
-// float32 KV cache of reqTokens per sequence for slots sequences, step
+// float32 KV cache of reqTokens per sequence for slots sequences (at most
+// the sequences in flight, r.natSlots), step
 // buffers for the largest step (slots decoders plus the prompt budget),
 // the garbage of a run's kernel calls (see NativeCoeffs.MemGarbage), and the process's
 // fixed cost. It returns false with rep.Fail set when that exceeds dev.
 func nativeMemory(rep *MemoryReport, s *Summary, hwName string, dev float64, r *resolved, c *NativeCoeffs, reqTokens float64, slots int) bool {
 	n := float64(max(slots, 1))
+	if r.natSlots > 0 {
+		// engine.Serve holds a KV cache per sequence in flight, never more
+		// than the clients however high the limit.
+		n = math.Min(n, float64(r.natSlots))
+	}
 	perSeq := (s.KVBytes + s.SWAKVBytes) * reqTokens
 	kv := perSeq * n
 	act := nativeStepBytes(s, n, reqTokens, float64(r.budgetToks), float64(max(c.Threads, 1)))
@@ -469,57 +479,101 @@ func nativeStepBytes(s *Summary, slots, reqTokens, budget, threads float64) floa
 	return 4 * (rows*perRow + slots*float64(s.Vocab) + scores)
 }
 
-// nativeSlots bounds the clients nativeLoop tracks one by one; beyond
-// that each slot stands for conc/nativeSlots identical clients.
+// nativeSlots bounds the slots nativeLoop tracks one by one; beyond
+// that each tracked slot stands for slots/nativeSlots identical ones.
 const nativeSlots = 64
 
+// nativeQueueLen bounds the entries of nativeLoop's queue of waiting
+// requests; past it a new entry merges into the newest (its mean arrival).
+const nativeQueueLen = 4 * nativeSlots
+
 // nativeLoop prices a bench-serve run of engine.Serve's closed loop:
-// nreq requests of fixed lengths from conc clients, all starting at once,
+// nreq requests of fixed lengths from conc clients, all sending at once,
 // each client sending its next request the moment the previous one
-// completes until nreq have been sent; every step runs all sequences in
-// flight, decoders one token each and prompts in arrival order in chunks
-// of at most budget tokens in all. It follows the clients step by step
-// while prompts are pending and jumps over decode-only stretches in closed
-// form (a step is affine in its context), and returns the means over all
-// requests, as bench-serve reports them, and the run's wall time. It does
-// not allocate.
-func nativeLoop(m *stepModel, conc int, nreq, isl, osl, budget float64) (ttft, tpot, e2e, wall float64) {
+// completes until nreq have been sent; at most slots sequences are in
+// flight (engine.ServeOptions.MaxBatch) and the other clients' requests
+// wait in arrival order, their wait counted in TTFT and E2E; every step
+// runs all sequences in flight, decoders one token each and prompts in
+// arrival order in chunks of at most budget tokens in all. It follows the
+// slots step by step while prompts are pending and jumps over decode-only
+// stretches in closed form (a step is affine in its context), and returns
+// the means over all requests, as bench-serve reports them, and the run's
+// wall time. It does not allocate.
+func nativeLoop(m *stepModel, conc, slots int, nreq, isl, osl, budget float64) (ttft, tpot, e2e, wall float64) {
 	isl, osl = max(math.Round(isl), 1), max(math.Round(osl), 1)
-	n := min(max(conc, 1), nativeSlots)
-	sz := float64(max(conc, 1)) / float64(n)
-	prompt := sz * isl // prompt tokens of one slot
-	nreq = max(math.Min(nreq, 64*float64(max(conc, 1))), float64(max(conc, 1)))
-	var arrival, first, fed, gen [nativeSlots]float64
+	conc = max(conc, 1)
+	slots = min(max(slots, 1), conc)
+	n := min(slots, nativeSlots)
+	sz := float64(slots) / float64(n)
+	prompt := sz * isl // prompt tokens of one tracked slot
+	nreq = max(math.Min(nreq, 64*float64(conc)), float64(conc))
+	var arrival, first, fed, gen, wt [nativeSlots]float64
 	var idle [nativeSlots]bool
+	for i := range n {
+		wt[i] = sz
+	}
+	// The requests waiting for a slot, oldest first: (arrival, requests).
+	var qa, qm [nativeQueueLen]float64
+	qh, ql := 0, 0 // head index, entries
+	if w := float64(conc - slots); w > 0 {
+		qa[0], qm[0], ql = 0, w, 1
+	}
 	t := 0.0
-	issued := float64(n) * sz
+	issued := float64(conc)
 	var sumT, sumP, sumE, cnt float64
 	complete := func(i int) {
-		sumT += sz * (first[i] - arrival[i])
-		sumE += sz * (t - arrival[i])
+		w := wt[i]
+		sumT += w * (first[i] - arrival[i])
+		sumE += w * (t - arrival[i])
 		if osl > 1 {
-			sumP += sz * (t - first[i]) / (osl - 1)
+			sumP += w * (t - first[i]) / (osl - 1)
 		}
-		cnt += sz
-		if issued+sz > nreq+1e-9 {
+		cnt += w
+		// The client sends its next request, to the back of the queue.
+		if issued+sz <= nreq+1e-9 {
+			issued += sz
+			if k := (qh + ql - 1) % nativeQueueLen; ql > 0 && (ql == nativeQueueLen || qa[k] == t) {
+				qa[k] = (qa[k]*qm[k] + t*sz) / (qm[k] + sz)
+				qm[k] += sz
+			} else {
+				k = (qh + ql) % nativeQueueLen
+				qa[k], qm[k] = t, sz
+				ql++
+			}
+		}
+		// The slot takes the oldest waiting requests (sz of them, or what
+		// is left at the end of the run).
+		var a, got float64
+		for ql > 0 && got < sz-1e-9 {
+			take := math.Min(qm[qh], sz-got)
+			a += take * qa[qh]
+			got += take
+			if qm[qh] -= take; qm[qh] <= 1e-9 {
+				qh, ql = (qh+1)%nativeQueueLen, ql-1
+			}
+		}
+		if got <= 1e-9 {
 			idle[i] = true
 			return
 		}
-		issued += sz
-		arrival[i], fed[i], gen[i] = t, 0, 0
+		arrival[i], wt[i], fed[i], gen[i] = a/got, got, 0, 0
 	}
 	for iter := 0; cnt < nreq-1e-9 && iter < 1<<20; iter++ {
 		var b Batch
-		pending := false
+		pending, busy := false, false
 		for i := 0; i < n; i++ {
 			switch {
 			case idle[i]:
 			case fed[i] == prompt:
 				b.Decode += sz
 				b.DecodeCtx += sz * (isl + gen[i])
+				busy = true
 			default:
-				pending = true
+				pending, busy = true, true
 			}
+		}
+		if !busy {
+			break
 		}
 		if !pending {
 			// Decode-only stretch until the next completion.
@@ -543,7 +597,7 @@ func nativeLoop(m *stepModel, conc int, nreq, isl, osl, budget float64) (ttft, t
 			}
 			continue
 		}
-		// Prompt chunks in arrival order (ties by client index).
+		// Prompt chunks in arrival order (ties by slot index).
 		var chunk [nativeSlots]float64
 		room := budget
 		for room > 0 {
@@ -602,7 +656,11 @@ func nativeLoop(m *stepModel, conc int, nreq, isl, osl, budget float64) (ttft, t
 func (c *Compiled) nativeLatency(m *stepModel) Latency {
 	conc := max(int(c.conc), 1)
 	nreq := max(c.nreq, float64(conc))
-	ttft, tpot, e2e, wall := nativeLoop(m, conc, nreq, c.isl, c.osl, float64(c.r.budgetToks))
+	slots := conc
+	if c.r.natSlots > 0 {
+		slots = min(c.r.natSlots, conc)
+	}
+	ttft, tpot, e2e, wall := nativeLoop(m, conc, slots, nreq, c.isl, c.osl, float64(c.r.budgetToks))
 	a0 := c.nat.Alpha0
 	var l Latency
 	l.TTFT, l.TPOT, l.E2E = ttft+a0, tpot, e2e+a0
@@ -616,8 +674,8 @@ func (c *Compiled) nativeLatency(m *stepModel) Latency {
 	if tpot > 0 {
 		l.DecodeTokS = 1 / tpot
 	}
-	l.Running = float64(conc)
-	b := Batch{Decode: float64(conc), DecodeCtx: float64(conc) * (c.isl + c.osl/2)}
+	l.Running = float64(slots)
+	b := Batch{Decode: float64(slots), DecodeCtx: float64(slots) * (c.isl + c.osl/2)}
 	l.Step = m.terms(b)
 	l.StepTime = l.Step.Total()
 	return l

@@ -420,9 +420,9 @@ func (c *Compiled) Simulate(sim *Simulator, m *Summary) (Latency, error) {
 		return c.nativeLatency(&sm), nil
 	}
 	if c.r.eng == Native {
-		// engine.Serve: one slot per client, 512 prompt tokens per step
-		// beside the decodes, a closed loop's next request admitted at once
-		// (identical clients stay in lock-step).
+		// engine.Serve: at most maxSeqs sequences in flight, 512 prompt
+		// tokens per step beside the decodes (open-loop arrivals; the
+		// closed loop is nativeLoop's above).
 		p = simParams{budget: c.r.budgetToks, maxSeqs: c.r.maxSeqs, capacity: math.Inf(1), alpha0: c.nat.Alpha0, reserve: 1, promptBudget: true}
 		return sim.run(&sm, p, &c.w)
 	}

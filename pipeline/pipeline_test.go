@@ -137,13 +137,24 @@ func TestPipelineEndToEnd(t *testing.T) {
 	if len(d.Budgets) != 2 {
 		t.Fatalf("budgets %+v, want memory and tpot", d.Budgets)
 	}
+	// The parent, under the chosen settings, must miss some budget (else
+	// there is nothing to prune). Not necessarily the binding one: fewer
+	// native sequence slots lower TPOT (a smaller batch per step), so the
+	// settings alone may meet the TPOT limit while memory still needs the
+	// pruning.
+	parentMisses := false
 	for _, b := range d.Budgets {
 		if b.Estimated == nil || !b.Met(*b.Estimated) {
 			t.Errorf("budget %s: estimated %v does not meet %g", b.Name, b.Estimated, b.Limit)
 		}
-		if b.Parent == nil || b.Met(*b.Parent) && b.Binding {
-			t.Errorf("budget %s: the parent (%v) should miss the binding budget", b.Name, b.Parent)
+		if b.Parent == nil {
+			t.Errorf("budget %s: no parent figure", b.Name)
+		} else if !b.Met(*b.Parent) {
+			parentMisses = true
 		}
+	}
+	if !parentMisses {
+		t.Errorf("the parent meets every budget under the chosen settings: %+v", d.Budgets)
 	}
 	if d.Child.Params >= d.Parent.Params || len(d.Training) == 0 || len(d.Eval.Models) != 2 || d.Tokens.Recovery == 0 {
 		t.Errorf("report: child %d of %d params, %d training points, eval %v, recovery tokens %d",
