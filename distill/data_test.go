@@ -26,8 +26,8 @@ func TestReadDocs(t *testing.T) {
 	}
 	test, _ := parent.SplitDocs(none, "test")
 	val, _ := parent.SplitDocs(none, "validation")
-	if len(docs) != len(test)+1+len(val) || len(test) != 23 || len(val) != 33 {
-		t.Fatalf("%d documents; want 23 + 1 + 33", len(docs))
+	if len(docs) != len(test)+1+len(val) || len(test) != 23 || len(val) != 166 {
+		t.Fatalf("%d documents; want 23 + 1 + 166", len(docs))
 	}
 	if docs[0] != test[0] || docs[23].Text != "It is a truth universally acknowledged." || docs[24] != val[0] {
 		t.Errorf("documents out of order: %q, %q, %q", docs[0].Name, docs[23].Name, docs[24].Name)

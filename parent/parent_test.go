@@ -9,7 +9,6 @@ import (
 	"testing"
 	"unicode"
 
-	"github.com/autocompress/autocompress/corpus"
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/eval"
 	"github.com/autocompress/autocompress/internal/shareddata"
@@ -142,7 +141,7 @@ func checkGeneration(t *testing.T, opt engine.GenerateOptions, minDistinct int) 
 	// The English check needs the training vocabulary: without the corpus
 	// every rarer word would count as not English.
 	root, _ := shareddata.ModuleRoot()
-	docs, err := corpus.All(root)
+	docs, err := SplitDocs(root, "train")
 	if err != nil {
 		t.Skipf("corpus assets absent, the generated words cannot be checked against the training vocabulary (run scripts/fetch-assets.sh): %v", err)
 	}
@@ -172,7 +171,7 @@ func checkGeneration(t *testing.T, opt engine.GenerateOptions, minDistinct int) 
 	for _, w := range commonWords {
 		known[w] = true
 	}
-	for _, d := range corpus.Split(docs, corpus.Train) {
+	for _, d := range docs {
 		for _, w := range strings.FieldsFunc(strings.ToLower(d.Text), func(r rune) bool { return !unicode.IsLetter(r) }) {
 			known[w] = true
 		}
