@@ -18,6 +18,8 @@
 # parent/README.md, parent/parent_test.go (the bounds, by the rule below) and
 # internal/cli/eval_parent_test.go (the pinned test-split figures).
 #
+# PARTS (default "test subsets generate curve importance validation wikitext")
+# picks the measurements, in that order; the swap and the build always run.
 # It only copies the checkpoint's files into parent/model/ and reads; it
 # commits nothing. Run it from anywhere; nice -n 10 on a shared machine.
 set -euo pipefail
@@ -29,6 +31,8 @@ fi
 model=$(cd "$1" && pwd)
 curve=${2:-$model/../curve.jsonl}
 work=${WORK:-/tmp/finish-parent}
+parts=" ${PARTS:-test subsets generate curve importance validation wikitext} "
+want() { case "$parts" in *" $1 "*) return 0;; esac; return 1; }
 files="config.json generation_config.json model.safetensors tokenizer.json tokenizer_config.json"
 for f in $files; do
   [ -f "$model/$f" ] || { echo "finish-parent: $model has no $f (is the run finished?)" >&2; exit 1; }
@@ -49,17 +53,20 @@ for f in $files; do cp "$model/$f" "$root/parent/model/$f"; done
 ac=$work/autocompress
 cd "$root"
 
-echo "== held-out (autocompress eval --model parent --data parent:SPLIT, packed 128-token windows)"
-for s in test validation; do
+heldout() {
+  local s=$1
   "$ac" eval --model parent --data "parent:$s" --json >"$work/$s.json" 2>"$work/$s.err"
   tokens=$(sed -n 's/^  "tokens": \([0-9]*\),/\1/p' "$work/$s.json")
   bytes=$(sed -n 's/^  "bytes": \([0-9]*\),/\1/p' "$work/$s.json")
   ppl=$(sed -n 's/^  "perplexity": \([0-9.]*\),/\1/p' "$work/$s.json")
   bpb=$(sed -n 's/^  "bits_per_byte": \([0-9.]*\),/\1/p' "$work/$s.json")
   secs=$(sed -n 's/^  "seconds": \([0-9.]*\)$/\1/p' "$work/$s.json")
+  echo "== held-out, autocompress eval --model parent --data parent:$s (packed 128-token windows)"
   printf '%-10s %s tokens, %s bytes, perplexity %.3f, %.4f bits per byte (%.0f s)\n' "$s" "$tokens" "$bytes" "$ppl" "$bpb" "$secs"
-done
+}
+want test && heldout test
 
+if want subsets; then
 echo "== TestHeldOutPerplexity subsets (its bounds may fail until they are re-set)"
 for mode in full short; do
   flag=; [ $mode = short ] && flag=-short
@@ -73,21 +80,18 @@ grep -ho 'perplexity [0-9.]*, [0-9.]* bits' "$work"/heldout-*.log | awk '
   { p = $2 + 0; b = $3 + 0; if (p > mp) mp = p; if (b > mb) mb = b }
   END { if (mp > 0) printf "bounds: maxTestPerplexity = %d.0, maxTestBitsPerByte = %.2f (max measured %.2f, %.4f, +10 %%)\n",
         int(mp * 1.1) + 1, int(mb * 110 + 0.999999) / 100, mp, mb }'
+fi
 
+if want generate; then
 echo "== generation from \"The President\" (40 tokens)"
 "$ac" generate --model parent --prompt "The President" --max-tokens 40 --greedy >"$work/greedy.txt" 2>/dev/null
 "$ac" generate --model parent --prompt "The President" --max-tokens 40 --temperature 0.8 --top-p 0.9 --seed 1 >"$work/sampled.txt" 2>/dev/null
 echo "greedy: The President$(cat "$work/greedy.txt")"
 echo "temperature 0.8, top-p 0.9, seed 1: The President$(cat "$work/sampled.txt")"
+fi
 
-echo "== importance (64 x 128 tokens of parent:validation)"
-t0=$(date +%s)
-"$ac" importance --model parent --data parent:validation --seqs 64 --seq-len 128 \
-  --out "$work/scores.safetensors" --force >"$work/importance.txt" 2>"$work/importance.err"
-cat "$work/importance.txt"
-echo "($(( $(date +%s) - t0 )) s wall)"
-
-echo "== held-out curve ($curve: step, tokens, lr, validation loss, perplexity)"
+if want curve; then
+echo "== held-out curve ($curve: step, tokens, lr, validation loss, perplexity, loss change per 200 steps)"
 if [ -f "$curve" ]; then
   awk '
     /"val_loss"/ {
@@ -95,7 +99,9 @@ if [ -f "$curve" ]; then
       tk = $0; sub(/.*"tokens":/, "", tk); sub(/,.*/, "", tk)
       l = $0; sub(/.*"val_loss":/, "", l); sub(/,.*/, "", l)
       p = $0; sub(/.*"val_ppl":/, "", p); sub(/[,}].*/, "", p)
-      printf "| %d | %d | %.3g | %.3f | %.1f |\n", s, tk, lr[s], l, p
+      d = (ps != "") ? sprintf("%+.3f", (l - pl) * 200 / (s - ps)) : ""
+      printf "| %d | %d | %.3g | %.3f | %.1f | %s |\n", s, tk, lr[s], l, p, d
+      ps = s; pl = l
       next
     }
     /"lr"/ { s = $0; sub(/.*"step":/, "", s); sub(/,.*/, "", s); v = $0; sub(/.*"lr":/, "", v); sub(/,.*/, "", v); lr[s + 0] = v }
@@ -103,10 +109,21 @@ if [ -f "$curve" ]; then
 else
   echo "no $curve"
 fi
+fi
+
+if want importance; then
+echo "== importance (64 x 128 tokens of parent:validation)"
+t0=$(date +%s)
+"$ac" importance --model parent --data parent:validation --seqs 64 --seq-len 128 \
+  --out "$work/scores.safetensors" --force >"$work/importance.txt" 2>"$work/importance.err"
+cat "$work/importance.txt"
+echo "($(( $(date +%s) - t0 )) s wall)"
+fi
+want validation && heldout validation
 
 # Out of domain, when the shared data is there: WikiText-2 test (tokenized v1 form).
 wt=${WIKITEXT:-$root/../shared/data/text/wikitext-2/test.txt}
-if [ -f "$wt" ]; then
+if want wikitext && [ -f "$wt" ]; then
   echo "== out of domain: $wt"
   "$ac" eval --model parent --data "$wt" --json >"$work/wikitext.json" 2>"$work/wikitext.err"
   printf 'wikitext-2 test: %s tokens, %s bytes, perplexity %.0f, %.2f bits per byte\n' \
