@@ -18,10 +18,13 @@
 # parent/README.md, parent/parent_test.go (the bounds, by the rule below) and
 # internal/cli/eval_parent_test.go (the pinned test-split figures).
 #
+# WRITE=1 also writes the measured figures into the tests that pin them: the
+# bounds into parent/parent_test.go (by the rule below) and the test split's
+# figures into internal/cli/eval_parent_test.go (readmeTest*).
 # PARTS (default "test subsets generate curve importance validation wikitext")
 # picks the measurements, in that order; the swap and the build always run.
-# It only copies the checkpoint's files into parent/model/ and reads; it
-# commits nothing. Run it from anywhere; nice -n 10 on a shared machine.
+# It copies the checkpoint's files into parent/model/ and, with WRITE=1,
+# edits those two tests; it commits nothing. Run it from anywhere; nice -n 10 on a shared machine.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [ $# -lt 1 ]; then
@@ -64,7 +67,15 @@ heldout() {
   echo "== held-out, autocompress eval --model parent --data parent:$s (packed 128-token windows)"
   printf '%-10s %s tokens, %s bytes, perplexity %.3f, %.4f bits per byte (%.0f s)\n' "$s" "$tokens" "$bytes" "$ppl" "$bpb" "$secs"
 }
-want test && heldout test
+if want test; then
+  heldout test
+  if [ "${WRITE:-}" = 1 ]; then
+    f=internal/cli/eval_parent_test.go
+    sed -i -E "s/^(\treadmeTestTokens +=) .*/\1 $tokens/; s/^(\treadmeTestBytes +=) .*/\1 $bytes/;
+      s/^(\treadmeTestPerplexity +=) .*/\1 $(printf %.3f "$ppl")/; s/^(\treadmeTestBitsPerByte +=) .*/\1 $(printf %.4f "$bpb")/" $f
+    echo "wrote $f:"; grep -E '^.readmeTest[A-Za-z]+ += ' $f
+  fi
+fi
 
 if want subsets; then
 echo "== TestHeldOutPerplexity subsets (its bounds may fail until they are re-set)"
@@ -76,10 +87,17 @@ done
 # Bounds rule (as for the first parent: 60.0/58.8 measured, bound 66; 1.331/1.312, bound 1.45):
 # the larger of the two subsets' figures plus 10 %, perplexity rounded up to an integer,
 # bits per byte up to 0.01.
-grep -ho 'perplexity [0-9.]*, [0-9.]* bits' "$work"/heldout-*.log | awk '
+bounds=$(grep -ho 'perplexity [0-9.]*, [0-9.]* bits' "$work"/heldout-*.log | awk '
   { p = $2 + 0; b = $3 + 0; if (p > mp) mp = p; if (b > mb) mb = b }
-  END { if (mp > 0) printf "bounds: maxTestPerplexity = %d.0, maxTestBitsPerByte = %.2f (max measured %.2f, %.4f, +10 %%)\n",
-        int(mp * 1.1) + 1, int(mb * 110 + 0.999999) / 100, mp, mb }'
+  END { if (mp > 0) printf "%d.0 %.2f %.2f %.4f", int(mp * 1.1) + 1, int(mb * 110 + 0.999999) / 100, mp, mb }')
+[ -n "$bounds" ] || { echo "finish-parent: no held-out figure in $work/heldout-*.log" >&2; exit 1; }
+set -- $bounds
+echo "bounds: maxTestPerplexity = $1, maxTestBitsPerByte = $2 (max measured $3, $4, +10 %)"
+if [ "${WRITE:-}" = 1 ]; then
+  f=parent/parent_test.go
+  sed -i -E "s/^(\tmaxTestPerplexity +=) .*/\1 $1/; s/^(\tmaxTestBitsPerByte +=) .*/\1 $2/" $f
+  echo "wrote $f:"; grep -E '^.maxTest[A-Za-z]+ += ' $f
+fi
 fi
 
 if want generate; then
