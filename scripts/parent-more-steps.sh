@@ -25,8 +25,8 @@ tokens=$((STEPS * 16 * 128))
 "$AC" distill --teacher parent --student parent --data parent:train --tokens "$tokens" \
 	--batch 16 --seq-len 128 --lr "$LR" --min-lr "$LR" --warmup 0 --weight-decay 0.1 --clip 1 \
 	--kd-weight 0 --ce-weight 1 --seed 1 --save-every 50 --out "$WORK/more" --force --json >"$WORK/more.json"
-"$AC" eval --model parent --data parent:test --json >"$WORK/before.json"
-"$AC" eval --model "$WORK/more" --data parent:test --json >"$WORK/after.json"
+"$AC" eval --model parent --data parent:test --json >"$WORK/before.json" 2>"$WORK/before.err"
+"$AC" eval --model "$WORK/more" --data parent:test --json >"$WORK/after.json" 2>"$WORK/after.err"
 
 field() { sed -n "s/^  \"$2\": \([0-9.e+-]*\),*$/\1/p" "$1" | head -1; }
 echo "parent:test, $(field "$WORK/before.json" tokens) tokens (autocompress eval, packed 128-token windows):"
