@@ -1,6 +1,7 @@
 // Package parent embeds autocompress's own parent model: a small
 // Llama-style decoder trained with this project's engine on public-domain
-// English (the State of the Union addresses and Jane Austen's novels), so
+// English (the State of the Union addresses, Jane Austen's novels, Moby
+// Dick and the King James Bible: corpus.Extended), so
 // that every command — importance, search, prune, distil, eval — can be
 // demonstrated and tested end to end on a real trained model without
 // downloading anything.

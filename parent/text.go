@@ -66,7 +66,9 @@ func canonical(name string) string {
 
 // SplitDocs returns the documents of one part of the parent's data, in
 // corpus order: "test" and "validation" (or "val") are the held-out parts
-// of the split (corpus.DefaultAssign over corpus.All), and "train-sample"
+// of the split (corpus.ExtendedAssign over corpus.Extended, the corpus the
+// parent was trained on; its test part is corpus.DefaultAssign's over
+// corpus.All, document for document), and "train-sample"
 // every TrainSampleEvery-th document of the train part; these three are
 // embedded in the binary and need no assets. "train" is the whole train
 // part, cut from the corpora under assets (the module root holding
@@ -78,12 +80,12 @@ func SplitDocs(assets, name string) ([]corpus.Document, error) {
 	case "":
 		return nil, &UnknownSplitError{Name: name}
 	case "train":
-		docs, err := corpus.All(assets)
+		docs, err := corpus.Extended(assets)
 		if err != nil {
 			return nil, fmt.Errorf("parent: the full train split is not embedded (parent:%s, every %dth of its documents, is); it is cut from the corpora under %s: %w",
 				TrainSample, TrainSampleEvery, filepath.Join(assets, "testdata/ext"), err)
 		}
-		return corpus.Split(docs, corpus.Train), nil
+		return corpus.SplitBy(docs, corpus.Train, corpus.ExtendedAssign), nil
 	}
 	b, err := textFiles.ReadFile(embeddedText[c])
 	if err != nil {
@@ -113,18 +115,18 @@ func SplitText(assets, name string) (string, error) {
 // documents that SplitDocs returns for it. go generate (gentext) writes
 // them; TestEmbeddedTextRegenerates compares them with the embedded ones.
 func BuildText(assets string) (map[string][]byte, error) {
-	all, err := corpus.All(assets)
+	all, err := corpus.Extended(assets)
 	if err != nil {
 		return nil, fmt.Errorf("parent: %w", err)
 	}
-	train := corpus.Split(all, corpus.Train)
+	train := corpus.SplitBy(all, corpus.Train, corpus.ExtendedAssign)
 	var sample []corpus.Document
 	for i := 0; i < len(train); i += TrainSampleEvery {
 		sample = append(sample, train[i])
 	}
 	parts := map[string][]corpus.Document{
-		"test":       corpus.Split(all, corpus.Test),
-		"validation": corpus.Split(all, corpus.Validation),
+		"test":       corpus.SplitBy(all, corpus.Test, corpus.ExtendedAssign),
+		"validation": corpus.SplitBy(all, corpus.Validation, corpus.ExtendedAssign),
 		TrainSample:  sample,
 	}
 	out := make(map[string][]byte, len(parts))

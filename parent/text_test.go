@@ -24,9 +24,9 @@ func TestEmbeddedText(t *testing.T) {
 		part        corpus.Part
 	}{
 		{"test", 23, 864820, corpus.Test},
-		{"val", 33, 784378, corpus.Validation},
-		{"validation", 33, 784378, corpus.Validation},
-		{TrainSample, 91, 2842928, corpus.Train},
+		{"val", 166, 1316807, corpus.Validation},
+		{"validation", 166, 1316807, corpus.Validation},
+		{TrainSample, 329, 3847812, corpus.Train},
 	} {
 		docs, err := SplitDocs(none, c.name)
 		if err != nil {
@@ -44,25 +44,36 @@ func TestEmbeddedText(t *testing.T) {
 		}
 		seen := map[string]bool{}
 		for _, d := range docs {
-			if p := corpus.DefaultAssign(d.Name); p != c.part || seen[d.Name] || d.Text == "" {
+			if p := corpus.ExtendedAssign(d.Name); p != c.part || seen[d.Name] || d.Text == "" {
 				t.Errorf("%s: document %q is in %v (want %v), repeated %v or empty", c.name, d.Name, p, c.part, seen[d.Name])
 			}
 			seen[d.Name] = true
 		}
 	}
-	// The sample covers both corpora.
-	docs, _ := SplitDocs(none, TrainSample)
-	var sotu, austen int
-	for _, d := range docs {
-		switch {
-		case strings.HasPrefix(d.Name, "sotu/"):
-			sotu++
-		case strings.HasPrefix(d.Name, "austen/"):
-			austen++
+	// The sample and the validation part cover all four corpora; the test
+	// part only the original two (corpus.ExtendedAssign).
+	for _, c := range []struct {
+		name    string
+		sources []string
+	}{
+		{TrainSample, []string{"sotu", "austen", "melville", "kjv"}},
+		{"validation", []string{"sotu", "austen", "melville", "kjv"}},
+		{"test", []string{"sotu", "austen"}},
+	} {
+		docs, _ := SplitDocs(none, c.name)
+		by := map[string]int{}
+		for _, d := range docs {
+			src, _, _ := strings.Cut(d.Name, "/")
+			by[src]++
 		}
-	}
-	if sotu == 0 || austen == 0 || sotu+austen != len(docs) {
-		t.Errorf("train sample: %d addresses and %d chapters of %d documents", sotu, austen, len(docs))
+		for _, s := range c.sources {
+			if by[s] == 0 {
+				t.Errorf("%s: no documents of %s (%v)", c.name, s, by)
+			}
+		}
+		if len(by) != len(c.sources) {
+			t.Errorf("%s: documents of %d sources %v, want %v", c.name, len(by), by, c.sources)
+		}
 	}
 }
 
@@ -123,8 +134,8 @@ func TestEmbeddedTextRegenerates(t *testing.T) {
 		t.Fatal(err)
 	}
 	sample, _ := SplitDocs(root, TrainSample)
-	if want := (len(train) + TrainSampleEvery - 1) / TrainSampleEvery; len(sample) != want || len(train) != 452 {
-		t.Fatalf("train %d documents (README.md: 452), sample %d (want %d)", len(train), len(sample), want)
+	if want := (len(train) + TrainSampleEvery - 1) / TrainSampleEvery; len(sample) != want || len(train) != 1645 {
+		t.Fatalf("train %d documents (README.md: 1,645), sample %d (want %d)", len(train), len(sample), want)
 	}
 	for i, d := range sample {
 		if train[i*TrainSampleEvery] != d {

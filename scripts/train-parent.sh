@@ -36,11 +36,15 @@ resume=()
 
 # The recipe: the embedded parent's architecture (train.ParentArch, 8 layers,
 # GQA 8/2, ~3.9M parameters, 7.8 MB in bfloat16) and tokenizer size, on
-# 10,000 steps x 16 x 128 = 20.5M tokens (about 4.6 epochs of the 4.4M-token
+# 3,000 steps x 16 x 128 = 6.14M tokens (1.33 epochs of the 4.61M-token
 # training split), peak LR 3e-3 after 200 warm-up steps, cosine to 3e-4.
+# (The retraining of 1 December 2026 was planned at 10,000 steps, re-planned to
+# 4,000 at step 600 and to 3,000 at step 1,675; to repeat it exactly, run
+# `--steps 10000 --stop-at 600`, then `--steps 4000 --stop-at 1675`, then the
+# default: see parent/README.md.)
 "$work/autocompress" train --preset parent --corpus extended --assets "${ASSETS:-$root}" \
   --out "$work/model" --checkpoint "$work/parent.ckpt" --log "$work/curve.jsonl" \
-  --steps 10000 --warmup 200 --batch 16 --seq-len 128 --lr 3e-3 --min-lr 3e-4 \
+  --steps 3000 --warmup 200 --batch 16 --seq-len 128 --lr 3e-3 --min-lr 3e-4 \
   --eval-every 200 --eval-rows 512 --log-every 50 --checkpoint-every 50 \
   --bpe-merges 3839 --seed 1 --json "${resume[@]}" "$@" 2>>"$work/train.log" | tee -a "$work/summary.json"
 

@@ -2,17 +2,28 @@ package cli
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
+// The test split's figures in parent/README.md, from
+// scripts/finish-parent.sh (autocompress eval --model parent --data
+// parent:test --json); the token count is the parent tokenizer's, exact.
+const (
+	readmeTestTokens      = 210208
+	readmeTestBytes       = 864820
+	readmeTestPerplexity  = 47.392
+	readmeTestBitsPerByte = 1.3530
+)
+
 // TestEvalParentTextWithoutAssets: the embedded parts of the parent's text
 // need no testdata/ext (--assets points at an empty directory): a suite cut
-// from parent:test, and (without -short, 207,121 tokens) the test split's
-// perplexity as parent/README.md gives it. parent:train, which is not
-// embedded, fails naming the script that fetches the corpora.
+// from parent:test, and (without -short) the test split's perplexity as
+// parent/README.md gives it. parent:train, which is not embedded, fails
+// naming the script that fetches the corpora.
 func TestEvalParentTextWithoutAssets(t *testing.T) {
 	none := t.TempDir()
 	suite := filepath.Join(t.TempDir(), "suite.jsonl")
@@ -34,7 +45,7 @@ func TestEvalParentTextWithoutAssets(t *testing.T) {
 	}
 
 	if testing.Short() {
-		t.Log("-short: not scoring the whole test split (207,121 tokens)")
+		t.Logf("-short: not scoring the whole test split (%d tokens)", readmeTestTokens)
 		return
 	}
 	code, out, errs = evalRun("eval", "--model", "parent", "--data", "parent:test", "--assets", none, "--json")
@@ -50,10 +61,11 @@ func TestEvalParentTextWithoutAssets(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatal(err)
 	}
-	// parent/README.md: 207,121 tokens, perplexity 70.874, 1.4722 bits per
-	// byte (another sgemm backend moves the last digits).
-	if r.Tokens != 207121 || r.Bytes != 864820 || r.Perplexity < 70.8 || r.Perplexity > 70.95 || r.BitsPerByte < 1.471 || r.BitsPerByte > 1.474 {
-		t.Errorf("parent:test: %+v; README.md says 207,121 tokens, 864,820 bytes, perplexity 70.874, 1.4722 bits/byte", r)
+	// Another sgemm backend moves the last digits: 0.1 % of slack.
+	if r.Tokens != readmeTestTokens || r.Bytes != readmeTestBytes ||
+		math.Abs(r.Perplexity/readmeTestPerplexity-1) > 1e-3 || math.Abs(r.BitsPerByte/readmeTestBitsPerByte-1) > 1e-3 {
+		t.Errorf("parent:test: %+v; README.md says %d tokens, %d bytes, perplexity %.3f, %.4f bits/byte",
+			r, readmeTestTokens, readmeTestBytes, readmeTestPerplexity, readmeTestBitsPerByte)
 	}
 }
 
