@@ -93,7 +93,8 @@ func run(ctx context.Context, bin, dir, seedList string, tokens int64) error {
 				if seed != seeds[0] {
 					first := filepath.Join(dir, fmt.Sprintf("d%d-%s-s%d", di+1, strategy, seeds[0]))
 					if err := seedFrom(first, c.Dir, []string{"importance", "search", "prune"}); err != nil {
-						return err
+						// The first seed failed before prune: this seed runs every stage itself.
+						fmt.Fprintf(os.Stderr, "headtohead: %v; running every stage\n", err)
 					}
 				}
 				k := key{d.name, strategy}
