@@ -48,23 +48,7 @@ func (t *Total) Reset(layers []*LayerSum) {
 		}
 		t.n++
 		// The same additions in the same order as Assemble.
-		s.heads += x.heads
-		s.elem += x.elem
-		s.mlp += x.mlp
-		s.total += x.total
-		s.active += x.active
-		s.dense += x.dense
-		s.linF += x.linF
-		s.attnF += x.attnF
-		s.swaF += x.swaF
-		s.scan += x.scan
-		s.kv += x.kv
-		s.swaKV += x.swaKV
-		s.state += x.state
-		s.attn += x.attn
-		s.moe += x.moe
-		s.mamba += x.mamba
-		s.ars += x.ars
+		s.add(x)
 		if x.moeE > 0 {
 			t.moe = true
 		}
@@ -182,23 +166,7 @@ func (s *LayerSum) swap(old, x *LayerSum) int32 {
 		n--
 	}
 	if x != nil {
-		s.heads += x.heads
-		s.elem += x.elem
-		s.mlp += x.mlp
-		s.total += x.total
-		s.active += x.active
-		s.dense += x.dense
-		s.linF += x.linF
-		s.attnF += x.attnF
-		s.swaF += x.swaF
-		s.scan += x.scan
-		s.kv += x.kv
-		s.swaKV += x.swaKV
-		s.state += x.state
-		s.attn += x.attn
-		s.moe += x.moe
-		s.mamba += x.mamba
-		s.ars += x.ars
+		s.add(x)
 		n++
 	}
 	return n
@@ -215,4 +183,27 @@ func setMax(s *LayerSum, f int, v int32) {
 	default:
 		s.maxFFN = v
 	}
+}
+
+// add adds x's additive fields to s, in Assemble's order (so that Reset's
+// sum is Assemble's bit for bit). A new additive LayerSum field goes here
+// and in swap's subtraction.
+func (s *LayerSum) add(x *LayerSum) {
+	s.heads += x.heads
+	s.elem += x.elem
+	s.mlp += x.mlp
+	s.total += x.total
+	s.active += x.active
+	s.dense += x.dense
+	s.linF += x.linF
+	s.attnF += x.attnF
+	s.swaF += x.swaF
+	s.scan += x.scan
+	s.kv += x.kv
+	s.swaKV += x.swaKV
+	s.state += x.state
+	s.attn += x.attn
+	s.moe += x.moe
+	s.mamba += x.mamba
+	s.ars += x.ars
 }
