@@ -27,32 +27,36 @@ type Round struct {
 	Limits    map[string]float64 `json:"limits"`
 	Searched  map[string]float64 `json:"searched"`
 	Estimated map[string]float64 `json:"estimated"`
-	Measured  map[string]float64 `json:"measured"`
-	Missed    []string           `json:"missed,omitempty"`
+	// Measured is the conservative figure over the invocations (the
+	// worst), Invocations each invocation's own and Spread their relative
+	// spread (max−min)/median.
+	Measured    map[string]float64   `json:"measured"`
+	Invocations map[string][]float64 `json:"invocations,omitempty"`
+	Spread      map[string]float64   `json:"spread,omitempty"`
+	Missed      []string             `json:"missed,omitempty"`
 }
 
-// tighten compares a measurement of the chosen child with the user's
-// budgets b and returns the round's record and the budgets for the next
+// tighten compares a measurement of the chosen child (its conservative
+// figures: the worst of the invocations) with the user's budgets b and
+// returns the round's record and the budgets for the next
 // search: cur (the budgets this round's search ran under) with each
 // budget the measurement missed set to the user's limit × estimated ÷
 // measured (a ceiling lowered, a throughput floor raised) where that is
 // tighter, so that a child the estimator rates as it rated this one would
 // sit at the user's limit measured. Costs the measurement does not give
 // (memory measured in this process) are not checked.
-func tighten(b, cur search.Budgets, est *search.Costs, meas *servebench.Report) (search.Budgets, Round) {
-	r := Round{Limits: map[string]float64{}, Searched: map[string]float64{}, Estimated: map[string]float64{}, Measured: map[string]float64{}}
+func tighten(b, cur search.Budgets, est *search.Costs, meas *servebench.Invocations) (search.Budgets, Round) {
+	r := Round{Limits: map[string]float64{}, Searched: map[string]float64{}, Estimated: map[string]float64{}, Measured: map[string]float64{},
+		Invocations: map[string][]float64{}, Spread: map[string]float64{}}
 	for _, v := range budgetViews(b) {
 		lim, sl := v.limit(b), v.limit(cur)
 		e := v.cost(est, b.P90)
 		r.Limits[v.name], r.Searched[v.name], r.Estimated[v.name] = lim, sl, e
-		if v.measured == nil {
-			continue
-		}
-		m, ok := v.measured(meas, b.P90)
+		m, across, ok := v.measured(meas, b.P90)
 		if !ok || m <= 0 || e <= 0 {
 			continue
 		}
-		r.Measured[v.name] = m
+		r.Measured[v.name], r.Invocations[v.name], r.Spread[v.name] = m, across.Invocations, across.Spread
 		met := m <= lim
 		if !v.max {
 			met = m >= lim
@@ -94,7 +98,7 @@ func setLimit(b *search.Budgets, view string, x float64) {
 // missed budgets tightened, at most maxRounds times. It returns the last
 // report and every round.
 func checkRounds(ctx context.Context, env *Env, req search.Request, rep *search.Report, maxRounds int,
-	measure func(rep *search.Report, round int) (*servebench.Report, error)) (*search.Report, []Round, error) {
+	measure func(rep *search.Report, round int) (*servebench.Invocations, error)) (*search.Report, []Round, error) {
 	var rounds []Round
 	user := req.Budgets
 	for i := 1; ; i++ {
@@ -122,8 +126,9 @@ func checkRounds(ctx context.Context, env *Env, req search.Request, rep *search.
 }
 
 // measureChoice prunes rep's choice into the stage's state directory and
-// measures it as the measure stage would.
-func measureChoice(ctx context.Context, env *Env, t *target, c *Config, rep *search.Report, round int, self string) (*servebench.Report, error) {
+// measures it as the measure stage would (c.Measure.Invocations separate
+// invocations).
+func measureChoice(ctx context.Context, env *Env, t *target, c *Config, rep *search.Report, round int, self string) (*servebench.Invocations, error) {
 	dir := filepath.Join(env.StateDir(), fmt.Sprintf("round%d", round))
 	os.RemoveAll(dir)
 	sdir := filepath.Join(dir, SearchDir)

@@ -2,10 +2,14 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/autocompress/autocompress/report"
 	"github.com/autocompress/autocompress/search"
 	"github.com/autocompress/autocompress/servebench"
 )
@@ -16,8 +20,9 @@ import (
 func TestTighten(t *testing.T) {
 	b := search.Budgets{MaxMemory: 50 << 20, MaxTPOT: 0.003, MaxTTFT: 0.1, MinThroughput: search.Throughput{TokensPerS: 1000}}
 	est := search.Costs{Fits: true, MemoryBytes: 48 << 20, TPOT: 0.0028, TTFT: 0.05, OutputTokS: 1100}
-	meas := &servebench.Report{Summary: map[string]servebench.Spread{
+	rep := &servebench.Report{Summary: map[string]servebench.Spread{
 		"tpot_mean_s": {Median: 0.0035}, "ttft_mean_s": {Median: 0.06}, "output_tokens_per_s": {Median: 880}}}
+	meas := combine(t, rep)
 	nb, r := tighten(b, b, &est, meas)
 	if want := []string{"tpot", "throughput"}; !reflect.DeepEqual(r.Missed, want) {
 		t.Fatalf("missed %v, want %v (round %+v)", r.Missed, want, r)
@@ -32,12 +37,12 @@ func TestTighten(t *testing.T) {
 	if _, ok := r.Measured["memory"]; ok || r.Limits["memory"] != b.MaxMemory || r.Estimated["tpot"] != est.TPOT {
 		t.Errorf("round record %+v", r)
 	}
-	meas.PeakRSSBytes = 60 << 20 // measured in a process of its own
-	nb, r = tighten(b, b, &est, meas)
+	rep.PeakRSSBytes = 60 << 20 // measured in a process of its own
+	nb, r = tighten(b, b, &est, combine(t, rep))
 	if len(r.Missed) != 3 || !near(nb.MaxMemory, float64(50<<20)*48/60) {
 		t.Errorf("with the peak RSS: missed %v, memory budget %g", r.Missed, nb.MaxMemory)
 	}
-	if _, r = tighten(b, b, &est, &servebench.Report{Summary: map[string]servebench.Spread{"tpot_mean_s": {Median: 0.0029}}}); len(r.Missed) != 0 {
+	if _, r = tighten(b, b, &est, combine(t, &servebench.Report{Summary: map[string]servebench.Spread{"tpot_mean_s": {Median: 0.0029}}})); len(r.Missed) != 0 {
 		t.Errorf("all met: missed %v", r.Missed)
 	}
 	if n := roundNote(r); n == "" {
@@ -63,8 +68,8 @@ func TestCheckRoundsRechooses(t *testing.T) {
 		t.Fatal(err)
 	}
 	const slow = 1.3
-	fake := func(rep *search.Report, _ int) (*servebench.Report, error) {
-		return &servebench.Report{Summary: map[string]servebench.Spread{"tpot_mean_s": {Median: slow * rep.Result.Best.Costs.TPOT}}}, nil
+	fake := func(rep *search.Report, _ int) (*servebench.Invocations, error) {
+		return combine(t, &servebench.Report{Summary: map[string]servebench.Spread{"tpot_mean_s": {Median: slow * rep.Result.Best.Costs.TPOT}}}), nil
 	}
 	last, rounds, err := checkRounds(context.Background(), &Env{}, req, rep, 3, fake)
 	if err != nil {
@@ -90,4 +95,114 @@ func TestCheckRoundsRechooses(t *testing.T) {
 		t.Errorf("the last round met the budget, but its child's measured TPOT %.4g ms exceeds %.4g ms", 1e3*slow*last.Result.Best.Costs.TPOT, 1e3*req.Budgets.MaxTPOT)
 	}
 	t.Logf("%d rounds; TPOT estimated %.4g → %.4g ms against %.4g ms", len(rounds), 1e3*rep.Result.Best.Costs.TPOT, 1e3*last.Result.Best.Costs.TPOT, 1e3*req.Budgets.MaxTPOT)
+}
+
+// combine is servebench.Combine of reports, failing the test on an error.
+func combine(t *testing.T, reps ...*servebench.Report) *servebench.Invocations {
+	t.Helper()
+	inv, err := servebench.Combine(reps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inv
+}
+
+// invocationsOf is a fake measurer: invocation i reports TPOT tpot[i-1] and
+// throughput tps[i-1] (each its median over runs that agree) and peak
+// memory rss[i-1].
+func invocationsOf(tpot, tps []float64, rss []int64) func(ctx context.Context, i int) (*servebench.Report, error) {
+	return func(_ context.Context, i int) (*servebench.Report, error) {
+		r := &servebench.Report{Model: "child", Workload: "w", PeakRSSBytes: rss[i-1], Summary: map[string]servebench.Spread{
+			"tpot_mean_s": {Median: tpot[i-1]}, "output_tokens_per_s": {Median: tps[i-1]}}}
+		return r, nil
+	}
+}
+
+// TestMeasureRepeated: k separate invocations, each asked for once and in
+// order; the combination keeps every invocation's figure and judges on the
+// worst; cancellation during the pause between invocations stops at once.
+func TestMeasureRepeated(t *testing.T) {
+	var asked []int
+	fake := invocationsOf([]float64{1e-3, 3e-3, 2e-3}, []float64{900, 300, 450}, []int64{40 << 20, 42 << 20, 41 << 20})
+	inv, err := measureRepeated(context.Background(), &Env{}, 3, 0, func(ctx context.Context, i int) (*servebench.Report, error) {
+		asked = append(asked, i)
+		return fake(ctx, i)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(asked, []int{1, 2, 3}) || len(inv.Reports) != 3 {
+		t.Fatalf("invocations asked %v, reports %d", asked, len(inv.Reports))
+	}
+	if w, _ := inv.Conservative("tpot_mean_s"); w != 3e-3 {
+		t.Errorf("conservative TPOT %g, want the worst invocation's 3 ms", w)
+	}
+	if w, _ := inv.Conservative("output_tokens_per_s"); w != 300 {
+		t.Errorf("conservative throughput %g, want the worst invocation's 300", w)
+	}
+	if u := inv.Unstable(UnstableTolerance); !reflect.DeepEqual(u, []string{"output_tokens_per_s", "tpot_mean_s"}) {
+		t.Errorf("unstable %v", u)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := 0
+	_, err = measureRepeated(ctx, &Env{}, 3, time.Hour, func(ctx context.Context, i int) (*servebench.Report, error) {
+		n++
+		cancel()
+		return fake(ctx, i)
+	})
+	if !errors.Is(err, context.Canceled) || n != 1 {
+		t.Errorf("cancelled during the pause: err %v after %d invocations", err, n)
+	}
+}
+
+// TestDecisionsUseTheWorstInvocation: the measured re-choice and the final
+// budget check act on the worst of the invocations, not on their median or
+// on the first: invocations measuring TPOT 0.8, 1.4 and 0.9 × the limit
+// miss a TPOT budget (the round tightens it by estimated/worst), and the
+// report's row says missed with the range; a throughput floor is judged on
+// the smallest invocation.
+func TestDecisionsUseTheWorstInvocation(t *testing.T) {
+	const lim = 0.002
+	b := search.Budgets{MaxTPOT: lim, MinThroughput: search.Throughput{TokensPerS: 500}, MaxMemory: 50 << 20}
+	est := search.Costs{Fits: true, TPOT: 0.9 * lim, OutputTokS: 600, MemoryBytes: 45 << 20}
+	inv, err := measureRepeated(context.Background(), &Env{}, 3, 0,
+		invocationsOf([]float64{0.8 * lim, 1.4 * lim, 0.9 * lim}, []float64{700, 480, 650}, []int64{44 << 20, 46 << 20, 45 << 20}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nb, r := tighten(b, b, &est, inv)
+	if !reflect.DeepEqual(r.Missed, []string{"tpot", "throughput"}) {
+		t.Fatalf("missed %v: the worst invocation misses TPOT and throughput (their medians meet both)", r.Missed)
+	}
+	near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-12*math.Abs(b) }
+	if !near(nb.MaxTPOT, lim*0.9/1.4) || !near(nb.MinThroughput.TokensPerS, 500*600.0/480) || nb.MaxMemory != b.MaxMemory {
+		t.Errorf("tightened TPOT %g (want %g), throughput %g (want %g), memory %g", nb.MaxTPOT, lim*0.9/1.4, nb.MinThroughput.TokensPerS, 500*600.0/480, nb.MaxMemory)
+	}
+	if r.Measured["tpot"] != 1.4*lim || !reflect.DeepEqual(r.Invocations["tpot"], []float64{0.8 * lim, 1.4 * lim, 0.9 * lim}) || !near(r.Spread["tpot"], 0.6/0.9) {
+		t.Errorf("round record: measured %g, invocations %v, spread %g", r.Measured["tpot"], r.Invocations["tpot"], r.Spread["tpot"])
+	}
+	if n := roundNote(r); !strings.Contains(n, "worst of 3 invocations") || !strings.Contains(n, "unstable on this machine") {
+		t.Errorf("round note %q", n)
+	}
+
+	sum := &search.Summary{}
+	sum.Chosen.Costs, sum.Parent.Costs = est, search.Costs{TPOT: 2 * lim, OutputTokS: 300, MemoryBytes: 80 << 20}
+	rows := budgetRows(budgetViews(b), b, sum, inv)
+	byName := map[string]report.Budget{}
+	for _, row := range rows {
+		byName[row.Name] = row
+	}
+	tp, th, mem := byName["tpot"], byName["throughput"], byName["memory"]
+	if tp.Measured == nil || *tp.Measured != 1.4*lim*1e3 || tp.Met(*tp.Measured) || tp.Invocations != 3 || !tp.Unstable(report.Tolerance) {
+		t.Errorf("TPOT row %+v: want the worst invocation (2.8 ms), missed, unstable", tp)
+	}
+	if *tp.MeasuredMin != 0.8*lim*1e3 || *tp.MeasuredMax != 1.4*lim*1e3 || *tp.MeasuredMedian != 0.9*lim*1e3 {
+		t.Errorf("TPOT row range %g–%g, median %g", *tp.MeasuredMin, *tp.MeasuredMax, *tp.MeasuredMedian)
+	}
+	if th.Measured == nil || *th.Measured != 480 || th.Met(*th.Measured) {
+		t.Errorf("throughput row %+v: want the smallest invocation (480), missed", th)
+	}
+	if mem.Measured == nil || *mem.Measured != 46 || !mem.Met(*mem.Measured) || mem.Unstable(report.Tolerance) {
+		t.Errorf("memory row %+v: want the largest invocation (46 MiB), met, stable", mem)
+	}
 }

@@ -113,7 +113,13 @@ type Eval struct {
 // Measure configures the measurement of the child on the target.
 type Measure struct {
 	Enabled bool `yaml:"enabled" flag:"measure" help:"measure the child with bench-serve (only where the target is this machine: gpu cpu-local, engine native)"`
-	Runs    int  `yaml:"runs" flag:"measure-runs" help:"measured repeats (the median is reported)" min:"1"`
+	Runs    int  `yaml:"runs" flag:"measure-runs" help:"measured repeats within one bench-serve invocation (the invocation's figure is their median)" min:"1"`
+	// Invocations is how many separate bench-serve processes measure each
+	// child (the final check and each re-choice round), GapSeconds apart;
+	// budgets are judged on the worst invocation, since on a shared
+	// machine one process's figure is one draw of an unsteady quantity.
+	Invocations int     `yaml:"invocations" flag:"measure-invocations" help:"separate bench-serve invocations per measured child; budgets are judged on the worst (max latency or memory, min throughput)" min:"1"`
+	GapSeconds  float64 `yaml:"gap_s" flag:"measure-gap" help:"seconds of pause between two invocations" min:"0"`
 	// Rounds is how many times the search may re-choose after measuring
 	// the pruned child (before distillation: the costs do not depend on
 	// the weights) and finding a budget missed (0: no check).
@@ -137,7 +143,7 @@ func DefaultConfig() Config {
 		Distill: Distill{Tokens: 400_000, SeqLen: 128, Batch: 8, LR: 1e-3, Temperature: 1,
 			KDWeight: 1, CEWeight: 0, Seed: 1},
 		Eval:    Eval{Limit: 200},
-		Measure: Measure{Enabled: true, Runs: 3, Rounds: 2},
+		Measure: Measure{Enabled: true, Runs: 3, Invocations: 3, GapSeconds: 3, Rounds: 2},
 	}
 }
 

@@ -161,3 +161,74 @@ func TestTopKTrainConfig(t *testing.T) {
 		t.Error("minitron: the search stage does not depend on the training recipe")
 	}
 }
+
+// TestInvocationsConfig: measure.invocations defaults to 3, is a field and
+// a flag with a minimum of 1, and the measure stage (and the search stage's
+// measured checks) depend on it; the pause between invocations does not
+// change the measure stage's inputs.
+func TestInvocationsConfig(t *testing.T) {
+	if d := DefaultConfig().Measure; d.Invocations != 3 || d.GapSeconds <= 0 {
+		t.Fatalf("default measure %+v, want 3 invocations a pause apart", d)
+	}
+	c, err := ParseConfig("c", []byte("measure:\n  invocations: 5\n  gap_s: 0.5\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Measure.Invocations != 5 || c.Measure.GapSeconds != 0.5 {
+		t.Fatalf("parsed %+v", c.Measure)
+	}
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	s := DefaultConfig()
+	apply := BindFlags(fs, &s)
+	if err := fs.Parse([]string{"--measure-invocations", "2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := apply(&c); err != nil || c.Measure.Invocations != 2 {
+		t.Fatalf("--measure-invocations 2: %v, %+v", err, c.Measure)
+	}
+	fs2 := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs2.SetOutput(io.Discard)
+	s2 := DefaultConfig()
+	BindFlags(fs2, &s2)
+	if err := fs2.Parse([]string{"--measure-invocations", "0"}); err == nil || !strings.Contains(err.Error(), "measure-invocations") {
+		t.Errorf("--measure-invocations 0: %v", err)
+	}
+	zero, err := ParseConfig("c", []byte("measure:\n  invocations: 0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Stages(zero, ""); err == nil || !strings.Contains(err.Error(), "measure.invocations") {
+		t.Errorf("invocations 0: %v, want an error naming measure.invocations", err)
+	}
+
+	params := func(c Config, stage string) string {
+		st, err := Stages(c, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range st {
+			if s.Name == stage {
+				b, err := json.Marshal(s.Params)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return string(b)
+			}
+		}
+		t.Fatalf("no %s stage", stage)
+		return ""
+	}
+	a, b := DemoConfig(), DemoConfig()
+	b.Measure.Invocations = a.Measure.Invocations + 1
+	for _, stage := range []string{"measure", "search"} {
+		if params(a, stage) == params(b, stage) {
+			t.Errorf("the %s stage does not depend on measure.invocations", stage)
+		}
+	}
+	b = DemoConfig()
+	b.Measure.GapSeconds = a.Measure.GapSeconds + 1
+	if params(a, "measure") != params(b, "measure") {
+		t.Error("the measure stage depends on the pause between invocations")
+	}
+}

@@ -43,7 +43,7 @@ func tinyConfig(t *testing.T, dir string) Config {
 	c.Search.TopK = 2
 	c.Distill.Tokens, c.Distill.Batch, c.Distill.SeqLen = 40*2*32, 2, 32
 	c.Eval.Limit = 4
-	c.Measure.Runs = 1
+	c.Measure.Runs, c.Measure.Invocations, c.Measure.GapSeconds = 1, 2, 0
 	return c
 }
 
@@ -162,12 +162,21 @@ func TestPipelineEndToEnd(t *testing.T) {
 	}
 	// The measure stage served the child under the search's settings.
 	var sv search.Serving
-	var meas servebench.Report
+	var inv servebench.Invocations
 	if err := readJSONFile(filepath.Join(stageDir(t, res, "search"), SearchDir, search.ServingFile), &sv); err != nil {
 		t.Fatal(err)
 	}
-	if err := readJSONFile(filepath.Join(stageDir(t, res, "measure"), MeasureFile), &meas); err != nil {
+	if err := readJSONFile(filepath.Join(stageDir(t, res, "measure"), MeasureFile), &inv); err != nil {
 		t.Fatal(err)
+	}
+	if len(inv.Reports) != c.Measure.Invocations {
+		t.Fatalf("%d invocations measured, want measure.invocations %d", len(inv.Reports), c.Measure.Invocations)
+	}
+	meas := *inv.First()
+	for _, b := range d.Budgets {
+		if b.Name == "tpot" && (b.Measured == nil || b.Invocations != c.Measure.Invocations || *b.Measured != 1e3*inv.Summary["tpot_mean_s"].Worst) {
+			t.Errorf("report TPOT row %+v: want the worst of %d invocations, %v", b, c.Measure.Invocations, inv.Summary["tpot_mean_s"])
+		}
 	}
 	wantSeqs := sv.Settings.MaxNumSeqs
 	if wantSeqs == 0 {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -25,18 +26,25 @@ import (
 
 // budgetView says how one search budget is shown: its unit, the scale from
 // the search's SI value, and how to read the same quantity from the search's
-// costs and from a bench-serve measurement.
+// costs and from bench-serve's invocations (key: the servebench.Invocations
+// summary key; "" where bench-serve does not measure it).
 type budgetView struct {
 	name, unit string
 	max        bool
 	scale      float64
 	cost       func(c *search.Costs, p90 bool) float64
-	measured   func(r *servebench.Report, p90 bool) (float64, bool)
+	key        func(p90 bool) string
 }
 
-func median(r *servebench.Report, key string) (float64, bool) {
-	s, ok := r.Summary[key]
-	return s.Median, ok
+// measured returns the view's figure across the invocations: the
+// conservative one (the worst invocation) and the whole summary.
+func (v budgetView) measured(inv *servebench.Invocations, p90 bool) (float64, servebench.Across, bool) {
+	if v.key == nil || inv == nil {
+		return 0, servebench.Across{}, false
+	}
+	k := v.key(p90)
+	w, ok := inv.Conservative(k)
+	return w, inv.Summary[k], ok
 }
 
 func pick(p90 bool, mean, tail float64) float64 {
@@ -53,6 +61,8 @@ func latencyKey(p90 bool, base string) string {
 	return base + "_mean_s"
 }
 
+func fixedKey(k string) func(bool) string { return func(bool) string { return k } }
+
 // budgetViews returns the views of the budgets b sets, in a fixed order.
 func budgetViews(b search.Budgets) []budgetView {
 	var out []budgetView
@@ -62,14 +72,11 @@ func budgetViews(b search.Budgets) []budgetView {
 			unit, scale = "MiB", 1.0/(1<<20)
 		}
 		out = append(out, budgetView{name: "memory", unit: unit, max: true, scale: scale,
-			cost: func(c *search.Costs, _ bool) float64 { return c.MemoryBytes },
-			measured: func(r *servebench.Report, _ bool) (float64, bool) {
-				return float64(r.PeakRSSBytes), r.PeakRSSBytes > 0
-			}})
+			cost: func(c *search.Costs, _ bool) float64 { return c.MemoryBytes }, key: fixedKey(servebench.PeakRSSKey)})
 	}
 	lat := func(name, key string, get func(c *search.Costs, p90 bool) float64) budgetView {
 		return budgetView{name: name, unit: "ms", max: true, scale: 1e3, cost: get,
-			measured: func(r *servebench.Report, p90 bool) (float64, bool) { return median(r, latencyKey(p90, key)) }}
+			key: func(p90 bool) string { return latencyKey(p90, key) }}
 	}
 	if b.MaxTTFT > 0 {
 		out = append(out, lat("ttft", "ttft", func(c *search.Costs, p bool) float64 { return pick(p, c.TTFT, c.TTFTP90) }))
@@ -82,13 +89,11 @@ func budgetViews(b search.Budgets) []budgetView {
 	}
 	if b.MinThroughput.TokensPerS > 0 {
 		out = append(out, budgetView{name: "throughput", unit: "tok/s", scale: 1,
-			cost:     func(c *search.Costs, _ bool) float64 { return c.OutputTokS },
-			measured: func(r *servebench.Report, _ bool) (float64, bool) { return median(r, "output_tokens_per_s") }})
+			cost: func(c *search.Costs, _ bool) float64 { return c.OutputTokS }, key: fixedKey("output_tokens_per_s")})
 	}
 	if b.MinThroughput.RequestsPerS > 0 {
 		out = append(out, budgetView{name: "request rate", unit: "req/s", scale: 1,
-			cost:     func(c *search.Costs, _ bool) float64 { return c.RequestsPerS },
-			measured: func(r *servebench.Report, _ bool) (float64, bool) { return median(r, "requests_per_s") }})
+			cost: func(c *search.Costs, _ bool) float64 { return c.RequestsPerS }, key: fixedKey("requests_per_s")})
 	}
 	if b.MaxParams > 0 {
 		out = append(out, budgetView{name: "params", unit: "M", max: true, scale: 1e-6,
@@ -131,7 +136,16 @@ func roundNote(r Round) string {
 		if !ok {
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("%s limit %.4g (searched under %.4g), estimated %.4g, measured %.4g", v, r.Limits[v], r.Searched[v], r.Estimated[v], m))
+		p := fmt.Sprintf("%s limit %.4g (searched under %.4g), estimated %.4g, measured %.4g", v, r.Limits[v], r.Searched[v], r.Estimated[v], m)
+		if xs := r.Invocations[v]; len(xs) > 1 {
+			lo, hi := slices.Min(xs), slices.Max(xs)
+			p += fmt.Sprintf(" (the worst of %d invocations, %.4g–%.4g", len(xs), lo, hi)
+			if r.Spread[v] > UnstableTolerance {
+				p += fmt.Sprintf(", spread %.0f %%: unstable on this machine", 100*r.Spread[v])
+			}
+			p += ")"
+		}
+		parts = append(parts, p)
 	}
 	verdict := "met every measured budget"
 	if len(r.Missed) > 0 {
@@ -234,29 +248,20 @@ func buildReport(env *Env, t *target, c *Config, childFrom string) (*report.Data
 		}
 	}
 
-	var meas *servebench.Report
+	var meas *servebench.Invocations
 	if p := env.Input("measure"); p != "" {
-		meas = &servebench.Report{}
+		meas = &servebench.Invocations{}
 		if err := readJSONFile(filepath.Join(p, MeasureFile), meas); err != nil {
 			return nil, err
 		}
-	}
-	if meas != nil {
-		d.Deployment.MeasuredUnder = settingsText(meas.MaxNumSeqs, meas.MaxBatchedTokens, meas.ContextLimit)
+		if meas.First() == nil {
+			return nil, fmt.Errorf("pipeline: %s: no invocations", filepath.Join(p, MeasureFile))
+		}
+		first := meas.First()
+		d.Deployment.MeasuredUnder = settingsText(first.MaxNumSeqs, first.MaxBatchedTokens, first.ContextLimit)
 	}
 	views := budgetViews(t.budgets)
-	for _, v := range views {
-		b := report.Budget{Name: v.name, Unit: v.unit, Max: v.max, Limit: v.limit(t.budgets) * v.scale,
-			Parent:    ptr(v.cost(&sum.Parent.Costs, t.budgets.P90) * v.scale),
-			Estimated: ptr(v.cost(&sum.Chosen.Costs, t.budgets.P90) * v.scale),
-			Binding:   searchBudget[v.name] == sum.Binding}
-		if meas != nil && v.measured != nil {
-			if m, ok := v.measured(meas, t.budgets.P90); ok {
-				b.Measured = ptr(m * v.scale)
-			}
-		}
-		d.Budgets = append(d.Budgets, b)
-	}
+	d.Budgets = budgetRows(views, t.budgets, &sum, meas)
 	if err := paretoFronts(d, searchDir, views, t.budgets, &sum); err != nil {
 		return nil, err
 	}
@@ -270,8 +275,8 @@ func buildReport(env *Env, t *target, c *Config, childFrom string) (*report.Data
 			{Name: "overhead", GiB: mem.OverheadBytes / (1 << 30)}}
 	}
 	d.Memory.BudgetGiB = t.budgets.MaxMemory / (1 << 30)
-	if meas != nil && meas.PeakRSSBytes > 0 {
-		d.Memory.MeasuredGiB = ptr(float64(meas.PeakRSSBytes) / (1 << 30))
+	if m, ok := meas.Conservative(servebench.PeakRSSKey); ok && m > 0 {
+		d.Memory.MeasuredGiB = ptr(m / (1 << 30))
 	}
 
 	if childFrom == "distill" {
@@ -295,6 +300,28 @@ func buildReport(env *Env, t *target, c *Config, childFrom string) (*report.Data
 	}
 	d.Eval = evalTable(&er)
 	return d, nil
+}
+
+// budgetRows is the report's budget table: per budget the limit, the
+// parent's and the child's estimated cost, and, where meas measured it, the
+// conservative figure over the invocations (the worst: the one the budget
+// is judged on) with their median, range and spread.
+func budgetRows(views []budgetView, b search.Budgets, sum *search.Summary, meas *servebench.Invocations) []report.Budget {
+	var out []report.Budget
+	for _, v := range views {
+		r := report.Budget{Name: v.name, Unit: v.unit, Max: v.max, Limit: v.limit(b) * v.scale,
+			Parent:    ptr(v.cost(&sum.Parent.Costs, b.P90) * v.scale),
+			Estimated: ptr(v.cost(&sum.Chosen.Costs, b.P90) * v.scale),
+			Binding:   searchBudget[v.name] == sum.Binding}
+		if m, a, ok := v.measured(meas, b.P90); ok {
+			r.Measured = ptr(m * v.scale)
+			r.Invocations = len(a.Invocations)
+			r.MeasuredMedian, r.MeasuredMin, r.MeasuredMax = ptr(a.Median*v.scale), ptr(a.Min*v.scale), ptr(a.Max*v.scale)
+			r.MeasuredSpread = ptr(a.Spread)
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // paretoFronts reads the search's Pareto front and draws one per budgeted

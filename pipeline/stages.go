@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/corpus"
@@ -33,15 +34,16 @@ import (
 
 // Output files of the stages (relative to each stage's directory).
 const (
-	ScoresFile      = "scores.safetensors"
-	SearchDir       = "search"
-	ChildDir        = "child"
-	DistillSummary  = "distill.json"
-	DistillLog      = "log.jsonl"
-	EvalFile        = "eval.json"
-	SuiteFile       = "suite.jsonl"
-	ValidateFile    = "validate.json"
-	MeasureFile     = "bench-serve.json"
+	ScoresFile     = "scores.safetensors"
+	SearchDir      = "search"
+	ChildDir       = "child"
+	DistillSummary = "distill.json"
+	DistillLog     = "log.jsonl"
+	EvalFile       = "eval.json"
+	SuiteFile      = "suite.jsonl"
+	ValidateFile   = "validate.json"
+	MeasureFile    = "invocations.json" // servebench.Invocations
+
 	ReportHTML      = "report.html"
 	ReportMarkdown  = "report.md"
 	ReportJSON      = "report.json"
@@ -123,6 +125,8 @@ func resolve(c *Config) (*target, error) {
 		return nil, &ConfigError{Path: "search.topk_train_tokens", Msg: "training the top-k candidates needs search.proxy_data and search.proxy_rows ≥ 1 to score them on (or topk_train_tokens 0)"}
 	case c.Measure.Enabled && c.Measure.Runs < 1:
 		return nil, &ConfigError{Path: "measure.runs", Msg: "must be ≥ 1"}
+	case c.Measure.Enabled && c.Measure.Invocations < 1:
+		return nil, &ConfigError{Path: "measure.invocations", Msg: "must be ≥ 1"}
 	}
 	return t, nil
 }
@@ -317,7 +321,7 @@ func Stages(c Config, self string) ([]Stage, error) {
 			}
 			if check.Rounds > 0 {
 				var rounds []Round
-				rep, rounds, err = checkRounds(ctx, env, req, rep, check.Rounds, func(rep *search.Report, round int) (*servebench.Report, error) {
+				rep, rounds, err = checkRounds(ctx, env, req, rep, check.Rounds, func(rep *search.Report, round int) (*servebench.Invocations, error) {
 					return measureChoice(ctx, env, t, &c, rep, round, self)
 				})
 				if err != nil {
@@ -419,9 +423,10 @@ func Stages(c Config, self string) ([]Stage, error) {
 	}
 	if t.local && c.Measure.Enabled {
 		st = append(st, Stage{Name: "measure", Deps: []string{"search", childFrom}, Params: struct {
-			W    Workload
-			Runs int
-		}{c.Workload, c.Measure.Runs},
+			W           Workload
+			Runs        int
+			Invocations int
+		}{c.Workload, c.Measure.Runs, c.Measure.Invocations},
 			Run: func(ctx context.Context, env *Env) error {
 				return runMeasure(ctx, env, t, &c, filepath.Join(env.Input(childFrom), ChildDir), filepath.Join(env.Input("search"), SearchDir), self)
 			}})
@@ -559,23 +564,71 @@ func settingsText(seqs, prefill, context int) string {
 	return fmt.Sprintf("%s, max-batched-tokens %d, context %d", s, prefill, context)
 }
 
-// runMeasure runs bench-serve on the child for the run's workload under
-// the engine settings the search chose (its serving.json in searchDir) and
-// writes the report.
+// runMeasure measures the child (measureChild) for the run's workload
+// under the engine settings the search chose (its serving.json in
+// searchDir) and writes the invocations' combined report.
 func runMeasure(ctx context.Context, env *Env, t *target, c *Config, child, searchDir, self string) error {
-	rep, err := measureChild(ctx, env, t, c, child, searchDir, self)
+	inv, err := measureChild(ctx, env, t, c, child, searchDir, self)
 	if err != nil {
 		return err
 	}
-	return writeJSONFile(filepath.Join(env.Dir, MeasureFile), rep)
+	return writeJSONFile(filepath.Join(env.Dir, MeasureFile), inv)
 }
 
-// measureChild measures the child as runMeasure does. With self (the
-// autocompress binary) bench-serve runs in a process of its own, so the
-// peak resident memory it reports is the child's serving process alone;
-// without it (library callers, tests) it runs here and the memory is not
-// reported, since this process's peak includes the earlier stages.
-func measureChild(ctx context.Context, env *Env, t *target, c *Config, child, searchDir, self string) (*servebench.Report, error) {
+// UnstableTolerance is the spread across invocations, relative to their
+// median, above which a measured figure is called unstable on this machine.
+const UnstableTolerance = 0.10
+
+// measureRepeated measures one child with k separate invocations (invoke
+// is one of them, i from 1), gap apart, and combines them
+// (servebench.Combine). It notes each invocation's figures and the metrics
+// whose invocations spread more than UnstableTolerance.
+func measureRepeated(ctx context.Context, env *Env, k int, gap time.Duration, invoke func(ctx context.Context, i int) (*servebench.Report, error)) (*servebench.Invocations, error) {
+	k = max(k, 1)
+	var reps []*servebench.Report
+	for i := 1; i <= k; i++ {
+		if i > 1 && gap > 0 {
+			tm := time.NewTimer(gap)
+			select {
+			case <-ctx.Done():
+				tm.Stop()
+				return nil, ctx.Err()
+			case <-tm.C:
+			}
+		}
+		rep, err := invoke(ctx, i)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, fmt.Errorf("measure: invocation %d of %d: %w", i, k, err)
+		}
+		reps = append(reps, rep)
+		tpot, tps := rep.Summary["tpot_mean_s"].Median, rep.Summary["output_tokens_per_s"].Median
+		env.Report(float64(i), float64(k), "invocation", fmt.Sprintf("TPOT %.3g ms, %.4g tok/s", 1e3*tpot, tps))
+	}
+	inv, err := servebench.Combine(reps)
+	if err != nil {
+		return nil, err
+	}
+	if u := inv.Unstable(UnstableTolerance); len(u) > 0 {
+		var parts []string
+		for _, key := range u {
+			a := inv.Summary[key]
+			parts = append(parts, fmt.Sprintf("%s %.3g–%.3g (%.0f %%)", key, a.Min, a.Max, 100*a.Spread))
+		}
+		env.Note("unstable on this machine: %d invocations spread more than %.0f %%: %s; budgets are judged on the worst", k, 100*UnstableTolerance, strings.Join(parts, ", "))
+	}
+	return inv, nil
+}
+
+// measureChild measures the child with c.Measure.Invocations separate
+// invocations of bench-serve (measureRepeated). With self (the autocompress
+// binary) each runs in a process of its own, so the peak resident memory it
+// reports is the child's serving process alone; without it (library
+// callers, tests) they run here and the memory is not reported, since this
+// process's peak includes the earlier stages.
+func measureChild(ctx context.Context, env *Env, t *target, c *Config, child, searchDir, self string) (*servebench.Invocations, error) {
 	var sv search.Serving
 	if err := readJSONFile(filepath.Join(searchDir, search.ServingFile), &sv); err != nil {
 		return nil, err
@@ -589,37 +642,35 @@ func measureChild(ctx context.Context, env *Env, t *target, c *Config, child, se
 		return nil, err
 	}
 	o.Repeats, o.MaxWarmup = c.Measure.Runs, 3
-	env.Note("serving under the search's settings: %s", settingsText(o.MaxNumSeqs, o.PrefillTokens, w.ContextLimit))
+	k := max(c.Measure.Invocations, 1)
+	env.Note("serving under the search's settings: %s; %d invocations", settingsText(o.MaxNumSeqs, o.PrefillTokens, w.ContextLimit), k)
+	gap := time.Duration(c.Measure.GapSeconds * float64(time.Second))
 	if self != "" {
 		args := BenchServeArgs(child, c, &w, o)
 		env.Note("measuring: %s %s", filepath.Base(self), strings.Join(args, " "))
-		cmd := exec.CommandContext(ctx, self, args...)
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		if err := cmd.Run(); err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
+		return measureRepeated(ctx, env, k, gap, func(ctx context.Context, _ int) (*servebench.Report, error) {
+			cmd := exec.CommandContext(ctx, self, args...)
+			var out, errb bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			if err := cmd.Run(); err != nil {
+				return nil, fmt.Errorf("bench-serve: %v: %s", err, strings.TrimSpace(errb.String()))
 			}
-			return nil, fmt.Errorf("bench-serve: %v: %s", err, strings.TrimSpace(errb.String()))
-		}
-		var rep servebench.Report
-		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-			return nil, fmt.Errorf("bench-serve output: %w", err)
-		}
-		return &rep, nil
-	}
-	rep, err := servebench.Run(ctx, m, &w, o,
-		func(p servebench.Progress) {
-			if !p.Warmup {
-				env.Report(float64(p.Run), float64(p.Of), "run", fmt.Sprintf("TPOT %.2f ms", 1e3*p.Result.TPOT.Mean))
+			var rep servebench.Report
+			if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+				return nil, fmt.Errorf("bench-serve output: %w", err)
 			}
+			return &rep, nil
 		})
-	if err != nil {
-		return nil, err
 	}
-	rep.Model = child
-	rep.PeakRSSBytes = 0 // this process's peak, not the child's: not reported
-	return rep, nil
+	return measureRepeated(ctx, env, k, gap, func(ctx context.Context, _ int) (*servebench.Report, error) {
+		rep, err := servebench.Run(ctx, m, &w, o, nil)
+		if err != nil {
+			return nil, err
+		}
+		rep.Model = child
+		rep.PeakRSSBytes = 0 // this process's peak, not the child's: not reported
+		return rep, nil
+	})
 }
 
 // Execute runs the whole pipeline of c in c.Dir. self, when not empty, is

@@ -61,15 +61,40 @@ type Deployment struct {
 // child's estimated and (where the target could be measured) measured value.
 // Max says the cost must stay at or below Limit; otherwise at or above
 // (throughput).
+//
+// A measurement is several separate invocations of bench-serve: Measured
+// is the conservative figure, the worst invocation (the largest latency or
+// memory, the smallest throughput), and the budget is judged on it;
+// MeasuredMedian, MeasuredMin and MeasuredMax are the median and range of
+// the Invocations invocations' figures and MeasuredSpread their relative
+// spread (max−min)/median.
 type Budget struct {
-	Name      string   `json:"name"` // "memory", "ttft", ...
-	Unit      string   `json:"unit"` // "GiB", "ms", "tok/s", ...
-	Max       bool     `json:"max"`
-	Limit     float64  `json:"limit"`
-	Parent    *float64 `json:"parent,omitempty"`
-	Estimated *float64 `json:"estimated,omitempty"`
-	Measured  *float64 `json:"measured,omitempty"`
-	Binding   bool     `json:"binding,omitempty"`
+	Name           string   `json:"name"` // "memory", "ttft", ...
+	Unit           string   `json:"unit"` // "GiB", "ms", "tok/s", ...
+	Max            bool     `json:"max"`
+	Limit          float64  `json:"limit"`
+	Parent         *float64 `json:"parent,omitempty"`
+	Estimated      *float64 `json:"estimated,omitempty"`
+	Measured       *float64 `json:"measured,omitempty"`
+	Invocations    int      `json:"invocations,omitempty"`
+	MeasuredMedian *float64 `json:"measured_median,omitempty"`
+	MeasuredMin    *float64 `json:"measured_min,omitempty"`
+	MeasuredMax    *float64 `json:"measured_max,omitempty"`
+	MeasuredSpread *float64 `json:"measured_spread,omitempty"`
+	Binding        bool     `json:"binding,omitempty"`
+}
+
+// HasRange reports whether the measurement has a range over more than one
+// invocation to show.
+func (b Budget) HasRange() bool {
+	return b.Measured != nil && b.Invocations > 1 && b.MeasuredMin != nil && b.MeasuredMax != nil
+}
+
+// Unstable reports whether the invocations of the measurement spread more
+// than tol relative to their median: the figure is unsteady on the machine
+// that measured it.
+func (b Budget) Unstable(tol float64) bool {
+	return b.HasRange() && b.MeasuredSpread != nil && *b.MeasuredSpread > tol
 }
 
 // Met reports whether v satisfies the budget.

@@ -28,8 +28,14 @@ func optNum(v *float64, path string) cell {
 type budgetRow struct {
 	Name, Unit, Sense                 string
 	Limit, Parent, Estimated, Measure cell
-	Status, StatusClass               string
-	Binding, Flag                     bool
+	// MinM, MaxM and MedianM are the range and median over Invocations
+	// invocations (HasRange: more than one).
+	MinM, MaxM, MedianM cell
+	Invocations         int
+	Status, StatusClass string
+	Binding, Flag       bool
+	HasRange, Unstable  bool
+	SpreadText          string
 }
 
 type evalCell struct {
@@ -63,6 +69,8 @@ type page struct {
 	ParamRatio    string
 	MeasuredNote  string
 	AnyDisagree   bool
+	AnyUnstable   bool
+	AnyRange      bool
 	TrainingFinal string
 }
 
@@ -89,7 +97,14 @@ func build(d *Data) (*page, error) {
 		r := budgetRow{Name: b.Name, Unit: b.Unit, Binding: b.Binding,
 			Limit: num(b.Limit, p+"limit"), Parent: optNum(b.Parent, p+"parent"),
 			Estimated: optNum(b.Estimated, p+"estimated"), Measure: optNum(b.Measured, p+"measured"),
-			Flag: b.Disagrees(Tolerance)}
+			Flag: b.Disagrees(Tolerance), HasRange: b.HasRange(), Unstable: b.Unstable(Tolerance)}
+		if r.HasRange {
+			r.MinM, r.MaxM, r.MedianM = optNum(b.MeasuredMin, p+"measured_min"), optNum(b.MeasuredMax, p+"measured_max"), optNum(b.MeasuredMedian, p+"measured_median")
+			r.Invocations = b.Invocations
+			if b.MeasuredSpread != nil {
+				r.SpreadText = fmt.Sprintf("%.0f %%", 100**b.MeasuredSpread)
+			}
+		}
 		r.Sense = "≥"
 		if b.Max {
 			r.Sense = "≤"
@@ -110,6 +125,8 @@ func build(d *Data) (*page, error) {
 			r.Status += " (estimated)"
 		}
 		pg.AnyDisagree = pg.AnyDisagree || r.Flag
+		pg.AnyUnstable = pg.AnyUnstable || r.Unstable
+		pg.AnyRange = pg.AnyRange || r.HasRange
 		pg.Budgets = append(pg.Budgets, r)
 	}
 	for i, row := range d.Eval.Rows {
@@ -210,8 +227,10 @@ figcaption { color: #555; font-size: .9rem; }
 <h2>Budgets</h2>
 {{if .Budgets}}<table>
 <tr><th>budget</th><th>limit</th><th>parent</th><th>child, estimated</th><th>child, measured</th><th>status</th></tr>
-{{range .Budgets}}<tr{{if .Binding}} class="binding"{{end}}><td>{{.Name}}{{if .Binding}} (binding){{end}}</td><td>{{.Sense}} <span data-json="{{.Limit.Path}}">{{.Limit.Text}}</span> {{.Unit}}</td><td data-json="{{.Parent.Path}}">{{.Parent.Text}}</td><td data-json="{{.Estimated.Path}}">{{.Estimated.Text}}</td><td data-json="{{.Measure.Path}}">{{.Measure.Text}}{{if .Flag}} <span class="flag" title="estimate and measurement differ by more than 10 %">⚑</span>{{end}}</td><td class="{{.StatusClass}}">{{.Status}}</td></tr>
+{{range .Budgets}}<tr{{if .Binding}} class="binding"{{end}}><td>{{.Name}}{{if .Binding}} (binding){{end}}</td><td>{{.Sense}} <span data-json="{{.Limit.Path}}">{{.Limit.Text}}</span> {{.Unit}}</td><td data-json="{{.Parent.Path}}">{{.Parent.Text}}</td><td data-json="{{.Estimated.Path}}">{{.Estimated.Text}}</td><td><span data-json="{{.Measure.Path}}">{{.Measure.Text}}</span>{{if .HasRange}} <span class="range">(<span data-json="{{.MinM.Path}}">{{.MinM.Text}}</span> – <span data-json="{{.MaxM.Path}}">{{.MaxM.Text}}</span>, median <span data-json="{{.MedianM.Path}}">{{.MedianM.Text}}</span>, over {{.Invocations}} invocations)</span>{{end}}{{if .Unstable}} <span class="flag unstable" title="the invocations spread {{.SpreadText}}, more than 10 %">unstable on this machine</span>{{end}}{{if .Flag}} <span class="flag" title="estimate and measurement differ by more than 10 %">⚑</span>{{end}}</td><td class="{{.StatusClass}}">{{.Status}}</td></tr>
 {{end}}</table>
+{{if .AnyRange}}<p class="note">Measured: the worst of separate bench-serve invocations (the largest latency or memory, the smallest throughput), which the status judges; in brackets their range and median.</p>{{end}}
+{{if .AnyUnstable}}<p class="flag">Unstable on this machine: the invocations of a measurement spread more than 10 % of their median, so one invocation alone would not have been a reliable figure.</p>{{end}}
 {{if .AnyDisagree}}<p class="flag">⚑ estimate and measurement differ by more than 10 %.</p>{{end}}
 {{else}}<p class="note">No budgets were set.</p>{{end}}
 </section>
@@ -332,10 +351,22 @@ func WriteMarkdown(w io.Writer, d *Data) error {
 				name = "**" + name + "** (binding)"
 			}
 			m := r.Measure.Text
+			if r.HasRange {
+				m += fmt.Sprintf(" (%s – %s, median %s, over %d invocations)", r.MinM.Text, r.MaxM.Text, r.MedianM.Text, r.Invocations)
+			}
+			if r.Unstable {
+				m += " unstable on this machine (spread " + r.SpreadText + ")"
+			}
 			if r.Flag {
 				m += " ⚑"
 			}
 			fmt.Fprintf(&b, "| %s | %s %s %s | %s | %s | %s | %s |\n", name, r.Sense, r.Limit.Text, r.Unit, r.Parent.Text, r.Estimated.Text, m, r.Status)
+		}
+		if pg.AnyRange {
+			b.WriteString("\nMeasured: the worst of separate bench-serve invocations (the largest latency or memory, the smallest throughput), which the status judges; in brackets their range and median.\n")
+		}
+		if pg.AnyUnstable {
+			b.WriteString("\nUnstable on this machine: the invocations of a measurement spread more than 10 % of their median, so one invocation alone would not have been a reliable figure.\n")
 		}
 		if pg.AnyDisagree {
 			b.WriteString("\n⚑ estimate and measurement differ by more than 10 %.\n")

@@ -67,6 +67,16 @@ func TestHTMLSelfContained(t *testing.T) {
 	if m := regexp.MustCompile(`(?i)(src|href)\s*=\s*"(https?:)?//`).FindString(html); m != "" {
 		t.Errorf("the page references an outside resource: %s", m)
 	}
+	// The measured range over invocations is on the page, each number
+	// marked so that CheckNumbers compares it with the JSON.
+	for _, path := range []string{"budgets.1.measured", "budgets.1.measured_min", "budgets.1.measured_max", "budgets.1.measured_median"} {
+		if !strings.Contains(html, `data-json="`+path+`"`) {
+			t.Errorf("%s is not on the page", path)
+		}
+	}
+	if !strings.Contains(html, "unstable on this machine") {
+		t.Error("the TPOT row's invocations spread 30 %, but the page does not call it unstable")
+	}
 	browsertest.CheckNumbers(t, html, d, FormatNumber)
 }
 
@@ -82,6 +92,19 @@ func TestBudgetFlags(t *testing.T) {
 	} {
 		if got := tc.b.Disagrees(Tolerance); got != tc.disagree {
 			t.Errorf("%+v: Disagrees = %v", tc.b, got)
+		}
+	}
+	for _, tc := range []struct {
+		b        Budget
+		unstable bool
+	}{
+		{Budget{Measured: f(16.3), Invocations: 3, MeasuredMin: f(12.1), MeasuredMax: f(16.3), MeasuredSpread: f(0.3)}, true},
+		{Budget{Measured: f(16.3), Invocations: 3, MeasuredMin: f(15.9), MeasuredMax: f(16.3), MeasuredSpread: f(0.025)}, false},
+		{Budget{Measured: f(16.3), Invocations: 1, MeasuredMin: f(16.3), MeasuredMax: f(16.3), MeasuredSpread: f(0)}, false},
+		{Budget{Measured: f(16.3)}, false}, // a report from before invocations were repeated
+	} {
+		if got := tc.b.Unstable(Tolerance); got != tc.unstable {
+			t.Errorf("%+v: Unstable = %v", tc.b, got)
 		}
 	}
 	if !(Budget{Max: true, Limit: 5}).Met(5) || (Budget{Max: true, Limit: 5}).Met(5.1) || !(Budget{Limit: 5}).Met(6) {

@@ -111,8 +111,11 @@ func Combine(reps []*Report) (*Invocations, error) {
 }
 
 // Conservative returns the worst invocation's figure of key (a Metrics
-// name or PeakRSSKey), and whether it was measured.
+// name or PeakRSSKey), and whether it was measured (not on a nil v).
 func (v *Invocations) Conservative(key string) (float64, bool) {
+	if v == nil {
+		return 0, false
+	}
 	a, ok := v.Summary[key]
 	return a.Worst, ok && len(a.Invocations) > 0
 }
