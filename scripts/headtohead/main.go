@@ -15,6 +15,12 @@
 // over seeds is the recovery's alone. (Minitron++'s brief training of its
 // top-k is seeded by the distillation seed, so its search reruns per seed.)
 //
+// Each measured cell is the conservative figure, the worst of the measure
+// stage's separate bench-serve invocations (pipeline measure.invocations),
+// with their range in brackets; "unstable" marks a figure whose invocations
+// spread more than 10 %, ⚑ one whose estimate differs from it by more than
+// 10 %. A budget is met only when the conservative figure meets it.
+//
 // After the per-run table it prints one line per deployment and strategy:
 // the mean held-out perplexity with its range over the seeds, and whether
 // every seed's child met every budget when measured.
@@ -80,7 +86,7 @@ func run(ctx context.Context, bin, dir, seedList string, tokens int64) error {
 	var order []key
 	ppls := map[key][]float64{}
 	met := map[key]bool{}
-	fmt.Println("| deployment | strategy | seed | chosen shape | params | budget: limit, estimated, measured | selection tokens | held-out ppl | in-domain choice acc | cloze acc |")
+	fmt.Println("| deployment | strategy | seed | chosen shape | params | budget: limit, estimated / measured (worst invocation, range) | selection tokens | held-out ppl | in-domain choice acc | cloze acc |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
 	for di, d := range deployments {
 		for _, strategy := range []string{"autocompress", "minitron"} {
@@ -167,7 +173,8 @@ func heldOutPPL(r *report.Data) (float64, bool) {
 	return 0, false
 }
 
-// allMet reports whether every budget of r was measured and met.
+// allMet reports whether every budget of r was measured and met by its
+// conservative figure (the worst of the invocations).
 func allMet(r *report.Data) bool {
 	for _, x := range r.Budgets {
 		if x.Measured == nil || !x.Met(*x.Measured) {
@@ -235,6 +242,28 @@ func copyTree(src, dst string) error {
 	})
 }
 
+// measuredCell is a budget's measured figure: the conservative one (the
+// worst invocation), with the range over the invocations where there were
+// several, "(missed)" when the conservative figure misses the budget,
+// "unstable" when the invocations spread more than 10 % and ⚑ when estimate
+// and measurement differ by more than 10 %.
+func measuredCell(x report.Budget) string {
+	s := report.FormatNumber(*x.Measured)
+	if x.HasRange() {
+		s += fmt.Sprintf(" (%s–%s over %d)", report.FormatNumber(*x.MeasuredMin), report.FormatNumber(*x.MeasuredMax), x.Invocations)
+	}
+	if !x.Met(*x.Measured) {
+		s += " (missed)"
+	}
+	if x.Unstable(report.Tolerance) {
+		s += " unstable"
+	}
+	if x.Disagrees(report.Tolerance) {
+		s += " ⚑"
+	}
+	return s
+}
+
 func oneLine(s string) string { return strings.ReplaceAll(s, "|", "/") }
 
 func row(dep, strategy string, seed int64, r *report.Data) string {
@@ -245,13 +274,7 @@ func row(dep, strategy string, seed int64, r *report.Data) string {
 			est = report.FormatNumber(*x.Estimated)
 		}
 		if x.Measured != nil {
-			meas = report.FormatNumber(*x.Measured)
-			if !x.Met(*x.Measured) {
-				meas += " (missed)"
-			}
-			if x.Disagrees(report.Tolerance) {
-				meas += " ⚑"
-			}
+			meas = measuredCell(x)
 		}
 		b = append(b, fmt.Sprintf("%s %s %s: %s / %s", x.Name, report.FormatNumber(x.Limit), x.Unit, est, meas))
 	}

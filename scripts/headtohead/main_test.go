@@ -1,0 +1,37 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/autocompress/autocompress/report"
+)
+
+// TestMeasuredCell: the cell shows the conservative figure with the range
+// over invocations, and a budget counts as met only when the conservative
+// figure meets it (a median inside the budget is not enough).
+func TestMeasuredCell(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	tpot := report.Budget{Name: "tpot", Unit: "ms", Max: true, Limit: 2.2, Estimated: f(2.1),
+		Measured: f(3.08), Invocations: 3, MeasuredMin: f(0.85), MeasuredMax: f(3.08), MeasuredMedian: f(2.0), MeasuredSpread: f(1.1)}
+	mem := report.Budget{Name: "memory", Unit: "MiB", Max: true, Limit: 58, Estimated: f(44),
+		Measured: f(43.7), Invocations: 3, MeasuredMin: f(43.5), MeasuredMax: f(43.7), MeasuredMedian: f(43.6), MeasuredSpread: f(0.005)}
+	old := report.Budget{Name: "throughput", Unit: "tok/s", Limit: 1500, Estimated: f(1600), Measured: f(1683)}
+	for _, tc := range []struct {
+		b    report.Budget
+		want string
+	}{
+		{tpot, "3.08 (0.85–3.08 over 3) (missed) unstable ⚑"},
+		{mem, "43.7 (43.5–43.7 over 3)"},
+		{old, "1683"},
+	} {
+		if got := measuredCell(tc.b); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.b.Name, got, tc.want)
+		}
+	}
+	if allMet(&report.Data{Budgets: []report.Budget{tpot, mem}}) || !allMet(&report.Data{Budgets: []report.Budget{mem, old}}) {
+		t.Error("allMet: want false with the TPOT whose worst invocation misses, true without it")
+	}
+	if allMet(&report.Data{Budgets: []report.Budget{{Name: "tpot", Max: true, Limit: 2, Estimated: f(1)}}}) {
+		t.Error("allMet: an unmeasured budget counts as met")
+	}
+}
