@@ -228,7 +228,9 @@ func TestInvocationsConfig(t *testing.T) {
 	}
 	b = DemoConfig()
 	b.Measure.GapSeconds = a.Measure.GapSeconds + 1
-	if params(a, "measure") != params(b, "measure") {
-		t.Error("the measure stage depends on the pause between invocations")
+	for _, stage := range []string{"measure", "search"} {
+		if params(a, stage) != params(b, stage) {
+			t.Errorf("the %s stage depends on the pause between invocations", stage)
+		}
 	}
 }

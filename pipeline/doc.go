@@ -30,4 +30,16 @@
 // and records every round in rounds.json and the report. The measure stage
 // serves the final child under the settings the search chose (its sequence
 // limit, context and prompt budget per step, from serving.json).
+//
+// Every measurement, the search's checks and the final one, is
+// measure.invocations separate bench-serve processes (default 3,
+// measure.gap_s apart), each with its own warm-up and repeats, combined by
+// servebench.Combine. Budgets are judged on the conservative figure, the
+// worst invocation (the largest latency or memory, the smallest
+// throughput), and the re-choice scales a missed budget by estimated/worst:
+// on a shared machine the same child's single-stream TPOT differed by up
+// to 2.7× between invocations while the runs of one agreed to 5–9 %, so
+// one invocation is one draw. The report shows the invocations' range and
+// median and flags a metric whose invocations spread more than 10 % as
+// unstable on this machine.
 package pipeline

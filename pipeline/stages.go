@@ -280,6 +280,7 @@ func Stages(c Config, self string) ([]Stage, error) {
 	var check Measure // the search stage's measured checks, where it makes them
 	if t.local && c.Measure.Enabled && c.Measure.Rounds > 0 {
 		check = c.Measure
+		check.GapSeconds = 0 // the pause between invocations is not an input
 	}
 	st = append(st, Stage{Name: "search", Deps: []string{"importance"}, Params: struct {
 		D     Deployment
@@ -615,7 +616,16 @@ func measureRepeated(ctx context.Context, env *Env, k int, gap time.Duration, in
 		var parts []string
 		for _, key := range u {
 			a := inv.Summary[key]
-			parts = append(parts, fmt.Sprintf("%s %.3g–%.3g (%.0f %%)", key, a.Min, a.Max, 100*a.Spread))
+			label, unit, scale := key, "", 1.0
+			if key == servebench.PeakRSSKey {
+				label, unit, scale = "peak memory", "MiB", 1.0/(1<<20)
+			}
+			for _, m := range servebench.Metrics {
+				if m.Name == key {
+					label, unit, scale = m.Label, m.Unit, m.Scale
+				}
+			}
+			parts = append(parts, fmt.Sprintf("%s %.4g–%.4g %s (%.0f %%)", label, scale*a.Min, scale*a.Max, unit, 100*a.Spread))
 		}
 		env.Note("unstable on this machine: %d invocations spread more than %.0f %%: %s; budgets are judged on the worst", k, 100*UnstableTolerance, strings.Join(parts, ", "))
 	}
