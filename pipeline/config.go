@@ -123,7 +123,7 @@ type Measure struct {
 	// Rounds is how many times the search may re-choose after measuring
 	// the pruned child (before distillation: the costs do not depend on
 	// the weights) and finding a budget missed (0: no check).
-	Rounds int `yaml:"rounds" flag:"measure-rounds" help:"re-choices after measuring the pruned child before distillation, each with the missed budgets tightened by measured/estimated (0: no check)" min:"0"`
+	Rounds int `yaml:"rounds" flag:"measure-rounds" help:"re-choices after measuring the pruned child before distillation, each with the missed budgets scaled by estimated/measured, measured being the worst invocation (0: no check)" min:"0"`
 }
 
 // DefaultConfig is the embedded demo: the embedded parent on this machine's
