@@ -117,7 +117,7 @@ func checkRounds(ctx context.Context, env *Env, req search.Request, rep *search.
 			env.Note("round %d: the pruned child misses %v measured; no re-choice left (measure.rounds %d)", i, r.Missed, maxRounds)
 			return rep, rounds, nil
 		}
-		env.Note("round %d: the pruned child misses %v measured; searching again with them tightened by measured/estimated", i, r.Missed)
+		env.Note("round %d: the pruned child misses %v measured; searching again with them scaled by estimated/measured (the worst invocation)", i, r.Missed)
 		req.Budgets = nb
 		if rep, err = search.Execute(ctx, req); err != nil {
 			return nil, nil, fmt.Errorf("search round %d (budgets tightened after measuring the pruned child: %s): %w", i+1, nb.String(), err)
