@@ -34,16 +34,15 @@ import (
 
 // Output files of the stages (relative to each stage's directory).
 const (
-	ScoresFile     = "scores.safetensors"
-	SearchDir      = "search"
-	ChildDir       = "child"
-	DistillSummary = "distill.json"
-	DistillLog     = "log.jsonl"
-	EvalFile       = "eval.json"
-	SuiteFile      = "suite.jsonl"
-	ValidateFile   = "validate.json"
-	MeasureFile    = "invocations.json" // servebench.Invocations
-
+	ScoresFile      = "scores.safetensors"
+	SearchDir       = "search"
+	ChildDir        = "child"
+	DistillSummary  = "distill.json"
+	DistillLog      = "log.jsonl"
+	EvalFile        = "eval.json"
+	SuiteFile       = "suite.jsonl"
+	ValidateFile    = "validate.json"
+	MeasureFile     = "invocations.json" // servebench.Invocations
 	ReportHTML      = "report.html"
 	ReportMarkdown  = "report.md"
 	ReportJSON      = "report.json"
