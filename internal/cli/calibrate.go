@@ -20,7 +20,7 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "calibrate",
-		Usage: "[--groundtruth DIR] [--user FILE.csv] [--iter N] [--out estimate/coefficients.json] [--json]",
+		Usage: "[--groundtruth DIR] [--user FILE.csv] [--iter N] [--out estimate/coefficients.json [--force]] [--json]",
 		Short: "fit the estimator's coefficients to serving measurements",
 		Long: `Calibrate fits the step-time coefficients of each engine family (vllm, sglang, trtllm;
 "@2024" families for the 2024 Argonne builds, llamacpp-cuda@2024 among them; llamacpp-cuda
@@ -113,6 +113,7 @@ func calibrateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args [
 	var g gtFlags
 	g.register(fs, 400)
 	out := fs.String("out", "", "write the coefficient JSON here (e.g. estimate/coefficients.json)")
+	force := fs.Bool("force", false, "replace an existing --out")
 	noVal := fs.Bool("no-validate", false, "skip the hold-out validation (faster; no error bands)")
 	return func(ctx context.Context, env *Env, args []string) error {
 		if len(args) > 0 {
@@ -120,6 +121,11 @@ func calibrateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args [
 		}
 		if g.iter < 10 {
 			return Usagef("--iter must be ≥ 10")
+		}
+		if *out != "" {
+			if err := output.Free(*out, *force); err != nil {
+				return err // before the fit, not after it
+			}
 		}
 		ps, _, err := g.load(env.Stderr)
 		if err != nil {
@@ -168,7 +174,7 @@ func calibrateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args [
 			return fmt.Errorf("fitted coefficients are invalid: %w", err)
 		}
 		if *out != "" {
-			if err := output.WriteFile(*out, data, true); err != nil {
+			if err := output.WriteFile(*out, data, *force); err != nil {
 				return err
 			}
 			fmt.Fprintf(env.Stderr, "wrote %s\n", *out)

@@ -30,7 +30,7 @@ const (
 func init() {
 	Register(&Command{
 		Name:  "estimate",
-		Usage: "[--model M] [--gpu G] [--engine E] [--precision P] [--tp N] [--workload W | --isl N --osl N (--concurrency N | --rate R)] [--json] | --scenarios in.csv --out out.csv",
+		Usage: "[--model M] [--gpu G] [--engine E] [--precision P] [--tp N] [--workload W | --isl N --osl N (--concurrency N | --rate R)] [--json] | --scenarios in.csv --out out.csv [--force]",
 		Short: "predict memory, KV capacity, TTFT, TPOT and throughput of a model on a GPU and engine",
 		Long: `Estimate prices one deployment: the memory plan of the engine (weights, activations,
 overheads, KV pool, KV capacity in tokens and the concurrency that fits) and the
@@ -62,7 +62,8 @@ per node, as --gpus; at least tp). It writes
 --out with one row per scenario:
   id,fits,weights_gib,kv_gib,overhead_gib,total_gib,kv_capacity_tokens,max_concurrency,
   ttft_ms,tpot_ms,e2e_ms,output_tok_s,prefill_tok_s,decode_tok_s,error
-A bad row gets an error value; the others still come out. prefill_tok_s is the server's
+A bad row gets an error value; the others still come out. An existing --out is
+replaced only with --force. prefill_tok_s is the server's
 input-token throughput, decode_tok_s the decode speed one user sees (1000/tpot_ms).`,
 		Flags: estimateFlags,
 	})
@@ -72,7 +73,7 @@ type estFlags struct {
 	model, gpu, gpuFile, engine, precision, kvDType string
 	tp, gpus, maxSeqs, maxBatched                   int
 	memFraction                                     float64
-	jsonOut, analytic, allowLong                    bool
+	jsonOut, analytic, allowLong, force             bool
 	scenarios, out, coeffs                          string
 	wl                                              workloadFlags
 }
@@ -97,6 +98,7 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 	fs.BoolVar(&f.analytic, "analytic", false, "use the analytic steady state only (no simulation)")
 	fs.StringVar(&f.scenarios, "scenarios", "", "batch mode: input CSV of scenarios")
 	fs.StringVar(&f.out, "out", "", "batch mode: output CSV")
+	fs.BoolVar(&f.force, "force", false, "batch mode: replace an existing --out")
 	fs.StringVar(&f.coeffs, "coeffs", "", "coefficient JSON to use instead of the embedded one (as written by calibrate --out)")
 	return func(ctx context.Context, env *Env, args []string) error {
 		if len(args) > 0 {
@@ -563,7 +565,7 @@ func runScenarios(ctx context.Context, env *Env, cat *hardware.Catalog, cf *esti
 		return err
 	}
 	defer in.Close()
-	out, err := output.CreateFile(f.out, true)
+	out, err := output.CreateFile(f.out, f.force)
 	if err != nil {
 		return err
 	}

@@ -252,6 +252,30 @@ func TestPruneCommandScores(t *testing.T) {
 	if !reflect.DeepEqual(removed, []int{1}) {
 		t.Errorf("removed %v, want [1] (lowest block influence)", removed)
 	}
+	// An existing --write-plan file is the user's: replaced only with --force,
+	// and refused before any child is written.
+	mine := filepath.Join(t.TempDir(), "mine.json")
+	if err := os.WriteFile(mine, []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out2 := filepath.Join(t.TempDir(), "child2")
+	again := []string{"prune", "--model", parent, "--scores", scores, "--keep-heads", "4", "--write-plan", mine, "--out", out2}
+	code, _, stderr = pruneRunCLI(again...)
+	if code != 1 || !strings.Contains(stderr, "already exists") || !strings.Contains(stderr, "--force") {
+		t.Errorf("--write-plan over an existing file: exit %d: %s", code, stderr)
+	}
+	if b, _ := os.ReadFile(mine); string(b) != "mine" {
+		t.Errorf("--write-plan replaced the user's file without --force: %q", b)
+	}
+	if _, err := os.Stat(out2); err == nil {
+		t.Error("a refused --write-plan still wrote the child")
+	}
+	if code, _, stderr = pruneRunCLI(append(again, "--force")...); code != 0 {
+		t.Fatalf("--write-plan --force: exit %d: %s", code, stderr)
+	}
+	if _, err := prune.LoadPlan(mine); err != nil {
+		t.Errorf("--force did not write the plan: %v", err)
+	}
 	// Targets without --scores, or both --plan and --scores: usage errors.
 	if code, _, _ := pruneRunCLI("prune", "--model", parent, "--plan", planOut, "--scores", scores, "--out", out); code != 2 {
 		t.Errorf("--plan with --scores: exit %d", code)

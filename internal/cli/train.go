@@ -15,6 +15,7 @@ import (
 	"github.com/autocompress/autocompress/corpus"
 	"github.com/autocompress/autocompress/dataset"
 	"github.com/autocompress/autocompress/engine"
+	"github.com/autocompress/autocompress/internal/output"
 	"github.com/autocompress/autocompress/tokenizer"
 	"github.com/autocompress/autocompress/train"
 )
@@ -79,7 +80,7 @@ The embedded parent model (package parent) is reproduced by:
 				jsonOut    = fs.Bool("json", false, "print the summary as JSON")
 				seed       = fs.Uint64("seed", 1, "seed for the initial weights and the data order")
 				partial    = fs.Bool("save-partial", false, "with --stop-at: also save the model as it is when stopping")
-				force      = fs.Bool("force", false, "replace an existing --out directory (also needed to finish a run saved with --save-partial)")
+				force      = fs.Bool("force", false, "replace an existing --out directory, and without --resume an existing --checkpoint (also needed to finish a run saved with --save-partial)")
 				o          train.Options
 				idsFlag    = fs.Bool("ids", false, "the --data and --val files hold token ids (needs --tokenizer)")
 			)
@@ -120,6 +121,11 @@ The embedded parent model (package parent) is reproduced by:
 				}
 				if *ckpt == "" {
 					*ckpt = filepath.Clean(*out) + ".ckpt"
+				}
+				if !*resume {
+					if err := output.Free(*ckpt, *force); err != nil {
+						return fmt.Errorf("--checkpoint (give --resume to continue from it): %w", err)
+					}
 				}
 				o.Seed = *seed
 				o.WeightDecay, o.Clip = weightDecay, clip
@@ -267,7 +273,7 @@ The embedded parent model (package parent) is reproduced by:
 					if *resume {
 						from = tr.State.Step
 					}
-					log, err := train.OpenStepLog(*logPath, from, int64(o.Batch*o.SeqLen))
+					log, err := train.OpenStepLog(*logPath, from, int64(o.Batch*o.SeqLen), *force)
 					if err != nil {
 						return err
 					}
