@@ -15,6 +15,7 @@ import (
 
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/estimate/groundtruth"
+	"github.com/autocompress/autocompress/estimate/scenarios"
 	"github.com/autocompress/autocompress/hardware"
 )
 
@@ -362,7 +363,7 @@ func scenarioSettingsCheck(ctx context.Context, rows []groundtruth.IndependentRo
 	run := func(stated bool) (groundtruth.IndependentCell, error) {
 		var in bytes.Buffer
 		cw := csv.NewWriter(&in)
-		_ = cw.Write(scenarioIn)
+		_ = cw.Write(scenarios.In)
 		for i, r := range keep {
 			kv, frac := "", ""
 			if stated {
@@ -376,7 +377,7 @@ func scenarioSettingsCheck(ctx context.Context, rows []groundtruth.IndependentRo
 		}
 		cw.Flush()
 		var out bytes.Buffer
-		if _, _, err := EstimateScenarios(ctx, &in, &out, hardware.Default(), nil, true); err != nil {
+		if _, _, err := scenarios.Run(ctx, &in, &out, hardware.Default(), nil, true); err != nil {
 			return groundtruth.IndependentCell{}, err
 		}
 		recs, err := csv.NewReader(&out).ReadAll()
@@ -384,7 +385,7 @@ func scenarioSettingsCheck(ctx context.Context, rows []groundtruth.IndependentRo
 			return groundtruth.IndependentCell{}, err
 		}
 		var apes, ratios []float64
-		outCol := slices.Index(scenarioOut, "output_tok_s")
+		outCol := slices.Index(scenarios.Out, "output_tok_s")
 		for _, rec := range recs[1:] {
 			i, _ := strconv.Atoi(rec[0])
 			pred, err := strconv.ParseFloat(rec[outCol], 64)
