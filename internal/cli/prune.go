@@ -8,9 +8,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/export"
-	"github.com/autocompress/autocompress/importance"
 	"github.com/autocompress/autocompress/internal/output"
 	"github.com/autocompress/autocompress/prune"
 )
@@ -101,7 +99,7 @@ so the native architecture can hold them; the function is unchanged).`,
 				}
 				var plan *prune.Plan
 				if *scores != "" {
-					plan, err = planFromScores(dir, *scores, *keepHidden, *keepHeads, *keepFFN, *dropLayers)
+					plan, err = prune.UniformPlan(dir, *scores, prune.Uniform{Hidden: *keepHidden, Heads: *keepHeads, Neurons: *keepFFN, DropLayers: *dropLayers})
 					if err != nil {
 						return err
 					}
@@ -180,35 +178,6 @@ so the native architecture can hold them; the function is unchanged).`,
 			}
 		},
 	})
-}
-
-// planFromScores builds a uniform plan from importance scores: the same
-// number of hidden channels, query heads per layer (ranked within their KV
-// groups) and neurons everywhere, the layers with the lowest block influence
-// dropped.
-func planFromScores(modelDir, path string, hidden, heads, ffn, drop int) (*prune.Plan, error) {
-	m, err := architecture.Load(modelDir)
-	if err != nil {
-		return nil, err
-	}
-	sc, err := importance.Load(path)
-	if err != nil {
-		return nil, err
-	}
-	s, err := prune.FromImportance(sc, m)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	t := prune.Targets{Hidden: hidden, DropLayers: drop}
-	for range m.Layers {
-		t.Heads = append(t.Heads, heads)
-		t.Neurons = append(t.Neurons, ffn)
-	}
-	p, err := prune.PlanFromScores(m, s, t)
-	if err != nil {
-		return nil, fmt.Errorf("plan from %s: %w", path, err)
-	}
-	return p, nil
 }
 
 func savePlan(path string, p *prune.Plan, force bool) error {
