@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -76,34 +75,9 @@ func (g *gtFlags) load(stderr io.Writer) ([]*groundtruth.Prepared, groundtruth.S
 		}
 		dir = filepath.Join(d, "groundtruth")
 	}
-	var rows []groundtruth.Row
-	skipped := groundtruth.Skipped{}
-	if dir == "" {
-		// user rows only
-	} else if _, err := os.Stat(filepath.Join(dir, "aiconfigurator_silicon_sample.csv")); err == nil {
-		r, sk, err := groundtruth.LoadShared(dir)
-		if err != nil {
-			return nil, nil, err
-		}
-		rows, skipped = r, sk
-	} else if g.data != "" {
-		return nil, nil, fmt.Errorf("%s: no aiconfigurator_silicon_sample.csv there", dir)
-	}
-	if g.user != "" {
-		f, err := os.Open(g.user)
-		if err != nil {
-			return nil, nil, err
-		}
-		r, err := groundtruth.ReadUser(f, g.user, skipped)
-		f.Close()
-		if err != nil {
-			return nil, nil, err
-		}
-		rows = append(rows, r...)
-	}
-	ps := groundtruth.Prepare(rows, skipped)
-	if len(ps) == 0 {
-		return nil, nil, fmt.Errorf("no usable measurement rows (%s)", skipped)
+	ps, skipped, err := groundtruth.Load(dir, g.data != "", g.user)
+	if err != nil {
+		return nil, nil, err
 	}
 	fmt.Fprintf(stderr, "%d measurement rows usable; %s\n", len(ps), skipped)
 	return ps, skipped, nil
@@ -131,39 +105,9 @@ func calibrateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args [
 		if err != nil {
 			return err
 		}
-		cf, err := groundtruth.FitAll(ctx, ps, estimate.PriorCoeffs(), g.iter)
+		cf, err := groundtruth.Calibrate(ctx, ps, estimate.PriorCoeffs(), g.iter, !*noVal)
 		if err != nil {
 			return err
-		}
-		if !*noVal {
-			rep, err := groundtruth.Validate(ctx, ps, estimate.PriorCoeffs(), g.iter/2)
-			if err != nil {
-				return err
-			}
-			for _, c := range rep.Pooled {
-				co, ok := cf.Families[c.Family]
-				if !ok {
-					continue
-				}
-				switch c.Metric {
-				case groundtruth.TTFT:
-					co.ErrTTFT, co.ErrTTFTP90 = c.Median, c.P90
-				case groundtruth.TPOT:
-					co.ErrTPOT, co.ErrTPOTP90 = c.Median, c.P90
-				case groundtruth.Throughput:
-					co.ErrThroughput, co.ErrThroughputP90 = c.Median, c.P90
-				}
-				cf.Families[c.Family] = co
-			}
-			for fam, co := range cf.Families { // base families copied from an era inherit its errors
-				if base, _, ok := strings.Cut(fam, "@"); ok {
-					if b := cf.Families[base]; b.Rows == co.Rows && b.ErrTPOT == 0 && b.ErrThroughput == 0 {
-						b.ErrTTFT, b.ErrTPOT, b.ErrThroughput = co.ErrTTFT, co.ErrTPOT, co.ErrThroughput
-						b.ErrTTFTP90, b.ErrTPOTP90, b.ErrThroughputP90 = co.ErrTTFTP90, co.ErrTPOTP90, co.ErrThroughputP90
-						cf.Families[base] = b
-					}
-				}
-			}
 		}
 		data, err := json.MarshalIndent(cf, "", "  ")
 		if err != nil {
