@@ -1,7 +1,9 @@
 // Package estimate predicts what serving a model costs on one deployment: a
 // GPU (package hardware), a serving engine (vLLM, SGLang, TensorRT-LLM,
 // llama.cpp or the native engine), a weight precision and a workload
-// (package workload).
+// (package workload). Estimate prices one deployment; EstimateWith takes
+// other coefficients and can skip the simulation; package estimate/scenarios
+// prices a CSV file of deployments (estimate --scenarios).
 //
 // # Memory
 //
