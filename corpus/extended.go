@@ -220,3 +220,26 @@ func Interleave(docs []Document) []Document {
 	}
 	return out
 }
+
+// Splits returns the training and validation documents of a built-in
+// corpus by name: "builtin" (All, split by DefaultAssign) or "extended"
+// (Extended, split by ExtendedAssign; the validation documents
+// interleaved, so that the first rows of an evaluation sample every
+// source). root is the module root holding testdata/ext.
+func Splits(name, root string) (train, validation []Document, err error) {
+	switch name {
+	case "builtin":
+		docs, err := All(root)
+		if err != nil {
+			return nil, nil, err
+		}
+		return Split(docs, Train), Split(docs, Validation), nil
+	case "extended":
+		docs, err := Extended(root)
+		if err != nil {
+			return nil, nil, err
+		}
+		return SplitBy(docs, Train, ExtendedAssign), Interleave(SplitBy(docs, Validation, ExtendedAssign)), nil
+	}
+	return nil, nil, fmt.Errorf("unknown corpus %q (known: builtin, extended)", name)
+}

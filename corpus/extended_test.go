@@ -178,3 +178,36 @@ func TestInterleave(t *testing.T) {
 		t.Error("Interleave(nil) is not empty")
 	}
 }
+
+// TestSplits: the built-in corpora by name, as the train command takes
+// them: training and validation documents that do not overlap, the
+// extended corpus holding the builtin one; an unknown name is an error.
+func TestSplits(t *testing.T) {
+	if _, _, err := Splits("wiki", moduleRoot(t)); err == nil || !strings.Contains(err.Error(), "builtin, extended") {
+		t.Errorf("unknown corpus: %v", err)
+	}
+	count := map[string][2]int{}
+	for _, name := range []string{"builtin", "extended"} {
+		tr, val, err := Splits(name, moduleRoot(t))
+		if errors.Is(err, ErrMissing) {
+			t.Skipf("%s corpus absent (%v); run scripts/fetch-assets.sh", name, err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		for _, d := range tr {
+			seen[d.Name] = true
+		}
+		for _, d := range val {
+			if seen[d.Name] {
+				t.Errorf("%s: %s in both splits", name, d.Name)
+			}
+		}
+		count[name] = [2]int{len(tr), len(val)}
+	}
+	b, e := count["builtin"], count["extended"]
+	if b[0] == 0 || b[1] == 0 || e[0] <= b[0] || e[1] <= b[1] {
+		t.Errorf("train/validation documents: builtin %v, extended %v", b, e)
+	}
+}

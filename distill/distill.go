@@ -303,7 +303,7 @@ func Run(ctx context.Context, c Config) (*Summary, error) {
 		sum.ResumedAt, resumeStep = tr.State.Step, tr.State.Step
 		note("resumed %s at step %d of %d", c.Checkpoint, tr.State.Step, o.Steps)
 	}
-	if log, err = train.OpenStepLog(c.LogPath, resumeStep, int64(o.Batch*o.SeqLen)); err != nil {
+	if log, err = train.OpenStepLog(c.LogPath, resumeStep, int64(o.Batch*o.SeqLen), c.Force); err != nil {
 		return nil, err
 	}
 	defer log.Close() // best effort: the log never stops a run

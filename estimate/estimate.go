@@ -1,7 +1,9 @@
 // Package estimate predicts what serving a model costs on one deployment: a
 // GPU (package hardware), a serving engine (vLLM, SGLang, TensorRT-LLM,
 // llama.cpp or the native engine), a weight precision and a workload
-// (package workload).
+// (package workload). Estimate prices one deployment; EstimateWith takes
+// other coefficients and can skip the simulation; package estimate/scenarios
+// prices a CSV file of deployments (estimate --scenarios).
 //
 // # Memory
 //
@@ -67,6 +69,8 @@
 package estimate
 
 import (
+	"fmt"
+
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/hardware"
 	"github.com/autocompress/autocompress/workload"
@@ -85,12 +89,39 @@ type Result struct {
 	Analytic Latency
 	Params   struct{ Total, Active float64 }
 	Coeffs   Coeffs
+	// PrecisionFromConfig is set when the precision came from the
+	// checkpoint's quantization_config (EstimateWith).
+	PrecisionFromConfig bool
 }
 
 // Estimate prices m on hw with engine eng, options o and workload w: the
-// memory plan, the simulated latency and the analytic one.
+// memory plan, the simulated latency and the analytic one, with the
+// embedded coefficients.
 func Estimate(m *architecture.Model, hw *hardware.GPU, eng Engine, o Options, w *workload.Workload) (*Result, error) {
-	c, err := Compile(hw, eng, o, w, nil)
+	return EstimateWith(m, hw, eng, o, w, nil, false)
+}
+
+// EstimateWith is Estimate with the coefficients of cf (nil: the embedded
+// ones) and, with analyticOnly, no simulation (Latency is then Analytic).
+// An empty o.Precision on an engine with a KV pool takes what the
+// checkpoint's quantization_config says (PrecisionFromConfig), else bf16.
+// A model that does not fit returns the memory plan with a *FitError; a
+// --tp that does not split the model an *architecture.TPError.
+func EstimateWith(m *architecture.Model, hw *hardware.GPU, eng Engine, o Options, w *workload.Workload, cf *CoeffFile, analyticOnly bool) (*Result, error) {
+	fromConfig := false
+	if o.Precision == "" && eng.Pool() {
+		p, err := ConfigPrecision(m.Raw)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", m.Name, err)
+		}
+		o.Precision, fromConfig = p, p != ""
+	}
+	var co *Coeffs
+	if cf != nil {
+		c, _ := cf.Family(eng.Family(hw))
+		co = &c
+	}
+	c, err := Compile(hw, eng, o, w, co)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +130,8 @@ func Estimate(m *architecture.Model, hw *hardware.GPU, eng Engine, o Options, w 
 	}
 	var s Summary
 	c.Summarize(&s, m)
-	res := &Result{Model: m.Name, GPU: hw.Name, Engine: eng, Family: c.family, Workload: w.String(), Coeffs: c.Coeffs()}
+	res := &Result{Model: m.Name, GPU: hw.Name, Engine: eng, Family: c.family, Workload: w.String(), Coeffs: c.Coeffs(),
+		PrecisionFromConfig: fromConfig}
 	res.Params.Total, res.Params.Active = s.TotalParams, s.ActiveParams
 	ok := planMemory(&res.Memory, &s, hw, &c.r, c.ctx, c.r.maxSeqs)
 	if !ok {
@@ -109,6 +141,10 @@ func Estimate(m *architecture.Model, hw *hardware.GPU, eng Engine, o Options, w 
 	}
 	p := c.PriceSummary(&s)
 	res.Analytic = p.Latency
+	if analyticOnly {
+		res.Latency = p.Latency
+		return res, nil
+	}
 	var sim Simulator
 	l, err := c.Simulate(&sim, &s)
 	if err != nil {

@@ -156,3 +156,46 @@ func truncUTF8(s string, n int) string {
 }
 
 func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// TestSuiteContinuationLength measures the figures of BuildSuite's doc
+// comment (run with -v): the choice questions of the default suite cut from
+// the parent's test split, with 3- and 12-word continuations, for the
+// parent and parentChild's unrecovered child. It asserts what the doc
+// relies on: the parent well above chance at both lengths and ahead of
+// the child.
+func TestSuiteContinuationLength(t *testing.T) {
+	if testing.Short() {
+		t.Skip("about 25 s of forward passes")
+	}
+	root, _ := shareddata.ModuleRoot()
+	text, err := parent.SplitText(root, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, c, tok := parentChild(t)
+	for _, words := range []int{3, 12} {
+		suite, err := BuildSuite(text, SuiteOptions{ContWords: words})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var choice []SuiteItem
+		for _, it := range suite {
+			if it.Kind == "choice" {
+				choice = append(choice, it)
+			}
+		}
+		rep, err := Run(context.Background(), []Model{{"parent", p, tok}, {"child", c, tok}},
+			Config{Tasks: suiteTasks(t, choice), Windows: Options{SeqLen: 128, Batch: 16}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		rep.WriteText(&b)
+		t.Logf("%d-word continuations, %d questions\n%s", words, len(choice), b.String())
+		pa, _ := rep.Models[0].Tasks[0].Metric("acc")
+		ca, _ := rep.Models[1].Tasks[0].Metric("acc")
+		if pa.Value < 0.25+3*pa.Stderr || pa.Value <= ca.Value {
+			t.Errorf("%d words: parent acc %.3f ± %.3f, child %.3f; want the parent above chance (0.25) and the child", words, pa.Value, pa.Stderr, ca.Value)
+		}
+	}
+}

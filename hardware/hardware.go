@@ -176,6 +176,24 @@ func Default() *Catalog {
 	return c
 }
 
+// LoadCatalog returns the built-in devices plus those of the YAML or JSON
+// device file at path (see ParseFile); "" adds none. A device of the file
+// replaces a built-in one of the same name.
+func LoadCatalog(path string) (*Catalog, error) {
+	c := Default()
+	if path == "" {
+		return c, nil
+	}
+	gs, err := ParseFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Add(gs...); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
 // Add inserts or replaces devices after validating them.
 func (c *Catalog) Add(gs ...GPU) error {
 	for i := range gs {

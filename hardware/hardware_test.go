@@ -358,3 +358,39 @@ func TestLookupNode(t *testing.T) {
 		t.Errorf("String: %q", s)
 	}
 }
+
+// TestLoadCatalog: the built-in devices plus a device file's, which can
+// replace a built-in one; a bad file names itself.
+func TestLoadCatalog(t *testing.T) {
+	c, err := LoadCatalog("")
+	if err != nil || len(c.Names()) != len(Default().Names()) {
+		t.Fatalf("no file: %v, %d devices", err, len(c.Names()))
+	}
+	dir := t.TempDir()
+	p := filepath.Join(dir, "lab.yaml")
+	if err := os.WriteFile(p, []byte("name: lab-card\nmemory_gib: 48\nbandwidth_gbs: 1000\nbf16_tflops: 300\nfp8_tflops: 600\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err = LoadCatalog(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := c.Lookup("lab-card")
+	if err != nil || g.MemoryBytes != 48<<30 {
+		t.Fatalf("lab-card: %v %+v", err, g)
+	}
+	if _, err := c.Lookup("h100-sxm"); err != nil {
+		t.Errorf("built-in device lost: %v", err)
+	}
+	if _, err := Default().Lookup("lab-card"); err == nil {
+		t.Error("LoadCatalog changed the default catalog")
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("name: broken\nmemory_gib: -1\n"), 0o644)
+	if _, err := LoadCatalog(bad); err == nil || !strings.Contains(err.Error(), "bad.yaml") {
+		t.Errorf("bad file: %v, want an error naming it", err)
+	}
+	if _, err := LoadCatalog(filepath.Join(dir, "none.yaml")); err == nil {
+		t.Error("missing file: no error")
+	}
+}

@@ -2,9 +2,12 @@ package importance
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/autocompress/autocompress/internal/output"
 )
 
 // TestCached: the first call computes and saves; the same model and data
@@ -54,6 +57,19 @@ func TestCached(t *testing.T) {
 	os.WriteFile(cfg, append(b, ' '), 0o644)
 	if _, reused := run(data[:3], false); reused {
 		t.Error("another model's files: reused")
+	}
+	// A file that is not scores is the user's: kept without force.
+	mine := filepath.Join(t.TempDir(), "mine.safetensors")
+	os.WriteFile(mine, []byte("mine"), 0o644)
+	var ee *output.ExistsError
+	if _, _, err := Cached(context.Background(), m, dir, data, mine, o, false); !errors.As(err, &ee) {
+		t.Errorf("over a file that is not scores: %v, want an ExistsError", err)
+	}
+	if b, _ := os.ReadFile(mine); string(b) != "mine" {
+		t.Errorf("the file was replaced: %q", b)
+	}
+	if _, _, err := Cached(context.Background(), m, dir, data, mine, o, true); err != nil {
+		t.Errorf("force over a file that is not scores: %v", err)
 	}
 	if _, _, err := Cached(context.Background(), m, filepath.Join(dir, "none"), data, path, o, false); err == nil {
 		t.Error("a missing model directory: no error")

@@ -42,3 +42,44 @@ func float32s(v []float64) []float32 {
 	}
 	return out
 }
+
+// Uniform gives the same targets to every layer, Minitron-style: hidden
+// channels, query heads per layer (a multiple of the KV groups) and MLP
+// neurons per layer, 0 keeping all, and DropLayers layers removed.
+type Uniform struct {
+	Hidden, Heads, Neurons, DropLayers int
+}
+
+// Targets broadcasts u to the layers of m.
+func (u Uniform) Targets(m *architecture.Model) Targets {
+	t := Targets{Hidden: u.Hidden, DropLayers: u.DropLayers}
+	for range m.Layers {
+		t.Heads = append(t.Heads, u.Heads)
+		t.Neurons = append(t.Neurons, u.Neurons)
+	}
+	return t
+}
+
+// UniformPlan builds the uniform plan u for the checkpoint in modelDir from
+// the importance scores in scoresPath (autocompress importance output): the
+// top-scoring units kept (query heads ranked within their KV groups), the
+// layers of lowest block influence dropped.
+func UniformPlan(modelDir, scoresPath string, u Uniform) (*Plan, error) {
+	m, err := architecture.Load(modelDir)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := importance.Load(scoresPath)
+	if err != nil {
+		return nil, err
+	}
+	s, err := FromImportance(sc, m)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", scoresPath, err)
+	}
+	p, err := PlanFromScores(m, s, u.Targets(m))
+	if err != nil {
+		return nil, fmt.Errorf("plan from %s: %w", scoresPath, err)
+	}
+	return p, nil
+}

@@ -192,24 +192,33 @@ func WriteIDsBinary(w io.Writer, seqs [][]int) error {
 	if _, err := bw.Write(head[:]); err != nil {
 		return err
 	}
-	var buf [4]byte
+	var b []byte
 	for s, seq := range seqs {
-		if len(seq) > maxSeqLen {
-			return fmt.Errorf("tokenizer: sequence %d has %d ids, more than the binary form allows (%d)", s, len(seq), maxSeqLen)
+		var err error
+		if b, err = appendBinaryRecord(b[:0], seq); err != nil {
+			return fmt.Errorf("tokenizer: sequence %d: %w", s, err)
 		}
-		binary.LittleEndian.PutUint32(buf[:], uint32(len(seq)))
-		bw.Write(buf[:])
-		for i, id := range seq {
-			if id < 0 || id > math.MaxInt32 {
-				return fmt.Errorf("tokenizer: sequence %d position %d: id %d outside [0, 2^31)", s, i, id)
-			}
-			binary.LittleEndian.PutUint32(buf[:], uint32(id))
-			if _, err := bw.Write(buf[:]); err != nil {
-				return err
-			}
+		if _, err := bw.Write(b); err != nil {
+			return err
 		}
 	}
 	return bw.Flush()
+}
+
+// appendBinaryRecord appends one sequence of the binary form: its length,
+// then its ids, little-endian uint32s. Ids must lie in [0, 2^31).
+func appendBinaryRecord(b []byte, seq []int) ([]byte, error) {
+	if len(seq) > maxSeqLen {
+		return b, fmt.Errorf("%d ids, more than the binary form allows (%d)", len(seq), maxSeqLen)
+	}
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(seq)))
+	for i, id := range seq {
+		if id < 0 || id > math.MaxInt32 {
+			return b, fmt.Errorf("position %d: id %d outside [0, 2^31)", i, id)
+		}
+		b = binary.LittleEndian.AppendUint32(b, uint32(id))
+	}
+	return b, nil
 }
 
 // IDRangeError reports a token id that does not fit a vocabulary.

@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
+
+	"github.com/autocompress/autocompress/internal/output"
 )
 
 // StepLog is a JSON-lines log of a run's training steps and evaluations, the
@@ -38,7 +41,14 @@ type LogLine struct {
 // With resumeStep < 0 (a fresh run) an existing log is emptied; otherwise
 // its lines up to step resumeStep are kept, later ones (steps the resumed
 // run redoes) and a torn last line are dropped, and new lines follow.
-func OpenStepLog(path string, resumeStep int, perStep int64) (*StepLog, error) {
+// Without force, an existing file that is not a step log (its first line is
+// not one of ours) is the user's: an *output.ExistsError, left as it is.
+func OpenStepLog(path string, resumeStep int, perStep int64, force bool) (*StepLog, error) {
+	if !force {
+		if err := checkStepLog(path); err != nil {
+			return nil, err
+		}
+	}
 	var keep bytes.Buffer
 	if resumeStep >= 0 {
 		b, err := os.ReadFile(path)
@@ -66,6 +76,34 @@ func OpenStepLog(path string, resumeStep int, perStep int64) (*StepLog, error) {
 	}
 	return &StepLog{f: f, perStep: perStep}, nil
 }
+
+// checkStepLog returns an *output.ExistsError when path holds something
+// other than a step log. Every line of a step log starts with the step (a
+// torn line too: a crash cuts lines at their end).
+func checkStepLog(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("train: log: %w", err)
+	}
+	defer f.Close()
+	head := make([]byte, len(stepLogPrefix))
+	n, err := io.ReadFull(f, head)
+	switch {
+	case n == 0 && errors.Is(err, io.EOF):
+		return nil // empty: a log opened before its first step
+	case err != nil && !errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("train: log: %w", err)
+	case n < len(head) || string(head) != stepLogPrefix:
+		return &output.ExistsError{Path: path}
+	}
+	return nil
+}
+
+// stepLogPrefix starts every line of a step log (LogLine's first field).
+const stepLogPrefix = `{"step":`
 
 // Write appends s as one line; use it as (or from) Options.OnStep. A write
 // error is kept for Close: the log never stops a run.

@@ -3,10 +3,13 @@ package train
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/autocompress/autocompress/internal/output"
 )
 
 func readLog(t *testing.T, path string) []LogLine {
@@ -30,7 +33,7 @@ func readLog(t *testing.T, path string) []LogLine {
 
 func TestStepLogResumeDropsRedoneSteps(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "log.jsonl")
-	l, err := OpenStepLog(path, -1, 256)
+	l, err := OpenStepLog(path, -1, 256, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +52,7 @@ func TestStepLogResumeDropsRedoneSteps(t *testing.T) {
 	f.Close()
 
 	// Resumed from the checkpoint of step 4: steps 5 and 6 are redone.
-	l, err = OpenStepLog(path, 4, 256)
+	l, err = OpenStepLog(path, 4, 256, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,12 +84,53 @@ func TestStepLogResumeDropsRedoneSteps(t *testing.T) {
 	}
 
 	// A fresh run empties the log.
-	l, err = OpenStepLog(path, -1, 256)
+	l, err = OpenStepLog(path, -1, 256, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.Close()
 	if n := len(readLog(t, path)); n != 0 {
 		t.Errorf("fresh run kept %d lines", n)
+	}
+}
+
+// TestStepLogKeepsOtherFiles: a file that is not a step log is the user's,
+// refused without force; an empty file or a log whose first line is torn
+// is a step log.
+func TestStepLogKeepsOtherFiles(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		body string
+		ours bool
+	}{
+		{"", true},
+		{`{"step":1,"tok`, true},
+		{`{"step":1,"tokens":256,"loss":5}` + "\n", true},
+		{"my notes\n", false},
+		{`{"st`, false},
+		{`{"id":3}` + "\n", false},
+	} {
+		path := filepath.Join(dir, "log")
+		if err := os.WriteFile(path, []byte(tc.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, resume := range []int{-1, 0} {
+			l, err := OpenStepLog(path, resume, 256, false)
+			var ee *output.ExistsError
+			if tc.ours != (err == nil) || !tc.ours && !errors.As(err, &ee) {
+				t.Errorf("%q (resume %d): %v, want a step log: %v", tc.body, resume, err, tc.ours)
+			}
+			if err == nil {
+				l.Close()
+				os.WriteFile(path, []byte(tc.body), 0o644)
+			} else if b, _ := os.ReadFile(path); string(b) != tc.body {
+				t.Errorf("%q: refused but changed to %q", tc.body, b)
+			}
+		}
+		l, err := OpenStepLog(path, -1, 256, true)
+		if err != nil {
+			t.Fatalf("%q with force: %v", tc.body, err)
+		}
+		l.Close()
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -20,7 +19,7 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "calibrate",
-		Usage: "[--groundtruth DIR] [--user FILE.csv] [--iter N] [--out estimate/coefficients.json] [--json]",
+		Usage: "[--groundtruth DIR] [--user FILE.csv] [--iter N] [--out estimate/coefficients.json [--force]] [--json]",
 		Short: "fit the estimator's coefficients to serving measurements",
 		Long: `Calibrate fits the step-time coefficients of each engine family (vllm, sglang, trtllm;
 "@2024" families for the 2024 Argonne builds, llamacpp-cuda@2024 among them; llamacpp-cuda
@@ -76,34 +75,9 @@ func (g *gtFlags) load(stderr io.Writer) ([]*groundtruth.Prepared, groundtruth.S
 		}
 		dir = filepath.Join(d, "groundtruth")
 	}
-	var rows []groundtruth.Row
-	skipped := groundtruth.Skipped{}
-	if dir == "" {
-		// user rows only
-	} else if _, err := os.Stat(filepath.Join(dir, "aiconfigurator_silicon_sample.csv")); err == nil {
-		r, sk, err := groundtruth.LoadShared(dir)
-		if err != nil {
-			return nil, nil, err
-		}
-		rows, skipped = r, sk
-	} else if g.data != "" {
-		return nil, nil, fmt.Errorf("%s: no aiconfigurator_silicon_sample.csv there", dir)
-	}
-	if g.user != "" {
-		f, err := os.Open(g.user)
-		if err != nil {
-			return nil, nil, err
-		}
-		r, err := groundtruth.ReadUser(f, g.user, skipped)
-		f.Close()
-		if err != nil {
-			return nil, nil, err
-		}
-		rows = append(rows, r...)
-	}
-	ps := groundtruth.Prepare(rows, skipped)
-	if len(ps) == 0 {
-		return nil, nil, fmt.Errorf("no usable measurement rows (%s)", skipped)
+	ps, skipped, err := groundtruth.Load(dir, g.data != "", g.user)
+	if err != nil {
+		return nil, nil, err
 	}
 	fmt.Fprintf(stderr, "%d measurement rows usable; %s\n", len(ps), skipped)
 	return ps, skipped, nil
@@ -113,6 +87,7 @@ func calibrateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args [
 	var g gtFlags
 	g.register(fs, 400)
 	out := fs.String("out", "", "write the coefficient JSON here (e.g. estimate/coefficients.json)")
+	force := fs.Bool("force", false, "replace an existing --out")
 	noVal := fs.Bool("no-validate", false, "skip the hold-out validation (faster; no error bands)")
 	return func(ctx context.Context, env *Env, args []string) error {
 		if len(args) > 0 {
@@ -121,43 +96,18 @@ func calibrateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args [
 		if g.iter < 10 {
 			return Usagef("--iter must be ≥ 10")
 		}
+		if *out != "" {
+			if err := output.Free(*out, *force); err != nil {
+				return err // before the fit, not after it
+			}
+		}
 		ps, _, err := g.load(env.Stderr)
 		if err != nil {
 			return err
 		}
-		cf, err := groundtruth.FitAll(ctx, ps, estimate.PriorCoeffs(), g.iter)
+		cf, err := groundtruth.Calibrate(ctx, ps, estimate.PriorCoeffs(), g.iter, !*noVal)
 		if err != nil {
 			return err
-		}
-		if !*noVal {
-			rep, err := groundtruth.Validate(ctx, ps, estimate.PriorCoeffs(), g.iter/2)
-			if err != nil {
-				return err
-			}
-			for _, c := range rep.Pooled {
-				co, ok := cf.Families[c.Family]
-				if !ok {
-					continue
-				}
-				switch c.Metric {
-				case groundtruth.TTFT:
-					co.ErrTTFT, co.ErrTTFTP90 = c.Median, c.P90
-				case groundtruth.TPOT:
-					co.ErrTPOT, co.ErrTPOTP90 = c.Median, c.P90
-				case groundtruth.Throughput:
-					co.ErrThroughput, co.ErrThroughputP90 = c.Median, c.P90
-				}
-				cf.Families[c.Family] = co
-			}
-			for fam, co := range cf.Families { // base families copied from an era inherit its errors
-				if base, _, ok := strings.Cut(fam, "@"); ok {
-					if b := cf.Families[base]; b.Rows == co.Rows && b.ErrTPOT == 0 && b.ErrThroughput == 0 {
-						b.ErrTTFT, b.ErrTPOT, b.ErrThroughput = co.ErrTTFT, co.ErrTPOT, co.ErrThroughput
-						b.ErrTTFTP90, b.ErrTPOTP90, b.ErrThroughputP90 = co.ErrTTFTP90, co.ErrTPOTP90, co.ErrThroughputP90
-						cf.Families[base] = b
-					}
-				}
-			}
 		}
 		data, err := json.MarshalIndent(cf, "", "  ")
 		if err != nil {
@@ -168,7 +118,7 @@ func calibrateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args [
 			return fmt.Errorf("fitted coefficients are invalid: %w", err)
 		}
 		if *out != "" {
-			if err := output.WriteFile(*out, data, true); err != nil {
+			if err := output.WriteFile(*out, data, *force); err != nil {
 				return err
 			}
 			fmt.Fprintf(env.Stderr, "wrote %s\n", *out)

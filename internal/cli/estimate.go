@@ -2,20 +2,20 @@ package cli
 
 import (
 	"context"
-	"encoding/csv"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/estimate"
+	"github.com/autocompress/autocompress/estimate/scenarios"
 	"github.com/autocompress/autocompress/hardware"
 	"github.com/autocompress/autocompress/internal/output"
+	"github.com/autocompress/autocompress/search"
 	"github.com/autocompress/autocompress/workload"
 )
 
@@ -30,7 +30,7 @@ const (
 func init() {
 	Register(&Command{
 		Name:  "estimate",
-		Usage: "[--model M] [--gpu G] [--engine E] [--precision P] [--tp N] [--workload W | --isl N --osl N (--concurrency N | --rate R)] [--json] | --scenarios in.csv --out out.csv",
+		Usage: "[--model M] [--gpu G] [--engine E] [--precision P] [--tp N] [--workload W | --isl N --osl N (--concurrency N | --rate R)] [--json] | --scenarios in.csv --out out.csv [--force]",
 		Short: "predict memory, KV capacity, TTFT, TPOT and throughput of a model on a GPU and engine",
 		Long: `Estimate prices one deployment: the memory plan of the engine (weights, activations,
 overheads, KV pool, KV capacity in tokens and the concurrency that fits) and the
@@ -62,7 +62,8 @@ per node, as --gpus; at least tp). It writes
 --out with one row per scenario:
   id,fits,weights_gib,kv_gib,overhead_gib,total_gib,kv_capacity_tokens,max_concurrency,
   ttft_ms,tpot_ms,e2e_ms,output_tok_s,prefill_tok_s,decode_tok_s,error
-A bad row gets an error value; the others still come out. prefill_tok_s is the server's
+A bad row gets an error value; the others still come out. An existing --out is
+replaced only with --force. prefill_tok_s is the server's
 input-token throughput, decode_tok_s the decode speed one user sees (1000/tpot_ms).`,
 		Flags: estimateFlags,
 	})
@@ -72,7 +73,7 @@ type estFlags struct {
 	model, gpu, gpuFile, engine, precision, kvDType string
 	tp, gpus, maxSeqs, maxBatched                   int
 	memFraction                                     float64
-	jsonOut, analytic, allowLong                    bool
+	jsonOut, analytic, allowLong, force             bool
 	scenarios, out, coeffs                          string
 	wl                                              workloadFlags
 }
@@ -97,20 +98,15 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 	fs.BoolVar(&f.analytic, "analytic", false, "use the analytic steady state only (no simulation)")
 	fs.StringVar(&f.scenarios, "scenarios", "", "batch mode: input CSV of scenarios")
 	fs.StringVar(&f.out, "out", "", "batch mode: output CSV")
+	fs.BoolVar(&f.force, "force", false, "batch mode: replace an existing --out")
 	fs.StringVar(&f.coeffs, "coeffs", "", "coefficient JSON to use instead of the embedded one (as written by calibrate --out)")
 	return func(ctx context.Context, env *Env, args []string) error {
 		if len(args) > 0 {
 			return Usagef("unexpected arguments: %s", strings.Join(args, " "))
 		}
-		cat := hardware.Default()
-		if f.gpuFile != "" {
-			gs, err := hardware.ParseFile(f.gpuFile)
-			if err != nil {
-				return err
-			}
-			if err := cat.Add(gs...); err != nil {
-				return fmt.Errorf("%s: %w", f.gpuFile, err)
-			}
+		cat, err := hardware.LoadCatalog(f.gpuFile)
+		if err != nil {
+			return err
 		}
 		var coeffs *estimate.CoeffFile
 		if f.coeffs != "" {
@@ -145,17 +141,6 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 		if err != nil {
 			return err
 		}
-		if f.precision == "" && eng.Pool() {
-			// A quantized checkpoint says what it ships: default to that.
-			p, err := estimate.ConfigPrecision(m.Raw)
-			if err != nil {
-				return fmt.Errorf("%s: %w", f.model, err)
-			}
-			if p != "" {
-				f.precision = p
-				fmt.Fprintf(env.Stderr, "precision %s, from the checkpoint's quantization_config (override with --precision)\n", p)
-			}
-		}
 		what := ""
 		if f.wl.Set("isl") || f.wl.Set("osl") {
 			what = fmt.Sprintf("--isl %d + --osl %d", f.wl.isl, f.wl.osl)
@@ -169,14 +154,23 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 		if f.tp < 1 {
 			return Usagef("--tp must be ≥ 1, got %d", f.tp)
 		}
-		if _, err := estimate.LookupPrecision(orDefault(f.precision, "bf16")); err != nil {
-			return Usagef("%v", err)
+		if f.precision != "" {
+			if _, err := estimate.LookupPrecision(f.precision); err != nil {
+				return Usagef("%v", err)
+			}
 		}
 		if _, err := estimate.LookupKVType(f.kvDType); err != nil {
 			return Usagef("%v", err)
 		}
-		res, err := estRun(m, hw, eng, o, w, coeffs, f.analytic)
+		res, err := estimate.EstimateWith(m, hw, eng, o, w, coeffs, f.analytic)
+		if res != nil && res.PrecisionFromConfig {
+			fmt.Fprintf(env.Stderr, "precision %s, from the checkpoint's quantization_config (override with --precision)\n", res.Memory.Precision)
+		}
 		var ue *estimate.UnsupportedError
+		var te *architecture.TPError
+		if errors.As(err, &te) {
+			return Usagef("--tp %d: %v", o.TP, err)
+		}
 		if errors.As(err, &ue) {
 			if ue.Flag != "" {
 				return Usagef("--%s: %v", ue.Flag, err)
@@ -202,72 +196,6 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 	}
 }
 
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
-}
-
-func parseRate(s string) (float64, error) {
-	s = strings.TrimSpace(strings.ToLower(s))
-	if s == "" || s == "0" {
-		return 0, nil
-	}
-	if s == "inf" || s == "+inf" || s == "infinity" {
-		return math.Inf(1), nil
-	}
-	r, err := strconv.ParseFloat(s, 64)
-	if err != nil || r < 0 || math.IsNaN(r) {
-		return 0, fmt.Errorf("request rate %q must be a positive number of requests per second or inf", s)
-	}
-	return r, nil
-}
-
-// estRun prices one deployment with optional coefficient overrides.
-func estRun(m *architecture.Model, hw *hardware.GPU, eng estimate.Engine, o estimate.Options, w *workload.Workload, cf *estimate.CoeffFile, analyticOnly bool) (*estimate.Result, error) {
-	var co *estimate.Coeffs
-	if cf != nil {
-		c, _ := cf.Family(eng.Family(hw))
-		co = &c
-	}
-	c, err := estimate.Compile(hw, eng, o, w, co)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.CheckModel(m); err != nil {
-		var te *architecture.TPError
-		if errors.As(err, &te) {
-			return nil, Usagef("--tp %d: %v", o.TP, err)
-		}
-		return nil, err
-	}
-	var s estimate.Summary
-	c.Summarize(&s, m)
-	res := &estimate.Result{Model: m.Name, GPU: hw.Name, Engine: eng, Family: c.Family(), Workload: w.String(), Coeffs: c.Coeffs()}
-	res.Params.Total, res.Params.Active = s.TotalParams, s.ActiveParams
-	mem, ok := c.Memory(&s)
-	res.Memory = mem
-	if !ok {
-		fe := mem.Fail
-		fe.FitsAtTP, fe.MaxTP = estimate.FitTP(m, hw, eng, o, w)
-		return res, &fe
-	}
-	p := c.PriceSummary(&s)
-	res.Analytic = p.Latency
-	if analyticOnly {
-		res.Latency = p.Latency
-		return res, nil
-	}
-	var sim estimate.Simulator
-	l, err := c.Simulate(&sim, &s)
-	if err != nil {
-		return res, err
-	}
-	res.Latency = l
-	return res, nil
-}
-
 func gib(b float64) float64 { return b / estimate.GiB }
 
 // bandP90 formats a held-out p90 APE; 0 means the coefficient file does not
@@ -291,7 +219,7 @@ func printMemory(w io.Writer, r *estimate.Result, hw *hardware.GPU, wc *workload
 	mem := &r.Memory
 	fmt.Fprintf(w, "autocompress estimate: %s on %s (%s) with %s, %s weights, KV %s, TP %d\n",
 		r.Model, hw.Name, hw.Description, r.Engine, mem.Precision, mem.KVDType, mem.TP)
-	fmt.Fprintf(w, "parameters: %s total, %s active per token\n", humanCount(r.Params.Total), humanCount(r.Params.Active))
+	fmt.Fprintf(w, "parameters: %s total, %s active per token\n", search.FormatCount(r.Params.Total), search.FormatCount(r.Params.Active))
 	fmt.Fprintf(w, "workload: %s\n\n", r.Workload)
 	fmt.Fprintf(w, "Memory per GPU                          GiB\n")
 	fmt.Fprintf(w, "  weights                          %8.2f\n", gib(mem.WeightsBytes))
@@ -311,12 +239,12 @@ func printMemory(w io.Writer, r *estimate.Result, hw *hardware.GPU, wc *workload
 		fmt.Fprintf(w, ", recurrent state %.1f MiB/sequence", mem.StateBytesPerSeq/(1<<20))
 	}
 	if r.Engine.Pool() {
-		fmt.Fprintf(w, "; capacity %s tokens\n", fmtTokens(mem.KVCapacityTokens))
+		fmt.Fprintf(w, "; capacity %s tokens\n", scenarios.FormatTokens(mem.KVCapacityTokens))
 		fmt.Fprintf(w, "max concurrency at %d-token context: %d (engine limit %d)\n", mem.MaxModelLen, mem.MaxConcurrency, mem.MaxSeqs)
 	} else {
 		// llama-server allocates -np slots of the context, each padded to 256 cells.
 		fmt.Fprintf(w, "; capacity %s tokens = %d slots (-np) × %d cells (the %d-token context padded to 256)\n",
-			fmtTokens(mem.KVCapacityTokens), mem.MaxSeqs, int(mem.KVCapacityTokens)/max(mem.MaxSeqs, 1), mem.MaxModelLen)
+			scenarios.FormatTokens(mem.KVCapacityTokens), mem.MaxSeqs, int(mem.KVCapacityTokens)/max(mem.MaxSeqs, 1), mem.MaxModelLen)
 		fmt.Fprintf(w, "max concurrency at %d-token context: %d (the slots); memory would hold %d such slots with a larger -np (--max-num-seqs)\n",
 			mem.MaxModelLen, mem.MaxConcurrency, mem.MaxSlots)
 	}
@@ -330,13 +258,6 @@ func printMemory(w io.Writer, r *estimate.Result, hw *hardware.GPU, wc *workload
 		}
 		fmt.Fprintln(w)
 	}
-}
-
-func fmtTokens(t float64) string {
-	if math.IsInf(t, 1) {
-		return "unlimited (no KV)"
-	}
-	return strconv.FormatFloat(t, 'f', 0, 64)
 }
 
 func printEstimate(w io.Writer, r *estimate.Result, hw *hardware.GPU, analyticOnly bool, wc *workload.Context) {
@@ -546,29 +467,18 @@ func estJSON(r *estimate.Result, hw *hardware.GPU, err error, analyticOnly bool,
 	return o
 }
 
-// Scenario CSV columns.
-var (
-	scenarioIn = []string{"id", "model", "gpu", "engine", "precision", "tp", "isl", "osl", "concurrency", "request_rate", "num_requests",
-		"kv_dtype", "mem_fraction", "max_num_seqs", "max_batched_tokens", "context", "gpus"}
-	scenarioOut = []string{"id", "fits", "weights_gib", "kv_gib", "overhead_gib", "total_gib", "kv_capacity_tokens", "max_concurrency",
-		"ttft_ms", "tpot_ms", "e2e_ms", "output_tok_s", "prefill_tok_s", "decode_tok_s", "error"}
-)
-
-// maxScenarios caps the rows of a scenario file.
-const maxScenarios = 1 << 20
-
 func runScenarios(ctx context.Context, env *Env, cat *hardware.Catalog, cf *estimate.CoeffFile, f *estFlags) error {
 	in, err := os.Open(f.scenarios)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	out, err := output.CreateFile(f.out, true)
+	out, err := output.CreateFile(f.out, f.force)
 	if err != nil {
 		return err
 	}
 	defer out.Abort() // does nothing after Commit
-	n, bad, err := EstimateScenarios(ctx, in, out, cat, cf, f.analytic)
+	n, bad, err := scenarios.Run(ctx, in, out, cat, cf, f.analytic)
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.scenarios, err)
 	}
@@ -577,237 +487,4 @@ func runScenarios(ctx context.Context, env *Env, cat *hardware.Catalog, cf *esti
 	}
 	fmt.Fprintf(env.Stderr, "estimate: wrote %d scenarios to %s (%d with errors)\n", n, f.out, bad)
 	return nil
-}
-
-// EstimateScenarios reads scenario rows from r and writes one result row per
-// scenario to w. It returns the rows written and how many carry an error.
-// Only a malformed file (no header, missing columns) is an error.
-func EstimateScenarios(ctx context.Context, r io.Reader, w io.Writer, cat *hardware.Catalog, cf *estimate.CoeffFile, analyticOnly bool) (int, int, error) {
-	cr := csv.NewReader(r)
-	cr.FieldsPerRecord = -1
-	header, err := cr.Read()
-	if err != nil {
-		return 0, 0, fmt.Errorf("reading the header: %w", err)
-	}
-	col := map[string]int{}
-	for i, h := range header {
-		col[strings.ToLower(strings.TrimSpace(strings.TrimPrefix(h, "\ufeff")))] = i
-	}
-	var miss []string
-	for _, c := range []string{"id", "model", "gpu", "engine", "isl", "osl"} {
-		if _, ok := col[c]; !ok {
-			miss = append(miss, c)
-		}
-	}
-	if len(miss) > 0 {
-		return 0, 0, fmt.Errorf("missing columns %s (want %s)", strings.Join(miss, ", "), strings.Join(scenarioIn, ","))
-	}
-	cw := csv.NewWriter(w)
-	if err := cw.Write(scenarioOut); err != nil {
-		return 0, 0, err
-	}
-	n, bad := 0, 0
-	for {
-		if err := ctx.Err(); err != nil {
-			return n, bad, err
-		}
-		rec, err := cr.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if n >= maxScenarios {
-			return n, bad, fmt.Errorf("more than %d scenarios", maxScenarios)
-		}
-		var out []string
-		if err != nil {
-			out = scenarioError(fmt.Sprintf("row %d", n+1), "malformed CSV row: "+err.Error())
-		} else {
-			out = estimateScenario(rec, col, cat, cf, analyticOnly)
-		}
-		if out[len(out)-1] != "" {
-			bad++
-		}
-		if err := cw.Write(out); err != nil {
-			return n, bad, err
-		}
-		n++
-	}
-	cw.Flush()
-	return n, bad, cw.Error()
-}
-
-func scenarioError(id, msg string) []string {
-	out := make([]string, len(scenarioOut))
-	out[0], out[1], out[len(out)-1] = id, "false", msg
-	return out
-}
-
-func estimateScenario(rec []string, col map[string]int, cat *hardware.Catalog, cf *estimate.CoeffFile, analyticOnly bool) []string {
-	get := func(c string) string {
-		if i, ok := col[c]; ok && i < len(rec) {
-			return strings.TrimSpace(rec[i])
-		}
-		return ""
-	}
-	id := get("id")
-	num := func(c string, def int) (int, error) {
-		s := get(c)
-		if s == "" {
-			return def, nil
-		}
-		v, err := strconv.Atoi(s)
-		if err != nil {
-			return 0, fmt.Errorf("%s: %q is not an integer", c, s)
-		}
-		return v, nil
-	}
-	fail := func(err error) []string { return scenarioError(id, err.Error()) }
-	node, err := cat.LookupNode(get("gpu"), 0)
-	if err != nil {
-		return fail(err)
-	}
-	hw := node.GPU
-	eng, err := estimate.LookupEngine(get("engine"))
-	if err != nil {
-		return fail(err)
-	}
-	m, err := modelArch(get("model"))
-	if err != nil {
-		return fail(err)
-	}
-	tp, err := num("tp", 1)
-	if err != nil {
-		return fail(err)
-	}
-	isl, err := num("isl", 0)
-	if err != nil {
-		return fail(err)
-	}
-	osl, err := num("osl", 0)
-	if err != nil {
-		return fail(err)
-	}
-	conc, err := num("concurrency", 0)
-	if err != nil {
-		return fail(err)
-	}
-	nreq, err := num("num_requests", 0)
-	if err != nil {
-		return fail(err)
-	}
-	rate, err := parseRate(get("request_rate"))
-	if err != nil {
-		return fail(err)
-	}
-	if rate > 0 {
-		conc = 0
-	} else if conc == 0 {
-		conc = 1
-	}
-	w := workload.Workload{Input: workload.FixedLength(isl), Output: workload.FixedLength(osl), Concurrency: conc, Rate: rate, NumRequests: nreq, Seed: 1}
-	if err := w.Validate(); err != nil {
-		return fail(err)
-	}
-	if tp < 1 {
-		return fail(fmt.Errorf("tp must be ≥ 1, got %d", tp))
-	}
-	if _, err := w.FitContext(workload.ContextRule{MaxPositions: m.MaxPositions, What: fmt.Sprintf("isl %d + osl %d", isl, osl)}); err != nil {
-		return fail(err)
-	}
-	o, err := scenarioSettings(get, num, tp)
-	if err != nil {
-		return fail(err)
-	}
-	o.Precision = get("precision")
-	if o.GPUs == 0 {
-		o.GPUs = node.Count
-	}
-	if o.Precision == "" && eng.Pool() {
-		if o.Precision, err = estimate.ConfigPrecision(m.Raw); err != nil {
-			return fail(err)
-		}
-	}
-	if o.MaxModelLen > 0 {
-		w.ContextLimit = o.MaxModelLen // as --context: the server's limit and the workload's
-		if err := w.Validate(); err != nil {
-			return fail(fmt.Errorf("context: %w", err))
-		}
-	}
-	res, err := estRun(m, hw, eng, o, &w, cf, analyticOnly)
-	if err != nil {
-		out := fail(err)
-		if res != nil {
-			mem := &res.Memory
-			out[2] = ff(gib(mem.WeightsBytes), 3)
-		}
-		return out
-	}
-	mem, l := &res.Memory, res.Analytic
-	return []string{id, "true", ff(gib(mem.WeightsBytes), 3), ff(gib(mem.KVPoolBytes), 3), ff(gib(mem.ActivationBytes+mem.OverheadBytes), 3),
-		ff(gib(mem.TotalBytes()), 3), fmtTokens(mem.KVCapacityTokens), strconv.Itoa(mem.MaxConcurrency),
-		ff(l.TTFT*1e3, 2), ff(l.TPOT*1e3, 3), ff(l.E2E*1e3, 1), ff(l.OutputTokS, 1), ff(l.PrefillTokS, 1), ff(l.DecodeTokS, 2), ""}
-}
-
-// scenarioSettings reads a scenario row's optional engine settings, each
-// meaning what the estimate flag of that name means: kv_dtype (--kv-dtype),
-// mem_fraction (--mem-fraction), max_num_seqs (--max-num-seqs),
-// max_batched_tokens (--max-batched-tokens), context (--context). Empty is
-// the engine's default. gpus is the node's GPU count (--gpus; at least tp).
-func scenarioSettings(get func(string) string, num func(string, int) (int, error), tp int) (estimate.Options, error) {
-	o := estimate.Options{TP: tp, KVDType: get("kv_dtype")}
-	if _, err := estimate.LookupKVType(o.KVDType); err != nil {
-		return o, fmt.Errorf("kv_dtype: %w", err)
-	}
-	if s := get("mem_fraction"); s != "" {
-		f, err := strconv.ParseFloat(s, 64)
-		if err != nil || !(f > 0 && f <= 1) {
-			return o, fmt.Errorf("mem_fraction: %q must be a number in (0, 1]", s)
-		}
-		o.MemFraction = f
-	}
-	for _, c := range []struct {
-		col string
-		dst *int
-	}{{"max_num_seqs", &o.MaxNumSeqs}, {"max_batched_tokens", &o.MaxBatchedTokens}, {"context", &o.MaxModelLen}} {
-		v, err := num(c.col, 0)
-		if err != nil {
-			return o, err
-		}
-		if v < 0 || (v == 0 && get(c.col) != "") {
-			return o, fmt.Errorf("%s: must be a positive integer (empty = the engine's default), got %d", c.col, v)
-		}
-		*c.dst = v
-	}
-	gpus, err := num("gpus", 0)
-	if err != nil {
-		return o, err
-	}
-	if get("gpus") != "" {
-		if gpus < tp {
-			return o, fmt.Errorf("gpus: %d GPUs per node cannot hold tp %d", gpus, tp)
-		}
-		o.GPUs = gpus // as --gpus: the node's GPU count (tp ≤ gpus)
-	}
-	return o, nil
-}
-
-func ff(x float64, prec int) string {
-	if math.IsInf(x, 0) || math.IsNaN(x) {
-		return "inf"
-	}
-	return strconv.FormatFloat(x, 'f', prec, 64)
-}
-
-// humanCount prints a parameter count with a unit that keeps three
-// significant digits: 3.89 M, 8.03 B.
-func humanCount(n float64) string {
-	switch {
-	case n >= 1e9:
-		return fmt.Sprintf("%.2f B", n/1e9)
-	case n >= 1e6:
-		return fmt.Sprintf("%.2f M", n/1e6)
-	case n >= 1e3:
-		return fmt.Sprintf("%.2f K", n/1e3)
-	}
-	return fmt.Sprintf("%.0f", n)
 }

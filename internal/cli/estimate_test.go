@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/autocompress/autocompress/estimate/scenarios"
 	"github.com/autocompress/autocompress/hardware"
 )
 
@@ -148,7 +149,7 @@ func TestScenariosRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(recs[0], ",") != strings.Join(scenarioOut, ",") {
+	if strings.Join(recs[0], ",") != strings.Join(scenarios.Out, ",") {
 		t.Fatalf("header %v", recs[0])
 	}
 	if len(recs) != 8 {
@@ -170,28 +171,6 @@ func TestScenariosRoundTrip(t *testing.T) {
 			t.Errorf("row %s: %v, want error containing %q", id, r, want)
 		}
 	}
-}
-
-func FuzzEstimateScenarios(f *testing.F) {
-	f.Add([]byte("id,model,gpu,engine,precision,tp,isl,osl,concurrency,request_rate,num_requests\na,meta-llama/Meta-Llama-3.1-8B,h100-sxm,vllm,bf16,1,128,16,2,,\n"))
-	f.Add([]byte("id,model,gpu,engine,isl,osl\n1,x,y,z,1,1\n\"bad\n"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		if len(data) > 2000 {
-			return
-		}
-		var out bytes.Buffer
-		n, _, err := EstimateScenarios(context.Background(), bytes.NewReader(data), &out, hardware.Default(), nil, true)
-		if err != nil {
-			return
-		}
-		recs, err := csv.NewReader(&out).ReadAll()
-		if err != nil {
-			t.Fatalf("output is not CSV: %v", err)
-		}
-		if len(recs) != n+1 {
-			t.Fatalf("%d rows written, %d reported", len(recs)-1, n)
-		}
-	})
 }
 
 func TestValidateEstimatorNeedsData(t *testing.T) {
@@ -557,7 +536,7 @@ func TestScenariosSettingsColumns(t *testing.T) {
 		b.WriteString(r + "\n")
 	}
 	var out bytes.Buffer
-	n, nbad, err := EstimateScenarios(context.Background(), strings.NewReader(b.String()), &out, hardware.Default(), nil, true)
+	n, nbad, err := scenarios.Run(context.Background(), strings.NewReader(b.String()), &out, hardware.Default(), nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -573,7 +552,7 @@ func TestScenariosSettingsColumns(t *testing.T) {
 		byID[r[0]] = r
 	}
 	col := func(name string) int {
-		for i, c := range scenarioOut {
+		for i, c := range scenarios.Out {
 			if c == name {
 				return i
 			}
@@ -622,10 +601,10 @@ func TestScenariosSettingsColumns(t *testing.T) {
 			name string
 			want string
 		}{
-			{"kv_capacity_tokens", fmtTokens(e.Memory.KVCapacityTokens)},
+			{"kv_capacity_tokens", scenarios.FormatTokens(e.Memory.KVCapacityTokens)},
 			{"max_concurrency", strconv.Itoa(e.Memory.MaxConcurrency)},
-			{"tpot_ms", ff(e.Analytic.TPOTms, 3)},
-			{"output_tok_s", ff(e.Analytic.OutputTokS, 1)},
+			{"tpot_ms", scenarios.FormatFloat(e.Analytic.TPOTms, 3)},
+			{"output_tok_s", scenarios.FormatFloat(e.Analytic.OutputTokS, 1)},
 		} {
 			if got[col(c.name)] != c.want {
 				t.Errorf("row %s %s = %s, the flags give %s", f[0], c.name, got[col(c.name)], c.want)

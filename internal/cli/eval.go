@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/autocompress/autocompress/dataset"
@@ -15,7 +14,6 @@ import (
 	"github.com/autocompress/autocompress/internal/output"
 	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/parent"
-	"github.com/autocompress/autocompress/tokenizer"
 	"github.com/autocompress/autocompress/workload"
 )
 
@@ -192,30 +190,18 @@ func evalPrint(env *Env, rep *eval.Report, plain, jsonOut bool) error {
 	return nil
 }
 
-// evalData reads --data: a text or id file, or parent:SPLIT.
+// evalData reads --data (dataset.ReadWhole); an unknown parent: split is a
+// usage error naming the flag.
 func evalData(data, assets string, ids bool) (*eval.Data, error) {
-	if part, ok := strings.CutPrefix(data, evalParentData); ok {
-		text, err := parent.SplitText(assets, part)
-		if err != nil {
-			if errors.As(err, new(*parent.UnknownSplitError)) {
-				return nil, Usagef("--data %s: unknown split %q (want parent:test, parent:validation, parent:train-sample or parent:train)", data, part)
-			}
-			return nil, err
-		}
-		return &eval.Data{Name: data, Text: []byte(text)}, nil
+	d, err := dataset.ReadWhole(data, assets, ids)
+	if errors.As(err, new(*parent.UnknownSplitError)) {
+		part := strings.TrimPrefix(data, evalParentData)
+		return nil, Usagef("--data %s: unknown split %q (want parent:test, parent:validation, parent:train-sample or parent:train)", data, part)
 	}
-	if dataset.IsIDs(data, ids) {
-		seqs, err := tokenizer.ReadIDsFile(data)
-		if err != nil {
-			return nil, err
-		}
-		return &eval.Data{Name: data, IDs: seqs}, nil
-	}
-	text, err := os.ReadFile(data)
 	if err != nil {
 		return nil, err
 	}
-	return &eval.Data{Name: data, Text: text}, nil
+	return &eval.Data{Name: d.Name, Text: d.Text, IDs: d.IDs}, nil
 }
 
 // evalBuildJSON is eval --build --json.
@@ -232,8 +218,8 @@ func evalBuild(env *Env, out, data, assets string, seed uint64, items int, force
 	if data == "" {
 		return Usagef("--build needs --data: the held-out text to cut the suite from (a file or parent:SPLIT)")
 	}
-	if _, err := os.Stat(out); err == nil && !force {
-		return &output.ExistsError{Path: out} // before the work, not after it
+	if err := output.Free(out, force); err != nil {
+		return err // before the work, not after it
 	}
 	d, err := evalData(data, assets, false)
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/engine/blas"
@@ -126,17 +125,15 @@ A summary (tokens, time, tokens/s, the sgemm backend) goes to standard error;
 					What: fmt.Sprintf("the %d-token prompt + --max-tokens %d", len(promptIDs), *maxTokens)}); err != nil {
 					return Usagef("%v", err)
 				}
-				var out []int32
-				printed := ""
+				var ts *tokenizer.TextStream
+				if tok != nil {
+					ts = tok.NewTextStream(true)
+				}
 				stream := func(id int32) bool {
-					out = append(out, id)
-					if tok == nil || *asJSON {
-						return true
-					}
-					text := genDecode(tok, out)
-					if strings.HasPrefix(text, printed) && utf8.ValidString(text) && !strings.HasSuffix(text, "\uFFFD") {
-						fmt.Fprint(env.Stdout, text[len(printed):])
-						printed = text
+					if ts != nil {
+						if piece := ts.Add(int(id)); !*asJSON {
+							fmt.Fprint(env.Stdout, piece)
+						}
 					}
 					return true
 				}
@@ -148,19 +145,16 @@ A summary (tokens, time, tokens/s, the sgemm backend) goes to standard error;
 					return err
 				}
 				text := ""
-				if tok != nil {
-					text = genDecode(tok, gen)
+				if ts != nil {
+					text = ts.Text()
 				}
 				if *asJSON {
 					return writeJSON(env.Stdout, generateResult{
 						Prompt: promptIDs, IDs: gen, Text: text, Seconds: elapsed,
 						TokensPerSecond: float64(len(gen)) / elapsed, Backend: blas.Backend()})
 				}
-				if tok != nil {
-					if rest, ok := strings.CutPrefix(text, printed); ok {
-						fmt.Fprint(env.Stdout, rest)
-					}
-					fmt.Fprintln(env.Stdout)
+				if ts != nil {
+					fmt.Fprintln(env.Stdout, ts.Rest())
 				} else {
 					parts := make([]string, len(gen))
 					for i, id := range gen {
@@ -197,16 +191,4 @@ func genLoadTokenizer(dir string) (*tokenizer.Tokenizer, error) {
 		return nil, fmt.Errorf("loading %s: %w", p, err)
 	}
 	return tok, nil
-}
-
-func genDecode(tok *tokenizer.Tokenizer, ids []int32) string {
-	xs := make([]int, len(ids))
-	for i, id := range ids {
-		xs[i] = int(id)
-	}
-	s, err := tok.Decode(xs, true)
-	if err != nil {
-		return ""
-	}
-	return s
 }

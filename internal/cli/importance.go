@@ -39,7 +39,8 @@ token; parent:train is read from the corpora under --assets.
 The scores are written as safetensors with provenance in __metadata__ (model
 hash, data hash, sequence length, token count, version). When --out already
 holds scores for the same model and data they are reused without a new pass
-(--force recomputes).`,
+(--force recomputes); scores of another model or data are replaced, and any
+other file at --out only with --force.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 			model := fs.String("model", "", "model `directory` (HF checkpoint), or \"parent\" for the embedded parent")
 			dataFiles := dataFlag(fs, "calibration text or token-id (or parent:SPLIT)")
@@ -53,7 +54,7 @@ holds scores for the same model and data they are reused without a new pass
 			skipSeqs := intArg(fs, "skip-seqs", 0, 0, noMax, "sequences for the per-layer skip-loss passes (0: all)")
 			noSkip := fs.Bool("no-skip-loss", false, "do not measure the skip losses (saves up to three passes per layer)")
 			noSub := fs.Bool("no-sub-block-skip-loss", false, "measure the layer skip loss but not the attention and MLP ones (saves two passes per layer)")
-			force := fs.Bool("force", false, "recompute even if --out holds matching scores")
+			force := fs.Bool("force", false, "recompute even if --out holds matching scores; replace a file at --out that is not scores")
 			jsonOut := fs.Bool("json", false, "print a summary as JSON")
 			allowLong := fs.Bool("allow-long-context", false, "allow --seq-len past the model's max_position_embeddings")
 			return func(ctx context.Context, env *Env, args []string) error {

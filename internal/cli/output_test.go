@@ -70,3 +70,57 @@ func perm(t *testing.T, p string) os.FileMode {
 	}
 	return st.Mode().Perm()
 }
+
+// TestOutputsNeedForce: every command that writes a file the user names
+// refuses an existing one without --force, leaves it as it was, and
+// replaces it with --force.
+func TestOutputsNeedForce(t *testing.T) {
+	dir := t.TempDir()
+	scenarios := filepath.Join(dir, "in.csv")
+	if err := os.WriteFile(scenarios, []byte("id,model,gpu,engine,isl,osl,concurrency\na,meta-llama/Meta-Llama-3.1-8B,h100-sxm,vllm,1024,256,16\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	user := writeUserMeasurements(t, dir)
+	cfg := evalWrite(t, "config.json", []byte(trainConfig))
+	data := evalWrite(t, "train.txt", []byte(strings.Repeat(evalText+"\n\n", 3)))
+	tests := []struct {
+		name string
+		args func(mine string) []string
+	}{
+		{"estimate --out", func(mine string) []string {
+			return []string{"estimate", "--scenarios", scenarios, "--out", mine}
+		}},
+		{"calibrate --out", func(mine string) []string {
+			return []string{"calibrate", "--user", user, "--user-only", "--iter", "60", "--no-validate", "--out", mine}
+		}},
+		{"train --checkpoint", func(mine string) []string {
+			return []string{"train", "--config", cfg, "--out", filepath.Join(t.TempDir(), "model"), "--checkpoint", mine,
+				"--bpe-merges", "20", "--steps", "2", "--batch", "1", "--seq-len", "8", "--eval-every", "0", "--log-every", "1", "--data", data}
+		}},
+		{"train --log", func(mine string) []string {
+			return []string{"train", "--config", cfg, "--out", filepath.Join(t.TempDir(), "model"), "--log", mine,
+				"--bpe-merges", "20", "--steps", "2", "--batch", "1", "--seq-len", "8", "--eval-every", "0", "--log-every", "1", "--data", data}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			mine := filepath.Join(t.TempDir(), "mine")
+			if err := os.WriteFile(mine, []byte("mine"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			code, _, errs := evalRun(tc.args(mine)...)
+			if code != 1 || !strings.Contains(errs, "already exists") || !strings.Contains(errs, "--force") {
+				t.Fatalf("over an existing file: exit %d: %s", code, errs)
+			}
+			if b, _ := os.ReadFile(mine); string(b) != "mine" {
+				t.Fatalf("replaced without --force: %q", b)
+			}
+			if code, _, errs := evalRun(append(tc.args(mine), "--force")...); code != 0 {
+				t.Fatalf("--force: exit %d: %s", code, errs)
+			}
+			if b, _ := os.ReadFile(mine); string(b) == "mine" {
+				t.Error("--force left the old file")
+			}
+		})
+	}
+}

@@ -8,9 +8,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/export"
-	"github.com/autocompress/autocompress/importance"
 	"github.com/autocompress/autocompress/internal/output"
 	"github.com/autocompress/autocompress/prune"
 )
@@ -33,8 +31,8 @@ the model size), sharded like the parent, with a config.json that matches the
 tensor shapes exactly and the tokenizer and other files copied through. It is
 built in a temporary directory beside --out and moved into place only after it
 passed the --engine's shape rules (see 'autocompress validate'); an interrupted
-or failed run leaves nothing behind. An existing --out is replaced only with
---force.
+or failed run leaves nothing behind. An existing --out (or --write-plan file)
+is replaced only with --force.
 
 Formats: native (the parent's architecture; every layer of a kind must keep
 the same widths), decilm (Llama family: DeciLMForCausalLM block_configs with
@@ -47,7 +45,7 @@ so the native architecture can hold them; the function is unchanged).`,
 			out := fs.String("out", "", "output `directory` for the child")
 			engine := fs.String("engine", "", "serving engine(s) the child must load in: vllm, sglang, trtllm, llamacpp, hf, a comma-separated list, or all (default: the plan's, else only config/tensor agreement is checked)")
 			format := fs.String("format", "", "output format: native, decilm or padded (default: the plan's, else native)")
-			force := fs.Bool("force", false, "replace an existing --out")
+			force := fs.Bool("force", false, "replace an existing --out (and --write-plan file)")
 			addFiles := fs.String("add-files", "", "comma-separated `files` to copy into the child, e.g. the DeciLM remote code configuration_decilm.py,modeling_decilm.py for --engine hf")
 			tp := intArg(fs, "tp", 0, 1, noMax, "tensor-parallel size the child will be served with (checks head and width divisibility)")
 			asJSON := fs.Bool("json", false, "print the result as JSON")
@@ -101,12 +99,12 @@ so the native architecture can hold them; the function is unchanged).`,
 				}
 				var plan *prune.Plan
 				if *scores != "" {
-					plan, err = planFromScores(dir, *scores, *keepHidden, *keepHeads, *keepFFN, *dropLayers)
+					plan, err = prune.UniformPlan(dir, *scores, prune.Uniform{Hidden: *keepHidden, Heads: *keepHeads, Neurons: *keepFFN, DropLayers: *dropLayers})
 					if err != nil {
 						return err
 					}
 					if *writePlan != "" {
-						if err := savePlan(*writePlan, plan); err != nil {
+						if err := savePlan(*writePlan, plan, *force); err != nil {
 							return err
 						}
 					}
@@ -182,37 +180,8 @@ so the native architecture can hold them; the function is unchanged).`,
 	})
 }
 
-// planFromScores builds a uniform plan from importance scores: the same
-// number of hidden channels, query heads per layer (ranked within their KV
-// groups) and neurons everywhere, the layers with the lowest block influence
-// dropped.
-func planFromScores(modelDir, path string, hidden, heads, ffn, drop int) (*prune.Plan, error) {
-	m, err := architecture.Load(modelDir)
-	if err != nil {
-		return nil, err
-	}
-	sc, err := importance.Load(path)
-	if err != nil {
-		return nil, err
-	}
-	s, err := prune.FromImportance(sc, m)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	t := prune.Targets{Hidden: hidden, DropLayers: drop}
-	for range m.Layers {
-		t.Heads = append(t.Heads, heads)
-		t.Neurons = append(t.Neurons, ffn)
-	}
-	p, err := prune.PlanFromScores(m, s, t)
-	if err != nil {
-		return nil, fmt.Errorf("plan from %s: %w", path, err)
-	}
-	return p, nil
-}
-
-func savePlan(path string, p *prune.Plan) error {
-	f, err := output.CreateFile(path, true)
+func savePlan(path string, p *prune.Plan, force bool) error {
+	f, err := output.CreateFile(path, force)
 	if err != nil {
 		return err
 	}

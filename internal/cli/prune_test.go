@@ -189,9 +189,9 @@ func TestValidateCommand(t *testing.T) {
 	}
 }
 
-// TestPruneCommandScores builds the plan from an importance file: the kept
-// units are the top-scoring ones (heads within their KV group), the layer
-// of lowest block influence is dropped, and --write-plan saves the plan.
+// TestPruneCommandScores builds the plan from an importance file and the
+// --keep-* targets, prunes by it, and --write-plan saves it (never over a
+// file without --force).
 func TestPruneCommandScores(t *testing.T) {
 	parent := pruneParent(t) // 3 layers, hidden 32, 8 heads in 4 groups, FFN 600
 	sc := &importance.Scores{KVHeads: []int{4, 4, 4}, LayerBI: []float64{0.5, 0.1, 0.9},
@@ -228,29 +228,42 @@ func TestPruneCommandScores(t *testing.T) {
 	if !strings.Contains(stdout, "2 layers, hidden 24") {
 		t.Errorf("stdout: %s", stdout)
 	}
+	// The plan written is package prune's uniform plan (TestUniformPlan
+	// checks what it keeps).
 	p, err := prune.LoadPlan(planOut)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Hidden) != 24 {
-		t.Errorf("hidden %v", p.Hidden)
+	want, err := prune.UniformPlan(parent, scores, prune.Uniform{Hidden: 24, Heads: 4, Neurons: 512, DropLayers: 1})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, c := range p.Hidden {
-		if sc.Hidden[c] < 8 { // scores are a permutation of 0..31: the top 24 are ≥ 8
-			t.Errorf("kept hidden channel %d of score %v", c, sc.Hidden[c])
-		}
+	if !reflect.DeepEqual(p, want) {
+		t.Errorf("--write-plan wrote %+v, want prune.UniformPlan's %+v", p, want)
 	}
-	var removed []int
-	for _, lp := range p.Layers {
-		if lp.Remove {
-			removed = append(removed, lp.Layer)
-		}
-		if lp.Layer == 0 && !reflect.DeepEqual(lp.Heads, []int{1, 3, 5, 7}) {
-			t.Errorf("layer 0 heads %v, want the better head of each pair [1 3 5 7]", lp.Heads)
-		}
+	// An existing --write-plan file is the user's: replaced only with --force,
+	// and refused before any child is written.
+	mine := filepath.Join(t.TempDir(), "mine.json")
+	if err := os.WriteFile(mine, []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(removed, []int{1}) {
-		t.Errorf("removed %v, want [1] (lowest block influence)", removed)
+	out2 := filepath.Join(t.TempDir(), "child2")
+	again := []string{"prune", "--model", parent, "--scores", scores, "--keep-heads", "4", "--write-plan", mine, "--out", out2}
+	code, _, stderr = pruneRunCLI(again...)
+	if code != 1 || !strings.Contains(stderr, "already exists") || !strings.Contains(stderr, "--force") {
+		t.Errorf("--write-plan over an existing file: exit %d: %s", code, stderr)
+	}
+	if b, _ := os.ReadFile(mine); string(b) != "mine" {
+		t.Errorf("--write-plan replaced the user's file without --force: %q", b)
+	}
+	if _, err := os.Stat(out2); err == nil {
+		t.Error("a refused --write-plan still wrote the child")
+	}
+	if code, _, stderr = pruneRunCLI(append(again, "--force")...); code != 0 {
+		t.Fatalf("--write-plan --force: exit %d: %s", code, stderr)
+	}
+	if _, err := prune.LoadPlan(mine); err != nil {
+		t.Errorf("--force did not write the plan: %v", err)
 	}
 	// Targets without --scores, or both --plan and --scores: usage errors.
 	if code, _, _ := pruneRunCLI("prune", "--model", parent, "--plan", planOut, "--scores", scores, "--out", out); code != 2 {

@@ -160,15 +160,9 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 		if err != nil {
 			return Usagef("--margin: %v", err)
 		}
-		cat := hardware.Default()
-		if f.gpuFile != "" {
-			gs, err := hardware.ParseFile(f.gpuFile)
-			if err != nil {
-				return err
-			}
-			if err := cat.Add(gs...); err != nil {
-				return fmt.Errorf("%s: %w", f.gpuFile, err)
-			}
+		cat, err := hardware.LoadCatalog(f.gpuFile)
+		if err != nil {
+			return err
 		}
 		hw, err := cat.Lookup(f.gpu)
 		if err != nil {

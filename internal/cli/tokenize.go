@@ -1,13 +1,8 @@
 package cli
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"flag"
-	"fmt"
-	"io"
-	"strconv"
 
 	"github.com/autocompress/autocompress/tokenizer"
 )
@@ -59,170 +54,19 @@ Qwen2/3, Llama-2, Mistral, SmolLM...) or a model directory holding one.`,
 				if err != nil {
 					return err
 				}
-				out := bufio.NewWriterSize(env.Stdout, 1<<16)
-				in := bufio.NewReaderSize(newCtxReader(ctx, env.Stdin), 1<<16)
+				in := newCtxReader(ctx, env.Stdin)
 				if *decode {
-					err = decodeStream(ctx, tok, in, out, *skipSpecial, *asJSON)
-				} else {
-					err = encodeStream(ctx, tok, in, out, *addSpecial, *asJSON, *binary)
+					return tok.DecodeLines(ctx, in, env.Stdout, *skipSpecial, *asJSON)
 				}
-				if ferr := out.Flush(); err == nil {
-					err = ferr
+				form := tokenizer.FormText
+				switch {
+				case *binary:
+					form = tokenizer.FormBinary
+				case *asJSON:
+					form = tokenizer.FormJSON
 				}
-				return err
+				return tok.EncodeLines(ctx, in, env.Stdout, *addSpecial, form)
 			}
 		},
 	})
-}
-
-type tokenizeRecord struct {
-	Text   string   `json:"text"`
-	IDs    []int    `json:"ids"`
-	Tokens []string `json:"tokens,omitempty"`
-}
-
-// readLine returns the next line without its line end; ok is false at the
-// end of input.
-func readLine(in *bufio.Reader) (line string, ok bool, err error) {
-	s, err := in.ReadString('\n')
-	if err == io.EOF {
-		if s == "" {
-			return "", false, nil
-		}
-		err = nil
-	}
-	if err != nil {
-		return "", false, err
-	}
-	if n := len(s); n > 0 && s[n-1] == '\n' {
-		s = s[:n-1]
-		if n := len(s); n > 0 && s[n-1] == '\r' {
-			s = s[:n-1]
-		}
-	}
-	return s, true, nil
-}
-
-func writeIDs(out *bufio.Writer, ids []int) {
-	b := make([]byte, 0, 8*len(ids)+1)
-	for i, id := range ids {
-		if i > 0 {
-			b = append(b, ' ')
-		}
-		b = strconv.AppendInt(b, int64(id), 10)
-	}
-	out.Write(append(b, '\n'))
-}
-
-// binaryRecord writes one sequence of the binary token-id form.
-func binaryRecord(out *bufio.Writer, buf []byte, ids []int) {
-	le := func(v int) {
-		buf[0], buf[1], buf[2], buf[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
-		out.Write(buf[:4])
-	}
-	le(len(ids))
-	for _, id := range ids {
-		le(id)
-	}
-}
-
-func writeRecord(out *bufio.Writer, rec tokenizeRecord) error {
-	if rec.IDs == nil {
-		rec.IDs = []int{}
-	}
-	return writeJSONLine(out, rec)
-}
-
-func encodeStream(ctx context.Context, tok *tokenizer.Tokenizer, in *bufio.Reader, out *bufio.Writer, addSpecial, asJSON, binary bool) error {
-	if binary {
-		// The binary form is a header followed by independent records, so
-		// it can be written one line at a time.
-		if err := tokenizer.WriteIDsBinary(out, nil); err != nil {
-			return err
-		}
-	}
-	var rec [4]byte
-	for lineNo := 1; ; lineNo++ {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		line, ok, err := readLine(in)
-		if err != nil {
-			return fmt.Errorf("reading standard input at line %d: %w", lineNo, err)
-		}
-		if !ok {
-			return nil
-		}
-		ids, err := tok.EncodeContext(ctx, line, addSpecial)
-		if err != nil {
-			return fmt.Errorf("line %d: %w", lineNo, err)
-		}
-		switch {
-		case binary:
-			binaryRecord(out, rec[:], ids)
-		case asJSON:
-			toks := make([]string, len(ids))
-			for i, id := range ids {
-				toks[i], _ = tok.Token(id)
-			}
-			if err := writeRecord(out, tokenizeRecord{Text: line, IDs: ids, Tokens: toks}); err != nil {
-				return err
-			}
-		default:
-			writeIDs(out, ids)
-		}
-	}
-}
-
-func decodeStream(ctx context.Context, tok *tokenizer.Tokenizer, in *bufio.Reader, out *bufio.Writer, skipSpecial, asJSON bool) error {
-	emit := func(where string, ids []int) error {
-		text, err := tok.Decode(ids, skipSpecial)
-		if err != nil {
-			return fmt.Errorf("%s: %w", where, err)
-		}
-		if asJSON {
-			return writeRecord(out, tokenizeRecord{Text: text, IDs: ids})
-		}
-		out.WriteString(text)
-		out.WriteByte('\n')
-		return nil
-	}
-	if head, err := in.Peek(8); err == nil && string(head) == tokenizer.BinaryIDsMagic {
-		seqs, err := tokenizer.ReadIDs(in)
-		if err != nil {
-			return fmt.Errorf("reading binary token ids from standard input: %w", err)
-		}
-		for i, ids := range seqs {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			if err := emit(fmt.Sprintf("sequence %d", i), ids); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	for lineNo := 1; ; lineNo++ {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		line, ok, err := readLine(in)
-		if err != nil {
-			return fmt.Errorf("reading standard input at line %d: %w", lineNo, err)
-		}
-		if !ok {
-			return nil
-		}
-		ids, err := tokenizer.ParseIDs(line)
-		if err != nil {
-			var fe *tokenizer.FormatError
-			if errors.As(err, &fe) {
-				return fmt.Errorf("line %d: %s", lineNo, fe.Msg)
-			}
-			return fmt.Errorf("line %d: %w", lineNo, err)
-		}
-		if err := emit(fmt.Sprintf("line %d", lineNo), ids); err != nil {
-			return err
-		}
-	}
 }

@@ -4,17 +4,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"math"
-	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/checkpoint"
 	"github.com/autocompress/autocompress/corpus"
 	"github.com/autocompress/autocompress/dataset"
-	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/tokenizer"
 	"github.com/autocompress/autocompress/train"
 )
@@ -79,7 +75,7 @@ The embedded parent model (package parent) is reproduced by:
 				jsonOut    = fs.Bool("json", false, "print the summary as JSON")
 				seed       = fs.Uint64("seed", 1, "seed for the initial weights and the data order")
 				partial    = fs.Bool("save-partial", false, "with --stop-at: also save the model as it is when stopping")
-				force      = fs.Bool("force", false, "replace an existing --out directory (also needed to finish a run saved with --save-partial)")
+				force      = fs.Bool("force", false, "replace an existing --out directory, and without --resume an existing --checkpoint (also needed to finish a run saved with --save-partial)")
 				o          train.Options
 				idsFlag    = fs.Bool("ids", false, "the --data and --val files hold token ids (needs --tokenizer)")
 			)
@@ -114,9 +110,6 @@ The embedded parent model (package parent) is reproduced by:
 				dt := checkpoint.DType(strings.ToUpper(*dtype))
 				if dt != checkpoint.F32 && dt != checkpoint.BF16 && dt != checkpoint.F16 {
 					return Usagef("--dtype %q: want F32, BF16 or F16", *dtype)
-				}
-				if _, err := os.Lstat(*out); err == nil && !*force {
-					return &checkpoint.ExistsError{Path: *out}
 				}
 				if *ckpt == "" {
 					*ckpt = filepath.Clean(*out) + ".ckpt"
@@ -156,158 +149,53 @@ The embedded parent model (package parent) is reproduced by:
 					return Usagef("--ids applies to --data files, not to --corpus")
 				}
 
-				// Documents.
-				var trainDocs, valDocs []dataset.Doc
-				switch *corpusName {
-				case "builtin":
-					docs, err := corpus.All(*assets)
+				job := train.Scratch{Merges: *merges, Seed: *seed, Out: *out, DType: dt, Force: *force, Resume: *resume,
+					SavePartial: *partial, LogPath: *logPath, Options: o,
+					Notef: func(format string, a ...any) { fmt.Fprintf(env.Stderr, format+"\n", a...) }}
+				if *corpusName != "" {
+					tr, val, err := corpus.Splits(*corpusName, *assets)
 					if err != nil {
 						return err
 					}
-					trainDocs, valDocs = dataset.FromCorpus(corpus.Split(docs, corpus.Train)), dataset.FromCorpus(corpus.Split(docs, corpus.Validation))
-				case "extended":
-					docs, err := corpus.Extended(*assets)
-					if err != nil {
-						return err
-					}
-					trainDocs = dataset.FromCorpus(corpus.SplitBy(docs, corpus.Train, corpus.ExtendedAssign))
-					// Interleaved, so that the first --eval-rows sample every source.
-					valDocs = dataset.FromCorpus(corpus.Interleave(corpus.SplitBy(docs, corpus.Validation, corpus.ExtendedAssign)))
-				default:
+					job.Train, job.Val = dataset.FromCorpus(tr), dataset.FromCorpus(val)
+				} else {
 					var err error
-					if trainDocs, err = dataset.Read(data, *assets, useIDs); err != nil {
+					if job.Train, err = dataset.Read(data, *assets, useIDs); err != nil {
 						return err
 					}
-					if valDocs, err = dataset.Read(valPaths, *assets, useIDs); err != nil {
+					if job.Val, err = dataset.Read(valPaths, *assets, useIDs); err != nil {
 						return err
 					}
 				}
-
-				// Tokenizer.
-				var tok *tokenizer.TrainedBPE
 				if *tokPath != "" {
 					var err error
-					if tok, err = tokenizer.ReadTrainedBPE(*tokPath); err != nil {
+					if job.Tokenizer, err = tokenizer.ReadTrainedBPE(*tokPath); err != nil {
 						return err
 					}
-				} else {
-					texts := make([]string, len(trainDocs))
-					for i, d := range trainDocs {
-						texts[i] = d.Text
-					}
-					t0 := time.Now()
+				}
+				if *preset == "" {
 					var err error
-					tok, err = tokenizer.TrainBPE(ctx, texts, tokenizer.BPETrainOptions{Merges: *merges, Special: []string{train.EndOfText}})
-					if err != nil {
+					if job.Arch, err = architecture.Load(*configPath); err != nil {
 						return err
 					}
-					fmt.Fprintf(env.Stderr, "trained a byte-level BPE: %d tokens in %s\n", tok.VocabSize(), time.Since(t0).Round(time.Millisecond))
 				}
-				eot, ok := tok.Special[train.EndOfText]
-				if !ok {
-					return fmt.Errorf("tokenizer has no %s token", train.EndOfText)
-				}
-				po := dataset.PackOptions{SeqLen: o.SeqLen, Sep: eot, Vocab: tok.VocabSize()}
-				packed, err := dataset.Pack(ctx, trainDocs, dataset.TrainedBPE(tok), po)
+				res, err := train.FromScratch(ctx, job)
 				if err != nil {
 					return err
 				}
-				trainRows := packed.Rows
-				var valRows [][]int32
-				if len(valDocs) > 0 {
-					vp, err := dataset.Pack(ctx, valDocs, dataset.TrainedBPE(tok), po)
-					if err != nil {
-						return fmt.Errorf("validation data: %w", err)
-					}
-					valRows = vp.Rows
-				}
-				if useIDs {
-					fmt.Fprintf(env.Stderr, "data: %d training rows (%d tokens, pre-tokenized), %d validation rows of %d tokens\n",
-						len(trainRows), len(trainRows)*o.SeqLen, len(valRows), o.SeqLen)
-				} else {
-					fmt.Fprintf(env.Stderr, "data: %d training rows (%d tokens, %.2f bytes/token), %d validation rows of %d tokens\n",
-						len(trainRows), len(trainRows)*o.SeqLen, float64(packed.Bytes)/float64(len(trainRows)*o.SeqLen), len(valRows), o.SeqLen)
-				}
-
-				// Model.
-				var arch *architecture.Model
-				if *preset == "parent" {
-					arch = train.ParentArch(tok.VocabSize(), int(eot))
-				} else {
-					arch, err = architecture.Load(*configPath)
-					if err != nil {
-						return err
-					}
-					arch.Vocab = tok.VocabSize()
-					arch.EOS = []int{int(eot)}
-					arch.BOS = -1
-				}
-				m, err := engine.New(arch, *seed)
-				if err != nil {
-					return err
-				}
-				var stepLog *train.StepLog // opened once the resumed step is known
-				o.OnStep = func(s train.StepInfo) {
-					if stepLog != nil {
-						stepLog.Write(s)
-					}
-				}
-				tr, err := train.New(m, trainRows, valRows, o)
-				if err != nil {
-					return err
-				}
-				if *resume {
-					if err := tr.Resume(*ckpt); err != nil {
-						return err
-					}
-					fmt.Fprintf(env.Stderr, "resumed %s at step %d\n", *ckpt, tr.State.Step)
-				}
-				if *logPath != "" {
-					from := -1
-					if *resume {
-						from = tr.State.Step
-					}
-					log, err := train.OpenStepLog(*logPath, from, int64(o.Batch*o.SeqLen))
-					if err != nil {
-						return err
-					}
-					defer log.Close()
-					stepLog = log
-				}
-				fmt.Fprintf(env.Stderr, "model: %d parameters, %d layers, hidden %d; %d steps of %d×%d tokens\n",
-					m.NumParams(), arch.NumLayers(), arch.Hidden, o.Steps, o.Batch, o.SeqLen)
-				res, err := tr.Run(ctx)
-				if err != nil {
-					return err
-				}
-				if tr.State.Step < o.Steps {
-					fmt.Fprintf(env.Stderr, "stopped at step %d of %d; continue with --resume\n", tr.State.Step, o.Steps)
-					if *partial {
-						if err := trainSaveHF(m, tok, *out, dt, *force); err != nil {
-							return err
-						}
+				if res.Stopped {
+					fmt.Fprintf(env.Stderr, "stopped at step %d of %d; continue with --resume\n", res.Steps, o.Steps)
+					if res.Saved {
 						fmt.Fprintf(env.Stderr, "saved the partly trained model to %s\n", *out)
 					}
 					return nil
 				}
-				if err := trainSaveHF(m, tok, *out, dt, *force); err != nil {
-					return err
-				}
-				sum := trainReport{
-					Out: *out, Steps: tr.State.Step, Params: m.NumParams(), Vocab: tok.VocabSize(),
-					TrainTokens: len(trainRows) * o.SeqLen, TrainLoss: res.LastLoss,
-					ElapsedS: res.Elapsed.Seconds(),
-				}
-				if !math.IsNaN(res.ValLoss) {
-					ppl := math.Exp(res.ValLoss)
-					sum.ValLoss, sum.ValPPL = &res.ValLoss, &ppl
-				}
 				if *jsonOut {
-					return writeJSON(env.Stdout, sum)
+					return writeJSON(env.Stdout, res)
 				}
-				fmt.Fprintf(env.Stdout, "saved %s: %d parameters, %d steps, train loss %.4f", *out, m.NumParams(), tr.State.Step, res.LastLoss)
-				if sum.ValPPL != nil {
-					fmt.Fprintf(env.Stdout, ", validation perplexity %.2f", *sum.ValPPL)
+				fmt.Fprintf(env.Stdout, "saved %s: %d parameters, %d steps, train loss %.4f", *out, res.Params, res.Steps, res.TrainLoss)
+				if res.ValPPL != nil {
+					fmt.Fprintf(env.Stdout, ", validation perplexity %.2f", *res.ValPPL)
 				}
 				fmt.Fprintln(env.Stdout)
 				return nil
@@ -330,43 +218,4 @@ func trainDataIsIDs(paths []string, flagged bool) (bool, error) {
 		}
 	}
 	return first, nil
-}
-
-// trainSaveHF writes the model, tokenizer.json, tokenizer_config.json and
-// generation_config.json to dir through one atomic output directory; an
-// existing dir is replaced only with force.
-func trainSaveHF(m *engine.Model, tok *tokenizer.TrainedBPE, dir string, dt checkpoint.DType, force bool) error {
-	out, err := checkpoint.NewOutputDir(dir, force)
-	if err != nil {
-		return err
-	}
-	defer out.Abort() // does nothing after Commit
-	if err := m.WriteFiles(out.Path(), dt); err != nil {
-		return err
-	}
-	if err := tok.Save(filepath.Join(out.Path(), "tokenizer.json")); err != nil {
-		return err
-	}
-	eot := tok.Special[train.EndOfText]
-	gen := fmt.Sprintf("{\n  \"eos_token_id\": %d,\n  \"pad_token_id\": %d,\n  \"do_sample\": false,\n  \"max_length\": 512\n}\n", eot, eot)
-	tc := fmt.Sprintf("{\n  \"tokenizer_class\": \"PreTrainedTokenizerFast\",\n  \"eos_token\": %q,\n  \"pad_token\": %q,\n  \"model_max_length\": 512\n}\n", train.EndOfText, train.EndOfText)
-	for name, body := range map[string]string{"generation_config.json": gen, "tokenizer_config.json": tc} {
-		if err := os.WriteFile(filepath.Join(out.Path(), name), []byte(body), 0o666); err != nil { //output:inside
-			return err
-		}
-	}
-	return out.Commit()
-}
-
-// trainReport is the --json output of train.
-type trainReport struct {
-	Out         string   `json:"out"`
-	Steps       int      `json:"steps"`
-	Params      int      `json:"params"`
-	Vocab       int      `json:"vocab"`
-	TrainTokens int      `json:"train_tokens"`
-	TrainLoss   float64  `json:"train_loss"`
-	ElapsedS    float64  `json:"elapsed_s"`
-	ValLoss     *float64 `json:"val_loss,omitempty"`
-	ValPPL      *float64 `json:"val_ppl,omitempty"`
 }

@@ -1,21 +1,17 @@
 package cli
 
 import (
-	"bytes"
 	"context"
-	"encoding/csv"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"math"
-	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/estimate/groundtruth"
-	"github.com/autocompress/autocompress/hardware"
+	"github.com/autocompress/autocompress/estimate/scenarios"
 )
 
 func init() {
@@ -133,7 +129,8 @@ func independentChecks(ctx context.Context) (*independent, *kvCheck, error) {
 	}
 	ind := &independent{}
 	ind.res, ind.sum = groundtruth.ScoreIndependent(rows)
-	if ind.settings, err = scenarioSettingsCheck(ctx, rows); err != nil {
+	ind.settings = &settingsCheck{}
+	if ind.settings.Defaults, ind.settings.Stated, err = scenarios.Published(ctx, rows); err != nil {
 		return nil, nil, fmt.Errorf("independent tables through the scenario CSV: %w", err)
 	}
 	kv := &kvCheck{}
@@ -350,62 +347,4 @@ func (kv *kvCheck) json() kvJSON {
 // fraction the publication states, so the table shows what the columns buy.
 type settingsCheck struct {
 	Defaults, Stated groundtruth.IndependentCell
-}
-
-func scenarioSettingsCheck(ctx context.Context, rows []groundtruth.IndependentRow) (*settingsCheck, error) {
-	var keep []*groundtruth.IndependentRow
-	for i := range rows {
-		if r := &rows[i]; r.Mode == groundtruth.ModeOffline && r.OutputTokS > 0 {
-			keep = append(keep, r)
-		}
-	}
-	run := func(stated bool) (groundtruth.IndependentCell, error) {
-		var in bytes.Buffer
-		cw := csv.NewWriter(&in)
-		_ = cw.Write(scenarioIn)
-		for i, r := range keep {
-			kv, frac := "", ""
-			if stated {
-				kv = r.KVDType
-				if r.MemFraction > 0 {
-					frac = strconv.FormatFloat(r.MemFraction, 'g', -1, 64)
-				}
-			}
-			_ = cw.Write([]string{strconv.Itoa(i), r.Model, r.GPU, string(r.Engine), r.Precision, strconv.Itoa(r.TP),
-				strconv.Itoa(r.ISL), strconv.Itoa(r.OSL), "", "inf", strconv.Itoa(r.NumRequests), kv, frac, "", "", "", ""})
-		}
-		cw.Flush()
-		var out bytes.Buffer
-		if _, _, err := EstimateScenarios(ctx, &in, &out, hardware.Default(), nil, true); err != nil {
-			return groundtruth.IndependentCell{}, err
-		}
-		recs, err := csv.NewReader(&out).ReadAll()
-		if err != nil {
-			return groundtruth.IndependentCell{}, err
-		}
-		var apes, ratios []float64
-		outCol := slices.Index(scenarioOut, "output_tok_s")
-		for _, rec := range recs[1:] {
-			i, _ := strconv.Atoi(rec[0])
-			pred, err := strconv.ParseFloat(rec[outCol], 64)
-			if rec[1] != "true" || err != nil || i < 0 || i >= len(keep) {
-				continue
-			}
-			pub := keep[i].OutputTokS
-			apes = append(apes, math.Abs(pred-pub)/pub)
-			ratios = append(ratios, pred/pub-1)
-		}
-		c := groundtruth.SummariseAPE(apes, ratios)
-		c.Engine, c.Source, c.Metric = "all", "max-load", groundtruth.Throughput
-		return c, nil
-	}
-	sc := &settingsCheck{}
-	var err error
-	if sc.Defaults, err = run(false); err != nil {
-		return nil, err
-	}
-	if sc.Stated, err = run(true); err != nil {
-		return nil, err
-	}
-	return sc, nil
 }

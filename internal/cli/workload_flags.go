@@ -102,7 +102,7 @@ func (f *workloadFlags) Workload() (*workload.Workload, error) {
 		w = workload.FixedClosed(f.isl, f.osl, c)
 	}
 	if f.Set("rate") {
-		r, err := parseRate(f.rate)
+		r, err := workload.ParseRate(f.rate)
 		if err != nil {
 			return nil, Usagef("--rate: %v", err)
 		}

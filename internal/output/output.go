@@ -52,6 +52,21 @@ func tempName(dest string) string {
 	return filepath.Join(filepath.Dir(dest), "."+filepath.Base(dest)+".tmp-"+strconv.FormatUint(rand.Uint64(), 36))
 }
 
+// Free reports an *ExistsError when dest exists and force is not set. Call
+// it before long work whose result goes to dest, so that a refusal comes
+// first rather than after the work; the writer checks again when it starts.
+func Free(dest string, force bool) error {
+	if force {
+		return nil
+	}
+	if _, err := os.Lstat(dest); err == nil {
+		return &ExistsError{Path: filepath.Clean(dest)}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("output: %w", err)
+	}
+	return nil
+}
+
 // checkDest reports an *ExistsError for an existing dest unless force is set,
 // and creates dest's parent directory.
 func checkDest(dest string, force bool) error {

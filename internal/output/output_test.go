@@ -111,6 +111,15 @@ func TestExistingNeedsForce(t *testing.T) {
 	if err := output.WriteFile(f, []byte("x"), false); !errors.As(err, &ee) || !strings.Contains(err.Error(), "--force") {
 		t.Fatalf("WriteFile over an existing file: %v", err)
 	}
+	if err := output.Free(f, false); !errors.As(err, &ee) || ee.Path != f {
+		t.Fatalf("Free of an existing file: %v", err)
+	}
+	if err := output.Free(f, true); err != nil {
+		t.Fatalf("Free with force: %v", err)
+	}
+	if err := output.Free(filepath.Join(root, "none", "x"), false); err != nil {
+		t.Fatalf("Free of a missing path: %v", err)
+	}
 	d := filepath.Join(root, "d")
 	os.Mkdir(d, 0o755)
 	os.WriteFile(filepath.Join(d, "unrelated.txt"), []byte("keep"), 0o644)
