@@ -28,20 +28,24 @@ import (
 //
 // A helper whose thread the OS takes away in the middle of an item (other
 // processes want the cores) holds the caller up until it gets its thread
-// back, often milliseconds. So when the caller waits longer than teamStall
-// for its helpers, the team refuses work for teamBackoff, and the products
+// back, often milliseconds. So when the caller waits for its helpers longer
+// than teamStall, or more than four times as long as its own share of the
+// items took (plus teamSlack), or when the helpers take no part in three
+// loops in a row, the team refuses work for teamBackoff, and the products
 // that only the team made parallel run on one core again: on a machine
 // whose second core is busy elsewhere, decoding falls back to what it was.
 type team struct {
 	mu      sync.Mutex // held while a loop runs on the team
 	helpers []*helper
 	backoff atomic.Int64 // time.Now().UnixNano() before which run refuses
+	misses  int          // loops in a row that no helper took part in (under mu)
 	runs    atomic.Int64 // loops run on the team so far
 	stalls  atomic.Int64 // waits over teamStall so far
 }
 
 const (
 	teamStall   = 500 * time.Microsecond
+	teamSlack   = 20 * time.Microsecond
 	teamBackoff = 100 * time.Millisecond
 )
 
@@ -96,13 +100,26 @@ func (t *team) run(threads, n int, fn func(lo, hi int)) bool {
 			}
 		}
 	}
-	j.work()
+	start := time.Now()
+	if j.work() == j.n && j.n >= 4 {
+		// The helpers took none of four or more items: they are not
+		// getting a core (or were parked). Three such loops in a row
+		// count as a stall.
+		if t.misses++; t.misses >= 3 {
+			t.misses = 0
+			t.stalls.Add(1)
+			t.backoff.Store(time.Now().Add(teamBackoff).UnixNano())
+		}
+		return true
+	}
+	t.misses = 0
 	if j.pending.Load() > 0 {
 		t0 := time.Now()
 		for j.pending.Load() > 0 {
 			runtime.Gosched()
 		}
-		if now := time.Now(); now.Sub(t0) > teamStall {
+		now := time.Now()
+		if wait := now.Sub(t0); wait > teamStall || wait > 4*t0.Sub(start)+teamSlack {
 			t.stalls.Add(1)
 			t.backoff.Store(now.Add(teamBackoff).UnixNano())
 		}
@@ -110,15 +127,16 @@ func (t *team) run(threads, n int, fn func(lo, hi int)) bool {
 	return true
 }
 
-// work takes and runs items until none are left.
-func (j *teamJob) work() {
+// work takes and runs items until none are left, and returns how many it ran.
+func (j *teamJob) work() (done int64) {
 	for {
 		i := j.next.Add(1) - 1
 		if i >= j.n {
-			return
+			return done
 		}
 		j.fn(int(i), int(i)+1)
 		j.pending.Add(-1)
+		done++
 	}
 }
 
@@ -176,6 +194,6 @@ func (t *team) parked() (parked, all int) {
 func SetTeam(on bool) bool { return !teamOff.Swap(!on) }
 
 // TeamStats returns how many parallel loops have run on the team and how
-// many of them waited over 500 µs for a helper (each such stall makes the
+// many of them waited too long for a helper (each such stall makes the
 // team refuse work for the next 100 ms), for tests and benchmarks.
 func TeamStats() (runs, stalls int64) { return crew.runs.Load(), crew.stalls.Load() }

@@ -157,3 +157,34 @@ func TestTeamParksAndIsBounded(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkTeamSmall times decode-sized products (one to eight rows of the
+// parent's layers) on one thread and split by the team, in the same run,
+// to place smallSerialWork: the team pays where "team" beats "serial".
+// The weights stay in cache here, unlike in a decoding step.
+func BenchmarkTeamSmall(b *testing.B) {
+	r := rand.New(rand.NewPCG(5, 5))
+	for _, s := range []shape{{1, 48, 192}, {1, 96, 192}, {1, 192, 192}, {1, 512, 192}, {1, 192, 512}, {4, 192, 192}, {4, 512, 192}, {8, 192, 192}, {8, 512, 192}} {
+		a, w, c := randSlice(r, s.m*s.k), randSlice(r, s.n*s.k), make([]float32, s.m*s.n)
+		for _, threads := range []int{1, 2} {
+			name := "serial"
+			if threads > 1 {
+				name = "team"
+			}
+			b.Run(fmt.Sprintf("%dx%dx%d/%s", s.m, s.n, s.k, name), func(b *testing.B) {
+				if threads > runtime.GOMAXPROCS(0) {
+					b.Skip("needs GOMAXPROCS ≥ 2")
+				}
+				defer func(w int) { smallSerialWork = w }(smallSerialWork)
+				smallSerialWork = 0
+				crew.backoff.Store(0)
+				_, stalls0 := TeamStats()
+				for b.Loop() {
+					SgemmGo(threads, false, true, s.m, s.n, s.k, 1, a, s.k, w, s.k, 0, c, s.n)
+				}
+				_, stalls := TeamStats()
+				b.ReportMetric(float64(stalls-stalls0), "stalls")
+			})
+		}
+	}
+}
