@@ -25,6 +25,7 @@ func TestDecodeBitExactAcrossThreads(t *testing.T) {
 	// edges it computes with other kernels, so its results depend on the
 	// thread count with or without the team.
 	defer blas.ForceGo(blas.ForceGo(true))
+	defer blas.SetTeam(blas.SetTeam(true))
 	runs0, _ := blas.TeamStats()
 	for _, c := range []struct {
 		name string

@@ -131,7 +131,7 @@ func goSgemm(threads int, transA, transB bool, m, n, k int, alpha float32, a []f
 			})
 			// Row blocks of A.
 			blocks := (m + mc - 1) / mc
-			if blocks == 1 && threads > 1 && panels > 1 && !teamOff.Load() {
+			if blocks == 1 && threads > 1 && panels > 1 && teamOn.Load() {
 				// One block (decoding a few sequences): pack it once and
 				// split its column panels across the threads instead. Every
 				// tile is computed as the whole block would compute it.

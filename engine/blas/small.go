@@ -73,7 +73,7 @@ func smallSgemm(threads int, transA, transB bool, m, n, k int, alpha float32, a 
 	// path computes it; about four blocks per thread balance the cores.
 	chunk, limit := (n/(4*max(threads, 1))+15)&^15, smallSerialWork
 	chunk = min(max(chunk, 16), 64)
-	if teamOff.Load() {
+	if !teamOn.Load() {
 		chunk, limit = 64, legacySmallSerialWork
 	}
 	blocks := (n + chunk - 1) / chunk

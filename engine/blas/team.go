@@ -71,15 +71,19 @@ type helper struct {
 
 var crew team
 
-// teamOff routes every loop to fresh goroutines (the behaviour before the
-// team existed); see SerialSmall.
-var teamOff atomic.Bool
+// teamOn routes parallel loops to the team. It is off by default: on the
+// shared 2-core development machine, loaded by other processes the whole
+// time it was measured (load 3 to 7), the team backed off most of the time
+// and decoding measured 0.95-0.99x the serial path (BenchmarkDecodeStepAB);
+// a first run at lower load gave 1.4-2.3x at one sequence. Turn it on
+// (SetTeam) after BenchmarkDecodeStepAB shows a gain on a quiet machine.
+var teamOn atomic.Bool
 
 // run runs fn over the items 0..n-1 on the caller and threads-1 helpers,
 // and reports false, without running anything, when the team is busy or
 // backing off.
 func (t *team) run(threads, n int, fn func(lo, hi int)) bool {
-	if teamOff.Load() || time.Now().UnixNano() < t.backoff.Load() || !t.mu.TryLock() {
+	if !teamOn.Load() || time.Now().UnixNano() < t.backoff.Load() || !t.mu.TryLock() {
 		return false
 	}
 	defer t.mu.Unlock()
@@ -185,13 +189,13 @@ func (t *team) parked() (parked, all int) {
 	return parked, len(t.helpers)
 }
 
-// SetTeam turns the team of persistent helper goroutines on (the default)
-// or off, and returns the previous setting, so that one binary can measure
-// both. Off restores the behaviour before it: fresh goroutines for every
+// SetTeam turns the team of persistent helper goroutines on or off (the
+// default, see teamOn), and returns the previous setting, so that one
+// binary can measure both. Off is the behaviour before it: fresh goroutines for every
 // parallel loop, products of up to four rows serial below 2²³
 // multiply-adds, and the single row block of a product of up to 96 rows on
 // one core. Results are bit-identical either way.
-func SetTeam(on bool) bool { return !teamOff.Swap(!on) }
+func SetTeam(on bool) bool { return teamOn.Swap(on) }
 
 // TeamStats returns how many parallel loops have run on the team and how
 // many of them waited too long for a helper (each such stall makes the

@@ -87,6 +87,7 @@ func TestTeamSplits(t *testing.T) {
 	if runtime.GOMAXPROCS(0) < 2 {
 		t.Skip("needs GOMAXPROCS ≥ 2 to split a product")
 	}
+	defer SetTeam(SetTeam(true))
 	crew.backoff.Store(0) // a stall in an earlier test must not refuse this run
 	var mu sync.Mutex
 	seen := map[int]bool{}
@@ -124,6 +125,7 @@ func TestTeamParksAndIsBounded(t *testing.T) {
 	if runtime.GOMAXPROCS(0) < 2 {
 		t.Skip("needs GOMAXPROCS ≥ 2 for helpers")
 	}
+	defer SetTeam(SetTeam(true))
 	r := rand.New(rand.NewPCG(1, 2))
 	a, b, c := randSlice(r, 4*192), randSlice(r, 4096*192), make([]float32, 4*4096)
 	SgemmGo(0, false, true, 4, 4096, 192, 1, a, 192, b, 192, 0, c, 4096)
@@ -175,6 +177,7 @@ func BenchmarkTeamSmall(b *testing.B) {
 				if threads > runtime.GOMAXPROCS(0) {
 					b.Skip("needs GOMAXPROCS ≥ 2")
 				}
+				defer SetTeam(SetTeam(threads > 1))
 				defer func(w int) { smallSerialWork = w }(smallSerialWork)
 				smallSerialWork = 0
 				crew.backoff.Store(0)
