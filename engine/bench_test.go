@@ -223,10 +223,71 @@ func parentShapedArch(attn func(l int) bool) *architecture.Model {
 
 // BenchmarkDecodeStep times one decoding step (one new token for each of
 // conc sequences holding 160 to 224 tokens) of the parent's shape, with and
-// without attention in six layers, and reports the process's CPU share
-// (1/threads: the step runs on one core). Profile it with -cpuprofile to
-// see where a decode step's time goes.
+// without attention in six layers, with the blas team off (every product
+// of a few rows on one core, as before #12) and on, and reports the
+// process's CPU share (1 when the step runs on one core; the team's
+// helpers spinning between products count too) and the team's stalls.
+// Profile it with
+// -cpuprofile to see where a decode step's time goes.
 func BenchmarkDecodeStep(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		attn func(int) bool
+	}{{"parent", func(int) bool { return true }}, {"noattn6", func(l int) bool { return l >= 6 }}} {
+		for _, conc := range []int{1, 4, 8} {
+			for _, team := range []bool{false, true} {
+				b.Run(fmt.Sprintf("%s/conc%d/team=%v", c.name, conc, team), func(b *testing.B) {
+					defer blas.SetTeam(blas.SetTeam(team))
+					benchDecodeStep(b, c.attn, conc)
+				})
+			}
+		}
+	}
+}
+
+func benchDecodeStep(b *testing.B, attn func(int) bool, conc int) {
+	m, err := New(parentShapedArch(attn), 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m.SetInference(true)
+	r := rand.New(rand.NewPCG(2, 2))
+	caches := make([]*Cache, conc)
+	toks := make([][]int32, conc)
+	for i := range caches {
+		caches[i] = m.NewCache(256)
+		if _, err := m.Step(caches[i:i+1], [][]int32{randTokens(r, 160, 4096)}, false); err != nil {
+			b.Fatal(err)
+		}
+		toks[i] = []int32{int32(i)}
+	}
+	_, stalls0 := blas.TeamStats()
+	cpu0, t0 := processCPUSeconds(), time.Now()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := m.Step(caches, toks, false); err != nil {
+			b.Fatal(err)
+		}
+		if caches[0].Len() >= 224 {
+			for _, ca := range caches {
+				ca.n = 160
+			}
+		}
+	}
+	b.StopTimer()
+	if wall := time.Since(t0).Seconds(); wall > 0 {
+		b.ReportMetric((processCPUSeconds()-cpu0)/wall, "cpu-share")
+	}
+	// Each stall (a helper lost its core to another process) turned the
+	// team off for 100 ms: many of them mean the run measured a loaded
+	// machine, not the engine.
+	_, stalls := blas.TeamStats()
+	b.ReportMetric(float64(stalls-stalls0), "stalls")
+}
+
+// BenchmarkDecodeStepAB times decoding steps of the parent's shape with the
+// blas team off and on in alternating blocks (see teamAB).
+func BenchmarkDecodeStepAB(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		attn func(int) bool
@@ -248,9 +309,7 @@ func BenchmarkDecodeStep(b *testing.B) {
 					}
 					toks[i] = []int32{int32(i)}
 				}
-				cpu0, t0 := processCPUSeconds(), time.Now()
-				b.ResetTimer()
-				for range b.N {
+				teamAB(b, 16, "step", func() {
 					if _, err := m.Step(caches, toks, false); err != nil {
 						b.Fatal(err)
 					}
@@ -259,12 +318,58 @@ func BenchmarkDecodeStep(b *testing.B) {
 							ca.n = 160
 						}
 					}
-				}
-				b.StopTimer()
-				if wall := time.Since(t0).Seconds(); wall > 0 {
-					b.ReportMetric((processCPUSeconds()-cpu0)/wall, "cpu-share")
-				}
+				})
 			})
 		}
 	}
+}
+
+// BenchmarkForwardAB is BenchmarkForward (prefill and training shapes: B=4,
+// T=256) with the blas team off and on in alternating blocks: the team must
+// not slow large products down.
+func BenchmarkForwardAB(b *testing.B) {
+	const B, T = 4, 256
+	m, err := New(benchArch(), 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(2, 2))
+	toks := randTokens(r, B*T, 4096)
+	teamAB(b, 2, "forward", func() {
+		if _, err := m.Forward(toks, B, T); err != nil {
+			b.Fatal(err)
+		}
+	})
+}
+
+// teamAB runs fn in blocks of block calls with the blas team off and on in
+// turn, once per benchmark iteration each, and reports each mode's mean time
+// per call, the median over block pairs of off/on (the team's speed-up) and
+// the team's stalls, so that load that comes and goes on a shared machine
+// hits both modes alike.
+func teamAB(b *testing.B, block int, unit string, fn func()) {
+	defer blas.SetTeam(blas.SetTeam(true))
+	var sum [2]time.Duration
+	var ratios []float64
+	_, stalls0 := blas.TeamStats()
+	for b.Loop() {
+		var d [2]time.Duration
+		for mode := range 2 {
+			blas.SetTeam(mode == 1)
+			t0 := time.Now()
+			for range block {
+				fn()
+			}
+			d[mode] = time.Since(t0)
+			sum[mode] += d[mode]
+		}
+		ratios = append(ratios, d[0].Seconds()/d[1].Seconds())
+	}
+	slices.Sort(ratios)
+	n := float64(b.N * block)
+	b.ReportMetric(sum[0].Seconds()/n*1e3, "ms/"+unit+"-off")
+	b.ReportMetric(sum[1].Seconds()/n*1e3, "ms/"+unit+"-on")
+	b.ReportMetric(ratios[len(ratios)/2], "speedup")
+	_, stalls := blas.TeamStats()
+	b.ReportMetric(float64(stalls-stalls0), "stalls")
 }

@@ -131,6 +131,21 @@ func goSgemm(threads int, transA, transB bool, m, n, k int, alpha float32, a []f
 			})
 			// Row blocks of A.
 			blocks := (m + mc - 1) / mc
+			if blocks == 1 && threads > 1 && panels > 1 && teamOn.Load() {
+				// One block (decoding a few sequences): pack it once and
+				// split its column panels across the threads instead. Every
+				// tile is computed as the whole block would compute it.
+				pa := aPool.Get()
+				packA(transA, a, lda, 0, m, p0, kk, *pa)
+				tiles := func(lo, hi int) {
+					macro(m, min(hi*nr, nn)-lo*nr, kk, alpha, *pa, (*pb)[lo*nr*kk:], c[j0+lo*nr:], ldc, beta == 0 && p0 == 0)
+				}
+				if !crew.run(min(threads, panels), panels, tiles) {
+					tiles(0, panels) // as before the team
+				}
+				aPool.Put(pa)
+				continue
+			}
 			parallel(threads, blocks, func(lo, hi int) {
 				pa := aPool.Get()
 				defer aPool.Put(pa)
@@ -153,6 +168,9 @@ func parallel(threads, n int, fn func(lo, hi int)) {
 	}
 	if threads <= 1 {
 		fn(0, n)
+		return
+	}
+	if crew.run(threads, n, fn) {
 		return
 	}
 	var wg sync.WaitGroup

@@ -10,11 +10,16 @@ const smallM = 4
 
 // smallSerialWork: products of a few rows (decoding) with at most this many
 // multiply-adds run on one core. They are memory-bound (each weight read
-// once), and below this size waking and joining a second goroutine costs
-// more than the second core gives: serving a 5.8M-parameter model at batch
-// 4, decoding was 20% slower on 2 threads than on 1 with a 2²⁰ limit on
-// this and on decode attention (2¹⁸), and on par with 2²³ and 2²².
-const smallSerialWork = 1 << 23
+// once); with the team's helpers spinning for work (team.go), handing half
+// the columns to a second core costs well under a microsecond, so only the
+// smallest products stay serial. legacySmallSerialWork is the limit that
+// held with a fresh goroutine per product (serving a 5.8M-parameter model
+// at batch 4, decoding was 20% slower on 2 threads than on 1 with 2²⁰, on
+// par with 2²² and 2²³); SetTeam(false) restores it.
+// (A variable only so that BenchmarkTeamSmall can split every size.)
+var smallSerialWork = 1 << 14
+
+const legacySmallSerialWork = 1 << 23
 
 // dot returns Σ x[i]·y[i] (len(x) == len(y)).
 func dot(x, y []float32) float32 {
@@ -63,9 +68,16 @@ func smallSgemm(threads int, transA, transB bool, m, n, k int, alpha float32, a 
 		}
 		rows[i] = r
 	}
-	const chunk = 64
+	// Column blocks are multiples of 8 columns (AVX2 axpy) and of 4 (Dot4)
+	// from column 0, so every column is computed exactly as the serial
+	// path computes it; about four blocks per thread balance the cores.
+	chunk, limit := (n/(4*max(threads, 1))+15)&^15, smallSerialWork
+	chunk = min(max(chunk, 16), 64)
+	if !teamOn.Load() {
+		chunk, limit = 64, legacySmallSerialWork
+	}
 	blocks := (n + chunk - 1) / chunk
-	if m*n*k <= smallSerialWork {
+	if m*n*k <= limit {
 		threads = 1
 	}
 	if threads <= 1 || blocks <= 1 {
@@ -73,9 +85,15 @@ func smallSgemm(threads int, transA, transB bool, m, n, k int, alpha float32, a 
 		return
 	}
 	rs := append([][]float32(nil), rows...) // shared with the goroutines
-	parallel(threads, blocks, func(lo, hi int) {
+	cols := func(lo, hi int) {
 		smallCols(transB, rs, lo*chunk, min(hi*chunk, n), k, alpha, b, ldb, beta, c, ldc)
-	})
+	}
+	if m*n*k > legacySmallSerialWork {
+		parallel(threads, blocks, cols)
+	} else if !crew.run(min(threads, blocks), blocks, cols) {
+		// Fresh goroutines cost more than they give here.
+		cols(0, blocks)
+	}
 }
 
 // smallCols computes columns j0..j1-1 of C = alpha·A·op(B) + beta·C for the
