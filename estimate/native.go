@@ -45,7 +45,7 @@ type NativeCoeffs struct {
 	LinSmall  float64 `json:"lin_small"`
 	Fork      float64 `json:"fork"`       // s per linear call of a step of more than four rows (goroutines of the packed path)
 	Pack      float64 `json:"pack"`       // × weight bytes ÷ BandwidthBps in steps of more than four rows (the packed path copies every weight matrix per call)
-	Weight    float64 `json:"weight"`     // × weight bytes read per step ÷ BandwidthBps
+	Weight    float64 `json:"weight"`     // × weight bytes read per step ÷ BandwidthBps (the first CacheBytes of them when CacheBytes > 0)
 	AttnFLOP  float64 `json:"attn_flop"`  // × threads × attention FLOPs on the busiest thread ÷ SgemmFLOPS
 	AttnTask  float64 `json:"attn_task"`  // s per (sequence × query head × attention layer) task on the busiest thread
 	Elem      float64 `json:"elem"`       // s per token row × element of elementwise width on the busiest thread (norms, RoPE, activation, residuals)
@@ -54,6 +54,19 @@ type NativeCoeffs struct {
 	Step      float64 `json:"step"`       // s per step
 	Seq       float64 `json:"seq"`        // s per sequence in a step (logits row, argmax, bookkeeping)
 	Alpha0    float64 `json:"alpha0"`     // s per request added to TTFT
+	// WeightDRAM prices the weight bytes read per step beyond CacheBytes
+	// (× bytes ÷ BandwidthBps): what the step streams from memory rather
+	// than from the last-level cache.
+	WeightDRAM float64 `json:"weight_dram"`
+	// CacheBytes is the machine's effective last-level cache for the
+	// weights, fitted with the coefficients (the size that explains the
+	// rows best; calibrate-native searches it): a model whose weights fit
+	// in it decodes at cache speed, the rest of a larger one at memory
+	// speed. On a VM whose cache is shared with other tenants it is the
+	// share the calibration saw, and a model near it measures fast or slow
+	// from one minute to the next (estimate/nativecal/ACCURACY.md). 0: no
+	// split (every byte priced by Weight).
+	CacheBytes float64 `json:"cache_bytes,omitempty"`
 
 	// Peak memory (bench-serve's VmHWM) = MemFixed + MemHeap × float32
 	// weights + MemBuffers × (KV cache + step buffers) + MemGarbage ×
@@ -81,20 +94,20 @@ type NativeCoeffs struct {
 }
 
 // NumNativeTime is the number of time coefficients (NativeCoeffs.TimeVector).
-const NumNativeTime = 13
+const NumNativeTime = 14
 
 // NativeTimeNames names the entries of NativeCoeffs.TimeVector.
-var NativeTimeNames = [NumNativeTime]string{"lin", "lin_small", "fork", "pack", "weight", "attn_flop", "attn_task", "elem", "attn_block", "mlp_block", "step", "seq", "alpha0"}
+var NativeTimeNames = [NumNativeTime]string{"lin", "lin_small", "fork", "pack", "weight", "attn_flop", "attn_task", "elem", "attn_block", "mlp_block", "step", "seq", "alpha0", "weight_dram"}
 
 // TimeVector returns the time coefficients in NativeTimeNames order.
 func (c NativeCoeffs) TimeVector() [NumNativeTime]float64 {
-	return [NumNativeTime]float64{c.Lin, c.LinSmall, c.Fork, c.Pack, c.Weight, c.AttnFLOP, c.AttnTask, c.Elem, c.AttnBlock, c.MLPBlock, c.Step, c.Seq, c.Alpha0}
+	return [NumNativeTime]float64{c.Lin, c.LinSmall, c.Fork, c.Pack, c.Weight, c.AttnFLOP, c.AttnTask, c.Elem, c.AttnBlock, c.MLPBlock, c.Step, c.Seq, c.Alpha0, c.WeightDRAM}
 }
 
 // WithTimeVector returns c with the time coefficients replaced.
 func (c NativeCoeffs) WithTimeVector(v [NumNativeTime]float64) NativeCoeffs {
-	c.Lin, c.LinSmall, c.Fork, c.Pack, c.Weight, c.AttnFLOP, c.AttnTask, c.Elem, c.AttnBlock, c.MLPBlock, c.Step, c.Seq, c.Alpha0 =
-		v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12]
+	c.Lin, c.LinSmall, c.Fork, c.Pack, c.Weight, c.AttnFLOP, c.AttnTask, c.Elem, c.AttnBlock, c.MLPBlock, c.Step, c.Seq, c.Alpha0, c.WeightDRAM =
+		v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13]
 	return c
 }
 
@@ -132,12 +145,15 @@ func (c *NativeCoeffs) check() error {
 		return fmt.Errorf("sgemm_flops %g and bandwidth_bps %g must be positive", c.SgemmFLOPS, c.BandwidthBps)
 	}
 	v := c.TimeVector()
-	all := append(v[:], c.MemFixed, c.MemHeap, c.MemBuffers, c.MemGarbage)
+	all := append(v[:], c.MemFixed, c.MemHeap, c.MemBuffers, c.MemGarbage, c.CacheBytes)
 	for i, x := range all {
 		if math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
 			name := "memory"
-			if i < NumNativeTime {
+			switch {
+			case i < NumNativeTime:
 				name = NativeTimeNames[i]
+			case i == len(all)-1:
+				name = "cache_bytes"
 			}
 			return fmt.Errorf("%s has an invalid value %g", name, x)
 		}
@@ -307,7 +323,7 @@ func newNativeTerms(s *Summary, c *NativeCoeffs) nativeTerms {
 		lin:         th * c.Lin / c.SgemmFLOPS,
 		linSmall:    th * c.LinSmall / c.SgemmFLOPS,
 		attnPerFLOP: th * c.AttnFLOP / c.SgemmFLOPS,
-		weights:     c.Weight * s.DenseBytes / c.BandwidthBps,
+		weights:     c.weightTime(s.DenseBytes),
 		pack:        c.Pack * (s.DenseBytes - s.HeadBytes) / c.BandwidthBps,
 		packHead:    c.Pack * s.HeadBytes / c.BandwidthBps,
 		perTask:     c.AttnTask * s.AttnHeads,
@@ -330,6 +346,17 @@ func newNativeTerms(s *Summary, c *NativeCoeffs) nativeTerms {
 		n.attnWork = s.AttnFLOPs / float64(s.AttnLayers) / 2
 	}
 	return n
+}
+
+// weightTime is the time to read b bytes of weights in a step: the first
+// CacheBytes at the cache's rate (Weight), the rest at memory's
+// (WeightDRAM); every byte at Weight's when CacheBytes is 0.
+func (c *NativeCoeffs) weightTime(b float64) float64 {
+	if c.CacheBytes <= 0 {
+		return c.Weight * b / c.BandwidthBps
+	}
+	in := math.Min(b, c.CacheBytes)
+	return (c.Weight*in + c.WeightDRAM*(b-in)) / c.BandwidthBps
 }
 
 // busiestRows is the most rows one of threads handles in a product of

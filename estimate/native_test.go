@@ -392,3 +392,24 @@ func TestNativeSlotsMeasured(t *testing.T) {
 		}
 	}
 }
+
+// TestNativeWeightTime: weight bytes up to the effective cache are priced
+// at Weight's rate, the rest at WeightDRAM's; without a cache size every
+// byte at Weight's.
+func TestNativeWeightTime(t *testing.T) {
+	const mib = 1 << 20
+	c := NativeCoeffs{BandwidthBps: 1e9, Weight: 0.5, WeightDRAM: 3}
+	for _, tc := range []struct {
+		cache, bytes, want float64
+	}{
+		{0, 16 * mib, 0.5 * 16 * mib / 1e9},
+		{8 * mib, 4 * mib, 0.5 * 4 * mib / 1e9},
+		{8 * mib, 8 * mib, 0.5 * 8 * mib / 1e9},
+		{8 * mib, 12 * mib, (0.5*8 + 3*4) * mib / 1e9},
+	} {
+		c.CacheBytes = tc.cache
+		if got := c.weightTime(tc.bytes); math.Abs(got-tc.want) > 1e-15 {
+			t.Errorf("cache %g MiB, %g MiB of weights: %g s, want %g s", tc.cache/mib, tc.bytes/mib, got, tc.want)
+		}
+	}
+}

@@ -88,13 +88,55 @@ func Fit(parent *architecture.Model, rows []Row, threads int) (estimate.NativeCo
 	if !(base.SgemmFLOPS > 0) {
 		return base, errors.New("nativecal: the fit rows have no sgemm rate")
 	}
-	// Design matrix of relative residuals: row x/y, target 1.
+	// The effective cache is not linear in the rows: fit the time
+	// coefficients at each candidate size (and without a split) and keep
+	// the size whose fit explains the rows best.
+	best, bestSS := base, math.Inf(1)
+	var bestBeta []float64
+	for _, cb := range cacheCandidates() {
+		try := base
+		try.CacheBytes = cb
+		X, err := design(m, fit, try)
+		if err != nil {
+			return base, err
+		}
+		beta := nnls(X)
+		if ss := sumSquares(X, beta); ss < bestSS {
+			best, bestSS, bestBeta = try, ss, beta
+		}
+	}
+	base = best
+	var beta [estimate.NumNativeTime]float64
+	copy(beta[:], bestBeta)
+	co := base.WithTimeVector(beta)
+	if err := fitMemory(m, fit, &co); err != nil {
+		return co, err
+	}
+	co.Rows = len(fit)
+	return co, nil
+}
+
+// cacheCandidates are the effective cache sizes Fit tries: none (0), then
+// 1 to 32 MiB in steps of 0.5 MiB (the weights of the sweep's shapes span
+// 6 to 23 MiB; this machine's last-level cache is 32 MiB, shared).
+func cacheCandidates() []float64 {
+	c := []float64{0}
+	for mib := 1.0; mib <= 32; mib += 0.5 {
+		c = append(c, mib*(1<<20))
+	}
+	return c
+}
+
+// design is the design matrix of the time fit under base's cache size:
+// per row three equations (TTFT, TPOT, time per output token), each the
+// basis terms divided by the measured value, so that the target is 1.
+func design(m *model, fit []Row, base estimate.NativeCoeffs) ([][]float64, error) {
 	var X [][]float64
 	for i := range fit {
 		r := &fit[i]
 		c, s, err := m.compiled(r)
 		if err != nil {
-			return base, err
+			return nil, err
 		}
 		var bT, bP, bW [estimate.NumNativeTime]float64
 		for k := range estimate.NumNativeTime {
@@ -121,14 +163,20 @@ func Fit(parent *architecture.Model, rows []Row, threads int) (estimate.NativeCo
 			X = append(X, row)
 		}
 	}
-	var beta [estimate.NumNativeTime]float64
-	copy(beta[:], nnls(X))
-	co := base.WithTimeVector(beta)
-	if err := fitMemory(m, fit, &co); err != nil {
-		return co, err
+	return X, nil
+}
+
+// sumSquares is Σ_i (X_i·β − 1)², the objective nnls minimises.
+func sumSquares(X [][]float64, beta []float64) float64 {
+	ss := 0.0
+	for _, row := range X {
+		d := -1.0
+		for k, v := range row {
+			d += v * beta[k]
+		}
+		ss += d * d
 	}
-	co.Rows = len(fit)
-	return co, nil
+	return ss
 }
 
 // nnls minimises Σ_i (X_i·β − 1)² over β ≥ 0 by cyclic coordinate descent

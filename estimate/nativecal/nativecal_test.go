@@ -179,6 +179,43 @@ func TestNNLSRecoversCoefficients(t *testing.T) {
 	}
 }
 
+// TestFitFindsCacheSize: rows priced with a planted effective cache (and
+// different rates on its two sides) are fitted back to that size, and the
+// held-out rows are then priced exactly.
+func TestFitFindsCacheSize(t *testing.T) {
+	a := parentArch(t)
+	truth := estimate.DefaultNativeCoeffs().Machines[Machine]
+	v := truth.TimeVector()
+	v[4], v[13] = 0.4, 3 // weight (in cache), weight_dram (beyond it)
+	truth = truth.WithTimeVector(v)
+	truth.CacheBytes = 10.5 * (1 << 20)
+	m, _ := newModel(a)
+	var rows []Row
+	for _, p := range DesignedSweep() {
+		r := Row{Point: p, SgemmFLOPS: truth.SgemmFLOPS}
+		pr, err := m.predict(&r, truth)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.TTFT, r.TPOT, r.OutputTPS = pr.TTFT, pr.TPOT, pr.OutputTPS
+		rows = append(rows, r)
+	}
+	co, err := Fit(a, rows, truth.Threads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if co.CacheBytes != truth.CacheBytes {
+		t.Errorf("fitted cache %.1f MiB, planted %.1f MiB", co.CacheBytes/(1<<20), truth.CacheBytes/(1<<20))
+	}
+	rep, err := Validate(a, rows, co)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.HeldOut.TPOT > 1e-4 || rep.HeldOut.TTFT > 1e-4 {
+		t.Fatalf("refit of exact rows with a cache: %+v", rep.HeldOut)
+	}
+}
+
 // TestMeasureInProcess runs a two-point sweep of the machinery (random
 // models built from the parent's shape, saved, loaded and served).
 func TestMeasureInProcess(t *testing.T) {
@@ -394,4 +431,39 @@ func loadavg() string {
 		return "unknown"
 	}
 	return strings.Join(strings.Fields(string(b))[:3], " ")
+}
+
+// TestInterleave: the held-out points are spread among the fitted ones,
+// both in their own order, none lost.
+func TestInterleave(t *testing.T) {
+	pts := DesignedSweep()
+	var fit, held, gaps []int
+	last := -1
+	for i, p := range pts {
+		if p.HeldOut {
+			held = append(held, i)
+			gaps = append(gaps, i-last)
+			last = i
+		} else {
+			fit = append(fit, i)
+		}
+	}
+	if len(fit) != 44 || len(held) != 15 {
+		t.Fatalf("%d fitted and %d held-out points, want 44 and 15", len(fit), len(held))
+	}
+	for _, g := range gaps[1:] {
+		if g < 3 || g > 5 {
+			t.Errorf("held-out points at %v: gaps %v, want them spread every 3 to 5 points", held, gaps)
+			break
+		}
+	}
+	a := []Point{{Name: "a0"}, {Name: "a1"}, {Name: "a2"}, {Name: "a3"}}
+	b := []Point{{Name: "b0"}, {Name: "b1"}}
+	var names []string
+	for _, p := range interleave(a, b) {
+		names = append(names, p.Name)
+	}
+	if got := strings.Join(names, " "); got != "b0 a0 a1 b1 a2 a3" {
+		t.Errorf("interleave: %s", got)
+	}
 }

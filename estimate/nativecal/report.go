@@ -55,6 +55,9 @@ type Report struct {
 	// spread of a row's runs, (max − min)/median: the measurement's own
 	// noise, a floor under the estimate's error.
 	TTFTSpread, TPOTSpread float64
+	// CacheBytes is the coefficients' effective cache for the weights
+	// (0: no split).
+	CacheBytes float64
 }
 
 // Validate scores co on rows.
@@ -63,7 +66,7 @@ func Validate(parent *architecture.Model, rows []Row, co estimate.NativeCoeffs) 
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{}
+	rep := &Report{CacheBytes: co.CacheBytes}
 	var held, fit []Scored
 	var shares, rates, ttftSp, tpotSp []float64
 	for i := range rows {
@@ -204,7 +207,11 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "%-26s %8s %8s %8s %8s\n", "  largest", pc(s.sc.MaxTTFT), pc(s.sc.MaxTPOT), pc(s.sc.MaxThroughput), pc(s.sc.MaxMemo))
 	}
 	h := r.HeldOut
-	fmt.Fprintf(w, "held-out targets: TTFT %s, TPOT %s, throughput %s, memory %s\n\n", ok(h.TTFT), ok(h.TPOT), ok(h.Throughput), ok(h.Memory))
+	fmt.Fprintf(w, "held-out targets: TTFT %s, TPOT %s, throughput %s, memory %s\n", ok(h.TTFT), ok(h.TPOT), ok(h.Throughput), ok(h.Memory))
+	if r.CacheBytes > 0 {
+		fmt.Fprintf(w, "effective cache for the weights: %.1f MiB (fitted): weights beyond it stream from memory at the slower rate\n", r.CacheBytes/(1<<20))
+	}
+	fmt.Fprintln(w)
 	if len(r.Ranking) > 0 {
 		agree := "the same order"
 		if !r.RankingAgrees {

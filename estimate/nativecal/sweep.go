@@ -80,6 +80,17 @@ func fitShapes() []namedShape {
 				s.Layers[i].FFN = 768
 			}
 		})},
+		// Two small shapes whose weights (4.3 and 6.3 MiB) fit in the
+		// cache share the others overflow, so that the fit sees both
+		// sides of the effective cache (NativeCoeffs.CacheBytes).
+		{"depth2", derive(func(s *Shape) { s.Layers = s.Layers[:2] })},
+		{"tiny", derive(func(s *Shape) {
+			s.Hidden, s.HeadDim = 128, 16
+			s.Layers = s.Layers[:4]
+			for i := range s.Layers {
+				s.Layers[i].FFN = 256
+			}
+		})},
 		{"ffn-mixed", derive(func(s *Shape) {
 			for i, w := range []int{512, 256, 768, 256, 512, 256, 256, 768} {
 				s.Layers[i].FFN = w
@@ -120,24 +131,42 @@ func heldShapes() []namedShape {
 	}
 }
 
-// DesignedSweep returns the calibration sweep: 9 fitted shapes, each
+// DesignedSweep returns the calibration sweep: 11 fitted shapes, each
 // under four of the five fit workloads (rotated, so that every workload
 // meets every kind of shape), and 5 held-out shapes under the three
 // held-out workloads. Each point runs 8 requests per client (at least 16).
+// The held-out points are spread evenly between the fitted ones, so that a
+// change of the machine's state during the sweep (other tenants of its
+// cache, load) falls on both sets alike.
 func DesignedSweep() []Point {
-	var pts []Point
+	var fit, held []Point
 	for i, s := range fitShapes() {
 		for j := range 4 {
 			w := fitWorkloads[(i+j)%len(fitWorkloads)]
-			pts = append(pts, Point{Name: s.name, Shape: s.shape, ISL: w.isl, OSL: w.osl, Conc: w.conc, Requests: max(8*w.conc, 16)})
+			fit = append(fit, Point{Name: s.name, Shape: s.shape, ISL: w.isl, OSL: w.osl, Conc: w.conc, Requests: max(8*w.conc, 16)})
 		}
 	}
-	for _, s := range heldShapes() {
-		for _, w := range heldWorkloads {
-			pts = append(pts, Point{Name: s.name, Shape: s.shape, ISL: w.isl, OSL: w.osl, Conc: w.conc, Requests: max(8*w.conc, 16), HeldOut: true})
+	for _, w := range heldWorkloads {
+		for _, s := range heldShapes() {
+			held = append(held, Point{Name: s.name, Shape: s.shape, ISL: w.isl, OSL: w.osl, Conc: w.conc, Requests: max(8*w.conc, 16), HeldOut: true})
 		}
 	}
-	return pts
+	return interleave(fit, held)
+}
+
+// interleave returns a and b merged with b's elements spread evenly among
+// a's, both in their own order.
+func interleave(a, b []Point) []Point {
+	out := make([]Point, 0, len(a)+len(b))
+	j := 0
+	for i := range a {
+		for j < len(b) && j*len(a) <= i*len(b) {
+			out = append(out, b[j])
+			j++
+		}
+		out = append(out, a[i])
+	}
+	return append(out, b[j:]...)
 }
 
 // QuickSweep is a tiny sweep (four points, short requests) that exercises
