@@ -92,9 +92,9 @@ func runFlags(fs *flag.FlagSet, def pipeline.Config, demo bool) func(context.Con
 		if *printConfig {
 			return pipeline.PrintConfig(env.Stdout, c)
 		}
-		self, err := os.Executable()
-		if err != nil || !strings.HasPrefix(baseName(self), "autocompress") {
-			self = "" // a test binary: measure in process
+		self, err := measureBinary()
+		if err != nil {
+			return err
 		}
 		st, err := pipeline.Stages(c, self)
 		if err != nil {
@@ -131,6 +131,27 @@ func runFlags(fs *flag.FlagSet, def pipeline.Config, demo bool) func(context.Con
 		}
 		return nil
 	}
+}
+
+// measureBinary is the binary the measure stage runs bench-serve with:
+// this one, whatever it is named, or "" (measure in this process) when
+// this is a Go test binary, which has no bench-serve command.
+func measureBinary() (string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("finding this binary to run bench-serve: %w", err)
+	}
+	if isTestBinary(self) {
+		return "", nil
+	}
+	return self, nil
+}
+
+// isTestBinary reports whether path names a binary built by go test
+// (name.test, name.test.exe).
+func isTestBinary(path string) bool {
+	b := strings.TrimSuffix(baseName(path), ".exe")
+	return strings.HasSuffix(b, ".test")
 }
 
 func baseName(p string) string {
