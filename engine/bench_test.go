@@ -221,31 +221,18 @@ func parentShapedArch(attn func(l int) bool) *architecture.Model {
 	return a
 }
 
-// BenchmarkDecodeStep times one decoding step (one new token for each of
-// conc sequences holding 160 to 224 tokens) of the parent's shape, with and
-// without attention in six layers, with the blas team off (every product
-// of a few rows on one core, as before #12) and on, and reports the
-// process's CPU share (1 when the step runs on one core; the team's
-// helpers spinning between products count too) and the team's stalls.
-// Profile it with
-// -cpuprofile to see where a decode step's time goes.
-func BenchmarkDecodeStep(b *testing.B) {
-	for _, c := range []struct {
-		name string
-		attn func(int) bool
-	}{{"parent", func(int) bool { return true }}, {"noattn6", func(l int) bool { return l >= 6 }}} {
-		for _, conc := range []int{1, 4, 8} {
-			for _, team := range []bool{false, true} {
-				b.Run(fmt.Sprintf("%s/conc%d/team=%v", c.name, conc, team), func(b *testing.B) {
-					defer blas.SetTeam(blas.SetTeam(team))
-					benchDecodeStep(b, c.attn, conc)
-				})
-			}
-		}
-	}
-}
+// decodeCases are the decode benchmarks' shapes: the parent's, and with
+// attention only in its last two layers.
+var decodeCases = []struct {
+	name string
+	attn func(int) bool
+}{{"parent", func(int) bool { return true }}, {"noattn6", func(l int) bool { return l >= 6 }}}
 
-func benchDecodeStep(b *testing.B, attn func(int) bool, conc int) {
+// newDecodeBench builds a model of the parent's shape with attention in the
+// layers attn says and conc sequences holding 160 tokens each, and returns
+// a function that runs one decoding step (one new token per sequence),
+// rewinding the sequences to 160 tokens whenever they reach 224.
+func newDecodeBench(b *testing.B, attn func(int) bool, conc int) (step func()) {
 	m, err := New(parentShapedArch(attn), 1)
 	if err != nil {
 		b.Fatal(err)
@@ -261,10 +248,7 @@ func benchDecodeStep(b *testing.B, attn func(int) bool, conc int) {
 		}
 		toks[i] = []int32{int32(i)}
 	}
-	_, stalls0 := blas.TeamStats()
-	cpu0, t0 := processCPUSeconds(), time.Now()
-	b.ResetTimer()
-	for range b.N {
+	return func() {
 		if _, err := m.Step(caches, toks, false); err != nil {
 			b.Fatal(err)
 		}
@@ -274,51 +258,51 @@ func benchDecodeStep(b *testing.B, attn func(int) bool, conc int) {
 			}
 		}
 	}
-	b.StopTimer()
-	if wall := time.Since(t0).Seconds(); wall > 0 {
-		b.ReportMetric((processCPUSeconds()-cpu0)/wall, "cpu-share")
+}
+
+// BenchmarkDecodeStep times one decoding step (one new token for each of
+// conc sequences holding 160 to 224 tokens) of the parent's shape, with and
+// without attention in six layers, with the blas team off (every product
+// of a few rows on one core, as before #12) and on, and reports the
+// process's CPU share (1 when the step runs on one core; the team's
+// helpers spinning between products count too) and the team's stalls.
+// Profile it with
+// -cpuprofile to see where a decode step's time goes.
+func BenchmarkDecodeStep(b *testing.B) {
+	for _, c := range decodeCases {
+		for _, conc := range []int{1, 4, 8} {
+			for _, team := range []bool{false, true} {
+				b.Run(fmt.Sprintf("%s/conc%d/team=%v", c.name, conc, team), func(b *testing.B) {
+					defer blas.SetTeam(blas.SetTeam(team))
+					step := newDecodeBench(b, c.attn, conc)
+					_, stalls0 := blas.TeamStats()
+					cpu0, t0 := processCPUSeconds(), time.Now()
+					b.ResetTimer()
+					for range b.N {
+						step()
+					}
+					b.StopTimer()
+					if wall := time.Since(t0).Seconds(); wall > 0 {
+						b.ReportMetric((processCPUSeconds()-cpu0)/wall, "cpu-share")
+					}
+					// Each stall (a helper lost its core to another process) turned the
+					// team off for 100 ms: many of them mean the run measured a loaded
+					// machine, not the engine.
+					_, stalls := blas.TeamStats()
+					b.ReportMetric(float64(stalls-stalls0), "stalls")
+				})
+			}
+		}
 	}
-	// Each stall (a helper lost its core to another process) turned the
-	// team off for 100 ms: many of them mean the run measured a loaded
-	// machine, not the engine.
-	_, stalls := blas.TeamStats()
-	b.ReportMetric(float64(stalls-stalls0), "stalls")
 }
 
 // BenchmarkDecodeStepAB times decoding steps of the parent's shape with the
 // blas team off and on in alternating blocks (see teamAB).
 func BenchmarkDecodeStepAB(b *testing.B) {
-	for _, c := range []struct {
-		name string
-		attn func(int) bool
-	}{{"parent", func(int) bool { return true }}, {"noattn6", func(l int) bool { return l >= 6 }}} {
+	for _, c := range decodeCases {
 		for _, conc := range []int{1, 4, 8} {
 			b.Run(fmt.Sprintf("%s/conc%d", c.name, conc), func(b *testing.B) {
-				m, err := New(parentShapedArch(c.attn), 1)
-				if err != nil {
-					b.Fatal(err)
-				}
-				m.SetInference(true)
-				r := rand.New(rand.NewPCG(2, 2))
-				caches := make([]*Cache, conc)
-				toks := make([][]int32, conc)
-				for i := range caches {
-					caches[i] = m.NewCache(256)
-					if _, err := m.Step(caches[i:i+1], [][]int32{randTokens(r, 160, 4096)}, false); err != nil {
-						b.Fatal(err)
-					}
-					toks[i] = []int32{int32(i)}
-				}
-				teamAB(b, 16, "step", func() {
-					if _, err := m.Step(caches, toks, false); err != nil {
-						b.Fatal(err)
-					}
-					if caches[0].Len() >= 224 {
-						for _, ca := range caches {
-							ca.n = 160
-						}
-					}
-				})
+				teamAB(b, 16, "step", newDecodeBench(b, c.attn, conc))
 			})
 		}
 	}
