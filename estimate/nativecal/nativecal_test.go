@@ -147,15 +147,14 @@ func TestFitIsLinear(t *testing.T) {
 	}
 }
 
-// TestNNLSRecoversCoefficients: rows priced with known coefficients are
-// fitted back exactly.
-func TestNNLSRecoversCoefficients(t *testing.T) {
-	a := parentArch(t)
-	truth := estimate.DefaultNativeCoeffs().Machines[Machine]
-	v := truth.TimeVector()
-	v[1], v[4] = 0, 0 // some coefficients at the bound
-	truth = truth.WithTimeVector(v)
-	m, _ := newModel(a)
+// exactRows returns the designed sweep's rows with the figures truth
+// prices them at, as if measured without noise.
+func exactRows(t *testing.T, a *architecture.Model, truth estimate.NativeCoeffs) []Row {
+	t.Helper()
+	m, err := newModel(a)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var rows []Row
 	for _, p := range DesignedSweep() {
 		r := Row{Point: p, SgemmFLOPS: truth.SgemmFLOPS}
@@ -166,6 +165,18 @@ func TestNNLSRecoversCoefficients(t *testing.T) {
 		r.TTFT, r.TPOT, r.OutputTPS = pr.TTFT, pr.TPOT, pr.OutputTPS
 		rows = append(rows, r)
 	}
+	return rows
+}
+
+// TestNNLSRecoversCoefficients: rows priced with known coefficients are
+// fitted back exactly.
+func TestNNLSRecoversCoefficients(t *testing.T) {
+	a := parentArch(t)
+	truth := estimate.DefaultNativeCoeffs().Machines[Machine]
+	v := truth.TimeVector()
+	v[1], v[4] = 0, 0 // some coefficients at the bound
+	truth = truth.WithTimeVector(v)
+	rows := exactRows(t, a, truth)
 	co, err := Fit(a, rows, truth.Threads)
 	if err != nil {
 		t.Fatal(err)
@@ -189,17 +200,7 @@ func TestFitFindsCacheSize(t *testing.T) {
 	v[4], v[13] = 0.4, 3 // weight (in cache), weight_dram (beyond it)
 	truth = truth.WithTimeVector(v)
 	truth.CacheBytes = 10.5 * (1 << 20)
-	m, _ := newModel(a)
-	var rows []Row
-	for _, p := range DesignedSweep() {
-		r := Row{Point: p, SgemmFLOPS: truth.SgemmFLOPS}
-		pr, err := m.predict(&r, truth)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.TTFT, r.TPOT, r.OutputTPS = pr.TTFT, pr.TPOT, pr.OutputTPS
-		rows = append(rows, r)
-	}
+	rows := exactRows(t, a, truth)
 	co, err := Fit(a, rows, truth.Threads)
 	if err != nil {
 		t.Fatal(err)
