@@ -14,9 +14,10 @@ const PeakRSSKey = "peak_rss_bytes"
 // Metrics name or PeakRSSKey) is the better one: the throughputs and the
 // request rate. Latencies and memory are better small.
 func HigherIsBetter(key string) bool {
-	switch key {
-	case "output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "output_tokens_per_cpu_s":
-		return true
+	for _, m := range Metrics {
+		if m.Name == key {
+			return m.Higher
+		}
 	}
 	return false
 }

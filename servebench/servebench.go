@@ -343,17 +343,18 @@ var Metrics = []struct {
 	Name, Label, Unit string
 	Scale             float64 // printed value = Scale × stored value
 	F                 func(RunStats) float64
+	Higher            bool // a larger value is the better one (throughputs, rates)
 }{
-	{"ttft_mean_s", "TTFT mean", "ms", 1e3, func(r RunStats) float64 { return r.TTFT.Mean }},
-	{"ttft_p90_s", "TTFT p90", "ms", 1e3, func(r RunStats) float64 { return r.TTFT.P90 }},
-	{"tpot_mean_s", "TPOT mean", "ms", 1e3, func(r RunStats) float64 { return r.TPOT.Mean }},
-	{"tpot_p90_s", "TPOT p90", "ms", 1e3, func(r RunStats) float64 { return r.TPOT.P90 }},
-	{"e2e_mean_s", "latency mean", "ms", 1e3, func(r RunStats) float64 { return r.E2E.Mean }},
-	{"e2e_p90_s", "latency p90", "ms", 1e3, func(r RunStats) float64 { return r.E2E.P90 }},
-	{"output_tokens_per_s", "output throughput", "tok/s", 1, func(r RunStats) float64 { return r.OutputTPS }},
-	{"total_tokens_per_s", "total throughput", "tok/s", 1, func(r RunStats) float64 { return r.TotalTPS }},
-	{"requests_per_s", "request throughput", "req/s", 1, func(r RunStats) float64 { return r.RequestsPS }},
-	{"output_tokens_per_cpu_s", "output per CPU-second", "tok", 1, func(r RunStats) float64 { return r.OutputPerCPU }},
+	{"ttft_mean_s", "TTFT mean", "ms", 1e3, func(r RunStats) float64 { return r.TTFT.Mean }, false},
+	{"ttft_p90_s", "TTFT p90", "ms", 1e3, func(r RunStats) float64 { return r.TTFT.P90 }, false},
+	{"tpot_mean_s", "TPOT mean", "ms", 1e3, func(r RunStats) float64 { return r.TPOT.Mean }, false},
+	{"tpot_p90_s", "TPOT p90", "ms", 1e3, func(r RunStats) float64 { return r.TPOT.P90 }, false},
+	{"e2e_mean_s", "latency mean", "ms", 1e3, func(r RunStats) float64 { return r.E2E.Mean }, false},
+	{"e2e_p90_s", "latency p90", "ms", 1e3, func(r RunStats) float64 { return r.E2E.P90 }, false},
+	{"output_tokens_per_s", "output throughput", "tok/s", 1, func(r RunStats) float64 { return r.OutputTPS }, true},
+	{"total_tokens_per_s", "total throughput", "tok/s", 1, func(r RunStats) float64 { return r.TotalTPS }, true},
+	{"requests_per_s", "request throughput", "req/s", 1, func(r RunStats) float64 { return r.RequestsPS }, true},
+	{"output_tokens_per_cpu_s", "output per CPU-second", "tok", 1, func(r RunStats) float64 { return r.OutputPerCPU }, true},
 }
 
 func (b *Report) aggregate() {
