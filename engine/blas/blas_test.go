@@ -286,3 +286,35 @@ func TestMulScale(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkGemvCacheCliff streams one-row products (m 1, k 192, B
+// transposed: a decode step's product) over weight matrices of 0.19 to
+// 64 MiB on one thread and reports GB/s and the ratio to the smallest
+// matrix's rate in the same run: the drop past the last-level cache share
+// that estimate/nativecal/ACCURACY.md ("The cache cliff") describes.
+//
+//	go test -run XXX -bench GemvCacheCliff -count 2 ./engine/blas/
+func BenchmarkGemvCacheCliff(b *testing.B) {
+	const k = 192
+	first := 0.0
+	for _, kib := range []int{192, 1 << 10, 4 << 10, 6 << 10, 8 << 10, 10 << 10, 12 << 10, 16 << 10, 24 << 10, 64 << 10} {
+		n := kib << 10 / 4 / k
+		a := make([]float32, k)
+		w := make([]float32, n*k)
+		for i := range w {
+			w[i] = float32(i%7) * 0.1 // touched: untouched pages all map to one zero page
+		}
+		c := make([]float32, n)
+		b.Run(fmt.Sprintf("%dKiB", kib), func(b *testing.B) {
+			for b.Loop() {
+				SgemmSerial(false, true, 1, n, k, 1, a, k, w, k, 0, c, n)
+			}
+			rate := float64(n*k*4) * float64(b.N) / b.Elapsed().Seconds()
+			b.ReportMetric(rate/1e9, "GB/s")
+			if first == 0 {
+				first = rate
+			}
+			b.ReportMetric(rate/first, "x-smallest")
+		})
+	}
+}
