@@ -13,7 +13,7 @@
 //   - an existing file: a config.json (a description only, no weights);
 //   - a preset: a HuggingFace id whose config.json is embedded in package
 //     architecture, or a model the estimator's ground truth describes
-//     (estimate/groundtruth), e.g. meta-llama/Llama-3.1-8B-Instruct.
+//     (architecture/published), e.g. meta-llama/Llama-3.1-8B-Instruct.
 //
 // Anything else is an *UnknownError listing Names. Presets and config files
 // describe a model's shape only; commands that need weights ask for
@@ -29,7 +29,7 @@ import (
 	"strings"
 
 	"github.com/autocompress/autocompress/architecture"
-	"github.com/autocompress/autocompress/estimate/groundtruth"
+	"github.com/autocompress/autocompress/architecture/published"
 	"github.com/autocompress/autocompress/parent"
 )
 
@@ -116,7 +116,7 @@ var ErrEmpty = errors.New("no model given: give a checkpoint directory, a config
 // "parent", the architecture presets and the ground-truth models.
 func Names() []string {
 	names := append([]string{Parent}, architecture.Presets()...)
-	names = append(names, groundtruth.Known()...)
+	names = append(names, published.Known()...)
 	sort.Strings(names)
 	out := names[:0]
 	for i, n := range names {
@@ -147,7 +147,7 @@ func Resolve(name string) (*Ref, error) {
 	if _, err := architecture.Preset(name); err == nil {
 		return &Ref{Name: name, Kind: KindPreset}, nil
 	}
-	if _, ok := groundtruth.DescribePublished(name); ok {
+	if _, ok := published.DescribePublished(name); ok {
 		return &Ref{Name: name, Kind: KindShape}, nil
 	}
 	return nil, &UnknownError{Name: name, Known: Names(), Path: looksLikePath(name)}
@@ -189,7 +189,7 @@ func (r *Ref) Arch() (*architecture.Model, error) {
 		}
 		return m, nil
 	case KindShape:
-		m, ok := groundtruth.DescribePublished(r.Name)
+		m, ok := published.DescribePublished(r.Name)
 		if !ok {
 			return nil, &UnknownError{Name: r.Name, Known: Names()}
 		}

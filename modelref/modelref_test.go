@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/autocompress/autocompress/architecture"
-	"github.com/autocompress/autocompress/estimate/groundtruth"
+	"github.com/autocompress/autocompress/architecture/published"
 	"github.com/autocompress/autocompress/modelref"
 )
 
@@ -30,7 +30,7 @@ func TestResolve(t *testing.T) {
 	os.Mkdir(empty, 0o755)
 	// A ground-truth model that is not an architecture preset.
 	shape := ""
-	for _, k := range groundtruth.Known() {
+	for _, k := range published.Known() {
 		if _, err := architecture.Preset(k); err != nil {
 			shape = k
 			break
@@ -116,7 +116,7 @@ func TestNames(t *testing.T) {
 	if !slices.IsSorted(names) || len(slices.Compact(slices.Clone(names))) != len(names) {
 		t.Errorf("Names is not sorted and unique: %v", names)
 	}
-	for _, want := range append(append([]string{"parent"}, architecture.Presets()...), groundtruth.Known()...) {
+	for _, want := range append(append([]string{"parent"}, architecture.Presets()...), published.Known()...) {
 		if !slices.Contains(names, want) {
 			t.Errorf("Names lacks %q", want)
 		}
