@@ -14,7 +14,7 @@ import (
 
 	yaml "go.yaml.in/yaml/v3"
 
-	"github.com/autocompress/autocompress/search"
+	"github.com/autocompress/autocompress/search/trained"
 )
 
 // Config is a whole run: the parent, the data, the deployment, the budgets
@@ -88,7 +88,7 @@ type Search struct {
 	ProxyData  []string `yaml:"proxy_data" flag:"proxy-data" help:"held-out text for the measured proxy (KL to the parent of candidates pruned in memory); empty: importance only"`
 	ProxyRows  int      `yaml:"proxy_rows" flag:"proxy-rows" help:"rows of 128 tokens of proxy_data the measured proxy scores" min:"0"`
 	// TopKTrainTokens is Minitron++'s brief distillation of each top-k
-	// candidate (search.Request.TopKTrain), with the distill section's
+	// candidate (search/trained, search.Request.TopKMeasurer), with the distill section's
 	// recipe on the data, scored on proxy_data.
 	TopKTrainTokens int64 `yaml:"topk_train_tokens" flag:"topk-train-tokens" help:"minitron: distillation tokens each top-k candidate is trained on (the distill section's recipe, on data) before the lowest loss on proxy_data is chosen; 0: rank by the loss untrained" min:"0"`
 }
@@ -139,7 +139,7 @@ func DefaultConfig() Config {
 		Workload:   Workload{ISL: 128, OSL: 64, Concurrency: 4},
 		Importance: Importance{Seqs: 64, SeqLen: 128},
 		Search: Search{Strategy: "autocompress", TopK: 4, Seed: 1, KeepLayers: []int{},
-			ProxyData: []string{"parent:validation"}, ProxyRows: 16, TopKTrainTokens: search.DefaultTopKTrainTokens},
+			ProxyData: []string{"parent:validation"}, ProxyRows: 16, TopKTrainTokens: trained.DefaultTokens},
 		Distill: Distill{Tokens: 400_000, SeqLen: 128, Batch: 8, LR: 1e-3, Temperature: 1,
 			KDWeight: 1, CEWeight: 0, Seed: 1},
 		Eval:    Eval{Limit: 200},

@@ -26,6 +26,7 @@ import (
 	"github.com/autocompress/autocompress/modelref"
 	"github.com/autocompress/autocompress/prune"
 	"github.com/autocompress/autocompress/search"
+	"github.com/autocompress/autocompress/search/trained"
 	"github.com/autocompress/autocompress/servebench"
 	"github.com/autocompress/autocompress/tokenizer"
 	"github.com/autocompress/autocompress/train"
@@ -175,7 +176,7 @@ func (b Budgets) parse() (search.Budgets, error) {
 
 // trainData is the data the search stage trains on: data when the top-k
 // candidates are trained, else nil.
-func trainData(o *search.TrainOptions, data []string) []string {
+func trainData(o *trained.Options, data []string) []string {
 	if o == nil {
 		return nil
 	}
@@ -264,7 +265,7 @@ func Stages(c Config, self string) ([]Stage, error) {
 
 	// Minitron++'s brief training of its top-k uses the recovery recipe on
 	// the distillation data: both are inputs of the search stage then.
-	var topKTrain *search.TrainOptions
+	var topKTrain *trained.Options
 	searchFiles := dataFiles(c.Search.ProxyData)
 	searchParams := c.Search
 	if c.Search.Strategy != search.Minitron {
@@ -272,7 +273,7 @@ func Stages(c Config, self string) ([]Stage, error) {
 	}
 	if c.Search.Strategy == search.Minitron && c.Search.TopKTrainTokens > 0 {
 		d := c.Distill
-		topKTrain = &search.TrainOptions{Tokens: c.Search.TopKTrainTokens, Batch: d.Batch, SeqLen: d.SeqLen, LR: d.LR,
+		topKTrain = &trained.Options{Tokens: c.Search.TopKTrainTokens, Batch: d.Batch, SeqLen: d.SeqLen, LR: d.LR,
 			Temperature: d.Temperature, KDWeight: d.KDWeight, CEWeight: d.CEWeight, Seed: uint64(d.Seed)}
 		searchFiles = append(searchFiles, dataFiles(c.Data)...)
 	}
@@ -287,9 +288,9 @@ func Stages(c Config, self string) ([]Stage, error) {
 		B     Budgets
 		S     Search
 		PD    []string
-		Train *search.TrainOptions `json:",omitempty"`
-		Data  []string             `json:",omitempty"`
-		M     Measure              // the measured checks (rounds) of a local target
+		Train *trained.Options `json:",omitempty"`
+		Data  []string         `json:",omitempty"`
+		M     Measure          // the measured checks (rounds) of a local target
 	}{c.Deployment, c.Workload, c.Budgets, searchParams, c.Search.ProxyData, topKTrain, trainData(topKTrain, c.Data), check}, Files: searchFiles,
 		Run: func(ctx context.Context, env *Env) error {
 			scores, err := importance.Load(filepath.Join(env.Input("importance"), ScoresFile))
@@ -309,11 +310,12 @@ func Stages(c Config, self string) ([]Stage, error) {
 				}
 			}
 			if topKTrain != nil {
-				req.TopKTrain = *topKTrain
-				if req.TrainRows, err = rows(ctx, t, c.Data, assets, topKTrain.SeqLen, topKTrain.Steps()*topKTrain.Batch, "data"); err != nil {
+				trainRows, err := rows(ctx, t, c.Data, assets, topKTrain.SeqLen, topKTrain.Rows(), "data")
+				if err != nil {
 					return fmt.Errorf("data (the top-k candidates' brief training): %w", err)
 				}
-				env.Note("minitron: each top-k candidate distilled for %d tokens (%d rows of data) before choosing by held-out loss", topKTrain.Steps()*topKTrain.Batch*topKTrain.SeqLen, len(req.TrainRows))
+				req.TopKMeasurer = trained.Factory(trainRows, *topKTrain)
+				env.Note("minitron: each top-k candidate distilled for %d tokens (%d rows of data) before choosing by held-out loss", topKTrain.Rows()*topKTrain.SeqLen, len(trainRows))
 			}
 			rep, err := search.Execute(ctx, req)
 			if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/engine"
@@ -53,15 +54,23 @@ type Request struct {
 	// Rows are held-out rows (seq len + 1 ids) for the measured proxy (nil:
 	// none).
 	Rows [][]int32
-	// TopKTrain is Minitron++'s brief distillation of each top-k candidate
-	// before choosing by held-out loss on Rows (Tokens 0: the candidates
-	// are ranked by their loss untrained, and the notes say so). It applies
-	// to the minitron strategy only; TrainRows (TopKTrain.SeqLen+1 ids
-	// each, disjoint from Rows) are what it trains on.
-	TopKTrain TrainOptions
-	TrainRows [][]int32
-	Progress  Progress
+	// TopKMeasurer, when set, builds the minitron strategy's measurer of
+	// its top-k from the parent loaded for the measured proxy and the
+	// held-out Rows: Minitron++'s brief distillation of each candidate
+	// before choosing by held-out loss is search/trained's Factory. Nil:
+	// the candidates are ranked by their loss untrained (KLMeasurer), and
+	// the notes say so. It applies to the minitron strategy only; a
+	// Measurer it builds that is an io.Closer is closed when the search
+	// ends.
+	TopKMeasurer MeasurerFactory
+	Progress     Progress
 }
+
+// A MeasurerFactory builds the Measurer of candidates pruned from parent,
+// scored on the held-out rows (T+1 ids each); progress, when set, receives
+// the measurer's own phases. The caller chooses the measurer
+// (Request.TopKMeasurer), so the search does not depend on how it trains.
+type MeasurerFactory func(ctx context.Context, parent *engine.Model, heldOut [][]int32, progress Progress) (Measurer, error)
 
 // ErrScoresMismatch is returned (wrapped) when Request.Scores were computed
 // for another model than Request.Dir.
@@ -117,12 +126,14 @@ func Execute(ctx context.Context, r Request) (*Report, error) {
 		if err != nil {
 			return nil, fmt.Errorf("search: measured proxy: %w", err)
 		}
-		if r.Strategy == Minitron && r.TopKTrain.Tokens > 0 {
-			tm, err := r.trainedMeasurer(ctx, em)
+		if r.Strategy == Minitron && r.TopKMeasurer != nil {
+			tm, err := r.TopKMeasurer(ctx, em, r.Rows, r.Progress)
 			if err != nil {
 				return nil, err
 			}
-			defer tm.Close()
+			if c, ok := tm.(io.Closer); ok {
+				defer c.Close()
+			}
 			opt.Measurer = tm
 		} else {
 			meas, err := NewKLMeasurer(ctx, em, r.Rows, proxy.Options{})
@@ -131,8 +142,8 @@ func Execute(ctx context.Context, r Request) (*Report, error) {
 			}
 			opt.Measurer = meas
 		}
-	} else if r.Strategy == Minitron && r.TopKTrain.Tokens > 0 {
-		return nil, errors.New("search: training the top-k candidates needs held-out rows to score them on (Rows) and a checkpoint with weights")
+	} else if r.Strategy == Minitron && r.TopKMeasurer != nil {
+		return nil, errors.New("search: measuring the top-k candidates needs held-out rows to score them on (Rows) and a checkpoint with weights")
 	}
 	res, err := Run(ctx, sp, px, opt)
 	if err != nil {
@@ -149,19 +160,4 @@ func Execute(ctx context.Context, r Request) (*Report, error) {
 	}
 	return &Report{Model: name, Space: sp, Result: res, Scores: r.Scores, Budgets: r.Budgets, GPU: r.GPU,
 		Workload: r.Workload, Estimate: opt.Estimate}, nil
-}
-
-// trainedMeasurer builds the TrainedMeasurer of r.TopKTrain, reporting its
-// steps through r.Progress.
-func (r *Request) trainedMeasurer(ctx context.Context, parent *engine.Model) (*TrainedMeasurer, error) {
-	if len(r.TrainRows) == 0 {
-		return nil, errors.New("search: training the top-k candidates needs training rows (TrainRows)")
-	}
-	o := r.TopKTrain
-	if r.Progress != nil {
-		o.Progress = func(cand, step, steps int) {
-			r.Progress(fmt.Sprintf("training top-k candidate %d", cand+1), step, steps)
-		}
-	}
-	return NewTrainedMeasurer(ctx, parent, r.Rows, r.TrainRows, o)
 }

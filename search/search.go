@@ -40,9 +40,10 @@
 // in every layer, every layer kept, a grid with Minitron's granularity and
 // limits, filtered by the same budgets and estimator, the top-k by the same
 // proxy, then the best of the top-k by measured loss: after a brief
-// distillation of each candidate from the parent (TrainedMeasurer, the
-// paper's protocol; Request.TopKTrain) or, with no training tokens, of each
-// candidate pruned without training (KLMeasurer; the notes say which).
+// distillation of each candidate from the parent (the paper's protocol:
+// search/trained's Measurer, which the caller injects as
+// Request.TopKMeasurer) or, without it, of each candidate pruned without
+// training (KLMeasurer; the notes say which).
 package search
 
 import (
@@ -79,7 +80,8 @@ type Measurement struct {
 	// student's training tokens).
 	Tokens int64 `json:"tokens"`
 	// UntrainedLoss is the loss before the brief training and TrainTokens
-	// the student's training tokens (TrainedMeasurer only; 0 otherwise).
+	// the student's training tokens (a trained measurement only: search/trained;
+	// 0 otherwise).
 	UntrainedLoss float64 `json:"untrained_loss,omitempty"`
 	TrainTokens   int64   `json:"train_tokens,omitempty"`
 }
@@ -297,7 +299,7 @@ func finish(ctx context.Context, e *evaluator, res *Result, o *Options) error {
 			})
 			what := "the measured KL divergence to the parent"
 			if res.Strategy == Minitron {
-				what = "the measured loss of each pruned candidate without training (no brief training: --topk-train-tokens 0)"
+				what = "the measured loss of each pruned candidate without training (no brief training)"
 				if r, ok := o.Measurer.(Ranker); ok {
 					what = r.Ranking()
 				}

@@ -18,6 +18,7 @@ import (
 	"github.com/autocompress/autocompress/importance"
 	"github.com/autocompress/autocompress/modelref"
 	"github.com/autocompress/autocompress/search"
+	"github.com/autocompress/autocompress/search/trained"
 )
 
 func init() {
@@ -122,7 +123,7 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 	rows := intArg(fs, "rows", 16, 1, noMax, "held-out rows for the measured proxy")
 	seqLen := intArg(fs, "seq-len", 128, 1, noMax, "tokens per measured row")
 	allowLong := fs.Bool("allow-long-context", false, "allow --seq-len past the model's max_position_embeddings")
-	topKTrain := intArg(fs, "topk-train-tokens", search.DefaultTopKTrainTokens, 0, noMax, "minitron with --data: distillation tokens each top-k candidate is trained on before the best held-out loss is chosen, on --data rows after the held-out --rows (0: rank by the loss untrained)")
+	topKTrain := intArg(fs, "topk-train-tokens", trained.DefaultTokens, 0, noMax, "minitron with --data: distillation tokens each top-k candidate is trained on before the best held-out loss is chosen, on --data rows after the held-out --rows (0: rank by the loss untrained)")
 	out := fs.String("out", "", "output `directory`")
 	force := fs.Bool("force", false, "replace an existing --out")
 	jsonOut := fs.Bool("json", false, "print the summary as JSON")
@@ -218,17 +219,17 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 				return err
 			}
 			if *strategy == search.Minitron && *topKTrain > 0 {
-				req.TopKTrain = search.TrainOptions{Tokens: int64(*topKTrain), SeqLen: *seqLen, Seed: 1}
-				need := req.TopKTrain.Steps() * 8
-				all, err := searchRows(ctx, dir, m, data, *ids, *allowLong, *tokPath, *seqLen, *rows+need)
+				o := trained.Options{Tokens: int64(*topKTrain), SeqLen: *seqLen, Seed: 1}
+				all, err := searchRows(ctx, dir, m, data, *ids, *allowLong, *tokPath, *seqLen, *rows+o.Rows())
 				if err != nil {
 					return err
 				}
 				if len(all) < *rows+8 {
 					return Usagef("--topk-train-tokens: --data gives %d rows of %d tokens, and the %d held-out --rows plus one training batch of 8 need %d: give more --data, fewer --rows, or --topk-train-tokens 0", len(all), *seqLen+1, *rows, *rows+8)
 				}
-				req.TrainRows = all[*rows:]
-				req.TopKTrain.SeqLen = len(req.TrainRows[0]) - 1
+				trainRows := all[*rows:]
+				o.SeqLen = len(trainRows[0]) - 1
+				req.TopKMeasurer = trained.Factory(trainRows, o)
 			}
 		}
 		rep, err := search.Execute(ctx, req)

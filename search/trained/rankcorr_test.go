@@ -1,4 +1,4 @@
-package search
+package trained
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/autocompress/autocompress/parent"
 	"github.com/autocompress/autocompress/proxy"
 	"github.com/autocompress/autocompress/prune"
+	"github.com/autocompress/autocompress/search"
 	"github.com/autocompress/autocompress/train"
 )
 
@@ -23,7 +24,7 @@ import (
 // slow (it distils every child twice), so it runs only when asked, on the
 // embedded parent as it is at the time:
 //
-//	nice -n 10 go test -run RankCorrelation -v -timeout 3h ./search -args -rankcorr -rankcorr.tokens=40960 -rankcorr.brief=8192 -rankcorr.out=/tmp/rankcorr.md
+//	nice -n 10 go test -run RankCorrelation -v -timeout 3h ./search/trained -args -rankcorr -rankcorr.tokens=40960 -rankcorr.brief=8192 -rankcorr.out=/tmp/rankcorr.md
 //
 // proxy/PROXIES.md holds the results and how to read them.
 var (
@@ -108,7 +109,7 @@ func retained(s *importance.Scores, lay *prune.Layout) float64 {
 // TestRankCorrelation ranks ten children of the embedded parent by four
 // proxies a search can compute (retained importance, KL to the parent and
 // loss of the child pruned without training, and the loss after the brief
-// distillation Minitron++ gives its top-k, TrainedMeasurer) and by their
+// distillation Minitron++ gives its top-k, Measurer) and by their
 // quality after recovery (held-out test loss after distillation from the
 // parent: package distill's KD loss, forward KL at T = 1, through train's
 // loop, the recovery stage's recipe), and prints one Markdown table: every
@@ -129,8 +130,8 @@ func TestRankCorrelation(t *testing.T) {
 		t.Fatal(err)
 	}
 	const T, B = 128, 8
-	rec := TrainOptions{Tokens: *rankCorrTokens, Batch: B, SeqLen: T, Seed: 1}
-	brief := TrainOptions{Tokens: *rankCorrBrief, Batch: B, SeqLen: T, Seed: 1}
+	rec := Options{Tokens: *rankCorrTokens, Batch: B, SeqLen: T, Seed: 1}
+	brief := Options{Tokens: *rankCorrBrief, Batch: B, SeqLen: T, Seed: 1}
 	val := embeddedRows(t, dir, "validation", 48, T)
 	calib, proxyRows := val[:32], val[32:48]
 	testRows := embeddedRows(t, dir, "test", 64, T)
@@ -158,16 +159,16 @@ func TestRankCorrelation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	untrained, err := NewKLMeasurer(ctx, par, proxyRows, proxy.Options{})
+	untrained, err := search.NewKLMeasurer(ctx, par, proxyRows, proxy.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	briefM, err := NewTrainedMeasurer(ctx, par, proxyRows, trainRows, brief)
+	briefM, err := NewMeasurer(ctx, par, proxyRows, trainRows, brief)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer briefM.Close()
-	recM, err := NewTrainedMeasurer(ctx, par, testRows, trainRows, rec)
+	recM, err := NewMeasurer(ctx, par, testRows, trainRows, rec)
 	if err != nil {
 		t.Fatal(err)
 	}

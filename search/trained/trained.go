@@ -1,4 +1,11 @@
-package search
+// Package trained is Minitron++'s top-k measurement (method.md §3, §7: "a
+// short KD of each top-k candidate, then selection by LM loss"): each
+// candidate is pruned in memory, distilled briefly from the parent with the
+// recovery stage's loss (package distill) through the training loop
+// (package train), and scored on held-out rows. The search receives it as a
+// search.MeasurerFactory (Factory, for search.Request.TopKMeasurer), so
+// package search does not depend on distillation or training.
+package trained
 
 import (
 	"context"
@@ -10,20 +17,21 @@ import (
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/proxy"
 	"github.com/autocompress/autocompress/prune"
+	"github.com/autocompress/autocompress/search"
 	"github.com/autocompress/autocompress/train"
 )
 
-// DefaultTopKTrainTokens is the brief training's default token count per
+// DefaultTokens is the brief training's default token count per
 // top-k candidate: 16 steps of 8×128 tokens, seconds per candidate for the
 // embedded parent on two cores.
-const DefaultTopKTrainTokens = 16384
+const DefaultTokens = 16384
 
-// TrainOptions are the brief distillation that Minitron++ gives each top-k
+// Options are the brief distillation that Minitron++ gives each top-k
 // candidate before choosing by loss (method.md §3, §7: "a short KD of each
 // top-k candidate, then selection by LM loss"). The knobs are the recovery
 // stage's (package distill): forward KL at Temperature scaled by T²,
 // optionally mixed with cross-entropy, AdamW with warm-up and cosine decay.
-type TrainOptions struct {
+type Options struct {
 	// Tokens are the training tokens per candidate; the steps are
 	// ceil(Tokens / (Batch·SeqLen)). 0 disables the training (the
 	// candidates are ranked by their loss untrained).
@@ -47,7 +55,7 @@ type TrainOptions struct {
 	Progress func(candidate, step, steps int) `json:"-"`
 }
 
-func (o *TrainOptions) defaults() {
+func (o *Options) defaults() {
 	if o.Batch <= 0 {
 		o.Batch = 8
 	}
@@ -65,29 +73,55 @@ func (o *TrainOptions) defaults() {
 	}
 }
 
+// Rows returns the training rows the brief training reads: one batch of
+// rows per step. The search command and the pipeline read this many.
+func (o Options) Rows() int {
+	o.defaults()
+	return o.Steps() * o.Batch
+}
+
+// Factory returns the search.MeasurerFactory of o's brief training on
+// trainRows (o.SeqLen+1 ids each, none of them among the held-out rows the
+// search scores on), for search.Request.TopKMeasurer. Each candidate's
+// training steps are reported through the search's progress as "training
+// top-k candidate N" unless o.Progress is set.
+func Factory(trainRows [][]int32, o Options) search.MeasurerFactory {
+	return func(ctx context.Context, parent *engine.Model, heldOut [][]int32, progress search.Progress) (search.Measurer, error) {
+		if len(trainRows) == 0 {
+			return nil, errors.New("trained proxy: training the top-k candidates needs training rows")
+		}
+		if progress != nil && o.Progress == nil {
+			o.Progress = func(cand, step, steps int) {
+				progress(fmt.Sprintf("training top-k candidate %d", cand+1), step, steps)
+			}
+		}
+		return NewMeasurer(ctx, parent, heldOut, trainRows, o)
+	}
+}
+
 // Steps returns the optimiser steps per candidate.
-func (o TrainOptions) Steps() int {
+func (o Options) Steps() int {
 	o.defaults()
 	per := int64(o.Batch * o.SeqLen)
 	return int((o.Tokens + per - 1) / per)
 }
 
-// TrainedMeasurer is Minitron++'s top-k selection: each candidate is pruned
-// in memory (proxy.Child), distilled from the parent for TrainOptions.Tokens
+// Measurer is Minitron++'s top-k selection: each candidate is pruned
+// in memory (proxy.Child), distilled from the parent for Options.Tokens
 // on the training rows, and scored on held-out rows that were not trained on
 // (proxy.Reference: the loss on the rows' targets and the KL to the
-// parent). Measurement.Loss is the loss after the training,
-// Measurement.UntrainedLoss the same candidate's before it.
+// parent). search.Measurement.Loss is the loss after the training,
+// search.Measurement.UntrainedLoss the same candidate's before it.
 //
-// Measurement.Tokens counts every token run through a model: the parent's
+// search.Measurement.Tokens counts every token run through a model: the parent's
 // reference pass (once, with the first candidate), the student's training
 // tokens, the teacher's (every step without a cache, each training row once
 // with one) and the two scoring passes. It is deterministic for a seed.
-type TrainedMeasurer struct {
+type Measurer struct {
 	parent *engine.Model
 	ref    *proxy.Reference
 	rows   [][]int32
-	o      TrainOptions
+	o      Options
 
 	teacher distill.Teacher
 	cache   *distill.TopKCache
@@ -96,10 +130,10 @@ type TrainedMeasurer struct {
 	n       int // candidates measured
 }
 
-// NewTrainedMeasurer runs the parent once over the held-out rows (T+1 ids
+// NewMeasurer runs the parent once over the held-out rows (T+1 ids
 // each) and prepares the brief training on trainRows (o.SeqLen+1 ids each,
 // none of them among heldOut). Close releases the teacher cache.
-func NewTrainedMeasurer(ctx context.Context, parent *engine.Model, heldOut, trainRows [][]int32, o TrainOptions) (*TrainedMeasurer, error) {
+func NewMeasurer(ctx context.Context, parent *engine.Model, heldOut, trainRows [][]int32, o Options) (*Measurer, error) {
 	o.defaults()
 	if o.Tokens <= 0 {
 		return nil, errors.New("trained proxy: no training tokens (use the untrained measurer)")
@@ -114,7 +148,7 @@ func NewTrainedMeasurer(ctx context.Context, parent *engine.Model, heldOut, trai
 	if err != nil {
 		return nil, fmt.Errorf("trained proxy: %w", err)
 	}
-	m := &TrainedMeasurer{parent: parent, ref: ref, rows: trainRows, o: o}
+	m := &Measurer{parent: parent, ref: ref, rows: trainRows, o: o}
 	dense := distill.NewModelTeacher(parent)
 	m.teacher = dense
 	if o.CacheK > 0 {
@@ -134,7 +168,7 @@ func NewTrainedMeasurer(ctx context.Context, parent *engine.Model, heldOut, trai
 }
 
 // Close removes the teacher cache, if any.
-func (m *TrainedMeasurer) Close() error {
+func (m *Measurer) Close() error {
 	if m.cache == nil {
 		return nil
 	}
@@ -147,7 +181,7 @@ func (m *TrainedMeasurer) Close() error {
 }
 
 // Ranking says in words what the measurements rank by, for the notes.
-func (m *TrainedMeasurer) Ranking() string {
+func (m *Measurer) Ranking() string {
 	teacher := "the dense teacher every step"
 	if m.o.CacheK > 0 {
 		teacher = fmt.Sprintf("the teacher's top-%d logits cached across candidates", m.o.CacheK)
@@ -158,17 +192,17 @@ func (m *TrainedMeasurer) Ranking() string {
 
 // Measure prunes plan's child, scores it, trains it briefly and scores it
 // again.
-func (m *TrainedMeasurer) Measure(ctx context.Context, plan *prune.Plan) (Measurement, error) {
+func (m *Measurer) Measure(ctx context.Context, plan *prune.Plan) (search.Measurement, error) {
 	child, err := proxy.Child(m.parent, plan)
 	if err != nil {
-		return Measurement{}, err
+		return search.Measurement{}, err
 	}
 	cand := m.n
 	m.n++
 	child.SetInference(true)
 	before, err := m.ref.Score(ctx, child, proxy.Options{})
 	if err != nil {
-		return Measurement{}, err
+		return search.Measurement{}, err
 	}
 	child.SetInference(false)
 	kd := &distill.KD{Teacher: m.teacher, Temperature: m.o.Temperature, KDWeight: m.o.KDWeight, CEWeight: m.o.CEWeight, Shared: m.parent.Arch().Vocab}
@@ -187,22 +221,22 @@ func (m *TrainedMeasurer) Measure(ctx context.Context, plan *prune.Plan) (Measur
 	}
 	tr, err := train.New(child, m.rows, nil, to)
 	if err != nil {
-		return Measurement{}, fmt.Errorf("trained proxy: %w", err)
+		return search.Measurement{}, fmt.Errorf("trained proxy: %w", err)
 	}
 	res, err := tr.Run(ctx)
 	if err != nil {
-		return Measurement{}, fmt.Errorf("trained proxy: %w", err)
+		return search.Measurement{}, fmt.Errorf("trained proxy: %w", err)
 	}
 	child.SetInference(true)
 	after, err := m.ref.Score(ctx, child, proxy.Options{})
 	if err != nil {
-		return Measurement{}, err
+		return search.Measurement{}, err
 	}
 	teacher := res.Tokens
 	if m.cache != nil {
 		teacher = (m.cache.Misses.Load() - misses0) * int64(m.o.SeqLen)
 	}
-	meas := Measurement{KL: after.KL, Loss: after.Loss, UntrainedLoss: before.Loss, TrainTokens: res.Tokens,
+	meas := search.Measurement{KL: after.KL, Loss: after.Loss, UntrainedLoss: before.Loss, TrainTokens: res.Tokens,
 		Tokens: res.Tokens + teacher + before.Spent + after.Spent}
 	if !m.charged {
 		meas.Tokens += m.ref.Tokens()
