@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/dataset"
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/engine/blas"
 	"github.com/autocompress/autocompress/train"
@@ -92,7 +93,7 @@ func BenchmarkDistillStep(b *testing.B) {
 		batch.Targets = append(batch.Targets, row[1:]...)
 	}
 	dense := NewModelTeacher(teacher)
-	cache, err := OpenTopKCache(b.TempDir(), CacheKey{Teacher: "bench", Data: RowsHash(rows), Rows: B, SeqLen: T, K: 32, Shared: 4096}, dense)
+	cache, err := OpenTopKCache(b.TempDir(), CacheKey{Teacher: "bench", Data: dataset.HashRows(rows), Rows: B, SeqLen: T, K: 32, Shared: 4096}, dense)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 
 	"github.com/autocompress/autocompress/internal/output"
+	"github.com/autocompress/autocompress/internal/parallel"
 	"github.com/autocompress/autocompress/train"
 )
 
@@ -25,8 +26,8 @@ import (
 // which rows, how many logits per position.
 type CacheKey struct {
 	Version int    `json:"version"`
-	Teacher string `json:"teacher"` // ModelHash of the teacher
-	Data    string `json:"data"`    // RowsHash of the training rows
+	Teacher string `json:"teacher"` // engine.Model.Hash of the teacher
+	Data    string `json:"data"`    // dataset.HashRows of the training rows
 	Rows    int    `json:"rows"`
 	SeqLen  int    `json:"seq_len"` // positions per row
 	K       int    `json:"k"`
@@ -208,7 +209,7 @@ func (c *TopKCache) Logits(ctx context.Context, b *train.Batch) (*TeacherLogits,
 	V := dense.Vocab
 	for _, i := range missing {
 		ids, vals := out.IDs[i*T*K:(i+1)*T*K], out.Vals[i*T*K:(i+1)*T*K]
-		parallelRows(T, func(lo, hi int) {
+		parallel.For(T, 1, func(lo, hi int) {
 			for t := lo; t < hi; t++ {
 				pos := i*T + t
 				TopK(ids[t*K:(t+1)*K], vals[t*K:(t+1)*K], dense.Dense[pos*V:pos*V+c.Key.Shared])

@@ -1,13 +1,8 @@
 package distill
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"fmt"
-	"math"
 
-	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/parent"
 	"github.com/autocompress/autocompress/tokenizer"
 )
@@ -16,41 +11,6 @@ import (
 // (parent.DataPrefix): "parent:train-sample", "parent:validation" (or
 // "parent:val"), "parent:test", "parent:train".
 const ParentSplitPrefix = parent.DataPrefix
-
-// RowsHash is a SHA-256 (hex) of the rows' token ids and lengths.
-func RowsHash(rows [][]int32) string {
-	h := sha256.New()
-	var b [4]byte
-	for _, r := range rows {
-		binary.LittleEndian.PutUint32(b[:], uint32(len(r)))
-		h.Write(b[:])
-		for _, id := range r {
-			binary.LittleEndian.PutUint32(b[:], uint32(id))
-			h.Write(b[:])
-		}
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-// ModelHash is a SHA-256 (hex) of a model's tensor names, shapes and
-// float32 parameters: the identity of a teacher for the logit cache.
-func ModelHash(m *engine.Model) string {
-	h := sha256.New()
-	for _, s := range m.Specs() {
-		fmt.Fprintf(h, "%s%v;", s.Name, s.Shape)
-	}
-	b := make([]byte, 4*4096)
-	p := m.Params()
-	for len(p) > 0 {
-		n := min(len(p), 4096)
-		for i, v := range p[:n] {
-			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
-		}
-		h.Write(b[:4*n])
-		p = p[n:]
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
 
 // VocabError reports a teacher and student whose tokenizers or
 // vocabularies cannot be distilled between.

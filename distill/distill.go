@@ -237,12 +237,12 @@ func Run(ctx context.Context, c Config) (*Summary, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	dataHash := RowsHash(rows)
+	dataHash := dataset.HashRows(rows)
 	note("data: %d training rows of %d tokens (%d tokens); %d held-out rows; %d steps of %d×%d tokens",
 		len(rows), c.Train.SeqLen, len(rows)*c.Train.SeqLen, len(evalRows), c.Steps(), c.Train.Batch, c.Train.SeqLen)
 
 	// The loss.
-	teacherHash := ModelHash(teacher)
+	teacherHash := teacher.Hash()
 	dense := NewModelTeacher(teacher)
 	var src Teacher = dense
 	var cache *TopKCache
@@ -332,6 +332,22 @@ func Run(ctx context.Context, c Config) (*Summary, error) {
 	return sum, nil
 }
 
+// CheckpointExistsError is a run's resumable checkpoint left by an earlier
+// run, met with neither Resume nor Force.
+type CheckpointExistsError struct{ Path string }
+
+func (e *CheckpointExistsError) Error() string { return e.Spell(nil) }
+
+// Spell returns the message with resuming ("resume") and replacing ("force") spelled by spell
+// (a command's flags); nil gives the library's words (Error).
+func (e *CheckpointExistsError) Spell(spell func(name string) string) string {
+	fix := "continue it (Config.Resume), or start over (Config.Force)"
+	if spell != nil {
+		fix = "continue it with " + spell("resume") + ", or start over with " + spell("force")
+	}
+	return fmt.Sprintf("distill: checkpoint %s exists from an earlier run: %s", e.Path, fix)
+}
+
 // checkOutputs refuses to overwrite an existing output or checkpoint
 // without Force (or, for the checkpoint, Resume).
 func (c *Config) checkOutputs() error {
@@ -343,7 +359,7 @@ func (c *Config) checkOutputs() error {
 	case c.Resume && err != nil:
 		return fmt.Errorf("distill: resume: %w", err)
 	case !c.Resume && err == nil && !c.Force:
-		return fmt.Errorf("distill: checkpoint %s exists from an earlier run: continue it with --resume, or start over with --force", c.Checkpoint)
+		return &CheckpointExistsError{Path: c.Checkpoint}
 	case !c.Resume && err == nil:
 		if err := os.Remove(c.Checkpoint); err != nil {
 			return fmt.Errorf("distill: %w", err)

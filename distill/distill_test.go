@@ -310,7 +310,7 @@ func TestOutputsNotOverwritten(t *testing.T) {
 	}
 	os.Remove(c.Out)
 	os.WriteFile(c.Checkpoint, []byte("x"), 0o644)
-	if _, err := Run(context.Background(), c); err == nil || !strings.Contains(err.Error(), "--resume") {
+	if _, err := Run(context.Background(), c); err == nil || !strings.Contains(err.Error(), "continue it") || !errors.As(err, new(*CheckpointExistsError)) {
 		t.Errorf("existing checkpoint: err = %v", err)
 	}
 	if b, _ := os.ReadFile(c.Checkpoint); string(b) != "x" {

@@ -4,11 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"runtime"
-	"sync"
 
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/internal/fastmath"
+	"github.com/autocompress/autocompress/internal/parallel"
 	"github.com/autocompress/autocompress/train"
 )
 
@@ -97,7 +96,7 @@ func (k *KD) Logits(ctx context.Context, logits []float32, b *train.Batch, vocab
 		k.rowLoss = make([]float64, N)
 	}
 	rl := k.rowLoss[:N]
-	parallelRows(N, func(lo, hi int) {
+	parallel.For(N, 1, func(lo, hi int) {
 		eq := make([]float32, vocab)
 		var et []float32
 		if tl != nil && tl.Dense != nil {
@@ -203,23 +202,4 @@ func expSum(e, z []float32, m, scale float32) float64 {
 		s += float64(e[j])
 	}
 	return s
-}
-
-// parallelRows splits [0, n) into one contiguous range per core.
-func parallelRows(n int, f func(lo, hi int)) {
-	w := min(runtime.GOMAXPROCS(0), n)
-	if w <= 1 {
-		f(0, n)
-		return
-	}
-	var wg sync.WaitGroup
-	for t := range w {
-		lo, hi := n*t/w, n*(t+1)/w
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f(lo, hi)
-		}()
-	}
-	wg.Wait()
 }

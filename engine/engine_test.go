@@ -624,3 +624,16 @@ func TestLoadShardedBF16(t *testing.T) {
 		t.Fatalf("engine has %d tensors, checkpoint %d", len(m.Specs()), len(specs))
 	}
 }
+
+// logSumExp returns log Σ exp(row) (reference form, float64 sum).
+func logSumExp(row []float32) float64 {
+	mx := float32(math.Inf(-1))
+	for _, v := range row {
+		mx = max(mx, v)
+	}
+	var s float64
+	for _, v := range row {
+		s += float64(expf(v - mx))
+	}
+	return float64(mx) + math.Log(s)
+}

@@ -373,7 +373,7 @@ func crossEntropyForward(lse, logits []float32, targets []int32, N, V int) (sum 
 				continue
 			}
 			row := logits[i*V : (i+1)*V]
-			l := logSumExpInto(tmp, row)
+			l := blas.LogSumExp(tmp, row)
 			lse[i] = float32(l)
 			partial[i] = l - float64(row[t])
 		}
@@ -385,29 +385,6 @@ func crossEntropyForward(lse, logits []float32, targets []int32, N, V int) (sum 
 		}
 	}
 	return sum, count
-}
-
-// logSumExpInto returns log Σ exp(row), using tmp (len(row)) as scratch.
-func logSumExpInto(tmp, row []float32) float64 {
-	mx := float32(math.Inf(-1))
-	for _, v := range row {
-		mx = max(mx, v)
-	}
-	copy(tmp, row)
-	return float64(mx) + math.Log(float64(blas.ExpShiftSum(tmp, mx)))
-}
-
-// logSumExp returns log Σ exp(row) (reference form, float64 sum).
-func logSumExp(row []float32) float64 {
-	mx := float32(math.Inf(-1))
-	for _, v := range row {
-		mx = max(mx, v)
-	}
-	var s float64
-	for _, v := range row {
-		s += float64(expf(v - mx))
-	}
-	return float64(mx) + math.Log(s)
 }
 
 // crossEntropyBackward: dlogits (N,V) = scale·(softmax(logits) − onehot(target))

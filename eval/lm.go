@@ -3,7 +3,6 @@ package eval
 import (
 	"context"
 	"fmt"
-	"math"
 
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/engine/blas"
@@ -195,7 +194,7 @@ func (e *EngineLM) chunk(groups []*group, share int, reqs []Request, out []LogLi
 	var contReq []int
 	for g, gr := range groups {
 		row := last[g]
-		lse := logSumExp64(tmp, row)
+		lse := blas.LogSumExp(tmp, row)
 		best := engine.Argmax(row)
 		for _, r := range gr.reqs {
 			t := reqs[r].Cont[0]
@@ -224,22 +223,13 @@ func (e *EngineLM) chunk(groups []*group, share int, reqs []Request, out []LogLi
 		for p := 1; p < len(cont); p++ {
 			row := logits[k][(p-1)*V : p*V]
 			t := cont[p]
-			out[r].LogProb += float64(row[t]) - logSumExp64(tmp, row)
+			out[r].LogProb += float64(row[t]) - blas.LogSumExp(tmp, row)
 			if engine.Argmax(row) != t {
 				out[r].Greedy = false
 			}
 		}
 	}
 	return nil
-}
-
-// logSumExp64 returns log Σ exp(row), with the engine's vector kernels
-// (tmp is scratch of at least len(row)).
-func logSumExp64(tmp, row []float32) float64 {
-	mx := blas.Max(row)
-	tmp = tmp[:len(row)]
-	copy(tmp, row)
-	return float64(mx) + math.Log(float64(blas.ExpShiftSum(tmp, mx)))
 }
 
 func idsKey(ids []int32) string {

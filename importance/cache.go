@@ -3,13 +3,14 @@ package importance
 import (
 	"context"
 
+	"github.com/autocompress/autocompress/dataset"
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/internal/output"
 )
 
 // Cached returns the scores of m, loaded from the checkpoint directory
 // dir, on rows. When path already holds scores of the same model
-// (HashModelDir(dir)) and data (HashRows(rows)) they are returned as they
+// (HashModelDir(dir)) and data (dataset.HashRows(rows)) they are returned as they
 // are, with reused set, unless force; otherwise they are computed
 // (Compute with o), keyed by the model's hash and saved to path
 // (atomically). Without force, only an importance file (stale scores) is
@@ -21,7 +22,7 @@ func Cached(ctx context.Context, m *engine.Model, dir string, rows [][]int32, pa
 	}
 	if !force {
 		old, err := Load(path)
-		if err == nil && old.Matches(modelHash, HashRows(rows)) {
+		if err == nil && old.Matches(modelHash, dataset.HashRows(rows)) {
 			return old, true, nil
 		}
 		if err != nil {

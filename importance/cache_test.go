@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/autocompress/autocompress/dataset"
 	"github.com/autocompress/autocompress/internal/output"
 )
 
@@ -36,7 +37,7 @@ func TestCached(t *testing.T) {
 	}
 	s, reused := run(data, false)
 	want, _ := HashModelDir(dir)
-	if reused || s.ModelHash != want || s.DataHash != HashRows(data) {
+	if reused || s.ModelHash != want || s.DataHash != dataset.HashRows(data) {
 		t.Fatalf("first call: reused %v, hashes %q %q", reused, s.ModelHash, s.DataHash)
 	}
 	if _, err := os.Stat(path); err != nil {

@@ -53,7 +53,6 @@ package importance
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -66,6 +65,7 @@ import (
 	"strings"
 
 	"github.com/autocompress/autocompress/checkpoint"
+	"github.com/autocompress/autocompress/dataset"
 	"github.com/autocompress/autocompress/engine"
 )
 
@@ -240,7 +240,7 @@ func sumCosine(x, y []float32, width int) float64 {
 
 // Compute runs m over rows (packed sequences of T+1 token ids: inputs
 // row[:T], targets row[1:]) and returns its importance scores. ModelHash is
-// left for the caller to set; DataHash is HashRows(rows). It stops with
+// left for the caller to set; DataHash is dataset.HashRows(rows). It stops with
 // ctx.Err() between forward passes when ctx is cancelled, and reports
 // progress through o.Progress. The model's skips are cleared on return.
 func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*Scores, error) {
@@ -307,7 +307,7 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 		Hidden: make([]float64, arch.Hidden), Heads: make([][]float64, L), HeadChannels: make([][]float64, L),
 		KVHeads: make([]int, L), Neurons: make([][]float64, L), LayerBI: make([]float64, L), LayerSkipLoss: nan(),
 		AttnBI: nan(), MLPBI: nan(), AttnSkipLoss: nan(), MLPSkipLoss: nan(),
-		BaseLoss: base, DataHash: HashRows(rows), SeqLen: T, Sequences: len(rows),
+		BaseLoss: base, DataHash: dataset.HashRows(rows), SeqLen: T, Sequences: len(rows),
 		Tokens: int64(len(rows) * T), Version: Version,
 	}
 	for _, h := range c.hidden {
@@ -440,22 +440,6 @@ func meanLoss(ctx context.Context, m *engine.Model, rows [][]int32, batch int, p
 		pr.add(len(part))
 	}
 	return sum / float64(n), nil
-}
-
-// HashRows returns the SHA-256 (hex) of the calibration token ids and the
-// row length, the data key of a score cache.
-func HashRows(rows [][]int32) string {
-	h := sha256.New()
-	var b [4]byte
-	for _, r := range rows {
-		binary.LittleEndian.PutUint32(b[:], uint32(len(r)))
-		h.Write(b[:])
-		for _, v := range r {
-			binary.LittleEndian.PutUint32(b[:], uint32(v))
-			h.Write(b[:])
-		}
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 // HashModelDir returns the SHA-256 (hex) of a checkpoint directory's

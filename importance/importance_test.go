@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/dataset"
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/internal/shareddata/sdtest"
 )
@@ -186,7 +187,7 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !got.Matches("abc", HashRows(data)) || got.Matches("abd", HashRows(data)) || got.Matches("abc", HashRows(data[:3])) {
+	if !got.Matches("abc", dataset.HashRows(data)) || got.Matches("abd", dataset.HashRows(data)) || got.Matches("abc", dataset.HashRows(data[:3])) {
 		t.Error("Matches wrong")
 	}
 	if got.SeqLen != 8 || got.Sequences != 4 || got.Tokens != 32 || !reflect.DeepEqual(got.KVHeads, s.KVHeads) {

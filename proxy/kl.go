@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"runtime"
-	"sync"
 
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/engine/blas"
+	"github.com/autocompress/autocompress/internal/parallel"
 )
 
 // Options configures KL, NewReference and Reference.Score.
@@ -101,14 +99,10 @@ func batchInputs(in, tg []int32, rows [][]int32, T int) ([]int32, []int32) {
 func parentStats(probs []float32, negEnt []float64, logits []float32, tg []int32, V int) float64 {
 	n := len(tg)
 	ce := make([]float64, n)
-	parallelRows(n, func(lo, hi int) {
+	parallel.For(n, 16, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			z, p := logits[i*V:(i+1)*V], probs[i*V:(i+1)*V]
-			copy(p, z)
-			mx := blas.Max(p)
-			s := blas.ExpShiftSum(p, mx)
-			blas.Scale(1/s, p)
-			lse := float64(mx) + math.Log(float64(s))
+			lse := blas.Softmax(p, z)
 			negEnt[i] = float64(blas.Dot(p, z)) - lse
 			ce[i] = lse - float64(z[tg[i]])
 		}
@@ -125,13 +119,11 @@ func parentStats(probs []float32, negEnt []float64, logits []float32, tg []int32
 func childStats(probs []float32, negEnt []float64, logits []float32, tg []int32, V int) (kl, ce float64) {
 	n := len(tg)
 	kls, ces := make([]float64, n), make([]float64, n)
-	parallelRows(n, func(lo, hi int) {
+	parallel.For(n, 16, func(lo, hi int) {
 		tmp := make([]float32, V)
 		for i := lo; i < hi; i++ {
 			z, p := logits[i*V:(i+1)*V], probs[i*V:(i+1)*V]
-			copy(tmp, z)
-			mx := blas.Max(tmp)
-			lse := float64(mx) + math.Log(float64(blas.ExpShiftSum(tmp, mx)))
+			lse := blas.LogSumExp(tmp, z)
 			// KL = Σ p log p − Σ p (z − lse) = negEnt − p·z + lse (Σ p = 1).
 			kls[i] = negEnt[i] - float64(blas.Dot(p, z)) + lse
 			ces[i] = lse - float64(z[tg[i]])
@@ -142,25 +134,6 @@ func childStats(probs []float32, negEnt []float64, logits []float32, tg []int32,
 		ce += ces[i]
 	}
 	return kl, ce
-}
-
-// parallelRows splits [0, n) over the cores.
-func parallelRows(n int, fn func(lo, hi int)) {
-	w := min(runtime.GOMAXPROCS(0), max(1, n/16))
-	if w <= 1 {
-		fn(0, n)
-		return
-	}
-	var wg sync.WaitGroup
-	chunk := (n + w - 1) / w
-	for lo := 0; lo < n; lo += chunk {
-		wg.Add(1)
-		go func(lo, hi int) {
-			defer wg.Done()
-			fn(lo, hi)
-		}(lo, min(lo+chunk, n))
-	}
-	wg.Wait()
 }
 
 // NewReference runs parent once over rows (packed sequences of T+1 token

@@ -11,6 +11,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/autocompress/autocompress/internal/human"
 )
 
 // Chart is one rendered figure.
@@ -324,7 +326,7 @@ func fmtNum(v float64) string {
 	case v == 0:
 		return "0"
 	case a >= 1e6 && v == math.Trunc(v) && a < 1e18:
-		return groupThousands(int64(v))
+		return human.Thousands(int64(v))
 	case a >= 1e6:
 		return fmt.Sprintf("%.4g", v)
 	case a >= 1000:
@@ -336,24 +338,4 @@ func fmtNum(v float64) string {
 	default:
 		return fmt.Sprintf("%.3g", v)
 	}
-}
-
-// groupThousands prints an integer with comma thousands separators.
-func groupThousands(v int64) string {
-	neg := v < 0
-	if neg {
-		v = -v
-	}
-	s := fmt.Sprint(v)
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
 }

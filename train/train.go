@@ -3,9 +3,7 @@ package train
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -196,15 +194,6 @@ type Trainer struct {
 	rows       []int
 }
 
-// ArchHash returns a short hash of the model's tensor names and shapes.
-func ArchHash(m *engine.Model) string {
-	h := sha256.New()
-	for _, s := range m.Specs() {
-		fmt.Fprintf(h, "%s%v;", s.Name, s.Shape)
-	}
-	return hex.EncodeToString(h.Sum(nil)[:8])
-}
-
 // New prepares training of m on rows of SeqLen+1 token ids (train), with
 // val rows for evaluation (may be empty).
 func New(m *engine.Model, train, val [][]int32, o Options) (*Trainer, error) {
@@ -213,7 +202,7 @@ func New(m *engine.Model, train, val [][]int32, o Options) (*Trainer, error) {
 		return nil, err
 	}
 	if len(train) < o.Batch {
-		return nil, fmt.Errorf("train: %d training rows of %d tokens, fewer than one batch of %d; give more data or a smaller --batch/--seq-len", len(train), o.SeqLen+1, o.Batch)
+		return nil, fmt.Errorf("train: %d training rows of %d tokens, fewer than one batch of %d; give more data or a smaller batch or sequence length", len(train), o.SeqLen+1, o.Batch)
 	}
 	for _, set := range [][][]int32{train, val} {
 		for i, r := range set {
@@ -230,7 +219,7 @@ func New(m *engine.Model, train, val [][]int32, o Options) (*Trainer, error) {
 	t := &Trainer{
 		Model: m, o: o, train: train, val: val, permEpoch: -1,
 		Opt:     NewAdamW(m.NumParams(), spans, *o.Beta1, *o.Beta2, o.Eps, *o.WeightDecay),
-		State:   State{Version: 1, Seed: o.Seed, Params: m.NumParams(), Arch: ArchHash(m), TrainRows: len(train), SeqLen: o.SeqLen, Tag: o.Tag},
+		State:   State{Version: 1, Seed: o.Seed, Params: m.NumParams(), Arch: m.ArchHash(), TrainRows: len(train), SeqLen: o.SeqLen, Tag: o.Tag},
 		inputs:  make([]int32, o.Batch*o.SeqLen),
 		targets: make([]int32, o.Batch*o.SeqLen),
 		rows:    make([]int, o.Batch),
@@ -501,9 +490,9 @@ func (t *Trainer) Resume(path string) error {
 	case st.Arch != t.State.Arch || st.Params != t.State.Params:
 		return bad("architecture %s (%d parameters) differs from the model being trained (%s, %d)", st.Arch, st.Params, t.State.Arch, t.State.Params)
 	case st.TrainRows != t.State.TrainRows || st.SeqLen != t.State.SeqLen:
-		return bad("made on %d rows of %d tokens; now %d rows of %d: resume with the same data and --seq-len", st.TrainRows, st.SeqLen, t.State.TrainRows, t.State.SeqLen)
+		return bad("made on %d rows of %d tokens; now %d rows of %d: resume with the same data and sequence length", st.TrainRows, st.SeqLen, t.State.TrainRows, t.State.SeqLen)
 	case st.Seed != t.State.Seed:
-		return bad("seed %d differs from --seed %d", st.Seed, t.State.Seed)
+		return bad("seed %d differs from this run's seed %d", st.Seed, t.State.Seed)
 	case st.Tag != t.State.Tag:
 		return bad("made with other settings (tag %q, now %q): resume with the same options", st.Tag, t.State.Tag)
 	}

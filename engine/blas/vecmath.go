@@ -6,6 +6,28 @@ import (
 	"github.com/autocompress/autocompress/engine/blas/internal/avx2"
 )
 
+// LogSumExp returns log Σ exp(row), the normaliser of a log-softmax
+// (log p_j = row_j − LogSumExp), leaving exp(row − max row) in tmp
+// (len(row) or more; tmp[:len(row)] is written). It is the one log-softmax
+// of the engine, the evaluation and the proxies.
+func LogSumExp(tmp, row []float32) float64 {
+	tmp = tmp[:len(row)]
+	copy(tmp, row)
+	mx := Max(tmp)
+	return float64(mx) + math.Log(float64(ExpShiftSum(tmp, mx)))
+}
+
+// Softmax writes softmax(row) to p (len(row)) and returns log Σ exp(row)
+// (as LogSumExp).
+func Softmax(p, row []float32) float64 {
+	p = p[:len(row)]
+	copy(p, row)
+	mx := Max(p)
+	s := ExpShiftSum(p, mx)
+	Scale(1/s, p)
+	return float64(mx) + math.Log(float64(s))
+}
+
 // ExpShiftSum sets x[i] = exp(x[i] − shift) and returns Σ x[i], the core of
 // a softmax. It uses the AVX2 kernel where available (relative error
 // < 2e-7, inputs clamped to [−87.3, 88.4] after the shift) and math.Exp

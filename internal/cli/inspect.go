@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/internal/human"
 	"github.com/autocompress/autocompress/modelref"
 )
 
@@ -211,15 +211,15 @@ func (r *inspectReport) writeText(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "uniform      %s (config format: %s)\n", uni, r.Format)
 	p := r.Params
-	fmt.Fprintf(w, "params       total %s (%s)\n", commas(p.Total), billions(p.Total))
+	fmt.Fprintf(w, "params       total %s (%s)\n", human.Thousands(p.Total), billions(p.Total))
 	if p.Active != p.Total {
-		fmt.Fprintf(w, "             active %s (%s) per token; routed experts %s\n", commas(p.Active), billions(p.Active), commas(p.Experts))
+		fmt.Fprintf(w, "             active %s (%s) per token; routed experts %s\n", human.Thousands(p.Active), billions(p.Active), human.Thousands(p.Experts))
 	}
-	fmt.Fprintf(w, "             embedding %s, lm head %s, non-embedding %s\n", commas(p.Embedding), commas(p.LMHead), commas(p.NonEmbedding))
-	fmt.Fprintf(w, "kv cache     %s bytes per token at bf16 (%s)\n", commas(r.KVBytesPerToken), kib(r.KVBytesPerToken))
+	fmt.Fprintf(w, "             embedding %s, lm head %s, non-embedding %s\n", human.Thousands(p.Embedding), human.Thousands(p.LMHead), human.Thousands(p.NonEmbedding))
+	fmt.Fprintf(w, "kv cache     %s bytes per token at bf16 (%s)\n", human.Thousands(r.KVBytesPerToken), human.Bytes(r.KVBytesPerToken))
 	if r.SSMStateElems > 0 {
 		b := 4 * (r.SSMConvElems + r.SSMStateElems)
-		fmt.Fprintf(w, "mamba state  %s conv + %s ssm elements per sequence (%s at fp32)\n", commas(r.SSMConvElems), commas(r.SSMStateElems), kib(b))
+		fmt.Fprintf(w, "mamba state  %s conv + %s ssm elements per sequence (%s at fp32)\n", human.Thousands(r.SSMConvElems), human.Thousands(r.SSMStateElems), human.Bytes(b))
 	}
 	fmt.Fprintln(w)
 
@@ -257,30 +257,10 @@ func (r *inspectReport) writeText(w io.Writer) error {
 				moe += fmt.Sprintf(" latent %d", x.LatentSize)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", rng, l.Kind, att, win, ffn, mamba, moe, commas(l.Params))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", rng, l.Kind, att, win, ffn, mamba, moe, human.Thousands(l.Params))
 		i = j
 	}
 	return tw.Flush()
-}
-
-// commas formats n with thousands separators: 6738415616 → 6,738,415,616.
-func commas(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	if neg {
-		s = s[1:]
-	}
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
 }
 
 func billions(n int64) string {
@@ -291,11 +271,4 @@ func billions(n int64) string {
 		return fmt.Sprintf("%.2fM", float64(n)/1e6)
 	}
 	return fmt.Sprintf("%.1fK", float64(n)/1e3)
-}
-
-func kib(n int64) string {
-	if n >= 1<<20 {
-		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
-	}
-	return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 }

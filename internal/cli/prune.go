@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/autocompress/autocompress/export"
+	"github.com/autocompress/autocompress/internal/human"
 	"github.com/autocompress/autocompress/internal/output"
 	"github.com/autocompress/autocompress/prune"
 )
@@ -172,7 +173,7 @@ so the native architecture can hold them; the function is unchanged).`,
 					checked = "validated for " + eng
 				}
 				fmt.Fprintf(env.Stdout, "wrote %s: %s (%s format), %d layers, hidden %d, %d tensors, %s in %s; %s\n",
-					res.Dir, c.Arch, res.Layout.Format, len(c.Layers), c.Hidden, res.Tensors, pruneHumanBytes(res.Bytes),
+					res.Dir, c.Arch, res.Layout.Format, len(c.Layers), c.Hidden, res.Tensors, human.Bytes(res.Bytes),
 					strings.Join(res.Files, ", "), checked)
 				return nil
 			}
@@ -190,16 +191,4 @@ func savePlan(path string, p *prune.Plan, force bool) error {
 		return err
 	}
 	return f.Commit()
-}
-
-func pruneHumanBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }

@@ -22,6 +22,8 @@ var allowed = map[string][]string{
 	"internal/output":            {},
 	"internal/progress":          {},
 	"internal/fastmath":          {},
+	"internal/human":             {},
+	"internal/parallel":          {},
 	"internal/shareddata":        {},
 	"internal/shareddata/sdtest": {"internal/shareddata"},
 	"internal/browsertest":       {},
@@ -31,7 +33,7 @@ var allowed = map[string][]string{
 	"hardware":                   {},
 	"workload":                   {},
 	"corpus":                     {},
-	"report":                     {},
+	"report":                     {"internal/human"},
 	"engine/blas/internal/avx2":  {},
 	"engine/blas":                {"engine/blas/internal/avx2"},
 
@@ -51,26 +53,26 @@ var allowed = map[string][]string{
 	"export":               {"architecture", "checkpoint", "estimate"},
 
 	// Running models.
-	"engine":             {"architecture", "checkpoint", "engine/blas", "internal/fastmath"},
+	"engine":             {"architecture", "checkpoint", "engine/blas", "internal/fastmath", "internal/parallel"},
 	"servebench":         {"engine", "engine/blas", "workload"},
 	"estimate/nativecal": {"architecture", "checkpoint", "engine", "engine/blas", "estimate", "hardware", "servebench", "workload"},
 	"eval":               {"corpus", "engine", "engine/blas", "internal/progress"},
-	"importance":         {"checkpoint", "engine", "internal/output"},
+	"importance":         {"checkpoint", "dataset", "engine", "internal/output"},
 	"train":              {"architecture", "checkpoint", "corpus", "dataset", "engine", "internal/output", "internal/progress", "tokenizer"},
 
 	// Compressing: pruning, the search, recovery.
 	"prune":          {"architecture", "checkpoint", "export", "importance", "internal/progress"},
-	"proxy":          {"engine", "engine/blas", "prune"},
+	"proxy":          {"engine", "engine/blas", "internal/parallel", "prune"},
 	"search":         {"architecture", "checkpoint", "engine", "estimate", "export", "hardware", "importance", "proxy", "prune", "workload"},
-	"distill":        {"checkpoint", "dataset", "engine", "export", "internal/fastmath", "internal/output", "parent", "tokenizer", "train"},
-	"search/trained": {"distill", "engine", "proxy", "prune", "search", "train"},
+	"distill":        {"checkpoint", "dataset", "engine", "export", "internal/fastmath", "internal/output", "internal/parallel", "parent", "tokenizer", "train"},
+	"search/trained": {"dataset", "distill", "engine", "proxy", "prune", "search", "train"},
 
 	// Glue: the pipeline, the commands.
 	"pipeline": {"architecture", "checkpoint", "corpus", "dataset", "distill", "engine", "estimate", "eval", "export", "hardware",
 		"importance", "internal/output", "modelref", "prune", "report", "search", "search/trained", "servebench", "tokenizer", "train", "workload"},
 	"internal/cli": {"architecture", "checkpoint", "corpus", "dataset", "distill", "engine", "engine/blas", "estimate",
 		"estimate/groundtruth", "estimate/nativecal", "estimate/scenarios", "eval", "export", "hardware", "importance",
-		"internal/output", "internal/progress", "internal/shareddata", "modelref", "parent", "pipeline", "prune", "search",
+		"internal/human", "internal/output", "internal/progress", "internal/shareddata", "modelref", "parent", "pipeline", "prune", "search",
 		"search/trained", "servebench", "tokenizer", "train", "workload"},
 	"cmd/autocompress": {"internal/cli"},
 

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/autocompress/autocompress/dataset"
 	"github.com/autocompress/autocompress/distill"
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/proxy"
@@ -156,7 +157,7 @@ func NewMeasurer(ctx context.Context, parent *engine.Model, heldOut, trainRows [
 		if err != nil {
 			return nil, fmt.Errorf("trained proxy: %w", err)
 		}
-		key := distill.CacheKey{Teacher: distill.ModelHash(parent), Data: distill.RowsHash(trainRows), Rows: len(trainRows),
+		key := distill.CacheKey{Teacher: parent.Hash(), Data: dataset.HashRows(trainRows), Rows: len(trainRows),
 			SeqLen: o.SeqLen, K: o.CacheK, Shared: parent.Arch().Vocab}
 		if m.cache, err = distill.OpenTopKCache(dir, key, dense); err != nil {
 			os.RemoveAll(dir)
