@@ -75,9 +75,36 @@ type ShortError struct {
 	Docs, Tokens, SeqLen int
 }
 
-func (e *ShortError) Error() string {
-	return fmt.Sprintf("the data (%d documents) gives %d tokens, fewer than one sequence of --seq-len+1 = %d: give more data or a smaller --seq-len",
-		e.Docs, e.Tokens, e.SeqLen+1)
+func (e *ShortError) Error() string { return e.Spell(nil) }
+
+// Spell returns the message with the sequence length ("seq-len") spelled by spell
+// (a command's flags); nil gives the library's words (Error).
+func (e *ShortError) Spell(spell func(name string) string) string {
+	seq, smaller := "the sequence length", "a shorter sequence length"
+	if spell != nil {
+		seq, smaller = spell("seq-len"), "a smaller "+spell("seq-len")
+	}
+	return fmt.Sprintf("the data (%d documents) gives %d tokens, fewer than one sequence of %s+1 = %d: give more data or %s",
+		e.Docs, e.Tokens, seq, e.SeqLen+1, smaller)
+}
+
+// NoTokenizerError is text data given without a tokenizer: none named,
+// and Dir (when set) holds no tokenizer.json.
+type NoTokenizerError struct{ Dir string }
+
+func (e *NoTokenizerError) Error() string { return e.Spell(nil) }
+
+// Spell returns the message with the tokenizer file ("tokenizer") and token ids ("ids") spelled by spell
+// (a command's flags); nil gives the library's words (Error).
+func (e *NoTokenizerError) Spell(spell func(name string) string) string {
+	fix := "name a tokenizer.json (Options.TokenizerFile), or give token ids"
+	if spell != nil {
+		fix = "pass " + spell("tokenizer") + ", or token ids with " + spell("ids")
+	}
+	if e.Dir == "" {
+		return "text data needs a tokenizer: " + fix
+	}
+	return fmt.Sprintf("the model directory %s has no tokenizer.json: %s", e.Dir, fix)
 }
 
 // Pack tokenizes the text documents with enc (nil when every document is
@@ -174,7 +201,7 @@ func Rows(ctx context.Context, sources []string, o Options) (*Packed, error) {
 	}
 	if o.MaxPositions > 0 {
 		w := workload.FixedClosed(o.SeqLen, 0, 1)
-		if _, err := w.FitContext(workload.ContextRule{MaxPositions: o.MaxPositions, AllowLong: o.AllowLong, What: fmt.Sprintf("--seq-len %d", o.SeqLen)}); err != nil {
+		if _, err := w.FitContext(workload.ContextRule{MaxPositions: o.MaxPositions, AllowLong: o.AllowLong, What: fmt.Sprintf("sequence length %d", o.SeqLen)}); err != nil {
 			return nil, err
 		}
 	}
@@ -215,11 +242,11 @@ func (e *MismatchError) Error() string {
 func LoadTokenizer(dir, path string) (*tokenizer.Tokenizer, error) {
 	if path == "" {
 		if dir == "" {
-			return nil, errors.New("text data needs a tokenizer: pass --tokenizer, or token ids with --ids")
+			return nil, &NoTokenizerError{}
 		}
 		path = filepath.Join(dir, "tokenizer.json")
 		if _, err := os.Stat(path); err != nil {
-			return nil, fmt.Errorf("the model directory %s has no tokenizer.json: pass --tokenizer, or token ids with --ids", dir)
+			return nil, &NoTokenizerError{Dir: dir}
 		}
 	}
 	return tokenizer.Load(path)

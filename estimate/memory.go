@@ -80,7 +80,15 @@ type FitError struct {
 	FitsAtTP, MaxTP int
 }
 
-func (e *FitError) Error() string {
+func (e *FitError) Error() string { return e.Spell(nil) }
+
+// Spell returns the message with tensor parallelism ("tp") spelled by spell
+// (a command's flags); nil gives the library's words (Error).
+func (e *FitError) Spell(spell func(name string) string) string {
+	tp := "TP"
+	if spell != nil {
+		tp = spell("tp")
+	}
 	term := e.Term
 	if e.Tokens > 0 {
 		term = fmt.Sprintf("%s (%d × %d tokens)", term, max(e.Slots, 1), e.Tokens)
@@ -89,7 +97,7 @@ func (e *FitError) Error() string {
 		e.GPU, e.Engine, term, e.Need/GiB, e.Have/GiB, (e.Need-e.Have)/GiB)
 	switch {
 	case e.FitsAtTP > 0:
-		s += fmt.Sprintf("; it fits at --tp %d", e.FitsAtTP)
+		s += fmt.Sprintf("; it fits at %s %d", tp, e.FitsAtTP)
 	case e.MaxTP > 1:
 		s += fmt.Sprintf("; no larger TP up to the node's %d GPUs fits", e.MaxTP)
 	}
@@ -177,7 +185,7 @@ func planMemory(rep *MemoryReport, s *Summary, hw *hardware.GPU, r *resolved, ct
 		rep.Fail = FitError{Engine: r.eng, GPU: hw.Name, Term: term, Need: need, Have: have, Hint: hint}
 		return false
 	}
-	tpHint := "use a smaller --precision or a smaller model"
+	tpHint := "use a lower precision or a smaller model"
 	var pool float64
 	switch r.eng {
 	case Native:
@@ -340,7 +348,7 @@ func planMemory(rep *MemoryReport, s *Summary, hw *hardware.GPU, r *resolved, ct
 	}
 	if rep.MaxConcurrency < 1 {
 		fit("KV cache", perReq, pool,
-			"lower the context limit (--isl/--osl), use --kv-dtype fp8 or a smaller model")
+			"lower the context limit (shorter prompts or outputs), use an fp8 KV cache or a smaller model")
 		rep.Fail.Tokens, rep.Fail.Slots = int(ctx), 1
 		return false
 	}

@@ -142,12 +142,20 @@ type QuantConfigError struct {
 	Msg    string
 }
 
-func (e *QuantConfigError) Error() string {
+func (e *QuantConfigError) Error() string { return e.Spell(nil) }
+
+// Spell returns the message with the precision setting ("precision") spelled by spell
+// (a command's flags); nil gives the library's words (Error).
+func (e *QuantConfigError) Spell(spell func(name string) string) string {
+	with := "as the precision"
+	if spell != nil {
+		with = "with " + spell("precision")
+	}
 	m := "quantization_config"
 	if e.Method != "" {
 		m += " (quant_method " + strconv.Quote(e.Method) + ")"
 	}
-	return m + ": " + e.Msg + "; no precision is known for it: pass the deployed one with --precision (" + strings.Join(Precisions(), ", ") + ")"
+	return m + ": " + e.Msg + "; no precision is known for it: pass the deployed one " + with + " (" + strings.Join(Precisions(), ", ") + ")"
 }
 
 // num reads a JSON number from a decoded tree: json.Number, float64, int or

@@ -79,8 +79,8 @@ func TestConfigPrecision(t *testing.T) {
 				if !errors.As(err, &qe) || got != "" {
 					t.Fatalf("got %q, %v; want a *QuantConfigError (no silent bf16)", got, err)
 				}
-				if !strings.Contains(err.Error(), "--precision") {
-					t.Errorf("error %q does not say how to proceed (--precision)", err)
+				if !strings.Contains(err.Error(), "pass the deployed one as the precision") || !strings.Contains(qe.Spell(func(n string) string { return "--" + n }), "with --precision") {
+					t.Errorf("error %q does not say how to proceed (the precision, spelled --precision by a command)", err)
 				}
 				return
 			}

@@ -27,20 +27,49 @@ func (e *FormatError) Error() string {
 	return fmt.Sprintf("eval: %s: %s", e.File, e.Msg)
 }
 
-// TaskNames are the task names LoadTask knows, each with the files it reads.
-var TaskNames = map[string]string{
-	"lambada":   "LAMBADA: JSON lines {\"text\": ...} (OpenAI's lambada_test.jsonl) or one passage per line",
-	"hellaswag": "HellaSwag: the official JSON lines (ctx_a, ctx_b, endings, label) or llama.cpp's 6-line text, optionally .bz2",
-	"piqa":      "PIQA: JSON lines {goal, sol1, sol2} with a line-aligned NAME-labels.lst beside it (or a label field)",
-	"mmlu":      "MMLU 5-shot: a directory with test/*_test.csv and dev/*_dev.csv (hendrycks/test), or one *_test.csv",
-	"quiz":      "the Debian bsdgames quiz directory (its index file names each quiz)",
-	"suite":     "an in-domain suite written by eval --build (JSON lines)",
+// A TaskKind is one task format LoadTask reads: what files it takes, in
+// words, and how to load them. A new evaluation task is one entry of
+// TaskKinds (and its parser).
+type TaskKind struct {
+	About string
+	Load  func(path string) ([]*Task, error)
+}
+
+// one wraps a loader of a single task.
+func one(load func(path string) (*Task, error)) func(string) ([]*Task, error) {
+	return func(path string) ([]*Task, error) {
+		t, err := load(path)
+		if err != nil {
+			return nil, err
+		}
+		return []*Task{t}, nil
+	}
+}
+
+// TaskKinds are the task formats LoadTask knows, by name.
+var TaskKinds = map[string]TaskKind{
+	"lambada": {"LAMBADA: JSON lines {\"text\": ...} (OpenAI's lambada_test.jsonl) or one passage per line",
+		one(func(p string) (*Task, error) { return readFileTask(p, ParseLAMBADA) })},
+	"hellaswag": {"HellaSwag: the official JSON lines (ctx_a, ctx_b, endings, label) or llama.cpp's 6-line text, optionally .bz2",
+		one(func(p string) (*Task, error) { return readFileTask(p, ParseHellaSwag) })},
+	"piqa": {"PIQA: JSON lines {goal, sol1, sol2} with a line-aligned NAME-labels.lst beside it (or a label field)",
+		one(func(p string) (*Task, error) { return LoadPIQA(p, "") })},
+	"mmlu": {"MMLU 5-shot: a directory with test/*_test.csv and dev/*_dev.csv (hendrycks/test), or one *_test.csv", one(LoadMMLU)},
+	"quiz": {"the Debian bsdgames quiz directory (its index file names each quiz)", one(LoadQuiz)},
+	"suite": {"an in-domain suite written by eval --build (JSON lines)", func(path string) ([]*Task, error) {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("eval: %w", err)
+		}
+		defer f.Close()
+		return ParseSuite(path, f)
+	}},
 }
 
 // TaskList returns the known task names, sorted.
 func TaskList() []string {
-	names := make([]string, 0, len(TaskNames))
-	for n := range TaskNames {
+	names := make([]string, 0, len(TaskKinds))
+	for n := range TaskKinds {
 		names = append(names, n)
 	}
 	sort.Strings(names)
@@ -57,33 +86,11 @@ func (e *UnknownTaskError) Error() string {
 // LoadTask reads the task name from path. A suite file gives one task per
 // kind of item it holds; the others one task.
 func LoadTask(name, path string) ([]*Task, error) {
-	var t *Task
-	var err error
-	switch name {
-	case "lambada":
-		t, err = readFileTask(path, ParseLAMBADA)
-	case "hellaswag":
-		t, err = readFileTask(path, ParseHellaSwag)
-	case "piqa":
-		t, err = LoadPIQA(path, "")
-	case "mmlu":
-		t, err = LoadMMLU(path)
-	case "quiz":
-		t, err = LoadQuiz(path)
-	case "suite":
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, fmt.Errorf("eval: %w", err)
-		}
-		defer f.Close()
-		return ParseSuite(path, f)
-	default:
+	k, ok := TaskKinds[name]
+	if !ok {
 		return nil, &UnknownTaskError{Name: name}
 	}
-	if err != nil {
-		return nil, err
-	}
-	return []*Task{t}, nil
+	return k.Load(path)
 }
 
 // readFileTask opens path (decompressing .bz2) and parses it.
@@ -122,8 +129,16 @@ func lines(name string, r io.Reader, fn func(n int, line string) error) error {
 // SpecError is a task given in a form other than NAME=PATH.
 type SpecError struct{ Spec string }
 
-func (e *SpecError) Error() string {
-	return fmt.Sprintf("--task %q: want NAME=PATH with NAME one of %s", e.Spec, strings.Join(TaskList(), ", "))
+func (e *SpecError) Error() string { return e.Spell(nil) }
+
+// Spell returns the message with the task setting ("task") spelled by spell
+// (a command's flags); nil gives the library's words (Error).
+func (e *SpecError) Spell(spell func(name string) string) string {
+	task := "task"
+	if spell != nil {
+		task = spell("task")
+	}
+	return fmt.Sprintf("%s %q: want NAME=PATH with NAME one of %s", task, e.Spec, strings.Join(TaskList(), ", "))
 }
 
 // LoadTaskSpec reads a task given as NAME=PATH (the --task flag's form):
@@ -134,7 +149,7 @@ func LoadTaskSpec(spec string) ([]*Task, error) {
 	if !ok || path == "" {
 		return nil, &SpecError{Spec: spec}
 	}
-	if _, known := TaskNames[name]; !known {
+	if _, known := TaskKinds[name]; !known {
 		return nil, &UnknownTaskError{Name: name}
 	}
 	return LoadTask(name, path)

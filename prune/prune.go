@@ -55,8 +55,15 @@ type Result struct {
 // ExistsError reports an output directory that exists while Force is unset.
 type ExistsError struct{ Path string }
 
-func (e *ExistsError) Error() string {
-	return fmt.Sprintf("output %s already exists; choose another --out or pass --force to replace it", e.Path)
+func (e *ExistsError) Error() string { return e.Spell(nil) }
+
+// Spell returns the message with the output ("out") and replacing it ("force") spelled by spell
+// (a command's flags); nil gives the library's words (Error).
+func (e *ExistsError) Spell(spell func(name string) string) string {
+	if spell == nil {
+		return fmt.Sprintf("output %s already exists; choose another output directory or set Force to replace it", e.Path)
+	}
+	return fmt.Sprintf("output %s already exists; choose another %s or pass %s to replace it", e.Path, spell("out"), spell("force"))
 }
 
 // Prune writes the child of opt.Model described by opt.Plan to opt.Out, one

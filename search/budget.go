@@ -65,7 +65,10 @@ func costsOf(p *estimate.Price, s *estimate.Summary) Costs {
 	return c
 }
 
-// Budget names, as the flags spell them.
+// Budget names: the library's identifiers of the budget kinds, in outputs
+// (Result.Binding, the summary's JSON), notes and errors. A command maps
+// each to its own spelling (a flag, a config field); these are the names,
+// not the flags.
 const (
 	BudgetMemory       = "max-memory"
 	BudgetTTFT         = "max-ttft"
@@ -76,75 +79,163 @@ const (
 	BudgetActiveParams = "max-active-params"
 )
 
-// usage returns, for every budget set, the cost divided by the limit
-// (≤ 1: met; for the throughput floor, limit ÷ throughput), each times 1 +
-// its margin, in a fixed order; unset budgets are NaN. A candidate that does not fit has +Inf
-// usage of the memory budget (and of every other, since it cannot run).
-func (b *Budgets) usage(c *Costs) [7]float64 {
-	var u [7]float64
-	for i := range u {
-		u[i] = math.NaN()
-	}
-	inf := math.Inf(1)
-	ttft, tpot, e2e := c.TTFT, c.TPOT, c.E2E
+// A BudgetKind is one kind of budget: a limit on one cost of the
+// deployment. The kinds are data (BudgetKinds): meeting, binding, margins,
+// reach, the Pareto front, the outputs and the errors all read them from
+// there, so a new budget is one entry (plus a field of Budgets for its
+// limit and a field of BudgetText to read it).
+type BudgetKind struct {
+	// Name identifies the budget (BudgetMemory, …).
+	Name string
+	// Cost says what it limits, in words; Unit the unit of its values.
+	Cost, Unit string
+	// Floor is set for a budget the cost must reach (a throughput); the
+	// others are ceilings the cost must stay within.
+	Floor bool
+	// Exact is set for a cost known from the shape alone (parameter
+	// counts): it needs no fit on the GPU and has no margin for the
+	// estimator's error.
+	Exact bool
+	// Limit returns the budget's limit in b (≤ 0: not budgeted) and Value
+	// the cost it limits, both in the budget's unit.
+	Limit func(b *Budgets) float64
+	Value func(b *Budgets, c *Costs) float64
+	// Margin returns the allowance for the estimator's error on the cost
+	// (nil: none).
+	Margin func(m *Margins) float64
+	// Format prints a value in the unit.
+	Format func(b *Budgets, v float64) string
+	// Hints say what would bring an out-of-reach limit within reach.
+	Hints func(b *Budgets) []Hint
+}
+
+// latency returns the mean or, with P90, the p90 of a latency.
+func (b *Budgets) latency(mean, p90 float64) float64 {
 	if b.P90 {
-		ttft, tpot, e2e = c.TTFTP90, c.TPOTP90, c.E2EP90
+		return p90
 	}
-	set := func(i int, limit, v float64) {
-		if limit <= 0 {
-			return
-		}
-		if !c.Fits {
-			u[i] = inf
-			return
-		}
-		u[i] = v / limit
+	return mean
+}
+
+func latencyHints(b *Budgets) []Hint {
+	h := []Hint{{Text: "a lower precision", Setting: SettingPrecision}, {Text: "lower concurrency"}, {Text: "shorter prompts or outputs"},
+		{Text: "a faster GPU or more tensor parallelism", Setting: SettingTP}}
+	if b.P90 {
+		h = append(h, Hint{Text: "a budget on the mean instead of the p90", Setting: SettingP90, Drop: true})
 	}
-	if b.MaxMemory > 0 {
-		u[0] = c.MemoryBytes / b.MaxMemory
-		if !c.Fits {
-			u[0] = inf
+	return h
+}
+
+func formatSeconds(_ *Budgets, v float64) string { return FormatSeconds(v) }
+func formatCount(_ *Budgets, v float64) string   { return FormatCount(v) }
+
+// BudgetKinds are the kinds of budget, in the order the outputs list them.
+var BudgetKinds = []BudgetKind{
+	{Name: BudgetMemory, Cost: "the engine's whole memory footprint on one GPU", Unit: "bytes",
+		Limit:  func(b *Budgets) float64 { return b.MaxMemory },
+		Value:  func(_ *Budgets, c *Costs) float64 { return c.MemoryBytes },
+		Margin: func(m *Margins) float64 { return m.Memory },
+		Format: func(_ *Budgets, v float64) string { return FormatBytes(v) },
+		Hints: func(*Budgets) []Hint {
+			return []Hint{{Text: "a lower precision (e.g. q4_k_m on llamacpp, fp8 or nvfp4 on the pool engines)", Setting: SettingPrecision},
+				{Text: "a shorter context", Setting: SettingContext}, {Text: "fewer concurrent requests or slots"},
+				{Text: "a lower KV-cache type (fp8 or q8_0)", Setting: SettingKVDType}, {Text: "allow more layers removed"}}
+		}},
+	{Name: BudgetTTFT, Cost: "time to first token", Unit: "s",
+		Limit:  func(b *Budgets) float64 { return b.MaxTTFT },
+		Value:  func(b *Budgets, c *Costs) float64 { return b.latency(c.TTFT, c.TTFTP90) },
+		Margin: func(m *Margins) float64 { return m.TTFT }, Format: formatSeconds, Hints: latencyHints},
+	{Name: BudgetTPOT, Cost: "time per output token", Unit: "s",
+		Limit:  func(b *Budgets) float64 { return b.MaxTPOT },
+		Value:  func(b *Budgets, c *Costs) float64 { return b.latency(c.TPOT, c.TPOTP90) },
+		Margin: func(m *Margins) float64 { return m.TPOT }, Format: formatSeconds, Hints: latencyHints},
+	{Name: BudgetE2E, Cost: "end-to-end request latency", Unit: "s",
+		Limit:  func(b *Budgets) float64 { return b.MaxE2E },
+		Value:  func(b *Budgets, c *Costs) float64 { return b.latency(c.E2E, c.E2EP90) },
+		Margin: func(m *Margins) float64 { return m.E2E }, Format: formatSeconds, Hints: latencyHints},
+	{Name: BudgetThroughput, Cost: "server throughput", Unit: "tok/s or req/s", Floor: true,
+		Limit: func(b *Budgets) float64 {
+			if b.MinThroughput.RequestsPerS > 0 {
+				return b.MinThroughput.RequestsPerS
+			}
+			return b.MinThroughput.TokensPerS
+		},
+		Value: func(b *Budgets, c *Costs) float64 {
+			if b.MinThroughput.RequestsPerS > 0 {
+				return c.RequestsPerS
+			}
+			return c.OutputTokS
+		},
+		Margin: func(m *Margins) float64 { return m.Throughput },
+		Format: func(b *Budgets, v float64) string {
+			if b.MinThroughput.RequestsPerS > 0 {
+				return fmt.Sprintf("%.2f req/s", v)
+			}
+			return fmt.Sprintf("%.0f tok/s", v)
+		},
+		Hints: func(*Budgets) []Hint {
+			return []Hint{{Text: "a lower precision", Setting: SettingPrecision}, {Text: "more concurrency"},
+				{Text: "a faster GPU or more tensor parallelism", Setting: SettingTP}}
+		}},
+	{Name: BudgetParams, Cost: "total parameters", Unit: "parameters", Exact: true,
+		Limit:  func(b *Budgets) float64 { return b.MaxParams },
+		Value:  func(_ *Budgets, c *Costs) float64 { return c.Params },
+		Format: formatCount, Hints: paramHints},
+	{Name: BudgetActiveParams, Cost: "parameters active per token", Unit: "parameters", Exact: true,
+		Limit:  func(b *Budgets) float64 { return b.MaxActiveParams },
+		Value:  func(_ *Budgets, c *Costs) float64 { return c.ActiveParams },
+		Format: formatCount, Hints: paramHints},
+}
+
+func paramHints(*Budgets) []Hint {
+	return []Hint{{Text: "a larger parameter budget (the space keeps at least a quarter of each width and half of the layers)"}}
+}
+
+// Kind returns the kind of a budget by its name.
+func Kind(name string) (*BudgetKind, bool) {
+	for i := range BudgetKinds {
+		if BudgetKinds[i].Name == name {
+			return &BudgetKinds[i], true
 		}
 	}
-	set(1, b.MaxTTFT, ttft)
-	set(2, b.MaxTPOT, tpot)
-	set(3, b.MaxE2E, e2e)
-	switch {
-	case b.MinThroughput.TokensPerS > 0:
-		u[4] = inf
-		if c.Fits && c.OutputTokS > 0 {
-			u[4] = b.MinThroughput.TokensPerS / c.OutputTokS
-		}
-	case b.MinThroughput.RequestsPerS > 0:
-		u[4] = inf
-		if c.Fits && c.RequestsPerS > 0 {
-			u[4] = b.MinThroughput.RequestsPerS / c.RequestsPerS
-		}
+	return nil, false
+}
+
+// use returns the usage of budget k by c: the cost divided by the limit
+// (≤ 1: met; for a floor, limit ÷ cost), times 1 + its margin; NaN when k
+// is not budgeted. A candidate that does not fit uses +Inf of every budget
+// but the exact ones.
+func (b *Budgets) use(k *BudgetKind, c *Costs) float64 {
+	lim := k.Limit(b)
+	if lim <= 0 {
+		return math.NaN()
 	}
-	if b.MaxParams > 0 {
-		u[5] = c.Params / b.MaxParams
+	if !k.Exact && !c.Fits {
+		return math.Inf(1)
 	}
-	if b.MaxActiveParams > 0 {
-		u[6] = c.ActiveParams / b.MaxActiveParams
-	}
-	if b.Margin != nil {
-		f := b.Margin.factors()
-		for i := range u {
-			u[i] *= f[i]
+	v := k.Value(b, c)
+	var u float64
+	if k.Floor {
+		if v <= 0 {
+			return math.Inf(1)
 		}
+		u = lim / v
+	} else {
+		u = v / lim
+	}
+	if b.Margin != nil && k.Margin != nil {
+		u *= 1 + k.Margin(b.Margin)
 	}
 	return u
 }
-
-var budgetNames = [7]string{BudgetMemory, BudgetTTFT, BudgetTPOT, BudgetE2E, BudgetThroughput, BudgetParams, BudgetActiveParams}
 
 // Meets reports whether c fits on the GPU and meets every budget.
 func (b *Budgets) Meets(c *Costs) bool {
 	if !c.Fits {
 		return false
 	}
-	for _, x := range b.usage(c) {
-		if x > 1 { // NaN (unset) compares false
+	for i := range BudgetKinds {
+		if b.use(&BudgetKinds[i], c) > 1 { // NaN (unset) compares false
 			return false
 		}
 	}
@@ -155,9 +246,9 @@ func (b *Budgets) Meets(c *Costs) bool {
 // that usage; "" when no budget is set.
 func (b *Budgets) Binding(c *Costs) (string, float64) {
 	name, best := "", math.Inf(-1)
-	for i, x := range b.usage(c) {
-		if !math.IsNaN(x) && x > best {
-			name, best = budgetNames[i], x
+	for i := range BudgetKinds {
+		if x := b.use(&BudgetKinds[i], c); !math.IsNaN(x) && x > best {
+			name, best = BudgetKinds[i].Name, x
 		}
 	}
 	if name == "" {
@@ -167,68 +258,32 @@ func (b *Budgets) Binding(c *Costs) (string, float64) {
 }
 
 // Any reports whether at least one budget is set.
-func (b *Budgets) Any() bool {
-	for _, x := range b.usage(&Costs{Fits: true, OutputTokS: 1, RequestsPerS: 1}) {
-		if !math.IsNaN(x) {
-			return true
-		}
-	}
-	return false
-}
+func (b *Budgets) Any() bool { return len(b.Set()) > 0 }
 
 // value returns the cost that a budget limits, in the budget's own unit
 // (bytes, seconds, tok/s, req/s, parameters), and the limit.
 func (b *Budgets) value(name string, c *Costs) (v, limit float64) {
-	ttft, tpot, e2e := c.TTFT, c.TPOT, c.E2E
-	if b.P90 {
-		ttft, tpot, e2e = c.TTFTP90, c.TPOTP90, c.E2EP90
+	k, ok := Kind(name)
+	if !ok {
+		return math.NaN(), 0
 	}
-	switch name {
-	case BudgetMemory:
-		return c.MemoryBytes, b.MaxMemory
-	case BudgetTTFT:
-		return ttft, b.MaxTTFT
-	case BudgetTPOT:
-		return tpot, b.MaxTPOT
-	case BudgetE2E:
-		return e2e, b.MaxE2E
-	case BudgetThroughput:
-		if b.MinThroughput.RequestsPerS > 0 {
-			return c.RequestsPerS, b.MinThroughput.RequestsPerS
-		}
-		return c.OutputTokS, b.MinThroughput.TokensPerS
-	case BudgetParams:
-		return c.Params, b.MaxParams
-	case BudgetActiveParams:
-		return c.ActiveParams, b.MaxActiveParams
-	}
-	return math.NaN(), 0
+	return k.Value(b, c), k.Limit(b)
 }
 
 // Format prints a budget's cost in its unit.
 func (b *Budgets) Format(name string, v float64) string {
-	switch name {
-	case BudgetMemory:
-		return FormatBytes(v)
-	case BudgetTTFT, BudgetTPOT, BudgetE2E:
-		return FormatSeconds(v)
-	case BudgetThroughput:
-		if b.MinThroughput.RequestsPerS > 0 {
-			return fmt.Sprintf("%.2f req/s", v)
-		}
-		return fmt.Sprintf("%.0f tok/s", v)
-	case BudgetParams, BudgetActiveParams:
-		return FormatCount(v)
+	if k, ok := Kind(name); ok {
+		return k.Format(b, v)
 	}
 	return fmt.Sprint(v)
 }
 
-// Set lists the budgets that are set, in flag order.
+// Set lists the budgets that are set, in BudgetKinds order.
 func (b *Budgets) Set() []string {
 	var out []string
-	for i, x := range b.usage(&Costs{Fits: true, OutputTokS: 1, RequestsPerS: 1}) {
-		if !math.IsNaN(x) {
-			out = append(out, budgetNames[i])
+	for i := range BudgetKinds {
+		if BudgetKinds[i].Limit(b) > 0 {
+			out = append(out, BudgetKinds[i].Name)
 		}
 	}
 	return out

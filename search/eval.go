@@ -84,7 +84,7 @@ type evaluator struct {
 
 	// best reachable value of every budget over everything priced, for the
 	// infeasibility report (throughput: the largest).
-	reach    [7]float64
+	reach    []float64 // by BudgetKinds
 	reachSet bool
 }
 
@@ -144,10 +144,13 @@ func newEvaluator(sp *Space, b *Budgets, proxy *Proxy, hw *hardware.GPU, w *work
 			}
 		}
 	}
+	e.reach = make([]float64, len(BudgetKinds))
 	for i := range e.reach {
 		e.reach[i] = math.Inf(1)
+		if BudgetKinds[i].Floor {
+			e.reach[i] = 0
+		}
 	}
-	e.reach[4] = 0
 	return e, nil
 }
 
@@ -475,7 +478,7 @@ func (e *evaluator) merge(x *evaluator) {
 	}
 	e.reachSet = true
 	for i := range e.reach {
-		if i == 4 {
+		if BudgetKinds[i].Floor {
 			e.reach[i] = max(e.reach[i], x.reach[i])
 		} else {
 			e.reach[i] = min(e.reach[i], x.reach[i])
@@ -489,9 +492,9 @@ func (e *evaluator) observe(c *Costs) {
 		return
 	}
 	e.reachSet = true
-	for i, n := range budgetNames {
-		v, _ := e.b.value(n, c)
-		if i == 4 {
+	for i := range BudgetKinds {
+		v := BudgetKinds[i].Value(e.b, c)
+		if BudgetKinds[i].Floor {
 			e.reach[i] = max(e.reach[i], v)
 		} else {
 			e.reach[i] = min(e.reach[i], v)

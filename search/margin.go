@@ -26,22 +26,14 @@ type Margins struct {
 	Source string `json:"source,omitempty"`
 }
 
-// factors returns 1 + margin in usage order (see Budgets.usage).
-func (m *Margins) factors() [7]float64 {
-	if m == nil {
-		return [7]float64{1, 1, 1, 1, 1, 1, 1}
-	}
-	return [7]float64{1 + m.Memory, 1 + m.TTFT, 1 + m.TPOT, 1 + m.E2E, 1 + m.Throughput, 1, 1}
-}
-
-// Of returns the margin of a budget by its name (BudgetTPOT, ...).
+// Of returns the margin of a budget by its name (BudgetTPOT, ...): 0 for
+// nil Margins and for a budget without one.
 func (m *Margins) Of(budget string) float64 {
-	for i, n := range budgetNames {
-		if n == budget {
-			return m.factors()[i] - 1
-		}
+	k, ok := Kind(budget)
+	if m == nil || !ok || k.Margin == nil {
+		return 0
 	}
-	return 0
+	return k.Margin(m)
 }
 
 // String lists the non-zero margins of the budgets set in b, e.g.

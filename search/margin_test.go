@@ -100,7 +100,7 @@ func TestMarginsInUsage(t *testing.T) {
 		mb := b
 		mb.Margin = &tc.m
 		if got := mb.Meets(&c); got != tc.meet {
-			t.Errorf("margins %+v: meets %v, want %v (usage %v)", tc.m, got, tc.meet, mb.usage(&c))
+			t.Errorf("margins %+v: meets %v, want %v", tc.m, got, tc.meet)
 		}
 		if name, _ := mb.Binding(&c); name != tc.bind {
 			t.Errorf("margins %+v: binding %s, want %s", tc.m, name, tc.bind)

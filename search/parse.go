@@ -17,15 +17,36 @@ type BudgetText struct {
 }
 
 // BudgetError is a budget that cannot be read (Err is a *UnitError) or
-// that contradicts another; Budget is its name (BudgetMemory, …), which a
-// caller turns into its own spelling (a flag, a config field).
+// that contradicts another; Budget is its name (BudgetMemory, …, or
+// SettingP90), which a caller turns into its own spelling (a flag, a
+// config field) with Spell.
 type BudgetError struct {
 	Budget string
 	Err    error
+	// text, when set, renders the message with the names spelled.
+	text func(spell Speller) string
 }
 
-func (e *BudgetError) Error() string { return e.Err.Error() }
+func (e *BudgetError) Error() string { return e.Spell(nil) }
 func (e *BudgetError) Unwrap() error { return e.Err }
+
+// Spell returns the message with the budgets spelled by spell.
+func (e *BudgetError) Spell(spell func(name string) string) string {
+	var ue *UnitError
+	switch {
+	case e.text != nil:
+		return e.text(Speller(spell))
+	case errors.As(e.Err, &ue):
+		return ue.Spell(spell)
+	}
+	return e.Err.Error()
+}
+
+// contradiction is a *BudgetError of budget name whose message text
+// renders with the names spelled.
+func contradiction(name string, text func(spell Speller) string) *BudgetError {
+	return &BudgetError{Budget: name, Err: errors.New(text(nil)), text: text}
+}
 
 // ErrNoBudget is budgets with none set.
 var ErrNoBudget = errors.New("no budget given")
@@ -40,7 +61,7 @@ func ParseBudgets(t BudgetText) (Budgets, error) {
 	var b Budgets
 	for _, x := range []struct {
 		name, s string
-		parse   func(flag, s string) error
+		parse   func(name, s string) error
 	}{
 		{BudgetMemory, t.MaxMemory, func(f, s string) (err error) { b.MaxMemory, err = ParseBytes(f, s); return }},
 		{BudgetTTFT, t.MaxTTFT, func(f, s string) (err error) { b.MaxTTFT, err = ParseSeconds(f, s); return }},
@@ -62,9 +83,13 @@ func ParseBudgets(t BudgetText) (Budgets, error) {
 	case !b.Any():
 		return b, ErrNoBudget
 	case b.MaxTTFT > 0 && b.MaxE2E > 0 && b.MaxTTFT > b.MaxE2E:
-		return b, &BudgetError{Budget: BudgetTTFT, Err: fmt.Errorf("--%s %s exceeds --%s %s: the first token cannot come after the last", BudgetTTFT, t.MaxTTFT, BudgetE2E, t.MaxE2E)}
+		return b, contradiction(BudgetTTFT, func(sp Speller) string {
+			return fmt.Sprintf("%s %s exceeds %s %s: the first token cannot come after the last", sp.spell(BudgetTTFT), t.MaxTTFT, sp.spell(BudgetE2E), t.MaxE2E)
+		})
 	case b.P90 && b.MaxTTFT == 0 && b.MaxTPOT == 0 && b.MaxE2E == 0:
-		return b, &BudgetError{Budget: "p90", Err: fmt.Errorf("--p90 needs a latency budget (--%s, --%s or --%s)", BudgetTTFT, BudgetTPOT, BudgetE2E)}
+		return b, contradiction(SettingP90, func(sp Speller) string {
+			return fmt.Sprintf("%s needs a latency budget (%s, %s or %s)", sp.spell(SettingP90), sp.spell(BudgetTTFT), sp.spell(BudgetTPOT), sp.spell(BudgetE2E))
+		})
 	}
 	return b, nil
 }

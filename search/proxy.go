@@ -73,7 +73,7 @@ func NewProxy(parent *architecture.Model, s *importance.Scores) (*Proxy, error) 
 			}
 		}
 		normalise(p.layerW)
-		p.Source = []string{fmt.Sprintf("structural prior (no --importance): a kept fraction f of any component keeps f^%.1f of it; layer weights equal, the first and last ×%d; attention and MLP weighed by their parameters", PriorGamma, priorEdgeWeight)}
+		p.Source = []string{fmt.Sprintf("structural prior (no importance scores): a kept fraction f of any component keeps f^%.1f of it; layer weights equal, the first and last ×%d; attention and MLP weighed by their parameters", PriorGamma, priorEdgeWeight)}
 		return p, nil
 	}
 	if err := checkScores(parent, s); err != nil {

@@ -156,30 +156,97 @@ type Result struct {
 	Notes []string
 }
 
+// Settings of a request that an error's hints name (the library's names;
+// a command spells them as its flags or fields through a Speller).
+const (
+	SettingPrecision  = "precision"
+	SettingContext    = "context"
+	SettingTP         = "tp"
+	SettingKVDType    = "kv-dtype"
+	SettingMargin     = "margin"
+	SettingP90        = "p90"
+	SettingKeepLayers = "keep-layers"
+)
+
+// A Speller spells a budget name (BudgetMemory, …) or a setting
+// (SettingPrecision, …) as a caller's user writes it, e.g. as a flag
+// "--max-memory"; nil spells them by their names. Every error of the
+// package that names a budget or a setting has a Spell method taking one
+// (a command rewrites the message in its own terms with it).
+type Speller func(name string) string
+
+func (s Speller) spell(name string) string {
+	if s == nil {
+		return name
+	}
+	return s(name)
+}
+
+// A Hint is one change that would make a search feasible: Text in words,
+// and Setting the request setting it changes ("" for none; Drop when the
+// change is to turn it off).
+type Hint struct {
+	Text, Setting string
+	Drop          bool
+}
+
+// Spell returns the hint with its setting spelled by spell (nil: the hint's
+// words alone).
+func (h Hint) Spell(spell func(name string) string) string {
+	if spell == nil || h.Setting == "" {
+		return h.Text
+	}
+	if h.Drop {
+		return h.Text + " (drop " + spell(h.Setting) + ")"
+	}
+	return h.Text + " (" + spell(h.Setting) + ")"
+}
+
 // InfeasibleError says that no candidate meets the budgets: which budget
 // cannot be met, the best value of it the space reaches, and what would
 // make the search feasible.
 type InfeasibleError struct {
+	// Budget names the budget out of reach; Budgets, when more than one,
+	// those reachable alone but not together.
 	Budget          string
+	Budgets         []string
 	Limit, Smallest string
-	Hints           []string
+	Hints           []Hint
 	// Unfit is set when no candidate fits in the GPU's memory at all.
 	Unfit string
 }
 
-func (e *InfeasibleError) Error() string {
+func (e *InfeasibleError) Error() string { return e.Spell(nil) }
+
+// Spell returns the message with the budgets and settings spelled by spell.
+func (e *InfeasibleError) Spell(spell func(name string) string) string {
 	var b strings.Builder
-	if e.Unfit != "" {
+	switch {
+	case e.Unfit != "":
 		fmt.Fprintf(&b, "no candidate fits: %s", e.Unfit)
-	} else {
+	case len(e.Budgets) > 1:
+		names := make([]string, len(e.Budgets))
+		for i, n := range e.Budgets {
+			names[i] = Speller(spell).spell(n)
+		}
+		fmt.Fprintf(&b, "no candidate meets the budgets: %s together are out of reach; %s", strings.Join(names, " + "), e.Smallest)
+	default:
 		verb := "smallest"
-		if e.Budget == BudgetThroughput {
+		if k, ok := Kind(e.Budget); ok && k.Floor {
 			verb = "largest"
 		}
-		fmt.Fprintf(&b, "no candidate meets the budgets: --%s %s is out of reach; the %s value the space reaches is %s", e.Budget, e.Limit, verb, e.Smallest)
+		name := "budget " + e.Budget
+		if spell != nil {
+			name = spell(e.Budget)
+		}
+		fmt.Fprintf(&b, "no candidate meets the budgets: %s %s is out of reach; the %s value the space reaches is %s", name, e.Limit, verb, e.Smallest)
 	}
 	if len(e.Hints) > 0 {
-		b.WriteString("; to make it feasible: " + strings.Join(e.Hints, "; "))
+		hs := make([]string, len(e.Hints))
+		for i, h := range e.Hints {
+			hs[i] = h.Spell(spell)
+		}
+		b.WriteString("; to make it feasible: " + strings.Join(hs, "; "))
 	}
 	return b.String()
 }
@@ -319,7 +386,7 @@ func finish(ctx context.Context, e *evaluator, res *Result, o *Options) error {
 	res.ParentMeets = e.sp.IsParent(&best)
 	res.Binding, res.BindingUsage = o.Budgets.Binding(&best.Costs)
 	if c := &best.Costs; o.Budgets.P90 && c.TTFTP90 == c.TTFT && c.TPOTP90 == c.TPOT && c.E2EP90 == c.E2E {
-		res.Notes = append(res.Notes, "--p90: the estimator's analytic path reports the p90 equal to the mean for this deployment, so the latency budgets bind on the mean")
+		res.Notes = append(res.Notes, "latency budgets on the p90: the estimator's analytic path reports the p90 equal to the mean for this deployment, so the latency budgets bind on the mean")
 	}
 	res.Pareto = pareto(res.Pareto, &o.Budgets)
 	return nil
@@ -366,63 +433,45 @@ func (e *evaluator) infeasible() error {
 	if !e.reachSet {
 		// Price the smallest candidate to say what does not fit.
 		return &InfeasibleError{Unfit: "even the smallest shape of the space does not fit in " + e.hw.Name + "'s memory with " + string(e.sp.Engine),
-			Hints: []string{"a lower precision (--precision q4_k_m, fp8 or nvfp4)", "a shorter context (--context)", "fewer concurrent requests", "more tensor parallelism (--tp)", "a larger GPU"}}
+			Hints: []Hint{{Text: "a lower precision (q4_k_m, fp8 or nvfp4)", Setting: SettingPrecision}, {Text: "a shorter context", Setting: SettingContext},
+				{Text: "fewer concurrent requests"}, {Text: "more tensor parallelism", Setting: SettingTP}, {Text: "a larger GPU"}}}
 	}
-	worst, wu := "", 0.0
-	margin := b.Margin.factors()
-	for i, n := range budgetNames {
-		_, lim := b.value(n, &Costs{})
+	worst, wu := -1, 0.0
+	for i := range BudgetKinds {
+		k := &BudgetKinds[i]
+		lim := k.Limit(b)
 		if lim <= 0 {
 			continue
 		}
 		r := e.reach[i]
 		u := r / lim
-		if i == 4 {
+		if k.Floor {
 			u = lim / math.Max(r, 1e-300)
 		}
-		u *= margin[i]
+		if k.Margin != nil && b.Margin != nil {
+			u *= 1 + k.Margin(b.Margin)
+		}
 		if u > wu {
-			worst, wu = n, u
+			worst, wu = i, u
 		}
 	}
-	if worst == "" || wu <= 1 {
+	if worst < 0 || wu <= 1 {
 		// Every budget is reachable alone but not together.
-		worst = ""
-		for _, n := range b.Set() {
-			worst = n
-			break
-		}
-		return &InfeasibleError{Budget: strings.Join(b.Set(), " + "), Limit: "together", Smallest: "each budget is reachable alone but no candidate meets them all",
-			Hints: []string{"relax one of them", "a lower precision", "a shorter context or fewer concurrent requests"}}
+		return &InfeasibleError{Budget: strings.Join(b.Set(), " + "), Budgets: b.Set(), Limit: "together", Smallest: "each budget is reachable alone but no candidate meets them all",
+			Hints: []Hint{{Text: "relax one of them"}, {Text: "a lower precision", Setting: SettingPrecision}, {Text: "a shorter context or fewer concurrent requests"}}}
 	}
-	i := 0
-	for j, n := range budgetNames {
-		if n == worst {
-			i = j
-		}
-	}
-	_, lim := b.value(worst, &Costs{})
-	err := &InfeasibleError{Budget: worst, Limit: b.Format(worst, lim), Smallest: b.Format(worst, e.reach[i])}
-	m := b.Margin.Of(worst)
+	k := &BudgetKinds[worst]
+	lim := k.Limit(b)
+	err := &InfeasibleError{Budget: k.Name, Limit: k.Format(b, lim), Smallest: k.Format(b, e.reach[worst])}
+	m := b.Margin.Of(k.Name)
 	if m > 0 {
 		err.Limit += fmt.Sprintf(" (less the %.1f %% margin for the estimator's error)", 100*m)
 	}
-	switch worst {
-	case BudgetMemory:
-		err.Hints = []string{"a lower precision (e.g. --precision q4_k_m on llamacpp, fp8 or nvfp4 on the pool engines)", "a shorter context (--context)", "fewer concurrent requests or slots", "a lower KV-cache type (--kv-dtype fp8 or q8_0)", "allow more layers removed"}
-	case BudgetTTFT, BudgetE2E, BudgetTPOT:
-		err.Hints = []string{"a lower precision", "lower concurrency", "shorter prompts or outputs", "a faster GPU or more tensor parallelism"}
-		if !b.P90 {
-			break
-		}
-		err.Hints = append(err.Hints, "a budget on the mean instead of the p90 (drop --p90)")
-	case BudgetThroughput:
-		err.Hints = []string{"a lower precision", "more concurrency", "a faster GPU or more tensor parallelism"}
-	case BudgetParams, BudgetActiveParams:
-		err.Hints = []string{"a larger parameter budget (the space keeps at least a quarter of each width and half of the layers)"}
+	if k.Hints != nil {
+		err.Hints = k.Hints(b)
 	}
 	if m > 0 {
-		err.Hints = append(err.Hints, "a smaller margin (--margin; 0 disables it, at the risk of missing the budget when measured)")
+		err.Hints = append(err.Hints, Hint{Text: "a smaller margin (0 disables it, at the risk of missing the budget when measured)", Setting: SettingMargin})
 	}
 	return err
 }
@@ -437,8 +486,9 @@ func pareto(cs []Candidate, b *Budgets) []Candidate {
 	vals := func(c *Candidate) []float64 {
 		out := make([]float64, len(names))
 		for i, n := range names {
-			v, _ := b.value(n, &c.Costs)
-			if n == BudgetThroughput {
+			k, _ := Kind(n)
+			v := k.Value(b, &c.Costs)
+			if k.Floor {
 				v = -v
 			}
 			out[i] = v

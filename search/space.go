@@ -85,11 +85,14 @@ type Space struct {
 	Notes []string
 }
 
-// KeepLayersError is a --keep-layers index outside the parent.
+// KeepLayersError is a kept layer (SettingKeepLayers) outside the parent.
 type KeepLayersError struct{ Index, Layers int }
 
-func (e *KeepLayersError) Error() string {
-	return fmt.Sprintf("--keep-layers: layer %d is out of range (the parent has layers 0 to %d)", e.Index, e.Layers-1)
+func (e *KeepLayersError) Error() string { return e.Spell(nil) }
+
+// Spell returns the message with the setting spelled by spell.
+func (e *KeepLayersError) Spell(spell func(name string) string) string {
+	return fmt.Sprintf("%s: layer %d is out of range (the parent has layers 0 to %d)", Speller(spell).spell(SettingKeepLayers), e.Index, e.Layers-1)
 }
 
 // alignment returns the hidden and MLP granularity for a target: tensor-core
@@ -187,7 +190,7 @@ func NewSpace(parent *architecture.Model, o SpaceOptions) (*Space, error) {
 	if !o.Uniform {
 		sp.MaxRemoved = int(float64(n) * o.MaxDepth)
 		if len(o.KeepLayers) > 0 {
-			sp.Notes = append(sp.Notes, fmt.Sprintf("layers %v are kept (--keep-layers); their sub-blocks are kept too", o.KeepLayers))
+			sp.Notes = append(sp.Notes, fmt.Sprintf("layers %v are kept as asked; their sub-blocks are kept too", o.KeepLayers))
 		}
 		sp.Notes = append(sp.Notes, fmt.Sprintf("at most %d of %d layers removed (%.0f %%)", sp.MaxRemoved, n, 100*o.MaxDepth))
 	} else {

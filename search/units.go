@@ -8,13 +8,16 @@ import (
 )
 
 // UnitError is a budget whose value or unit cannot be read; it names the
-// flag and says which units are valid.
+// budget (Name, e.g. BudgetMemory) and says which units are valid.
 type UnitError struct {
-	Flag, Value, Valid string
+	Name, Value, Valid string
 }
 
-func (e *UnitError) Error() string {
-	return fmt.Sprintf("--%s %q: want a positive number with a unit, one of %s", e.Flag, e.Value, e.Valid)
+func (e *UnitError) Error() string { return e.Spell(nil) }
+
+// Spell returns the message with the budget spelled by spell.
+func (e *UnitError) Spell(spell func(name string) string) string {
+	return fmt.Sprintf("%s %q: want a positive number with a unit, one of %s", Speller(spell).spell(e.Name), e.Value, e.Valid)
 }
 
 // splitUnit splits "13.96GiB" into 13.96 and "gib" (lower case, spaces
@@ -39,11 +42,11 @@ var byteUnits = map[string]float64{
 
 // ParseBytes reads a memory size: "13.96GiB", "16GB", "900MiB". A unit is
 // required: a bare number could be bytes, MB or GiB.
-func ParseBytes(flag, s string) (float64, error) {
+func ParseBytes(name, s string) (float64, error) {
 	v, u, ok := splitUnit(s)
 	f, known := byteUnits[u]
 	if !ok || !known {
-		return 0, &UnitError{flag, s, "B, KB, MB, GB, TB (powers of 1000), KiB, MiB, GiB, TiB (powers of 1024)"}
+		return 0, &UnitError{name, s, "B, KB, MB, GB, TB (powers of 1000), KiB, MiB, GiB, TiB (powers of 1024)"}
 	}
 	return v * f, nil
 }
@@ -51,11 +54,11 @@ func ParseBytes(flag, s string) (float64, error) {
 var timeUnits = map[string]float64{"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "min": 60}
 
 // ParseSeconds reads a duration: "500ms", "11.5s", "40ms", "2min".
-func ParseSeconds(flag, s string) (float64, error) {
+func ParseSeconds(name, s string) (float64, error) {
 	v, u, ok := splitUnit(s)
 	f, known := timeUnits[u]
 	if !ok || !known {
-		return 0, &UnitError{flag, s, "us, ms, s, min"}
+		return 0, &UnitError{name, s, "us, ms, s, min"}
 	}
 	return v * f, nil
 }
@@ -67,7 +70,7 @@ type Throughput struct {
 
 // ParseThroughput reads "2000tok/s" (output tokens per second) or "3req/s"
 // (requests per second); "/min" is accepted for both.
-func ParseThroughput(flag, s string) (Throughput, error) {
+func ParseThroughput(name, s string) (Throughput, error) {
 	v, u, ok := splitUnit(s)
 	per := 1.0
 	switch {
@@ -86,17 +89,17 @@ func ParseThroughput(flag, s string) (Throughput, error) {
 			return Throughput{RequestsPerS: v / per}, nil
 		}
 	}
-	return Throughput{}, &UnitError{flag, s, "tok/s, req/s (or /min)"}
+	return Throughput{}, &UnitError{name, s, "tok/s, req/s (or /min)"}
 }
 
 var countUnits = map[string]float64{"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 
 // ParseCount reads a parameter count: "3B", "500M", "7.5K", "123456".
-func ParseCount(flag, s string) (float64, error) {
+func ParseCount(name, s string) (float64, error) {
 	v, u, ok := splitUnit(s)
 	f, known := countUnits[u]
 	if !ok || !known {
-		return 0, &UnitError{flag, s, "a plain count or K, M, B (10^9), T"}
+		return 0, &UnitError{name, s, "a plain count or K, M, B (10^9), T"}
 	}
 	return v * f, nil
 }

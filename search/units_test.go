@@ -46,8 +46,8 @@ func TestParseUnits(t *testing.T) {
 	for _, bad := range []string{"", "13.96", "13.96GiBs", "GiB", "-1GiB", "0GB", "NaNGB", "1e999GB", "12 parsecs"} {
 		_, err := ParseBytes("max-memory", bad)
 		var ue *UnitError
-		if !errors.As(err, &ue) || ue.Flag != "max-memory" {
-			t.Errorf("ParseBytes(%q) = %v, want a UnitError naming the flag", bad, err)
+		if !errors.As(err, &ue) || ue.Name != "max-memory" {
+			t.Errorf("ParseBytes(%q) = %v, want a UnitError naming the budget", bad, err)
 		}
 	}
 	for _, bad := range []string{"11.5", "11.5h", "fast"} {

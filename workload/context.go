@@ -34,18 +34,26 @@ type ContextError struct {
 	ContextFlag string
 }
 
-func (e *ContextError) Error() string {
+func (e *ContextError) Error() string { return e.Spell(nil) }
+
+// Spell returns the message with running past the positions ("allow-long-context") spelled by spell
+// (a command's flags); nil gives the library's words (Error).
+func (e *ContextError) Spell(spell func(name string) string) string {
+	past := "allow running past them (ContextRule.AllowLong)"
+	if spell != nil {
+		past = "pass " + spell("allow-long-context") + " to run past them"
+	}
 	flag := ""
 	if e.ContextFlag != "" {
 		flag = " (" + e.ContextFlag + " N)"
 	}
 	if e.Clip {
 		return fmt.Sprintf("%s reach %d tokens but the model has %d positions (max_position_embeddings): they would be clipped to fit, "+
-			"changing what is measured; give a shorter workload, set the context limit explicitly%s to clip them knowingly, or pass --allow-long-context to run past the model's positions",
-			e.What, e.Tokens, e.MaxPositions, flag)
+			"changing what is measured; give a shorter workload, set the context limit explicitly%s to clip them knowingly, or %s",
+			e.What, e.Tokens, e.MaxPositions, flag, past)
 	}
-	return fmt.Sprintf("%s needs %d tokens but the model has %d positions (max_position_embeddings); shorten it or pass --allow-long-context to run past them",
-		e.What, e.Tokens, e.MaxPositions)
+	return fmt.Sprintf("%s needs %d tokens but the model has %d positions (max_position_embeddings); shorten it or %s",
+		e.What, e.Tokens, e.MaxPositions, past)
 }
 
 // ContextRule is what FitContext checks a workload against.

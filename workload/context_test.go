@@ -34,8 +34,8 @@ func TestFitContext(t *testing.T) {
 			c, err := w.FitContext(tc.rule)
 			var ce *ContextError
 			if tc.err {
-				if !errors.As(err, &ce) || ce.Clip != tc.clip || !strings.Contains(err.Error(), "--allow-long-context") {
-					t.Fatalf("err %v; want a *ContextError (clip %v) naming --allow-long-context", err, tc.clip)
+				if !errors.As(err, &ce) || ce.Clip != tc.clip || !strings.Contains(err.Error(), "allow running past them") || !strings.Contains(ce.Spell(func(n string) string { return "--" + n }), "pass --allow-long-context") {
+					t.Fatalf("err %v; want a *ContextError (clip %v) saying how to run past the positions (spelled as a flag: --allow-long-context)", err, tc.clip)
 				}
 				return
 			}

@@ -55,8 +55,16 @@ type UsageError struct{ Msg string }
 
 func (e *UsageError) Error() string { return e.Msg }
 
-// Usagef returns a *UsageError with a formatted message.
-func Usagef(format string, a ...any) error { return &UsageError{Msg: fmt.Sprintf(format, a...)} }
+// Usagef returns a *UsageError with a formatted message; an error among
+// the arguments is written in flags (inFlags).
+func Usagef(format string, a ...any) error {
+	for i, x := range a {
+		if err, ok := x.(error); ok {
+			a[i] = inFlags(err)
+		}
+	}
+	return &UsageError{Msg: fmt.Sprintf(format, a...)}
+}
 
 // ExitError carries an explicit exit status with its message (which may be empty
 // when the command already printed what went wrong).
@@ -123,14 +131,14 @@ func exitCode(ctx context.Context, stderr io.Writer, name string, err error) int
 		}
 		return ee.Code
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "autocompress %s: %v\n", name, err)
+		fmt.Fprintf(stderr, "autocompress %s: %s\n", name, inFlags(err))
 		fmt.Fprintf(stderr, "run 'autocompress %s -h' for usage\n", name)
 		return 2
 	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		fmt.Fprintf(stderr, "autocompress %s: interrupted\n", name)
 		return 130
 	default:
-		fmt.Fprintf(stderr, "autocompress %s: %v\n", name, err)
+		fmt.Fprintf(stderr, "autocompress %s: %s\n", name, inFlags(err))
 		return 1
 	}
 }

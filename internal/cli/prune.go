@@ -119,7 +119,7 @@ so the native architecture can hold them; the function is unchanged).`,
 				if err != nil {
 					var ee *prune.ExistsError
 					if errors.As(err, &ee) {
-						return &ExitError{Code: 1, Msg: err.Error()}
+						return &ExitError{Code: 1, Msg: inFlags(err)}
 					}
 					return err
 				}

@@ -43,8 +43,15 @@ import (
 // it was not asked for.
 type ExistsError struct{ Path string }
 
-func (e *ExistsError) Error() string {
-	return fmt.Sprintf("%s already exists (choose another output path or pass --force to replace it)", e.Path)
+func (e *ExistsError) Error() string { return e.Spell(nil) }
+
+// Spell returns the message with the setting that replaces outputs ("force") spelled by spell
+// (a command's flags); nil gives the library's words (Error).
+func (e *ExistsError) Spell(spell func(name string) string) string {
+	if spell == nil {
+		return fmt.Sprintf("%s already exists (choose another output path or ask for it to be replaced)", e.Path)
+	}
+	return fmt.Sprintf("%s already exists (choose another output path or pass %s to replace it)", e.Path, spell("force"))
 }
 
 // tempName returns a fresh hidden name beside dest.
