@@ -148,8 +148,16 @@ type UnknownError struct {
 	Valid []string
 }
 
-func (e *UnknownError) Error() string {
-	return fmt.Sprintf("unknown GPU %q; valid names: %s (or add one with --gpu-file)", e.Name, strings.Join(e.Valid, ", "))
+func (e *UnknownError) Error() string { return e.Spell(nil) }
+
+// Spell returns the message with the device-file setting spelled by spell
+// (a command's flags); nil gives the library's words (Error).
+func (e *UnknownError) Spell(spell func(name string) string) string {
+	add := "a device file (LoadFile)"
+	if spell != nil {
+		add = spell("device-file")
+	}
+	return fmt.Sprintf("unknown GPU %q; valid names: %s (or add one with %s)", e.Name, strings.Join(e.Valid, ", "), add)
 }
 
 // ErrUnknown is matched by errors.Is for an *UnknownError.

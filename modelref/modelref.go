@@ -82,12 +82,21 @@ type UnknownError struct {
 	Path bool
 }
 
-func (e *UnknownError) Error() string {
-	if e.Path {
-		return fmt.Sprintf("model %s: no such file or directory (give an existing checkpoint directory or config.json, %q, or a preset: autocompress inspect --model list)", e.Name, Parent)
+func (e *UnknownError) Error() string { return e.Spell(nil) }
+
+// Spell returns the message with the way to list the names spelled by
+// spell("list-models") (a command's own, e.g. "autocompress inspect
+// --model list"); nil gives the library's words (Error).
+func (e *UnknownError) Spell(spell func(name string) string) string {
+	list := "Names"
+	if spell != nil {
+		list = spell("list-models")
 	}
-	return fmt.Sprintf("unknown model %q: give a checkpoint directory, a config.json, %q for the embedded parent, or one of the presets (autocompress inspect --model list): %s",
-		e.Name, Parent, strings.Join(e.Known, ", "))
+	if e.Path {
+		return fmt.Sprintf("model %s: no such file or directory (give an existing checkpoint directory or config.json, %q, or a preset: %s)", e.Name, Parent, list)
+	}
+	return fmt.Sprintf("unknown model %q: give a checkpoint directory, a config.json, %q for the embedded parent, or one of the presets (%s): %s",
+		e.Name, Parent, list, strings.Join(e.Known, ", "))
 }
 
 // NoWeightsError reports a model named by its description only (a preset

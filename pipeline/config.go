@@ -152,9 +152,13 @@ func DefaultConfig() Config {
 type ConfigError struct {
 	Path string
 	Msg  string
+	// Err, when set, is the error Msg says (a command may rewrite it in
+	// its own terms: errors.As finds it).
+	Err error
 }
 
 func (e *ConfigError) Error() string { return e.Path + ": " + e.Msg }
+func (e *ConfigError) Unwrap() error { return e.Err }
 
 // LoadConfig reads a YAML config over the defaults: fields it does not name
 // keep their default. Unknown fields and values of the wrong type are errors

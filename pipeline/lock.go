@@ -36,6 +36,14 @@ func lockDir(dir string) (func(), error) {
 // BusyError is a run directory another run is using.
 type BusyError struct{ Dir string }
 
-func (e *BusyError) Error() string {
-	return "pipeline: another run is using " + e.Dir + " (wait for it to finish, or choose another --dir)"
+func (e *BusyError) Error() string { return e.Spell(nil) }
+
+// Spell returns the message with the run directory ("dir") spelled by spell
+// (a command's flags); nil gives the library's words (Error).
+func (e *BusyError) Spell(spell func(name string) string) string {
+	dir := "run directory"
+	if spell != nil {
+		dir = spell("dir")
+	}
+	return "pipeline: another run is using " + e.Dir + " (wait for it to finish, or choose another " + dir + ")"
 }

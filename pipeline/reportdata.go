@@ -203,14 +203,14 @@ func shapeOf(name string, m *architecture.Model, params int64) report.Shape {
 	return s
 }
 
-// buildReport gathers the report's data from the finished stages.
-func buildReport(env *Env, t *target, c *Config, childFrom string) (*report.Data, error) {
+// buildReport gathers the report's data from the finished stages' outputs.
+func buildReport(out Outputs, t *target, c *Config) (*report.Data, error) {
 	var sum search.Summary
-	searchDir := filepath.Join(env.Input("search"), SearchDir)
+	searchDir := out.Search()
 	if err := readJSONFile(filepath.Join(searchDir, search.JSONFile), &sum); err != nil {
 		return nil, err
 	}
-	childDir := filepath.Join(env.Input(childFrom), ChildDir)
+	childDir := out.Child()
 	childArch, err := architecture.Load(childDir)
 	if err != nil {
 		return nil, err
@@ -233,7 +233,7 @@ func buildReport(env *Env, t *target, c *Config, childFrom string) (*report.Data
 	}
 	d.Deployment.Settings = chosenSettings(&sv, t.engine, t.workload.Concurrency)
 	var rounds []Round
-	if err := readJSONFile(filepath.Join(env.Input("search"), RoundsFile), &rounds); err == nil {
+	if err := readJSONFile(out.Rounds(), &rounds); err == nil {
 		for _, r := range rounds {
 			d.Notes = append(d.Notes, roundNote(r))
 		}
@@ -249,7 +249,7 @@ func buildReport(env *Env, t *target, c *Config, childFrom string) (*report.Data
 	}
 
 	var meas *servebench.Invocations
-	if p := env.Input("measure"); p != "" {
+	if p := out.Measure(); p != "" {
 		meas = &servebench.Invocations{}
 		if err := readJSONFile(filepath.Join(p, MeasureFile), meas); err != nil {
 			return nil, err
@@ -279,23 +279,23 @@ func buildReport(env *Env, t *target, c *Config, childFrom string) (*report.Data
 		d.Memory.MeasuredGiB = ptr(m / (1 << 30))
 	}
 
-	if childFrom == "distill" {
+	if out.Distilled() {
 		var ds distill.Summary
-		if err := readJSONFile(filepath.Join(env.Input("distill"), DistillSummary), &ds); err != nil {
+		if err := readJSONFile(out.DistillSummary(), &ds); err != nil {
 			return nil, err
 		}
 		d.Tokens.Recovery = ds.Tokens
-		if d.Training, err = readTrainingLog(filepath.Join(env.Input("distill"), DistillLog)); err != nil {
+		if d.Training, err = readTrainingLog(out.DistillLog()); err != nil {
 			return nil, err
 		}
 	}
-	if s, err := importance.Load(filepath.Join(env.Input("importance"), ScoresFile)); err == nil {
+	if s, err := importance.Load(out.Scores()); err == nil {
 		d.Tokens.Importance = s.Tokens
 	}
 	d.Tokens.Selection = sum.Tokens
 
 	var er eval.Report
-	if err := readJSONFile(filepath.Join(env.Input("eval"), EvalFile), &er); err != nil {
+	if err := readJSONFile(out.Eval(), &er); err != nil {
 		return nil, err
 	}
 	d.Eval = evalTable(&er)

@@ -133,8 +133,16 @@ type UntilError struct {
 	Stages []string
 }
 
-func (e *UntilError) Error() string {
-	return fmt.Sprintf("--until %q: not a stage of this run (%s)", e.Until, strings.Join(e.Stages, ", "))
+func (e *UntilError) Error() string { return e.Spell(nil) }
+
+// Spell returns the message with Options.Until ("until") spelled by spell
+// (a command's flags); nil gives the library's words (Error).
+func (e *UntilError) Spell(spell func(name string) string) string {
+	until := "until"
+	if spell != nil {
+		until = spell("until")
+	}
+	return fmt.Sprintf("%s %q: not a stage of this run (%s)", until, e.Until, strings.Join(e.Stages, ", "))
 }
 
 // checkUntil returns an *UntilError when until is set and names no stage.

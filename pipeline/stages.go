@@ -73,22 +73,22 @@ func resolve(c *Config) (*target, error) {
 	t := &target{}
 	r, err := modelref.Resolve(c.Model)
 	if err != nil {
-		return nil, &ConfigError{Path: "model", Msg: err.Error()}
+		return nil, &ConfigError{Path: "model", Msg: err.Error(), Err: err}
 	}
 	if t.parent, err = r.Checkpoint(); err != nil {
-		return nil, &ConfigError{Path: "model", Msg: err.Error() + " (the pipeline needs a checkpoint with weights)"}
+		return nil, &ConfigError{Path: "model", Msg: err.Error() + " (the pipeline needs a checkpoint with weights)", Err: err}
 	}
 	if t.arch, err = r.Arch(); err != nil {
-		return nil, &ConfigError{Path: "model", Msg: err.Error()}
+		return nil, &ConfigError{Path: "model", Msg: err.Error(), Err: err}
 	}
 	if t.gpu, err = hardware.Default().Lookup(c.Deployment.GPU); err != nil {
-		return nil, &ConfigError{Path: "deployment.gpu", Msg: err.Error()}
+		return nil, &ConfigError{Path: "deployment.gpu", Msg: err.Error(), Err: err}
 	}
 	if t.engine, err = estimate.LookupEngine(c.Deployment.Engine); err != nil {
-		return nil, &ConfigError{Path: "deployment.engine", Msg: err.Error()}
+		return nil, &ConfigError{Path: "deployment.engine", Msg: err.Error(), Err: err}
 	}
 	if err := estimate.CheckEngine(t.engine, t.gpu); err != nil {
-		return nil, &ConfigError{Path: "deployment.engine", Msg: err.Error()}
+		return nil, &ConfigError{Path: "deployment.engine", Msg: err.Error(), Err: err}
 	}
 	if c.Deployment.ServeOn == "" {
 		var ok bool
@@ -96,7 +96,7 @@ func resolve(c *Config) (*target, error) {
 			return nil, &ConfigError{Path: "deployment.engine", Msg: "engine " + string(t.engine) + " has no load rules"}
 		}
 	} else if t.serveOn, err = export.Lookup(c.Deployment.ServeOn); err != nil {
-		return nil, &ConfigError{Path: "deployment.serve_on", Msg: err.Error()}
+		return nil, &ConfigError{Path: "deployment.serve_on", Msg: err.Error(), Err: err}
 	}
 	t.local = t.engine == estimate.Native && t.gpu.Name == "cpu-local"
 	if t.workload, err = c.Workload.build(); err != nil {
@@ -106,7 +106,7 @@ func resolve(c *Config) (*target, error) {
 		return nil, err
 	}
 	if t.margin, err = search.ParseMargin(c.Budgets.Margin); err != nil {
-		return nil, &ConfigError{Path: "budgets.margin", Msg: err.Error()}
+		return nil, &ConfigError{Path: "budgets.margin", Msg: err.Error(), Err: err}
 	}
 	switch {
 	case len(c.Data) == 0:
@@ -136,7 +136,7 @@ func (w Workload) build() (*workload.Workload, error) {
 	if w.Name != "" {
 		p, err := workload.Preset(w.Name)
 		if err != nil {
-			return nil, &ConfigError{Path: "workload.name", Msg: err.Error()}
+			return nil, &ConfigError{Path: "workload.name", Msg: err.Error(), Err: err}
 		}
 		wl = p
 		if w.Concurrency > 0 {
@@ -152,7 +152,7 @@ func (w Workload) build() (*workload.Workload, error) {
 		wl.Rate, wl.Concurrency = w.Rate, 0
 	}
 	if err := wl.Validate(); err != nil {
-		return nil, &ConfigError{Path: "workload", Msg: err.Error()}
+		return nil, &ConfigError{Path: "workload", Msg: err.Error(), Err: err}
 	}
 	return &wl, nil
 }
@@ -167,9 +167,10 @@ func (b Budgets) parse() (search.Budgets, error) {
 	case errors.Is(err, search.ErrNoBudget):
 		return out, &ConfigError{Path: "budgets", Msg: "give at least one budget (max_memory, max_ttft, max_tpot, max_e2e, min_throughput, max_params)"}
 	case errors.As(err, &be):
-		return out, &ConfigError{Path: "budgets." + strings.ReplaceAll(be.Budget, "-", "_"), Msg: be.Error()}
+		field := func(name string) string { return strings.ReplaceAll(name, "-", "_") }
+		return out, &ConfigError{Path: "budgets." + field(be.Budget), Msg: be.Spell(field)}
 	case err != nil:
-		return out, &ConfigError{Path: "budgets", Msg: err.Error()}
+		return out, &ConfigError{Path: "budgets", Msg: err.Error(), Err: err}
 	}
 	return out, nil
 }
@@ -231,6 +232,97 @@ func readJSONFile(path string, v any) error {
 	return nil
 }
 
+// Stage names, in run order. A later stage reads an earlier one's files
+// through Outputs, never by spelling its name.
+const (
+	StageImportance = "importance"
+	StageSearch     = "search"
+	StagePrune      = "prune"
+	StageDistill    = "distill"
+	StageEval       = "eval"
+	StageValidate   = "validate"
+	StageMeasure    = "measure"
+	StageReport     = "report"
+)
+
+// Settings of the stages that the run configuration does not expose. Each
+// is fixed so that every run computes the same thing; changing one changes
+// what a stage computes (but not its manifest), so change them with care.
+const (
+	// ProxyRowLen is the tokens per row of the search's measured proxy
+	// (search.proxy_rows rows of search.proxy_data).
+	ProxyRowLen = 128
+	// ImportanceBatch is the rows per forward pass when scoring importance
+	// (memory, not the scores).
+	ImportanceBatch = 8
+	// DistillEvalRows are the held-out rows the distillation evaluates on,
+	// and DistillCheckpointEvery the steps between its resumable
+	// checkpoints.
+	DistillEvalRows        = 32
+	DistillCheckpointEvery = 25
+	// EvalSeqLen and EvalBatch are the eval stage's perplexity windows.
+	EvalSeqLen = 128
+	EvalBatch  = 8
+	// DefaultSuiteItems are the in-domain suite's items of each kind (cloze
+	// and choice) when eval.limit is 0.
+	DefaultSuiteItems = 200
+	// measureMaxWarmup bounds bench-serve's warm-up repeats in the measure
+	// stage.
+	measureMaxWarmup = 3
+)
+
+// Outputs are the files the stages of a run write, as a later stage (the
+// report among them) reads them from its inputs. A path is that of a stage
+// the reader depends on; the others are under "".
+type Outputs struct {
+	env *Env
+	// childFrom is the stage whose child is final: distill, or prune when
+	// there is no distillation.
+	childFrom string
+}
+
+func (o Outputs) in(stage, file string) string { return filepath.Join(o.env.Input(stage), file) }
+
+// Scores is the importance stage's scores.
+func (o Outputs) Scores() string { return o.in(StageImportance, ScoresFile) }
+
+// Search is the search stage's report directory (search.Report.Write).
+func (o Outputs) Search() string { return o.in(StageSearch, SearchDir) }
+
+// Rounds is the search stage's measured rounds (a local target only).
+func (o Outputs) Rounds() string { return o.in(StageSearch, RoundsFile) }
+
+// Child is the final child checkpoint: the distilled one, or the pruned
+// one when there is no distillation.
+func (o Outputs) Child() string { return o.in(o.childFrom, ChildDir) }
+
+// Distilled reports whether the run distils the child.
+func (o Outputs) Distilled() bool { return o.childFrom == StageDistill }
+
+// DistillSummary and DistillLog are the distill stage's summary and
+// training log.
+func (o Outputs) DistillSummary() string { return o.in(StageDistill, DistillSummary) }
+func (o Outputs) DistillLog() string     { return o.in(StageDistill, DistillLog) }
+
+// Eval is the eval stage's report.
+func (o Outputs) Eval() string { return o.in(StageEval, EvalFile) }
+
+// Measure is the measure stage's directory, "" when the run has none (or
+// the reader does not depend on it).
+func (o Outputs) Measure() string { return o.env.Input(StageMeasure) }
+
+// builder builds the stages of one run: the configuration, its resolved
+// target and the binary that measures (self).
+type builder struct {
+	c    *Config
+	t    *target
+	self string
+	// childFrom is the stage whose child is final (Outputs.childFrom).
+	childFrom string
+}
+
+func (b *builder) outputs(env *Env) Outputs { return Outputs{env: env, childFrom: b.childFrom} }
+
 // Stages returns the stages of a run of c: importance, search, prune,
 // distill (when c.Distill.Tokens > 0), eval, validate, measure (when the
 // target is this machine and c.Measure.Enabled) and report.
@@ -239,10 +331,25 @@ func Stages(c Config, self string) ([]Stage, error) {
 	if err != nil {
 		return nil, err
 	}
-	assets := c.Assets
-	var st []Stage
+	b := &builder{c: &c, t: t, self: self, childFrom: StagePrune}
+	if c.Distill.Tokens > 0 {
+		b.childFrom = StageDistill
+	}
+	st := []Stage{b.importance(), b.search(), b.prune()}
+	if b.childFrom == StageDistill {
+		st = append(st, b.distill())
+	}
+	st = append(st, b.eval(), b.validate())
+	if t.local && c.Measure.Enabled {
+		st = append(st, b.measure())
+	}
+	return append(st, b.report(st)), nil
+}
 
-	st = append(st, Stage{Name: "importance", Params: struct {
+// importance scores the parent on c.Data.
+func (b *builder) importance() Stage {
+	c, t := b.c, b.t
+	return Stage{Name: StageImportance, Params: struct {
 		Model      string
 		Data       []string
 		Importance Importance
@@ -252,29 +359,44 @@ func Stages(c Config, self string) ([]Stage, error) {
 			if err != nil {
 				return err
 			}
-			rr, err := rows(ctx, t, c.Data, assets, c.Importance.SeqLen, c.Importance.Seqs, "importance.seq_len")
+			rr, err := rows(ctx, t, c.Data, c.Assets, c.Importance.SeqLen, c.Importance.Seqs, "importance.seq_len")
 			if err != nil {
 				return err
 			}
 			env.Note("%d calibration rows of %d tokens", len(rr), c.Importance.SeqLen)
 			// The runner's manifest decides reuse: always compute here.
-			_, _, err = importance.Cached(ctx, m, t.parent, rr, filepath.Join(env.Dir, ScoresFile), importance.Options{Batch: 8,
+			_, _, err = importance.Cached(ctx, m, t.parent, rr, filepath.Join(env.Dir, ScoresFile), importance.Options{Batch: ImportanceBatch,
 				Progress: func(done, total int64) { env.Report(float64(done), float64(total), "seq", "") }}, true)
 			return err
-		}})
+		}}
+}
 
+// topKTrain is Minitron++'s brief training of its top-k: the recovery
+// recipe (the distill section) for search.topk_train_tokens tokens; nil
+// when the strategy does not train them.
+func (b *builder) topKTrain() *trained.Options {
+	c := b.c
+	if c.Search.Strategy != search.Minitron || c.Search.TopKTrainTokens <= 0 {
+		return nil
+	}
+	d := c.Distill
+	return &trained.Options{Tokens: c.Search.TopKTrainTokens, Batch: d.Batch, SeqLen: d.SeqLen, LR: d.LR,
+		Temperature: d.Temperature, KDWeight: d.KDWeight, CEWeight: d.CEWeight, Seed: uint64(d.Seed)}
+}
+
+// search chooses the child's shape; on a local target it measures its
+// choice and re-chooses (checkRounds).
+func (b *builder) search() Stage {
+	c, t := b.c, b.t
 	// Minitron++'s brief training of its top-k uses the recovery recipe on
 	// the distillation data: both are inputs of the search stage then.
-	var topKTrain *trained.Options
+	topKTrain := b.topKTrain()
 	searchFiles := dataFiles(c.Search.ProxyData)
 	searchParams := c.Search
 	if c.Search.Strategy != search.Minitron {
 		searchParams.TopKTrainTokens = 0 // unused: autocompress's stage is not rerun for it
 	}
-	if c.Search.Strategy == search.Minitron && c.Search.TopKTrainTokens > 0 {
-		d := c.Distill
-		topKTrain = &trained.Options{Tokens: c.Search.TopKTrainTokens, Batch: d.Batch, SeqLen: d.SeqLen, LR: d.LR,
-			Temperature: d.Temperature, KDWeight: d.KDWeight, CEWeight: d.CEWeight, Seed: uint64(d.Seed)}
+	if topKTrain != nil {
 		searchFiles = append(searchFiles, dataFiles(c.Data)...)
 	}
 	var check Measure // the search stage's measured checks, where it makes them
@@ -282,7 +404,7 @@ func Stages(c Config, self string) ([]Stage, error) {
 		check = c.Measure
 		check.GapSeconds = 0 // the pause between invocations is not an input
 	}
-	st = append(st, Stage{Name: "search", Deps: []string{"importance"}, Params: struct {
+	return Stage{Name: StageSearch, Deps: []string{StageImportance}, Params: struct {
 		D     Deployment
 		W     Workload
 		B     Budgets
@@ -293,7 +415,7 @@ func Stages(c Config, self string) ([]Stage, error) {
 		M     Measure          // the measured checks (rounds) of a local target
 	}{c.Deployment, c.Workload, c.Budgets, searchParams, c.Search.ProxyData, topKTrain, trainData(topKTrain, c.Data), check}, Files: searchFiles,
 		Run: func(ctx context.Context, env *Env) error {
-			scores, err := importance.Load(filepath.Join(env.Input("importance"), ScoresFile))
+			scores, err := importance.Load(b.outputs(env).Scores())
 			if err != nil {
 				return err
 			}
@@ -305,12 +427,12 @@ func Stages(c Config, self string) ([]Stage, error) {
 				req.Precisions = strings.Split(c.Deployment.Precision, ",")
 			}
 			if len(c.Search.ProxyData) > 0 && c.Search.ProxyRows > 0 {
-				if req.Rows, err = rows(ctx, t, c.Search.ProxyData, assets, 128, c.Search.ProxyRows, "search.proxy_data"); err != nil {
+				if req.Rows, err = rows(ctx, t, c.Search.ProxyData, c.Assets, ProxyRowLen, c.Search.ProxyRows, "search.proxy_data"); err != nil {
 					return fmt.Errorf("search.proxy_data: %w", err)
 				}
 			}
 			if topKTrain != nil {
-				trainRows, err := rows(ctx, t, c.Data, assets, topKTrain.SeqLen, topKTrain.Rows(), "data")
+				trainRows, err := rows(ctx, t, c.Data, c.Assets, topKTrain.SeqLen, topKTrain.Rows(), "data")
 				if err != nil {
 					return fmt.Errorf("data (the top-k candidates' brief training): %w", err)
 				}
@@ -324,7 +446,7 @@ func Stages(c Config, self string) ([]Stage, error) {
 			if check.Rounds > 0 {
 				var rounds []Round
 				rep, rounds, err = checkRounds(ctx, env, req, rep, check.Rounds, func(rep *search.Report, round int) (*servebench.Invocations, error) {
-					return measureChoice(ctx, env, t, &c, rep, round, self)
+					return measureChoice(ctx, env, t, c, rep, round, b.self)
 				})
 				if err != nil {
 					return err
@@ -335,81 +457,95 @@ func Stages(c Config, self string) ([]Stage, error) {
 				}
 			}
 			return rep.Write(ctx, filepath.Join(env.Dir, SearchDir), false)
-		}})
+		}}
+}
 
-	st = append(st, Stage{Name: "prune", Deps: []string{"search"}, Params: struct {
+// prune cuts the child the search chose from the parent.
+func (b *builder) prune() Stage {
+	c, t := b.c, b.t
+	return Stage{Name: StagePrune, Deps: []string{StageSearch}, Params: struct {
 		ServeOn string
 		TP      int
 	}{t.serveOn.Name, c.Deployment.TP}, Files: []string{t.parent},
 		Run: func(ctx context.Context, env *Env) error {
-			plan, err := prune.LoadPlan(filepath.Join(env.Input("search"), SearchDir, search.PlanFile))
+			plan, err := prune.LoadPlan(filepath.Join(b.outputs(env).Search(), search.PlanFile))
 			if err != nil {
 				return err
 			}
 			_, err = prune.Prune(ctx, prune.Options{Model: t.parent, Plan: plan, Out: filepath.Join(env.Dir, ChildDir),
 				Engine: t.serveOn.Name, TP: c.Deployment.TP})
 			return err
-		}})
-	childFrom := "prune"
+		}}
+}
 
-	if c.Distill.Tokens > 0 {
-		childFrom = "distill"
-		st = append(st, Stage{Name: "distill", Deps: []string{"prune"}, Params: struct {
-			Data    []string
-			Eval    []string
-			Distill Distill
-		}{c.Data, c.EvalData, c.Distill}, Files: append([]string{t.parent}, dataFiles(c.Data)...),
-			Run: func(ctx context.Context, env *Env) error {
-				state := env.StateDir()
-				dc := distill.Config{Teacher: t.parent, Student: filepath.Join(env.Input("prune"), ChildDir),
-					Out: filepath.Join(env.Dir, ChildDir), Data: c.Data, EvalData: c.EvalData, Assets: assets,
-					Tokens: c.Distill.Tokens, Temperature: c.Distill.Temperature,
-					KDWeight: train.Ptr(c.Distill.KDWeight), CEWeight: train.Ptr(c.Distill.CEWeight),
-					Train: train.Options{Batch: c.Distill.Batch, SeqLen: c.Distill.SeqLen, LR: c.Distill.LR,
-						Seed: uint64(c.Distill.Seed), EvalRows: 32, CheckpointEvery: 25},
-					// The checkpoint and the log live beside the stage, so an
-					// interrupted run resumes where it stopped.
-					Checkpoint: filepath.Join(state, "distill.ckpt"), LogPath: filepath.Join(state, DistillLog),
-					OnStep: func(s train.StepInfo) {
-						if !s.Eval {
-							env.Report(float64(s.Step), float64(s.Steps), "step", fmt.Sprintf("loss %.3f", s.Loss))
-						}
-					},
-					Notef: func(format string, a ...any) { env.Note(format, a...) }}
-				if _, err := os.Stat(dc.Checkpoint); err == nil {
-					dc.Resume = true
-					env.Note("resuming from %s", dc.Checkpoint)
-				}
-				sum, err := distill.Run(ctx, dc)
-				if err != nil {
-					return err
-				}
-				log, err := os.ReadFile(dc.LogPath)
-				if err != nil {
-					return err
-				}
-				if err := os.WriteFile(filepath.Join(env.Dir, DistillLog), log, 0o644); err != nil { //output:inside
-					return err
-				}
-				if err := writeJSONFile(filepath.Join(env.Dir, DistillSummary), sum); err != nil {
-					return err
-				}
-				os.RemoveAll(state) // finished: nothing left to resume
-				return nil
-			}})
-	}
+// distill recovers the pruned child by distillation from the parent,
+// resumably.
+func (b *builder) distill() Stage {
+	c, t := b.c, b.t
+	return Stage{Name: StageDistill, Deps: []string{StagePrune}, Params: struct {
+		Data    []string
+		Eval    []string
+		Distill Distill
+	}{c.Data, c.EvalData, c.Distill}, Files: append([]string{t.parent}, dataFiles(c.Data)...),
+		Run: func(ctx context.Context, env *Env) error {
+			state := env.StateDir()
+			dc := distill.Config{Teacher: t.parent, Student: filepath.Join(env.Input(StagePrune), ChildDir),
+				Out: filepath.Join(env.Dir, ChildDir), Data: c.Data, EvalData: c.EvalData, Assets: c.Assets,
+				Tokens: c.Distill.Tokens, Temperature: c.Distill.Temperature,
+				KDWeight: train.Ptr(c.Distill.KDWeight), CEWeight: train.Ptr(c.Distill.CEWeight),
+				Train: train.Options{Batch: c.Distill.Batch, SeqLen: c.Distill.SeqLen, LR: c.Distill.LR,
+					Seed: uint64(c.Distill.Seed), EvalRows: DistillEvalRows, CheckpointEvery: DistillCheckpointEvery},
+				// The checkpoint and the log live beside the stage, so an
+				// interrupted run resumes where it stopped.
+				Checkpoint: filepath.Join(state, "distill.ckpt"), LogPath: filepath.Join(state, DistillLog),
+				OnStep: func(s train.StepInfo) {
+					if !s.Eval {
+						env.Report(float64(s.Step), float64(s.Steps), "step", fmt.Sprintf("loss %.3f", s.Loss))
+					}
+				},
+				Notef: func(format string, a ...any) { env.Note(format, a...) }}
+			if _, err := os.Stat(dc.Checkpoint); err == nil {
+				dc.Resume = true
+				env.Note("resuming from %s", dc.Checkpoint)
+			}
+			sum, err := distill.Run(ctx, dc)
+			if err != nil {
+				return err
+			}
+			log, err := os.ReadFile(dc.LogPath)
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(env.Dir, DistillLog), log, 0o644); err != nil { //output:inside
+				return err
+			}
+			if err := writeJSONFile(filepath.Join(env.Dir, DistillSummary), sum); err != nil {
+				return err
+			}
+			os.RemoveAll(state) // finished: nothing left to resume
+			return nil
+		}}
+}
 
-	st = append(st, Stage{Name: "eval", Deps: []string{childFrom}, Params: struct {
+// eval scores the parent and the final child (runEval).
+func (b *builder) eval() Stage {
+	c, t := b.c, b.t
+	return Stage{Name: StageEval, Deps: []string{b.childFrom}, Params: struct {
 		Eval []string
 		E    Eval
 	}{c.EvalData, c.Eval}, Files: append([]string{t.parent}, dataFiles(c.EvalData)...),
 		Run: func(ctx context.Context, env *Env) error {
-			return runEval(ctx, env, t, &c, filepath.Join(env.Input(childFrom), ChildDir))
-		}})
+			return runEval(ctx, env, t, c, b.outputs(env).Child())
+		}}
+}
 
-	st = append(st, Stage{Name: "validate", Deps: []string{childFrom}, Params: t.serveOn.Name,
+// validate checks the final child against the serve-on engine's load
+// rules.
+func (b *builder) validate() Stage {
+	t := b.t
+	return Stage{Name: StageValidate, Deps: []string{b.childFrom}, Params: t.serveOn.Name,
 		Run: func(ctx context.Context, env *Env) error {
-			rep, err := export.ValidateDir(filepath.Join(env.Input(childFrom), ChildDir), t.serveOn.Name)
+			rep, err := export.ValidateDir(b.outputs(env).Child(), t.serveOn.Name)
 			if err != nil {
 				return err
 			}
@@ -417,32 +553,38 @@ func Stages(c Config, self string) ([]Stage, error) {
 				return err
 			}
 			return rep.Err()
-		}})
+		}}
+}
 
-	deps := []string{"importance", "search", childFrom, "eval", "validate"}
-	if childFrom == "distill" {
-		deps = []string{"importance", "search", "prune", "distill", "eval", "validate"}
-	}
-	if t.local && c.Measure.Enabled {
-		st = append(st, Stage{Name: "measure", Deps: []string{"search", childFrom}, Params: struct {
-			W           Workload
-			Runs        int
-			Invocations int
-		}{c.Workload, c.Measure.Runs, c.Measure.Invocations},
-			Run: func(ctx context.Context, env *Env) error {
-				return runMeasure(ctx, env, t, &c, filepath.Join(env.Input(childFrom), ChildDir), filepath.Join(env.Input("search"), SearchDir), self)
-			}})
-		deps = append(deps, "measure")
-	}
-	st = append(st, Stage{Name: "report", Deps: deps, Params: c,
+// measure serves the final child on this machine (runMeasure).
+func (b *builder) measure() Stage {
+	c, t := b.c, b.t
+	return Stage{Name: StageMeasure, Deps: []string{StageSearch, b.childFrom}, Params: struct {
+		W           Workload
+		Runs        int
+		Invocations int
+	}{c.Workload, c.Measure.Runs, c.Measure.Invocations},
 		Run: func(ctx context.Context, env *Env) error {
-			d, err := buildReport(env, t, &c, childFrom)
+			out := b.outputs(env)
+			return runMeasure(ctx, env, t, c, out.Child(), out.Search(), b.self)
+		}}
+}
+
+// report writes the report from every stage before it (st).
+func (b *builder) report(st []Stage) Stage {
+	c, t := b.c, b.t
+	var deps []string
+	for _, s := range st {
+		deps = append(deps, s.Name)
+	}
+	return Stage{Name: StageReport, Deps: deps, Params: *c,
+		Run: func(ctx context.Context, env *Env) error {
+			d, err := buildReport(b.outputs(env), t, c)
 			if err != nil {
 				return err
 			}
 			return writeReport(env.Dir, d)
-		}})
-	return st, nil
+		}}
 }
 
 // runEval scores the parent and the child on the held-out text and on an
@@ -465,11 +607,11 @@ func runEval(ctx context.Context, env *Env, t *target, c *Config, child string) 
 		return err
 	}
 	text := corpus.Join(docs)
-	cfg := eval.Config{Windows: eval.Options{SeqLen: 128, Batch: 8}, Limit: c.Eval.Limit}
+	cfg := eval.Config{Windows: eval.Options{SeqLen: EvalSeqLen, Batch: EvalBatch}, Limit: c.Eval.Limit}
 	cfg.Data = []*eval.Data{{Name: strings.Join(c.EvalData, ","), Text: []byte(text)}}
 	items := c.Eval.Limit
 	if items <= 0 {
-		items = 200
+		items = DefaultSuiteItems
 	}
 	suite, err := eval.BuildSuite(text, eval.SuiteOptions{Seed: 1, Cloze: items, Choice: items})
 	if err != nil {
@@ -501,7 +643,7 @@ func runEval(ctx context.Context, env *Env, t *target, c *Config, child string) 
 // engine settings o the search chose.
 func BenchServeArgs(child string, c *Config, w *workload.Workload, o servebench.Options) []string {
 	args := []string{"bench-serve", "--model", child, "--num-requests", strconv.Itoa(w.NumRequests),
-		"--repeats", strconv.Itoa(c.Measure.Runs), "--max-warmup", "3", "--json"}
+		"--repeats", strconv.Itoa(c.Measure.Runs), "--max-warmup", strconv.Itoa(measureMaxWarmup), "--json"}
 	if c.Workload.Name != "" {
 		args = append(args, "--workload", c.Workload.Name)
 	} else {
@@ -698,7 +840,7 @@ func Execute(ctx context.Context, c Config, self string, opt Options) (*Result, 
 // stage has run.
 func ReportPath(res *Result) (string, error) {
 	for _, s := range res.Stages {
-		if s.Name == "report" {
+		if s.Name == StageReport {
 			return filepath.Join(s.Dir, ReportHTML), nil
 		}
 	}
