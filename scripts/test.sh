@@ -8,9 +8,9 @@
 #   scripts/test.sh -slow      the same beside one busy loop per core, so that every test gets
 #                              half the CPU: a machine twice as slow (flags combine)
 #
-# No test may depend on how fast the machine is. AUTOCOMPRESS_TEST_SPEED=4,0.5 makes the one
-# test that races a running command (cmd/autocompress TestSignalsStopEveryCommand) scale its
-# work as on a machine 4x faster and 2x slower; -long runs 0.5,1,4 by default.
+# No test may depend on how fast the machine is. The one test that races a running command
+# (cmd/autocompress TestSignalsStopEveryCommand) scales its work as on machines 0.5x, 1x and 4x
+# as fast as this one; AUTOCOMPRESS_TEST_SPEED=8,0.25 (say) picks other speeds.
 #
 # Tests that need ../shared/data or the fetched assets skip with a message when they are absent;
 # the run ends with the number of skipped tests and their reasons.
