@@ -6,9 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"io/fs"
-
-	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/dataset"
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/estimate"
@@ -49,7 +46,7 @@ func TestTrainedMeasurer(t *testing.T) {
 	const T = 32
 	held := embeddedRows(t, dir, "validation", 4, T)
 	tr := embeddedRows(t, dir, "train-sample", 16, T)
-	m := embeddedArch(t)
+	m := em.Arch()
 	sp, err := search.NewSpace(m, search.SpaceOptions{Engine: estimate.Native, Uniform: true})
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +153,7 @@ func BenchmarkTopKTrainCache(b *testing.B) {
 	held := embeddedRows(b, dir, "validation", 16, T)
 	o := Options{Tokens: DefaultTokens, Batch: 8, SeqLen: T, Seed: 1}
 	tr := embeddedRows(b, dir, "train-sample", o.Steps()*o.Batch, T)
-	m := embeddedArch(b)
+	m := em.Arch()
 	sp, err := search.NewSpace(m, search.SpaceOptions{Engine: estimate.Native, Uniform: true})
 	if err != nil {
 		b.Fatal(err)
@@ -201,18 +198,4 @@ func BenchmarkTopKTrainCache(b *testing.B) {
 		b.Logf("dense teacher: %v, %d tokens, losses %.4f", dt.Round(time.Millisecond), dn, dl)
 		b.Logf("top-64 cache:  %v, %d tokens, losses %.4f", ct.Round(time.Millisecond), cn, cl)
 	}
-}
-
-// embeddedArch returns the embedded parent's description.
-func embeddedArch(t testing.TB) *architecture.Model {
-	t.Helper()
-	b, err := fs.ReadFile(parent.FS(), "config.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := architecture.FromConfig(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
 }
