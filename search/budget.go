@@ -118,8 +118,8 @@ func (b *Budgets) latency(mean, p90 float64) float64 {
 }
 
 func latencyHints(b *Budgets) []Hint {
-	h := []Hint{{Text: "a lower precision", Setting: SettingPrecision}, {Text: "lower concurrency"}, {Text: "shorter prompts or outputs"},
-		{Text: "a faster GPU or more tensor parallelism", Setting: SettingTP}}
+	h := []Hint{{Text: "a lower precision"}, {Text: "lower concurrency"}, {Text: "shorter prompts or outputs"},
+		{Text: "a faster GPU or more tensor parallelism"}}
 	if b.P90 {
 		h = append(h, Hint{Text: "a budget on the mean instead of the p90", Setting: SettingP90, Drop: true})
 	}
@@ -137,9 +137,9 @@ var BudgetKinds = []BudgetKind{
 		Margin: func(m *Margins) float64 { return m.Memory },
 		Format: func(_ *Budgets, v float64) string { return FormatBytes(v) },
 		Hints: func(*Budgets) []Hint {
-			return []Hint{{Text: "a lower precision (e.g. q4_k_m on llamacpp, fp8 or nvfp4 on the pool engines)", Setting: SettingPrecision},
+			return []Hint{{Text: "a lower precision", Setting: SettingPrecision, Values: "q4_k_m on llamacpp, fp8 or nvfp4 on the pool engines", Example: true},
 				{Text: "a shorter context", Setting: SettingContext}, {Text: "fewer concurrent requests or slots"},
-				{Text: "a lower KV-cache type (fp8 or q8_0)", Setting: SettingKVDType}, {Text: "allow more layers removed"}}
+				{Text: "a lower KV-cache type", Setting: SettingKVDType, Values: "fp8 or q8_0"}, {Text: "allow more layers removed"}}
 		}},
 	{Name: BudgetTTFT, Cost: "time to first token", Unit: "s",
 		Limit:  func(b *Budgets) float64 { return b.MaxTTFT },
@@ -174,8 +174,7 @@ var BudgetKinds = []BudgetKind{
 			return fmt.Sprintf("%.0f tok/s", v)
 		},
 		Hints: func(*Budgets) []Hint {
-			return []Hint{{Text: "a lower precision", Setting: SettingPrecision}, {Text: "more concurrency"},
-				{Text: "a faster GPU or more tensor parallelism", Setting: SettingTP}}
+			return []Hint{{Text: "a lower precision"}, {Text: "more concurrency"}, {Text: "a faster GPU or more tensor parallelism"}}
 		}},
 	{Name: BudgetParams, Cost: "total parameters", Unit: "parameters", Exact: true,
 		Limit:  func(b *Budgets) float64 { return b.MaxParams },

@@ -90,3 +90,28 @@ func TestToyBudget(t *testing.T) {
 		t.Errorf("the library's message names flags: %s", ie.Error())
 	}
 }
+
+// TestHintSpell: spelled as flags, the hints read as the search command
+// has always printed them; in the library's words they name no flag.
+func TestHintSpell(t *testing.T) {
+	flags := func(n string) string { return "--" + n }
+	b := &Budgets{MaxMemory: 1, P90: true}
+	mem, _ := Kind(BudgetMemory)
+	tpot, _ := Kind(BudgetTPOT)
+	hints := append(mem.Hints(b), tpot.Hints(b)...)
+	hints = append(hints, Hint{Text: "a smaller margin", Setting: SettingMargin, Note: "0 disables it, at the risk of missing the budget when measured"})
+	var spelled, words []string
+	for _, h := range hints {
+		spelled, words = append(spelled, h.Spell(flags)), append(words, h.Spell(nil))
+	}
+	want := "a lower precision (e.g. --precision q4_k_m on llamacpp, fp8 or nvfp4 on the pool engines); a shorter context (--context); " +
+		"fewer concurrent requests or slots; a lower KV-cache type (--kv-dtype fp8 or q8_0); allow more layers removed; " +
+		"a lower precision; lower concurrency; shorter prompts or outputs; a faster GPU or more tensor parallelism; " +
+		"a budget on the mean instead of the p90 (drop --p90); a smaller margin (--margin; 0 disables it, at the risk of missing the budget when measured)"
+	if got := strings.Join(spelled, "; "); got != want {
+		t.Errorf("spelled:\n%s\nwant:\n%s", got, want)
+	}
+	if got := strings.Join(words, "; "); strings.Contains(got, "--") || !strings.Contains(got, "a lower precision (e.g. q4_k_m on llamacpp") {
+		t.Errorf("in words: %s", got)
+	}
+}

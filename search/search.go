@@ -182,24 +182,40 @@ func (s Speller) spell(name string) string {
 	return s(name)
 }
 
-// A Hint is one change that would make a search feasible: Text in words,
-// and Setting the request setting it changes ("" for none; Drop when the
-// change is to turn it off).
+// A Hint is one change that would make a search feasible: Text in words;
+// Setting, the request setting it changes ("" for none), with Values it
+// might take (Example: they are examples) or Drop when the change is to
+// turn the setting off; Note says more.
 type Hint struct {
-	Text, Setting string
-	Drop          bool
+	Text, Setting, Values string
+	Example, Drop         bool
+	Note                  string
 }
 
-// Spell returns the hint with its setting spelled by spell (nil: the hint's
-// words alone).
+// Spell returns the hint with its setting spelled by spell; nil gives the
+// hint's words and values alone.
 func (h Hint) Spell(spell func(name string) string) string {
-	if spell == nil || h.Setting == "" {
+	var parts []string
+	switch {
+	case spell != nil && h.Setting != "" && h.Drop:
+		parts = append(parts, "drop "+spell(h.Setting))
+	case spell != nil && h.Setting != "" && h.Values != "":
+		parts = append(parts, spell(h.Setting)+" "+h.Values)
+	case spell != nil && h.Setting != "":
+		parts = append(parts, spell(h.Setting))
+	case h.Values != "":
+		parts = append(parts, h.Values)
+	}
+	if len(parts) > 0 && h.Example {
+		parts[0] = "e.g. " + parts[0]
+	}
+	if h.Note != "" {
+		parts = append(parts, h.Note)
+	}
+	if len(parts) == 0 {
 		return h.Text
 	}
-	if h.Drop {
-		return h.Text + " (drop " + spell(h.Setting) + ")"
-	}
-	return h.Text + " (" + spell(h.Setting) + ")"
+	return h.Text + " (" + strings.Join(parts, "; ") + ")"
 }
 
 // InfeasibleError says that no candidate meets the budgets: which budget
@@ -433,7 +449,7 @@ func (e *evaluator) infeasible() error {
 	if !e.reachSet {
 		// Price the smallest candidate to say what does not fit.
 		return &InfeasibleError{Unfit: "even the smallest shape of the space does not fit in " + e.hw.Name + "'s memory with " + string(e.sp.Engine),
-			Hints: []Hint{{Text: "a lower precision (q4_k_m, fp8 or nvfp4)", Setting: SettingPrecision}, {Text: "a shorter context", Setting: SettingContext},
+			Hints: []Hint{{Text: "a lower precision", Setting: SettingPrecision, Values: "q4_k_m, fp8 or nvfp4"}, {Text: "a shorter context", Setting: SettingContext},
 				{Text: "fewer concurrent requests"}, {Text: "more tensor parallelism", Setting: SettingTP}, {Text: "a larger GPU"}}}
 	}
 	worst, wu := -1, 0.0
@@ -458,7 +474,7 @@ func (e *evaluator) infeasible() error {
 	if worst < 0 || wu <= 1 {
 		// Every budget is reachable alone but not together.
 		return &InfeasibleError{Budget: strings.Join(b.Set(), " + "), Budgets: b.Set(), Limit: "together", Smallest: "each budget is reachable alone but no candidate meets them all",
-			Hints: []Hint{{Text: "relax one of them"}, {Text: "a lower precision", Setting: SettingPrecision}, {Text: "a shorter context or fewer concurrent requests"}}}
+			Hints: []Hint{{Text: "relax one of them"}, {Text: "a lower precision"}, {Text: "a shorter context or fewer concurrent requests"}}}
 	}
 	k := &BudgetKinds[worst]
 	lim := k.Limit(b)
@@ -471,7 +487,7 @@ func (e *evaluator) infeasible() error {
 		err.Hints = k.Hints(b)
 	}
 	if m > 0 {
-		err.Hints = append(err.Hints, Hint{Text: "a smaller margin (0 disables it, at the risk of missing the budget when measured)", Setting: SettingMargin})
+		err.Hints = append(err.Hints, Hint{Text: "a smaller margin", Setting: SettingMargin, Note: "0 disables it, at the risk of missing the budget when measured"})
 	}
 	return err
 }
