@@ -2,6 +2,8 @@ package cli
 
 import (
 	"encoding/json"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -86,5 +88,43 @@ func TestErrorBandNamesItsHost(t *testing.T) {
 				t.Errorf("validate-native --json: exit %d, applies %q, want %q", code, rep.Here.Applies, tc.applies)
 			}
 		})
+	}
+}
+
+// TestGPUErrorBandNamesItsGPUs (issue 17, class 2): a GPU family's error
+// band names the GPUs its fitted rows were measured on and when, and on a
+// GPU none of them was measured on says the band does not apply there;
+// validate-estimator lists where and when each family's rows were measured.
+func TestGPUErrorBandNamesItsGPUs(t *testing.T) {
+	dir := t.TempDir()
+	user := writeUserMeasurements(t, dir) // vllm rows on h100-sxm and h200, undated
+	coeffs := filepath.Join(dir, "coeffs.json")
+	if code, _, errs := estRunCLI(t, "calibrate", "--user-only", "--user", user, "--iter", "30", "--out", coeffs); code != 0 {
+		t.Fatalf("calibrate: exit %d: %s", code, errs)
+	}
+	args := []string{"estimate", "--coeffs", coeffs, "--engine", "vllm", "--isl", "1024", "--osl", "256", "--concurrency", "4"}
+	for _, tc := range []struct {
+		gpu     string
+		applies hardware.HostMatch
+		want    string
+	}{
+		{"h200", hardware.SameHost, "measured on h100-sxm, h200, at a time not recorded"},
+		{"a100-80gb", hardware.OtherHost, "the band does not apply here: no fitted row was measured on a100-80gb"},
+	} {
+		code, out, errs := estRunCLI(t, append(args, "--gpu", tc.gpu)...)
+		if code != 0 || !strings.Contains(out, tc.want) {
+			t.Errorf("--gpu %s: exit %d, want %q:\n%s%s", tc.gpu, code, tc.want, out, errs)
+		}
+		code, out, _ = estRunCLI(t, append(args, "--gpu", tc.gpu, "--json")...)
+		var js struct {
+			Band estimate.Band `json:"error_band"`
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &js) != nil || js.Band.Applies != tc.applies || js.Band.MeasuredOn != "h100-sxm, h200" {
+			t.Errorf("--gpu %s --json: exit %d, error_band %+v, want applies %q on h100-sxm, h200", tc.gpu, code, js.Band, tc.applies)
+		}
+	}
+	code, out, errs := estRunCLI(t, "validate-estimator", "--user-only", "--user", user, "--iter", "10")
+	if code != 0 || !strings.Contains(out, "Where and when the rows were measured") || !regexp.MustCompile(`vllm\s+dates not recorded; h100-sxm, h200`).MatchString(out) {
+		t.Errorf("validate-estimator: exit %d: %s%s", code, out, errs)
 	}
 }
