@@ -48,7 +48,14 @@ printed (as validate-native prints it) and its medians are stored with the coeff
 pass --out estimate/native_coefficients.json --rows-out estimate/nativecal/sweep.csv to
 replace the embedded defaults. --from-rows refits from measured rows without measuring.
 --quick runs a 4-point sweep (about a minute) to check the machinery; its fit is not a
-calibration. The full sweep takes about 12 minutes on the 2-core development machine.
+calibration. Every output is checked before the measuring: an existing file needs --force,
+and one that could not be written is refused at once.
+
+The rows record where and when they were measured (this machine's CPU model, CPU count and
+last-level cache, the hostname, the window and the load, as "# key: value" lines above the
+CSV header), and the coefficient file takes them from the rows: estimate and validate-native
+name that host and say when the machine they run on is not it. A refit (--from-rows) is the
+same file on any machine. The full sweep takes about 12 minutes on the 2-core development machine.
 
 Reproduce the embedded coefficients from the committed rows with:
   autocompress calibrate-native --from-rows estimate/nativecal/sweep.csv --out estimate/native_coefficients.json --force`,

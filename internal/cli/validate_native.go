@@ -87,7 +87,7 @@ another machine "ok" says nothing about this one (calibrate-native measures it).
 				}
 				fitted := "a host they do not record"
 				if co.Host != nil {
-					fitted = co.Host.String()
+					fitted = "a host (" + co.Host.String() + ")"
 				}
 				if co.Measured != "" {
 					fitted += ", " + co.Measured
