@@ -97,7 +97,7 @@ func resolve(c *Config) (*target, error) {
 	} else if t.serveOn, err = export.Lookup(c.Deployment.ServeOn); err != nil {
 		return nil, &ConfigError{Path: "deployment.serve_on", Msg: err.Error()}
 	}
-	t.local = t.engine == estimate.Native && t.gpu.Name == "cpu-local"
+	t.local = t.engine.Local() && t.gpu.Name == "cpu-local"
 	if t.workload, err = c.Workload.build(); err != nil {
 		return nil, err
 	}
