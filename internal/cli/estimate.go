@@ -217,18 +217,25 @@ func band(x float64) string {
 
 func printMemory(w io.Writer, r *estimate.Result, hw *hardware.GPU, wc *workload.Context) {
 	mem := &r.Memory
+	spec, err := estimate.LookupSpec(r.Engine)
+	if err != nil {
+		fmt.Fprintf(w, "autocompress estimate: %v\n", err)
+		return
+	}
 	fmt.Fprintf(w, "autocompress estimate: %s on %s (%s) with %s, %s weights, KV %s, TP %d\n",
 		r.Model, hw.Name, hw.Description, r.Engine, mem.Precision, mem.KVDType, mem.TP)
 	fmt.Fprintf(w, "parameters: %s total, %s active per token\n", search.FormatCount(r.Params.Total), search.FormatCount(r.Params.Active))
 	fmt.Fprintf(w, "workload: %s\n\n", r.Workload)
-	fmt.Fprintf(w, "Memory per GPU                          GiB\n")
+	fmt.Fprintf(w, "%-40sGiB\n", spec.Words.Memory)
 	fmt.Fprintf(w, "  weights                          %8.2f\n", gib(mem.WeightsBytes))
 	fmt.Fprintf(w, "  activations (peak)               %8.2f\n", gib(mem.ActivationBytes))
-	fmt.Fprintf(w, "  engine + CUDA overhead           %8.2f\n", gib(mem.OverheadBytes))
+	fmt.Fprintf(w, "  %-33s%8.2f\n", spec.Words.Overhead, gib(mem.OverheadBytes))
 	fmt.Fprintf(w, "  KV cache + state pool            %8.2f\n", gib(mem.KVPoolBytes))
 	fmt.Fprintf(w, "  total held                       %8.2f of %.2f usable (engine budget %.2f)\n", gib(mem.TotalBytes()), gib(mem.DeviceBytes), gib(mem.BudgetBytes))
 	switch {
-	case !r.Engine.Pool():
+	case spec.Words.Held != "":
+		fmt.Fprintf(w, "  (total held: the four terms above, %s)\n", spec.Words.Held)
+	case !spec.Pool:
 		fmt.Fprintf(w, "  (total held: the four terms above on each GPU; %s allocates exactly that, so the budget is the same figure)\n", r.Engine)
 	case mem.DeviceBytes > 0:
 		fmt.Fprintf(w, "  (total held: the four terms above on each GPU; engine budget: the %.2f memory fraction of the usable memory that %s\n"+
@@ -238,10 +245,18 @@ func printMemory(w io.Writer, r *estimate.Result, hw *hardware.GPU, wc *workload
 	if mem.StateBytesPerSeq > 0 {
 		fmt.Fprintf(w, ", recurrent state %.1f MiB/sequence", mem.StateBytesPerSeq/(1<<20))
 	}
-	if r.Engine.Pool() {
+	switch spec.Sched {
+	case estimate.PoolScheduler:
 		fmt.Fprintf(w, "; capacity %s tokens\n", scenarios.FormatTokens(mem.KVCapacityTokens))
-		fmt.Fprintf(w, "max concurrency at %d-token context: %d (engine limit %d)\n", mem.MaxModelLen, mem.MaxConcurrency, mem.MaxSeqs)
-	} else {
+		fmt.Fprintf(w, "max concurrency at %d-token context: %d (%s %d)\n", mem.MaxModelLen, mem.MaxConcurrency, spec.Words.Limit, mem.MaxSeqs)
+	case estimate.ServeScheduler:
+		// engine.Serve holds exactly each sequence's prompt and output.
+		n := max(mem.InFlight, 1)
+		fmt.Fprintf(w, "; capacity %s tokens = %d %s × %d tokens (prompt + output)\n",
+			scenarios.FormatTokens(mem.KVCapacityTokens), n, spec.Words.Limit, int(mem.KVCapacityTokens)/n)
+		fmt.Fprintf(w, "max concurrency: memory would hold %d such sequences; %d run at once (the clients, at most --max-num-seqs %d)\n",
+			max(mem.MaxConcurrency, 0), mem.InFlight, mem.MaxSeqs)
+	case estimate.SlotScheduler:
 		// llama-server allocates -np slots of the context, each padded to 256 cells.
 		fmt.Fprintf(w, "; capacity %s tokens = %d slots (-np) × %d cells (the %d-token context padded to 256)\n",
 			scenarios.FormatTokens(mem.KVCapacityTokens), mem.MaxSeqs, int(mem.KVCapacityTokens)/max(mem.MaxSeqs, 1), mem.MaxModelLen)
@@ -285,11 +300,13 @@ func printEstimate(w io.Writer, r *estimate.Result, hw *hardware.GPU, analyticOn
 	if a.Saturated {
 		fmt.Fprintf(w, "warning: the request rate exceeds the service capacity; queues grow without bound\n")
 	}
-	if r.Engine == estimate.Native {
-		fmt.Fprintf(w, "Scheduling (native engine, engine.Serve): %d sequences per step, decodes plus prompt chunks of at most %d tokens; memory: float32 weights and KV, step buffers, the garbage of a run and the process (as bench-serve's VmHWM)\n",
-			r.Memory.MaxSeqs, r.Memory.BudgetTokens)
-	} else if !r.Engine.Pool() {
-		printSlots(w, r, analyticOnly)
+	spec, _ := estimate.LookupSpec(r.Engine)
+	switch spec.Sched {
+	case estimate.ServeScheduler:
+		fmt.Fprintf(w, "Scheduling (%s): %d sequences per step, decodes plus prompt chunks of at most %d tokens; memory: float32 weights and KV, step buffers, the garbage of a run and the process (as bench-serve's VmHWM)\n",
+			spec.Words.Server, r.Memory.MaxSeqs, r.Memory.BudgetTokens)
+	case estimate.SlotScheduler:
+		printSlots(w, r, spec, analyticOnly)
 	}
 	c := r.Coeffs
 	if c.ErrTPOT > 0 || c.ErrTTFT > 0 || c.ErrThroughput > 0 {
@@ -298,7 +315,7 @@ func printEstimate(w io.Writer, r *estimate.Result, hw *hardware.GPU, analyticOn
 	} else {
 		fmt.Fprintf(w, "Error band: %s has no fitted data (priors only); expect ±30%% or worse\n", r.Family)
 	}
-	if r.Engine != estimate.Native && (hw.Backend != hardware.CUDA || !(strings.HasPrefix(hw.Name, "h") || strings.HasPrefix(hw.Name, "b") || strings.HasPrefix(hw.Name, "gb") || strings.HasPrefix(hw.Name, "a100") || hw.Name == "gh200")) {
+	if !spec.Local && (hw.Backend != hardware.CUDA || !(strings.HasPrefix(hw.Name, "h") || strings.HasPrefix(hw.Name, "b") || strings.HasPrefix(hw.Name, "gb") || strings.HasPrefix(hw.Name, "a100") || hw.Name == "gh200")) {
 		fmt.Fprintf(w, "note: no public serving data covers %s; the estimate extrapolates from datasheet figures\n", hw.Name)
 	}
 	if c.EngineVersion != "" {
@@ -317,13 +334,10 @@ func printEstimate(w io.Writer, r *estimate.Result, hw *hardware.GPU, analyticOn
 // printSlots shows llama-server's scheduling: the parallel slots (-np), the
 // per-step batch and the two waits in TTFT (for a free slot; for room in
 // n_batch behind other prompts).
-func printSlots(w io.Writer, r *estimate.Result, analyticOnly bool) {
+func printSlots(w io.Writer, r *estimate.Result, spec *estimate.EngineSpec, analyticOnly bool) {
 	mem, a, l := &r.Memory, r.Analytic, r.Latency
 	slots := min(mem.MaxSeqs, max(mem.MaxConcurrency, 1))
-	name := "llama-server"
-	if r.Engine != estimate.LlamaCPP {
-		name = string(r.Engine) + " engine, modelled like llama-server"
-	}
+	name := spec.Words.Server
 	plural := "s"
 	if slots == 1 {
 		plural = ""
