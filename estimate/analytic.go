@@ -503,7 +503,7 @@ func Compile(hw *hardware.GPU, eng Engine, o Options, w *workload.Workload, co *
 		maxLen = w.MaxContext()
 	}
 	o2 := o
-	if !eng.Pool() && o2.MaxNumSeqs == 0 && w.Mode() == workload.ClosedLoop {
+	if sp, ok := eng.Spec(); ok && sp.Defaults.SeqsFromClients && o2.MaxNumSeqs == 0 && w.Mode() == workload.ClosedLoop {
 		o2.MaxNumSeqs = w.Concurrency
 	}
 	r, err := resolve(eng, hw, &o2, maxLen)

@@ -108,13 +108,16 @@ type EngineSpec struct {
 // Defaults are an engine's settings where Options leave them at 0: the
 // sequence limit and per-step token budget (the Big ones on GPUs of at
 // least BigBytes), the memory fraction (the first tier whose MinBytes the
-// device reaches) and, for llama.cpp, n_ubatch.
+// device reaches) and, for llama.cpp, n_ubatch. SeqsFromClients: in a
+// closed loop the sequence limit is the workload's clients (llama-server's
+// -np as one starts it for them; engine.Serve's MaxBatch).
 type Defaults struct {
 	BigBytes                        int64
 	MaxSeqs, MaxSeqsBig             int
 	BatchedTokens, BatchedTokensBig int
 	MemFraction                     []FractionTier
 	MicroBatch                      int
+	SeqsFromClients                 bool
 }
 
 // FractionTier is a default memory fraction for devices of at least
@@ -310,7 +313,7 @@ var engineTable = map[Engine]*EngineSpec{
 		KVRefused: map[string]string{"fp8": "llamacpp has no fp8 KV cache"}, KVValid: []string{"auto", "f16", "q8_0", "q4_0"},
 		KVAs: map[string]string{"bf16": "f16"},
 		Defaults: Defaults{MaxSeqs: 1, MaxSeqsBig: 1, BatchedTokens: 2048, BatchedTokensBig: 2048,
-			MemFraction: []FractionTier{{0, 1}}, MicroBatch: ubatchLlama},
+			MemFraction: []FractionTier{{0, 1}}, MicroBatch: ubatchLlama, SeqsFromClients: true},
 		OutputReserve: 0.5,
 		memory:        memoryRule{kind: memExact, Pad: 256},
 		Sched:         SlotScheduler, step: stepFitted,
@@ -334,9 +337,12 @@ var engineTable = map[Engine]*EngineSpec{
 	Native: {
 		Name: Native, Backends: []hardware.Backend{hardware.CPU},
 		FixedPrecision: "f32",
-		OutputReserve:  0.5,
-		memory:         memoryRule{kind: memNative},
-		Sched:          ServeScheduler, step: stepNative, resolve: resolveNative,
+		// resolveNative holds its defaults; in a closed loop the sequence
+		// limit is the clients.
+		Defaults:      Defaults{SeqsFromClients: true},
+		OutputReserve: 0.5,
+		memory:        memoryRule{kind: memNative},
+		Sched:         ServeScheduler, step: stepNative, resolve: resolveNative,
 		Coeffs: CoeffKey{Family: "native", PerBackend: true},
 		Local:  true,
 		Words: Wording{Memory: "Memory of the process", Overhead: "process + run garbage", Server: "native engine, engine.Serve", Limit: "sequences in flight",
