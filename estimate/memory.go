@@ -40,9 +40,10 @@ type MemoryReport struct {
 	// that fit, capped by the engine's sequence limit (llama.cpp: its -np
 	// slots, each holding its context in the KVCapacityTokens it allocates).
 	MaxConcurrency int
-	// MaxSlots is, for llama.cpp and the native engine, how many slots of
-	// MaxModelLen tokens the memory could hold if -np asked for them (0 for
-	// the pool engines, whose MaxConcurrency already says it).
+	// MaxSlots is, for llama.cpp, how many slots of MaxModelLen tokens the
+	// memory could hold if -np asked for them (0 for the pool engines, whose
+	// MaxConcurrency already says it, and for the native engine, whose
+	// MaxConcurrency is the sequences its memory could hold).
 	MaxSlots int
 	// InFlight is, for the native engine, the sequences in flight whose
 	// KV the plan holds (min(clients, the sequence limit)); 0 for the others.
