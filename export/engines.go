@@ -16,7 +16,7 @@
 // # Validators
 //
 // ValidateDir checks a checkpoint directory for one engine (Engines lists
-// them: vllm, sglang, trtllm, llamacpp, hf) and returns a *Report listing
+// them: vllm, sglang, trtllm, llamacpp, hf, native) and returns a *Report listing
 // every violation, each naming the layer, the rule and what to change.
 // Capabilities are data (Capabilities), not code, so the search can use the
 // same table to avoid proposing shapes an engine cannot load.
