@@ -713,3 +713,48 @@ func TestEstimateExplainsItself(t *testing.T) {
 		}
 	}
 }
+
+// TestNativeEstimateSpeaksNative (issue 17, class 11): the native engine's
+// estimate, its infeasibility message and the search's hints for it speak
+// of what the native engine has (float32 weights, sequences in flight, a
+// process's memory) and name nothing it lacks: llama-server's -np slots
+// and padded cells, CUDA, GPUs, GGUF types, fp8/nvfp4, KV types, TP.
+func TestNativeEstimateSpeaksNative(t *testing.T) {
+	lacks := []string{"-np", "slot", "cells", "padded", "CUDA", "GPU", "GGUF", "q4_k_m", "q8_0", "fp8", "nvfp4", "--kv-dtype", "--precision", "lower precision", "--tp", "tensor parallel"}
+	check := func(what, text string) {
+		t.Helper()
+		for _, bad := range lacks {
+			if strings.Contains(text, bad) {
+				t.Errorf("%s names %q, which the native engine does not have:\n%s", what, bad, text)
+			}
+		}
+	}
+	args := []string{"estimate", "--gpu", "cpu-local", "--engine", "native", "--isl", "128", "--osl", "32", "--concurrency", "4"}
+	code, out, errs := estRunCLI(t, append(args, "--model", "Qwen/Qwen3-0.6B")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	check("the native estimate", out+errs)
+	for _, want := range []string{"Memory of the process", "process + run garbage", "peak resident memory",
+		"capacity 640 tokens = 4 sequences in flight × 160 tokens (prompt + output)", "4 run at once", "Scheduling (native engine, engine.Serve)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the native estimate lacks %q:\n%s", want, out)
+		}
+	}
+	// A model that does not fit: the memory plan and the error.
+	code, out, errs = estRunCLI(t, append(args, "--model", "meta-llama/Llama-3.1-70B")...)
+	if code != 1 || !strings.Contains(errs, "does not fit on cpu-local with native") {
+		t.Fatalf("70B on cpu-local: exit %d: %s", code, errs)
+	}
+	check("the native infeasibility", out+errs)
+	if strings.Contains(out, "hold -") {
+		t.Errorf("a negative count of sequences:\n%s", out)
+	}
+	// The search's hints when memory binds.
+	code, out, errs = estRunCLI(t, "search", "--model", "Qwen/Qwen3-0.6B", "--gpu", "cpu-local", "--engine", "native", "--isl", "128", "--osl", "32",
+		"--concurrency", "4", "--max-memory", "10MiB", "--out", filepath.Join(t.TempDir(), "o"))
+	if code == 0 || !strings.Contains(out+errs, "to make it feasible") {
+		t.Fatalf("search with a 10 MiB budget: exit %d: %s %s", code, out, errs)
+	}
+	check("the native search's hints", errs)
+}

@@ -43,7 +43,7 @@ so the native architecture can hold them; the function is unchanged).`,
 			model := fs.String("model", "", "parent checkpoint `directory` (config.json + safetensors), or \"parent\" for the embedded parent")
 			planPath := fs.String("plan", "", "pruning plan `file` (JSON, see prune/PLAN.md)")
 			out := fs.String("out", "", "output `directory` for the child")
-			engine := fs.String("engine", "", "serving engine(s) the child must load in: vllm, sglang, trtllm, llamacpp, hf, a comma-separated list, or all (default: the plan's, else only config/tensor agreement is checked)")
+			engine := fs.String("engine", "", "serving engine(s) the child must load in: "+strings.Join(export.Engines(), ", ")+", a comma-separated list, or all (default: the plan's, else only config/tensor agreement is checked)")
 			format := fs.String("format", "", "output format: native, decilm or padded (default: the plan's, else native)")
 			force := fs.Bool("force", false, "replace an existing --out (and --write-plan file)")
 			addFiles := fs.String("add-files", "", "comma-separated `files` to copy into the child, e.g. the DeciLM remote code configuration_decilm.py,modeling_decilm.py for --engine hf")
