@@ -88,7 +88,7 @@ thread per goroutine so nothing is oversubscribed.`,
 					what = fmt.Sprintf("--isl %d + --osl %d", wp.Input.MaxValue(), wp.Output.MaxValue())
 				}
 				w, wc, err := servebench.Workload(*wp, 0, workload.ContextRule{MaxPositions: m.Arch().MaxPositions, Explicit: wl.Set("context"),
-					AllowLong: *allowLong, What: what, ContextFlag: "--context"})
+					AllowLong: *allowLong, What: what, ContextFlag: "--context", AllowFlag: allowLongFlag})
 				if err != nil {
 					return Usagef("%v", err)
 				}

@@ -145,7 +145,7 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 		if f.wl.Set("isl") || f.wl.Set("osl") {
 			what = fmt.Sprintf("--isl %d + --osl %d", f.wl.isl, f.wl.osl)
 		}
-		wctx, err := w.FitContext(workload.ContextRule{MaxPositions: m.MaxPositions, Explicit: f.wl.Set("context"), AllowLong: f.allowLong, What: what, ContextFlag: "--context"})
+		wctx, err := w.FitContext(workload.ContextRule{MaxPositions: m.MaxPositions, Explicit: f.wl.Set("context"), AllowLong: f.allowLong, What: what, ContextFlag: "--context", AllowFlag: allowLongFlag})
 		if err != nil {
 			return Usagef("%v", err)
 		}

@@ -126,7 +126,7 @@ still show differences (eval.BuildSuite). Score it with --task suite=FILE.
 						return err
 					}
 					w := workload.FixedClosed(o.SeqLen, 0, 1)
-					if _, err := w.FitContext(workload.ContextRule{MaxPositions: m.Arch().MaxPositions, AllowLong: *allowLong, What: fmt.Sprintf("--seq-len %d", o.SeqLen)}); err != nil {
+					if _, err := w.FitContext(workload.ContextRule{MaxPositions: m.Arch().MaxPositions, AllowLong: *allowLong, AllowFlag: allowLongFlag, What: fmt.Sprintf("--seq-len %d", o.SeqLen)}); err != nil {
 						return Usagef("%v", err)
 					}
 					em := eval.Model{Name: name, Model: m}

@@ -121,7 +121,7 @@ A summary (tokens, time, tokens/s, the sgemm backend) goes to standard error;
 					}
 				}
 				w := workload.FixedClosed(len(promptIDs), *maxTokens, 1)
-				if _, err := w.FitContext(workload.ContextRule{MaxPositions: arch.MaxPositions, AllowLong: *allowLong,
+				if _, err := w.FitContext(workload.ContextRule{MaxPositions: arch.MaxPositions, AllowLong: *allowLong, AllowFlag: allowLongFlag,
 					What: fmt.Sprintf("the %d-token prompt + --max-tokens %d", len(promptIDs), *maxTokens)}); err != nil {
 					return Usagef("%v", err)
 				}

@@ -18,6 +18,7 @@ import (
 	"github.com/autocompress/autocompress/importance"
 	"github.com/autocompress/autocompress/modelref"
 	"github.com/autocompress/autocompress/search"
+	"github.com/autocompress/autocompress/workload"
 )
 
 func init() {
@@ -121,7 +122,7 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 	tokPath := fs.String("tokenizer", "", "tokenizer.json for --data (default: the model's)")
 	rows := intArg(fs, "rows", 16, 1, noMax, "held-out rows for the measured proxy")
 	seqLen := intArg(fs, "seq-len", 128, 1, noMax, "tokens per measured row")
-	allowLong := fs.Bool("allow-long-context", false, "allow --seq-len past the model's max_position_embeddings")
+	allowLong := fs.Bool("allow-long-context", false, "allow the workload's context (and --seq-len) past the model's max_position_embeddings")
 	topKTrain := intArg(fs, "topk-train-tokens", search.DefaultTopKTrainTokens, 0, noMax, "minitron with --data: distillation tokens each top-k candidate is trained on before the best held-out loss is chosen, on --data rows after the held-out --rows (0: rank by the loss untrained)")
 	out := fs.String("out", "", "output `directory`")
 	force := fs.Bool("force", false, "replace an existing --out")
@@ -205,7 +206,7 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 		}
 		req := search.Request{Parent: m, Name: m.Name, Dir: dir, Scores: scores, GPU: hw, Engine: eng, ServeOn: caps,
 			Workload: &w, Budgets: budgets, TP: f.tp, Precisions: precs, KVDTypes: kvs, MaxNumSeqs: f.maxSeqs,
-			MemFraction: f.memFraction, MaxBatchedTokens: f.maxBatched, MaxModelLen: f.wl.limit, KeepLayers: keepIdx,
+			MemFraction: f.memFraction, MaxBatchedTokens: f.maxBatched, MaxModelLen: f.wl.limit, AllowLongContext: *allowLong, KeepLayers: keepIdx,
 			Strategy: *strategy, TopK: *topK, Margin: margins}
 		if req.Name == "" {
 			req.Name = f.model
@@ -234,9 +235,16 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 		rep, err := search.Execute(ctx, req)
 		var ke *search.KeepLayersError
 		var se *search.ScoresError
+		var ce *workload.ContextError
 		switch {
 		case errors.As(err, &ke):
 			return Usagef("%v", err)
+		case errors.As(err, &ce):
+			ce.ContextFlag, ce.AllowFlag = "--context", allowLongFlag
+			if f.wl.Set("isl") || f.wl.Set("osl") {
+				ce.What = fmt.Sprintf("--isl %d + --osl %d", f.wl.isl, f.wl.osl)
+			}
+			return Usagef("%v", ce)
 		case errors.As(err, &se), errors.Is(err, search.ErrScoresMismatch):
 			return Usagef("--importance %s: %v", *importancePath, err)
 		case err != nil:

@@ -50,6 +50,10 @@ func (f *workloadFlags) Register(fs *flag.FlagSet) {
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the sampled lengths, arrivals and prompts")
 }
 
+// allowLongFlag is the flag of every command that lets a context run past
+// the model's max_position_embeddings (workload.ContextRule.AllowFlag).
+const allowLongFlag = "--allow-long-context"
+
 // Set reports whether the named flag was given on the command line.
 func (f *workloadFlags) Set(name string) bool {
 	set := false
