@@ -399,6 +399,11 @@ func TestSearchRefusesContextBeyondPositions(t *testing.T) {
 				if !errors.As(err, &ce) || ce.MaxPositions != 131072 || !strings.Contains(err.Error(), "max_position_embeddings") {
 					t.Fatalf("Execute: %v; want a *workload.ContextError naming the 131072 positions", err)
 				}
+				// No flag names in the library's message: run has no
+				// --allow-long-context; the search command adds its own.
+				if strings.Contains(err.Error(), "--") {
+					t.Errorf("Execute's error names a flag: %v", err)
+				}
 				return
 			}
 			if err != nil {
