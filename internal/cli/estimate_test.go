@@ -93,7 +93,7 @@ func TestEstimateErrors(t *testing.T) {
 		{[]string{"estimate", "--engine", "tgi"}, 2, "sglang"},
 		{[]string{"estimate", "--precision", "int3"}, 2, "q4_k_m"},
 		{[]string{"estimate", "--model", "no/such-model"}, 2, "Meta-Llama-3.1-8B"},
-		{[]string{"estimate", "--isl", "0", "--osl", "10"}, 2, "-isl: out of range; want an integer ≥ 1"},
+		{[]string{"estimate", "--isl", "0", "--osl", "10"}, 2, "-isl: out of range; want an integer in [1, 67108864]"},
 		{[]string{"estimate", "--isl", "10", "--osl", "10", "--rate", "fast"}, 2, "--rate"},
 		{[]string{"estimate", "--isl", "100"}, 2, "--osl"},
 		{[]string{"estimate", "--isl", "10", "--osl", "10", "--rate", "-3"}, 2, "rate"},
