@@ -45,6 +45,9 @@ var Out = []string{"id", "fits", "weights_gib", "kv_gib", "overhead_gib", "total
 // MaxRows caps the rows of a scenario file.
 const MaxRows = 1 << 20
 
+// MaxGPUs bounds the tp and gpus columns (the estimate flags' bound).
+const MaxGPUs = 1 << 10
+
 // Run reads scenario rows from r and writes one result row per scenario to
 // w, priced with the devices of cat and the coefficients of cf (nil: the
 // embedded ones); the analytic figures, simulated only without
@@ -216,8 +219,8 @@ func price(r row, cat *hardware.Catalog, cf *estimate.CoeffFile, analyticOnly bo
 	if err := w.Validate(); err != nil {
 		return fail(err)
 	}
-	if tp < 1 {
-		return fail(fmt.Errorf("tp must be ≥ 1, got %d", tp))
+	if tp < 1 || tp > MaxGPUs {
+		return fail(fmt.Errorf("tp must be from 1 to %d, got %d", MaxGPUs, tp))
 	}
 	if _, err := w.FitContext(workload.ContextRule{MaxPositions: m.MaxPositions, What: fmt.Sprintf("isl %d + osl %d", isl, osl)}); err != nil {
 		return fail(err)
@@ -272,13 +275,14 @@ func settings(r row, tp int) (estimate.Options, error) {
 	for _, c := range []struct {
 		col string
 		dst *int
-	}{{"max_num_seqs", &o.MaxNumSeqs}, {"max_batched_tokens", &o.MaxBatchedTokens}, {"context", &o.MaxModelLen}} {
+		max int
+	}{{"max_num_seqs", &o.MaxNumSeqs, workload.MaxConcurrency}, {"max_batched_tokens", &o.MaxBatchedTokens, workload.MaxTokens}, {"context", &o.MaxModelLen, workload.MaxTokens}} {
 		v, err := r.num(c.col, 0)
 		if err != nil {
 			return o, err
 		}
-		if v < 0 || (v == 0 && r.get(c.col) != "") {
-			return o, fmt.Errorf("%s: must be a positive integer (empty = the engine's default), got %d", c.col, v)
+		if v < 0 || v > c.max || (v == 0 && r.get(c.col) != "") {
+			return o, fmt.Errorf("%s: must be an integer from 1 to %d (empty = the engine's default), got %d", c.col, c.max, v)
 		}
 		*c.dst = v
 	}
@@ -287,6 +291,9 @@ func settings(r row, tp int) (estimate.Options, error) {
 		return o, err
 	}
 	if r.get("gpus") != "" {
+		if gpus > MaxGPUs {
+			return o, fmt.Errorf("gpus: %d GPUs per node, more than %d", gpus, MaxGPUs)
+		}
 		if gpus < tp {
 			return o, fmt.Errorf("gpus: %d GPUs per node cannot hold tp %d", gpus, tp)
 		}

@@ -186,3 +186,34 @@ func TestPublished(t *testing.T) {
 		t.Errorf("scenario CSV n=%d median %.4f, direct scoring n=%d median %.4f: the columns do not mean what Options mean", st.N, st.Median, direct.N, direct.Median)
 	}
 }
+
+// TestRunSettingsBounded (issue 17, class 5): every numeric column is
+// range-checked before use; a value past its bound is the row's error,
+// not a price computed from a wrapped or absurd number.
+func TestRunSettingsBounded(t *testing.T) {
+	const huge = "9223372036854775807"
+	in := "id,model,gpu,engine,isl,osl,concurrency,num_requests,max_num_seqs,max_batched_tokens,context,gpus,tp\n"
+	row := func(id string, col int) string {
+		f := []string{id, "meta-llama/Meta-Llama-3.1-8B", "h100-sxm", "llamacpp", "100", "10", "4", "", "", "", "", "", ""}
+		f[col] = huge
+		return strings.Join(f, ",") + "\n"
+	}
+	want := map[string]string{"isl": "input length", "osl": "output length", "concurrency": "concurrency", "num_requests": "num_requests",
+		"max_num_seqs": "max_num_seqs: must be an integer from 1 to 65536", "max_batched_tokens": "max_batched_tokens: must be an integer from 1 to 67108864",
+		"context": "context: must be an integer from 1 to 67108864", "gpus": "gpus: 9223372036854775807 GPUs per node, more than 1024", "tp": "tp must be from 1 to 1024"}
+	cols := strings.Split(strings.TrimSpace(in), ",")
+	for i, c := range cols[4:] {
+		in += row(c, i+4)
+	}
+	var out bytes.Buffer
+	n, bad, err := Run(context.Background(), strings.NewReader(in), &out, hardware.Default(), nil, true)
+	if err != nil || n != len(want) || bad != n {
+		t.Fatalf("Run: %d rows, %d bad, %v; want %d, all bad", n, bad, err, len(want))
+	}
+	recs, _ := csv.NewReader(&out).ReadAll()
+	for _, r := range recs[1:] {
+		if got := r[len(r)-1]; !strings.Contains(got, want[r[0]]) {
+			t.Errorf("row %s: error %q, want %q", r[0], got, want[r[0]])
+		}
+	}
+}
