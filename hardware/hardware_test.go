@@ -1,12 +1,16 @@
 package hardware
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/autocompress/autocompress/internal/shareddata"
 	"github.com/autocompress/autocompress/internal/shareddata/sdtest"
@@ -229,6 +233,8 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	}
+	f.Add([]byte("name: a\nmemory_gib: 8\nbandwith_gbs: 100\nbf16_tflops: 10\n"))
+	f.Add([]byte("- name: a\n  memory_gib: 8\n  bandwidth_gbs: 100\n  bf16_tflops: 10\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		gs, err := Parse(data, "fz")
 		if err != nil {
@@ -239,7 +245,45 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("Parse returned an invalid device: %v", err)
 			}
 		}
+		// Nothing accepted holds a key Parse does not know (misc, AIConfigurator's
+		// engine settings, excepted).
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		for {
+			var n yaml.Node
+			if err := dec.Decode(&n); err != nil {
+				break
+			}
+			if k := unknownKey(&n); k != "" {
+				t.Fatalf("accepted the unknown key %q", k)
+			}
+		}
 	})
+}
+
+// unknownKey returns a mapping key under n that no device file knows
+// ("" when none), skipping misc's value.
+func unknownKey(n *yaml.Node) string {
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i].Value
+			if k == "misc" || k == "<<" { // merged keys are checked where they are decoded
+				continue
+			}
+			if !slices.Contains(knownKeys, k) {
+				return k
+			}
+			if u := unknownKey(n.Content[i+1]); u != "" {
+				return u
+			}
+		}
+		return ""
+	}
+	for _, c := range n.Content {
+		if u := unknownKey(c); u != "" {
+			return u
+		}
+	}
+	return ""
 }
 
 func ExampleLookup() {
