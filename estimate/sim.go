@@ -2,6 +2,7 @@ package estimate
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 
@@ -44,6 +45,11 @@ type heapItem struct {
 	idx    int32
 }
 
+// maxSimRequests bounds the requests one simulation samples (its indices
+// are int32): a validated workload (workload.MaxConcurrency,
+// workload.MaxRequests) stays far below it.
+const maxSimRequests = 1 << 28
+
 // ErrNoProgress is returned when no waiting request can ever be admitted
 // (a request larger than the whole KV capacity).
 var ErrNoProgress = errors.New("simulation cannot admit a request: it is larger than the KV capacity")
@@ -75,6 +81,11 @@ func (sim *Simulator) run(m *stepModel, p simParams, w *workload.Workload) (Late
 	mode := w.Mode()
 	conc := w.Concurrency
 	n := w.Requests()
+	if conc < 0 || n < 0 || conc > maxSimRequests/4 || n > maxSimRequests/4 {
+		// Unreachable through Compile, which validates the workload; the
+		// sums below could otherwise wrap.
+		return Latency{}, fmt.Errorf("estimate: cannot simulate %d requests at concurrency %d (at most %d)", n, conc, maxSimRequests/4)
+	}
 	warm := 0
 	total := n // requests sampled: the measured ones plus closed-loop fillers
 	if mode == workload.ClosedLoop {

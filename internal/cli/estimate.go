@@ -82,17 +82,17 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 	f := &estFlags{}
 	fs.StringVar(&f.model, "model", estDefaultModel, "model: preset name (see inspect --model list), config.json, checkpoint directory or \"parent\"")
 	fs.StringVar(&f.gpu, "gpu", estDefaultGPU, "GPU name, optionally with the node's GPU count: rtx-4090x2 (see the error of an unknown name for the list)")
-	intVar(fs, &f.gpus, "gpus", 0, 1, noMax, "GPUs in the node (bounds --tp; default: --tp); the same as a GPU name ending in xN")
+	intVar(fs, &f.gpus, "gpus", 0, 1, maxGPUs, "GPUs in the node (bounds --tp; default: --tp); the same as a GPU name ending in xN")
 	fs.StringVar(&f.gpuFile, "gpu-file", "", "YAML or JSON file adding devices to the catalog")
 	fs.StringVar(&f.engine, "engine", estDefaultEngine, "serving engine: "+strings.Join(estimate.Engines(), ", "))
 	fs.StringVar(&f.precision, "precision", "", "weight precision: bf16, fp16, fp8, fp8-block, nvfp4, mxfp4, int4-awq, int4-gptq, q4_0, q4_k_m, q5_k_m, q6_k, q8_0, f16 (default: what a checkpoint's quantization_config says, else bf16; f16 for llamacpp)")
 	fs.StringVar(&f.kvDType, "kv-dtype", "auto", "KV cache type: auto, bf16, fp16, fp8 (llamacpp: f16, q8_0, q4_0)")
-	intVar(fs, &f.tp, "tp", 1, 1, noMax, "tensor-parallel degree")
+	intVar(fs, &f.tp, "tp", 1, 1, maxGPUs, "tensor-parallel degree")
 	f.wl = workloadFlags{DefaultPreset: estDefaultWorkload}
 	f.wl.Register(fs)
 	fs.BoolVar(&f.allowLong, "allow-long-context", false, "allow a context past the model's max_position_embeddings (as VLLM_ALLOW_LONG_MAX_MODEL_LEN does)")
-	intVar(fs, &f.maxSeqs, "max-num-seqs", 0, 1, noMax, "engine sequence limit; llamacpp: parallel slots -np (default: the engine's; llamacpp: the concurrency)")
-	intVar(fs, &f.maxBatched, "max-batched-tokens", 0, 1, noMax, "per-step token budget; llamacpp: n_batch (default: the engine's; llamacpp 2048, computed in n_ubatch 512 passes)")
+	intVar(fs, &f.maxSeqs, "max-num-seqs", 0, 1, maxClients, "engine sequence limit; llamacpp: parallel slots -np (default: the engine's; llamacpp: the concurrency)")
+	intVar(fs, &f.maxBatched, "max-batched-tokens", 0, 1, maxTokens, "per-step token budget; llamacpp: n_batch (default: the engine's; llamacpp 2048, computed in n_ubatch 512 passes)")
 	floatVar(fs, &f.memFraction, "mem-fraction", 0, fraction, "gpu_memory_utilization / mem_fraction_static / free_gpu_memory_fraction (default: the engine's)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print JSON")
 	fs.BoolVar(&f.analytic, "analytic", false, "use the analytic steady state only (no simulation)")
@@ -145,7 +145,7 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 		if f.wl.Set("isl") || f.wl.Set("osl") {
 			what = fmt.Sprintf("--isl %d + --osl %d", f.wl.isl, f.wl.osl)
 		}
-		wctx, err := w.FitContext(workload.ContextRule{MaxPositions: m.MaxPositions, Explicit: f.wl.Set("context"), AllowLong: f.allowLong, What: what, ContextFlag: "--context"})
+		wctx, err := w.FitContext(workload.ContextRule{MaxPositions: m.MaxPositions, Explicit: f.wl.Set("context"), AllowLong: f.allowLong, What: what, ContextFlag: "--context", AllowFlag: allowLongFlag})
 		if err != nil {
 			return Usagef("%v", err)
 		}

@@ -93,7 +93,7 @@ func TestEstimateErrors(t *testing.T) {
 		{[]string{"estimate", "--engine", "tgi"}, 2, "sglang"},
 		{[]string{"estimate", "--precision", "int3"}, 2, "q4_k_m"},
 		{[]string{"estimate", "--model", "no/such-model"}, 2, "Meta-Llama-3.1-8B"},
-		{[]string{"estimate", "--isl", "0", "--osl", "10"}, 2, "-isl: out of range; want an integer ≥ 1"},
+		{[]string{"estimate", "--isl", "0", "--osl", "10"}, 2, "-isl: out of range; want an integer in [1, 67108864]"},
 		{[]string{"estimate", "--isl", "10", "--osl", "10", "--rate", "fast"}, 2, "--rate"},
 		{[]string{"estimate", "--isl", "100"}, 2, "--osl"},
 		{[]string{"estimate", "--isl", "10", "--osl", "10", "--rate", "-3"}, 2, "rate"},
@@ -420,15 +420,20 @@ func TestEstimateGPUCount(t *testing.T) {
 	}
 }
 
-// TestContextRule: estimate, generate, eval and bench-serve refuse a
-// context past the model's max_position_embeddings with exit 2, the same
+// TestContextRule: estimate, search, generate, eval and bench-serve refuse
+// a context past the model's max_position_embeddings with exit 2, the same
 // message and the same override.
 func TestContextRule(t *testing.T) {
 	text := filepath.Join(t.TempDir(), "t.txt")
 	if err := os.WriteFile(text, []byte("once upon a time there was a tiny model. "), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	searchOut := filepath.Join(t.TempDir(), "o")
 	for _, args := range [][]string{
+		{"search", "--model", "meta-llama/Meta-Llama-3.1-8B", "--gpu", "h100-sxm", "--engine", "vllm", "--isl", "200000", "--osl", "64",
+			"--concurrency", "4", "--max-memory", "60GiB", "--out", searchOut},
+		{"search", "--model", "meta-llama/Meta-Llama-3.1-8B", "--gpu", "b200", "--engine", "vllm", "--workload", "long-context-coding",
+			"--context", "200000", "--max-memory", "178GB", "--out", searchOut},
 		{"estimate", "--isl", "200000", "--osl", "128", "--analytic"}, // Llama 3.1: 131,072 positions
 		{"estimate", "--context", "200000", "--analytic"},
 		{"generate", "--model", "parent", "--ids", "1,2", "--max-tokens", "1000"}, // parent: 512 positions
@@ -440,6 +445,9 @@ func TestContextRule(t *testing.T) {
 		if code != 2 || !strings.Contains(errs, "max_position_embeddings") || !strings.Contains(errs, "--allow-long-context") {
 			t.Errorf("%v: exit %d, %q; want 2 and a message naming the limit and --allow-long-context", args, code, errs)
 		}
+	}
+	if _, err := os.Stat(searchOut); !os.IsNotExist(err) {
+		t.Errorf("a refused search wrote %s (%v)", searchOut, err)
 	}
 	code, out, errs := estRunCLI(t, "estimate", "--isl", "200000", "--osl", "128", "--analytic", "--allow-long-context")
 	if code != 0 || !strings.Contains(out, "context 200128 tokens: input + output") || !strings.Contains(out, "past the model's max_position_embeddings") {

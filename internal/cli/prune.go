@@ -47,13 +47,13 @@ so the native architecture can hold them; the function is unchanged).`,
 			format := fs.String("format", "", "output format: native, decilm or padded (default: the plan's, else native)")
 			force := fs.Bool("force", false, "replace an existing --out (and --write-plan file)")
 			addFiles := fs.String("add-files", "", "comma-separated `files` to copy into the child, e.g. the DeciLM remote code configuration_decilm.py,modeling_decilm.py for --engine hf")
-			tp := intArg(fs, "tp", 0, 1, noMax, "tensor-parallel size the child will be served with (checks head and width divisibility)")
+			tp := intArg(fs, "tp", 0, 1, maxGPUs, "tensor-parallel size the child will be served with (checks head and width divisibility)")
 			asJSON := fs.Bool("json", false, "print the result as JSON")
 			scores := fs.String("scores", "", "build the plan from an importance `file` (autocompress importance output) instead of --plan")
-			keepHidden := intArg(fs, "keep-hidden", 0, 0, noMax, "with --scores: hidden channels to keep (0: all)")
-			keepHeads := intArg(fs, "keep-heads", 0, 0, noMax, "with --scores: query heads to keep per layer, a multiple of the KV groups (0: all)")
-			keepFFN := intArg(fs, "keep-ffn", 0, 0, noMax, "with --scores: MLP neurons to keep per layer (0: all)")
-			dropLayers := intArg(fs, "drop-layers", 0, 0, noMax, "with --scores: layers to drop, lowest block influence first")
+			keepHidden := intArg(fs, "keep-hidden", 0, 0, maxWidth, "with --scores: hidden channels to keep (0: all)")
+			keepHeads := intArg(fs, "keep-heads", 0, 0, maxWidth, "with --scores: query heads to keep per layer, a multiple of the KV groups (0: all)")
+			keepFFN := intArg(fs, "keep-ffn", 0, 0, maxWidth, "with --scores: MLP neurons to keep per layer (0: all)")
+			dropLayers := intArg(fs, "drop-layers", 0, 0, maxLayers, "with --scores: layers to drop, lowest block influence first")
 			writePlan := fs.String("write-plan", "", "with --scores: also write the generated plan to this `file`")
 			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) > 0 {
