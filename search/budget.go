@@ -105,8 +105,9 @@ type BudgetKind struct {
 	Margin func(m *Margins) float64
 	// Format prints a value in the unit.
 	Format func(b *Budgets, v float64) string
-	// Hints say what would bring an out-of-reach limit within reach.
-	Hints func(b *Budgets) []Hint
+	// Hints say what would bring an out-of-reach limit within reach, from
+	// the engine's hints (its entry in estimate's table) where they apply.
+	Hints func(b *Budgets, engine *estimate.Hints) []Hint
 }
 
 // latency returns the mean or, with P90, the p90 of a latency.
@@ -117,9 +118,8 @@ func (b *Budgets) latency(mean, p90 float64) float64 {
 	return mean
 }
 
-func latencyHints(b *Budgets) []Hint {
-	h := []Hint{{Text: "a lower precision"}, {Text: "lower concurrency"}, {Text: "shorter prompts or outputs"},
-		{Text: "a faster GPU or more tensor parallelism"}}
+func latencyHints(b *Budgets, engine *estimate.Hints) []Hint {
+	h := engine.Latency
 	if b.P90 {
 		h = append(h, Hint{Text: "a budget on the mean instead of the p90", Setting: SettingP90, Drop: true})
 	}
@@ -136,11 +136,7 @@ var BudgetKinds = []BudgetKind{
 		Value:  func(_ *Budgets, c *Costs) float64 { return c.MemoryBytes },
 		Margin: func(m *Margins) float64 { return m.Memory },
 		Format: func(_ *Budgets, v float64) string { return FormatBytes(v) },
-		Hints: func(*Budgets) []Hint {
-			return []Hint{{Text: "a lower precision", Setting: SettingPrecision, Values: "q4_k_m on llamacpp, fp8 or nvfp4 on the pool engines", Example: true},
-				{Text: "a shorter context", Setting: SettingContext}, {Text: "fewer concurrent requests or slots"},
-				{Text: "a lower KV-cache type", Setting: SettingKVDType, Values: "fp8 or q8_0"}, {Text: "allow more layers removed"}}
-		}},
+		Hints:  func(_ *Budgets, e *estimate.Hints) []Hint { return e.Memory }},
 	{Name: BudgetTTFT, Cost: "time to first token", Unit: "s",
 		Limit:  func(b *Budgets) float64 { return b.MaxTTFT },
 		Value:  func(b *Budgets, c *Costs) float64 { return b.latency(c.TTFT, c.TTFTP90) },
@@ -173,9 +169,7 @@ var BudgetKinds = []BudgetKind{
 			}
 			return fmt.Sprintf("%.0f tok/s", v)
 		},
-		Hints: func(*Budgets) []Hint {
-			return []Hint{{Text: "a lower precision"}, {Text: "more concurrency"}, {Text: "a faster GPU or more tensor parallelism"}}
-		}},
+		Hints: func(_ *Budgets, e *estimate.Hints) []Hint { return e.Throughput }},
 	{Name: BudgetParams, Cost: "total parameters", Unit: "parameters", Exact: true,
 		Limit:  func(b *Budgets) float64 { return b.MaxParams },
 		Value:  func(_ *Budgets, c *Costs) float64 { return c.Params },
@@ -186,7 +180,7 @@ var BudgetKinds = []BudgetKind{
 		Format: formatCount, Hints: paramHints},
 }
 
-func paramHints(*Budgets) []Hint {
+func paramHints(*Budgets, *estimate.Hints) []Hint {
 	return []Hint{{Text: "a larger parameter budget (the space keeps at least a quarter of each width and half of the layers)"}}
 }
 

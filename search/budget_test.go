@@ -20,7 +20,9 @@ func withToyBudget(t *testing.T, limit *float64) {
 		Limit:  func(*Budgets) float64 { return *limit },
 		Value:  func(_ *Budgets, c *Costs) float64 { return c.WeightsBytes },
 		Format: func(_ *Budgets, v float64) string { return FormatBytes(v) },
-		Hints:  func(*Budgets) []Hint { return []Hint{{Text: "a lower precision", Setting: SettingPrecision}} }})
+		Hints: func(*Budgets, *estimate.Hints) []Hint {
+			return []Hint{{Text: "a lower precision", Setting: SettingPrecision}}
+		}})
 	t.Cleanup(func() { BudgetKinds = old })
 }
 
@@ -98,7 +100,11 @@ func TestHintSpell(t *testing.T) {
 	b := &Budgets{MaxMemory: 1, P90: true}
 	mem, _ := Kind(BudgetMemory)
 	tpot, _ := Kind(BudgetTPOT)
-	hints := append(mem.Hints(b), tpot.Hints(b)...)
+	vllm, ok := estimate.VLLM.Spec()
+	if !ok {
+		t.Fatal("no vllm entry")
+	}
+	hints := append(mem.Hints(b, &vllm.Hints), tpot.Hints(b, &vllm.Hints)...)
 	hints = append(hints, Hint{Text: "a smaller margin", Setting: SettingMargin, Note: "0 disables it, at the risk of missing the budget when measured"})
 	var spelled, words []string
 	for _, h := range hints {

@@ -159,10 +159,11 @@ type Result struct {
 // Settings of a request that an error's hints name (the library's names;
 // a command spells them as its flags or fields through a Speller).
 const (
-	SettingPrecision  = "precision"
-	SettingContext    = "context"
-	SettingTP         = "tp"
-	SettingKVDType    = "kv-dtype"
+	SettingPrecision  = estimate.SettingPrecision
+	SettingContext    = estimate.SettingContext
+	SettingTP         = estimate.SettingTP
+	SettingKVDType    = estimate.SettingKVDType
+	SettingMaxNumSeqs = estimate.SettingMaxNumSeqs
 	SettingMargin     = "margin"
 	SettingP90        = "p90"
 	SettingKeepLayers = "keep-layers"
@@ -182,41 +183,10 @@ func (s Speller) spell(name string) string {
 	return s(name)
 }
 
-// A Hint is one change that would make a search feasible: Text in words;
-// Setting, the request setting it changes ("" for none), with Values it
-// might take (Example: they are examples) or Drop when the change is to
-// turn the setting off; Note says more.
-type Hint struct {
-	Text, Setting, Values string
-	Example, Drop         bool
-	Note                  string
-}
-
-// Spell returns the hint with its setting spelled by spell; nil gives the
-// hint's words and values alone.
-func (h Hint) Spell(spell func(name string) string) string {
-	var parts []string
-	switch {
-	case spell != nil && h.Setting != "" && h.Drop:
-		parts = append(parts, "drop "+spell(h.Setting))
-	case spell != nil && h.Setting != "" && h.Values != "":
-		parts = append(parts, spell(h.Setting)+" "+h.Values)
-	case spell != nil && h.Setting != "":
-		parts = append(parts, spell(h.Setting))
-	case h.Values != "":
-		parts = append(parts, h.Values)
-	}
-	if len(parts) > 0 && h.Example {
-		parts[0] = "e.g. " + parts[0]
-	}
-	if h.Note != "" {
-		parts = append(parts, h.Note)
-	}
-	if len(parts) == 0 {
-		return h.Text
-	}
-	return h.Text + " (" + strings.Join(parts, "; ") + ")"
-}
+// A Hint is one change that would make a search feasible (estimate.Hint:
+// the engine's hints, from its entry in estimate's table, and the
+// search's own).
+type Hint = estimate.Hint
 
 // InfeasibleError says that no candidate meets the budgets: which budget
 // cannot be met, the best value of it the space reaches, and what would
@@ -446,11 +416,20 @@ func settingIndex(sp *Space, s Settings) int {
 // infeasible builds the error for a search that found nothing.
 func (e *evaluator) infeasible() error {
 	b := e.b
+	// What to try is the engine's (estimate.EngineSpec.Hints): the native
+	// engine has no precision, KV type or TP to trade. Copies, as hints
+	// are appended to below.
+	var hints estimate.Hints
+	if spec, ok := e.sp.Engine.Spec(); ok {
+		hints = spec.Hints
+	}
+	clone := func(h []Hint) []Hint { return append([]Hint(nil), h...) }
+	hints.Unfit, hints.Memory, hints.Latency = clone(hints.Unfit), clone(hints.Memory), clone(hints.Latency)
+	hints.Throughput, hints.Together = clone(hints.Throughput), clone(hints.Together)
 	if !e.reachSet {
 		// Price the smallest candidate to say what does not fit.
 		return &InfeasibleError{Unfit: "even the smallest shape of the space does not fit in " + e.hw.Name + "'s memory with " + string(e.sp.Engine),
-			Hints: []Hint{{Text: "a lower precision", Setting: SettingPrecision, Values: "q4_k_m, fp8 or nvfp4"}, {Text: "a shorter context", Setting: SettingContext},
-				{Text: "fewer concurrent requests"}, {Text: "more tensor parallelism", Setting: SettingTP}, {Text: "a larger GPU"}}}
+			Hints: hints.Unfit}
 	}
 	worst, wu := -1, 0.0
 	for i := range BudgetKinds {
@@ -474,7 +453,7 @@ func (e *evaluator) infeasible() error {
 	if worst < 0 || wu <= 1 {
 		// Every budget is reachable alone but not together.
 		return &InfeasibleError{Budget: strings.Join(b.Set(), " + "), Budgets: b.Set(), Limit: "together", Smallest: "each budget is reachable alone but no candidate meets them all",
-			Hints: []Hint{{Text: "relax one of them"}, {Text: "a lower precision"}, {Text: "a shorter context or fewer concurrent requests"}}}
+			Hints: hints.Together}
 	}
 	k := &BudgetKinds[worst]
 	lim := k.Limit(b)
@@ -484,7 +463,7 @@ func (e *evaluator) infeasible() error {
 		err.Limit += fmt.Sprintf(" (less the %.1f %% margin for the estimator's error)", 100*m)
 	}
 	if k.Hints != nil {
-		err.Hints = k.Hints(b)
+		err.Hints = k.Hints(b, &hints)
 	}
 	if m > 0 {
 		err.Hints = append(err.Hints, Hint{Text: "a smaller margin", Setting: SettingMargin, Note: "0 disables it, at the risk of missing the budget when measured"})

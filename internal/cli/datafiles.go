@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"strings"
 
 	"github.com/autocompress/autocompress/dataset"
@@ -45,8 +46,9 @@ func dataRows(ctx context.Context, data []string, o dataset.Options) (*dataset.P
 		if errors.As(err, new(*parent.UnknownSplitError)) {
 			return nil, Usagef("--data: %v", err)
 		}
-		if errors.As(err, new(*workload.ContextError)) {
-			return nil, Usagef("%v", err)
+		if ce := (*workload.ContextError)(nil); errors.As(err, &ce) {
+			ce.AllowFlag, ce.What = allowLongFlag, fmt.Sprintf("--seq-len %d", o.SeqLen)
+			return nil, Usagef("%v", ce)
 		}
 		return nil, err
 	}

@@ -23,6 +23,7 @@ var flagOf = map[string]string{
 	search.SettingContext:     "--context",
 	search.SettingTP:          "--tp",
 	search.SettingKVDType:     "--kv-dtype",
+	search.SettingMaxNumSeqs:  "--max-num-seqs",
 	search.SettingMargin:      "--margin",
 	search.SettingP90:         "--p90",
 	search.SettingKeepLayers:  "--keep-layers",

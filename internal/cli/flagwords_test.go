@@ -23,7 +23,7 @@ func TestFlagOfNamesRealFlags(t *testing.T) {
 		fs.VisitAll(func(f *flag.Flag) { registered["--"+f.Name] = true })
 	}
 	names := []string{search.SettingPrecision, search.SettingContext, search.SettingTP, search.SettingKVDType,
-		search.SettingMargin, search.SettingP90, search.SettingKeepLayers}
+		search.SettingMaxNumSeqs, search.SettingMargin, search.SettingP90, search.SettingKeepLayers}
 	for _, k := range search.BudgetKinds {
 		names = append(names, k.Name)
 	}

@@ -23,6 +23,7 @@ var allowed = map[string][]string{
 	"internal/progress":          {},
 	"internal/fastmath":          {},
 	"internal/human":             {},
+	"internal/suggest":           {},
 	"internal/parallel":          {},
 	"internal/shareddata":        {},
 	"internal/shareddata/sdtest": {"internal/shareddata"},
@@ -30,7 +31,7 @@ var allowed = map[string][]string{
 	"internal/layering":          {},
 	"architecture":               {},
 	"architecture/published":     {"architecture"},
-	"hardware":                   {},
+	"hardware":                   {"internal/suggest"},
 	"workload":                   {},
 	"corpus":                     {},
 	"report":                     {"internal/human"},
@@ -49,7 +50,7 @@ var allowed = map[string][]string{
 	// Pricing a deployment.
 	"estimate":             {"architecture", "hardware", "workload"},
 	"estimate/groundtruth": {"architecture", "architecture/published", "estimate", "hardware", "workload"},
-	"estimate/scenarios":   {"estimate", "estimate/groundtruth", "hardware", "modelref", "workload"},
+	"estimate/scenarios":   {"estimate", "estimate/groundtruth", "hardware", "internal/suggest", "modelref", "workload"},
 	"export":               {"architecture", "checkpoint", "estimate"},
 
 	// Running models.
