@@ -20,6 +20,12 @@
 // callback (stage k of n, the stage's own counts and ETA); the package
 // writes nothing to a terminal.
 //
+// Stages builds the run's stages, one small builder per stage; a stage
+// reads an earlier stage's files through Outputs (typed paths, never a
+// stage's name spelled out), and the settings the configuration does not
+// expose (ProxyRowLen, ImportanceBatch, DefaultSuiteItems, …) are named
+// constants beside them.
+//
 // Budgets are met when measured, not only when estimated, in three ways on
 // a target this machine can serve (cpu-local, native). The search keeps a
 // margin for the estimator's error (budgets.margin; default its calibrated
