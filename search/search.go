@@ -44,6 +44,15 @@
 // search/trained's Measurer, which the caller injects as
 // Request.TopKMeasurer) or, without it, of each candidate pruned without
 // training (KLMeasurer; the notes say which).
+//
+// # Budgets
+//
+// The kinds of budget are data (BudgetKinds: name, cost, unit, ceiling or
+// floor, margin, format, hints); meeting, the binding budget, the reach
+// and the infeasible error read them from there. The package names budgets
+// and settings by its own names (BudgetMemory, SettingPrecision, …); its
+// errors that name them have a Spell method with which a command says them
+// as its flags or fields.
 package search
 
 import (
