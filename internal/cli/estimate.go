@@ -475,7 +475,7 @@ func estJSON(r *estimate.Result, hw *hardware.GPU, err error, analyticOnly bool,
 	o := &estJSONOut{Model: r.Model, GPU: hw.Name, Engine: string(r.Engine), Family: r.Family, Workload: r.Workload,
 		Params: r.Params.Total, Active: r.Params.Active, Fits: err == nil}
 	if err != nil {
-		o.Error = err.Error()
+		o.Error = inFlags(err)
 	}
 	m := &r.Memory
 	o.Memory.Precision, o.Memory.KVDType, o.Memory.TP = m.Precision, m.KVDType, m.TP
