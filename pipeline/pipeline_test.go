@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -211,7 +212,7 @@ func TestPipelineEndToEnd(t *testing.T) {
 	if d.Deployment.Settings == "" || d.Deployment.MeasuredUnder != d.Deployment.Settings {
 		t.Errorf("report: engine settings %q, measured under %q: want the same", d.Deployment.Settings, d.Deployment.MeasuredUnder)
 	}
-	distilled := outputHash(t, res, "distill")
+	distilled, searched := outputHash(t, res, "distill"), outputHash(t, res, "search")
 	t.Run("report in a browser", func(t *testing.T) {
 		charts, err := report.Charts(d)
 		if err != nil {
@@ -241,11 +242,23 @@ func TestPipelineEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := stageNames(res, true); !reflect.DeepEqual(got, []string{"importance"}) {
-		t.Fatalf("after a budget change reused %v, want [importance]", got)
+	// The search reruns. What follows it reruns too unless the search's
+	// output is the same as before, which the measured re-choice makes
+	// possible: on a loaded machine the first run's child may already be
+	// small enough for the tighter budget (then reusing it is right).
+	got := stageNames(res, true)
+	if len(got) == 0 || got[0] != "importance" || slices.Contains(got, "search") {
+		t.Fatalf("after a budget change reused %v, want importance and not the search", got)
+	}
+	if outputHash(t, res, "search") != searched {
+		if !reflect.DeepEqual(got, []string{"importance"}) {
+			t.Fatalf("after a budget change that changed the child, reused %v, want [importance]", got)
+		}
+	} else {
+		t.Logf("the new budget chose the same child (possible, not an error); reused %v", got)
 	}
 	if outputHash(t, res, "distill") == distilled {
-		t.Log("the new budget chose the same child") // possible, not an error
+		t.Log("the new budget distilled the same child") // possible, not an error
 	}
 }
 
