@@ -338,6 +338,11 @@ func (c *Config) checkOutputs() error {
 	if _, err := os.Lstat(c.Out); err == nil && !c.Force {
 		return &checkpoint.ExistsError{Path: c.Out}
 	}
+	if !c.Force {
+		if err := train.CheckStepLog(c.LogPath); err != nil { // a file of the user's at the log's path
+			return err
+		}
+	}
 	_, err := os.Stat(c.Checkpoint)
 	switch {
 	case c.Resume && err != nil:

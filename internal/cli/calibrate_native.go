@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -81,12 +80,10 @@ Reproduce the embedded coefficients from the committed rows with:
 					dest = p
 				}
 				for _, p := range []string{dest, *rowsOut} {
-					if p == "" || *force {
+					if p == "" {
 						continue
 					}
-					if _, err := os.Stat(p); err == nil {
-						return Usagef("%s exists; pass --force to replace it", p)
-					} else if !errors.Is(err, os.ErrNotExist) {
+					if err := output.Free(p, *force); err != nil {
 						return err
 					}
 				}

@@ -9,7 +9,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/autocompress/autocompress/checkpoint"
 	"github.com/autocompress/autocompress/distill"
 	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/parent"
@@ -134,10 +133,6 @@ student distilled on the same data reads the teacher from the cache.`,
 				c.OnStep = distillProgress(env.Stderr)
 				sum, err := distill.Run(ctx, c)
 				if err != nil {
-					var ex *checkpoint.ExistsError
-					if errors.As(err, &ex) {
-						return Usagef("--out %s exists: give --force to replace it", ex.Path)
-					}
 					if errors.As(err, new(*parent.UnknownSplitError)) {
 						return Usagef("--data/--eval-data: %v", err)
 					}

@@ -10,12 +10,12 @@ import (
 	"strings"
 
 	"github.com/autocompress/autocompress/architecture"
-	"github.com/autocompress/autocompress/checkpoint"
 	"github.com/autocompress/autocompress/dataset"
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/export"
 	"github.com/autocompress/autocompress/hardware"
 	"github.com/autocompress/autocompress/importance"
+	"github.com/autocompress/autocompress/internal/output"
 	"github.com/autocompress/autocompress/modelref"
 	"github.com/autocompress/autocompress/search"
 )
@@ -203,6 +203,9 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 		if err != nil {
 			return err
 		}
+		if err := output.Free(*out, *force); err != nil { // before the work, not after it
+			return err
+		}
 		req := search.Request{Parent: m, Name: m.Name, Dir: dir, Scores: scores, GPU: hw, Engine: eng, ServeOn: caps,
 			Workload: &w, Budgets: budgets, TP: f.tp, Precisions: precs, KVDTypes: kvs, MaxNumSeqs: f.maxSeqs,
 			MemFraction: f.memFraction, MaxBatchedTokens: f.maxBatched, MaxModelLen: f.wl.limit, KeepLayers: keepIdx,
@@ -243,10 +246,6 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 			return err
 		}
 		if err := rep.Write(ctx, *out, *force); err != nil {
-			var ee *checkpoint.ExistsError
-			if errors.As(err, &ee) {
-				return Usagef("--out %s exists; pass --force to replace it", *out)
-			}
 			return err
 		}
 		if *jsonOut {
