@@ -110,6 +110,9 @@ func runFlags(fs *flag.FlagSet, def pipeline.Config, demo bool) func(context.Con
 		if errors.As(err, new(*pipeline.UntilError)) {
 			return Usagef("%v", err)
 		}
+		if errors.As(err, new(*pipeline.ForeignDirError)) {
+			return Usagef("--dir: %s (--force reruns the stages of a run directory; it does not take over another folder)", strings.TrimPrefix(err.Error(), "pipeline: "))
+		}
 		if err != nil {
 			return err
 		}
