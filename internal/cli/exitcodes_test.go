@@ -152,6 +152,12 @@ func TestExistsErrorOneExitCode(t *testing.T) {
 		{"calibrate-native --out", func(mine string) []string {
 			return []string{"calibrate-native", "--from-rows", filepath.Join(tmp, "rows.csv"), "--out", mine}
 		}},
+		{"calibrate --out", func(mine string) []string {
+			return []string{"calibrate", "--user", filepath.Join(tmp, "rows.csv"), "--user-only", "--out", mine}
+		}},
+		{"importance --out", func(mine string) []string {
+			return []string{"importance", "--model", "parent", "--data", text, "--seqs", "1", "--seq-len", "16", "--out", mine}
+		}},
 		{"eval --build", func(mine string) []string {
 			return []string{"eval", "--build", mine, "--data", "parent:test"}
 		}},
