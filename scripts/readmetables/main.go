@@ -143,7 +143,7 @@ func Rewrite(ctx context.Context, readme []byte, env Env) ([]byte, error) {
 			return nil, fmt.Errorf("region %q: %w", name, err)
 		}
 		out.Write(region[:cmds[len(cmds)-1][1]])
-		out.WriteString("\n" + table)
+		out.WriteString("\n" + table + "\n") // a blank line ends the table before the end line
 		out.Write(end)
 		rest = rest[i+len(end):]
 		n++

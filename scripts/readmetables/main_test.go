@@ -52,7 +52,7 @@ func TestRewriteRegion(t *testing.T) {
 	}
 	defer delete(generators, "test")
 	in := "intro\n<!-- readmetables test begin: x -->\nCommands:\n\n    autocompress one\n    autocompress two\n\n| stale |\n<!-- readmetables test end -->\noutro\n"
-	want := "intro\n<!-- readmetables test begin: x -->\nCommands:\n\n    autocompress one\n    autocompress two\n\n| a |\n|---|\n| autocompress one / autocompress two |\n<!-- readmetables test end -->\noutro\n"
+	want := "intro\n<!-- readmetables test begin: x -->\nCommands:\n\n    autocompress one\n    autocompress two\n\n| a |\n|---|\n| autocompress one / autocompress two |\n\n<!-- readmetables test end -->\noutro\n"
 	got, err := Rewrite(context.Background(), []byte(in), Env{})
 	if err != nil {
 		t.Fatal(err)
