@@ -143,7 +143,7 @@ type UntilError struct {
 }
 
 func (e *UntilError) Error() string {
-	return fmt.Sprintf("--until %q: not a stage of this run (%s)", e.Until, strings.Join(e.Stages, ", "))
+	return fmt.Sprintf("%q is not a stage of this run (%s)", e.Until, strings.Join(e.Stages, ", "))
 }
 
 // checkUntil returns an *UntilError when until is set and names no stage.

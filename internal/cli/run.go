@@ -108,7 +108,7 @@ func runFlags(fs *flag.FlagSet, def pipeline.Config, demo bool) func(context.Con
 		start := time.Now()
 		res, err := pipeline.Run(ctx, c.Dir, st, pipeline.Options{Progress: disp.Handle, Force: *force, Until: *until})
 		if errors.As(err, new(*pipeline.UntilError)) {
-			return Usagef("%v", err)
+			return Usagef("--until: %v", err)
 		}
 		if errors.As(err, new(*pipeline.ForeignDirError)) {
 			return Usagef("--dir: %s (--force reruns the stages of a run directory; it does not take over another folder)", strings.TrimPrefix(err.Error(), "pipeline: "))
