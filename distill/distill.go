@@ -348,7 +348,7 @@ func (c *Config) checkOutputs() error {
 	case c.Resume && err != nil:
 		return fmt.Errorf("distill: resume: %w", err)
 	case !c.Resume && err == nil && !c.Force:
-		return fmt.Errorf("distill: checkpoint %s exists from an earlier run: continue it with --resume, or start over with --force", c.Checkpoint)
+		return fmt.Errorf("distill: the checkpoint of an earlier run (resume to continue from it): %w", &checkpoint.ExistsError{Path: c.Checkpoint})
 	case !c.Resume && err == nil:
 		if err := os.Remove(c.Checkpoint); err != nil {
 			return fmt.Errorf("distill: %w", err)

@@ -146,6 +146,9 @@ func TestExistsErrorOneExitCode(t *testing.T) {
 		{"distill --log", func(mine string) []string {
 			return []string{"distill", "--teacher", "parent", "--student", "parent", "--data", text, "--tokens", "64", "--out", fresh(), "--log", mine}
 		}},
+		{"distill --checkpoint", func(mine string) []string {
+			return []string{"distill", "--teacher", "parent", "--student", "parent", "--data", text, "--tokens", "64", "--out", fresh(), "--checkpoint", mine}
+		}},
 		{"estimate --out", func(mine string) []string {
 			return []string{"estimate", "--scenarios", scenarios, "--out", mine}
 		}},
@@ -180,6 +183,9 @@ func TestExistsErrorOneExitCode(t *testing.T) {
 			}
 			if flag := strings.Fields(tc.name)[1]; flag != "--out" && strings.Contains(errs, "--out") {
 				t.Errorf("the refused file is %s's, but the message names --out: %s", flag, errs)
+			}
+			if tc.name == "distill --checkpoint" && !strings.Contains(errs, "--resume") {
+				t.Errorf("an earlier run's checkpoint: the message does not say it can be resumed: %s", errs)
 			}
 			if b, _ := os.ReadFile(mine); string(b) != "mine" {
 				t.Errorf("replaced without --force: %q", b)
