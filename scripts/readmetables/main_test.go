@@ -4,9 +4,13 @@ import (
 	"context"
 	"flag"
 	"os"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 
+	"github.com/autocompress/autocompress/estimate"
+	"github.com/autocompress/autocompress/hardware"
 	"github.com/autocompress/autocompress/internal/output"
 	"github.com/autocompress/autocompress/internal/shareddata/sdtest"
 )
@@ -110,6 +114,40 @@ func TestSearchArgs(t *testing.T) {
 	for _, bad := range []string{"autocompress estimate --out o", "autocompress search --model m", "autocompress search --strategy minitron --out o"} {
 		if _, err := searchArgs(bad, Env{}, 0); err == nil {
 			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+// TestReadmeSupportedListsMatchTheCode: the README's "Supported" table
+// names every GPU of the catalog and no other (what --gpu accepts), and
+// every precision the estimator accepts.
+func TestReadmeSupportedListsMatchTheCode(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := func(name string) string {
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "| "+name+" | ") {
+				return strings.TrimSuffix(strings.TrimPrefix(line, "| "+name+" | "), " |")
+			}
+		}
+		t.Fatalf("README.md has no Supported row %q", name)
+		return ""
+	}
+	gpus, _, _ := strings.Cut(row("GPUs"), "; nodes")
+	var listed []string
+	for _, g := range strings.Split(gpus, ", ") {
+		listed = append(listed, strings.TrimSpace(g))
+	}
+	sort.Strings(listed)
+	if want := hardware.Default().Names(); !slices.Equal(listed, want) {
+		t.Errorf("README's GPUs %v, the catalog's %v", listed, want)
+	}
+	words := strings.FieldsFunc(row("Precisions (estimate)"), func(r rune) bool { return r == ',' || r == ' ' || r == ';' || r == '(' || r == ')' })
+	for _, p := range estimate.Precisions() {
+		if !slices.Contains(words, p) {
+			t.Errorf("README's precisions do not name %s", p)
 		}
 	}
 }
