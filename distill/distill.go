@@ -14,6 +14,7 @@ import (
 	"github.com/autocompress/autocompress/dataset"
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/export"
+	"github.com/autocompress/autocompress/internal/output"
 	"github.com/autocompress/autocompress/tokenizer"
 	"github.com/autocompress/autocompress/train"
 )
@@ -342,6 +343,10 @@ func (c *Config) checkOutputs() error {
 		if err := train.CheckStepLog(c.LogPath); err != nil { // a file of the user's at the log's path
 			return err
 		}
+	}
+	// The student is saved after the training: its place must be writable now.
+	if err := output.Check(c.Out, true); err != nil {
+		return fmt.Errorf("distill: %w", err)
 	}
 	_, err := os.Stat(c.Checkpoint)
 	switch {

@@ -189,6 +189,13 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 		if err != nil {
 			return err
 		}
+		// The result is written after the search (and any top-k training):
+		// --out is checked now, not then.
+		if err := output.Check(*out, *force); errors.As(err, new(*output.ExistsError)) {
+			return err // the one exists-error: exit 1 and the one hint, as in every command
+		} else if err != nil {
+			return Usagef("--out %s: %v", *out, err)
+		}
 		dir, m, err := searchModel(f.model)
 		if err != nil {
 			return err
@@ -201,9 +208,6 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 		}
 		keepIdx, err := parseLayerList(*keep)
 		if err != nil {
-			return err
-		}
-		if err := output.Free(*out, *force); err != nil { // before the work, not after it
 			return err
 		}
 		req := search.Request{Parent: m, Name: m.Name, Dir: dir, Scores: scores, GPU: hw, Engine: eng, ServeOn: caps,
