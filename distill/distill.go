@@ -339,6 +339,11 @@ func (c *Config) checkOutputs() error {
 	if _, err := os.Lstat(c.Out); err == nil && !c.Force {
 		return &checkpoint.ExistsError{Path: c.Out}
 	}
+	if !c.Force {
+		if err := train.CheckStepLog(c.LogPath); err != nil { // a file of the user's at the log's path
+			return err
+		}
+	}
 	// The student is saved after the training: its place must be writable now.
 	if err := output.Check(c.Out, true); err != nil {
 		return fmt.Errorf("distill: %w", err)
@@ -348,7 +353,7 @@ func (c *Config) checkOutputs() error {
 	case c.Resume && err != nil:
 		return fmt.Errorf("distill: resume: %w", err)
 	case !c.Resume && err == nil && !c.Force:
-		return fmt.Errorf("distill: checkpoint %s exists from an earlier run: continue it with --resume, or start over with --force", c.Checkpoint)
+		return fmt.Errorf("distill: the checkpoint of an earlier run (resume to continue from it): %w", &checkpoint.ExistsError{Path: c.Checkpoint})
 	case !c.Resume && err == nil:
 		if err := os.Remove(c.Checkpoint); err != nil {
 			return fmt.Errorf("distill: %w", err)

@@ -310,7 +310,9 @@ func TestOutputsNotOverwritten(t *testing.T) {
 	}
 	os.Remove(c.Out)
 	os.WriteFile(c.Checkpoint, []byte("x"), 0o644)
-	if _, err := Run(context.Background(), c); err == nil || !strings.Contains(err.Error(), "--resume") {
+	// The one exists-error (the command adds its flags to the message),
+	// saying that the checkpoint can be resumed.
+	if _, err := Run(context.Background(), c); !errors.As(err, &ex) || ex.Path != c.Checkpoint || !strings.Contains(err.Error(), "resume") || strings.Contains(err.Error(), "--") {
 		t.Errorf("existing checkpoint: err = %v", err)
 	}
 	if b, _ := os.ReadFile(c.Checkpoint); string(b) != "x" {

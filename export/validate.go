@@ -405,6 +405,12 @@ func checkDeciLMRaw(r *Report, raw map[string]any, caps Capabilities) {
 }
 
 // checkRemoteCode verifies that the auto_map Python files are present.
+// transformers has no DeciLM class of its own (model_type nemotron-nas is
+// not in CONFIG_MAPPING_NAMES, src/transformers/models/auto/
+// configuration_auto.py), so AutoConfig.from_pretrained loads it only
+// through auto_map, and dynamic_module_utils.get_class_from_dynamic_module
+// reads a "module.Class" reference from module.py in the checkpoint
+// directory, a "repo--module.Class" one from that Hub repository.
 func checkRemoteCode(r *Report, dir string, m *architecture.Model) {
 	am, _ := m.Raw["auto_map"].(map[string]any)
 	if am == nil {

@@ -67,6 +67,8 @@ func (d *Display) Handle(p Progress) {
 			fmt.Fprintf(d.w, "%s done in %s\n", head, roundDur(p.Elapsed))
 		case StateFailed:
 			fmt.Fprintf(d.w, "%s failed after %s: %s\n", head, roundDur(p.Elapsed), p.Msg)
+		case StateInterrupted:
+			fmt.Fprintf(d.w, "%s interrupted after %s\n", head, roundDur(p.Elapsed))
 		}
 	}
 }

@@ -48,6 +48,12 @@ type Stage struct {
 	// Run does the work. It writes only under env.Dir and must return soon
 	// after ctx is cancelled.
 	Run func(ctx context.Context, env *Env) error
+	// Check, when not nil, is a quick test (a fraction of a second, no
+	// outputs) that the stage can succeed with its settings, such as a
+	// budget no child can meet. Run calls the Check of every stage it is
+	// about to run before the first of them runs, so that a run that must
+	// fail fails before the work, not after hours of it.
+	Check func(ctx context.Context) error
 }
 
 // Env is what a running stage sees.
@@ -103,6 +109,9 @@ const (
 	StateReused  = "reused"
 	StateDone    = "done"
 	StateFailed  = "failed"
+	// StateInterrupted is a stage stopped by the cancelled context (Ctrl-C,
+	// SIGTERM): not a failure of the stage.
+	StateInterrupted = "interrupted"
 )
 
 // Progress is one event of a run, for the display.
@@ -134,7 +143,7 @@ type UntilError struct {
 }
 
 func (e *UntilError) Error() string {
-	return fmt.Sprintf("--until %q: not a stage of this run (%s)", e.Until, strings.Join(e.Stages, ", "))
+	return fmt.Sprintf("%q is not a stage of this run (%s)", e.Until, strings.Join(e.Stages, ", "))
 }
 
 // checkUntil returns an *UntilError when until is set and names no stage.
@@ -221,11 +230,21 @@ func StageDir(runDir string, i int, name string) string {
 // when it succeeds, so an interrupted or failed run leaves the finished stages
 // and nothing half-written; the next Run resumes after the last finished
 // stage. Only one Run may use a directory at a time.
-func Run(ctx context.Context, dir string, stages []Stage, opt Options) (*Result, error) {
+//
+// dir must not exist, be empty, or be a run directory (one an earlier Run
+// wrote: see IsRunDir); anything else is a *ForeignDirError before any
+// work, whatever opt.Force says. A run that finishes no stage leaves dir as
+// it found it (absent or empty). Before the first stage that runs, the
+// Check of it and of every later stage is called.
+func Run(ctx context.Context, dir string, stages []Stage, opt Options) (res *Result, err error) {
 	if err := checkStages(stages); err != nil {
 		return nil, err
 	}
 	if err := checkUntil(stages, opt.Until); err != nil {
+		return nil, err
+	}
+	existed, err := checkRunDir(dir)
+	if err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -233,12 +252,21 @@ func Run(ctx context.Context, dir string, stages []Stage, opt Options) (*Result,
 	}
 	unlock, err := lockDir(dir)
 	if err != nil {
+		if !existed {
+			os.Remove(dir)
+		}
 		return nil, err
 	}
 	defer unlock()
+	defer func() {
+		if err != nil {
+			tidyUnused(dir, existed)
+		}
+	}()
 	cleanTemp(dir)
+	checked := false
 
-	res := &Result{Dir: dir}
+	res = &Result{Dir: dir}
 	out := map[string]string{}     // stage name -> finished directory
 	outHash := map[string]string{} // stage name -> output hash
 	emit := func(p Progress) {
@@ -275,6 +303,12 @@ func Run(ctx context.Context, dir string, stages []Stage, opt Options) (*Result,
 		} else {
 			why = "forced"
 		}
+		if !checked {
+			if err := checkAhead(ctx, stages[i:], opt.Until); err != nil {
+				return res, err
+			}
+			checked = true
+		}
 		p := base
 		p.State, p.Msg = StateStart, why
 		emit(p)
@@ -283,6 +317,9 @@ func Run(ctx context.Context, dir string, stages []Stage, opt Options) (*Result,
 		if err != nil {
 			p := base
 			p.State, p.Msg, p.Elapsed = StateFailed, err.Error(), time.Since(start)
+			if ctx.Err() != nil {
+				p.State, p.Msg = StateInterrupted, ""
+			}
 			emit(p)
 			if ctx.Err() != nil {
 				return res, ctx.Err()
@@ -300,6 +337,25 @@ func Run(ctx context.Context, dir string, stages []Stage, opt Options) (*Result,
 		}
 	}
 	return res, nil
+}
+
+// checkAhead calls the Check of every stage in stages up to the one named
+// until (all when until is empty).
+func checkAhead(ctx context.Context, stages []Stage, until string) error {
+	for _, st := range stages {
+		if st.Check != nil {
+			if err := st.Check(ctx); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return &StageError{Stage: st.Name, Err: err}
+			}
+		}
+		if st.Name == until {
+			break
+		}
+	}
+	return nil
 }
 
 func checkStages(stages []Stage) error {

@@ -298,18 +298,15 @@ func Stages(c Config, self string) ([]Stage, error) {
 		Data  []string             `json:",omitempty"`
 		M     Measure              // the measured checks (rounds) of a local target
 	}{c.Deployment, c.Workload, c.Budgets, searchParams, c.Search.ProxyData, topKTrain, trainData(topKTrain, c.Data), check}, Files: searchFiles,
+		Check: func(ctx context.Context) error { return checkBudgets(ctx, t.searchRequest(&c)) },
 		Run: func(ctx context.Context, env *Env) error {
 			scores, err := importance.Load(filepath.Join(env.Input("importance"), ScoresFile))
 			if err != nil {
 				return err
 			}
-			req := search.Request{Parent: t.arch, Name: c.Model, Dir: t.parent, Scores: scores, GPU: t.gpu, Engine: t.engine,
-				ServeOn: t.serveOn, Workload: t.workload, Budgets: t.budgets, TP: max(c.Deployment.TP, 1),
-				KeepLayers: c.Search.KeepLayers, Strategy: c.Search.Strategy, TopK: c.Search.TopK, Margin: t.margin,
-				Progress: func(phase string, done, total int) { env.Report(float64(done), float64(total), "", phase) }}
-			if c.Deployment.Precision != "" {
-				req.Precisions = strings.Split(c.Deployment.Precision, ",")
-			}
+			req := t.searchRequest(&c)
+			req.Scores = scores
+			req.Progress = func(phase string, done, total int) { env.Report(float64(done), float64(total), "", phase) }
 			if len(c.Search.ProxyData) > 0 && c.Search.ProxyRows > 0 {
 				if req.Rows, err = rows(ctx, t, c.Search.ProxyData, assets, 128, c.Search.ProxyRows, "search.proxy_data"); err != nil {
 					return fmt.Errorf("search.proxy_data: %w", err)

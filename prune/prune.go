@@ -52,13 +52,6 @@ type Result struct {
 	Bytes   int64 // tensor data written
 }
 
-// ExistsError reports an output directory that exists while Force is unset.
-type ExistsError struct{ Path string }
-
-func (e *ExistsError) Error() string {
-	return fmt.Sprintf("output %s already exists; choose another --out or pass --force to replace it", e.Path)
-}
-
 // Prune writes the child of opt.Model described by opt.Plan to opt.Out, one
 // tensor at a time: memory stays at a few MiB of buffers whatever the model
 // size (tensors are read with pread, never loaded whole). The output is
@@ -81,7 +74,7 @@ func Prune(ctx context.Context, opt Options) (res *Result, err error) {
 		return nil, errors.New("prune: no output directory")
 	}
 	if _, err := os.Lstat(opt.Out); err == nil && !opt.Force {
-		return nil, &ExistsError{opt.Out}
+		return nil, &checkpoint.ExistsError{Path: opt.Out} // internal/output's, the one of every package
 	}
 	parent, err := architecture.Load(filepath.Join(opt.Model, "config.json"))
 	if err != nil {
@@ -142,10 +135,6 @@ func Prune(ctx context.Context, opt Options) (res *Result, err error) {
 
 	out, err := checkpoint.NewOutputDir(opt.Out, opt.Force)
 	if err != nil {
-		var ee *checkpoint.ExistsError
-		if errors.As(err, &ee) {
-			return nil, &ExistsError{opt.Out}
-		}
 		return nil, fmt.Errorf("prune: %w", err)
 	}
 	defer func() {

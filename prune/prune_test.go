@@ -701,9 +701,9 @@ func TestOutputSafety(t *testing.T) {
 	must(t, os.MkdirAll(out, 0o755))
 	must(t, os.WriteFile(filepath.Join(out, "keep"), []byte("x"), 0o644))
 	_, err := Prune(context.Background(), Options{Model: dir, Plan: &Plan{Version: 1}, Out: out})
-	var ee *ExistsError
+	var ee *checkpoint.ExistsError
 	if !errors.As(err, &ee) {
-		t.Fatalf("want *ExistsError, got %v", err)
+		t.Fatalf("want *checkpoint.ExistsError, got %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(out, "keep")); err != nil {
 		t.Fatal("existing output touched")

@@ -91,10 +91,10 @@ Reproduce the embedded coefficients from the committed rows with:
 					if o.path == "" {
 						continue
 					}
-					var ee *output.ExistsError
-					if err := output.Check(o.path, *force); errors.As(err, &ee) {
-						return Usagef("%s exists; pass --force to replace it", o.path)
-					} else if err != nil {
+					if err := output.Check(o.path, *force); err != nil {
+						if errors.As(err, new(*output.ExistsError)) {
+							return err // the one exists-error: exit 1 and the one hint, as in every command
+						}
 						return Usagef("%s %s: %v", o.flag, o.path, err)
 					}
 				}

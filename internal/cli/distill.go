@@ -9,8 +9,8 @@ import (
 	"math"
 	"time"
 
-	"github.com/autocompress/autocompress/checkpoint"
 	"github.com/autocompress/autocompress/distill"
+	"github.com/autocompress/autocompress/internal/output"
 	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/parent"
 	"github.com/autocompress/autocompress/train"
@@ -133,11 +133,11 @@ student distilled on the same data reads the teacher from the cache.`,
 				c.Notef = func(f string, a ...any) { fmt.Fprintf(env.Stderr, f+"\n", a...) }
 				c.OnStep = distillProgress(env.Stderr)
 				sum, err := distill.Run(ctx, c)
+				var exists *output.ExistsError
+				if errors.As(err, &exists) && exists.Path == c.EnsureDefaults().Checkpoint {
+					return fmt.Errorf("%w (continue it with --resume)", err)
+				}
 				if err != nil {
-					var ex *checkpoint.ExistsError
-					if errors.As(err, &ex) {
-						return Usagef("--out %s exists: give --force to replace it", ex.Path)
-					}
 					if errors.As(err, new(*parent.UnknownSplitError)) {
 						return Usagef("--data/--eval-data: %v", err)
 					}

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -116,10 +115,6 @@ so the native architecture can hold them; the function is unchanged).`,
 					Format: *format, Engine: *engine, Progress: env.Stderr, TP: *tp, ExtraFiles: extra,
 				})
 				if err != nil {
-					var ee *prune.ExistsError
-					if errors.As(err, &ee) {
-						return &ExitError{Code: 1, Msg: err.Error()}
-					}
 					return err
 				}
 				c := res.Layout.Child

@@ -107,8 +107,12 @@ func runFlags(fs *flag.FlagSet, def pipeline.Config, demo bool) func(context.Con
 		disp := pipeline.NewDisplay(env.Stderr, progress.IsTerminal(env.Stderr))
 		start := time.Now()
 		res, err := pipeline.Run(ctx, c.Dir, st, pipeline.Options{Progress: disp.Handle, Force: *force, Until: *until})
-		if errors.As(err, new(*pipeline.UntilError)) {
-			return Usagef("%v", err)
+		var ue *pipeline.UntilError
+		if errors.As(err, &ue) {
+			return Usagef("--until %q: not a stage of this run (%s)", ue.Until, strings.Join(ue.Stages, ", "))
+		}
+		if errors.As(err, new(*pipeline.ForeignDirError)) {
+			return Usagef("--dir: %s (--force reruns the stages of a run directory; it does not take over another folder)", strings.TrimPrefix(err.Error(), "pipeline: "))
 		}
 		if err != nil {
 			return err
