@@ -32,8 +32,9 @@ type Options struct {
 	// the DeciLM remote-code files configuration_decilm.py and
 	// modeling_decilm.py that transformers needs.
 	ExtraFiles []string
-	// Progress, when not nil, receives a progress bar (e.g. os.Stderr).
-	Progress io.Writer
+	// Progress receives the tensor bytes written (stage "prune", unit "B");
+	// nil = none.
+	Progress progress.Func
 	// TP is the tensor-parallel size the child is served with (0: none);
 	// the default validator then checks head and width divisibility.
 	TP int
@@ -205,7 +206,7 @@ func Prune(ctx context.Context, opt Options) (res *Result, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("prune: %w", err)
 	}
-	bar := progress.New(opt.Progress, "prune", total, "B")
+	task := progress.Start(opt.Progress, progress.Event{Stage: "prune", Total: total, Unit: "B"})
 	res = &Result{Dir: opt.Out, Layout: lay, Files: sp.Files}
 	for _, m := range order {
 		if err := ctx.Err(); err != nil {
@@ -219,7 +220,7 @@ func Prune(ctx context.Context, opt Options) (res *Result, err error) {
 		}
 		res.Tensors++
 		res.Bytes += n
-		bar.Add(n)
+		task.Add(n)
 	}
 	if err := ctx.Err(); err != nil {
 		w.Abort()
@@ -228,7 +229,6 @@ func Prune(ctx context.Context, opt Options) (res *Result, err error) {
 	if err := w.Close(); err != nil {
 		return nil, fmt.Errorf("prune: %w", err)
 	}
-	bar.Done()
 	if err := os.WriteFile(filepath.Join(tmp, "config.json"), cfg, 0o666); err != nil { //output:inside
 		return nil, fmt.Errorf("prune: %w", err)
 	}

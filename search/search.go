@@ -55,6 +55,7 @@ import (
 
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/hardware"
+	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/prune"
 	"github.com/autocompress/autocompress/workload"
 )
@@ -96,10 +97,6 @@ type Ranker interface {
 	Ranking() string
 }
 
-// Progress is called from time to time with the strategy's phase and the
-// fraction done.
-type Progress func(phase string, done, total int)
-
 // Options configure a search.
 type Options struct {
 	Strategy string
@@ -123,7 +120,9 @@ type Options struct {
 	// MaxEvaluations bounds the estimator calls of local search per
 	// global shape and setting (default 4000).
 	MaxEvaluations int
-	Progress       Progress
+	// Progress receives the strategy's phases from time to time (stage
+	// "search"); nil = none.
+	Progress progress.Func
 }
 
 // Result is the outcome of a search.
@@ -261,13 +260,12 @@ func finish(ctx context.Context, e *evaluator, res *Result, o *Options) error {
 			}
 		}
 		if len(measure) > 1 || res.Strategy == Minitron {
+			task := progress.Start(o.Progress, progress.Event{Stage: "search", Phase: "measuring the top-k", Total: int64(len(measure)), Unit: "cand"})
 			for n, i := range measure {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
-				if o.Progress != nil {
-					o.Progress("measuring the top-k", n, len(measure))
-				}
+				task.Set(int64(n), "")
 				p, err := o.Plan(&res.TopK[i])
 				if err != nil {
 					return fmt.Errorf("search: plan of candidate %d: %w", i+1, err)

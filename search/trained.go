@@ -8,6 +8,7 @@ import (
 
 	"github.com/autocompress/autocompress/distill"
 	"github.com/autocompress/autocompress/engine"
+	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/proxy"
 	"github.com/autocompress/autocompress/prune"
 	"github.com/autocompress/autocompress/train"
@@ -43,8 +44,9 @@ type TrainOptions struct {
 	// distill's --top-k cache does). 0 runs the dense teacher every step of
 	// every candidate, the recovery stage's default loss.
 	CacheK int
-	// Progress, when set, receives every training step of every candidate.
-	Progress func(candidate, step, steps int) `json:"-"`
+	// Progress receives every training step of every candidate (phase
+	// "training top-k candidate N"); nil = none.
+	Progress progress.Func `json:"-"`
 }
 
 func (o *TrainOptions) defaults() {
@@ -177,14 +179,8 @@ func (m *TrainedMeasurer) Measure(ctx context.Context, plan *prune.Plan) (Measur
 		misses0 = m.cache.Misses.Load()
 	}
 	steps := m.o.Steps()
-	to := train.Options{Steps: steps, Batch: m.o.Batch, SeqLen: m.o.SeqLen, LR: m.o.LR, Seed: m.o.Seed, Loss: train.FromLogits(kd)}
-	if m.o.Progress != nil {
-		to.OnStep = func(s train.StepInfo) {
-			if !s.Eval {
-				m.o.Progress(cand, s.Step, s.Steps)
-			}
-		}
-	}
+	to := train.Options{Steps: steps, Batch: m.o.Batch, SeqLen: m.o.SeqLen, LR: m.o.LR, Seed: m.o.Seed, Loss: train.FromLogits(kd),
+		Progress: m.o.Progress.Phase(fmt.Sprintf("training top-k candidate %d", cand+1))}
 	tr, err := train.New(child, m.rows, nil, to)
 	if err != nil {
 		return Measurement{}, fmt.Errorf("trained proxy: %w", err)
