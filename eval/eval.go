@@ -63,9 +63,9 @@ import (
 
 // Options configures Score.
 type Options struct {
-	SeqLen int // window length in tokens (default 128)
+	SeqLen int // window length in tokens (0: the default, 128)
 	Stride int // 0 = packed windows; else sliding windows advancing by Stride
-	Batch  int // windows per forward pass (default 8)
+	Batch  int // windows per forward pass (0: the default, 8)
 	// Progress receives the scored windows (stage "eval", unit "win"); nil =
 	// none.
 	Progress progress.Func
@@ -119,11 +119,8 @@ func windows(n, T, stride int) []window {
 // is the UTF-8 length of the text the predicted tokens came from, for bits
 // per byte.
 func Score(ctx context.Context, m *engine.Model, ids []int32, bytes int, o Options) (*Result, error) {
-	if o.SeqLen <= 0 {
-		o.SeqLen = 128
-	}
-	if o.Batch <= 0 {
-		o.Batch = 8
+	if err := o.EnsureDefaults().Validate(); err != nil {
+		return nil, err
 	}
 	if len(ids) < 2 {
 		return nil, ErrEmpty

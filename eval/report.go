@@ -71,6 +71,9 @@ type Report struct {
 
 // Run measures every model on cfg.Data and cfg.Tasks.
 func Run(ctx context.Context, models []Model, cfg Config) (*Report, error) {
+	if err := cfg.EnsureDefaults().Validate(); err != nil {
+		return nil, err
+	}
 	rep := &Report{}
 	for _, m := range models {
 		t0 := time.Now()

@@ -203,6 +203,9 @@ func toInt32(ids []int) []int32 {
 
 // Evaluate scores the task (cut to o.Limit) with s.
 func (s *Scorer) Evaluate(ctx context.Context, t *Task, o TaskOptions) (*TaskResult, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
 	t = t.Limit(o.Limit)
 	if len(t.Items) == 0 {
 		return nil, fmt.Errorf("eval: task %s has no items", t.Name)

@@ -106,8 +106,8 @@ type Scores struct {
 
 // Options configures Compute.
 type Options struct {
-	// Batch is the number of sequences per forward pass (default 8). The
-	// scores do not depend on it.
+	// Batch is the number of sequences per forward pass (0: the default,
+	// 8). The scores do not depend on it.
 	Batch int
 	// NoSkipLoss turns off the skip-loss passes. By default Compute measures
 	// the loss increase of skipping each layer, and each layer's attention
@@ -122,6 +122,25 @@ type Options struct {
 	// the sequences run so far of the total Compute will run (calibration
 	// plus skip-loss passes); nil = none.
 	Progress progress.Func
+}
+
+// EnsureDefaults fills the unset (zero) fields and returns o.
+func (o *Options) EnsureDefaults() *Options {
+	if o.Batch == 0 {
+		o.Batch = 8
+	}
+	return o
+}
+
+// Validate reports the first invalid option (after EnsureDefaults).
+func (o *Options) Validate() error {
+	switch {
+	case o.Batch < 1:
+		return fmt.Errorf("importance: batch %d: want at least 1 sequence per forward pass", o.Batch)
+	case o.SkipRows < 0:
+		return fmt.Errorf("importance: skip rows %d: want >= 0 (0: all)", o.SkipRows)
+	}
+	return nil
 }
 
 // accum is the Minitron accumulator for one site.
@@ -257,8 +276,8 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 			return nil, fmt.Errorf("importance: row %d has %d tokens, row 0 has %d", i, len(r), T+1)
 		}
 	}
-	if o.Batch <= 0 {
-		o.Batch = 8
+	if err := o.EnsureDefaults().Validate(); err != nil {
+		return nil, err
 	}
 	arch := m.Arch()
 	L := arch.NumLayers()

@@ -67,7 +67,7 @@ type target struct {
 // resolve checks the config and resolves its names; every error names the
 // field.
 func resolve(c *Config) (*target, error) {
-	if err := CheckRanges(*c); err != nil {
+	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	t := &target{}
@@ -465,7 +465,7 @@ func runEval(ctx context.Context, env *Env, t *target, c *Config, child string) 
 	if items <= 0 {
 		items = 200
 	}
-	suite, err := eval.BuildSuite(text, eval.SuiteOptions{Seed: 1, Cloze: items, Choice: items})
+	suite, err := eval.BuildSuite(text, eval.SuiteOptions{Seed: train.Ptr(uint64(1)), Cloze: items, Choice: items})
 	if err != nil {
 		return fmt.Errorf("eval: building the in-domain suite: %w", err)
 	}

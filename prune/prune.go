@@ -38,10 +38,10 @@ type Options struct {
 	// TP is the tensor-parallel size the child is served with (0: none);
 	// the default validator then checks head and width divisibility.
 	TP int
-	// Validate, when not nil, replaces the default check of the finished
+	// CheckChild, when not nil, replaces the default check of the finished
 	// child directory (export.ValidateDirWith for the engine and TP) before
 	// it is moved into place; an error aborts the run and removes the output.
-	Validate func(dir, engine string) error
+	CheckChild func(dir, engine string) error
 }
 
 // Result describes a written child.
@@ -67,8 +67,8 @@ func (e *ExistsError) Error() string {
 // every file is written and validated; a cancelled context or any error
 // leaves no output behind.
 func Prune(ctx context.Context, opt Options) (res *Result, err error) {
-	if opt.Plan == nil {
-		return nil, errors.New("prune: no plan")
+	if err := opt.Validate(); err != nil {
+		return nil, err
 	}
 	planCopy := *opt.Plan
 	plan := &planCopy
@@ -77,9 +77,6 @@ func Prune(ctx context.Context, opt Options) (res *Result, err error) {
 	}
 	if opt.Engine != "" {
 		planCopy.Engine = opt.Engine
-	}
-	if opt.Out == "" {
-		return nil, errors.New("prune: no output directory")
 	}
 	if _, err := os.Lstat(opt.Out); err == nil && !opt.Force {
 		return nil, &ExistsError{opt.Out}
@@ -250,7 +247,7 @@ func Prune(ctx context.Context, opt Options) (res *Result, err error) {
 			return nil, fmt.Errorf("prune: adding %s: %w", f, err)
 		}
 	}
-	validate := opt.Validate
+	validate := opt.CheckChild
 	if validate == nil {
 		validate = func(dir, engine string) error {
 			r, err := export.ValidateDirWith(dir, engine, export.Options{TP: opt.TP})

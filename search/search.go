@@ -47,7 +47,6 @@ package search
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -109,10 +108,11 @@ type Options struct {
 	Budgets  Budgets
 	// TopK is how many candidates are kept and, with a Measurer, measured
 	// (Minitron: always; AutoCompress: only those whose proxy is within
-	// CloseFraction of the best). Default 10.
+	// CloseFraction of the best). 0: the default, 10.
 	TopK int
-	// CloseFraction is AutoCompress's "too close to call" margin (0.03).
-	CloseFraction float64
+	// CloseFraction is AutoCompress's "too close to call" margin (nil:
+	// 0.03; a pointer to 0 measures only ties with the best).
+	CloseFraction *float64
 	// Measurer, when set, measures candidates (see TopK).
 	Measurer Measurer
 	// Plan turns a candidate into a pruning plan for the Measurer.
@@ -183,17 +183,8 @@ func (e *InfeasibleError) Error() string {
 
 // Run searches sp for the best candidate under o.
 func Run(ctx context.Context, sp *Space, proxy *Proxy, o Options) (*Result, error) {
-	if o.GPU == nil || o.Workload == nil {
-		return nil, errors.New("search: a GPU and a workload are needed")
-	}
-	if o.TopK <= 0 {
-		o.TopK = 10
-	}
-	if o.CloseFraction <= 0 {
-		o.CloseFraction = 0.03
-	}
-	if o.MaxEvaluations <= 0 {
-		o.MaxEvaluations = 4000
+	if err := o.EnsureDefaults().Validate(); err != nil {
+		return nil, err
 	}
 	e, err := newEvaluator(sp, &o.Budgets, proxy, o.GPU, o.Workload, o.Estimate)
 	if err != nil {
@@ -255,7 +246,7 @@ func finish(ctx context.Context, e *evaluator, res *Result, o *Options) error {
 			switch {
 			case res.Strategy == Minitron:
 				measure = append(measure, i)
-			case best.Quality-c.Quality <= o.CloseFraction*best.Quality:
+			case best.Quality-c.Quality <= *o.CloseFraction*best.Quality:
 				measure = append(measure, i)
 			}
 		}
@@ -305,7 +296,7 @@ func finish(ctx context.Context, e *evaluator, res *Result, o *Options) error {
 				res.Notes = append(res.Notes, fmt.Sprintf("the brief training changed the choice: by the loss untrained, %s (ranked %d after training) would have been chosen", uniformShape(&res.TopK[n]), n+1))
 			}
 		} else {
-			res.Notes = append(res.Notes, fmt.Sprintf("no other candidate within %.0f %% of the best proxy: chosen without measuring (0 tokens)", 100*o.CloseFraction))
+			res.Notes = append(res.Notes, fmt.Sprintf("no other candidate within %.0f %% of the best proxy: chosen without measuring (0 tokens)", 100**o.CloseFraction))
 		}
 		best = res.TopK[0]
 	}

@@ -49,27 +49,9 @@ type TrainOptions struct {
 	Progress progress.Func `json:"-"`
 }
 
-func (o *TrainOptions) defaults() {
-	if o.Batch <= 0 {
-		o.Batch = 8
-	}
-	if o.SeqLen <= 0 {
-		o.SeqLen = 128
-	}
-	if o.LR <= 0 {
-		o.LR = 1e-3
-	}
-	if o.Temperature <= 0 {
-		o.Temperature = 1
-	}
-	if o.KDWeight == 0 && o.CEWeight == 0 {
-		o.KDWeight = 1
-	}
-}
-
 // Steps returns the optimiser steps per candidate.
 func (o TrainOptions) Steps() int {
-	o.defaults()
+	o.EnsureDefaults()
 	per := int64(o.Batch * o.SeqLen)
 	return int((o.Tokens + per - 1) / per)
 }
@@ -102,7 +84,9 @@ type TrainedMeasurer struct {
 // each) and prepares the brief training on trainRows (o.SeqLen+1 ids each,
 // none of them among heldOut). Close releases the teacher cache.
 func NewTrainedMeasurer(ctx context.Context, parent *engine.Model, heldOut, trainRows [][]int32, o TrainOptions) (*TrainedMeasurer, error) {
-	o.defaults()
+	if err := o.EnsureDefaults().Validate(); err != nil {
+		return nil, err
+	}
 	if o.Tokens <= 0 {
 		return nil, errors.New("trained proxy: no training tokens (use the untrained measurer)")
 	}

@@ -182,20 +182,37 @@ func (h *btHeap) Pop() any {
 	return x
 }
 
+// EnsureDefaults fills the unset (zero) fields and returns o: 4000 merges,
+// a minimum frequency of 2.
+func (o *BPETrainOptions) EnsureDefaults() *BPETrainOptions {
+	if o.Merges == 0 {
+		o.Merges = 4000
+	}
+	if o.MinFrequency == 0 {
+		o.MinFrequency = 2
+	}
+	return o
+}
+
+// Validate reports the first invalid option (after EnsureDefaults).
+func (o *BPETrainOptions) Validate() error {
+	switch {
+	case o.Merges < 1:
+		return fmt.Errorf("tokenizer: train: %d merges; want a positive number", o.Merges)
+	case o.MinFrequency < 1:
+		return fmt.Errorf("tokenizer: train: minimum frequency %d; want at least 1", o.MinFrequency)
+	}
+	return nil
+}
+
 // TrainBPE learns a byte-level BPE from texts. Each text is pre-tokenized
 // with PreTokenizeByteLevel; merges never cross piece boundaries. Training
 // is deterministic: the most frequent pair wins, ties go to the pair whose
 // left token (then right token) sorts first by its raw bytes. A cancelled
 // ctx stops it with ctx's error.
 func TrainBPE(ctx context.Context, texts []string, opt BPETrainOptions) (*TrainedBPE, error) {
-	if opt.Merges == 0 {
-		opt.Merges = 4000
-	}
-	if opt.Merges < 0 {
-		return nil, fmt.Errorf("tokenizer: train: %d merges; want a positive number", opt.Merges)
-	}
-	if opt.MinFrequency <= 0 {
-		opt.MinFrequency = 2
+	if err := opt.EnsureDefaults().Validate(); err != nil {
+		return nil, err
 	}
 	counts := map[string]int64{}
 	total := 0

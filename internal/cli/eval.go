@@ -220,7 +220,7 @@ func evalBuild(env *Env, out, data, assets string, seed uint64, items int, force
 	if d.IDs != nil {
 		return Usagef("--build needs text, not token ids")
 	}
-	suite, err := eval.BuildSuite(string(d.Text), eval.SuiteOptions{Seed: seed, Cloze: items, Choice: items})
+	suite, err := eval.BuildSuite(string(d.Text), eval.SuiteOptions{Seed: &seed, Cloze: items, Choice: items})
 	if err != nil {
 		return fmt.Errorf("%s: %w", data, err)
 	}
