@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/autocompress/autocompress/internal/output"
+	"github.com/autocompress/autocompress/internal/progress"
 	"io"
 	"os"
 	"slices"
@@ -30,6 +31,9 @@ type BPETrainOptions struct {
 	MinFrequency int
 	// Special tokens appended after the merged tokens, e.g. "<|endoftext|>".
 	Special []string
+	// Progress receives the merges learnt (stage "tokenizer", unit
+	// "merge"); nil = none.
+	Progress progress.Func
 }
 
 // TrainedBPE is a byte-level BPE vocabulary produced by TrainBPE. Token ids
@@ -272,11 +276,13 @@ func TrainBPE(ctx context.Context, texts []string, opt BPETrainOptions) (*Traine
 	}
 	heap.Init(h)
 	out := &TrainedBPE{Special: map[string]int32{}}
+	task := progress.Start(opt.Progress, progress.Event{Stage: "tokenizer", Total: int64(opt.Merges), Unit: "merge"})
 	for len(out.Merges) < opt.Merges && h.Len() > 0 {
 		if len(out.Merges)%64 == 0 {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
+			task.Set(int64(len(out.Merges)), "")
 		}
 		top := heap.Pop(h).(btPair)
 		if pairs[top.p] != top.count || top.count <= 0 {
@@ -343,6 +349,7 @@ func TrainBPE(ctx context.Context, texts []string, opt BPETrainOptions) (*Traine
 			}
 		}
 	}
+	task.Set(int64(len(out.Merges)), "")
 	for _, s := range opt.Special {
 		if _, dup := out.Special[s]; dup || s == "" {
 			return nil, fmt.Errorf("tokenizer: train: special token %q empty or repeated", s)

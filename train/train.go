@@ -72,7 +72,8 @@ type Options struct {
 	Log io.Writer // log lines; nil = none
 	// Progress receives the steps (stage "train", unit "step", the loss and
 	// learning rate as the message; the steps of a resumed checkpoint as
-	// Resumed) and each evaluation as a note; nil = none.
+	// Resumed) and, without a Log (which has its line), each evaluation as
+	// a note; nil = none.
 	Progress progress.Func
 }
 
@@ -395,7 +396,9 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 				t.State.ValLoss = vl
 				res.ValLoss = vl
 				t.logf("step %d validation loss %.4f perplexity %.2f", t.State.Step, vl, math.Exp(vl))
-				task.Notef("step %d/%d held-out loss %.4f perplexity %.2f", t.State.Step, o.Steps, vl, math.Exp(vl))
+				if o.Log == nil {
+					task.Notef("step %d/%d held-out loss %.4f perplexity %.2f", t.State.Step, o.Steps, vl, math.Exp(vl))
+				}
 				if o.OnStep != nil {
 					info.Eval, info.ValLoss = true, vl
 					o.OnStep(info)
