@@ -160,7 +160,7 @@ func Run(ctx context.Context, m *engine.Model, w *workload.Workload, o Options, 
 // runs in a row agree on mean TPOT and mean TTFT within 5%, at most maxRuns
 // times, and returns the number of runs.
 func warmUp(ctx context.Context, m *engine.Model, reqs []engine.ServeRequest, opt engine.ServeOptions, maxRuns int, pf progress.Func) (int, error) {
-	task := progress.Start(pf, progress.Event{Stage: "servebench", Phase: "warm-up", Unit: "run"})
+	task := progress.Start(pf, progress.Event{Stage: "servebench", Phase: "warm-up"})
 	warm := reqs[:min(len(reqs), max(2*opt.Concurrency, 8))]
 	near := func(a, b float64) bool { return math.Abs(a-b) <= 0.05*b }
 	var prev RunStats

@@ -140,9 +140,9 @@ func Start(f Func, e Event) *Task {
 
 // Resume records that n units were done before this process started (by
 // the run this one resumes) and reports them: they count in Done, not in the
-// rate or the ETA.
+// rate or the ETA. Resume(0) does nothing.
 func (t *Task) Resume(n int64) {
-	if t == nil {
+	if t == nil || n == 0 {
 		return
 	}
 	t.mu.Lock()
