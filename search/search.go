@@ -268,6 +268,7 @@ func finish(ctx context.Context, e *evaluator, res *Result, o *Options) error {
 				res.TopK[i].Measured = &m
 				res.Tokens += m.Tokens
 			}
+			task.Set(int64(len(measure)), "")
 			key := func(m *Measurement) float64 {
 				if res.Strategy == Minitron {
 					return m.Loss

@@ -287,6 +287,7 @@ func runAutoCompress(ctx context.Context, e *evaluator, o *Options) (*Result, er
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
+	task.Set(int64(len(jobs)), "")
 	var finals []Candidate
 	for k := range outs {
 		out := &outs[k]
@@ -752,6 +753,7 @@ func runMinitron(ctx context.Context, e *evaluator, o *Options) (*Result, error)
 			}
 		}
 	}
+	task.Set(int64(len(gs)), "")
 	res.TopK = topK(e.sp, &o.Budgets, feasible, o.TopK)
 	res.Notes = append(res.Notes, fmt.Sprintf("minitron: %d grid points × settings priced, %d meet the budgets; top %d by the proxy", res.GlobalShapes, len(feasible), len(res.TopK)))
 	return res, nil

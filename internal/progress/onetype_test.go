@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -16,7 +17,7 @@ var isProgressName = regexp.MustCompile(`(?i)progress|^pf$`)
 
 // TestOneProgressType: across the module, every function parameter and
 // struct field that carries progress is a progress.Func, no package declares
-// a progress type of its own, and every exported function that reports
+// a progress type of its own or writes terminal codes (only Terminal draws), and every exported function that reports
 // progress (a progress.Func parameter, or an options struct with one) takes
 // a context.Context first (constructors, New…, excepted: the method that
 // runs the work takes it). A new callback shape or a function that cannot be
@@ -89,6 +90,13 @@ func TestOneProgressType(t *testing.T) {
 									t.Errorf("%s: field %s.%s is not a progress.Func", fset.Position(name.Pos()), n.Name.Name, name.Name)
 								}
 							}
+						}
+					}
+				case *ast.BasicLit:
+					// Only Terminal draws: no terminal codes elsewhere.
+					if n.Kind == token.STRING {
+						if v, err := strconv.Unquote(n.Value); err == nil && (strings.Contains(v, "\x1b[") || strings.HasPrefix(v, "\r") && len(v) > 1 && !strings.HasPrefix(v, "\r\n")) {
+							t.Errorf("%s: %q draws on a terminal: report through progress.Func and let progress.Terminal draw", fset.Position(n.Pos()), v)
 						}
 					}
 				case *ast.FuncType:
