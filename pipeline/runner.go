@@ -102,8 +102,9 @@ func (e *Env) Note(format string, a ...any) { e.Progress().Notef(e.name, format,
 // Options configure Run.
 type Options struct {
 	// Progress receives every event: each stage's start (progress.Started,
-	// or progress.Reused), its work, its notes and its end (progress.Finished
-	// or progress.Failed); nil discards them.
+	// or progress.Reused), its work, its notes and its end
+	// (progress.Finished, progress.Failed, or progress.Interrupted when the
+	// context was cancelled); nil discards them.
 	Progress progress.Func
 	// Force reruns every stage even when its manifest matches.
 	Force bool
@@ -263,6 +264,9 @@ func Run(ctx context.Context, dir string, stages []Stage, opt Options) (*Result,
 		if err != nil {
 			p := base
 			p.State, p.Msg, p.Elapsed = progress.Failed, err.Error(), time.Since(start)
+			if ctx.Err() != nil {
+				p.State, p.Msg = progress.Interrupted, ""
+			}
 			emit.Report(p)
 			if ctx.Err() != nil {
 				return res, ctx.Err()

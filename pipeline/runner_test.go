@@ -174,9 +174,19 @@ func TestRunInterruptedLeavesNothingAndResumes(t *testing.T) {
 	c := newChain()
 	ctx, cancel := context.WithCancel(context.Background())
 	c.failAt, c.cancel = "b", cancel
-	res, err := Run(ctx, dir, c.stagesWithSub(), Options{})
+	var ends []progress.State
+	res, err := Run(ctx, dir, c.stagesWithSub(), Options{Progress: func(e progress.Event) {
+		if e.Stage == "b" && e.State != progress.Running && e.State != progress.Started {
+			ends = append(ends, e.State)
+		}
+	}})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	// An interrupted stage is shown so, not failed with "context canceled"
+	// (issue 17, class 11).
+	if !reflect.DeepEqual(ends, []progress.State{progress.Interrupted}) {
+		t.Errorf("stage b ended with %q, want only %q", ends, progress.Interrupted)
 	}
 	if len(res.Stages) != 1 || res.Stages[0].Name != "a" {
 		t.Fatalf("finished stages %+v, want [a]", res.Stages)

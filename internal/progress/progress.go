@@ -40,7 +40,10 @@ const (
 	Reused   State = "reused"   // a stage's earlier result is reused; Msg says why
 	Finished State = "finished" // a stage ended; Elapsed says how long it took
 	Failed   State = "failed"   // a stage failed; Msg is the error
-	Note     State = "note"     // a message worth keeping (Msg)
+	// Interrupted is a stage stopped by its cancelled context (Ctrl-C,
+	// SIGTERM): not a failure of the stage.
+	Interrupted State = "interrupted"
+	Note        State = "note" // a message worth keeping (Msg)
 )
 
 // Event is one report of long work.
@@ -326,6 +329,8 @@ func stateLine(e Event) string {
 		return fmt.Sprintf("%s done in %s", l, roundDur(e.Elapsed))
 	case Failed:
 		return fmt.Sprintf("%s failed after %s: %s", l, roundDur(e.Elapsed), e.Msg)
+	case Interrupted:
+		return fmt.Sprintf("%s interrupted after %s", l, roundDur(e.Elapsed))
 	}
 	return l + " " + e.Msg
 }

@@ -136,12 +136,14 @@ func TestTerminalStageLines(t *testing.T) {
 	r.Report(ev(Event{Done: 3000, Total: 4000, Unit: "tok", Elapsed: 6 * time.Second}))
 	r.Report(ev(Event{State: Note, Msg: "held-out loss 2.5"}))
 	r.Report(ev(Event{State: Finished, Elapsed: 8 * time.Second}))
+	r.Report(Event{Stage: "eval", Index: 5, Count: 8, State: Interrupted, Elapsed: 1500 * time.Millisecond})
 	want := `[1/8 importance] reused: unchanged inputs
 [4/8 distill] running (no earlier result)
 [4/8 distill] [######..................]  25.0% 1000/4000 tok  1000 tok/s  ETA 3s
 [4/8 distill] [##################......]  75.0% 3000/4000 tok  500 tok/s  ETA 2s
 [4/8 distill] held-out loss 2.5
 [4/8 distill] done in 8s
+[5/8 eval] interrupted after 1.5s
 `
 	if b.String() != want {
 		t.Fatalf("got\n%s\nwant\n%s", b.String(), want)
