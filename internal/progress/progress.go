@@ -121,7 +121,8 @@ func (f Func) Notef(stage, format string, a ...any) {
 
 // Task counts one piece of work and reports it through a Func, stamping
 // the elapsed time. A nil *Task (from Start with a nil Func) does nothing.
-// Its methods are safe for concurrent use.
+// Its methods are safe for concurrent use and report in order (the Func is
+// called with the Task's lock held, so it must not call back into it).
 type Task struct {
 	mu    sync.Mutex
 	f     Func
@@ -149,7 +150,7 @@ func (t *Task) Resume(n int64) {
 		return
 	}
 	t.mu.Lock()
-	t.ev.Resumed, t.ev.Done = n, n
+	t.ev.Resumed = n
 	t.mu.Unlock()
 	t.Set(n, "")
 }
@@ -160,10 +161,9 @@ func (t *Task) Add(n int64) {
 		return
 	}
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	t.ev.Done += n
-	e := t.stamp()
-	t.mu.Unlock()
-	t.f(e)
+	t.f(t.stamp())
 }
 
 // Set sets the units done, with a message (a loss, what is measured), and
@@ -173,10 +173,9 @@ func (t *Task) Set(done int64, msg string) {
 		return
 	}
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	t.ev.Done, t.ev.Msg = done, msg
-	e := t.stamp()
-	t.mu.Unlock()
-	t.f(e)
+	t.f(t.stamp())
 }
 
 // Notef reports a Note of the task's stage.
@@ -185,9 +184,8 @@ func (t *Task) Notef(format string, a ...any) {
 		return
 	}
 	t.mu.Lock()
-	e := Event{Stage: t.ev.Stage, Phase: t.ev.Phase, State: Note, Msg: fmt.Sprintf(format, a...)}
-	t.mu.Unlock()
-	t.f(e)
+	defer t.mu.Unlock()
+	t.f(Event{Stage: t.ev.Stage, Phase: t.ev.Phase, State: Note, Msg: fmt.Sprintf(format, a...)})
 }
 
 func (t *Task) stamp() Event {

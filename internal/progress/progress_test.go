@@ -2,6 +2,7 @@ package progress
 
 import (
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -163,5 +164,33 @@ func TestTerminalStageLines(t *testing.T) {
 	r.Report(Event{Stage: "eval", State: Note, Msg: "all done"})
 	if got := b.String(); !strings.Contains(got, "100.0%") || !strings.HasSuffix(got, "\x1b[K\neval all done\n") {
 		t.Fatalf("%q", got)
+	}
+}
+
+// TestTaskConcurrentAddsInOrder: Adds from many goroutines reach the Func
+// one at a time and in order, ending at the total.
+func TestTaskConcurrentAddsInOrder(t *testing.T) {
+	var last int64
+	var calls int
+	task := Start(func(e Event) {
+		calls++
+		if e.Done != last+1 {
+			t.Errorf("event %d after %d", e.Done, last)
+		}
+		last = e.Done
+	}, Event{Stage: "work", Total: 800, Unit: "it"})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 100 {
+				task.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if last != 800 || calls != 800 {
+		t.Errorf("ended at %d after %d calls, want 800", last, calls)
 	}
 }
