@@ -125,11 +125,12 @@ The embedded parent model (package parent) is reproduced by:
 				}
 				o.CheckpointPath = *ckpt
 				// The log's lines (every --log-every steps) are the steps'
-				// display; the renderer draws the notes.
+				// display; the renderer draws the rest (the tokenizer's
+				// merges, the notes).
 				o.Log = env.Stderr
 				term := progress.NewTerminal(env.Stderr)
 				o.Progress = func(e progress.Event) {
-					if e.State != progress.Running {
+					if e.State != progress.Running || e.Stage != "train" {
 						term.Report(e)
 					}
 				}
@@ -187,6 +188,7 @@ The embedded parent model (package parent) is reproduced by:
 					}
 				}
 				res, err := train.FromScratch(ctx, job)
+				term.End()
 				if err != nil {
 					return err
 				}
