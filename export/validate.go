@@ -123,6 +123,9 @@ func ValidateDir(dir, engine string) (*Report, error) {
 
 // ValidateDirWith is ValidateDir with serving options.
 func ValidateDirWith(dir, engine string, opt Options) (*Report, error) {
+	if err := opt.Validate(); err != nil {
+		return nil, err
+	}
 	caps, err := capsFor(engine)
 	if err != nil {
 		return nil, err
@@ -159,6 +162,9 @@ func ValidateConfig(data []byte, engine string) (*Report, error) {
 // that config.json alone decides (all but the tensors and remote-code
 // files), so a writer can check a child before writing its weights.
 func ValidateConfigWith(data []byte, engine string, opt Options) (*Report, error) {
+	if err := opt.Validate(); err != nil {
+		return nil, err
+	}
 	caps, err := capsFor(engine)
 	if err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/internal/browsertest"
+	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/parent"
 	"github.com/autocompress/autocompress/report"
 	"github.com/autocompress/autocompress/search"
@@ -314,8 +315,8 @@ func TestPipelineInterruptResume(t *testing.T) {
 	c := tiny(dir)
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	_, err = Execute(cctx, c, "", Options{Until: "distill", Progress: func(p Progress) {
-		if p.Stage == "distill" && p.State == StateRunning && p.Unit == "step" && p.Done >= 30 {
+	_, err = Execute(cctx, c, "", Options{Until: "distill", Progress: func(p progress.Event) {
+		if p.Stage == "distill" && p.State == progress.Running && p.Unit == "step" && p.Done >= 30 {
 			cancel()
 		}
 	}})
@@ -326,9 +327,13 @@ func TestPipelineInterruptResume(t *testing.T) {
 		t.Fatalf("the interrupted distillation left its directory: %v", err)
 	}
 	var resumed bool
-	res, err := Execute(ctx, c, "", Options{Until: "distill", Progress: func(p Progress) {
-		if p.Stage == "distill" && p.State == StateRunning && p.Unit == "" && len(p.Msg) > 8 && p.Msg[:8] == "resuming" {
+	var firstStep *progress.Event
+	res, err := Execute(ctx, c, "", Options{Until: "distill", Progress: func(p progress.Event) {
+		if p.Stage == "distill" && p.State == progress.Note && strings.HasPrefix(p.Msg, "resuming") {
 			resumed = true
+		}
+		if p.Stage == "distill" && p.State == progress.Running && p.Unit == "step" && p.Done > p.Resumed && firstStep == nil {
+			firstStep = &p
 		}
 	}})
 	if err != nil {
@@ -339,6 +344,11 @@ func TestPipelineInterruptResume(t *testing.T) {
 	}
 	if !resumed {
 		t.Error("the distillation did not resume from its checkpoint")
+	}
+	// The resumed steps reach the display as such, so that its rate and ETA
+	// count only this run's steps (issue 17, class 11).
+	if firstStep == nil || firstStep.Resumed < 25 || firstStep.Done != firstStep.Resumed+1 {
+		t.Errorf("first step after the resume: %+v, want Resumed >= 25 (the checkpoint) and Done = Resumed+1", firstStep)
 	}
 	// The weights (the summary beside them records paths and timings).
 	childHash := func(r *Result) string {

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/autocompress/autocompress/internal/progress"
 )
 
 func entries(t *testing.T, dir string) []string {
@@ -164,8 +166,9 @@ func TestCancelledStageIsInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.failAt, c.cancel = "b", cancel
 	var b strings.Builder
-	d := NewDisplay(&b, false)
-	_, err := Run(ctx, t.TempDir(), c.stagesWithSub(), Options{Progress: d.Handle})
+	d := progress.NewTerminal(&b)
+	_, err := Run(ctx, t.TempDir(), c.stagesWithSub(), Options{Progress: d.Report})
+	d.End()
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)
 	}

@@ -32,15 +32,16 @@ type Options struct {
 	// the DeciLM remote-code files configuration_decilm.py and
 	// modeling_decilm.py that transformers needs.
 	ExtraFiles []string
-	// Progress, when not nil, receives a progress bar (e.g. os.Stderr).
-	Progress io.Writer
+	// Progress receives the tensor bytes written (stage "prune", unit "B");
+	// nil = none.
+	Progress progress.Func
 	// TP is the tensor-parallel size the child is served with (0: none);
 	// the default validator then checks head and width divisibility.
 	TP int
-	// Validate, when not nil, replaces the default check of the finished
+	// CheckChild, when not nil, replaces the default check of the finished
 	// child directory (export.ValidateDirWith for the engine and TP) before
 	// it is moved into place; an error aborts the run and removes the output.
-	Validate func(dir, engine string) error
+	CheckChild func(dir, engine string) error
 }
 
 // Result describes a written child.
@@ -59,8 +60,8 @@ type Result struct {
 // every file is written and validated; a cancelled context or any error
 // leaves no output behind.
 func Prune(ctx context.Context, opt Options) (res *Result, err error) {
-	if opt.Plan == nil {
-		return nil, errors.New("prune: no plan")
+	if err := opt.Validate(); err != nil {
+		return nil, err
 	}
 	planCopy := *opt.Plan
 	plan := &planCopy
@@ -69,9 +70,6 @@ func Prune(ctx context.Context, opt Options) (res *Result, err error) {
 	}
 	if opt.Engine != "" {
 		planCopy.Engine = opt.Engine
-	}
-	if opt.Out == "" {
-		return nil, errors.New("prune: no output directory")
 	}
 	if _, err := os.Lstat(opt.Out); err == nil && !opt.Force {
 		return nil, &checkpoint.ExistsError{Path: opt.Out} // internal/output's, the one of every package
@@ -194,7 +192,7 @@ func Prune(ctx context.Context, opt Options) (res *Result, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("prune: %w", err)
 	}
-	bar := progress.New(opt.Progress, "prune", total, "B")
+	task := progress.Start(opt.Progress, progress.Event{Stage: "prune", Total: total, Unit: "B"})
 	res = &Result{Dir: opt.Out, Layout: lay, Files: sp.Files}
 	for _, m := range order {
 		if err := ctx.Err(); err != nil {
@@ -208,7 +206,7 @@ func Prune(ctx context.Context, opt Options) (res *Result, err error) {
 		}
 		res.Tensors++
 		res.Bytes += n
-		bar.Add(n)
+		task.Add(n)
 	}
 	if err := ctx.Err(); err != nil {
 		w.Abort()
@@ -217,7 +215,6 @@ func Prune(ctx context.Context, opt Options) (res *Result, err error) {
 	if err := w.Close(); err != nil {
 		return nil, fmt.Errorf("prune: %w", err)
 	}
-	bar.Done()
 	if err := os.WriteFile(filepath.Join(tmp, "config.json"), cfg, 0o666); err != nil { //output:inside
 		return nil, fmt.Errorf("prune: %w", err)
 	}
@@ -239,7 +236,7 @@ func Prune(ctx context.Context, opt Options) (res *Result, err error) {
 			return nil, fmt.Errorf("prune: adding %s: %w", f, err)
 		}
 	}
-	validate := opt.Validate
+	validate := opt.CheckChild
 	if validate == nil {
 		validate = func(dir, engine string) error {
 			r, err := export.ValidateDirWith(dir, engine, export.Options{TP: opt.TP})

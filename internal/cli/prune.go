@@ -9,6 +9,7 @@ import (
 
 	"github.com/autocompress/autocompress/export"
 	"github.com/autocompress/autocompress/internal/output"
+	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/prune"
 )
 
@@ -110,10 +111,12 @@ so the native architecture can hold them; the function is unchanged).`,
 				} else if plan, err = prune.LoadPlan(*planPath); err != nil {
 					return err
 				}
+				term := progress.NewTerminal(env.Stderr)
 				res, err := prune.Prune(ctx, prune.Options{
 					Model: dir, Plan: plan, Out: *out, Force: *force,
-					Format: *format, Engine: *engine, Progress: env.Stderr, TP: *tp, ExtraFiles: extra,
+					Format: *format, Engine: *engine, Progress: term.Report, TP: *tp, ExtraFiles: extra,
 				})
+				term.End()
 				if err != nil {
 					return err
 				}

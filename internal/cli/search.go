@@ -16,6 +16,7 @@ import (
 	"github.com/autocompress/autocompress/hardware"
 	"github.com/autocompress/autocompress/importance"
 	"github.com/autocompress/autocompress/internal/output"
+	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/modelref"
 	"github.com/autocompress/autocompress/search"
 	"github.com/autocompress/autocompress/workload"
@@ -239,7 +240,10 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 				req.TopKTrain.SeqLen = len(req.TrainRows[0]) - 1
 			}
 		}
+		term := progress.NewTerminal(env.Stderr)
+		req.Progress = term.Report
 		rep, err := search.Execute(ctx, req)
+		term.End()
 		var ke *search.KeepLayersError
 		var se *search.ScoresError
 		var ce *workload.ContextError
