@@ -17,8 +17,9 @@
 // they succeed; a cancelled context (Ctrl-C) or a failure leaves only the
 // stages that finished, and a killed run's temporary directories are removed
 // by the next run. Progress of every stage reaches the caller through one
-// callback (stage k of n, the stage's own counts and ETA); the package
-// writes nothing to a terminal.
+// progress.Func (stage k of n, its start, reuse, end or failure, the
+// stage's own counts with the units a resumed stage had done, and its
+// notes); the package writes nothing to a terminal (progress.Terminal draws).
 //
 // Stages builds the run's stages, one small builder per stage; a stage
 // reads an earlier stage's files through Outputs (typed paths, never a

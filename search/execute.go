@@ -12,6 +12,7 @@ import (
 	"github.com/autocompress/autocompress/export"
 	"github.com/autocompress/autocompress/hardware"
 	"github.com/autocompress/autocompress/importance"
+	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/proxy"
 	"github.com/autocompress/autocompress/prune"
 	"github.com/autocompress/autocompress/workload"
@@ -68,14 +69,16 @@ type Request struct {
 	// Measurer it builds that is an io.Closer is closed when the search
 	// ends.
 	TopKMeasurer MeasurerFactory
-	Progress     Progress
+	// Progress receives the search's phases and the top-k candidates'
+	// training (stage "search"); nil = none.
+	Progress progress.Func
 }
 
 // A MeasurerFactory builds the Measurer of candidates pruned from parent,
 // scored on the held-out rows (T+1 ids each); progress, when set, receives
 // the measurer's own phases. The caller chooses the measurer
 // (Request.TopKMeasurer), so the search does not depend on how it trains.
-type MeasurerFactory func(ctx context.Context, parent *engine.Model, heldOut [][]int32, progress Progress) (Measurer, error)
+type MeasurerFactory func(ctx context.Context, parent *engine.Model, heldOut [][]int32, progress progress.Func) (Measurer, error)
 
 // ErrScoresMismatch is returned (wrapped) when Request.Scores were computed
 // for another model than Request.Dir.

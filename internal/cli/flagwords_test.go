@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/autocompress/autocompress/internal/output"
+	"github.com/autocompress/autocompress/dataset"
 	"github.com/autocompress/autocompress/search"
 )
 
@@ -47,8 +47,8 @@ func TestFlagOfNamesRealFlags(t *testing.T) {
 // TestInFlags: a library error wrapped in context is printed with its
 // settings spelled as flags and the context kept; other errors as they are.
 func TestInFlags(t *testing.T) {
-	err := fmt.Errorf("writing the plan: %w", &output.ExistsError{Path: "plan.json"})
-	if got, want := inFlags(err), "writing the plan: plan.json already exists (choose another output path or pass --force to replace it)"; got != want {
+	err := fmt.Errorf("reading the data: %w", &dataset.NoTokenizerError{Dir: "m"})
+	if got, want := inFlags(err), "reading the data: the model directory m has no tokenizer.json: pass --tokenizer, or token ids with --ids"; got != want {
 		t.Errorf("inFlags = %q, want %q", got, want)
 	}
 	if strings.Contains(err.Error(), "--") {

@@ -23,6 +23,7 @@ var allowed = map[string][]string{
 	"internal/progress":          {},
 	"internal/fastmath":          {},
 	"internal/human":             {},
+	"internal/conventions":       {},
 	"internal/suggest":           {},
 	"internal/parallel":          {},
 	"internal/shareddata":        {},
@@ -41,7 +42,7 @@ var allowed = map[string][]string{
 	// Model files and text.
 	"checkpoint":              {"internal/output"},
 	"checkpoint/testutil":     {"checkpoint"},
-	"tokenizer":               {"internal/output"},
+	"tokenizer":               {"internal/output", "internal/progress"},
 	"parent":                  {"corpus", "internal/output"},
 	"parent/internal/gentext": {"parent"},
 	"modelref":                {"architecture", "architecture/published", "parent"},
@@ -55,22 +56,21 @@ var allowed = map[string][]string{
 
 	// Running models.
 	"engine":             {"architecture", "checkpoint", "engine/blas", "internal/fastmath", "internal/parallel"},
-	"servebench":         {"engine", "engine/blas", "workload"},
-	"estimate/nativecal": {"architecture", "checkpoint", "engine", "engine/blas", "estimate", "hardware", "servebench", "workload"},
+	"servebench":         {"engine", "engine/blas", "internal/progress", "workload"},
+	"estimate/nativecal": {"architecture", "checkpoint", "engine", "engine/blas", "estimate", "hardware", "internal/progress", "servebench", "workload"},
 	"eval":               {"corpus", "engine", "engine/blas", "internal/progress"},
-	"importance":         {"checkpoint", "dataset", "engine", "internal/output"},
+	"importance":         {"checkpoint", "dataset", "engine", "internal/output", "internal/progress"},
 	"train":              {"architecture", "checkpoint", "corpus", "dataset", "engine", "internal/output", "internal/progress", "tokenizer"},
 
 	// Compressing: pruning, the search, recovery.
 	"prune":          {"architecture", "checkpoint", "export", "importance", "internal/progress"},
-	"proxy":          {"engine", "engine/blas", "internal/parallel", "prune"},
-	"search":         {"architecture", "checkpoint", "engine", "estimate", "export", "hardware", "importance", "proxy", "prune", "workload"},
-	"distill":        {"checkpoint", "dataset", "engine", "export", "internal/fastmath", "internal/output", "internal/parallel", "parent", "tokenizer", "train"},
-	"search/trained": {"dataset", "distill", "engine", "proxy", "prune", "search", "train"},
+	"proxy":          {"engine", "engine/blas", "internal/parallel", "internal/progress", "prune"},
+	"search":         {"architecture", "checkpoint", "engine", "estimate", "export", "hardware", "importance", "internal/progress", "proxy", "prune", "workload"},
+	"distill":        {"checkpoint", "dataset", "engine", "export", "internal/fastmath", "internal/output", "internal/parallel", "internal/progress", "parent", "tokenizer", "train"},
+	"search/trained": {"dataset", "distill", "engine", "internal/progress", "proxy", "prune", "search", "train"},
 
 	// Glue: the pipeline, the commands.
-	"pipeline": {"architecture", "checkpoint", "corpus", "dataset", "distill", "engine", "estimate", "eval", "export", "hardware",
-		"importance", "internal/output", "modelref", "prune", "report", "search", "search/trained", "servebench", "tokenizer", "train", "workload"},
+	"pipeline": {"architecture", "checkpoint", "corpus", "dataset", "distill", "engine", "estimate", "eval", "export", "hardware", "importance", "internal/output", "internal/progress", "modelref", "prune", "report", "search", "search/trained", "servebench", "tokenizer", "train", "workload"},
 	"internal/cli": {"architecture", "checkpoint", "corpus", "dataset", "distill", "engine", "engine/blas", "estimate",
 		"estimate/groundtruth", "estimate/nativecal", "estimate/scenarios", "eval", "export", "hardware", "importance",
 		"internal/human", "internal/output", "internal/progress", "internal/shareddata", "modelref", "parent", "pipeline", "prune", "search",
@@ -78,8 +78,9 @@ var allowed = map[string][]string{
 	"cmd/autocompress": {"internal/cli"},
 
 	// Tools run by hand.
-	"scripts/headtohead":  {"internal/output", "pipeline", "report"},
-	"scripts/testsummary": {},
+	"scripts/headtohead":   {"internal/output", "pipeline", "report"},
+	"scripts/testsummary":  {},
+	"scripts/readmetables": {"internal/cli", "internal/output", "internal/shareddata", "search"},
 }
 
 // imports lists every package of the module with its module imports (non-test

@@ -16,6 +16,7 @@ import (
 	"github.com/autocompress/autocompress/dataset"
 	"github.com/autocompress/autocompress/distill"
 	"github.com/autocompress/autocompress/engine"
+	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/proxy"
 	"github.com/autocompress/autocompress/prune"
 	"github.com/autocompress/autocompress/search"
@@ -52,49 +53,71 @@ type Options struct {
 	// distill's --top-k cache does). 0 runs the dense teacher every step of
 	// every candidate, the recovery stage's default loss.
 	CacheK int
-	// Progress, when set, receives every training step of every candidate.
-	Progress func(candidate, step, steps int) `json:"-"`
+	// Progress receives every training step of every candidate (phase
+	// "training top-k candidate N"); nil = none.
+	Progress progress.Func `json:"-"`
 }
 
-func (o *Options) defaults() {
-	if o.Batch <= 0 {
+// EnsureDefaults fills the unset (zero) fields and returns o: batch 8,
+// sequence length 128, learning rate 1e-3, temperature 1, and KD weight 1
+// when both weights are 0.
+func (o *Options) EnsureDefaults() *Options {
+	if o.Batch == 0 {
 		o.Batch = 8
 	}
-	if o.SeqLen <= 0 {
+	if o.SeqLen == 0 {
 		o.SeqLen = 128
 	}
-	if o.LR <= 0 {
+	if o.LR == 0 {
 		o.LR = 1e-3
 	}
-	if o.Temperature <= 0 {
+	if o.Temperature == 0 {
 		o.Temperature = 1
 	}
 	if o.KDWeight == 0 && o.CEWeight == 0 {
 		o.KDWeight = 1
 	}
+	return o
+}
+
+// Validate reports the first invalid option (after EnsureDefaults).
+func (o *Options) Validate() error {
+	switch {
+	case o.Tokens < 0:
+		return fmt.Errorf("trained proxy: tokens %d: want >= 0 (0: untrained)", o.Tokens)
+	case o.Batch < 1 || o.SeqLen < 1:
+		return fmt.Errorf("trained proxy: batch %d × sequence length %d: both must be positive", o.Batch, o.SeqLen)
+	case !(o.LR > 0):
+		return fmt.Errorf("trained proxy: learning rate %g: want > 0", o.LR)
+	case !(o.Temperature > 0):
+		return fmt.Errorf("trained proxy: temperature %g: want > 0", o.Temperature)
+	case o.KDWeight < 0 || o.CEWeight < 0:
+		return fmt.Errorf("trained proxy: KD weight %g, CE weight %g: want >= 0", o.KDWeight, o.CEWeight)
+	case o.CacheK < 0:
+		return fmt.Errorf("trained proxy: cache k %d: want >= 0 (0: no cache)", o.CacheK)
+	}
+	return nil
 }
 
 // Rows returns the training rows the brief training reads: one batch of
 // rows per step. The search command and the pipeline read this many.
 func (o Options) Rows() int {
-	o.defaults()
+	o.EnsureDefaults()
 	return o.Steps() * o.Batch
 }
 
 // Factory returns the search.MeasurerFactory of o's brief training on
 // trainRows (o.SeqLen+1 ids each, none of them among the held-out rows the
 // search scores on), for search.Request.TopKMeasurer. Each candidate's
-// training steps are reported through the search's progress as "training
-// top-k candidate N" unless o.Progress is set.
+// training steps are reported through the search's progress (phase
+// "training top-k candidate N") unless o.Progress is set.
 func Factory(trainRows [][]int32, o Options) search.MeasurerFactory {
-	return func(ctx context.Context, parent *engine.Model, heldOut [][]int32, progress search.Progress) (search.Measurer, error) {
+	return func(ctx context.Context, parent *engine.Model, heldOut [][]int32, progress progress.Func) (search.Measurer, error) {
 		if len(trainRows) == 0 {
 			return nil, errors.New("trained proxy: training the top-k candidates needs training rows")
 		}
-		if progress != nil && o.Progress == nil {
-			o.Progress = func(cand, step, steps int) {
-				progress(fmt.Sprintf("training top-k candidate %d", cand+1), step, steps)
-			}
+		if o.Progress == nil {
+			o.Progress = progress
 		}
 		return NewMeasurer(ctx, parent, heldOut, trainRows, o)
 	}
@@ -102,7 +125,7 @@ func Factory(trainRows [][]int32, o Options) search.MeasurerFactory {
 
 // Steps returns the optimiser steps per candidate.
 func (o Options) Steps() int {
-	o.defaults()
+	o.EnsureDefaults()
 	per := int64(o.Batch * o.SeqLen)
 	return int((o.Tokens + per - 1) / per)
 }
@@ -135,7 +158,9 @@ type Measurer struct {
 // each) and prepares the brief training on trainRows (o.SeqLen+1 ids each,
 // none of them among heldOut). Close releases the teacher cache.
 func NewMeasurer(ctx context.Context, parent *engine.Model, heldOut, trainRows [][]int32, o Options) (*Measurer, error) {
-	o.defaults()
+	if err := o.EnsureDefaults().Validate(); err != nil {
+		return nil, err
+	}
 	if o.Tokens <= 0 {
 		return nil, errors.New("trained proxy: no training tokens (use the untrained measurer)")
 	}
@@ -212,14 +237,8 @@ func (m *Measurer) Measure(ctx context.Context, plan *prune.Plan) (search.Measur
 		misses0 = m.cache.Misses.Load()
 	}
 	steps := m.o.Steps()
-	to := train.Options{Steps: steps, Batch: m.o.Batch, SeqLen: m.o.SeqLen, LR: m.o.LR, Seed: m.o.Seed, Loss: train.FromLogits(kd)}
-	if m.o.Progress != nil {
-		to.OnStep = func(s train.StepInfo) {
-			if !s.Eval {
-				m.o.Progress(cand, s.Step, s.Steps)
-			}
-		}
-	}
+	to := train.Options{Steps: steps, Batch: m.o.Batch, SeqLen: m.o.SeqLen, LR: m.o.LR, Seed: m.o.Seed, Loss: train.FromLogits(kd),
+		Progress: m.o.Progress.Phase(fmt.Sprintf("training top-k candidate %d", cand+1))}
 	tr, err := train.New(child, m.rows, nil, to)
 	if err != nil {
 		return search.Measurement{}, fmt.Errorf("trained proxy: %w", err)
