@@ -441,7 +441,7 @@ func (b *builder) search() Stage {
 				if err != nil {
 					return fmt.Errorf("data (the top-k candidates' brief training): %w", err)
 				}
-				req.TopKMeasurer = trained.Factory(trainRows, *topKTrain)
+				req.TopKMeasurer = trained.NewFactory(trainRows, *topKTrain)
 				env.Note("minitron: each top-k candidate distilled for %d tokens (%d rows of data) before choosing by held-out loss", topKTrain.Rows()*topKTrain.SeqLen, len(trainRows))
 			}
 			rep, err := search.Execute(ctx, req)

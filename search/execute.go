@@ -63,7 +63,7 @@ type Request struct {
 	// TopKMeasurer, when set, builds the minitron strategy's measurer of
 	// its top-k from the parent loaded for the measured proxy and the
 	// held-out Rows: Minitron++'s brief distillation of each candidate
-	// before choosing by held-out loss is search/trained's Factory. Nil:
+	// before choosing by held-out loss is search/trained's NewFactory. Nil:
 	// the candidates are ranked by their loss untrained (KLMeasurer), and
 	// the notes say so. It applies to the minitron strategy only; a
 	// Measurer it builds that is an io.Closer is closed when the search

@@ -238,7 +238,7 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 				}
 				trainRows := all[*rows:]
 				o.SeqLen = len(trainRows[0]) - 1
-				req.TopKMeasurer = trained.Factory(trainRows, o)
+				req.TopKMeasurer = trained.NewFactory(trainRows, o)
 			}
 		}
 		term := progress.NewTerminal(env.Stderr)

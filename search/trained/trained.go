@@ -3,7 +3,7 @@
 // candidate is pruned in memory, distilled briefly from the parent with the
 // recovery stage's loss (package distill) through the training loop
 // (package train), and scored on held-out rows. The search receives it as a
-// search.MeasurerFactory (Factory, for search.Request.TopKMeasurer), so
+// search.MeasurerFactory (NewFactory, for search.Request.TopKMeasurer), so
 // package search does not depend on distillation or training.
 package trained
 
@@ -106,12 +106,12 @@ func (o Options) Rows() int {
 	return o.Steps() * o.Batch
 }
 
-// Factory returns the search.MeasurerFactory of o's brief training on
+// NewFactory returns the search.MeasurerFactory of o's brief training on
 // trainRows (o.SeqLen+1 ids each, none of them among the held-out rows the
 // search scores on), for search.Request.TopKMeasurer. Each candidate's
 // training steps are reported through the search's progress (phase
 // "training top-k candidate N") unless o.Progress is set.
-func Factory(trainRows [][]int32, o Options) search.MeasurerFactory {
+func NewFactory(trainRows [][]int32, o Options) search.MeasurerFactory {
 	return func(ctx context.Context, parent *engine.Model, heldOut [][]int32, progress progress.Func) (search.Measurer, error) {
 		if len(trainRows) == 0 {
 			return nil, errors.New("trained proxy: training the top-k candidates needs training rows")
