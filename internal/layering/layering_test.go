@@ -80,7 +80,7 @@ var allowed = map[string][]string{
 	// Tools run by hand.
 	"scripts/headtohead":   {"internal/output", "pipeline", "report"},
 	"scripts/testsummary":  {},
-	"scripts/readmetables": {"internal/cli", "internal/output", "internal/shareddata", "search"},
+	"scripts/readmetables": {"estimate", "internal/cli", "internal/output", "internal/shareddata", "search"},
 }
 
 // imports lists every package of the module with its module imports (non-test
