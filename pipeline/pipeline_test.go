@@ -137,6 +137,15 @@ func TestPipelineEndToEnd(t *testing.T) {
 	if len(d.Budgets) != 2 {
 		t.Fatalf("budgets %+v, want memory and tpot", d.Budgets)
 	}
+	// The report agrees with its budget table and says where its estimates
+	// come from; the recovery has its held-out loss from before the first
+	// step (issue 17, classes 2, 3, 10).
+	if bad := d.Inconsistencies(); len(bad) > 0 {
+		t.Errorf("the report contradicts its budget table: %v", bad)
+	}
+	if d.Estimator == nil || d.Memory.Unit != d.Budgets[0].Unit || len(d.HeldOut) == 0 || d.HeldOut[0].Step != 0 || d.ParentHeldOut == nil {
+		t.Errorf("report: estimator %+v, memory in %q (budget in %q), held-out %+v, parent's %v", d.Estimator, d.Memory.Unit, d.Budgets[0].Unit, d.HeldOut, d.ParentHeldOut)
+	}
 	// The parent, under the chosen settings, must miss some budget (else
 	// there is nothing to prune). Not necessarily the binding one: fewer
 	// native sequence slots lower TPOT (a smaller batch per step), so the

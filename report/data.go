@@ -5,9 +5,15 @@
 // (charts are inline SVG drawn with gonum's plot package; nothing is fetched
 // at view time), a Markdown summary and the JSON they are made from.
 //
+// Every figure says whether it is estimated (with the estimator's error
+// band and where it was measured) or measured, and a budgeted cost shown
+// outside the budget table (the memory plan, the charts' budgets and chosen
+// child) is the table's figure (see Data.Inconsistencies). Legends sit in a
+// strip above each chart's data, never over it.
+//
 // The report is a pure function of a *Data: the pipeline fills one from its
 // stages' outputs, and a test renders it in a real browser and checks the
-// numbers on the page against the JSON.
+// numbers on the page against the JSON and the charts' layout for overlaps.
 package report
 
 import (
@@ -27,14 +33,14 @@ type Data struct {
 	Budgets    []Budget   `json:"budgets"`
 	// Estimator says where the estimated figures come from and how far
 	// they are to be trusted (nil: not known).
-	Estimator  *Estimator `json:"estimator,omitempty"`
-	Parent     Shape      `json:"parent"`
-	Child      Shape      `json:"child"`
+	Estimator *Estimator `json:"estimator,omitempty"`
+	Parent    Shape      `json:"parent"`
+	Child     Shape      `json:"child"`
 	// Strategy is the search strategy that chose the child.
-	Strategy string       `json:"strategy,omitempty"`
-	Summary  []string     `json:"summary,omitempty"` // what was cut and why, in words
-	Pareto   []Pareto     `json:"pareto,omitempty"`
-	Memory   Memory       `json:"memory"`
+	Strategy string   `json:"strategy,omitempty"`
+	Summary  []string `json:"summary,omitempty"` // what was cut and why, in words
+	Pareto   []Pareto `json:"pareto,omitempty"`
+	Memory   Memory   `json:"memory"`
 	// Training is the recovery's logged steps; Objective says what their
 	// loss is (the distillation's, not the held-out cross-entropy).
 	Training  []TrainPoint `json:"training,omitempty"`
@@ -44,9 +50,9 @@ type Data struct {
 	HeldOut       []HeldOutPoint `json:"held_out,omitempty"`
 	ParentHeldOut *float64       `json:"parent_held_out,omitempty"`
 	Eval          EvalTable      `json:"eval"`
-	Tokens   Tokens       `json:"tokens"`
-	Stages   []Stage      `json:"stages,omitempty"`
-	Notes    []string     `json:"notes,omitempty"`
+	Tokens        Tokens         `json:"tokens"`
+	Stages        []Stage        `json:"stages,omitempty"`
+	Notes         []string       `json:"notes,omitempty"`
 }
 
 // Deployment is the target the child was chosen for.
