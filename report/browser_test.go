@@ -46,8 +46,8 @@ func TestReportInBrowser(t *testing.T) {
 // nothing sticks out of its chart, the type is sans-serif and large enough,
 // and every chart takes the page's width, for the sample and for data that
 // crowd the places legends used to sit (points in every corner, the held-out
-// loss at the top right, a total at its budget, 32 layers). The check
-// itself finds a legend drawn over the data.
+// loss at the top right, a total at its budget, 32 layers) and for a real
+// demo run's report. The check itself finds a legend drawn over the data.
 func TestReportChartsDoNotOverlap(t *testing.T) {
 	bin := browsertest.Browser(t)
 	crowded := sample(t)
@@ -69,9 +69,13 @@ func TestReportChartsDoNotOverlap(t *testing.T) {
 	if bad := crowded.Inconsistencies(); len(bad) > 0 {
 		t.Fatalf("the crowded data contradict themselves: %v", bad)
 	}
-	for name, d := range map[string]*Data{"sample": sample(t), "crowded": crowded} {
+	for name, d := range map[string]*Data{"sample": sample(t), "crowded": crowded, "demo": demo(t)} {
 		t.Run(name, func(t *testing.T) {
-			lay := browsertest.Check(t, bin, writePage(t, d), 5, d, FormatNumber) // Check reports lay.Problems()
+			charts, err := Charts(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lay := browsertest.Check(t, bin, writePage(t, d), len(charts), d, FormatNumber) // Check reports lay.Problems()
 			roles := map[string]int{}
 			for _, c := range lay.Charts {
 				for _, p := range c.Parts {

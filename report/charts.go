@@ -313,7 +313,7 @@ func shapeChart(d *Data, what string) (*Chart, error) {
 	}
 	p := newPlot("layer", unit)
 	// Two bars per layer, filling about 70 % of the layer's slot.
-	bw := vg.Length(math.Min(14, 0.35*(chartWidth-80)/float64(len(aligned))))
+	bw := vg.Length(math.Min(24, 0.35*(chartWidth-80)/float64(len(aligned))))
 	bp, err := plotter.NewBarChart(pv, bw)
 	if err != nil {
 		return nil, fmt.Errorf("report: %w", err)
@@ -399,8 +399,8 @@ func paretoChart(d *Data, i int) (*Chart, error) {
 		r     vg.Length
 		name  string
 	}{
-		{bad, colParent, draw.CircleGlyph{}, 3.5, "over a budget"},
-		{ok, colChild, draw.CircleGlyph{}, 3.5, "meets every budget"},
+		{bad, colParent, draw.CircleGlyph{}, 3.5, "misses a budget as searched"},
+		{ok, colChild, draw.CircleGlyph{}, 3.5, "meets every budget as searched"},
 		{chosen, colBad, draw.PyramidGlyph{}, 7, "the chosen child"},
 	} {
 		if len(s.xy) == 0 {
@@ -428,7 +428,7 @@ func paretoChart(d *Data, i int) (*Chart, error) {
 	if err != nil {
 		return nil, err
 	}
-	cap := caption{words(fmt.Sprintf("%d candidates, each cost as the estimator priced it", len(f.Points)))}
+	cap := caption{words(fmt.Sprintf("%d candidates, each cost as the estimator priced it; \"as searched\": every estimate within its limit less the margin for the estimator's error, and within the limits the measured checks tightened, so a candidate inside this budget can miss another", len(f.Points)))}
 	bi := budgetIndex(d, f.Cost)
 	bp := fmt.Sprintf("budgets.%d.", bi)
 	if f.Limit > 0 && bi >= 0 {

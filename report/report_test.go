@@ -15,9 +15,14 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files")
 
-func sample(t testing.TB) *Data {
+func sample(t testing.TB) *Data { return fixture(t, "sample.json") }
+
+// demo is the report of a real demo run (testdata/demo.json).
+func demo(t testing.TB) *Data { return fixture(t, "demo.json") }
+
+func fixture(t testing.TB, name string) *Data {
 	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", "sample.json"))
+	f, err := os.Open(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,8 +222,14 @@ func TestReportSaysWhatIsEstimated(t *testing.T) {
 // MiB against the table's 41.5) is caught there and said on the page.
 func TestReportConsistentWithBudgets(t *testing.T) {
 	d := sample(t)
-	if bad := d.Inconsistencies(); len(bad) > 0 {
-		t.Fatalf("the sample contradicts itself: %v", bad)
+	for name, d := range map[string]*Data{"sample": d, "demo": demo(t)} {
+		if bad := d.Inconsistencies(); len(bad) > 0 {
+			t.Errorf("the %s report contradicts itself: %v", name, bad)
+		}
+		ms, _, err := browsertest.Mismatches(html(t, d), d, FormatNumber)
+		if err != nil || len(ms) > 0 {
+			t.Errorf("%s: %v %v", name, err, ms)
+		}
 	}
 	page := html(t, d)
 	for path, n := range map[string]int{"budgets.0.estimated": 4, "budgets.0.limit": 4, "budgets.0.measured": 3} {
