@@ -49,15 +49,22 @@ func TestReportConsistentWithBudgets(t *testing.T) {
 	for _, tc := range []struct {
 		name, budget, unit string
 		st                 search.Settings
+		gpu, engine        string
 	}{
-		{"demo", "45MiB", "MiB", search.Settings{}},
-		{"two sequences", "45MiB", "MiB", search.Settings{MaxNumSeqs: 2}},
-		{"GiB budget", "2GiB", "GiB", search.Settings{}},
-		{"no memory budget", "", "MiB", search.Settings{}},
+		{"demo", "45MiB", "MiB", search.Settings{}, "", ""},
+		{"two sequences", "45MiB", "MiB", search.Settings{MaxNumSeqs: 2}, "", ""},
+		{"GiB budget", "2GiB", "GiB", search.Settings{}, "", ""},
+		{"no memory budget", "", "MiB", search.Settings{}, "", ""},
+		{"vllm on an H100", "20GiB", "GiB", search.Settings{MaxNumSeqs: 8, MemFraction: 0.5}, "h100-sxm", "vllm"},
+		{"llama.cpp on an RTX 4090", "", "MiB", search.Settings{}, "rtx-4090", "llamacpp"}, // under 1 GiB
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := DemoConfig()
 			c.Budgets.MaxMemory = tc.budget
+			if tc.gpu != "" {
+				c.Deployment.GPU, c.Deployment.Engine = tc.gpu, tc.engine
+				c.Measure.Enabled = false
+			}
 			tg, sum, sv := chosenAsSearched(t, &c, tc.st)
 			views := budgetViews(tg.budgets)
 			d := &report.Data{Budgets: budgetRows(views, tg.budgets, sum, nil)}
@@ -110,6 +117,24 @@ func TestReportSaysWhatIsEstimatedData(t *testing.T) {
 		want := map[string]float64{"memory": nc.ErrMemory, "tpot": nc.ErrTPOT}[r.Name]
 		if want > 0 && (r.ErrorBand == nil || *r.ErrorBand != want) {
 			t.Errorf("%s: error band %v, want %g", r.Name, r.ErrorBand, want)
+		}
+	}
+
+	// A GPU target: the fitted family's bands; no host of ours measured them.
+	c.Deployment.GPU, c.Deployment.Engine, c.Measure.Enabled = "h100-sxm", "vllm", false
+	tg, sum, _ = chosenAsSearched(t, &c, search.Settings{})
+	rows = budgetRows(budgetViews(tg.budgets), tg.budgets, sum, nil)
+	e = estimatorOf(tg, rows)
+	co, fam := estimate.DefaultCoeffs().Family(tg.engine.Family(tg.gpu))
+	if e == nil || !strings.Contains(e.Coefficients, fam) || e.Host != "" {
+		t.Fatalf("estimator %+v for the %s family", e, fam)
+	}
+	for _, r := range rows {
+		if r.Name == "tpot" && co.ErrTPOT > 0 && (r.ErrorBand == nil || *r.ErrorBand != co.ErrTPOT) {
+			t.Errorf("tpot: error band %v, want %g", r.ErrorBand, co.ErrTPOT)
+		}
+		if r.Name == "memory" && r.ErrorBand != nil {
+			t.Errorf("memory: error band %g, but the GPU families record none", *r.ErrorBand)
 		}
 	}
 }
