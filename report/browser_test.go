@@ -141,4 +141,18 @@ func TestLayerLabels(t *testing.T) {
 	if s := fmt.Sprint(fmtTokens(204800), " ", fmtTokens(1.5e6), " ", fmtTokens(900)); s != "204.8k 1.5M 900" {
 		t.Errorf("token labels %s", s)
 	}
+	for _, tc := range []struct {
+		lo, hi float64
+		want   string
+	}{{0, 512, "0 250 500"}, {0, 14336, "0 4000 8000 12,000"}, {0.5, 1, "0.5 0.75 1"}} {
+		var got []string
+		for _, tk := range plainTicks.Ticks(tc.lo, tc.hi) {
+			if tk.Label != "" {
+				got = append(got, tk.Label)
+			}
+		}
+		if s := strings.Join(got, " "); s != tc.want {
+			t.Errorf("ticks over %g–%g: %s, want %s", tc.lo, tc.hi, s, tc.want)
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"image/color"
 	"math"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -89,11 +90,14 @@ func newPlot(xlabel, ylabel string) *plot.Plot {
 }
 
 // plainTicks are gonum's ticks labelled without trailing zeros ("500",
-// not "500.00").
+// not "500.00") and with thousands separators ("14,336").
 var plainTicks = plot.TickerFunc(func(lo, hi float64) []plot.Tick {
 	ts := plot.DefaultTicks{}.Ticks(lo, hi)
 	for i := range ts {
 		ts[i].Label = trimZeros(ts[i].Label)
+		if v, err := strconv.ParseInt(ts[i].Label, 10, 64); err == nil && (v >= 10000 || v <= -10000) {
+			ts[i].Label = groupThousands(v)
+		}
 	}
 	return ts
 })
@@ -634,7 +638,7 @@ func trainingChart(d *Data) (*Chart, error) {
 		cap = append(cap, words(", the "+d.Objective))
 	}
 	last := len(d.Training) - 1
-	cap = append(cap, words(fmt.Sprintf(", %s after %s tokens.", fmtNum(d.Training[last].Loss), fmtNum(float64(d.Training[last].Tokens)))))
+	cap = append(cap, words(fmt.Sprintf(", %s after %s tokens.", fmtNum(d.Training[last].Loss), groupThousands(d.Training[last].Tokens))))
 	if len(d.HeldOut) > 0 {
 		q := newPlot("training tokens", "held-out cross-entropy (nats per token)")
 		q.X.Tick.Marker = tokenTicks
