@@ -143,6 +143,9 @@ func build(d *Data) (*page, error) {
 		default:
 			r.Status, r.StatusClass = "missed, "+how, "missed"
 		}
+		if b.Measured == nil && b.Estimated != nil && b.ErrorBand != nil && math.Abs(*b.Estimated-b.Limit) <= *b.ErrorBand*math.Abs(*b.Estimated) {
+			r.Status += ", within its error band of the limit"
+		}
 		pg.AnyMeasured = pg.AnyMeasured || b.Measured != nil
 		pg.AnyDisagree = pg.AnyDisagree || r.Flag
 		pg.AnyUnstable = pg.AnyUnstable || r.Unstable
@@ -269,7 +272,7 @@ table { border-collapse: collapse; margin: .5rem 0 1rem; font-variant-numeric: t
 th, td { border: 1px solid #ccc; padding: .25rem .6rem; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
 tr.binding td { font-weight: 600; }
-td.met, td.missed, td.unknown { white-space: nowrap; } td.met { color: #1a7f37; } td.missed { color: #c62828; font-weight: 600; } td.unknown { color: #777; }
+td.met, td.missed, td.unknown { min-width: 8.5em; } td.met { color: #1a7f37; } td.missed { color: #c62828; font-weight: 600; } td.unknown { color: #777; }
 tr.changed td { background: #f3f8fd; }
 .band { color: #555; font-size: .9em; white-space: nowrap; }
 .flag { color: #c62828; font-weight: 600; }

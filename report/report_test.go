@@ -190,6 +190,16 @@ func TestReportSaysWhatIsEstimated(t *testing.T) {
 		t.Fatalf("the sample's TPOT row should have the parent over its limit: %+v", tp)
 	}
 
+	// An estimate within its band of the limit is not a sure thing.
+	c := sample(t)
+	c.Budgets[2].Estimated = ptr(155) // ≥ 150 tok/s, ±6 %
+	if page := html(t, c); !strings.Contains(page, "met, estimated, within its error band of the limit") {
+		t.Error("an estimate within its error band of the limit is called met without saying so")
+	}
+	if strings.Contains(html(t, d), "within its error band") {
+		t.Error("an estimate 67 % over its floor is said to be within its band of it")
+	}
+
 	// Without a known band or a measurement, the page says so.
 	e := sample(t)
 	e.Estimator = nil
