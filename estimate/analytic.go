@@ -495,6 +495,19 @@ type Price struct {
 // w (which must validate). Coefficients come from the embedded file unless
 // co is non-nil.
 func Compile(hw *hardware.GPU, eng Engine, o Options, w *workload.Workload, co *Coeffs) (*Compiled, error) {
+	return compile(hw, eng, o, w, co, nil)
+}
+
+// CompileNative is Compile for the native engine with the native
+// coefficients nat instead of the active ones (ActiveNativeCoeffs), as a
+// calibration prices its rows: it reads no coefficient file, so a
+// calibration whose output is the local override path does not need that
+// file to exist.
+func CompileNative(hw *hardware.GPU, o Options, w *workload.Workload, nat NativeCoeffs) (*Compiled, error) {
+	return compile(hw, Native, o, w, nil, &nat)
+}
+
+func compile(hw *hardware.GPU, eng Engine, o Options, w *workload.Workload, co *Coeffs, nat *NativeCoeffs) (*Compiled, error) {
 	if err := w.Validate(); err != nil {
 		return nil, err
 	}
@@ -503,7 +516,7 @@ func Compile(hw *hardware.GPU, eng Engine, o Options, w *workload.Workload, co *
 		maxLen = w.MaxContext()
 	}
 	o2 := o
-	if !eng.Pool() && o2.MaxNumSeqs == 0 && w.Mode() == workload.ClosedLoop {
+	if sp, ok := eng.Spec(); ok && sp.Defaults.SeqsFromClients && o2.MaxNumSeqs == 0 && w.Mode() == workload.ClosedLoop {
 		o2.MaxNumSeqs = w.Concurrency
 	}
 	r, err := resolve(eng, hw, &o2, maxLen)
@@ -518,13 +531,17 @@ func Compile(hw *hardware.GPU, eng Engine, o Options, w *workload.Workload, co *
 		c.co, c.family = DefaultCoeffs().Family(c.family)
 	}
 	c.isl, c.osl = w.Input.MeanValue(), w.Output.MeanValue()
-	if eng == Native {
-		f, src, err := ActiveNativeCoeffs()
-		if err != nil {
-			return nil, err
+	if r.spec.step == stepNative {
+		if nat != nil {
+			c.nat, c.family = *nat, "native@given"
+		} else {
+			f, src, err := ActiveNativeCoeffs()
+			if err != nil {
+				return nil, err
+			}
+			c.nat, _ = f.Machine(hw.Name)
+			c.family = "native@" + src
 		}
-		c.nat, _ = f.Machine(hw.Name)
-		c.family = "native@" + src
 		c.r.natTokens = c.isl + c.osl
 		// engine.Serve runs min(clients, MaxBatch) sequences at once (a
 		// closed loop's limit defaults to its clients above); the other
@@ -585,9 +602,11 @@ func (c *Compiled) Family() string { return c.family }
 // carry the native calibration's held-out errors.
 func (c *Compiled) Coeffs() Coeffs {
 	co := c.co
-	if c.r.eng == Native {
+	if c.r.spec.step == stepNative {
 		n := c.nat
 		co.ErrTTFT, co.ErrTPOT, co.ErrThroughput, co.Rows, co.Source = n.ErrTTFT, n.ErrTPOT, n.ErrThroughput, n.Rows, n.Source
+		co.ErrTTFTP90, co.ErrTPOTP90, co.ErrThroughputP90 = 0, 0, 0
+		co.Host, co.Measured, co.GPUs = n.Host, n.Measured, nil
 	}
 	return co
 }
@@ -624,12 +643,12 @@ func (c *Compiled) Summarize(s *Summary, m *architecture.Model) {
 }
 
 func (c *Compiled) capacity(mem *MemoryReport) float64 {
-	if !c.r.eng.Pool() {
+	if c.r.spec.Sched != PoolScheduler {
 		return float64(max(mem.MaxConcurrency, 1))
 	}
 	// Pool engines admit by the request footprint they account for: the
-	// prompt and the share of the output outputReserve says.
-	per := c.isl + c.r.eng.outputReserve()*c.osl
+	// prompt and the share of the output EngineSpec.OutputReserve says.
+	per := c.isl + c.r.spec.OutputReserve*c.osl
 	capTok := mem.KVCapacityTokens
 	n := float64(c.r.maxSeqs)
 	if per > 0 && !math.IsInf(capTok, 1) {
@@ -639,11 +658,11 @@ func (c *Compiled) capacity(mem *MemoryReport) float64 {
 }
 
 func (c *Compiled) latency(m *stepModel, mem *MemoryReport) Latency {
-	if c.r.eng == Native && c.mode == workload.ClosedLoop {
+	if c.r.spec.Sched == ServeScheduler && c.mode == workload.ClosedLoop {
 		return c.nativeLatency(m)
 	}
 	in := steadyIn{isl: c.isl, osl: c.osl, capacity: c.capacity(mem), budget: float64(c.r.budgetToks), alpha0: c.co.Alpha0, tail: c.tail}
-	if !c.r.eng.Pool() {
+	if c.r.spec.Sched != PoolScheduler {
 		in.capacity = min(in.capacity, float64(c.r.maxSeqs))
 		in.fill = true
 	}

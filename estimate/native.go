@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/autocompress/autocompress/hardware"
 )
 
 // The native engine (package engine) is priced by its own rules, not
@@ -91,6 +93,11 @@ type NativeCoeffs struct {
 	ErrMemory     float64 `json:"err_memory,omitempty"`
 	Rows          int     `json:"rows,omitempty"`
 	Source        string  `json:"source,omitempty"`
+	// Host and Measured say where and when the fitted rows were measured
+	// (the rows' own record, estimate/nativecal.Provenance): the held-out
+	// figures above are that host's, at that time. Absent: not recorded.
+	Host     *hardware.Host `json:"measured_on,omitempty"`
+	Measured string         `json:"measured,omitempty"`
 }
 
 // NumNativeTime is the number of time coefficients (NativeCoeffs.TimeVector).
@@ -218,6 +225,10 @@ func ActiveNativeCoeffs() (*NativeCoeffFile, string, error) {
 		if errors.Is(err, fs.ErrNotExist) && os.Getenv(NativeCoeffsEnv) == "" {
 			return
 		}
+		if errors.Is(err, fs.ErrNotExist) {
+			a.err = fmt.Errorf("native coefficients: $%s names %s, which does not exist (a native calibration writes it there; unset the variable to use the embedded coefficients)", NativeCoeffsEnv, p)
+			return
+		}
 		if err != nil {
 			a.err = fmt.Errorf("native coefficients %s: %w", p, err)
 			return
@@ -256,7 +267,7 @@ const nativePrefill = 512
 // limit given (Compile makes a closed loop's default its clients; fewer
 // make the other clients queue, see nativeLoop), 512 prompt tokens per
 // step.
-func resolveNative(o *Options, maxLen int) (resolved, error) {
+func resolveNative(o Options, maxLen int) (resolved, error) {
 	r := resolved{eng: Native, tp: 1, maxLen: maxLen, prec: nativePrecision, kv: kvTypes["fp32"], stateBytes: 4, memFraction: 1}
 	switch o.Precision {
 	case "", "f32", "fp32", "float32", "bf16", "fp16", "f16":
@@ -477,12 +488,13 @@ func nativeMemory(rep *MemoryReport, s *Summary, hwName string, dev float64, r *
 	rep.NeededBytes = rep.TotalBytes()
 	rep.BudgetBytes = rep.NeededBytes
 	rep.MaxConcurrency = int(n)
+	rep.InFlight = int(n)
 	if per := c.MemBuffers * perSeq; per > 0 {
 		rep.MaxConcurrency = int(math.Floor((dev - rep.NeededBytes + c.MemBuffers*kv) / per))
 	}
 	if rep.NeededBytes > dev {
-		rep.Fail = FitError{Engine: Native, GPU: hwName, Term: "weights + KV cache + buffers", Need: rep.NeededBytes, Have: dev,
-			Hint: "the native engine holds float32 weights; use a smaller model, fewer clients or shorter requests", Tokens: int(reqTokens), Slots: int(n)}
+		rep.fail(hwName, "weights + KV cache + buffers", rep.NeededBytes, dev, r.spec.Hints.KV)
+		rep.Fail.Tokens, rep.Fail.Slots = int(reqTokens), int(n)
 		return false
 	}
 	rep.Fits = true

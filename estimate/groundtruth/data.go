@@ -46,7 +46,11 @@ type Row struct {
 	ID            string
 	Engine        estimate.Engine
 	EngineVersion string
-	Model         string
+	// Measured is when the row was measured, as its source says: a date
+	// (AIConfigurator's measured=), a year (Argonne's 2024 runs), or ""
+	// when the source does not say.
+	Measured string
+	Model    string
 	// Arch is the model's architecture when the row names a config file or
 	// checkpoint directory (user rows); nil = Describe(Model).
 	Arch      *architecture.Model
@@ -296,6 +300,9 @@ func ReadAIC(r io.Reader, file string, skipped Skipped) ([]Row, error) {
 			skipped.add("invalid numbers (aic)")
 			continue
 		}
+		if d, ok := itemValue(src, "measured"); ok && len(d) >= len("2006-01-02") {
+			row.Measured = d[:len("2006-01-02")]
+		}
 		if sc, ok := itemValue(src, "silicon_concurrency"); ok && atoi(sc) != row.Concurrency {
 			// Several replicas behind one endpoint: the per-engine load is
 			// not batch_size and the split is not recorded.
@@ -346,6 +353,11 @@ var argonneGPUs = map[string]string{
 
 var argonneEngines = map[string]estimate.Engine{
 	"vLLM": estimate.VLLM, "TensorRT-LLM": estimate.TRTLLM, "llama.cpp": estimate.LlamaCPP,
+}
+
+// argonneVersions are the engine versions of Argonne's 2024 runs.
+var argonneVersions = map[estimate.Engine]string{
+	estimate.VLLM: "0.5/0.6 (2024)", estimate.TRTLLM: "0.11/0.12", estimate.LlamaCPP: "git 2024-09",
 }
 
 // ReadArgonne reads Argonne's All_results.csv: static batches with input =
@@ -403,7 +415,7 @@ func argonneRow(t *table, rec []string, skipped Skipped) (Row, bool) {
 	if o := t.get(rec, "output length"); o != "" {
 		osl = atoi(o)
 	}
-	row := Row{Source: "argonne", Era: "2024", Engine: eng, Model: model, GPU: gpu, TP: atoi(t.get(rec, "num of hardware")),
+	row := Row{Source: "argonne", Era: "2024", Measured: "2024", Engine: eng, Model: model, GPU: gpu, TP: atoi(t.get(rec, "num of hardware")),
 		ISL: n, OSL: osl, Batch: atoi(t.get(rec, "batch size")), Precision: "fp16", KVDType: "auto"}
 	if eng == estimate.LlamaCPP {
 		row.Precision = "f16"
@@ -412,14 +424,7 @@ func argonneRow(t *table, rec []string, skipped Skipped) (Row, bool) {
 			return Row{}, false
 		}
 	}
-	switch eng {
-	case estimate.VLLM:
-		row.EngineVersion = "0.5/0.6 (2024)"
-	case estimate.TRTLLM:
-		row.EngineVersion = "0.11/0.12"
-	default:
-		row.EngineVersion = "git 2024-09"
-	}
+	row.EngineVersion = argonneVersions[eng]
 	if row.TP < 1 || row.ISL < 1 || row.OSL < 1 || row.Batch < 1 {
 		skipped.add("invalid numbers (argonne)")
 		return Row{}, false

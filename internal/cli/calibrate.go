@@ -55,7 +55,7 @@ type gtFlags struct {
 func (g *gtFlags) register(fs *flag.FlagSet, iter int) {
 	fs.StringVar(&g.data, "groundtruth", "", "ground-truth `folder` (default ../shared/data/groundtruth)")
 	fs.StringVar(&g.user, "user", "", "your own measurements (CSV, see help)")
-	intVar(fs, &g.iter, "iter", iter, 1, noMax, "Nelder-Mead iterations per fit")
+	intVar(fs, &g.iter, "iter", iter, 1, maxCount, "Nelder-Mead iterations per fit")
 	fs.BoolVar(&g.jsonOut, "json", false, "print JSON")
 	fs.BoolVar(&g.userOnly, "user-only", false, "use only --user, not the public ground truth")
 }
@@ -97,7 +97,7 @@ func calibrateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args [
 			return Usagef("--iter must be ≥ 10")
 		}
 		if *out != "" {
-			if err := output.Free(*out, *force); err != nil {
+			if err := output.Check(*out, *force); err != nil {
 				return err // before the fit, not after it
 			}
 		}
