@@ -17,6 +17,7 @@ import (
 	"github.com/autocompress/autocompress/distill"
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/eval"
+	"github.com/autocompress/autocompress/hardware"
 	"github.com/autocompress/autocompress/importance"
 	"github.com/autocompress/autocompress/internal/output"
 	"github.com/autocompress/autocompress/report"
@@ -267,10 +268,12 @@ func buildReport(env *Env, t *target, c *Config, childFrom string) (*report.Data
 		return nil, err
 	}
 
-	if err := memoryPlan(d, t, c, &sum, &sv, childArch, views, meas); err != nil {
+	comp, err := compileChosen(t, c, &sum, &sv)
+	if err != nil {
 		return nil, err
 	}
-	d.Estimator = estimatorOf(t, d.Budgets)
+	memoryPlan(d, t, comp, childArch, views, meas)
+	d.Estimator = estimatorOf(t, comp, d.Budgets, hardware.ThisHost())
 
 	if childFrom == "distill" {
 		var ds distill.Summary
@@ -366,19 +369,24 @@ func paretoFronts(d *report.Data, dir string, views []budgetView, b search.Budge
 	return nil
 }
 
-// memoryPlan fills d.Memory with the child's memory plan priced as the
-// search priced it (the chosen settings, the serving context and the
-// workload's concurrency), so that its total is the budget table's
-// estimated memory. Its unit is the memory budget's, else the one its
-// total reads best in.
-func memoryPlan(d *report.Data, t *target, c *Config, sum *search.Summary, sv *search.Serving, child *architecture.Model, views []budgetView, meas *servebench.Invocations) error {
+// compileChosen prepares the estimator as the search priced the chosen
+// child: its settings, the serving context and TP, the workload.
+func compileChosen(t *target, c *Config, sum *search.Summary, sv *search.Serving) (*estimate.Compiled, error) {
 	st := sum.Chosen.Settings
 	o := estimate.Options{Precision: st.Precision, KVDType: st.KVDType, MaxNumSeqs: st.MaxNumSeqs, MemFraction: st.MemFraction,
 		TP: max(sv.TP, c.Deployment.TP, 1), MaxModelLen: sv.MaxModelLen}
 	comp, err := estimate.Compile(t.gpu, t.engine, o, t.workload, nil)
 	if err != nil {
-		return fmt.Errorf("pipeline: the child's memory plan: %w", err)
+		return nil, fmt.Errorf("pipeline: pricing the child for the report: %w", err)
 	}
+	return comp, nil
+}
+
+// memoryPlan fills d.Memory with the child's memory plan priced by comp
+// (compileChosen: as the search priced it, at the workload's context and
+// concurrency), so that its total is the budget table's estimated memory.
+// Its unit is the memory budget's, else the one its total reads best in.
+func memoryPlan(d *report.Data, t *target, comp *estimate.Compiled, child *architecture.Model, views []budgetView, meas *servebench.Invocations) {
 	var s estimate.Summary
 	comp.Summarize(&s, child)
 	mem, ok := comp.Memory(&s)
@@ -400,47 +408,36 @@ func memoryPlan(d *report.Data, t *target, c *Config, sum *search.Summary, sv *s
 	if m, ok := meas.Conservative(servebench.PeakRSSKey); ok && m > 0 {
 		d.Memory.Measured = ptr(m * scale)
 	}
-	return nil
 }
 
 // estimatorOf says where the estimates come from and sets each budget
-// row's error band: the held-out median errors of the coefficients in use,
-// and for the native engine the host and time its calibration measured.
-func estimatorOf(t *target, rows []report.Budget) *report.Estimator {
-	var e report.Estimator
-	var bands map[string]float64
-	if t.engine == estimate.Native {
-		f, src, err := estimate.ActiveNativeCoeffs()
-		if err != nil {
-			return nil
+// row's error band: the held-out median errors of the coefficients comp
+// prices with, where and when they were measured, and whether that is the
+// device priced (for the native engine: this host, this).
+func estimatorOf(t *target, comp *estimate.Compiled, rows []report.Budget, this hardware.Host) *report.Estimator {
+	r := estimate.Result{Engine: t.engine, Family: comp.Family(), Coeffs: comp.Coeffs()}
+	b := r.Band(t.gpu, this)
+	e := report.Estimator{Coefficients: "the " + b.Family + " coefficients", Host: b.MeasuredOn, Measured: b.Measured,
+		Applies: string(b.Applies), Why: b.Why}
+	bands := map[string]float64{"ttft": b.TTFT, "tpot": b.TPOT, "throughput": b.Throughput}
+	if t.engine.Local() {
+		e.Coefficients += ", fitted by calibrate-native"
+		if f, _, err := estimate.ActiveNativeCoeffs(); err == nil {
+			nc, _ := f.Machine(t.gpu.Name)
+			bands["memory"] = nc.ErrMemory
 		}
-		nc, machine := f.Machine(t.gpu.Name)
-		e.Coefficients = fmt.Sprintf("the native engine's coefficients for %s (%s), fitted by calibrate-native", machine, src)
-		e.Host, e.Measured = f.Host, firstClause(f.Measured)
-		bands = map[string]float64{"ttft": nc.ErrTTFT, "tpot": nc.ErrTPOT, "throughput": nc.ErrThroughput, "memory": nc.ErrMemory}
 	} else {
-		co, fam := estimate.DefaultCoeffs().Family(t.engine.Family(t.gpu))
-		e.Coefficients = fmt.Sprintf("the %s coefficients, fitted to published serving measurements", fam)
-		if co.EngineVersion != "" {
-			e.Coefficients += " (engine versions " + co.EngineVersion + ")"
+		e.Coefficients += ", fitted to published serving measurements"
+		if v := r.Coeffs.EngineVersion; v != "" {
+			e.Coefficients += " (engine versions " + v + ")"
 		}
-		bands = map[string]float64{"ttft": co.ErrTTFT, "tpot": co.ErrTPOT, "throughput": co.ErrThroughput}
 	}
 	for i := range rows {
-		if b := bands[rows[i].Name]; b > 0 {
-			rows[i].ErrorBand = ptr(b)
+		if v := bands[rows[i].Name]; v > 0 {
+			rows[i].ErrorBand = ptr(v)
 		}
 	}
 	return &e
-}
-
-// firstClause is s up to its first ", " (a calibration's date and time,
-// without the notes that follow it).
-func firstClause(s string) string {
-	if i := strings.Index(s, ", "); i >= 0 {
-		return s[:i]
-	}
-	return s
 }
 
 // recovery adds what the distillation measured besides its log: the

@@ -137,12 +137,19 @@ func (b Budget) Disagrees(tol float64) bool {
 
 // Estimator describes the coefficients behind the estimates.
 type Estimator struct {
-	// Coefficients names them ("native engine, fitted by calibrate-native").
+	// Coefficients names them ("the native@embedded coefficients, fitted
+	// by calibrate-native").
 	Coefficients string `json:"coefficients"`
 	// Host and Measured say where and when the error bands were measured
 	// ("" where that is not known).
 	Host     string `json:"host,omitempty"`
 	Measured string `json:"measured,omitempty"`
+	// Applies says whether the bands were measured on the device priced
+	// (for the native engine: the host the run ran on): "same",
+	// "different" (the bands do not apply here), "unknown" (the record
+	// cannot tell) or "" (not known); Why says why.
+	Applies string `json:"applies,omitempty"`
+	Why     string `json:"why,omitempty"`
 }
 
 // BandSource says where an error band was measured, in words: "on HOST,

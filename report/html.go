@@ -76,6 +76,9 @@ type page struct {
 	// EstimateNote says what the estimates are and where their error
 	// bands were measured.
 	EstimateNote string
+	// BandWarning says where the bands do not or may not apply to the
+	// device priced.
+	BandWarning string
 	// Inconsistent lists figures that disagree with the budget table (a
 	// report built from one run has none; the page says so if it does).
 	Inconsistent  []string
@@ -153,6 +156,14 @@ func build(d *Data) (*page, error) {
 		pg.Budgets = append(pg.Budgets, r)
 	}
 	pg.EstimateNote = estimateNote(d, anyBand)
+	if e := d.Estimator; anyBand && e != nil {
+		switch e.Applies {
+		case "different":
+			pg.BandWarning = "The error band does not apply here: " + e.Why + ". Expect larger errors than ±; only a measurement tells."
+		case "unknown":
+			pg.BandWarning = "Whether the error band applies here is not known: " + e.Why + "."
+		}
+	}
 	pg.Inconsistent = d.Inconsistencies()
 	for i, row := range d.Eval.Rows {
 		er := evalRow{Task: row.Task, Metric: row.Metric}
@@ -241,6 +252,9 @@ func estimateNote(d *Data, anyBand bool) string {
 	switch src := d.Estimator.BandSource(); {
 	case anyBand && src != "":
 		s += " ± is the estimator's median error on held-out measurements, measured " + src + ": on another machine, or the same one under another load, the error can be larger."
+		if e := d.Estimator; e.Applies == "same" {
+			s += " The band was measured on this device (" + e.Why + ")."
+		}
 	case anyBand:
 		s += " ± is the estimator's median error on held-out measurements (where and when they were taken is not recorded)."
 	default:
@@ -305,6 +319,7 @@ figcaption { color: #444; font-size: .95rem; }
 {{range .Budgets}}<tr{{if .Binding}} class="binding"{{end}}><td>{{.Name}}{{if .Binding}} (binding){{end}}</td><td>{{.Sense}} <span data-json="{{.Limit.Path}}">{{.Limit.Text}}</span> {{.Unit}}</td><td><span data-json="{{.Parent.Path}}">{{.Parent.Text}}</span>{{if .Band}} <span class="band">{{.Band}}</span>{{end}}</td><td><span data-json="{{.Estimated.Path}}">{{.Estimated.Text}}</span>{{if .Band}} <span class="band">{{.Band}}</span>{{end}}</td><td><span data-json="{{.Measure.Path}}">{{.Measure.Text}}</span>{{if .HasRange}} <span class="range">(<span data-json="{{.MinM.Path}}">{{.MinM.Text}}</span> – <span data-json="{{.MaxM.Path}}">{{.MaxM.Text}}</span>, median <span data-json="{{.MedianM.Path}}">{{.MedianM.Text}}</span>, over {{.Invocations}} invocations)</span>{{end}}{{if .Unstable}} <span class="flag unstable" title="the invocations spread {{.SpreadText}}, more than 10 %">unstable on this machine</span>{{end}}{{if .Flag}} <span class="flag" title="estimate and measurement differ by more than 10 %">⚑</span>{{end}}</td><td class="{{.StatusClass}}">{{.Status}}</td></tr>
 {{end}}</table>
 <p class="note">{{.EstimateNote}}</p>
+{{if .BandWarning}}<p class="flag band-warning">{{.BandWarning}}</p>{{end}}
 {{if .AnyMeasured}}<p class="note">Measured: the child served by bench-serve on this machine{{if .AnyRange}}, the worst of separate invocations (the largest latency or memory, the smallest throughput), which the status judges; in brackets their range and median{{end}}. The status judges the measurement where there is one, else the estimate.</p>{{else}}<p class="note">Nothing was measured: the target is not this machine, so every status judges an estimate.</p>{{end}}
 {{if .AnyUnstable}}<p class="flag">Unstable on this machine: the invocations of a measurement spread more than 10 % of their median, so one invocation alone would not have been a reliable figure.</p>{{end}}
 {{if .AnyDisagree}}<p class="flag">⚑ estimate and measurement differ by more than 10 %.</p>{{end}}
@@ -465,6 +480,9 @@ func WriteMarkdown(w io.Writer, d *Data) error {
 			fmt.Fprintf(&b, "| %s | %s %s %s | %s | %s | %s | %s |\n", name, r.Sense, r.Limit.Text, r.Unit, par, est, m, r.Status)
 		}
 		b.WriteString("\n" + pg.EstimateNote + "\n")
+		if pg.BandWarning != "" {
+			b.WriteString("\n" + pg.BandWarning + "\n")
+		}
 		if pg.AnyRange {
 			b.WriteString("\nMeasured: the worst of separate bench-serve invocations (the largest latency or memory, the smallest throughput), which the status judges; in brackets their range and median.\n")
 		} else if !pg.AnyMeasured {

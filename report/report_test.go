@@ -157,7 +157,8 @@ func TestReportSaysWhatIsEstimated(t *testing.T) {
 	d := sample(t)
 	page := html(t, d)
 	for _, want := range []string{"<th>parent, estimated</th>", "<th>child, estimated</th>", "<th>child, measured</th>",
-		"every parent figure is an estimate", "measured on vm, 2026-12-01 16:36-16:50 UTC",
+		"every parent figure is an estimate", "measured on the calibration&#39;s host (CPU model not recorded, 2 CPUs, 32 MiB last-level cache), 2026-12-01 16:36–16:50 UTC",
+		"Whether the error band applies here is not known: nothing recorded differs from this host, but the CPU model cannot be compared",
 		"memory, estimated (MiB)", "The terms are estimated"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %q", want)
@@ -188,6 +189,13 @@ func TestReportSaysWhatIsEstimated(t *testing.T) {
 	// (21.5 > 20 ms); the page must not let that read as a measurement.
 	if tp := d.Budgets[1]; tp.Name != "tpot" || tp.Met(*tp.Parent) {
 		t.Fatalf("the sample's TPOT row should have the parent over its limit: %+v", tp)
+	}
+
+	// A band measured elsewhere is said not to apply.
+	o := sample(t)
+	o.Estimator.Applies, o.Estimator.Why = "different", "this host has 16 CPUs, recorded 2"
+	if page := html(t, o); !strings.Contains(page, "The error band does not apply here: this host has 16 CPUs, recorded 2.") {
+		t.Error("a band measured on another host is not said not to apply")
 	}
 
 	// An estimate within its band of the limit is not a sure thing.
