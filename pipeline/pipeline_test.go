@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -250,10 +251,16 @@ func TestPipelineEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := stageNames(res, true); !reflect.DeepEqual(got, []string{"importance"}) {
-		t.Fatalf("after a budget change reused %v, want [importance]", got)
+	// The search and the pruning rerun; what follows them is reused only
+	// when the new search chose the same child (possible: the measured
+	// checks, which the machine's load decides, may end where they did).
+	got := stageNames(res, true)
+	same := outputHash(t, res, "distill") == distilled
+	if len(got) == 0 || got[0] != "importance" || slices.Contains(got, "search") || slices.Contains(got, "prune") ||
+		!same && !reflect.DeepEqual(got, []string{"importance"}) {
+		t.Fatalf("after a budget change reused %v, want [importance] (and the stages after prune only for the same child: same %v)", got, same)
 	}
-	if outputHash(t, res, "distill") == distilled {
+	if same {
 		t.Log("the new budget chose the same child") // possible, not an error
 	}
 }
