@@ -79,6 +79,7 @@ type page struct {
 	// BandWarning says where the bands do not or may not apply to the
 	// device priced.
 	BandWarning string
+	BandFlag    bool // the band does not apply here (not merely unknown)
 	// Inconsistent lists figures that disagree with the budget table (a
 	// report built from one run has none; the page says so if it does).
 	Inconsistent  []string
@@ -160,6 +161,7 @@ func build(d *Data) (*page, error) {
 		switch e.Applies {
 		case "different":
 			pg.BandWarning = "The error band does not apply here: " + e.Why + ". Expect larger errors than ±; only a measurement tells."
+			pg.BandFlag = true
 		case "unknown":
 			pg.BandWarning = "Whether the error band applies here is not known: " + e.Why + "."
 		}
@@ -288,7 +290,7 @@ th:first-child, td:first-child { text-align: left; }
 tr.binding td { font-weight: 600; }
 td.met, td.missed, td.unknown { min-width: 8.5em; } td.met { color: #1a7f37; } td.missed { color: #c62828; font-weight: 600; } td.unknown { color: #777; }
 tr.changed td { background: #f3f8fd; }
-.band { color: #555; font-size: .9em; white-space: nowrap; }
+td.limit { white-space: nowrap; } .band { color: #555; font-size: .9em; white-space: nowrap; }
 .flag { color: #c62828; font-weight: 600; }
 figure { margin: 1.5rem 0; width: 100%; } figure svg { display: block; width: 100%; height: auto; background: #fff; }
 figcaption { color: #444; font-size: .95rem; }
@@ -316,10 +318,10 @@ figcaption { color: #444; font-size: .95rem; }
 <h2>Budgets</h2>
 {{if .Budgets}}<table>
 <tr><th>budget</th><th>limit</th><th>parent, estimated</th><th>child, estimated</th><th>child, measured</th><th>status</th></tr>
-{{range .Budgets}}<tr{{if .Binding}} class="binding"{{end}}><td>{{.Name}}{{if .Binding}} (binding){{end}}</td><td>{{.Sense}} <span data-json="{{.Limit.Path}}">{{.Limit.Text}}</span> {{.Unit}}</td><td><span data-json="{{.Parent.Path}}">{{.Parent.Text}}</span>{{if .Band}} <span class="band">{{.Band}}</span>{{end}}</td><td><span data-json="{{.Estimated.Path}}">{{.Estimated.Text}}</span>{{if .Band}} <span class="band">{{.Band}}</span>{{end}}</td><td><span data-json="{{.Measure.Path}}">{{.Measure.Text}}</span>{{if .HasRange}} <span class="range">(<span data-json="{{.MinM.Path}}">{{.MinM.Text}}</span> – <span data-json="{{.MaxM.Path}}">{{.MaxM.Text}}</span>, median <span data-json="{{.MedianM.Path}}">{{.MedianM.Text}}</span>, over {{.Invocations}} invocations)</span>{{end}}{{if .Unstable}} <span class="flag unstable" title="the invocations spread {{.SpreadText}}, more than 10 %">unstable on this machine</span>{{end}}{{if .Flag}} <span class="flag" title="estimate and measurement differ by more than 10 %">⚑</span>{{end}}</td><td class="{{.StatusClass}}">{{.Status}}</td></tr>
+{{range .Budgets}}<tr{{if .Binding}} class="binding"{{end}}><td>{{.Name}}{{if .Binding}} (binding){{end}}</td><td class="limit">{{.Sense}} <span data-json="{{.Limit.Path}}">{{.Limit.Text}}</span> {{.Unit}}</td><td><span data-json="{{.Parent.Path}}">{{.Parent.Text}}</span>{{if .Band}} <span class="band">{{.Band}}</span>{{end}}</td><td><span data-json="{{.Estimated.Path}}">{{.Estimated.Text}}</span>{{if .Band}} <span class="band">{{.Band}}</span>{{end}}</td><td><span data-json="{{.Measure.Path}}">{{.Measure.Text}}</span>{{if .HasRange}} <span class="range">(<span data-json="{{.MinM.Path}}">{{.MinM.Text}}</span> – <span data-json="{{.MaxM.Path}}">{{.MaxM.Text}}</span>, median <span data-json="{{.MedianM.Path}}">{{.MedianM.Text}}</span>, over {{.Invocations}} invocations)</span>{{end}}{{if .Unstable}} <span class="flag unstable" title="the invocations spread {{.SpreadText}}, more than 10 %">unstable on this machine</span>{{end}}{{if .Flag}} <span class="flag" title="estimate and measurement differ by more than 10 %">⚑</span>{{end}}</td><td class="{{.StatusClass}}">{{.Status}}</td></tr>
 {{end}}</table>
 <p class="note">{{.EstimateNote}}</p>
-{{if .BandWarning}}<p class="flag band-warning">{{.BandWarning}}</p>{{end}}
+{{if .BandWarning}}<p class="{{if .BandFlag}}flag{{else}}note{{end}} band-warning">{{.BandWarning}}</p>{{end}}
 {{if .AnyMeasured}}<p class="note">Measured: the child served by bench-serve on this machine{{if .AnyRange}}, the worst of separate invocations (the largest latency or memory, the smallest throughput), which the status judges; in brackets their range and median{{end}}. The status judges the measurement where there is one, else the estimate.</p>{{else}}<p class="note">Nothing was measured: the target is not this machine, so every status judges an estimate.</p>{{end}}
 {{if .AnyUnstable}}<p class="flag">Unstable on this machine: the invocations of a measurement spread more than 10 % of their median, so one invocation alone would not have been a reliable figure.</p>{{end}}
 {{if .AnyDisagree}}<p class="flag">⚑ estimate and measurement differ by more than 10 %.</p>{{end}}
