@@ -14,6 +14,7 @@ import (
 
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/internal/browsertest"
+	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/parent"
 	"github.com/autocompress/autocompress/report"
 	"github.com/autocompress/autocompress/search"
@@ -221,7 +222,7 @@ func TestPipelineEndToEnd(t *testing.T) {
 	if d.Deployment.Settings == "" || d.Deployment.MeasuredUnder != d.Deployment.Settings {
 		t.Errorf("report: engine settings %q, measured under %q: want the same", d.Deployment.Settings, d.Deployment.MeasuredUnder)
 	}
-	distilled := outputHash(t, res, "distill")
+	distilled, searched, pruned := outputHash(t, res, "distill"), outputHash(t, res, "search"), outputHash(t, res, "prune")
 	t.Run("report in a browser", func(t *testing.T) {
 		charts, err := report.Charts(d)
 		if err != nil {
@@ -251,17 +252,27 @@ func TestPipelineEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The search and the pruning rerun; what follows them is reused only
-	// when the new search chose the same child (possible: the measured
-	// checks, which the machine's load decides, may end where they did).
+	// The search reruns. What follows it reruns too unless its output is
+	// the same as before (then reusing it is right), which the measured
+	// re-choice makes possible: on a loaded machine the first run's child
+	// may already be small enough for the tighter budget. The search's own
+	// output records the budgets, so it differs; the pruned child may not
+	// (seen under load: prune reran to the same child, and distill, eval
+	// and validate were reused).
 	got := stageNames(res, true)
-	same := outputHash(t, res, "distill") == distilled
-	if len(got) == 0 || got[0] != "importance" || slices.Contains(got, "search") || slices.Contains(got, "prune") ||
-		!same && !reflect.DeepEqual(got, []string{"importance"}) {
-		t.Fatalf("after a budget change reused %v, want [importance] (and the stages after prune only for the same child: same %v)", got, same)
+	newSearch := outputHash(t, res, "search") != searched
+	if len(got) == 0 || got[0] != "importance" || slices.Contains(got, "search") || newSearch && slices.Contains(got, "prune") {
+		t.Fatalf("after a budget change reused %v, want importance and not the search (nor the pruning of a new search)", got)
 	}
-	if same {
-		t.Log("the new budget chose the same child") // possible, not an error
+	if newSearch && outputHash(t, res, "prune") != pruned {
+		if !reflect.DeepEqual(got, []string{"importance"}) {
+			t.Fatalf("after a budget change that changed the child, reused %v, want [importance]", got)
+		}
+	} else {
+		t.Logf("the new budget chose the same child (possible, not an error); reused %v", got)
+	}
+	if outputHash(t, res, "distill") == distilled {
+		t.Log("the new budget distilled the same child") // possible, not an error
 	}
 }
 
@@ -317,8 +328,8 @@ func TestPipelineInterruptResume(t *testing.T) {
 	c := tiny(dir)
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	_, err = Execute(cctx, c, "", Options{Until: "distill", Progress: func(p Progress) {
-		if p.Stage == "distill" && p.State == StateRunning && p.Unit == "step" && p.Done >= 30 {
+	_, err = Execute(cctx, c, "", Options{Until: "distill", Progress: func(p progress.Event) {
+		if p.Stage == "distill" && p.State == progress.Running && p.Unit == "step" && p.Done >= 30 {
 			cancel()
 		}
 	}})
@@ -329,9 +340,13 @@ func TestPipelineInterruptResume(t *testing.T) {
 		t.Fatalf("the interrupted distillation left its directory: %v", err)
 	}
 	var resumed bool
-	res, err := Execute(ctx, c, "", Options{Until: "distill", Progress: func(p Progress) {
-		if p.Stage == "distill" && p.State == StateRunning && p.Unit == "" && len(p.Msg) > 8 && p.Msg[:8] == "resuming" {
+	var firstStep *progress.Event
+	res, err := Execute(ctx, c, "", Options{Until: "distill", Progress: func(p progress.Event) {
+		if p.Stage == "distill" && p.State == progress.Note && strings.HasPrefix(p.Msg, "resuming") {
 			resumed = true
+		}
+		if p.Stage == "distill" && p.State == progress.Running && p.Unit == "step" && p.Done > p.Resumed && firstStep == nil {
+			firstStep = &p
 		}
 	}})
 	if err != nil {
@@ -342,6 +357,11 @@ func TestPipelineInterruptResume(t *testing.T) {
 	}
 	if !resumed {
 		t.Error("the distillation did not resume from its checkpoint")
+	}
+	// The resumed steps reach the display as such, so that its rate and ETA
+	// count only this run's steps (issue 17, class 11).
+	if firstStep == nil || firstStep.Resumed < 25 || firstStep.Done != firstStep.Resumed+1 {
+		t.Errorf("first step after the resume: %+v, want Resumed >= 25 (the checkpoint) and Done = Resumed+1", firstStep)
 	}
 	// The weights (the summary beside them records paths and timings).
 	childHash := func(r *Result) string {
