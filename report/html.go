@@ -322,7 +322,7 @@ figcaption { color: #444; font-size: .95rem; }
 {{end}}</table>
 <p class="note">{{.EstimateNote}}</p>
 {{if .BandWarning}}<p class="{{if .BandFlag}}flag{{else}}note{{end}} band-warning">{{.BandWarning}}</p>{{end}}
-{{if .AnyMeasured}}<p class="note">Measured: the child served by bench-serve on this machine{{if .AnyRange}}, the worst of separate invocations (the largest latency or memory, the smallest throughput), which the status judges; in brackets their range and median{{end}}. The status judges the measurement where there is one, else the estimate.</p>{{else}}<p class="note">Nothing was measured: the target is not this machine, so every status judges an estimate.</p>{{end}}
+{{if .AnyMeasured}}<p class="note">Measured: the child served by bench-serve on this machine{{if .AnyRange}}, the worst of separate invocations (the largest latency or memory, the smallest throughput), which the status judges; in brackets their range and median{{end}}. The status judges the measurement where there is one, else the estimate.</p>{{else}}<p class="note">Nothing was measured (the target is not this machine, or measuring was turned off), so every status judges an estimate.</p>{{end}}
 {{if .AnyUnstable}}<p class="flag">Unstable on this machine: the invocations of a measurement spread more than 10 % of their median, so one invocation alone would not have been a reliable figure.</p>{{end}}
 {{if .AnyDisagree}}<p class="flag">⚑ estimate and measurement differ by more than 10 %.</p>{{end}}
 {{range .Inconsistent}}<p class="flag inconsistent">This report contradicts itself: {{.}}.</p>
@@ -488,7 +488,7 @@ func WriteMarkdown(w io.Writer, d *Data) error {
 		if pg.AnyRange {
 			b.WriteString("\nMeasured: the worst of separate bench-serve invocations (the largest latency or memory, the smallest throughput), which the status judges; in brackets their range and median.\n")
 		} else if !pg.AnyMeasured {
-			b.WriteString("\nNothing was measured: the target is not this machine, so every status judges an estimate.\n")
+			b.WriteString("\nNothing was measured (the target is not this machine, or measuring was turned off), so every status judges an estimate.\n")
 		}
 		if pg.AnyUnstable {
 			b.WriteString("\nUnstable on this machine: the invocations of a measurement spread more than 10 % of their median, so one invocation alone would not have been a reliable figure.\n")
