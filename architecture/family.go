@@ -200,6 +200,15 @@ func Lookup(arch string) (Family, bool) {
 	return *f, true
 }
 
+// LookupModelType returns the family whose config.json model_type is mt.
+func LookupModelType(mt string) (Family, bool) {
+	f := lookupModelType(mt)
+	if f == nil {
+		return Family{}, false
+	}
+	return *f, true
+}
+
 // Family returns the family of m: the registered family of m.Arch, or for
 // a model built in memory under no registered class (Arch ""), the Llama
 // family, whose names and rules such models follow.
