@@ -133,7 +133,7 @@ func ValidateDirWith(dir, engine string, opt Options) (*Report, error) {
 	}
 	r, m := validateConfig(data, caps)
 	r.Dir = dir
-	if caps.RemoteCode && m != nil && m.Arch == architecture.DeciLM {
+	if caps.RemoteCode && m != nil && m.Family().PerLayer {
 		checkRemoteCode(r, dir, m)
 	}
 	if m == nil {
@@ -223,7 +223,7 @@ func validateConfig(data []byte, caps Capabilities) (*Report, *architecture.Mode
 		}
 		r.violate(-1, "", "architectures", "config.json has no \"architectures\"; %s picks the model class from architectures[0]: %s", caps.Name, fix)
 	}
-	if r.Arch == architecture.DeciLM || raw != nil && raw["model_type"] == "nemotron-nas" {
+	if perLayerConfig(r.Arch, raw) {
 		checkDeciLMRaw(r, raw, caps)
 	}
 	if err != nil {
@@ -242,9 +242,21 @@ func validateConfig(data []byte, caps Capabilities) (*Report, *architecture.Mode
 	return r, m
 }
 
+// perLayerConfig reports whether a config names a family whose native
+// config is DeciLM block_configs, by class or by model_type (read raw, as
+// FromConfig may have refused the config).
+func perLayerConfig(arch string, raw map[string]any) bool {
+	if f, ok := architecture.Lookup(arch); ok && f.PerLayer {
+		return true
+	}
+	mt, _ := raw["model_type"].(string)
+	f, ok := architecture.LookupModelType(mt)
+	return ok && f.PerLayer
+}
+
 // checkModel applies the rules that need the parsed model.
 func checkModel(r *Report, m *architecture.Model, caps Capabilities, raw map[string]any) {
-	deci := m.Arch == architecture.DeciLM
+	deci := m.Family().PerLayer
 	if !deci && !m.Uniform() {
 		// An in-memory per-layer shape: it is written as DeciLM when it can
 		// be, and the native format cannot hold it otherwise.
