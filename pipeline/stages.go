@@ -81,7 +81,7 @@ func resolve(c *Config) (*target, error) {
 		return nil, &ConfigError{Path: "model", Msg: err.Error()}
 	}
 	if err := engine.Check(t.arch); err != nil {
-		return nil, &ConfigError{Path: "model", Msg: err.Error() + " (the pipeline runs the model in the native engine)"}
+		return nil, &ConfigError{Path: "model", Msg: "the pipeline runs the model in the native engine: " + err.Error()}
 	}
 	if t.gpu, err = hardware.Default().Lookup(c.Deployment.GPU); err != nil {
 		return nil, &ConfigError{Path: "deployment.gpu", Msg: err.Error()}

@@ -106,6 +106,6 @@ func engineRuns(name, model string, a *architecture.Model) error {
 			runs = append(runs, f.Arch)
 		}
 	}
-	return Usagef("%s %s: this command runs the model in the native engine, which cannot run %s; it runs %s (estimate, search, prune, export and validate take every supported family)",
+	return Usagef("%s %s: this command runs the model in the native engine, which cannot run %s; it runs %s (estimate, search, prune, validate and inspect take every supported family)",
 		name, model, what, strings.Join(runs, ", "))
 }
