@@ -55,7 +55,7 @@ func (t TensorSpec) Numel() int64 {
 // stories260K checkpoint; HF shards may order names differently, so compare
 // by name.)
 //
-// Naming follows m.Arch: Llama-family names (model.layers.N.self_attn.q_proj,
+// Naming follows m's family (Family.Tensors): Llama-family names (model.layers.N.self_attn.q_proj,
 // mlp.gate_proj, block_sparse_moe.experts.E.w1 for Mixtral,
 // mlp.experts.E.gate_proj for Qwen3-MoE, mlp.router and fused
 // mlp.experts.gate_up_proj for gpt-oss), Nemotron-H names
@@ -69,6 +69,21 @@ func (m *Model) Tensors() []TensorSpec {
 	b := TensorList{names: true}
 	m.walkTensors(&b)
 	return b.list
+}
+
+// LMHead returns the LM head's tensor as m's family names it. A model with
+// tied embeddings does not list it in Tensors, but its checkpoints may still
+// hold it (a copy of the embedding).
+func (m *Model) LMHead() TensorSpec {
+	u := *m // Tensors only reads the layers
+	u.TiedEmbeddings = false
+	var head TensorSpec
+	u.walkTensors(&TensorList{names: true, visit: func(t TensorSpec, _ int64) {
+		if t.Kind == "lm_head" {
+			head = t
+		}
+	}})
+	return head
 }
 
 // walkTensors emits the tensors of m into b, named by m's family; with

@@ -168,6 +168,11 @@ func TestToyFamilyFromOnePlace(t *testing.T) {
 	if len(names) != 2+3*9+1 || !reflect.DeepEqual(names[:len(wantFirst)], wantFirst) || names[len(names)-1] != "output.weight" {
 		t.Fatalf("tensors: %q", names)
 	}
+	tied := m.Clone()
+	tied.TiedEmbeddings = true
+	if h := tied.LMHead(); h.Name != "output.weight" || h.Kind != "lm_head" {
+		t.Errorf("LMHead of the tied toy = %+v, want output.weight", h)
+	}
 	if p := m.Params(); p.Total != 40*16*2+16+3*(2*16+16*16+2*8*16+16*16+3*24*16) {
 		t.Errorf("parameters %d", p.Total)
 	}

@@ -56,13 +56,8 @@ func (l *Layout) Map(names []string, shapes map[string][]int) ([]TensorMap, erro
 	}
 	if l.Parent.TiedEmbeddings {
 		// A tied checkpoint may still hold the LM head.
-		untied := l.Parent.Clone()
-		untied.TiedEmbeddings = false
-		for _, t := range untied.Tensors() {
-			if t.Kind == "lm_head" {
-				parentSpecs[t.Name] = t
-			}
-		}
+		head := l.Parent.LMHead()
+		parentSpecs[head.Name] = head
 	}
 	childNames := map[tensorKey]string{}
 	for _, t := range l.Child.Tensors() {
