@@ -462,14 +462,15 @@ func checkTensors(r *Report, m *architecture.Model, got []checkpoint.TensorInfo)
 		}
 		return -1
 	}
+	tiedHead := ""
+	if m.TiedEmbeddings {
+		tiedHead = m.LMHead().Name // not in want, but may be stored
+	}
 	wantSet := make(map[string]bool, len(want))
 	for _, w := range want {
 		wantSet[w.Name] = true
 		t, ok := have[w.Name]
 		if !ok {
-			if w.Name == "lm_head.weight" && m.TiedEmbeddings {
-				continue
-			}
 			r.violate(layer(w.Name), w.Name, "tensor-missing", "missing: the config implies shape %v", w.Shape)
 			continue
 		}
@@ -482,8 +483,8 @@ func checkTensors(r *Report, m *architecture.Model, got []checkpoint.TensorInfo)
 			continue
 		}
 		switch {
-		case t.Name == "lm_head.weight" && m.TiedEmbeddings:
-			r.warn(-1, t.Name, "tied-duplicate", "tie_word_embeddings is true but lm_head.weight is stored as well (engines ignore it; it wastes space)")
+		case t.Name == tiedHead:
+			r.warn(-1, t.Name, "tied-duplicate", "tie_word_embeddings is true but %s is stored as well (engines ignore it; it wastes space)", t.Name)
 		case strings.HasSuffix(t.Name, "rotary_emb.inv_freq"):
 		case strings.HasSuffix(t.Name, "q_norm.weight") || strings.HasSuffix(t.Name, "k_norm.weight"):
 			r.violate(layer(t.Name), t.Name, "decilm-qk-norm", "qk-norm weight present, but %s has no qk-norm; the engine would ignore it and compute a different function", m.Arch)
