@@ -48,7 +48,7 @@ func (t *Tokenizer) EncodeLines(ctx context.Context, r io.Reader, w io.Writer, a
 		}
 	}
 	var b []byte
-	return eachLine(ctx, in, func(lineNo int, line string) error {
+	return eachLine(ctx, in, out, func(lineNo int, line string) error {
 		ids, err := t.EncodeContext(ctx, line, addSpecial)
 		if err != nil {
 			return fmt.Errorf("line %d: %w", lineNo, err)
@@ -112,7 +112,7 @@ func (t *Tokenizer) DecodeLines(ctx context.Context, r io.Reader, w io.Writer, s
 		}
 		return nil
 	}
-	return eachLine(ctx, in, func(lineNo int, line string) error {
+	return eachLine(ctx, in, out, func(lineNo int, line string) error {
 		ids, err := ParseIDs(line)
 		if err != nil {
 			var fe *FormatError
@@ -127,7 +127,12 @@ func (t *Tokenizer) DecodeLines(ctx context.Context, r io.Reader, w io.Writer, s
 
 // eachLine calls f with every line of in (numbered from 1, without its
 // line end) until the input ends, f fails or ctx is done.
-func eachLine(ctx context.Context, in *bufio.Reader, f func(lineNo int, line string) error) error {
+//
+// What f wrote to out is flushed whenever the input holds no more buffered
+// bytes, that is before a read that may wait: a file streams through in
+// large writes, and a line typed or piped in interactively is answered at
+// once.
+func eachLine(ctx context.Context, in *bufio.Reader, out *bufio.Writer, f func(lineNo int, line string) error) error {
 	for lineNo := 1; ; lineNo++ {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -141,6 +146,11 @@ func eachLine(ctx context.Context, in *bufio.Reader, f func(lineNo int, line str
 		}
 		if err := f(lineNo, line); err != nil {
 			return err
+		}
+		if in.Buffered() == 0 {
+			if err := out.Flush(); err != nil {
+				return err
+			}
 		}
 	}
 }

@@ -1,14 +1,17 @@
 package tokenizer
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestLinesRoundTrip: every form of EncodeLines decodes back to the input
@@ -84,5 +87,61 @@ func TestLinesErrors(t *testing.T) {
 	}
 	if err := tok.DecodeLines(ctx, strings.NewReader("1\n"), &out, false, false); !errors.Is(err, context.Canceled) {
 		t.Errorf("decode, cancelled: %v", err)
+	}
+}
+
+// TestLinesAnswerEachLineAtOnce: a line written to an input that stays open
+// (a person typing, a co-process) is answered before more input comes, by
+// both EncodeLines and DecodeLines; the output is not held back until the
+// buffer fills or the input ends.
+func TestLinesAnswerEachLineAtOnce(t *testing.T) {
+	tok, err := Load(filepath.Join("..", "parent", "model", "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		line string
+		run  func(ctx context.Context, r io.Reader, w io.Writer) error
+	}{
+		{"encode", "The President spoke.\n", func(ctx context.Context, r io.Reader, w io.Writer) error {
+			return tok.EncodeLines(ctx, r, w, false, FormText)
+		}},
+		// (At least the binary form's 8-byte magic: decoding looks at that
+		// many bytes to tell the forms apart.)
+		{"decode", "10 20 30 40\n", func(ctx context.Context, r io.Reader, w io.Writer) error {
+			return tok.DecodeLines(ctx, r, w, false, false)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			inR, inW := io.Pipe()
+			outR, outW := io.Pipe()
+			done := make(chan error, 1)
+			go func() { done <- c.run(context.Background(), inR, outW); outW.Close() }()
+			go inW.Write([]byte(c.line))
+			// The answer arrives while the input is still open: a read of
+			// the output returns the first line's record (it would block
+			// forever if the writer held it back).
+			answer := make(chan string, 1)
+			go func() {
+				got, err := bufio.NewReader(outR).ReadString('\n')
+				if err != nil {
+					got = "error: " + err.Error()
+				}
+				answer <- got
+			}()
+			select {
+			case got := <-answer:
+				if strings.HasPrefix(got, "error") {
+					t.Fatalf("answer %q", got)
+				}
+			case <-time.After(time.Minute): // a backstop: the answer needs no time
+				t.Fatal("no answer to a line while the input stays open")
+			}
+			inW.Close()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

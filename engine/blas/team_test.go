@@ -91,17 +91,29 @@ func TestTeamSplits(t *testing.T) {
 	crew.backoff.Store(0) // a stall in an earlier test must not refuse this run
 	var mu sync.Mutex
 	seen := map[int]bool{}
+	two := make(chan struct{}) // closed once items ran on two goroutines
+	backstop := time.Now().Add(30 * time.Second)
 	ok := crew.run(2, 64, func(lo, hi int) {
-		time.Sleep(200 * time.Microsecond) // long enough for a helper to take items
 		mu.Lock()
-		seen[goid()] = true
+		if id := goid(); !seen[id] {
+			if seen[id] = true; len(seen) == 2 {
+				close(two)
+			}
+		}
 		mu.Unlock()
+		// Hold every item until a second goroutine has taken one, so that
+		// a helper gets its chance however slowly a loaded machine
+		// schedules it; the backstop only ends a team that never splits.
+		select {
+		case <-two:
+		case <-time.After(time.Until(backstop)):
+		}
 	})
 	if !ok {
 		t.Fatal("team busy with nothing else running")
 	}
 	if len(seen) < 2 {
-		t.Errorf("64 items of 200 µs ran on %d goroutine(s), want the caller and a helper", len(seen))
+		t.Errorf("64 items ran on %d goroutine(s) in 30 s, want the caller and a helper", len(seen))
 	}
 	// The parent's smallest split decode product (one row, 192×192).
 	if 1*192*192 <= smallSerialWork {
@@ -136,7 +148,10 @@ func TestTeamParksAndIsBounded(t *testing.T) {
 	if after := runtime.NumGoroutine(); after > before {
 		t.Errorf("%d goroutines after 2000 products, %d before", after, before)
 	}
-	deadline := time.Now().Add(2 * time.Second)
+	// Parking takes the spin time once a helper runs; the deadline is only a
+	// backstop for a loaded machine that leaves a helper unscheduled.
+	const backstop = 30 * time.Second
+	deadline := time.Now().Add(backstop)
 	for {
 		parked, all := crew.parked()
 		if all == 0 {
@@ -146,7 +161,7 @@ func TestTeamParksAndIsBounded(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d helpers still spinning 2 s after the last product (spin limit %v)", all-parked, all, teamSpin)
+			t.Fatalf("%d of %d helpers still spinning %v after the last product (spin limit %v)", all-parked, all, backstop, teamSpin)
 		}
 		time.Sleep(time.Millisecond)
 	}

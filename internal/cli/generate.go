@@ -35,7 +35,8 @@ tokenizer is present; otherwise the generated ids are printed.
 Sampling is greedy with --greedy or --temperature 0; otherwise tokens are
 drawn from softmax(logits / temperature), restricted to the top-p nucleus,
 with a PCG generator seeded by --seed (same seed, same output). Generation
-stops at an EOS token from config.json or after --max-tokens. The prompt plus
+stops at an EOS token from config.json (unless --ignore-eos: then always
+--max-tokens, as serving benchmarks generate) or after --max-tokens. The prompt plus
 --max-tokens must fit the model's max_position_embeddings unless
 --allow-long-context is given.
 
@@ -52,6 +53,7 @@ A summary (tokens, time, tokens/s, the sgemm backend) goes to standard error;
 			greedy := fs.Bool("greedy", false, "always pick the most likely token")
 			asJSON := fs.Bool("json", false, "write the result as one JSON object")
 			allowLong := fs.Bool("allow-long-context", false, "allow the prompt + --max-tokens past the model's max_position_embeddings")
+			ignoreEOS := fs.Bool("ignore-eos", false, "generate --max-tokens tokens whatever they are: an EOS token does not stop generation")
 			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) > 0 {
 					return Usagef("unexpected arguments %q (quote a multi-word --prompt)", args)
@@ -137,9 +139,13 @@ A summary (tokens, time, tokens/s, the sgemm backend) goes to standard error;
 					}
 					return true
 				}
+				var eos []int // nil: the model's EOS ids
+				if *ignoreEOS {
+					eos = []int{}
+				}
 				t0 := time.Now()
 				gen, err := m.Generate(ctx, promptIDs, engine.GenerateOptions{
-					MaxTokens: *maxTokens, Greedy: *greedy, Temperature: *temperature, TopP: *topP, Seed: *seed, OnToken: stream})
+					MaxTokens: *maxTokens, Greedy: *greedy, Temperature: *temperature, TopP: *topP, Seed: *seed, EOS: eos, OnToken: stream})
 				elapsed := time.Since(t0).Seconds()
 				if err != nil {
 					return err

@@ -162,3 +162,50 @@ func TestGeneratePrompt(t *testing.T) {
 		t.Fatalf("streamed %q, want %q", out, r.Text)
 	}
 }
+
+// TestGenerateIgnoreEOS: with --ignore-eos an EOS token does not stop
+// generation (what serving benchmarks and the signal test need); without it,
+// the model's EOS ends it. The model's EOS is set to the first token it
+// generates greedily, so the two runs differ from the first token on.
+func TestGenerateIgnoreEOS(t *testing.T) {
+	dir, m := tinyModelDir(t, 64)
+	want, err := m.Generate(context.Background(), []int32{1, 5}, engine.GenerateOptions{MaxTokens: 8, Greedy: true, EOS: []int{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(dir, "config.json")
+	raw, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["eos_token_id"] = want[0]
+	if raw, err = json.Marshal(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfgPath, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stopped, ignored generateResult
+	for _, c := range []struct {
+		res  *generateResult
+		args []string
+	}{{&stopped, nil}, {&ignored, []string{"--ignore-eos"}}} {
+		code, out, errOut := genRunCLI(append([]string{"generate", "--model", dir, "--ids", "1,5", "--max-tokens", "8", "--greedy", "--json"}, c.args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", c.args, code, errOut)
+		}
+		if err := json.Unmarshal([]byte(out), c.res); err != nil {
+			t.Fatalf("%v: %v: %s", c.args, err, out)
+		}
+	}
+	if len(stopped.IDs) != 0 {
+		t.Errorf("EOS %d first: generated %v, want nothing", want[0], stopped.IDs)
+	}
+	if fmt.Sprint(ignored.IDs) != fmt.Sprint(want) {
+		t.Errorf("--ignore-eos generated %v, want the engine's %v", ignored.IDs, want)
+	}
+}
