@@ -74,6 +74,10 @@ func TestCommandsRefuseUnsupportedFamilyAtEntry(t *testing.T) {
 			return []string{"train", "--config", filepath.Join(m, "config.json"), "--data", missing, "--out", o}
 		}, "--config"},
 		{"run", func(m, o string) []string { return []string{"run", "--model", m, "--dir", o} }, "model"},
+		// search runs the parent only for the measured proxy (--data).
+		{"search --data", func(m, o string) []string {
+			return []string{"search", "--model", m, "--gpu", "rtx-5090", "--engine", "vllm", "--workload", "chat", "--max-params", "1000", "--data", missing, "--out", o}
+		}, "--model"},
 	}
 	for _, fam := range families {
 		model := familyConfigDir(t, fam.cfg)
@@ -99,16 +103,19 @@ func TestCommandsRefuseUnsupportedFamilyAtEntry(t *testing.T) {
 	}
 
 	// A family the engine runs passes the entry check and fails later, on
-	// the missing weights or data.
+	// the missing weights or data; search without --data prices a family
+	// the engine cannot run.
 	llama := familyConfigDir(t, tinyFamilyConfig("LlamaForCausalLM", "llama"))
 	for _, args := range [][]string{
 		{"generate", "--model", llama, "--ids", "1,2"},
 		{"importance", "--model", llama, "--data", missing, "--out", filepath.Join(t.TempDir(), "s.safetensors")},
+		{"search", "--model", familyConfigDir(t, mixtral), "--gpu", "rtx-5090", "--engine", "vllm", "--workload", "chat",
+			"--max-params", "1000", "--out", filepath.Join(t.TempDir(), "o")},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := Run(context.Background(), args, strings.NewReader(""), &stdout, &stderr)
-		if code == 0 || strings.Contains(stderr.String(), "native engine") {
-			t.Errorf("%s on a Llama config without weights: exit %d, stderr %q; want a later failure, not the engine refusal", args[0], code, stderr.String())
+		if strings.Contains(stderr.String(), "native engine") || code == 0 && args[0] != "search" {
+			t.Errorf("%s %s: exit %d, stderr %q; want no engine refusal (and a later failure but for search)", args[0], args[2], code, stderr.String())
 		}
 	}
 }

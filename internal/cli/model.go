@@ -88,6 +88,12 @@ func engineCheckpoint(name, model string) (string, error) {
 // engineRuns is the usage error of a model the native engine cannot run,
 // naming the flag and the families it runs; nil when it runs a.
 func engineRuns(name, model string, a *architecture.Model) error {
+	return engineRunsFor(name, model, a, "this command runs the model", "estimate, search, prune, validate and inspect take every supported family")
+}
+
+// engineRunsFor is engineRuns with what runs the model and what the user
+// can do instead.
+func engineRunsFor(name, model string, a *architecture.Model, who, instead string) error {
 	err := engine.Check(a)
 	if err == nil {
 		return nil
@@ -106,6 +112,6 @@ func engineRuns(name, model string, a *architecture.Model) error {
 			runs = append(runs, f.Arch)
 		}
 	}
-	return Usagef("%s %s: this command runs the model in the native engine, which cannot run %s; it runs %s (estimate, search, prune, validate and inspect take every supported family)",
-		name, model, what, strings.Join(runs, ", "))
+	return Usagef("%s %s: %s in the native engine, which cannot run %s; it runs %s (%s)",
+		name, model, who, what, strings.Join(runs, ", "), instead)
 }
