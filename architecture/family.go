@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 )
 
 // Family is everything autocompress knows about one HuggingFace architecture
@@ -129,14 +130,18 @@ type EngineSupport struct {
 	Reason string
 }
 
-var registry struct {
-	sync.RWMutex
-	byArch map[string]*Family
-}
+// registry maps class → family. Register replaces the map (copy on
+// write), so that lookups, which pricing and validation make per model,
+// take no lock.
+var (
+	registry   atomic.Pointer[map[string]*Family]
+	registerMu sync.Mutex
+)
 
 // Register adds a family. It fails when the class or its model_type is
 // already registered or a required part (Arch, ModelType, Read, Write,
-// Tensors, LayerPrefix, EpsKey) is missing.
+// Tensors, LayerPrefix, EpsKey, and Engine.Reason when the engine does not
+// run it) is missing.
 func Register(f Family) error {
 	switch {
 	case f.Arch == "" || f.ModelType == "":
@@ -148,17 +153,28 @@ func Register(f Family) error {
 	case !f.Engine.Runs && f.Engine.Reason == "":
 		return fmt.Errorf("architecture: Register %s: say why the native engine cannot run the family (Engine.Reason)", f.Arch)
 	}
-	registry.Lock()
-	defer registry.Unlock()
-	if registry.byArch == nil {
-		registry.byArch = map[string]*Family{}
-	}
-	for _, g := range registry.byArch {
+	registerMu.Lock()
+	defer registerMu.Unlock()
+	old := families()
+	for _, g := range old {
 		if g.Arch == f.Arch || g.ModelType == f.ModelType {
 			return fmt.Errorf("architecture: Register %s (model_type %q): already registered as %s (%q)", f.Arch, f.ModelType, g.Arch, g.ModelType)
 		}
 	}
-	registry.byArch[f.Arch] = &f
+	next := make(map[string]*Family, len(old)+1)
+	for k, g := range old {
+		next[k] = g
+	}
+	next[f.Arch] = &f
+	registry.Store(&next)
+	return nil
+}
+
+// families returns the current registry (read-only).
+func families() map[string]*Family {
+	if p := registry.Load(); p != nil {
+		return *p
+	}
 	return nil
 }
 
@@ -171,10 +187,9 @@ func mustRegister(f Family) {
 
 // Families returns every registered family, sorted by class.
 func Families() []Family {
-	registry.RLock()
-	defer registry.RUnlock()
-	out := make([]Family, 0, len(registry.byArch))
-	for _, f := range registry.byArch {
+	reg := families()
+	out := make([]Family, 0, len(reg))
+	for _, f := range reg {
 		out = append(out, *f)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Arch < out[j].Arch })
@@ -214,16 +229,10 @@ func LookupModelType(mt string) (Family, bool) {
 // family, whose names and rules such models follow.
 func (m *Model) Family() Family { return *familyOf(m.Arch) }
 
-func lookup(arch string) *Family {
-	registry.RLock()
-	defer registry.RUnlock()
-	return registry.byArch[arch]
-}
+func lookup(arch string) *Family { return families()[arch] }
 
 func lookupModelType(mt string) *Family {
-	registry.RLock()
-	defer registry.RUnlock()
-	for _, f := range registry.byArch {
+	for _, f := range families() {
 		if f.ModelType == mt {
 			return f
 		}
