@@ -19,6 +19,11 @@ type TensorSpec struct {
 	block, kind string
 }
 
+// isNorm reports whether the tensor is a norm weight (initialised to 1).
+func (s TensorSpec) isNorm() bool {
+	return s.kind == "norm" || s.kind == "attn_q_norm" || s.kind == "attn_k_norm"
+}
+
 // Size returns the number of elements.
 func (s TensorSpec) Size() int {
 	n := 1

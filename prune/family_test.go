@@ -68,17 +68,17 @@ func toyFamily(arch, modelType string, engineRuns bool) architecture.Family {
 				p := fmt.Sprintf("blocks.%d.", i)
 				a, x := l.Attention, l.MLP
 				q, kv, w := int64(a.Heads*a.HeadDim), int64(a.KVHeads*a.HeadDim), int64(x.Width)
-				t.Norm(p+"attn_norm.weight", i, architecture.BlockAttention, h)
+				t.Norm(p+"ln_attn.weight", i, architecture.BlockAttention, h)
 				t.Add(p+"attn.wq.weight", i, "attn_q", q, h)
 				t.Add(p+"attn.wk.weight", i, "attn_k", kv, h)
 				t.Add(p+"attn.wv.weight", i, "attn_v", kv, h)
 				t.Add(p+"attn.wo.weight", i, "attn_o", h, q)
-				t.Norm(p+"ffn_norm.weight", i, architecture.BlockMLP, h)
+				t.Norm(p+"ln_ffn.weight", i, architecture.BlockMLP, h)
 				t.Add(p+"ffn.w_gate.weight", i, "mlp_gate", w, h)
 				t.Add(p+"ffn.w_up.weight", i, "mlp_up", w, h)
 				t.Add(p+"ffn.w_down.weight", i, "mlp_down", h, w)
 			}
-			t.Add("out_norm.weight", -1, "norm", h)
+			t.Add("ln_out.weight", -1, "norm", h)
 			if !m.TiedEmbeddings {
 				t.Add("output.weight", -1, "lm_head", v, h)
 			}
@@ -163,8 +163,8 @@ func TestToyFamilyFromOnePlace(t *testing.T) {
 		names = append(names, ts.Name)
 		specs = append(specs, checkpoint.TensorSpec{Name: ts.Name, DType: checkpoint.F32, Shape: ts.Shape})
 	}
-	wantFirst := []string{"tok_embeddings.weight", "blocks.0.attn_norm.weight", "blocks.0.attn.wq.weight", "blocks.0.attn.wk.weight",
-		"blocks.0.attn.wv.weight", "blocks.0.attn.wo.weight", "blocks.0.ffn_norm.weight", "blocks.0.ffn.w_gate.weight"}
+	wantFirst := []string{"tok_embeddings.weight", "blocks.0.ln_attn.weight", "blocks.0.attn.wq.weight", "blocks.0.attn.wk.weight",
+		"blocks.0.attn.wv.weight", "blocks.0.attn.wo.weight", "blocks.0.ln_ffn.weight", "blocks.0.ffn.w_gate.weight"}
 	if len(names) != 2+3*9+1 || !reflect.DeepEqual(names[:len(wantFirst)], wantFirst) || names[len(names)-1] != "output.weight" {
 		t.Fatalf("tensors: %q", names)
 	}
@@ -235,6 +235,18 @@ func TestToyFamilyFromOnePlace(t *testing.T) {
 		src := []int{0, 1, 2, 3, 12, 13, 14, 15}[r]
 		if got, want := cwq[r*12], wq[src*16]; got != want {
 			t.Fatalf("child wq row %d = %v, want parent row %d = %v", r, got, src, want)
+		}
+	}
+	// A fresh toy model in the engine: norms (named ln_*) start at 1.
+	fresh, err := engine.New(child, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"blocks.0.ln_attn.weight", "blocks.1.ln_ffn.weight", "ln_out.weight"} {
+		for i, v := range fresh.Tensor(name) {
+			if v != 1 {
+				t.Fatalf("engine.New: %s[%d] = %v, want 1 (a norm weight)", name, i, v)
+			}
 		}
 	}
 	logits, err := cm.Forward([]int32{1, 5, 7, 2}, 1, 4)
