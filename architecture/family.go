@@ -38,7 +38,9 @@ type Family struct {
 	// whole per-layer description itself.
 	Write func(w *ConfigWriter) error
 	// Tensors lists every tensor of a checkpoint of m in forward order with
-	// the family's names (see Model.Tensors).
+	// the family's names (see Model.Tensors), each with its kind and
+	// sub-block (TensorList.Add, Norm): the kinds are all the pruner slices
+	// by and the engine binds by.
 	Tensors func(m *Model, t *TensorList)
 	// LayerPrefix is the name prefix of the decoder layers' tensors before
 	// the layer index ("model.layers."): the pruner renumbers tensors that
