@@ -14,6 +14,7 @@ import (
 	"github.com/autocompress/autocompress/dataset"
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/export"
+	"github.com/autocompress/autocompress/internal/output"
 	"github.com/autocompress/autocompress/tokenizer"
 	"github.com/autocompress/autocompress/train"
 )
@@ -337,6 +338,10 @@ func Run(ctx context.Context, c Config) (*Summary, error) {
 func (c *Config) checkOutputs() error {
 	if _, err := os.Lstat(c.Out); err == nil && !c.Force {
 		return &checkpoint.ExistsError{Path: c.Out}
+	}
+	// The student is saved after the training: its place must be writable now.
+	if err := output.Check(c.Out, true); err != nil {
+		return fmt.Errorf("distill: %w", err)
 	}
 	_, err := os.Stat(c.Checkpoint)
 	switch {

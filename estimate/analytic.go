@@ -495,6 +495,19 @@ type Price struct {
 // w (which must validate). Coefficients come from the embedded file unless
 // co is non-nil.
 func Compile(hw *hardware.GPU, eng Engine, o Options, w *workload.Workload, co *Coeffs) (*Compiled, error) {
+	return compile(hw, eng, o, w, co, nil)
+}
+
+// CompileNative is Compile for the native engine with the native
+// coefficients nat instead of the active ones (ActiveNativeCoeffs), as a
+// calibration prices its rows: it reads no coefficient file, so a
+// calibration whose output is the local override path does not need that
+// file to exist.
+func CompileNative(hw *hardware.GPU, o Options, w *workload.Workload, nat NativeCoeffs) (*Compiled, error) {
+	return compile(hw, Native, o, w, nil, &nat)
+}
+
+func compile(hw *hardware.GPU, eng Engine, o Options, w *workload.Workload, co *Coeffs, nat *NativeCoeffs) (*Compiled, error) {
 	if err := w.Validate(); err != nil {
 		return nil, err
 	}
@@ -519,12 +532,16 @@ func Compile(hw *hardware.GPU, eng Engine, o Options, w *workload.Workload, co *
 	}
 	c.isl, c.osl = w.Input.MeanValue(), w.Output.MeanValue()
 	if eng == Native {
-		f, src, err := ActiveNativeCoeffs()
-		if err != nil {
-			return nil, err
+		if nat != nil {
+			c.nat, c.family = *nat, "native@given"
+		} else {
+			f, src, err := ActiveNativeCoeffs()
+			if err != nil {
+				return nil, err
+			}
+			c.nat, _ = f.Machine(hw.Name)
+			c.family = "native@" + src
 		}
-		c.nat, _ = f.Machine(hw.Name)
-		c.family = "native@" + src
 		c.r.natTokens = c.isl + c.osl
 		// engine.Serve runs min(clients, MaxBatch) sequences at once (a
 		// closed loop's limit defaults to its clients above); the other
@@ -588,6 +605,8 @@ func (c *Compiled) Coeffs() Coeffs {
 	if c.r.eng == Native {
 		n := c.nat
 		co.ErrTTFT, co.ErrTPOT, co.ErrThroughput, co.Rows, co.Source = n.ErrTTFT, n.ErrTPOT, n.ErrThroughput, n.Rows, n.Source
+		co.ErrTTFTP90, co.ErrTPOTP90, co.ErrThroughputP90 = 0, 0, 0
+		co.Host, co.Measured, co.GPUs = n.Host, n.Measured, nil
 	}
 	return co
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+
+	"github.com/autocompress/autocompress/hardware"
 )
 
 // Coeffs are the fitted efficiencies and overheads of one engine family
@@ -85,6 +87,15 @@ type Coeffs struct {
 	EngineVersion string `json:"engine_version,omitempty"`
 	Rows          int    `json:"rows,omitempty"`
 	Source        string `json:"source,omitempty"`
+	// Where and when the fitted rows were measured, as the rows record it:
+	// the catalog names of their GPUs and the range of their dates
+	// ("2025-10-29 to 2026-04-21"; a year where a source gives no day).
+	// The error band is about those GPUs at that time (Band).
+	GPUs     []string `json:"gpus,omitempty"`
+	Measured string   `json:"measured,omitempty"`
+	// Host is the native engine's calibration host (NativeCoeffs.Host),
+	// filled in by Compiled.Coeffs; never in a coefficient file.
+	Host *hardware.Host `json:"-"`
 }
 
 // CoeffFile is the JSON document embedded in the binary.

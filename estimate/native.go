@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/autocompress/autocompress/hardware"
 )
 
 // The native engine (package engine) is priced by its own rules, not
@@ -91,6 +93,11 @@ type NativeCoeffs struct {
 	ErrMemory     float64 `json:"err_memory,omitempty"`
 	Rows          int     `json:"rows,omitempty"`
 	Source        string  `json:"source,omitempty"`
+	// Host and Measured say where and when the fitted rows were measured
+	// (the rows' own record, estimate/nativecal.Provenance): the held-out
+	// figures above are that host's, at that time. Absent: not recorded.
+	Host     *hardware.Host `json:"measured_on,omitempty"`
+	Measured string         `json:"measured,omitempty"`
 }
 
 // NumNativeTime is the number of time coefficients (NativeCoeffs.TimeVector).
@@ -216,6 +223,10 @@ func ActiveNativeCoeffs() (*NativeCoeffFile, string, error) {
 		}
 		b, err := os.ReadFile(p)
 		if errors.Is(err, fs.ErrNotExist) && os.Getenv(NativeCoeffsEnv) == "" {
+			return
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			a.err = fmt.Errorf("native coefficients: $%s names %s, which does not exist (a native calibration writes it there; unset the variable to use the embedded coefficients)", NativeCoeffsEnv, p)
 			return
 		}
 		if err != nil {

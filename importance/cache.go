@@ -30,6 +30,10 @@ func Cached(ctx context.Context, m *engine.Model, dir string, rows [][]int32, pa
 			}
 		}
 	}
+	// The scores are saved after the computing: their place must be writable now.
+	if err := output.Check(path, true); err != nil {
+		return nil, false, err
+	}
 	if s, err = Compute(ctx, m, rows, o); err != nil {
 		return nil, false, err
 	}

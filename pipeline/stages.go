@@ -92,6 +92,13 @@ func resolve(c *Config) (*target, error) {
 	if err := estimate.CheckEngine(t.engine, t.gpu); err != nil {
 		return nil, &ConfigError{Path: "deployment.engine", Msg: err.Error()}
 	}
+	if t.engine == estimate.Native {
+		// The search prices with these after the importance stage: a
+		// missing or malformed local calibration is found now, not then.
+		if _, _, err := estimate.ActiveNativeCoeffs(); err != nil {
+			return nil, &ConfigError{Path: "deployment.engine", Msg: err.Error()}
+		}
+	}
 	if c.Deployment.ServeOn == "" {
 		var ok bool
 		if t.serveOn, ok = export.ForEngine(t.engine); !ok {

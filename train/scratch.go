@@ -85,11 +85,12 @@ func FromScratch(ctx context.Context, s Scratch) (*ScratchResult, error) {
 	if s.Out == "" {
 		return nil, errors.New("train: no output directory")
 	}
-	if err := output.Free(s.Out, s.Force); err != nil {
+	// Check can be written, not only free: the save comes after the training.
+	if err := output.Check(s.Out, s.Force); err != nil {
 		return nil, err
 	}
 	if !s.Resume && o.CheckpointPath != "" {
-		if err := output.Free(o.CheckpointPath, s.Force); err != nil {
+		if err := output.Check(o.CheckpointPath, s.Force); err != nil {
 			return nil, fmt.Errorf("checkpoint (resume to continue from it): %w", err)
 		}
 	}

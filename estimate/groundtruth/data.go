@@ -46,7 +46,11 @@ type Row struct {
 	ID            string
 	Engine        estimate.Engine
 	EngineVersion string
-	Model         string
+	// Measured is when the row was measured, as its source says: a date
+	// (AIConfigurator's measured=), a year (Argonne's 2024 runs), or ""
+	// when the source does not say.
+	Measured string
+	Model    string
 	// Arch is the model's architecture when the row names a config file or
 	// checkpoint directory (user rows); nil = Describe(Model).
 	Arch      *architecture.Model
@@ -296,6 +300,9 @@ func ReadAIC(r io.Reader, file string, skipped Skipped) ([]Row, error) {
 			skipped.add("invalid numbers (aic)")
 			continue
 		}
+		if d, ok := itemValue(src, "measured"); ok && len(d) >= len("2006-01-02") {
+			row.Measured = d[:len("2006-01-02")]
+		}
 		if sc, ok := itemValue(src, "silicon_concurrency"); ok && atoi(sc) != row.Concurrency {
 			// Several replicas behind one endpoint: the per-engine load is
 			// not batch_size and the split is not recorded.
@@ -403,7 +410,7 @@ func argonneRow(t *table, rec []string, skipped Skipped) (Row, bool) {
 	if o := t.get(rec, "output length"); o != "" {
 		osl = atoi(o)
 	}
-	row := Row{Source: "argonne", Era: "2024", Engine: eng, Model: model, GPU: gpu, TP: atoi(t.get(rec, "num of hardware")),
+	row := Row{Source: "argonne", Era: "2024", Measured: "2024", Engine: eng, Model: model, GPU: gpu, TP: atoi(t.get(rec, "num of hardware")),
 		ISL: n, OSL: osl, Batch: atoi(t.get(rec, "batch size")), Precision: "fp16", KVDType: "auto"}
 	if eng == estimate.LlamaCPP {
 		row.Precision = "f16"

@@ -640,6 +640,7 @@ func FitAll(ctx context.Context, rows []*Prepared, prior *estimate.CoeffFile, ma
 		co.EngineVersion = strings.Join(vl, ", ")
 		co.Rows = len(sub)
 		co.Source = sourcesOf(sub)
+		co.GPUs, co.Measured = whereWhen(sub)
 		out.Families[fam] = co
 	}
 	if err := fitLlamaBenchInto(out, prior, maxIter); err != nil {
@@ -693,6 +694,14 @@ func fitLlamaBenchInto(out *estimate.CoeffFile, prior *estimate.CoeffFile, maxIt
 			}
 		}
 		co.Rows = n
+		gpus := map[string]bool{}
+		for i := range rows {
+			if estimate.LlamaCPP.Family(mustGPU(rows[i].GPU)) == fam {
+				gpus[rows[i].GPU] = true
+			}
+		}
+		co.GPUs = sortedSet(gpus)
+		co.Measured = "2024-05" // the source's "snapshots in May 2024" (testdata/llama_bench.md)
 		co.EngineVersion = "llama.cpp builds of May 2024 (llama-bench)"
 		co.Source += fmt.Sprintf("; gemm and comp_low fitted on %d llama-bench prompt rows (estimate/groundtruth/testdata/llama_bench.md)", n)
 		if c, err := LlamaBenchCellFor(cells, fam, BenchPP, "held-out"); err == nil {
@@ -713,6 +722,67 @@ func mustGPU(name string) *hardware.GPU {
 		return &hardware.GPU{}
 	}
 	return hw
+}
+
+// Measured is where and when one family's rows were measured.
+type Measured struct {
+	Family string   `json:"family"`
+	GPUs   []string `json:"gpus"`
+	When   string   `json:"measured"`
+}
+
+// WhereMeasured returns, per family of rows (in Families order), the GPUs
+// its rows were measured on and the range of their dates: what a held-out
+// error of that family is about.
+func WhereMeasured(rows []*Prepared) []Measured {
+	var out []Measured
+	for _, fam := range Families(rows) {
+		g, w := whereWhen(filter(rows, func(p *Prepared) bool { return p.Family == fam }))
+		out = append(out, Measured{Family: fam, GPUs: g, When: w})
+	}
+	return out
+}
+
+// whereWhen returns the GPUs (catalog names, sorted) the rows were
+// measured on and the range of their dates ("2025-10-29 to 2026-04-21",
+// one date when all agree, "" when none is dated; undated rows counted).
+func whereWhen(rows []*Prepared) (gpus []string, measured string) {
+	set := map[string]bool{}
+	lo, hi, undated := "", "", 0
+	for _, p := range rows {
+		set[p.Row.GPU] = true
+		d := p.Row.Measured
+		if d == "" {
+			undated++
+			continue
+		}
+		if lo == "" || d < lo {
+			lo = d
+		}
+		if d > hi {
+			hi = d
+		}
+	}
+	switch {
+	case lo == "":
+	case lo == hi:
+		measured = lo
+	default:
+		measured = lo + " to " + hi
+	}
+	if undated > 0 && measured != "" {
+		measured += fmt.Sprintf(" (%d rows undated)", undated)
+	}
+	return sortedSet(set), measured
+}
+
+func sortedSet(set map[string]bool) []string {
+	out := make([]string, 0, len(set))
+	for k := range set {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func sourcesOf(rows []*Prepared) string {

@@ -2,10 +2,12 @@ package nativecal
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/estimate"
@@ -35,7 +37,10 @@ func newModel(parent *architecture.Model) (*model, error) {
 func (m *model) compiled(r *Row) (*estimate.Compiled, *estimate.Summary, error) {
 	w := workload.FixedClosed(r.ISL, r.OSL, r.Conc)
 	w.NumRequests = r.Requests
-	c, err := estimate.Compile(m.hw, estimate.Native, estimate.Options{}, &w, nil)
+	// The coefficients are replaced before every pricing (SetNativeCoeffs);
+	// compiling with given ones reads no coefficient file, so a
+	// calibration does not need the file it is about to write.
+	c, err := estimate.CompileNative(m.hw, estimate.Options{}, &w, estimate.DefaultNativeCoeffs().Machines[Machine])
 	if err != nil {
 		return nil, nil, err
 	}
@@ -286,14 +291,41 @@ func median(xs []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-// Calibration is the result of Calibrate: the rows as written (CSV), the
-// rows read back from it, the coefficients fitted on them with the
-// held-out errors filled in, and the report.
+// Calibration is the result of Calibrate: the rows as written (CSV, with
+// their provenance), the provenance and rows read back from it, the
+// coefficients fitted on them with the held-out errors and the rows' host
+// and window filled in, and the report.
 type Calibration struct {
-	CSV    []byte
-	Rows   []Row
-	Coeffs estimate.NativeCoeffs
-	Report *Report
+	CSV        []byte
+	Provenance Provenance
+	Rows       []Row
+	Coeffs     estimate.NativeCoeffs
+	Report     *Report
+}
+
+// File returns the coefficient file of the calibration, with JSON's
+// indentation and a final newline. Everything in it comes from the rows
+// (their provenance included), so a refit of the same rows gives the same
+// bytes on any machine.
+func (c *Calibration) File() ([]byte, error) {
+	p := c.Provenance
+	measured := p.Window()
+	if p.Note != "" {
+		measured = strings.TrimPrefix(measured+"; "+p.Note, "; ")
+	}
+	f := estimate.NativeCoeffFile{
+		Comment:  "Fitted by autocompress calibrate-native on bench-serve measurements of the host named below (estimate/nativecal): the held-out errors are that host's. Report: autocompress validate-native.",
+		Command:  "autocompress calibrate-native --rows-out estimate/nativecal/sweep.csv --out estimate/native_coefficients.json --force",
+		Host:     p.Hostname,
+		Measured: measured,
+		Load:     p.Load,
+		Machines: map[string]estimate.NativeCoeffs{Machine: c.Coeffs},
+	}
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("nativecal: %w", err)
+	}
+	return append(b, '\n'), nil
 }
 
 // Calibrate is the one fit path of calibrate-native, measured or from
@@ -301,12 +333,12 @@ type Calibration struct {
 // back, fits on exactly what was read and validates that fit. A sweep just
 // measured and its CSV refitted later (--from-rows) therefore give the
 // same coefficients to the last bit.
-func Calibrate(parent *architecture.Model, rows []Row, threads int) (*Calibration, error) {
+func Calibrate(parent *architecture.Model, prov Provenance, rows []Row, threads int) (*Calibration, error) {
 	var buf bytes.Buffer
-	if err := WriteRows(&buf, rows); err != nil {
+	if err := WriteSweep(&buf, prov, rows); err != nil {
 		return nil, err
 	}
-	read, err := ReadRows(bytes.NewReader(buf.Bytes()))
+	prov, read, err := ReadSweep(bytes.NewReader(buf.Bytes()))
 	if err != nil {
 		return nil, fmt.Errorf("nativecal: reading back the rows written: %w", err)
 	}
@@ -323,5 +355,11 @@ func Calibrate(parent *architecture.Model, rows []Row, threads int) (*Calibratio
 		*v = max(*v, 0) // −1: no rows for the metric
 	}
 	co.Source = fmt.Sprintf("nativecal sweep: %d fitted rows, %d held out", rep.Fit.Rows, rep.HeldOut.Rows)
-	return &Calibration{CSV: buf.Bytes(), Rows: read, Coeffs: co, Report: rep}, nil
+	if !prov.Host.Zero() {
+		h := prov.Host
+		co.Host = &h
+	}
+	co.Measured = prov.Window()
+	rep.Provenance = prov
+	return &Calibration{CSV: buf.Bytes(), Provenance: prov, Rows: read, Coeffs: co, Report: rep}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"math"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -293,7 +294,7 @@ func TestCommittedFitReproduces(t *testing.T) {
 // Calibrate wrote and read back; fitting the unrounded rows directly does
 // not (the defect this replaced: about 1e-6 apart).
 func TestOneFitPath(t *testing.T) {
-	rows, err := CommittedRows()
+	prov, rows, err := CommittedSweep()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,23 +309,28 @@ func TestOneFitPath(t *testing.T) {
 		r.CPUShare, r.SgemmFLOPS = r.CPUShare*f, r.SgemmFLOPS*f
 	}
 	a := parentArch(t)
-	measured, err := Calibrate(a, rows, 2)
+	measured, err := Calibrate(a, prov, rows, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	written, err := ReadRows(bytes.NewReader(measured.CSV))
+	wprov, written, err := ReadSweep(bytes.NewReader(measured.CSV))
 	if err != nil {
 		t.Fatal(err)
 	}
-	refit, err := Calibrate(a, written, 2)
+	refit, err := Calibrate(a, wprov, written, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if measured.Coeffs != refit.Coeffs {
+	if !reflect.DeepEqual(measured.Coeffs, refit.Coeffs) {
 		t.Errorf("measuring path %+v\n--from-rows     %+v", measured.Coeffs, refit.Coeffs)
 	}
 	if !bytes.Equal(measured.CSV, refit.CSV) {
 		t.Error("the CSV written from the rows read back differs from the one written first")
+	}
+	mf, err1 := measured.File()
+	rf, err2 := refit.File()
+	if err1 != nil || err2 != nil || !bytes.Equal(mf, rf) {
+		t.Errorf("coefficient files differ (%v, %v)", err1, err2)
 	}
 	direct, err := Fit(a, rows, 2)
 	if err != nil {

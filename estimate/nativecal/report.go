@@ -5,9 +5,12 @@ import (
 	"io"
 	"math"
 	"sort"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/estimate"
+	"github.com/autocompress/autocompress/hardware"
 )
 
 // Target is the median absolute error each metric must stay within on the
@@ -58,6 +61,38 @@ type Report struct {
 	// CacheBytes is the coefficients' effective cache for the weights
 	// (0: no split).
 	CacheBytes float64
+	// Provenance is where and when the rows were measured, as they record
+	// it; Here compares that host with the one the report is read on
+	// (CheckHost). Every figure above is the rows' host's.
+	Provenance Provenance
+	Here       *HostCheck `json:",omitempty"`
+}
+
+// HostCheck says whether the rows' host is the current one.
+type HostCheck struct {
+	This    hardware.Host
+	Applies hardware.HostMatch // "same", "different" or "unknown"
+	Why     string
+}
+
+// CheckHost compares the rows' recorded host with this one (the machine
+// the report is read on: hardware.ThisHost, or a stand-in in tests).
+func (r *Report) CheckHost(this hardware.Host) {
+	h := &HostCheck{This: this}
+	if r.Provenance.Host.Zero() {
+		h.Applies, h.Why = hardware.UncertainHost, "the rows do not record their host, so whether this is that host cannot be told"
+	} else {
+		h.Applies, h.Why = r.Provenance.Host.Compare(this)
+	}
+	r.Here = h
+}
+
+// whose names the rows' host for the report's lines: "vm's" or "the rows'".
+func (r *Report) whose() string {
+	if n := r.Provenance.Hostname; n != "" {
+		return n + "'s"
+	}
+	return "the rows'"
 }
 
 // Validate scores co on rows.
@@ -197,7 +232,31 @@ func (r *Report) Print(w io.Writer) {
 		}
 		return "MISSED"
 	}
-	fmt.Fprintf(w, "Native engine on %s: estimate vs bench-serve (median absolute error; target ≤ %.0f%% held out)\n\n", Machine, 100*Target)
+	fmt.Fprintf(w, "Native engine on %s: estimate vs bench-serve (median absolute error; target ≤ %.0f%% held out)\n", Machine, 100*Target)
+	p := r.Provenance
+	where, when := "a host they do not record", p.Window()
+	if !p.Host.Zero() {
+		where = p.Host.String()
+		if p.Hostname != "" {
+			where = p.Hostname + " (" + where + ")"
+		}
+	}
+	if when == "" {
+		when = "at a time they do not record"
+	}
+	fmt.Fprintf(w, "Rows measured on %s, %s.\n", where, when)
+	if h := r.Here; h != nil {
+		fmt.Fprintf(w, "This host: %s. %s", h.This, upperFirst(h.Why))
+		switch h.Applies {
+		case hardware.OtherHost:
+			fmt.Fprintf(w, ": these are another host's rows, and every figure below is that host's, not this one's.\n")
+		case hardware.UncertainHost:
+			fmt.Fprintf(w, ": the figures below hold for the rows' host; whether for this one is not known.\n")
+		default:
+			fmt.Fprintf(w, ".\n")
+		}
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "%-26s %8s %8s %8s %8s\n", "", "TTFT", "TPOT", "tok/s", "memory")
 	for _, s := range []struct {
 		name string
@@ -207,7 +266,16 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "%-26s %8s %8s %8s %8s\n", "  largest", pc(s.sc.MaxTTFT), pc(s.sc.MaxTPOT), pc(s.sc.MaxThroughput), pc(s.sc.MaxMemo))
 	}
 	h := r.HeldOut
-	fmt.Fprintf(w, "held-out targets: TTFT %s, TPOT %s, throughput %s, memory %s\n", ok(h.TTFT), ok(h.TPOT), ok(h.Throughput), ok(h.Memory))
+	fmt.Fprintf(w, "held-out targets on %s rows: TTFT %s, TPOT %s, throughput %s, memory %s", r.whose(), ok(h.TTFT), ok(h.TPOT), ok(h.Throughput), ok(h.Memory))
+	if r.Here != nil {
+		switch r.Here.Applies {
+		case hardware.OtherHost:
+			fmt.Fprintf(w, " (another host's rows: nothing about this host)")
+		case hardware.UncertainHost:
+			fmt.Fprintf(w, " (not known to hold on this host)")
+		}
+	}
+	fmt.Fprintln(w)
 	if r.CacheBytes > 0 {
 		fmt.Fprintf(w, "effective cache for the weights: %.1f MiB (fitted): weights beyond it stream from memory at the slower rate\n", r.CacheBytes/(1<<20))
 	}
@@ -242,4 +310,9 @@ func (r *Report) Print(w io.Writer) {
 		100*r.CPUShare, 100*r.CPUShareMin, r.SgemmMedian/1e9, r.SgemmMin/1e9, r.SgemmMax/1e9)
 	fmt.Fprintf(w, "Noise: a row's runs spread (max−min)/median by %.0f%% in TTFT and %.0f%% in TPOT (medians over the rows)\n",
 		100*r.TTFTSpread, 100*r.TPOTSpread)
+}
+
+func upperFirst(s string) string {
+	r, n := utf8.DecodeRuneInString(s)
+	return string(unicode.ToUpper(r)) + s[n:]
 }

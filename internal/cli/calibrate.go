@@ -97,7 +97,7 @@ func calibrateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args [
 			return Usagef("--iter must be ≥ 10")
 		}
 		if *out != "" {
-			if err := output.Free(*out, *force); err != nil {
+			if err := output.Check(*out, *force); err != nil {
 				return err // before the fit, not after it
 			}
 		}

@@ -3,12 +3,10 @@ package cli
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -50,7 +48,14 @@ printed (as validate-native prints it) and its medians are stored with the coeff
 pass --out estimate/native_coefficients.json --rows-out estimate/nativecal/sweep.csv to
 replace the embedded defaults. --from-rows refits from measured rows without measuring.
 --quick runs a 4-point sweep (about a minute) to check the machinery; its fit is not a
-calibration. The full sweep takes about 12 minutes on the 2-core development machine.
+calibration. Every output is checked before the measuring: an existing file needs --force,
+and one that could not be written is refused at once.
+
+The rows record where and when they were measured (this machine's CPU model, CPU count and
+last-level cache, the hostname, the window and the load, as "# key: value" lines above the
+CSV header), and the coefficient file takes them from the rows: estimate and validate-native
+name that host and say when the machine they run on is not it. A refit (--from-rows) is the
+same file on any machine. The full sweep takes about 12 minutes on the 2-core development machine.
 
 Reproduce the embedded coefficients from the committed rows with:
   autocompress calibrate-native --from-rows estimate/nativecal/sweep.csv --out estimate/native_coefficients.json --force`,
@@ -80,31 +85,34 @@ Reproduce the embedded coefficients from the committed rows with:
 					}
 					dest = p
 				}
-				for _, p := range []string{dest, *rowsOut} {
-					if p == "" || *force {
+				// Every output and input the end of the job needs is checked
+				// before the measuring (minutes), not after it.
+				for _, o := range []struct{ flag, path string }{{"--out", dest}, {"--rows-out", *rowsOut}} {
+					if o.path == "" {
 						continue
 					}
-					if _, err := os.Stat(p); err == nil {
-						return Usagef("%s exists; pass --force to replace it", p)
-					} else if !errors.Is(err, os.ErrNotExist) {
-						return err
+					var ee *output.ExistsError
+					if err := output.Check(o.path, *force); errors.As(err, &ee) {
+						return Usagef("%s exists; pass --force to replace it", o.path)
+					} else if err != nil {
+						return Usagef("%s %s: %v", o.flag, o.path, err)
 					}
 				}
 				par, err := parentArch()
 				if err != nil {
 					return err
 				}
+				var prov nativecal.Provenance
 				var rows []nativecal.Row
-				load := ""
 				if *fromRows != "" {
 					f, err := os.Open(*fromRows)
 					if err != nil {
 						return Usagef("--from-rows: %v", err)
 					}
-					rows, err = nativecal.ReadRows(f)
+					prov, rows, err = nativecal.ReadSweep(f)
 					f.Close()
 					if err != nil {
-						return err
+						return fmt.Errorf("%s: %w", *fromRows, err)
 					}
 				} else {
 					exe, err := os.Executable()
@@ -115,8 +123,14 @@ Reproduce the embedded coefficients from the committed rows with:
 					if *quick {
 						pts = nativecal.QuickSweep()
 					}
-					load = loadAverage()
-					fmt.Fprintf(env.Stderr, "measuring %d points (load average %s)\n", len(pts), load)
+					// What the rows record of where and when they were
+					// measured: this machine, now.
+					host, _ := os.Hostname()
+					prov = nativecal.Provenance{Hostname: host, Host: thisHost(), Start: time.Now().UTC(), Load: "1-minute load average " + loadAverage()}
+					if *quick {
+						prov.Note = "quick sweep (checks the machinery; not a calibration)"
+					}
+					fmt.Fprintf(env.Stderr, "measuring %d points on %s (load average %s)\n", len(pts), prov.Host, loadAverage())
 					rows, err = nativecal.Measure(ctx, par, pts, nativecal.Exec(exe), servebench.Options{Repeats: *repeats, MaxWarmup: *maxWarmup},
 						func(p nativecal.Progress) {
 							r := p.Row
@@ -124,20 +138,21 @@ Reproduce the embedded coefficients from the committed rows with:
 								p.Done, p.Of, p.Elapsed.Round(time.Second), r.Name, r.ISL, r.OSL, r.Conc, 1e3*r.TTFT, 1e3*r.TPOT, r.OutputTPS,
 								float64(r.PeakRSSBytes)/(1<<20), 100*r.CPUShare)
 						})
+					prov.End = time.Now().UTC()
 					if err != nil && len(rows) > 0 && *rowsOut != "" {
 						// Keep what was measured: the rows are the expensive part.
 						var buf bytes.Buffer
-						if werr := nativecal.WriteRows(&buf, rows); werr == nil && output.WriteFile(*rowsOut, buf.Bytes(), *force) == nil {
+						if werr := nativecal.WriteSweep(&buf, prov, rows); werr == nil && output.WriteFile(*rowsOut, buf.Bytes(), *force) == nil {
 							fmt.Fprintf(env.Stderr, "wrote the %d rows measured before the error to %s\n", len(rows), *rowsOut)
 						}
 					}
 					if err != nil {
 						return err
 					}
-					load += " → " + loadAverage()
+					prov.Load += " → " + loadAverage()
 				}
 				// One fit path: the rows as written to --rows-out, read back.
-				cal, err := nativecal.Calibrate(par, rows, nativecal.Threads())
+				cal, err := nativecal.Calibrate(par, prov, rows, nativecal.Threads())
 				if err != nil {
 					return err
 				}
@@ -147,34 +162,15 @@ Reproduce the embedded coefficients from the committed rows with:
 					}
 					fmt.Fprintf(env.Stderr, "wrote %s\n", *rowsOut)
 				}
-				co, rep := cal.Coeffs, cal.Report
-				host, _ := os.Hostname()
-				file := estimate.NativeCoeffFile{
-					Comment:  "Fitted by autocompress calibrate-native on bench-serve measurements of this machine (estimate/nativecal). Held-out errors: autocompress validate-native.",
-					Command:  "autocompress calibrate-native --rows-out estimate/nativecal/sweep.csv --out estimate/native_coefficients.json --force",
-					Host:     host,
-					Measured: time.Now().UTC().Format("2006-01-02"),
-					Load:     load,
-					Machines: map[string]estimate.NativeCoeffs{nativecal.Machine: co},
-				}
-				if *fromRows != "" {
-					file.Measured, file.Load = "rows of "+filepath.Base(*fromRows), ""
-					if d := estimate.DefaultNativeCoeffs(); d.Measured != "" {
-						file.Measured, file.Load, file.Host = d.Measured, d.Load, d.Host
-					}
-				}
-				data, err := json.MarshalIndent(file, "", "  ")
+				data, err := cal.File()
 				if err != nil {
-					return err
-				}
-				data = append(data, '\n')
-				if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
 					return err
 				}
 				if err := output.WriteFile(dest, data, *force); err != nil {
 					return err
 				}
-				rep.Print(env.Stdout)
+				cal.Report.CheckHost(thisHost())
+				cal.Report.Print(env.Stdout)
 				fmt.Fprintf(env.Stderr, "wrote %s\n", dest)
 				return nil
 			}

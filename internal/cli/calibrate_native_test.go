@@ -33,6 +33,14 @@ func TestCalibrateNativeFromRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Byte for byte the committed file: everything in it comes from the rows.
+	committed, err := os.ReadFile(filepath.Join("..", "..", "estimate", "native_coefficients.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != string(committed) {
+		t.Errorf("calibrate-native --from-rows sweep.csv differs from estimate/native_coefficients.json:\n%s", b)
+	}
 	f, err := estimate.ParseNativeCoeffs(b)
 	if err != nil {
 		t.Fatal(err)

@@ -292,15 +292,7 @@ func printEstimate(w io.Writer, r *estimate.Result, hw *hardware.GPU, analyticOn
 		printSlots(w, r, analyticOnly)
 	}
 	c := r.Coeffs
-	if c.ErrTPOT > 0 || c.ErrTTFT > 0 || c.ErrThroughput > 0 {
-		fmt.Fprintf(w, "Error band (held-out APE for %s, median / p90): TPOT %s / %s, TTFT %s / %s, throughput %s / %s\n",
-			r.Family, band(c.ErrTPOT), bandP90(c.ErrTPOTP90), band(c.ErrTTFT), bandP90(c.ErrTTFTP90), band(c.ErrThroughput), bandP90(c.ErrThroughputP90))
-	} else {
-		fmt.Fprintf(w, "Error band: %s has no fitted data (priors only); expect ±30%% or worse\n", r.Family)
-	}
-	if r.Engine != estimate.Native && (hw.Backend != hardware.CUDA || !(strings.HasPrefix(hw.Name, "h") || strings.HasPrefix(hw.Name, "b") || strings.HasPrefix(hw.Name, "gb") || strings.HasPrefix(hw.Name, "a100") || hw.Name == "gh200")) {
-		fmt.Fprintf(w, "note: no public serving data covers %s; the estimate extrapolates from datasheet figures\n", hw.Name)
-	}
+	printBand(w, r.Band(hw, thisHost()), r.Engine == estimate.Native)
 	if c.EngineVersion != "" {
 		fmt.Fprintf(w, "Coefficients: %s, fitted on %d rows (engine versions %s)\n", r.Family, c.Rows, c.EngineVersion)
 	}
@@ -311,6 +303,49 @@ func printEstimate(w io.Writer, r *estimate.Result, hw *hardware.GPU, analyticOn
 		if estimate.WeightOnly(&p, hw) && c.Dequant > 0 {
 			fmt.Fprintf(w, "%s on %s runs weight-only kernels (weights unpacked to BF16 in the GEMM): ×%.2f (fitted)\n", p.Name, hw.Name, c.Dequant)
 		}
+	}
+}
+
+// printBand writes the error band with where and when its rows were
+// measured, and plainly whether that is the device priced (for the native
+// engine: this host).
+func printBand(w io.Writer, b estimate.Band, native bool) {
+	if !b.Fitted {
+		fmt.Fprintf(w, "Error band: %s has no fitted data (priors only); expect ±30%% or worse\n", b.Family)
+		return
+	}
+	if native {
+		fmt.Fprintf(w, "Error band (held-out APE for %s, median): TPOT %s, TTFT %s, throughput %s\n",
+			b.Family, band(b.TPOT), band(b.TTFT), band(b.Throughput))
+	} else {
+		fmt.Fprintf(w, "Error band (held-out APE for %s, median / p90): TPOT %s / %s, TTFT %s / %s, throughput %s / %s\n",
+			b.Family, band(b.TPOT), bandP90(b.TPOTP90), band(b.TTFT), bandP90(b.TTFTP90), band(b.Throughput), bandP90(b.ThroughputP90))
+	}
+	on, when := b.MeasuredOn, b.Measured
+	if on == "" {
+		on = "a host or GPUs not recorded"
+	}
+	if when == "" {
+		when = "at a time not recorded"
+	}
+	fmt.Fprintf(w, "  measured on %s, %s\n", on, when)
+	switch {
+	case native && b.Applies != hardware.SameHost:
+		this := "this host"
+		if b.ThisHost != nil {
+			this = fmt.Sprintf("this host (%s)", b.ThisHost)
+		}
+		verdict := "is not the calibration's host: the band does not apply here"
+		if b.Applies == hardware.UncertainHost {
+			verdict = "may not be the calibration's host: the band holds only there"
+		}
+		fmt.Fprintf(w, "  %s %s (%s).\n  Calibrate this host for its own coefficients and band: autocompress calibrate-native (about 12 minutes)\n", this, verdict, b.Why)
+	case native:
+		fmt.Fprintf(w, "  this host matches the calibration's (%s); the band held there at that time\n", b.Why)
+	case b.Applies == hardware.OtherHost:
+		fmt.Fprintf(w, "  the band does not apply here: %s\n", b.Why)
+	case b.Applies == hardware.UncertainHost:
+		fmt.Fprintf(w, "  whether the band applies here is not known: %s\n", b.Why)
 	}
 }
 
@@ -386,14 +421,9 @@ type estJSONOut struct {
 		Clipped bool   `json:"clipped,omitempty"`
 		Long    bool   `json:"past_max_positions,omitempty"`
 	} `json:"context,omitempty"`
-	ErrBand struct {
-		TTFT          float64 `json:"ttft_median_ape"`
-		TPOT          float64 `json:"tpot_median_ape"`
-		Throughput    float64 `json:"throughput_median_ape"`
-		TTFTP90       float64 `json:"ttft_p90_ape"`
-		TPOTP90       float64 `json:"tpot_p90_ape"`
-		ThroughputP90 float64 `json:"throughput_p90_ape"`
-	} `json:"error_band"`
+	// ErrBand is the held-out error band with where and when its rows
+	// were measured and whether that is the device priced ("applies").
+	ErrBand estimate.Band `json:"error_band"`
 }
 
 type latJSON struct {
@@ -461,9 +491,7 @@ func estJSON(r *estimate.Result, hw *hardware.GPU, err error, analyticOnly bool,
 			Long    bool   `json:"past_max_positions,omitempty"`
 		}{wc.Tokens, wc.Source, wc.Longest, wc.Clipped, wc.Long}
 	}
-	c := &r.Coeffs
-	o.ErrBand.TTFT, o.ErrBand.TPOT, o.ErrBand.Throughput = c.ErrTTFT, c.ErrTPOT, c.ErrThroughput
-	o.ErrBand.TTFTP90, o.ErrBand.TPOTP90, o.ErrBand.ThroughputP90 = c.ErrTTFTP90, c.ErrTPOTP90, c.ErrThroughputP90
+	o.ErrBand = r.Band(hw, thisHost())
 	return o
 }
 

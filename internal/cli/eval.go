@@ -221,7 +221,7 @@ func evalBuild(env *Env, out, data, assets string, seed uint64, items int, force
 	if data == "" {
 		return Usagef("--build needs --data: the held-out text to cut the suite from (a file or parent:SPLIT)")
 	}
-	if err := output.Free(out, force); err != nil {
+	if err := output.Check(out, force); err != nil {
 		return err // before the work, not after it
 	}
 	d, err := evalData(data, assets, false)

@@ -16,6 +16,7 @@ import (
 	"github.com/autocompress/autocompress/export"
 	"github.com/autocompress/autocompress/hardware"
 	"github.com/autocompress/autocompress/importance"
+	"github.com/autocompress/autocompress/internal/output"
 	"github.com/autocompress/autocompress/modelref"
 	"github.com/autocompress/autocompress/search"
 )
@@ -188,6 +189,14 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 		kvs, err := searchList("kv-dtype", f.kvDType, func(s string) error { _, err := estimate.LookupKVType(s); return err })
 		if err != nil {
 			return err
+		}
+		// The result is written after the search (and any top-k training):
+		// --out is checked now, not then.
+		var oe *output.ExistsError
+		if err := output.Check(*out, *force); errors.As(err, &oe) {
+			return Usagef("--out %s exists; pass --force to replace it", *out)
+		} else if err != nil {
+			return Usagef("--out %s: %v", *out, err)
 		}
 		dir, m, err := searchModel(f.model)
 		if err != nil {

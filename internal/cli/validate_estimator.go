@@ -72,10 +72,19 @@ func validateEstimatorFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env
 		if err != nil {
 			return err
 		}
+		where := groundtruth.WhereMeasured(ps)
 		if g.jsonOut {
-			return writeJSON(env.Stdout, validationJSON{Report: rep, Independent: ind.json(), KVCapacity: kv.json(), LlamaBench: lb.cells})
+			return writeJSON(env.Stdout, validationJSON{Report: rep, Measured: where, Independent: ind.json(), KVCapacity: kv.json(), LlamaBench: lb.cells})
 		}
 		printValidation(env.Stdout, rep)
+		fmt.Fprintf(env.Stdout, "\nWhere and when the rows were measured (every error above is about these GPUs at these dates)\n")
+		for _, m := range where {
+			when := m.When
+			if when == "" {
+				when = "dates not recorded"
+			}
+			fmt.Fprintf(env.Stdout, "%-20s %s; %s\n", m.Family, when, strings.Join(m.GPUs, ", "))
+		}
 		ind.print(env.Stdout)
 		kv.print(env.Stdout)
 		lb.print(env.Stdout)
@@ -198,6 +207,7 @@ func signedPct(x float64) string {
 // report plus the two independent checks and the llama-bench hold-out.
 type validationJSON struct {
 	*groundtruth.Report
+	Measured    []groundtruth.Measured       `json:"measured"`
 	Independent independentJSON              `json:"independent"`
 	KVCapacity  kvJSON                       `json:"kv_capacity"`
 	LlamaBench  []groundtruth.LlamaBenchCell `json:"llama_bench"`

@@ -8,7 +8,13 @@ import (
 
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/estimate/nativecal"
+	"github.com/autocompress/autocompress/hardware"
 )
+
+// thisHost is the identity of the machine the command runs on, which the
+// native error bands are compared with; tests replace it to stand in for
+// another host.
+var thisHost = hardware.ThisHost
 
 func init() {
 	Register(&Command{
@@ -22,7 +28,12 @@ coefficients estimate uses (the local override when present, else the embedded f
 throughput and peak memory (against bench-serve's VmHWM) on the held-out rows and on the
 fitted ones, the ranking of the held-out children by TPOT at isl 128, osl 64, concurrency 4
 (measured and estimated, with ratios to the uniform child), every row, and the machine's
-load while they were measured. Nothing is measured: it runs in a second.`,
+load while they were measured. Nothing is measured: it runs in a second.
+
+The rows record the host they were measured on (CPU model, CPU count, last-level cache)
+and when; the report names them and says whether this machine is that host. Every
+figure is the rows' host's: the committed rows are the development machine's, so on
+another machine "ok" says nothing about this one (calibrate-native measures it).`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 			rowsPath := fs.String("rows", "", "measured rows (CSV from calibrate-native --rows-out); default the committed sweep")
 			coeffs := fs.String("coeffs", "", "native coefficient file (default: the one estimate uses)")
@@ -31,6 +42,7 @@ load while they were measured. Nothing is measured: it runs in a second.`,
 				if len(args) > 0 {
 					return Usagef("unexpected arguments %q", args)
 				}
+				var prov nativecal.Provenance
 				var rows []nativecal.Row
 				var err error
 				if *rowsPath != "" {
@@ -38,12 +50,12 @@ load while they were measured. Nothing is measured: it runs in a second.`,
 					if err != nil {
 						return Usagef("--rows: %v", err)
 					}
-					rows, err = nativecal.ReadRows(f)
+					prov, rows, err = nativecal.ReadSweep(f)
 					f.Close()
 					if err != nil {
-						return err
+						return fmt.Errorf("%s: %w", *rowsPath, err)
 					}
-				} else if rows, err = nativecal.CommittedRows(); err != nil {
+				} else if prov, rows, err = nativecal.CommittedSweep(); err != nil {
 					return err
 				}
 				var file *estimate.NativeCoeffFile
@@ -68,11 +80,24 @@ load while they were measured. Nothing is measured: it runs in a second.`,
 				if err != nil {
 					return err
 				}
+				rep.Provenance = prov
+				rep.CheckHost(thisHost())
 				if *asJSON {
 					return writeJSON(env.Stdout, rep)
 				}
-				fmt.Fprintf(env.Stdout, "coefficients: %s (%s); rows measured %s, load %s\n", src, co.Source, file.Measured, file.Load)
+				fitted := "a host they do not record"
+				if co.Host != nil {
+					fitted = "a host (" + co.Host.String() + ")"
+				}
+				if co.Measured != "" {
+					fitted += ", " + co.Measured
+				}
+				fmt.Fprintf(env.Stdout, "coefficients: %s (%s), fitted on rows of %s\n", src, co.Source, fitted)
 				rep.Print(env.Stdout)
+				if rep.Here.Applies != hardware.SameHost {
+					fmt.Fprintf(env.Stdout, "\nTo know the error on this host, calibrate it: autocompress calibrate-native --rows-out rows.csv (about 12 minutes\n"+
+						"on a quiet 2-core machine; estimate then uses its coefficients), then: autocompress validate-native --rows rows.csv\n")
+				}
 				return nil
 			}
 		},
