@@ -17,6 +17,10 @@ const (
 	maxVocab   = 1 << 24
 	maxExperts = 1 << 14
 	maxHeads   = 1 << 14
+	// maxPositions caps max_position_embeddings, sliding windows and
+	// rope_scaling's original_max_position_embeddings: 64Mi, six times
+	// the longest context of a published model (Llama 4 Scout's 10M).
+	maxPositions = 1 << 26
 	// maxExpertBlocks caps routed experts summed over layers (Nemotron-3
 	// Super has 20,480; Qwen3-235B 12,032).
 	maxExpertBlocks = 1 << 18
@@ -137,14 +141,21 @@ func readGlobals(f *fields, m *Model, d Defaults) {
 	m.Norm = RMSNorm
 	m.NormEps = f.firstFloat(d.NormEps, "rms_norm_eps", "layer_norm_epsilon", "norm_eps")
 	m.MaxPositions = f.intOr("max_position_embeddings", d.MaxPositions)
+	checkRange(f, "max_position_embeddings", m.MaxPositions, 0, maxPositions)
 	m.DType = f.strOr("torch_dtype", "")
 	if m.DType == "" {
 		m.DType = f.strOr("dtype", "")
 	}
 	if f.has("bos_token_id") {
 		m.BOS = f.intOr("bos_token_id", -1)
+		checkRange(f, "bos_token_id", m.BOS, -1, maxVocab-1)
 	}
 	m.EOS = f.intList("eos_token_id")
+	for _, id := range m.EOS {
+		if !checkRange(f, "eos_token_id", id, 0, maxVocab-1) {
+			break
+		}
+	}
 	m.Rope = readRope(f, d.RopeTheta)
 }
 
@@ -172,6 +183,7 @@ func readRope(f *fields, defTheta float64) Rope {
 	s.LowFreqFactor = scaling.floatOr("low_freq_factor", 0)
 	s.HighFreqFactor = scaling.floatOr("high_freq_factor", 0)
 	s.OriginalMaxPositions = scaling.intOr("original_max_position_embeddings", 0)
+	checkRange(scaling, "original_max_position_embeddings", s.OriginalMaxPositions, 0, maxPositions)
 	for k, v := range scaling.m {
 		switch k {
 		case "rope_type", "type", "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings", "rope_theta":
@@ -215,9 +227,13 @@ func attentionShape(f *fields, m *Model) (heads, kv, headDim int) {
 	return heads, kv, headDim
 }
 
+// numLayers reads num_hidden_layers; out of range it records the error and
+// returns 0, so that no reader sizes a slice by it.
 func numLayers(f *fields) int {
 	n := f.reqInt("num_hidden_layers")
-	f.check(n > 0 && n <= maxLayers, "num_hidden_layers", "want 1..%d, got %d", maxLayers, n)
+	if !checkRange(f, "num_hidden_layers", n, 1, maxLayers) {
+		return 0
+	}
 	return n
 }
 

@@ -6,14 +6,40 @@ import (
 	"math"
 )
 
-// Validate checks that m is internally consistent: positive widths, query
-// heads divisible by KV heads, Mamba heads divisible by groups, top-k within
-// the expert count, at most one of MLP and MoE and nothing beside a Mamba
-// mixer in a layer. It returns a *ValidationError (joined when several).
+// Validate checks that m is internally consistent and every number is in
+// its range before anything sizes, counts or indexes by it: positive widths
+// within the sanity limits, query heads divisible by KV heads, Mamba heads
+// divisible by groups, top-k within the expert count, at most one of MLP
+// and MoE and nothing beside a Mamba mixer in a layer, positions, windows,
+// token ids and rope parameters within theirs. It returns a
+// *ValidationError (joined when several).
 func (m *Model) Validate() error {
 	var errs []error
 	bad := func(layer int, format string, a ...any) {
 		errs = append(errs, &ValidationError{Layer: layer, Msg: fmt.Sprintf(format, a...)})
+	}
+	if m.MaxPositions < 0 || m.MaxPositions > maxPositions {
+		bad(-1, "max positions %d, want 0 (unknown)..%d", m.MaxPositions, maxPositions)
+	}
+	if m.BOS < -1 || m.BOS >= maxVocab {
+		bad(-1, "BOS token id %d, want -1 (none) or 0..%d", m.BOS, maxVocab-1)
+	}
+	for _, id := range m.EOS {
+		if id < 0 || id >= maxVocab {
+			bad(-1, "EOS token id %d, want 0..%d", id, maxVocab-1)
+			break
+		}
+	}
+	if r := m.Rope; r.Theta < 0 {
+		bad(-1, "rope theta %g, want a positive number (0: the default)", r.Theta)
+	}
+	if s := m.Rope.Scaling; s != nil {
+		if !finite(s.Factor) || !finite(s.LowFreqFactor) || !finite(s.HighFreqFactor) || s.Factor < 0 || s.LowFreqFactor < 0 || s.HighFreqFactor < 0 {
+			bad(-1, "rope scaling factor %g, low %g, high %g: want finite numbers >= 0", s.Factor, s.LowFreqFactor, s.HighFreqFactor)
+		}
+		if s.OriginalMaxPositions < 0 || s.OriginalMaxPositions > maxPositions {
+			bad(-1, "rope scaling original max positions %d, want 0..%d", s.OriginalMaxPositions, maxPositions)
+		}
 	}
 	if m.Hidden <= 0 || m.Hidden > maxWidth {
 		bad(-1, "hidden size %d, want 1..%d", m.Hidden, maxWidth)
@@ -54,8 +80,8 @@ func (m *Model) Validate() error {
 			if a.HeadDim <= 0 || a.HeadDim > maxWidth {
 				bad(i, "head_dim %d, want 1..%d", a.HeadDim, maxWidth)
 			}
-			if a.SlidingWindow < 0 {
-				bad(i, "negative sliding window %d", a.SlidingWindow)
+			if a.SlidingWindow < 0 || a.SlidingWindow > maxPositions {
+				bad(i, "sliding window %d, want 0 (none)..%d", a.SlidingWindow, maxPositions)
 			}
 		}
 		if x := l.MLP; x != nil && (x.Width <= 0 || x.Width > maxWidth) {
@@ -63,7 +89,7 @@ func (m *Model) Validate() error {
 		}
 		if x := l.Mamba; x != nil {
 			switch {
-			case x.Heads <= 0 || x.HeadDim <= 0 || x.Heads*x.HeadDim > maxWidth:
+			case x.Heads <= 0 || x.HeadDim <= 0 || x.Heads > maxWidth || x.HeadDim > maxWidth || x.Heads*x.HeadDim > maxWidth:
 				bad(i, "Mamba heads %d × head_dim %d, want positive and at most %d wide", x.Heads, x.HeadDim, maxWidth)
 			case x.Groups <= 0 || x.Heads%x.Groups != 0:
 				bad(i, "Mamba heads %d not divisible by n_groups %d", x.Heads, x.Groups)
@@ -73,6 +99,9 @@ func (m *Model) Validate() error {
 			}
 			if x.ConvKernel <= 0 || x.ConvKernel > 1<<10 {
 				bad(i, "Mamba conv kernel %d, want 1..1024", x.ConvKernel)
+			}
+			if x.ChunkSize < 0 || x.ChunkSize > maxPositions {
+				bad(i, "Mamba chunk size %d, want 0 (the default)..%d", x.ChunkSize, maxPositions)
 			}
 			if l.Attention != nil || l.MLP != nil || l.MoE != nil {
 				bad(i, "a Mamba layer cannot also have attention, MLP or MoE")
@@ -118,6 +147,15 @@ func (m *Model) Validate() error {
 }
 
 func finite(x float64) bool { return !math.IsInf(x, 0) && !math.IsNaN(x) }
+
+// checkRange records on f that the integer at key is out of lo..hi, and
+// reports whether it is in range: a config reader calls it on a count
+// before it sizes anything by it.
+func checkRange(f *fields, key string, v, lo, hi int) bool {
+	ok := v >= lo && v <= hi
+	f.check(ok, key, "want %d..%d, got %d", lo, hi, v)
+	return ok
+}
 
 // Uniform reports whether every sub-block of a kind has the same shape in
 // every layer that has one (sliding windows excepted: native formats express

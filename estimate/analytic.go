@@ -516,7 +516,7 @@ func compile(hw *hardware.GPU, eng Engine, o Options, w *workload.Workload, co *
 		maxLen = w.MaxContext()
 	}
 	o2 := o
-	if !eng.Pool() && o2.MaxNumSeqs == 0 && w.Mode() == workload.ClosedLoop {
+	if sp, ok := eng.Spec(); ok && sp.Defaults.SeqsFromClients && o2.MaxNumSeqs == 0 && w.Mode() == workload.ClosedLoop {
 		o2.MaxNumSeqs = w.Concurrency
 	}
 	r, err := resolve(eng, hw, &o2, maxLen)
@@ -531,7 +531,7 @@ func compile(hw *hardware.GPU, eng Engine, o Options, w *workload.Workload, co *
 		c.co, c.family = DefaultCoeffs().Family(c.family)
 	}
 	c.isl, c.osl = w.Input.MeanValue(), w.Output.MeanValue()
-	if eng == Native {
+	if r.spec.step == stepNative {
 		if nat != nil {
 			c.nat, c.family = *nat, "native@given"
 		} else {
@@ -602,7 +602,7 @@ func (c *Compiled) Family() string { return c.family }
 // carry the native calibration's held-out errors.
 func (c *Compiled) Coeffs() Coeffs {
 	co := c.co
-	if c.r.eng == Native {
+	if c.r.spec.step == stepNative {
 		n := c.nat
 		co.ErrTTFT, co.ErrTPOT, co.ErrThroughput, co.Rows, co.Source = n.ErrTTFT, n.ErrTPOT, n.ErrThroughput, n.Rows, n.Source
 		co.ErrTTFTP90, co.ErrTPOTP90, co.ErrThroughputP90 = 0, 0, 0
@@ -643,12 +643,12 @@ func (c *Compiled) Summarize(s *Summary, m *architecture.Model) {
 }
 
 func (c *Compiled) capacity(mem *MemoryReport) float64 {
-	if !c.r.eng.Pool() {
+	if c.r.spec.Sched != PoolScheduler {
 		return float64(max(mem.MaxConcurrency, 1))
 	}
 	// Pool engines admit by the request footprint they account for: the
-	// prompt and the share of the output outputReserve says.
-	per := c.isl + c.r.eng.outputReserve()*c.osl
+	// prompt and the share of the output EngineSpec.OutputReserve says.
+	per := c.isl + c.r.spec.OutputReserve*c.osl
 	capTok := mem.KVCapacityTokens
 	n := float64(c.r.maxSeqs)
 	if per > 0 && !math.IsInf(capTok, 1) {
@@ -658,11 +658,11 @@ func (c *Compiled) capacity(mem *MemoryReport) float64 {
 }
 
 func (c *Compiled) latency(m *stepModel, mem *MemoryReport) Latency {
-	if c.r.eng == Native && c.mode == workload.ClosedLoop {
+	if c.r.spec.Sched == ServeScheduler && c.mode == workload.ClosedLoop {
 		return c.nativeLatency(m)
 	}
 	in := steadyIn{isl: c.isl, osl: c.osl, capacity: c.capacity(mem), budget: float64(c.r.budgetToks), alpha0: c.co.Alpha0, tail: c.tail}
-	if !c.r.eng.Pool() {
+	if c.r.spec.Sched != PoolScheduler {
 		in.capacity = min(in.capacity, float64(c.r.maxSeqs))
 		in.fill = true
 	}

@@ -49,7 +49,7 @@ func (r *Result) Band(hw *hardware.GPU, this hardware.Host) Band {
 	b := Band{Family: r.Family, TTFT: c.ErrTTFT, TPOT: c.ErrTPOT, Throughput: c.ErrThroughput,
 		TTFTP90: c.ErrTTFTP90, TPOTP90: c.ErrTPOTP90, ThroughputP90: c.ErrThroughputP90, Measured: c.Measured}
 	b.Fitted = b.TTFT > 0 || b.TPOT > 0 || b.Throughput > 0
-	if r.Engine == Native {
+	if sp, ok := r.Engine.Spec(); ok && sp.Local {
 		b.nativeHost(c.Host, hw, this)
 		return b
 	}

@@ -1,7 +1,6 @@
 package estimate
 
 import (
-	"sort"
 	"strings"
 
 	"github.com/autocompress/autocompress/architecture"
@@ -22,9 +21,9 @@ func (c *Compiled) CheckModel(m *architecture.Model) error {
 	if c.r.prec.ExpertsOnly && !hasMoE(m) {
 		return &UnsupportedError{Flag: "precision",
 			Msg:   "precision " + c.r.prec.Name + " quantizes MoE experts only and " + orName(m) + " has no MoE layers",
-			Valid: precisionsFor(c.r.eng, c.hw, false)}
+			Valid: precisionsFor(c.r.spec, c.hw, false)}
 	}
-	if c.r.eng.Pool() {
+	if c.r.spec.ShardsTP {
 		return m.CheckTP(c.r.tp)
 	}
 	return nil
@@ -46,84 +45,39 @@ func orName(m *architecture.Model) string {
 	return "the model"
 }
 
-// engineBackends lists the device backends each engine runs on, as the
-// estimator models them: vLLM, SGLang and TensorRT-LLM are CUDA servers
-// (their CPU and Apple ports are not what the coefficients describe),
-// llama.cpp runs on CUDA, Metal and CPUs, and the native engine is a CPU
-// engine.
-var engineBackends = map[Engine][]hardware.Backend{
-	VLLM:     {hardware.CUDA},
-	SGLang:   {hardware.CUDA},
-	TRTLLM:   {hardware.CUDA},
-	LlamaCPP: {hardware.CUDA, hardware.Metal, hardware.CPU},
-	Native:   {hardware.CPU},
-}
-
-// tensorCoreOnly lists, per engine, the precisions it runs only on GPUs
-// whose tensor cores compute that type: TensorRT-LLM has no weight-only
-// fallback for FP8 (SM89+: Ada, Hopper, Blackwell) nor for NVFP4
-// (Blackwell). vLLM and SGLang run FP8 and FP4 weights on older GPUs with
-// weight-only (Marlin-style) kernels, which the estimator prices as such
-// (WeightOnly).
-var tensorCoreOnly = map[Engine]map[string]bool{
-	TRTLLM: {"fp8": true, "fp8-block": true, "nvfp4": true},
-}
-
-// CheckEngine reports an engine that does not run on hw's backend, with
-// the engines that do.
-func CheckEngine(eng Engine, hw *hardware.GPU) error {
-	for _, b := range engineBackends[eng] {
-		if b == hw.Backend {
-			return nil
-		}
-	}
-	return &UnsupportedError{Flag: "engine",
-		Msg:   string(eng) + " does not run on " + hw.Name + " (a " + string(hw.Backend) + " device)",
-		Valid: EnginesFor(hw)}
-}
-
-// EnginesFor lists the engines that run on hw's backend, sorted.
-func EnginesFor(hw *hardware.GPU) []string {
-	var out []string
-	for e, bs := range engineBackends {
-		for _, b := range bs {
-			if b == hw.Backend {
-				out = append(out, string(e))
-			}
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
 // checkPrecision reports a precision the engine cannot run on hw.
-func checkPrecision(eng Engine, hw *hardware.GPU, p *Precision) error {
-	if precisionRuns(eng, hw, p) {
+func checkPrecision(sp *EngineSpec, hw *hardware.GPU, p *Precision) error {
+	if precisionRuns(sp, hw, p) {
 		return nil
 	}
 	return &UnsupportedError{Flag: "precision",
-		Msg:   string(eng) + " runs " + p.Name + " only on GPUs with " + strings.ToUpper(p.Compute) + " tensor cores, which " + hw.Name + " lacks",
-		Valid: precisionsFor(eng, hw, true)}
+		Msg:   string(sp.Name) + " runs " + p.Name + " only on GPUs with " + strings.ToUpper(p.Compute) + " tensor cores, which " + hw.Name + " lacks",
+		Valid: precisionsFor(sp, hw, true)}
 }
 
-// precisionRuns reports whether eng has kernels for p on hw.
-func precisionRuns(eng Engine, hw *hardware.GPU, p *Precision) bool {
-	return !tensorCoreOnly[eng][p.Name] || hw.PeakFLOPS(p.Compute) != hw.BF16FLOPS
+// precisionRuns reports whether the engine has kernels for p on hw (see
+// EngineSpec.TensorCoreOnly).
+func precisionRuns(sp *EngineSpec, hw *hardware.GPU, p *Precision) bool {
+	return !sp.TensorCoreOnly[p.Name] || hw.PeakFLOPS(p.Compute) != hw.BF16FLOPS
 }
 
-// precisionsFor lists the precisions eng serves on hw (the experts-only
-// ones only when withExperts).
-func precisionsFor(eng Engine, hw *hardware.GPU, withExperts bool) []string {
+// precisionsFor lists the precisions the engine serves on hw (the
+// experts-only ones only when withExperts): its one precision when it has
+// a FixedPrecision, else those of its format family (EngineSpec.GGUF).
+func precisionsFor(sp *EngineSpec, hw *hardware.GPU, withExperts bool) []string {
+	if sp.FixedPrecision != "" {
+		return []string{sp.FixedPrecision}
+	}
 	var out []string
 	for _, n := range Precisions() {
 		p := precisions[n]
-		if p.GGUF == eng.Pool() { // GGUF formats are llama.cpp's (and the native engine's)
+		if p.GGUF != sp.GGUF {
 			continue
 		}
 		if p.ExpertsOnly && !withExperts {
 			continue
 		}
-		if !precisionRuns(eng, hw, &p) {
+		if !precisionRuns(sp, hw, &p) {
 			continue
 		}
 		out = append(out, n)
@@ -140,8 +94,12 @@ func FitTP(m *architecture.Model, hw *hardware.GPU, eng Engine, o Options, w *wo
 	if maxTP <= 0 {
 		maxTP = max(hw.GPUsPerNode, 1)
 	}
+	sp, ok := eng.Spec()
+	if !ok {
+		return 0, maxTP
+	}
 	for t := max(o.TP, 1) + 1; t <= maxTP; t++ {
-		if eng.Pool() && len(m.TPViolations(t)) > 0 {
+		if sp.ShardsTP && len(m.TPViolations(t)) > 0 {
 			continue
 		}
 		o2 := o

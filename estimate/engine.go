@@ -8,81 +8,6 @@ import (
 	"github.com/autocompress/autocompress/hardware"
 )
 
-// Engine names a serving engine.
-type Engine string
-
-// Engines.
-const (
-	VLLM     Engine = "vllm"
-	SGLang   Engine = "sglang"
-	TRTLLM   Engine = "trtllm"
-	LlamaCPP Engine = "llamacpp"
-	// Native is autocompress's own CPU engine (package engine): float32
-	// weights and KV cache, its own scheduler (see native.go).
-	Native Engine = "native"
-)
-
-var engineAliases = map[string]Engine{
-	"vllm": VLLM, "sglang": SGLang, "trtllm": TRTLLM, "tensorrt-llm": TRTLLM, "trt-llm": TRTLLM, "tensorrt_llm": TRTLLM,
-	"llamacpp": LlamaCPP, "llama.cpp": LlamaCPP, "llama-cpp": LlamaCPP, "ollama": LlamaCPP, "native": Native,
-}
-
-// Engines returns the engine names.
-func Engines() []string {
-	return []string{string(LlamaCPP), string(Native), string(SGLang), string(TRTLLM), string(VLLM)}
-}
-
-// LookupEngine parses an engine name ("TensorRT-LLM", "llama.cpp" and
-// "ollama" are accepted spellings).
-func LookupEngine(name string) (Engine, error) {
-	e, ok := engineAliases[strings.ToLower(strings.TrimSpace(name))]
-	if !ok {
-		return "", &UnknownError{Kind: "engine", Name: name, Valid: Engines()}
-	}
-	return e, nil
-}
-
-// Pool reports whether the engine pre-allocates a KV pool from a budget
-// (vLLM, SGLang, TRT-LLM) rather than allocating exactly its context (llama.cpp).
-func (e Engine) Pool() bool { return e == VLLM || e == SGLang || e == TRTLLM }
-
-// outputReserve is the share of a request's output tokens that counts
-// against the KV pool while it runs, on average. TensorRT-LLM's default
-// capacity scheduler (GUARANTEED_NO_EVICT) reserves a request's whole
-// length when it admits it; vLLM and SGLang allocate KV blocks as tokens
-// are produced (and preempt or retract when the pool runs out), so a
-// running request holds its prompt and, averaged over its life, half its
-// output.
-func (e Engine) outputReserve() float64 {
-	if e == TRTLLM {
-		return 1
-	}
-	return 0.5
-}
-
-// Family returns the coefficient family: the engine, plus the backend for
-// llama.cpp ("llamacpp-cuda", "llamacpp-metal", "llamacpp-cpu").
-//
-// llama.cpp on CUDA has two GPU classes (a documented rule, not per-GPU
-// factors): HBM datacenter parts (DatacenterHBM) use "llamacpp-cuda@2024",
-// fitted on Argonne's 2024 runs on A100/H100/GH200, the only llama.cpp
-// measurements on that class (≈62 % of HBM bandwidth plus ≈3 ms per token;
-// costmodel.md §5.4 reports the same class far below consumer cards);
-// consumer and workstation GDDR cards use "llamacpp-cuda", the §5.4 priors
-// of current builds on RTX 4090/3090/4080.
-func (e Engine) Family(hw *hardware.GPU) string {
-	switch e {
-	case LlamaCPP:
-		if hw.Backend == hardware.CUDA && DatacenterHBM(hw) {
-			return "llamacpp-cuda@2024"
-		}
-		return "llamacpp-" + string(hw.Backend)
-	case Native:
-		return "native-" + string(hw.Backend)
-	}
-	return string(e)
-}
-
 // DatacenterHBM reports whether hw is an HBM datacenter GPU: an NVLink
 // module (A100/H100/H200/B200/GH200/GB200 SXM) or a PCIe card with at least
 // 1.9 TB/s and 64 GiB (H100 PCIe, A100 80GB PCIe). GDDR cards (GeForce, L4,
@@ -155,6 +80,7 @@ func (o *Options) Validate() error {
 // resolved holds Options with every default filled in.
 type resolved struct {
 	eng         Engine
+	spec        *EngineSpec // eng's entry of the engine table
 	prec        Precision
 	kv          KVType
 	stateBytes  float64
@@ -179,39 +105,36 @@ func resolve(eng Engine, hw *hardware.GPU, o *Options, maxLen int) (resolved, er
 	if err := CheckEngine(eng, hw); err != nil {
 		return r, err
 	}
-	if eng == Native {
-		return resolveNative(o, maxLen)
+	sp := engineTable[eng]
+	if sp.resolve != nil {
+		r, err := sp.resolve(*o, maxLen)
+		r.eng, r.spec = eng, sp
+		return r, err
 	}
+	r.spec = sp
 	if err := o.Validate(); err != nil {
 		return r, err
 	}
 	pn := o.Precision
 	if pn == "" {
-		pn = "bf16"
-		if !eng.Pool() {
-			pn = "f16"
-		}
+		pn = sp.DefaultPrecision
 	}
 	p, err := LookupPrecision(pn)
 	if err != nil {
 		return r, err
 	}
-	if eng.Pool() && p.GGUF {
-		if p.Name == "f16" {
-			p, _ = LookupPrecision("fp16")
-		} else {
-			return r, &UnsupportedError{Flag: "precision", Msg: "precision " + p.Name + " is a GGUF format, which " + string(eng) + " does not serve", Valid: precisionsFor(eng, hw, true)}
+	if p.GGUF != sp.GGUF {
+		as, ok := sp.PrecisionAs[p.Name]
+		if !ok {
+			msg := "precision " + p.Name + " is a GGUF format, which " + string(eng) + " does not serve"
+			if sp.GGUF {
+				msg = "precision " + p.Name + " is not a GGUF format; " + string(eng) + " serves GGUF formats"
+			}
+			return r, &UnsupportedError{Flag: "precision", Msg: msg, Valid: precisionsFor(sp, hw, true)}
 		}
+		p, _ = LookupPrecision(as)
 	}
-	if !eng.Pool() && !p.GGUF {
-		switch p.Name {
-		case "bf16", "fp16":
-			p, _ = LookupPrecision("f16")
-		default:
-			return r, &UnsupportedError{Flag: "precision", Msg: "precision " + p.Name + " is not a GGUF format; " + string(eng) + " serves GGUF formats", Valid: precisionsFor(eng, hw, true)}
-		}
-	}
-	if err := checkPrecision(eng, hw, &p); err != nil {
+	if err := checkPrecision(sp, hw, &p); err != nil {
 		return r, err
 	}
 	r.prec = p
@@ -219,14 +142,11 @@ func resolve(eng Engine, hw *hardware.GPU, o *Options, maxLen int) (resolved, er
 	if err != nil {
 		return r, err
 	}
-	if eng.Pool() && (kv.Name == "q8_0" || kv.Name == "q4_0") {
-		return r, &UnsupportedError{Flag: "kv-dtype", Msg: "KV type " + kv.Name + " is llama.cpp-only", Valid: []string{"auto", "bf16", "fp16", "fp8"}}
+	if msg, ok := sp.KVRefused[kv.Name]; ok {
+		return r, &UnsupportedError{Flag: "kv-dtype", Msg: msg, Valid: sp.KVValid}
 	}
-	if !eng.Pool() && kv.Name == "fp8" {
-		return r, &UnsupportedError{Flag: "kv-dtype", Msg: string(eng) + " has no fp8 KV cache", Valid: []string{"auto", "f16", "q8_0", "q4_0"}}
-	}
-	if !eng.Pool() && kv.Name == "bf16" {
-		kv = kvTypes["f16"]
+	if as, ok := sp.KVAs[kv.Name]; ok {
+		kv = kvTypes[as]
 	}
 	r.kv = kv
 	r.stateBytes = 4
@@ -239,42 +159,13 @@ func resolve(eng Engine, hw *hardware.GPU, o *Options, maxLen int) (resolved, er
 	if r.maxLen <= 0 {
 		r.maxLen = 4096
 	}
-	big := hw.MemoryBytes >= 70<<30
-	r.maxSeqs, r.budgetToks, r.memFraction = o.MaxNumSeqs, o.MaxBatchedTokens, o.MemFraction
-	switch eng {
-	case VLLM:
-		// vLLM V1 defaults (vllm/engine/arg_utils.py): API server on ≥70 GiB GPUs
-		// 8192 batched tokens and 1024 sequences; smaller GPUs 2048 and 256.
-		r.maxSeqs = or(r.maxSeqs, pick(big, 1024, 256))
-		r.budgetToks = or(r.budgetToks, pick(big, 8192, 2048))
-		r.memFraction = orf(r.memFraction, 0.9)
-	case SGLang:
-		// server_args.py: chunked_prefill_size 8192 on large GPUs, 2048 below;
-		// mem_fraction_static grows with memory (≈0.85–0.88 on 80–192 GB parts).
-		r.maxSeqs = or(r.maxSeqs, 1024)
-		r.budgetToks = or(r.budgetToks, pick(big, 8192, 2048))
-		switch gibs := hw.MemoryBytes >> 30; {
-		case gibs >= 120:
-			r.memFraction = orf(r.memFraction, 0.88)
-		case gibs >= 60:
-			r.memFraction = orf(r.memFraction, 0.85)
-		default:
-			r.memFraction = orf(r.memFraction, 0.80)
-		}
-	case TRTLLM:
-		// trtllm-serve defaults: max_batch_size 2048, max_num_tokens 8192,
-		// KvCacheConfig(free_gpu_memory_fraction=0.9).
-		r.maxSeqs = or(r.maxSeqs, 2048)
-		r.budgetToks = or(r.budgetToks, 8192)
-		r.memFraction = orf(r.memFraction, 0.9)
-	default:
-		// llama-server: -np slots, n_batch 2048 tokens gathered per iteration
-		// (one decode token per generating slot, then prompt tokens of the
-		// slots processing prompts), computed in n_ubatch 512 passes.
-		r.maxSeqs = or(r.maxSeqs, 1)
-		r.budgetToks = or(r.budgetToks, 2048)
-		r.ubatch = min(or(o.MicroBatch, ubatchLlama), r.budgetToks)
-		r.memFraction = orf(r.memFraction, 1)
+	d := &sp.Defaults
+	big := hw.MemoryBytes >= d.BigBytes
+	r.maxSeqs = or(o.MaxNumSeqs, pick(big, d.MaxSeqsBig, d.MaxSeqs))
+	r.budgetToks = or(o.MaxBatchedTokens, pick(big, d.BatchedTokensBig, d.BatchedTokens))
+	r.memFraction = orf(o.MemFraction, d.fraction(hw.MemoryBytes))
+	if d.MicroBatch > 0 {
+		r.ubatch = min(or(o.MicroBatch, d.MicroBatch), r.budgetToks)
 	}
 	if r.maxSeqs < 1 || r.budgetToks < 1 || r.memFraction <= 0 || r.memFraction > 1 {
 		return r, &UnsupportedError{Msg: "max sequences and batched tokens must be ≥ 1 and the memory fraction in (0, 1]"}
@@ -312,6 +203,16 @@ func (e *UnsupportedError) Error() string {
 		return e.Msg
 	}
 	return e.Msg + "; valid: " + strings.Join(e.Valid, ", ")
+}
+
+// fraction is the default memory fraction of a device of mem bytes.
+func (d *Defaults) fraction(mem int64) float64 {
+	for _, t := range d.MemFraction {
+		if mem >= t.MinBytes {
+			return t.Fraction
+		}
+	}
+	return 0
 }
 
 func or(v, d int) int {
@@ -358,10 +259,10 @@ func itoa(i int) string {
 	return string(b[n:])
 }
 
-func sortedKeys[M ~map[string]V, V any](m M) []string {
+func sortedKeys[M ~map[K]V, K ~string, V any](m M) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
-		out = append(out, k)
+		out = append(out, string(k))
 	}
 	sort.Strings(out)
 	return out

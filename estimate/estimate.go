@@ -5,9 +5,21 @@
 // other coefficients and can skip the simulation; package estimate/scenarios
 // prices a CSV file of deployments (estimate --scenarios).
 //
+// # Engines
+//
+// Every serving engine is one entry of the engine table (engines.go,
+// EngineSpec): the devices it runs on, the precisions and KV types it
+// takes, its defaults, its memory rule and scheduler, its coefficients'
+// key, its serving command, how the text names its parts and what to try
+// when it does not fit. Code elsewhere reads those facts and never tests
+// an engine's name (TestNoEngineSwitches); an engine not in the table is
+// an error. A new engine is one entry plus its coefficients
+// (TestToyEngineIsOneEntry).
+//
 // # Memory
 //
-// Memory applies each engine's own allocation rule (costmodel.md §2–3):
+// Memory applies each engine's allocation rule (its entry's memory rule;
+// costmodel.md §2–3):
 // weights per tensor class at the deployed precision, KV cache per layer
 // (GQA, sliding windows, TP replication of KV heads), Mamba state per
 // sequence, activations, engine and CUDA overheads, then the KV capacity in
@@ -109,7 +121,7 @@ func Estimate(m *architecture.Model, hw *hardware.GPU, eng Engine, o Options, w 
 // --tp that does not split the model an *architecture.TPError.
 func EstimateWith(m *architecture.Model, hw *hardware.GPU, eng Engine, o Options, w *workload.Workload, cf *CoeffFile, analyticOnly bool) (*Result, error) {
 	fromConfig := false
-	if o.Precision == "" && eng.Pool() {
+	if sp, ok := eng.Spec(); ok && sp.QuantConfig && o.Precision == "" {
 		p, err := ConfigPrecision(m.Raw)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", m.Name, err)

@@ -40,10 +40,14 @@ type MemoryReport struct {
 	// that fit, capped by the engine's sequence limit (llama.cpp: its -np
 	// slots, each holding its context in the KVCapacityTokens it allocates).
 	MaxConcurrency int
-	// MaxSlots is, for llama.cpp and the native engine, how many slots of
-	// MaxModelLen tokens the memory could hold if -np asked for them (0 for
-	// the pool engines, whose MaxConcurrency already says it).
-	MaxSlots     int
+	// MaxSlots is, for llama.cpp, how many slots of MaxModelLen tokens the
+	// memory could hold if -np asked for them (0 for the pool engines, whose
+	// MaxConcurrency already says it, and for the native engine, whose
+	// MaxConcurrency is the sequences its memory could hold).
+	MaxSlots int
+	// InFlight is, for the native engine, the sequences in flight whose
+	// KV the plan holds (min(clients, the sequence limit)); 0 for the others.
+	InFlight     int
 	MaxSeqs      int // the engine's sequence limit
 	BudgetTokens int // per-step token budget
 	MicroBatch   int // llama.cpp n_ubatch (0 for the pool engines)
@@ -106,7 +110,7 @@ func Memory(m *architecture.Model, hw *hardware.GPU, eng Engine, o Options) (*Me
 	if err != nil {
 		return nil, err
 	}
-	if eng.Pool() {
+	if r.spec.ShardsTP {
 		if err := m.CheckTP(r.tp); err != nil {
 			return nil, err
 		}
@@ -159,9 +163,59 @@ func tpIndex(tp int) int {
 	return 3
 }
 
+// memKind names a memory rule: how an engine turns the device's memory
+// into weights, activations, overheads and a KV pool (costmodel.md §3.4–3.5).
+type memKind int
+
+const (
+	// memProfiled: a fraction of the device's memory is the budget; the
+	// pool is what the profiled activations and overheads leave of it
+	// (vLLM's determine_available_memory).
+	memProfiled memKind = iota
+	// memStatic: the static fraction of the memory free before loading,
+	// less the weights, is the pool; activations and graphs must fit in
+	// the rest (SGLang's profile_max_num_token).
+	memStatic
+	// memFree: a fraction of the memory free after loading weights,
+	// activations and runtime is the pool (TensorRT-LLM's
+	// free_gpu_memory_fraction).
+	memFree
+	// memExact: no pool; exactly the weights, the context of every slot and
+	// the compute buffers (llama.cpp).
+	memExact
+	// memNative: the native engine's process (nativeMemory).
+	memNative
+)
+
+// memoryRule is an engine's memory rule and its constants (the engine
+// table holds one per engine; the constants each kind reads are named
+// beside it).
+type memoryRule struct {
+	kind memKind
+	// memProfiled: activations of ActDense (ActMoE for MoE models) at
+	// ActTokens batched tokens, scaled by the batched tokens; non-torch
+	// memory at TP 1, over NVLink and over PCIe; CUDA graphs (also
+	// memStatic's).
+	ActDense, ActMoE, ActTokens               float64
+	NonTorchTP1, NonTorchNVLink, NonTorchPCIe float64
+	Graphs                                    float64
+	// memStatic, memFree: activations of max(2 × batched tokens × hidden ×
+	// ActCoef[TP] (× MoEFactor for MoE) × Margin, Floor) bytes; memFree's
+	// runtime workspace.
+	ActCoef                           [4]float64
+	MoEFactor, Margin, Floor, Runtime float64
+	// Pool engines: KV pages of Block tokens; HybridPages: vLLM's hybrid
+	// allocator (attention pages grown to hold a Mamba layer's state).
+	Block       float64
+	HybridPages bool
+	// memExact: each slot's context is padded to Pad cells.
+	Pad float64
+}
+
 // planMemory fills rep for a summary; requests need ctx tokens each, and
-// slots is llama.cpp's -np (ignored by pool engines). It does not allocate;
-// it returns false with rep.Fail set when the deployment does not fit.
+// slots is llama.cpp's -np (ignored by pool engines). It applies the
+// engine's memory rule (EngineSpec.memory). It does not allocate; it
+// returns false with rep.Fail set when the deployment does not fit.
 func planMemory(rep *MemoryReport, s *Summary, hw *hardware.GPU, r *resolved, ctx float64, slots int) bool {
 	*rep = MemoryReport{Engine: r.eng, Precision: r.prec.Name, KVDType: r.kv.Name, TP: r.tp,
 		MaxSeqs: r.maxSeqs, BudgetTokens: r.budgetToks, MicroBatch: r.ubatch, MaxModelLen: int(ctx)}
@@ -170,17 +224,16 @@ func planMemory(rep *MemoryReport, s *Summary, hw *hardware.GPU, r *resolved, ct
 	rep.WeightsBytes = s.WeightBytes
 	rep.KVBytesPerToken = s.KVBytes + s.SWAKVBytes
 	rep.StateBytesPerSeq = s.StateBytes
-	perReq := s.KVBytesPerSeq(ctx) + s.StateBytes
+	sp := r.spec
+	rule := &sp.memory
+	fit := func(term string, need, have float64, hint string) bool {
+		return rep.fail(hw.Name, term, need, have, hint)
+	}
 	moe := s.MoELayers > 0
 	ti := tpIndex(r.tp)
-	fit := func(term string, need, have float64, hint string) bool {
-		rep.Fail = FitError{Engine: r.eng, GPU: hw.Name, Term: term, Need: need, Have: have, Hint: hint}
-		return false
-	}
-	tpHint := "use a smaller --precision or a smaller model"
 	var pool float64
-	switch r.eng {
-	case Native:
+	switch rule.kind {
+	case memNative:
 		nc := r.nat
 		if nc == nil {
 			f, _, _ := ActiveNativeCoeffs()
@@ -192,46 +245,43 @@ func planMemory(rep *MemoryReport, s *Summary, hw *hardware.GPU, r *resolved, ct
 			tok = ctx
 		}
 		return nativeMemory(rep, s, hw.Name, dev, r, nc, tok, slots)
-	case VLLM:
+	case memExact:
+		return exactMemory(rep, s, hw.Name, dev, r, ctx, slots)
+	case memProfiled:
 		budget := r.memFraction * dev
-		act := vllmActDense
+		act := rule.ActDense
 		if moe {
-			act = vllmActMoE
+			act = rule.ActMoE
 		}
-		act *= float64(r.budgetToks) / 8192
-		nonTorch := vllmNonTorchTP1
+		act *= float64(r.budgetToks) / rule.ActTokens
+		nonTorch := rule.NonTorchTP1
 		if r.tp > 1 {
-			nonTorch = vllmNonTorchPCIe
+			nonTorch = rule.NonTorchPCIe
 			if hw.Link == hardware.NVLink {
-				nonTorch = vllmNonTorchNVLink
+				nonTorch = rule.NonTorchNVLink
 			}
 		}
 		rep.BudgetBytes = budget
 		rep.ActivationBytes = act
-		rep.OverheadBytes = nonTorch + vllmGraphs + cudaContext
+		rep.OverheadBytes = nonTorch + rule.Graphs + cudaContext
 		if s.WeightBytes > budget {
-			return fit("weights", s.WeightBytes, budget, tpHint)
+			return fit("weights", s.WeightBytes, budget, sp.Hints.Weights)
 		}
-		pool = budget - s.WeightBytes - act - nonTorch - vllmGraphs
+		pool = budget - s.WeightBytes - act - nonTorch - rule.Graphs
 		if pool <= 0 {
-			return fit("weights + activations + overhead", s.WeightBytes+act+nonTorch+vllmGraphs, budget,
-				"raise gpu_memory_utilization or lower max_num_batched_tokens")
+			return fit("weights + activations + overhead", s.WeightBytes+act+nonTorch+rule.Graphs, budget, sp.Hints.Overhead)
 		}
-	case SGLang:
+	case memStatic:
 		budget := r.memFraction * dev
-		c := sglActCoef[ti]
-		if moe {
-			c *= 2
-		}
-		act := max(2*float64(r.budgetToks)*float64(s.Hidden)*c*1.15, 90<<20)
+		act := rule.activations(s, r, ti, moe)
 		rep.BudgetBytes = budget
 		rep.ActivationBytes = act
-		rep.OverheadBytes = sglangGraphs + cudaContext + ncclBytes[ti]
+		rep.OverheadBytes = rule.Graphs + cudaContext + ncclBytes[ti]
 		if s.WeightBytes > budget {
-			return fit("weights", s.WeightBytes, budget, tpHint)
+			return fit("weights", s.WeightBytes, budget, sp.Hints.Weights)
 		}
 		if rest := dev - budget; act+rep.OverheadBytes > rest {
-			return fit("activations + CUDA graphs", act+rep.OverheadBytes, rest, "lower mem_fraction_static or chunked_prefill_size")
+			return fit("activations + CUDA graphs", act+rep.OverheadBytes, rest, sp.Hints.Overhead)
 		}
 		// profile_max_num_token: rest = free after loading − free before
 		// loading × (1 − mem_fraction_static), and the memory free before
@@ -239,83 +289,98 @@ func planMemory(rep *MemoryReport, s *Summary, hw *hardware.GPU, r *resolved, ct
 		static := r.memFraction * (dev - cudaContext - ncclBytes[ti])
 		pool = static - s.WeightBytes
 		if pool <= 0 {
-			return fit("weights", s.WeightBytes, static, tpHint)
+			return fit("weights", s.WeightBytes, static, sp.Hints.Weights)
 		}
-	case TRTLLM:
-		c := trtActCoef[ti]
-		if moe {
-			c *= 2
-		}
-		act := max(2*float64(r.budgetToks)*float64(s.Hidden)*c, 70<<20)
+	case memFree:
+		act := rule.activations(s, r, ti, moe)
 		rep.ActivationBytes = act
-		rep.OverheadBytes = cudaContext + ncclBytes[ti] + trtRuntimeOther
+		rep.OverheadBytes = cudaContext + ncclBytes[ti] + rule.Runtime
 		free := dev - s.WeightBytes - act - rep.OverheadBytes
 		if s.WeightBytes > dev {
-			return fit("weights", s.WeightBytes, dev, tpHint)
+			return fit("weights", s.WeightBytes, dev, sp.Hints.Weights)
 		}
 		if free <= 0 {
-			return fit("weights + activations + runtime", s.WeightBytes+act+rep.OverheadBytes, dev, tpHint)
+			return fit("weights + activations + runtime", s.WeightBytes+act+rep.OverheadBytes, dev, sp.Hints.Overhead)
 		}
 		pool = r.memFraction * free
 		rep.BudgetBytes = s.WeightBytes + act + rep.OverheadBytes + pool
-	default: // llama.cpp: exact allocation for slots × ctx
-		n := float64(max(slots, 1))
-		// llama.cpp pads each slot's context (n_ctx_seq) to a multiple of
-		// 256 cells (separate per-slot caches, the default): -c 4096 -np 10
-		// allocates 10 × 512 cells (llama-context.cpp; a published log in
-		// estimate/groundtruth/testdata/kv_capacity.md).
-		nctx := n * math.Ceil(ctx/256) * 256
-		ub := float64(min(r.budgetToks, or(r.ubatch, ubatchLlama)))
-		compute := ub*float64(s.Vocab)*4 + ub*float64(4*s.Hidden+2*s.MaxFFN)*4 + ub*math.Min(nctx, 4096)*4 + llamaSched
-		out := n * float64(s.Vocab) * 4
-		rep.ActivationBytes = compute
-		rep.OverheadBytes = llamaCtxOverhead + out
-		fixed := s.WeightBytes + compute + rep.OverheadBytes
-		if s.WeightBytes > dev {
-			return fit("weights", s.WeightBytes, dev, "use a smaller GGUF type (e.g. q4_k_m) or a smaller model; llama.cpp would offload layers to the CPU")
-		}
-		// KV for the context as allocated: per-slot windowed layers hold the full
-		// context in llama.cpp's unified cache unless SWA is enabled; count full.
-		kv := (s.KVBytes+s.SWAKVBytes)*nctx + n*s.StateBytes
-		rep.KVPoolBytes = kv
-		rep.KVCapacityTokens = nctx
-		rep.NeededBytes = fixed + kv
-		rep.BudgetBytes = rep.NeededBytes
-		perSlot := (s.KVBytes+s.SWAKVBytes)*ctx + s.StateBytes + float64(s.Vocab)*4
-		if avail := dev - s.WeightBytes - compute - llamaCtxOverhead; perSlot > 0 && avail > 0 {
-			rep.MaxSlots = int(avail / perSlot)
-		}
-		// What runs at once is the slots allocated (each holds its padded
-		// context in KVCapacityTokens), not the slots memory could hold.
-		rep.MaxConcurrency = min(int(n), rep.MaxSlots)
-		if rep.NeededBytes > dev {
-			fit("KV cache", kv, dev-fixed,
-				"lower the context or the number of slots, use -ctk/-ctv q8_0, or a smaller GGUF type; otherwise llama.cpp offloads layers to the CPU and the speed estimate does not apply")
-			rep.Fail.Tokens, rep.Fail.Slots = int(ctx), int(n)
-			return false
-		}
-		rep.Fits = true
-		return true
 	}
+	return poolCapacity(rep, s, hw.Name, r, pool, ctx)
+}
+
+// fail records that term does not fit on gpu and returns false.
+func (rep *MemoryReport) fail(gpu, term string, need, have float64, hint string) bool {
+	rep.Fail = FitError{Engine: rep.Engine, GPU: gpu, Term: term, Need: need, Have: have, Hint: hint}
+	return false
+}
+
+// activations is AIConfigurator's activation heuristic (memStatic, memFree).
+func (rule *memoryRule) activations(s *Summary, r *resolved, ti int, moe bool) float64 {
+	c := rule.ActCoef[ti]
+	if moe {
+		c *= rule.MoEFactor
+	}
+	return max(2*float64(r.budgetToks)*float64(s.Hidden)*c*rule.Margin, rule.Floor)
+}
+
+// exactMemory is llama.cpp's exact allocation for slots × ctx (memExact).
+func exactMemory(rep *MemoryReport, s *Summary, gpu string, dev float64, r *resolved, ctx float64, slots int) bool {
+	rule, hints := &r.spec.memory, &r.spec.Hints
+	n := float64(max(slots, 1))
+	// llama.cpp pads each slot's context (n_ctx_seq) to a multiple of
+	// 256 cells (separate per-slot caches, the default): -c 4096 -np 10
+	// allocates 10 × 512 cells (llama-context.cpp; a published log in
+	// estimate/groundtruth/testdata/kv_capacity.md).
+	nctx := n * math.Ceil(ctx/rule.Pad) * rule.Pad
+	ub := float64(min(r.budgetToks, or(r.ubatch, ubatchLlama)))
+	compute := ub*float64(s.Vocab)*4 + ub*float64(4*s.Hidden+2*s.MaxFFN)*4 + ub*math.Min(nctx, 4096)*4 + llamaSched
+	out := n * float64(s.Vocab) * 4
+	rep.ActivationBytes = compute
+	rep.OverheadBytes = llamaCtxOverhead + out
+	fixed := s.WeightBytes + compute + rep.OverheadBytes
+	if s.WeightBytes > dev {
+		return rep.fail(gpu, "weights", s.WeightBytes, dev, hints.Weights)
+	}
+	// KV for the context as allocated: per-slot windowed layers hold the full
+	// context in llama.cpp's unified cache unless SWA is enabled; count full.
+	kv := (s.KVBytes+s.SWAKVBytes)*nctx + n*s.StateBytes
+	rep.KVPoolBytes = kv
+	rep.KVCapacityTokens = nctx
+	rep.NeededBytes = fixed + kv
+	rep.BudgetBytes = rep.NeededBytes
+	perSlot := (s.KVBytes+s.SWAKVBytes)*ctx + s.StateBytes + float64(s.Vocab)*4
+	if avail := dev - s.WeightBytes - compute - llamaCtxOverhead; perSlot > 0 && avail > 0 {
+		rep.MaxSlots = int(avail / perSlot)
+	}
+	// What runs at once is the slots allocated (each holds its padded
+	// context in KVCapacityTokens), not the slots memory could hold.
+	rep.MaxConcurrency = min(int(n), rep.MaxSlots)
+	if rep.NeededBytes > dev {
+		rep.fail(gpu, "KV cache", kv, dev-fixed, hints.KV)
+		rep.Fail.Tokens, rep.Fail.Slots = int(ctx), int(n)
+		return false
+	}
+	rep.Fits = true
+	return true
+}
+
+// poolCapacity fills a pool engine's KV capacity and concurrency from its
+// pool: page-aligned tokens (vLLM 16-token blocks; TRT-LLM 32-token
+// blocks; SGLang token-granular). Recurrent state takes one slot per
+// running sequence before KV.
+func poolCapacity(rep *MemoryReport, s *Summary, gpu string, r *resolved, pool, ctx float64) bool {
+	rule := &r.spec.memory
 	rep.KVPoolBytes = pool
-	// Capacity: page-aligned tokens (vLLM 16-token blocks; TRT-LLM 32-token
-	// blocks; SGLang token-granular). Recurrent state takes one slot per
-	// running sequence before KV.
-	block := 1.0
-	switch r.eng {
-	case VLLM:
-		block = 16
-	case TRTLLM:
-		block = 32
-	}
+	perReq := s.KVBytesPerSeq(ctx) + s.StateBytes
+	block := rule.Block
 	stateSeq := s.StateBytes
-	if r.eng == VLLM && s.StateBytes > 0 && s.MambaLayers > 0 && s.AttnLayers > 0 && s.KVBytes+s.SWAKVBytes > 0 {
+	if rule.HybridPages && s.StateBytes > 0 && s.MambaLayers > 0 && s.AttnLayers > 0 && s.KVBytes+s.SWAKVBytes > 0 {
 		// vLLM hybrid allocator: the attention block grows (in 16-token steps)
 		// until one attention page holds at least one Mamba layer's state,
 		// and each Mamba page is padded to the attention page size.
 		kvLayer := (s.KVBytes + s.SWAKVBytes) / float64(s.AttnLayers)
 		stLayer := s.StateBytes / float64(s.MambaLayers)
-		block = 16 * math.Ceil(stLayer/(kvLayer*16))
+		block = rule.Block * math.Ceil(stLayer/(kvLayer*rule.Block))
 		stateSeq = float64(s.MambaLayers) * block * kvLayer
 		rep.StateBytesPerSeq = stateSeq
 		perReq = s.KVBytesPerSeq(ctx) + stateSeq
@@ -339,8 +404,7 @@ func planMemory(rep *MemoryReport, s *Summary, hw *hardware.GPU, r *resolved, ct
 		rep.MaxConcurrency = r.maxSeqs
 	}
 	if rep.MaxConcurrency < 1 {
-		fit("KV cache", perReq, pool,
-			"lower the context limit (--isl/--osl), use --kv-dtype fp8 or a smaller model")
+		rep.fail(gpu, "KV cache", perReq, pool, r.spec.Hints.KV)
 		rep.Fail.Tokens, rep.Fail.Slots = int(ctx), 1
 		return false
 	}

@@ -267,7 +267,7 @@ const nativePrefill = 512
 // limit given (Compile makes a closed loop's default its clients; fewer
 // make the other clients queue, see nativeLoop), 512 prompt tokens per
 // step.
-func resolveNative(o *Options, maxLen int) (resolved, error) {
+func resolveNative(o Options, maxLen int) (resolved, error) {
 	r := resolved{eng: Native, tp: 1, maxLen: maxLen, prec: nativePrecision, kv: kvTypes["fp32"], stateBytes: 4, memFraction: 1}
 	switch o.Precision {
 	case "", "f32", "fp32", "float32", "bf16", "fp16", "f16":
@@ -488,12 +488,13 @@ func nativeMemory(rep *MemoryReport, s *Summary, hwName string, dev float64, r *
 	rep.NeededBytes = rep.TotalBytes()
 	rep.BudgetBytes = rep.NeededBytes
 	rep.MaxConcurrency = int(n)
+	rep.InFlight = int(n)
 	if per := c.MemBuffers * perSeq; per > 0 {
 		rep.MaxConcurrency = int(math.Floor((dev - rep.NeededBytes + c.MemBuffers*kv) / per))
 	}
 	if rep.NeededBytes > dev {
-		rep.Fail = FitError{Engine: Native, GPU: hwName, Term: "weights + KV cache + buffers", Need: rep.NeededBytes, Have: dev,
-			Hint: "the native engine holds float32 weights; use a smaller model, fewer clients or shorter requests", Tokens: int(reqTokens), Slots: int(n)}
+		rep.fail(hwName, "weights + KV cache + buffers", rep.NeededBytes, dev, r.spec.Hints.KV)
+		rep.Fail.Tokens, rep.Fail.Slots = int(reqTokens), int(n)
 		return false
 	}
 	rep.Fits = true

@@ -2,6 +2,7 @@ package estimate
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 
@@ -44,6 +45,11 @@ type heapItem struct {
 	idx    int32
 }
 
+// maxSimRequests bounds the requests one simulation samples (its indices
+// are int32): a validated workload (workload.MaxConcurrency,
+// workload.MaxRequests) stays far below it.
+const maxSimRequests = 1 << 28
+
 // ErrNoProgress is returned when no waiting request can ever be admitted
 // (a request larger than the whole KV capacity).
 var ErrNoProgress = errors.New("simulation cannot admit a request: it is larger than the KV capacity")
@@ -75,6 +81,11 @@ func (sim *Simulator) run(m *stepModel, p simParams, w *workload.Workload) (Late
 	mode := w.Mode()
 	conc := w.Concurrency
 	n := w.Requests()
+	if conc < 0 || n < 0 || conc > maxSimRequests/4 || n > maxSimRequests/4 {
+		// Unreachable through Compile, which validates the workload; the
+		// sums below could otherwise wrap.
+		return Latency{}, fmt.Errorf("estimate: cannot simulate %d requests at concurrency %d (at most %d)", n, conc, maxSimRequests/4)
+	}
 	warm := 0
 	total := n // requests sampled: the measured ones plus closed-loop fillers
 	if mode == workload.ClosedLoop {
@@ -409,24 +420,24 @@ func (c *Compiled) Simulate(sim *Simulator, m *Summary) (Latency, error) {
 		return Latency{}, &f
 	}
 	sm := c.stepModel(m)
-	p := simParams{budget: c.r.budgetToks, maxSeqs: c.r.maxSeqs, capacity: c.mem.KVCapacityTokens, alpha0: c.co.Alpha0, alphaTok: c.co.AlphaTok, firstSteps: c.co.FirstSteps, reserve: c.r.eng.outputReserve()}
+	p := simParams{budget: c.r.budgetToks, maxSeqs: c.r.maxSeqs, capacity: c.mem.KVCapacityTokens, alpha0: c.co.Alpha0, alphaTok: c.co.AlphaTok, firstSteps: c.co.FirstSteps, reserve: c.r.spec.OutputReserve}
 	if c.mode == workload.ClosedLoop {
 		// Burst is the fitted share of clients moving in lock-step: the
 		// initial requests spread over (1 − Burst) of a request lifetime.
 		p.stagger = (1 - math.Min(c.co.Burst, 1)) * (c.latency(&sm, &c.mem).E2E - c.co.Alpha0)
 	}
-	if c.r.eng == Native && c.mode == workload.ClosedLoop {
+	if c.r.spec.Sched == ServeScheduler && c.mode == workload.ClosedLoop {
 		// nativeLoop follows engine.Serve's closed loop step by step already.
 		return c.nativeLatency(&sm), nil
 	}
-	if c.r.eng == Native {
+	if c.r.spec.Sched == ServeScheduler {
 		// engine.Serve: at most maxSeqs sequences in flight, 512 prompt
 		// tokens per step beside the decodes (open-loop arrivals; the
 		// closed loop is nativeLoop's above).
 		p = simParams{budget: c.r.budgetToks, maxSeqs: c.r.maxSeqs, capacity: math.Inf(1), alpha0: c.nat.Alpha0, reserve: 1, promptBudget: true}
 		return sim.run(&sm, p, &c.w)
 	}
-	if !c.r.eng.Pool() {
+	if c.r.spec.Sched == SlotScheduler {
 		// llama.cpp: one slot per sequence, each with its own context.
 		p.maxSeqs = min(c.r.maxSeqs, max(c.mem.MaxConcurrency, 1))
 		p.capacity = math.Inf(1)

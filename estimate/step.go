@@ -276,7 +276,7 @@ func blendTerms(a, b Terms, f float64) Terms {
 func (c *Compiled) stepModel(s *Summary) stepModel {
 	m := newStepModel(s, c.hw, &c.r.prec, c.co)
 	m.ubatch = float64(c.r.ubatch)
-	if c.r.eng == Native {
+	if c.r.spec.step == stepNative {
 		m.native, m.nat = true, newNativeTerms(s, &c.nat)
 	}
 	return m

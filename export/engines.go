@@ -16,7 +16,7 @@
 // # Validators
 //
 // ValidateDir checks a checkpoint directory for one engine (Engines lists
-// them: vllm, sglang, trtllm, llamacpp, hf) and returns a *Report listing
+// them: vllm, sglang, trtllm, llamacpp, hf, native) and returns a *Report listing
 // every violation, each naming the layer, the rule and what to change.
 // Capabilities are data (Capabilities), not code, so the search can use the
 // same table to avoid proposing shapes an engine cannot load.
@@ -66,6 +66,11 @@ type Capabilities struct {
 	// NoMamba, NoMoE: the engine has no Mamba2 mixer / MoE block (the
 	// native engine).
 	NoMamba, NoMoE bool
+	// ShardsTP: the engine shards every layer over the tensor-parallel
+	// group, so the shape must split (architecture.Model.TPViolations);
+	// the others do not shard layers by TP and its rules are not checked.
+	// It agrees with estimate.EngineSpec.ShardsTP (TestTablesNameTheSameEngines).
+	ShardsTP bool
 }
 
 var nativeAll = []string{
@@ -75,10 +80,10 @@ var nativeAll = []string{
 
 var engines = map[string]Capabilities{
 	"vllm": {Name: "vllm", Native: nativeAll, DeciLM: true, FFNIntermediateSize: true,
-		DeciLMBias: true, KVPageRatios: true},
-	"sglang": {Name: "sglang", Native: nativeAll, DeciLM: true, DeciLMBias: true},
+		DeciLMBias: true, KVPageRatios: true, ShardsTP: true},
+	"sglang": {Name: "sglang", Native: nativeAll, DeciLM: true, DeciLMBias: true, ShardsTP: true},
 	"trtllm": {Name: "trtllm", Native: nativeAll, DeciLM: true,
-		LinearAttention: true, LinearFFN: true},
+		LinearAttention: true, LinearFFN: true, ShardsTP: true},
 	"llamacpp": {Name: "llamacpp", Native: nativeAll, DeciLM: true,
 		LinearAttention: true, DeciLMBias: true, DeciLMHeadDimRule: true},
 	"hf": {Name: "hf", Native: nativeAll, DeciLM: true, FFNIntermediateSize: true,

@@ -6,28 +6,27 @@ import (
 )
 
 // ForEngine returns the load rules of the serving engine that the estimator
-// prices as e. The two packages name engines with their own types; this
-// switch, not a string conversion, joins them, so an engine added to one
-// registry and not the other fails TestEveryEstimatorEngineHasRules instead
-// of silently validating against nothing.
+// prices as e: the entry of the same name. The estimator's engine table
+// (estimate.EngineSpec) and this one name the same engines, but for "hf"
+// (transformers loads checkpoints; the estimator prices no such server):
+// TestEveryEstimatorEngineHasRules and TestTablesNameTheSameEngines fail
+// when an engine is added to one and not the other.
 func ForEngine(e estimate.Engine) (Capabilities, bool) {
-	var name string
-	switch e {
-	case estimate.VLLM:
-		name = "vllm"
-	case estimate.SGLang:
-		name = "sglang"
-	case estimate.TRTLLM:
-		name = "trtllm"
-	case estimate.LlamaCPP:
-		name = "llamacpp"
-	case estimate.Native:
-		name = "native"
-	default:
+	if _, ok := e.Spec(); !ok {
 		return Capabilities{}, false
 	}
-	c, ok := engines[name]
+	c, ok := engines[string(e)]
 	return c, ok
+}
+
+// Engine returns the estimator's engine of the same name, if the
+// estimator prices it (ForEngine's inverse).
+func (c Capabilities) Engine() (estimate.Engine, bool) {
+	e := estimate.Engine(c.Name)
+	if _, ok := e.Spec(); !ok {
+		return "", false
+	}
+	return e, true
 }
 
 // Loads reports whether the engine loads a child of shape m, written in the

@@ -29,6 +29,38 @@ func TestEveryEstimatorEngineHasRules(t *testing.T) {
 	}
 }
 
+// notPriced are the engines this table holds that the estimator prices
+// no server for: transformers ("hf") loads checkpoints.
+var notPriced = map[string]bool{"hf": true}
+
+// TestTablesNameTheSameEngines: this table and the estimator's
+// (estimate.EngineSpec) name the same engines, but for notPriced, join
+// both ways, and agree on which engines shard layers by TP.
+func TestTablesNameTheSameEngines(t *testing.T) {
+	for _, n := range Engines() {
+		c, _ := Lookup(n)
+		e, ok := c.Engine()
+		if ok == notPriced[n] {
+			t.Errorf("export engine %s: estimator engine %v, want %v", n, ok, !notPriced[n])
+			continue
+		}
+		if !ok {
+			continue
+		}
+		back, ok := ForEngine(e)
+		if !ok || back.Name != n {
+			t.Errorf("%s: ForEngine(%s) = %s, %v", n, e, back.Name, ok)
+		}
+		spec, _ := e.Spec()
+		if spec.ShardsTP != c.ShardsTP {
+			t.Errorf("%s: estimate says ShardsTP %v, export %v", n, spec.ShardsTP, c.ShardsTP)
+		}
+	}
+	if len(Engines()) != len(estimate.Engines())+len(notPriced) {
+		t.Errorf("export names %v, the estimator %v", Engines(), estimate.Engines())
+	}
+}
+
 func llama(t *testing.T, layers int, mod func(m *architecture.Model)) *architecture.Model {
 	t.Helper()
 	m, err := architecture.Load("meta-llama/Meta-Llama-3.1-8B")

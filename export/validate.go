@@ -194,7 +194,7 @@ func CheckDir(dir, engine string) error {
 func capsFor(engine string) (Capabilities, error) {
 	if engine == "" {
 		return Capabilities{Native: nativeAll, DeciLM: true, FFNIntermediateSize: true,
-			LinearAttention: true, LinearFFN: true, DeciLMBias: true}, nil
+			LinearAttention: true, LinearFFN: true, DeciLMBias: true, ShardsTP: true}, nil
 	}
 	return Lookup(engine)
 }
@@ -335,8 +335,7 @@ func checkTP(r *Report, m *architecture.Model, caps Capabilities, tp int) {
 	if tp <= 1 {
 		return
 	}
-	switch caps.Name {
-	case "llamacpp", "hf", "native":
+	if !caps.ShardsTP {
 		r.warn(-1, "", "tp", "%s does not shard layers by tensor parallelism; TP %d not checked", caps.Name, tp)
 		return
 	}

@@ -1,12 +1,16 @@
 package hardware
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/autocompress/autocompress/internal/shareddata"
 	"github.com/autocompress/autocompress/internal/shareddata/sdtest"
@@ -142,10 +146,23 @@ func TestParseOwnFormat(t *testing.T) {
 			want: GPU{Name: "j", MemoryBytes: 24e9, BandwidthBps: 3e11, BF16FLOPS: 100e12, UsableFraction: 0.75, Backend: Metal}},
 		{name: "missing bandwidth", in: "name: x\nmemory_gib: 8\nbf16_tflops: 10\n", err: "bandwidth"},
 		{name: "bad number", in: "name: x\nmemory_gib: lots\n", err: `"lots" is not a number`},
-		{name: "list", in: "devices:\n  - name: a\n", err: "lists are not supported"},
+		{name: "list without memory", in: "devices:\n  - name: a\n", err: `device "a": memory must be > 0`},
+		{name: "quoted numbers", in: "name: q\nmemory_gib: '8'\nbandwidth_gbs: \"100\"\nbf16_tflops: 10\n",
+			want: GPU{Name: "q", MemoryBytes: 8 << 30, BandwidthBps: 100e9, BF16FLOPS: 10e12}},
+		// Issue 17, class 7: unknown keys are refused naming the line and the closest known key.
+		{name: "misspelled key", in: "name: x\nmemory_gib: 8\nbandwith_gbs: 100\nbf16_tflops: 10\n", err: `device file:3: unknown key "bandwith_gbs" (did you mean "bandwidth_gbs"?)`},
+		{name: "unknown key", in: "name: x\nmemory_gib: 8\nbandwidth_gbs: 100\nbf16_tflops: 10\ncolour: red\n", err: `device file:5: unknown key "colour" (known: name, description`},
+		{name: "misspelled AIConfigurator key", in: "gpu:\n  mem_bw: 1e12\n  mem_capasity: 8e9\n  bfloat16_tc_flops: 1e14\n", err: `device file:3: unknown key "mem_capasity" (did you mean "mem_capacity"?)`},
+		{name: "unknown in a list", in: `[{"name":"a","memory_gib":8,"bandwidth_gbs":1,"bf16_tflops":1,"fp8_tflop":2}]`, err: `device file:1: unknown key "fp8_tflop" (did you mean "fp8_tflops"?)`},
+		{name: "number as a mapping", in: "name: x\nmemory_gib:\n  a: 1\n", err: "line 3: memory_gib: expected a number"},
+		{name: "duplicate", in: "name: x\nname: y\n", err: `device file:2: mapping key "name" already defined at line 1`},
+		{name: "devices beside a device", in: "name: x\ndevices:\n  - name: a\n", err: `lists "devices" has no other keys`},
+		{name: "a scalar", in: "42\n", err: "want a device"},
+		{name: "empty", in: "# nothing\n", err: "no device found"},
 		{name: "bad backend", in: "name: x\nbackend: rocm\nmemory_gib: 8\nbandwidth_gbs: 1\nbf16_tflops: 1\n", err: "backend"},
 		{name: "bad fraction", in: "name: x\nusable_fraction: 2\nmemory_gib: 8\nbandwidth_gbs: 1\nbf16_tflops: 1\n", err: "usable fraction"},
-		{name: "indent", in: "gpu:\n    mem_bw: 1\n  mem_capacity: 2\n", err: "indentation"},
+		{name: "indent", in: "gpu:\n    mem_bw: 1\n  mem_capacity: 2\n", err: "device file:2: did not find expected key (check the indentation"},
+		{name: "tab", in: "name: a\n\tmemory_gib: 3\n", err: "device file:2: found a tab character"},
 		{name: "node count", in: "name: x\ngpus_per_node: 4\nmemory_gib: 8\nbandwidth_gbs: 1\nbf16_tflops: 1\n",
 			want: GPU{Name: "x", MemoryBytes: 8 << 30, BandwidthBps: 1e9, BF16FLOPS: 1e12, GPUsPerNode: 4}},
 		{name: "bad node count", in: "name: x\ngpus_per_node: 2.5\nmemory_gib: 8\nbandwidth_gbs: 1\nbf16_tflops: 1\n", err: "gpus_per_node: 2.5"},
@@ -170,6 +187,23 @@ func TestParseOwnFormat(t *testing.T) {
 				t.Errorf("got %+v\nwant %+v", g, w)
 			}
 		})
+	}
+}
+
+// TestParseLists: a YAML or JSON list of devices, "devices:" holding one,
+// and documents separated by "---" (an empty one skipped) give the same
+// devices.
+func TestParseLists(t *testing.T) {
+	for _, in := range []string{
+		"- name: a\n  memory_gib: 8\n  bandwidth_gbs: 100\n  bf16_tflops: 10\n- name: b\n  memory_gib: 16\n  bandwidth_gbs: 200\n  bf16_tflops: 20\n",
+		"devices:\n  - name: a\n    memory_gib: 8\n    bandwidth_gbs: 100\n    bf16_tflops: 10\n  - name: b\n    memory_gib: 16\n    bandwidth_gbs: 200\n    bf16_tflops: 20\n",
+		`{"devices": [{"name":"a","memory_gib":8,"bandwidth_gbs":100,"bf16_tflops":10}, {"name":"b","memory_gib":16,"bandwidth_gbs":200,"bf16_tflops":20}]}`,
+		"name: a\nmemory_gib: 8\nbandwidth_gbs: 100\nbf16_tflops: 10\n---\n---\nname: b\nmemory_gib: 16\nbandwidth_gbs: 200\nbf16_tflops: 20\n---\n",
+	} {
+		gs, err := Parse([]byte(in), "x")
+		if err != nil || len(gs) != 2 || gs[0].Name != "a" || gs[1].Name != "b" || gs[1].MemoryBytes != 16<<30 || gs[0].BF16FLOPS != 10e12 {
+			t.Errorf("%q: %+v, %v", in, gs, err)
+		}
 	}
 }
 
@@ -199,6 +233,8 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	}
+	f.Add([]byte("name: a\nmemory_gib: 8\nbandwith_gbs: 100\nbf16_tflops: 10\n"))
+	f.Add([]byte("- name: a\n  memory_gib: 8\n  bandwidth_gbs: 100\n  bf16_tflops: 10\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		gs, err := Parse(data, "fz")
 		if err != nil {
@@ -209,7 +245,45 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("Parse returned an invalid device: %v", err)
 			}
 		}
+		// Nothing accepted holds a key Parse does not know (misc, AIConfigurator's
+		// engine settings, excepted).
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		for {
+			var n yaml.Node
+			if err := dec.Decode(&n); err != nil {
+				break
+			}
+			if k := unknownKey(&n); k != "" {
+				t.Fatalf("accepted the unknown key %q", k)
+			}
+		}
 	})
+}
+
+// unknownKey returns a mapping key under n that no device file knows
+// ("" when none), skipping misc's value.
+func unknownKey(n *yaml.Node) string {
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i].Value
+			if k == "misc" || k == "<<" { // merged keys are checked where they are decoded
+				continue
+			}
+			if !slices.Contains(knownKeys, k) {
+				return k
+			}
+			if u := unknownKey(n.Content[i+1]); u != "" {
+				return u
+			}
+		}
+		return ""
+	}
+	for _, c := range n.Content {
+		if u := unknownKey(c); u != "" {
+			return u
+		}
+	}
+	return ""
 }
 
 func ExampleLookup() {

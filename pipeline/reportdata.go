@@ -161,7 +161,7 @@ func roundNote(r Round) string {
 // estimate's flag names.
 func chosenSettings(sv *search.Serving, eng estimate.Engine, clients int) string {
 	st := sv.Settings
-	if eng == estimate.Native {
+	if eng.Local() {
 		seqs := st.MaxNumSeqs
 		if seqs == 0 {
 			seqs = clients
@@ -220,8 +220,8 @@ func buildReport(env *Env, t *target, c *Config, childFrom string) (*report.Data
 	prec := sum.Chosen.Settings.Precision
 	if prec == "" {
 		prec = "the engine's default"
-		if t.engine == estimate.Native {
-			prec = "f32"
+		if spec, ok := t.engine.Spec(); ok && spec.FixedPrecision != "" {
+			prec = spec.FixedPrecision
 		}
 	}
 	d.Deployment = report.Deployment{GPU: t.gpu.Name, Engine: string(t.engine), Precision: prec,

@@ -92,7 +92,7 @@ func resolve(c *Config) (*target, error) {
 	if err := estimate.CheckEngine(t.engine, t.gpu); err != nil {
 		return nil, &ConfigError{Path: "deployment.engine", Msg: err.Error()}
 	}
-	if t.engine == estimate.Native {
+	if sp, ok := t.engine.Spec(); ok && sp.Local {
 		// The search prices with these after the importance stage: a
 		// missing or malformed local calibration is found now, not then.
 		if _, _, err := estimate.ActiveNativeCoeffs(); err != nil {
@@ -107,7 +107,7 @@ func resolve(c *Config) (*target, error) {
 	} else if t.serveOn, err = export.Lookup(c.Deployment.ServeOn); err != nil {
 		return nil, &ConfigError{Path: "deployment.serve_on", Msg: err.Error()}
 	}
-	t.local = t.engine == estimate.Native && t.gpu.Name == "cpu-local"
+	t.local = t.engine.Local() && t.gpu.Name == "cpu-local"
 	if t.workload, err = c.Workload.build(); err != nil {
 		return nil, err
 	}

@@ -46,6 +46,11 @@ type Request struct {
 	MemFraction      float64  // fixed (0: searched under a memory budget)
 	MaxBatchedTokens int
 	MaxModelLen      int // context limit (0: the workload's)
+	// AllowLongContext lets the context run past the parent's
+	// max_position_embeddings; without it a context past them is refused
+	// by the one context rule (workload.FitContext), as every command
+	// that prices or runs requests refuses it.
+	AllowLongContext bool
 	KeepLayers       []int
 
 	Strategy string
@@ -69,12 +74,18 @@ var ErrScoresMismatch = errors.New("importance scores computed for another model
 
 // Execute builds the space, runs the strategy and returns the report that
 // Report.Write writes. Errors that the request's values cause are
-// *KeepLayersError, *ScoresError, ErrScoresMismatch (wrapped) and
-// *InfeasibleError; the others are failures of the work.
+// *KeepLayersError, *ScoresError, ErrScoresMismatch (wrapped),
+// *workload.ContextError (wrapped: a context past the parent's positions)
+// and *InfeasibleError; the others are failures of the work.
 func Execute(ctx context.Context, r Request) (*Report, error) {
 	if r.Parent == nil || r.GPU == nil || r.Workload == nil {
 		return nil, errors.New("search: a parent, a GPU and a workload are needed")
 	}
+	w, err := r.fitContext()
+	if err != nil {
+		return nil, err
+	}
+	r.Workload = w
 	if r.Scores != nil {
 		if r.Dir == "" {
 			return nil, fmt.Errorf("search: %w: scores need the checkpoint directory they were computed on, not a config or preset", ErrScoresMismatch)
@@ -149,6 +160,24 @@ func Execute(ctx context.Context, r Request) (*Report, error) {
 	}
 	return &Report{Model: name, Space: sp, Result: res, Scores: r.Scores, Budgets: r.Budgets, GPU: r.GPU,
 		Workload: r.Workload, Estimate: opt.Estimate}, nil
+}
+
+// fitContext checks the request's context by the one context rule
+// (workload.FitContext) against the parent's max_position_embeddings:
+// MaxModelLen, when set, is the user's explicit limit; otherwise the
+// workload's. It returns a copy of the workload with the resolved limit
+// (a preset's limit capped at the parent's positions, as estimate prices
+// it), leaving the caller's unchanged.
+func (r *Request) fitContext() (*workload.Workload, error) {
+	w := *r.Workload
+	explicit := r.MaxModelLen > 0
+	if explicit {
+		w.ContextLimit = r.MaxModelLen
+	}
+	if _, err := w.FitContext(workload.ContextRule{MaxPositions: r.Parent.MaxPositions, Explicit: explicit, AllowLong: r.AllowLongContext}); err != nil {
+		return nil, fmt.Errorf("search: %w", err)
+	}
+	return &w, nil
 }
 
 // trainedMeasurer builds the TrainedMeasurer of r.TopKTrain, reporting its

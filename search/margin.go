@@ -140,7 +140,7 @@ func DefaultMargins(hw *hardware.GPU, eng estimate.Engine, w *workload.Workload)
 	if err != nil {
 		return nil, fmt.Errorf("search: margins: %w", err)
 	}
-	if eng == estimate.Native {
+	if eng.Local() {
 		n := c.NativeCoeffs()
 		return &Margins{Memory: n.ErrMemory, TTFT: n.ErrTTFT, TPOT: n.ErrTPOT, E2E: math.Max(n.ErrTTFT, n.ErrTPOT), Throughput: n.ErrThroughput,
 			Source: fmt.Sprintf("the native estimator's held-out median error on %s", hw.Name)}, nil

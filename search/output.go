@@ -108,22 +108,6 @@ func (r *Report) Summarize() Summary {
 	return s
 }
 
-// poolServer is how a pool engine's server (vLLM, SGLang) spells the
-// flags that realise the chosen settings; the rest (--kv-cache-dtype,
-// --quantization fp8, --trust-remote-code) they spell alike.
-type poolServer struct {
-	launch                            string // the command up to the model directory
-	context, tp, memFraction, maxSeqs string
-	kvFP8                             string // --kv-cache-dtype's value for FP8
-}
-
-var poolServers = map[string]poolServer{
-	"vllm": {launch: "vllm serve", context: "--max-model-len", tp: "--tensor-parallel-size",
-		memFraction: "--gpu-memory-utilization", maxSeqs: "--max-num-seqs", kvFP8: "fp8"},
-	"sglang": {launch: "python -m sglang.launch_server --model-path", context: "--context-length", tp: "--tp",
-		memFraction: "--mem-fraction-static", maxSeqs: "--max-running-requests", kvFP8: "fp8_e4m3"},
-}
-
 // Serving returns the chosen engine settings and the serving command.
 func (r *Report) Serving() Serving {
 	sp, best := r.Space, &r.Result.Best
@@ -135,63 +119,13 @@ func (r *Report) Serving() Serving {
 	deci := architecture.FormatFor(sp.Model(best)) == architecture.DeciLMFormat
 	st := best.Settings
 	prec := st.Precision
-	var b strings.Builder
-	switch sp.ServeOn.Name {
-	case "vllm", "sglang":
-		f := poolServers[sp.ServeOn.Name]
-		fmt.Fprintf(&b, "%s DIR %s %d %s %d", f.launch, f.context, maxLen, f.tp, sp.TP)
-		if st.MemFraction > 0 {
-			fmt.Fprintf(&b, " %s %g", f.memFraction, st.MemFraction)
-		}
-		if st.MaxNumSeqs > 0 {
-			fmt.Fprintf(&b, " %s %d", f.maxSeqs, st.MaxNumSeqs)
-		}
-		if st.KVDType == "fp8" {
-			b.WriteString(" --kv-cache-dtype " + f.kvFP8)
-		}
-		if prec == "fp8" {
-			b.WriteString(" --quantization fp8")
-		}
-		if deci {
-			b.WriteString(" --trust-remote-code")
-		}
-	case "trtllm":
-		fmt.Fprintf(&b, "trtllm-serve DIR --max_seq_len %d --tp_size %d", maxLen, sp.TP)
-		if st.MaxNumSeqs > 0 {
-			fmt.Fprintf(&b, " --max_batch_size %d", st.MaxNumSeqs)
-		}
-		if st.MemFraction > 0 {
-			fmt.Fprintf(&b, " --kv_cache_free_gpu_memory_fraction %g", st.MemFraction)
-		}
-		if deci {
-			b.WriteString(" --trust_remote_code")
-		}
-	case "llamacpp":
-		q := strings.ToUpper(orStr(prec, "f16"))
-		slots := max(st.MaxNumSeqs, 1)
-		if st.MaxNumSeqs == 0 {
-			slots = max(r.Workload.Concurrency, 1)
-		}
-		fmt.Fprintf(&b, "python convert_hf_to_gguf.py DIR --outfile child-f16.gguf")
-		file := "child-f16.gguf"
-		if q != "F16" {
-			file = "child-" + q + ".gguf"
-			fmt.Fprintf(&b, " && llama-quantize child-f16.gguf %s %s", file, q)
-		}
-		// -c is the context of all slots together.
-		fmt.Fprintf(&b, " && llama-server -m %s -c %d -np %d -ngl 99", file, maxLen*slots, slots)
-		if k := st.KVDType; k == "q8_0" || k == "q4_0" {
-			fmt.Fprintf(&b, " -fa on -ctk %s -ctv %s", k, k)
-		}
-	case "native":
-		fmt.Fprintf(&b, "autocompress bench-serve --model DIR --concurrency %d --context %d", max(r.Workload.Concurrency, 1), maxLen)
-		if st.MaxNumSeqs > 0 {
-			fmt.Fprintf(&b, " --max-num-seqs %d", st.MaxNumSeqs)
-		}
-	default:
-		fmt.Fprintf(&b, "(serve DIR with %s; priced as %s)", sp.ServeOn.Name, sp.Engine)
+	if e, ok := sp.ServeOn.Engine(); ok {
+		spec, _ := e.Spec()
+		sv.Command = spec.Command(estimate.ServeArgs{MaxModelLen: maxLen, TP: sp.TP, MemFraction: st.MemFraction, MaxNumSeqs: st.MaxNumSeqs,
+			KVDType: st.KVDType, Precision: prec, Concurrency: r.Workload.Concurrency, RemoteCode: deci})
+	} else {
+		sv.Command = fmt.Sprintf("(serve DIR with %s; priced as %s)", sp.ServeOn.Name, sp.Engine)
 	}
-	sv.Command = b.String()
 	sv.Notes = append(sv.Notes, "DIR is the child checkpoint: autocompress prune --model PARENT --plan plan.json --out DIR")
 	switch prec {
 	case "nvfp4", "mxfp4", "int4-awq", "int4-gptq", "fp8-block":

@@ -14,12 +14,14 @@ import (
 // without scores (the structural prior), the lowest indices, which the
 // prior cannot tell apart (score the parent before pruning weights). The
 // output format is DeciLM for per-layer Llama-family shapes, native
-// otherwise; the plan names the serve-on engine when prune validates for it.
+// otherwise; the plan names the serve-on engine for prune to validate
+// against, unless it is the native engine (estimate.EngineSpec.Local).
 func (sp *Space) Plan(c *Candidate, s *importance.Scores) (*prune.Plan, error) {
 	m := sp.Parent
 	p := &prune.Plan{Version: prune.PlanVersion, OutputFormat: prune.FormatNative}
-	switch sp.ServeOn.Name {
-	case "vllm", "sglang", "trtllm", "llamacpp", "hf":
+	if e, ok := sp.ServeOn.Engine(); !ok || !e.Local() {
+		// The native engine is ours and reads the child through package
+		// architecture: the plan names no engine for it.
 		p.Engine = sp.ServeOn.Name
 	}
 	if architecture.FormatFor(sp.Model(c)) == architecture.DeciLMFormat {

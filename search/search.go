@@ -361,10 +361,20 @@ func settingIndex(sp *Space, s Settings) int {
 // infeasible builds the error for a search that found nothing.
 func (e *evaluator) infeasible() error {
 	b := e.b
+	// What to try is the engine's (estimate.EngineSpec.Hints): the native
+	// engine has no precision, KV type or TP to trade. Copies, as hints
+	// are appended to below.
+	var hints estimate.Hints
+	if spec, ok := e.sp.Engine.Spec(); ok {
+		hints = spec.Hints
+	}
+	clone := func(h []string) []string { return append([]string(nil), h...) }
+	hints.Unfit, hints.Memory, hints.Latency = clone(hints.Unfit), clone(hints.Memory), clone(hints.Latency)
+	hints.Throughput, hints.Together = clone(hints.Throughput), clone(hints.Together)
 	if !e.reachSet {
 		// Price the smallest candidate to say what does not fit.
 		return &InfeasibleError{Unfit: "even the smallest shape of the space does not fit in " + e.hw.Name + "'s memory with " + string(e.sp.Engine),
-			Hints: []string{"a lower precision (--precision q4_k_m, fp8 or nvfp4)", "a shorter context (--context)", "fewer concurrent requests", "more tensor parallelism (--tp)", "a larger GPU"}}
+			Hints: hints.Unfit}
 	}
 	worst, wu := "", 0.0
 	margin := b.Margin.factors()
@@ -391,7 +401,7 @@ func (e *evaluator) infeasible() error {
 			break
 		}
 		return &InfeasibleError{Budget: strings.Join(b.Set(), " + "), Limit: "together", Smallest: "each budget is reachable alone but no candidate meets them all",
-			Hints: []string{"relax one of them", "a lower precision", "a shorter context or fewer concurrent requests"}}
+			Hints: hints.Together}
 	}
 	i := 0
 	for j, n := range budgetNames {
@@ -407,15 +417,15 @@ func (e *evaluator) infeasible() error {
 	}
 	switch worst {
 	case BudgetMemory:
-		err.Hints = []string{"a lower precision (e.g. --precision q4_k_m on llamacpp, fp8 or nvfp4 on the pool engines)", "a shorter context (--context)", "fewer concurrent requests or slots", "a lower KV-cache type (--kv-dtype fp8 or q8_0)", "allow more layers removed"}
+		err.Hints = hints.Memory
 	case BudgetTTFT, BudgetE2E, BudgetTPOT:
-		err.Hints = []string{"a lower precision", "lower concurrency", "shorter prompts or outputs", "a faster GPU or more tensor parallelism"}
+		err.Hints = hints.Latency
 		if !b.P90 {
 			break
 		}
 		err.Hints = append(err.Hints, "a budget on the mean instead of the p90 (drop --p90)")
 	case BudgetThroughput:
-		err.Hints = []string{"a lower precision", "more concurrency", "a faster GPU or more tensor parallelism"}
+		err.Hints = hints.Throughput
 	case BudgetParams, BudgetActiveParams:
 		err.Hints = []string{"a larger parameter budget (the space keeps at least a quarter of each width and half of the layers)"}
 	}

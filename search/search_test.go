@@ -5,12 +5,14 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/export"
 	"github.com/autocompress/autocompress/prune"
+	"github.com/autocompress/autocompress/workload"
 )
 
 // reprice prices c's child model from scratch (estimate.Compile and
@@ -363,5 +365,65 @@ func TestBeatsRandomSearch(t *testing.T) {
 	t.Logf("autocompress %.4f with %d evaluations; random search %.4f with %d", res.Best.Quality, res.Evaluations, best, 10*res.Evaluations)
 	if res.Best.Quality <= best {
 		t.Errorf("random search (%.4f) beats autocompress (%.4f)", best, res.Best.Quality)
+	}
+}
+
+// TestSearchRefusesContextBeyondPositions (issue 17, class 4): Execute
+// applies the one context rule before any work: a workload or an explicit
+// context past the parent's max_position_embeddings is a
+// *workload.ContextError, and AllowLongContext lets it through; a preset's
+// limit past the positions is capped at them, as estimate prices it.
+func TestSearchRefusesContextBeyondPositions(t *testing.T) {
+	m := llama8B(t) // 131,072 positions
+	long := workload.FixedClosed(200000, 64, 1)
+	for _, tc := range []struct {
+		name   string
+		w      workload.Workload
+		maxLen int
+		allow  bool
+		refuse bool
+		want   int // the context searched
+	}{
+		{"requests past the positions", long, 0, false, true, 0},
+		{"an explicit context past them", workload.FixedClosed(1000, 64, 4), 200000, false, true, 0},
+		{"allowed", long, 0, true, false, 200064},
+		{"within", workload.FixedClosed(1000, 64, 4), 0, false, false, 1064},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := tc.w
+			req := Request{Parent: m, GPU: gpu(t, "h100-sxm"), Engine: estimate.VLLM, Workload: &w, MaxModelLen: tc.maxLen,
+				AllowLongContext: tc.allow, Budgets: Budgets{MaxParams: 1e12}, Strategy: AutoCompress, TopK: 1}
+			rep, err := Execute(context.Background(), req)
+			var ce *workload.ContextError
+			if tc.refuse {
+				if !errors.As(err, &ce) || ce.MaxPositions != 131072 || !strings.Contains(err.Error(), "max_position_embeddings") {
+					t.Fatalf("Execute: %v; want a *workload.ContextError naming the 131072 positions", err)
+				}
+				// No flag names in the library's message: run has no
+				// --allow-long-context; the search command adds its own.
+				if strings.Contains(err.Error(), "--") {
+					t.Errorf("Execute's error names a flag: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := rep.Workload.MaxContext(); got != tc.want {
+				t.Errorf("searched at context %d, want %d", got, tc.want)
+			}
+			if w != tc.w {
+				t.Errorf("the caller's workload changed: %+v", w)
+			}
+		})
+	}
+	// A preset's limit past the positions is capped at them (requests fit).
+	small := *m
+	small.MaxPositions = 4096
+	w := workload.Workload{Name: "capped", Input: workload.FixedLength(1000), Output: workload.FixedLength(64), Concurrency: 4, ContextLimit: 16384}
+	r := Request{Parent: &small, Workload: &w}
+	got, err := r.fitContext()
+	if err != nil || got.ContextLimit != 4096 {
+		t.Errorf("preset limit on 4096 positions: %v, context %d; want 4096", err, got.ContextLimit)
 	}
 }

@@ -92,26 +92,6 @@ func (e *KeepLayersError) Error() string {
 	return fmt.Sprintf("--keep-layers: layer %d is out of range (the parent has layers 0 to %d)", e.Index, e.Layers-1)
 }
 
-// alignment returns the hidden and MLP granularity for a target: tensor-core
-// tiles on the GPU engines (Minitron's hidden 256; FFN 256, also DeciLM's
-// multiple), GGUF's 256-weight super-blocks for k-quants (32-weight blocks
-// for q4_0/q8_0/f16 rows), and for the native engine, which pads nothing
-// and runs any width, 32 for the SIMD kernels. Per-layer widths are written
-// as DeciLM block_configs and are multiples of 256 whatever the engine.
-func alignment(eng estimate.Engine, precision string) (hidden, mlp int) {
-	switch eng {
-	case estimate.LlamaCPP:
-		switch precision {
-		case "q4_k_m", "q5_k_m", "q6_k":
-			return 256, 256
-		}
-		return 64, 64
-	case estimate.Native:
-		return 16, 32
-	}
-	return 256, 256
-}
-
 func widths(parent, step int, minFrac float64, divisor int) []int {
 	out := []int{parent}
 	floor := int(float64(parent)*minFrac + 0.5)
@@ -197,9 +177,18 @@ func NewSpace(parent *architecture.Model, o SpaceOptions) (*Space, error) {
 	if len(precs) == 0 {
 		precs = []string{""}
 	}
-	sp.AlignHidden, sp.AlignMLP = alignment(o.Engine, precs[0])
+	// The width granularity is the engine's (estimate.EngineSpec.Align):
+	// tensor-core tiles on the GPU engines (Minitron's hidden 256; FFN 256,
+	// also DeciLM's multiple), GGUF's super-blocks for llama.cpp's k-quants,
+	// the SIMD width for the native engine. Per-layer widths are written as
+	// DeciLM block_configs and are multiples of 256 whatever the engine.
+	spec, err := estimate.LookupSpec(o.Engine)
+	if err != nil {
+		return nil, fmt.Errorf("search: %w", err)
+	}
+	sp.AlignHidden, sp.AlignMLP = spec.AlignFor(precs[0])
 	for _, p := range precs[1:] {
-		h, m := alignment(o.Engine, p)
+		h, m := spec.AlignFor(p)
 		sp.AlignHidden, sp.AlignMLP = max(sp.AlignHidden, h), max(sp.AlignMLP, m)
 	}
 	if o.Uniform && sp.AlignHidden < 256 && parent.Hidden >= 2048 {

@@ -1,6 +1,9 @@
 package workload
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Context is the per-request context a run uses and where it comes from.
 type Context struct {
@@ -23,6 +26,8 @@ type Context struct {
 
 // ContextError is a run whose requests would go past the positions a
 // model was trained on, or be clipped to fit them, without the user asking.
+// Its message says how to fix it; the options a caller has to name (a flag
+// or a config field) are the caller's to give, in ContextFlag and AllowFlag.
 type ContextError struct {
 	What         string // "requests" or the context named by the caller
 	Tokens       int    // tokens the run needs
@@ -30,22 +35,41 @@ type ContextError struct {
 	// Clip is set when the run would silently shorten the workload's
 	// requests to the model's positions.
 	Clip bool
-	// ContextFlag is the flag that sets the context limit, for the message.
+	// ContextFlag is the option that sets the context limit, for the
+	// message ("" when the caller has none).
 	ContextFlag string
+	// AllowFlag is the option that allows a context past the model's
+	// positions ("" when the caller has none: the message does not offer
+	// one).
+	AllowFlag string
 }
 
 func (e *ContextError) Error() string {
-	flag := ""
-	if e.ContextFlag != "" {
-		flag = " (" + e.ContextFlag + " N)"
-	}
 	if e.Clip {
+		fixes := []string{"give a shorter workload"}
+		if e.ContextFlag != "" {
+			fixes = append(fixes, "set the context limit explicitly ("+e.ContextFlag+" N) to clip them knowingly")
+		}
+		if e.AllowFlag != "" {
+			fixes = append(fixes, "pass "+e.AllowFlag+" to run past the model's positions")
+		}
+		fix := fixes[len(fixes)-1]
+		if len(fixes) > 1 {
+			fix = strings.Join(fixes[:len(fixes)-1], ", ") + " or " + fix
+		}
 		return fmt.Sprintf("%s reach %d tokens but the model has %d positions (max_position_embeddings): they would be clipped to fit, "+
-			"changing what is measured; give a shorter workload, set the context limit explicitly%s to clip them knowingly, or pass --allow-long-context to run past the model's positions",
-			e.What, e.Tokens, e.MaxPositions, flag)
+			"changing what is measured; %s", e.What, e.Tokens, e.MaxPositions, fix)
 	}
-	return fmt.Sprintf("%s needs %d tokens but the model has %d positions (max_position_embeddings); shorten it or pass --allow-long-context to run past them",
-		e.What, e.Tokens, e.MaxPositions)
+	fix := "shorten it"
+	if e.AllowFlag != "" {
+		fix += " or pass " + e.AllowFlag + " to run past them"
+	}
+	verb := "needs"
+	if e.What == "requests" {
+		verb = "need"
+	}
+	return fmt.Sprintf("%s %s %d tokens but the model has %d positions (max_position_embeddings); %s",
+		e.What, verb, e.Tokens, e.MaxPositions, fix)
 }
 
 // ContextRule is what FitContext checks a workload against.
@@ -57,8 +81,10 @@ type ContextRule struct {
 	// AllowLong lets the context run past MaxPositions (--allow-long-context).
 	AllowLong bool
 	// What names the requests in messages ("--isl 200000 + --osl 128";
-	// default "requests"); ContextFlag is the flag that sets the limit.
-	What, ContextFlag string
+	// default "requests"); ContextFlag is the option that sets the limit
+	// and AllowFlag the one that sets AllowLong, for the messages ("":
+	// none to offer).
+	What, ContextFlag, AllowFlag string
 }
 
 // FitContext resolves and checks the context of a run of w on a model
@@ -83,13 +109,13 @@ func (w *Workload) FitContext(r ContextRule) (Context, error) {
 	if what == "" {
 		what = "requests"
 	}
-	c := Context{Longest: w.Input.MaxValue() + w.Output.MaxValue()}
+	c := Context{Longest: w.Longest()}
 	over := func(n int) bool { return maxPositions > 0 && n > maxPositions }
 	switch {
 	case explicit && w.ContextLimit > 0:
 		c.Tokens, c.Source = w.ContextLimit, "set by the user"
 		if over(c.Tokens) && !allowLong {
-			return c, &ContextError{What: fmt.Sprintf("the context limit %d", c.Tokens), Tokens: c.Tokens, MaxPositions: maxPositions}
+			return c, &ContextError{What: fmt.Sprintf("the context limit %d", c.Tokens), Tokens: c.Tokens, MaxPositions: maxPositions, AllowFlag: r.AllowFlag}
 		}
 	case w.ContextLimit > 0:
 		c.Tokens, c.Source = w.ContextLimit, "the workload's limit"
@@ -103,12 +129,12 @@ func (w *Workload) FitContext(r ContextRule) (Context, error) {
 	default:
 		c.Tokens, c.Source = c.Longest, "input + output"
 		if over(c.Tokens) && !allowLong {
-			return c, &ContextError{What: what, Tokens: c.Tokens, MaxPositions: maxPositions}
+			return c, &ContextError{What: what, Tokens: c.Tokens, MaxPositions: maxPositions, AllowFlag: r.AllowFlag}
 		}
 	}
 	c.Clipped = c.Longest > c.Tokens
 	if c.Clipped && !explicit && over(c.Longest) {
-		return c, &ContextError{What: what, Tokens: c.Longest, MaxPositions: maxPositions, Clip: true, ContextFlag: r.ContextFlag}
+		return c, &ContextError{What: what, Tokens: c.Longest, MaxPositions: maxPositions, Clip: true, ContextFlag: r.ContextFlag, AllowFlag: r.AllowFlag}
 	}
 	c.Long = over(c.Tokens)
 	w.ContextLimit = c.Tokens

@@ -31,6 +31,7 @@ func TestFitContext(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := tc.w
+			tc.rule.AllowFlag = "--allow-long-context"
 			c, err := w.FitContext(tc.rule)
 			var ce *ContextError
 			if tc.err {
@@ -46,5 +47,39 @@ func TestFitContext(t *testing.T) {
 				t.Errorf("got %+v (limit %d); want %d tokens from %q, clipped %v, long %v", c, w.ContextLimit, tc.tokens, tc.source, tc.clipped, tc.long)
 			}
 		})
+	}
+}
+
+// TestContextErrorOffersOnlyGivenOptions: the message offers the caller's
+// options (a flag, a config field) and none it was not given, so a command
+// without an override is not told to pass one.
+func TestContextErrorOffersOnlyGivenOptions(t *testing.T) {
+	chat, _ := Preset("chat")
+	for _, tc := range []struct {
+		w    Workload
+		rule ContextRule
+		want []string
+		not  []string
+	}{
+		{FixedClosed(200000, 128, 1), ContextRule{MaxPositions: 131072}, []string{"requests need 200128 tokens", "shorten it"}, []string{"--", "pass"}},
+		{FixedClosed(200000, 128, 1), ContextRule{MaxPositions: 131072, AllowFlag: "--allow"}, []string{"pass --allow"}, nil},
+		{chat, ContextRule{MaxPositions: 512}, []string{"give a shorter workload"}, []string{"--", "pass", "explicitly"}},
+		{chat, ContextRule{MaxPositions: 512, ContextFlag: "--context", AllowFlag: "--allow"}, []string{"(--context N) to clip them knowingly or pass --allow"}, nil},
+	} {
+		w := tc.w
+		_, err := w.FitContext(tc.rule)
+		if err == nil {
+			t.Fatalf("%+v: no error", tc.rule)
+		}
+		for _, s := range tc.want {
+			if !strings.Contains(err.Error(), s) {
+				t.Errorf("%+v: %q lacks %q", tc.rule, err, s)
+			}
+		}
+		for _, s := range tc.not {
+			if strings.Contains(err.Error(), s) {
+				t.Errorf("%+v: %q offers %q", tc.rule, err, s)
+			}
+		}
 	}
 }

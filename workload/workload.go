@@ -22,6 +22,20 @@ import (
 	"strings"
 )
 
+// Upper bounds of a workload: far beyond any deployment, and small enough
+// that sums and products of lengths and counts stay well inside an int
+// (and the simulator's int32 request indices).
+const (
+	// MaxTokens bounds a request's length and the context limit: 64Mi
+	// tokens, six times the longest context a published model has
+	// (Llama 4 Scout's 10M).
+	MaxTokens = 1 << 26
+	// MaxConcurrency bounds the closed-loop clients (65,536).
+	MaxConcurrency = 1 << 16
+	// MaxRequests bounds the requests of a run (about a million).
+	MaxRequests = 1 << 20
+)
+
 // Dist names a length distribution.
 type Dist string
 
@@ -45,23 +59,28 @@ type Length struct {
 // FixedLength returns a fixed length of n tokens.
 func FixedLength(n int) Length { return Length{Dist: Fixed, Mean: float64(n)} }
 
-// Validate checks the distribution.
+// Validate checks the distribution: lengths are whole numbers of tokens
+// from 1 to MaxTokens (a continuous distribution's mean + 4 std, its
+// longest draw when unclipped, included).
 func (l Length) Validate(what string) error {
 	switch l.Dist {
 	case Fixed, "":
-		if l.Mean < 1 || l.Mean != math.Trunc(l.Mean) {
-			return &Error{Field: what, Msg: fmt.Sprintf("length must be a positive whole number of tokens, got %g", l.Mean)}
+		if !(l.Mean >= 1 && l.Mean <= MaxTokens) || l.Mean != math.Trunc(l.Mean) {
+			return &Error{Field: what, Msg: fmt.Sprintf("length must be a whole number of tokens from 1 to %d, got %g", MaxTokens, l.Mean)}
 		}
 	case Uniform:
-		if l.Min < 1 || l.Max < l.Min {
-			return &Error{Field: what, Msg: fmt.Sprintf("uniform range [%d, %d] must satisfy 1 ≤ min ≤ max", l.Min, l.Max)}
+		if l.Min < 1 || l.Max < l.Min || l.Max > MaxTokens {
+			return &Error{Field: what, Msg: fmt.Sprintf("uniform range [%d, %d] must satisfy 1 ≤ min ≤ max ≤ %d", l.Min, l.Max, MaxTokens)}
 		}
 	case Normal, LogNormal:
-		if !(l.Mean >= 1) || !(l.Std >= 0) || math.IsInf(l.Mean, 0) || math.IsInf(l.Std, 0) {
-			return &Error{Field: what, Msg: fmt.Sprintf("%s needs mean ≥ 1 and std ≥ 0, got mean %g std %g", l.Dist, l.Mean, l.Std)}
+		if !(l.Mean >= 1 && l.Mean <= MaxTokens) || !(l.Std >= 0 && l.Std <= MaxTokens) {
+			return &Error{Field: what, Msg: fmt.Sprintf("%s needs 1 ≤ mean ≤ %d and 0 ≤ std ≤ %d, got mean %g std %g", l.Dist, MaxTokens, MaxTokens, l.Mean, l.Std)}
 		}
-		if l.Min < 0 || (l.Max != 0 && l.Max < l.Min) {
-			return &Error{Field: what, Msg: fmt.Sprintf("clip range [%d, %d] is empty", l.Min, l.Max)}
+		if l.Min < 0 || (l.Max != 0 && l.Max < l.Min) || l.Min > MaxTokens || l.Max > MaxTokens {
+			return &Error{Field: what, Msg: fmt.Sprintf("clip range [%d, %d] is empty or past %d tokens", l.Min, l.Max, MaxTokens)}
+		}
+		if l.Max == 0 && l.Mean+4*l.Std > MaxTokens {
+			return &Error{Field: what, Msg: fmt.Sprintf("mean %g + 4 std %g reaches past %d tokens: give a clip maximum", l.Mean, l.Std, MaxTokens)}
 		}
 	default:
 		return &Error{Field: what, Msg: fmt.Sprintf("unknown distribution %q (want fixed, uniform, normal or lognormal)", l.Dist)}
@@ -120,14 +139,28 @@ func (l Length) MeanValue() float64 {
 func (l Length) MaxValue() int {
 	switch l.Dist {
 	case Fixed, "":
-		return int(l.Mean)
+		return toInt(l.Mean)
 	case Uniform:
 		return l.Max
 	}
 	if l.Max > 0 {
 		return l.Max
 	}
-	return int(math.Ceil(l.Mean + 4*l.Std))
+	return toInt(math.Ceil(l.Mean + 4*l.Std))
+}
+
+// toInt converts x to an int, saturating (NaN is 0).
+func toInt(x float64) int {
+	switch {
+	case !(x > math.MinInt64):
+		if math.IsNaN(x) {
+			return 0
+		}
+		return math.MinInt
+	case x >= math.MaxInt64:
+		return math.MaxInt
+	}
+	return int(x)
 }
 
 func (l Length) String() string {
@@ -211,15 +244,17 @@ func (w *Workload) Validate() error {
 		errs = append(errs, &Error{Field: "concurrency", Msg: fmt.Sprintf("set a concurrency ≥ 1 or a request rate (got concurrency %d)", w.Concurrency)})
 	case w.Rate > 0 && w.Concurrency > 0:
 		errs = append(errs, &Error{Field: "rate", Msg: "set either a concurrency or a request rate, not both"})
+	case w.Concurrency > MaxConcurrency:
+		errs = append(errs, &Error{Field: "concurrency", Msg: fmt.Sprintf("%d clients, more than the %d allowed", w.Concurrency, MaxConcurrency)})
 	}
-	if w.NumRequests < 0 {
-		errs = append(errs, &Error{Field: "num_requests", Msg: fmt.Sprintf("must be ≥ 0, got %d", w.NumRequests)})
+	if w.NumRequests < 0 || w.NumRequests > MaxRequests {
+		errs = append(errs, &Error{Field: "num_requests", Msg: fmt.Sprintf("must be from 0 to %d, got %d", MaxRequests, w.NumRequests)})
 	}
-	if w.ContextLimit < 0 {
-		errs = append(errs, &Error{Field: "context limit", Msg: fmt.Sprintf("must be ≥ 0, got %d", w.ContextLimit)})
+	if w.ContextLimit < 0 || w.ContextLimit > MaxTokens {
+		errs = append(errs, &Error{Field: "context limit", Msg: fmt.Sprintf("must be from 0 to %d tokens, got %d", MaxTokens, w.ContextLimit)})
 	}
 	if len(errs) == 0 && w.ContextLimit > 0 {
-		if need := w.Input.MaxValue() + w.Output.MaxValue(); need > w.ContextLimit && w.Input.Dist == Fixed && w.Output.Dist == Fixed {
+		if need := w.Longest(); need > w.ContextLimit && w.Input.Dist == Fixed && w.Output.Dist == Fixed {
 			errs = append(errs, &Error{Field: "context limit", Msg: fmt.Sprintf("input + output = %d tokens exceeds the context limit %d", need, w.ContextLimit)})
 		}
 	}
@@ -231,7 +266,18 @@ func (w *Workload) MaxContext() int {
 	if w.ContextLimit > 0 {
 		return w.ContextLimit
 	}
-	return w.Input.MaxValue() + w.Output.MaxValue()
+	return w.Longest()
+}
+
+// Longest returns the longest request w can draw, input max + output max;
+// the sum saturates at math.MaxInt, so a workload that Validate has not
+// checked cannot wrap it around to a short one.
+func (w *Workload) Longest() int {
+	a, b := max(w.Input.MaxValue(), 0), max(w.Output.MaxValue(), 0)
+	if a > math.MaxInt-b {
+		return math.MaxInt
+	}
+	return a + b
 }
 
 // Requests returns the default number of requests to simulate.

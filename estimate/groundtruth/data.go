@@ -355,6 +355,11 @@ var argonneEngines = map[string]estimate.Engine{
 	"vLLM": estimate.VLLM, "TensorRT-LLM": estimate.TRTLLM, "llama.cpp": estimate.LlamaCPP,
 }
 
+// argonneVersions are the engine versions of Argonne's 2024 runs.
+var argonneVersions = map[estimate.Engine]string{
+	estimate.VLLM: "0.5/0.6 (2024)", estimate.TRTLLM: "0.11/0.12", estimate.LlamaCPP: "git 2024-09",
+}
+
 // ReadArgonne reads Argonne's All_results.csv: static batches with input =
 // output length. llama.cpp rows are one sequence whose "batch size" is the
 // prompt chunk (n_batch).
@@ -419,14 +424,7 @@ func argonneRow(t *table, rec []string, skipped Skipped) (Row, bool) {
 			return Row{}, false
 		}
 	}
-	switch eng {
-	case estimate.VLLM:
-		row.EngineVersion = "0.5/0.6 (2024)"
-	case estimate.TRTLLM:
-		row.EngineVersion = "0.11/0.12"
-	default:
-		row.EngineVersion = "git 2024-09"
-	}
+	row.EngineVersion = argonneVersions[eng]
 	if row.TP < 1 || row.ISL < 1 || row.OSL < 1 || row.Batch < 1 {
 		skipped.add("invalid numbers (argonne)")
 		return Row{}, false

@@ -6,8 +6,12 @@
 // directory or "parent", resolved by package modelref), a GPU of the catalog,
 // an engine and a workload (isl, osl, and concurrency or request_rate), and
 // optionally the engine settings the estimate flags of the same names set.
-// A bad row gets an error value in the error column; the others still come
-// out. Only a malformed file (no header, missing columns) is an error.
+// A bad row (a value out of range, fewer or more fields than the header)
+// gets an error value in the error column naming it; the others still come
+// out. A malformed file is an error naming its line: no header, a missing,
+// unknown or repeated column (an unknown one names the closest known
+// column: a misspelled optional column would otherwise be ignored), or
+// text that is not CSV (an unterminated quote).
 package scenarios
 
 import (
@@ -17,11 +21,13 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/hardware"
+	"github.com/autocompress/autocompress/internal/suggest"
 	"github.com/autocompress/autocompress/modelref"
 	"github.com/autocompress/autocompress/workload"
 )
@@ -39,20 +45,23 @@ var Out = []string{"id", "fits", "weights_gib", "kv_gib", "overhead_gib", "total
 // MaxRows caps the rows of a scenario file.
 const MaxRows = 1 << 20
 
+// MaxGPUs bounds the tp and gpus columns (the estimate flags' bound).
+const MaxGPUs = 1 << 10
+
 // Run reads scenario rows from r and writes one result row per scenario to
 // w, priced with the devices of cat and the coefficients of cf (nil: the
 // embedded ones); the analytic figures, simulated only without
 // analyticOnly. It returns the rows written and how many carry an error.
 func Run(ctx context.Context, r io.Reader, w io.Writer, cat *hardware.Catalog, cf *estimate.CoeffFile, analyticOnly bool) (rows, bad int, err error) {
 	cr := csv.NewReader(r)
-	cr.FieldsPerRecord = -1
+	cr.FieldsPerRecord = 0 // every record has the header's fields
 	header, err := cr.Read()
 	if err != nil {
 		return 0, 0, fmt.Errorf("reading the header: %w", err)
 	}
-	col := map[string]int{}
-	for i, h := range header {
-		col[strings.ToLower(strings.TrimSpace(strings.TrimPrefix(h, "\ufeff")))] = i
+	col, err := columns(header)
+	if err != nil {
+		return 0, 0, err
 	}
 	var miss []string
 	for _, c := range []string{"id", "model", "gpu", "engine", "isl", "osl"} {
@@ -79,9 +88,21 @@ func Run(ctx context.Context, r io.Reader, w io.Writer, cat *hardware.Catalog, c
 			return rows, bad, fmt.Errorf("more than %d scenarios", MaxRows)
 		}
 		var out []string
-		if err != nil {
-			out = rowError(fmt.Sprintf("row %d", rows+1), "malformed CSV row: "+err.Error())
-		} else {
+		var pe *csv.ParseError
+		switch {
+		case errors.As(err, &pe) && errors.Is(err, csv.ErrFieldCount):
+			// The record is whole but its fields do not line up with the
+			// header: name its line rather than price shifted columns.
+			id := row{rec, col}.get("id")
+			if id == "" {
+				id = fmt.Sprintf("line %d", pe.StartLine)
+			}
+			out = rowError(id, fmt.Sprintf("line %d: %d fields, but the header has %d columns", pe.StartLine, len(rec), len(header)))
+		case err != nil:
+			// Not CSV (an unterminated quote, a stray quote): what follows
+			// cannot be read reliably.
+			return rows, bad, fmt.Errorf("not a valid CSV file: %w", err)
+		default:
 			out = price(row{rec, col}, cat, cf, analyticOnly)
 		}
 		if out[len(out)-1] != "" {
@@ -94,6 +115,33 @@ func Run(ctx context.Context, r io.Reader, w io.Writer, cat *hardware.Catalog, c
 	}
 	cw.Flush()
 	return rows, bad, cw.Error()
+}
+
+// columns maps the header's column names to their positions; an empty,
+// repeated or unknown name is an error (an unknown one names the closest
+// of In).
+func columns(header []string) (map[string]int, error) {
+	col := map[string]int{}
+	var errs []string
+	for i, h := range header {
+		if i == 0 {
+			h = strings.TrimPrefix(h, "\ufeff") // a byte-order mark
+		}
+		name := strings.ToLower(strings.TrimSpace(h))
+		switch _, dup := col[name]; {
+		case name == "":
+			errs = append(errs, fmt.Sprintf("column %d has no name", i+1))
+		case dup:
+			errs = append(errs, fmt.Sprintf("column %q appears twice", name))
+		case !slices.Contains(In, name):
+			errs = append(errs, suggest.Unknown("column", name, In))
+		}
+		col[name] = i
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("line 1 (the header): %s; the columns are %s", strings.Join(errs, "; "), strings.Join(In, ","))
+	}
+	return col, nil
 }
 
 func rowError(id, msg string) []string {
@@ -171,8 +219,8 @@ func price(r row, cat *hardware.Catalog, cf *estimate.CoeffFile, analyticOnly bo
 	if err := w.Validate(); err != nil {
 		return fail(err)
 	}
-	if tp < 1 {
-		return fail(fmt.Errorf("tp must be ≥ 1, got %d", tp))
+	if tp < 1 || tp > MaxGPUs {
+		return fail(fmt.Errorf("tp must be from 1 to %d, got %d", MaxGPUs, tp))
 	}
 	if _, err := w.FitContext(workload.ContextRule{MaxPositions: m.MaxPositions, What: fmt.Sprintf("isl %d + osl %d", isl, osl)}); err != nil {
 		return fail(err)
@@ -227,13 +275,14 @@ func settings(r row, tp int) (estimate.Options, error) {
 	for _, c := range []struct {
 		col string
 		dst *int
-	}{{"max_num_seqs", &o.MaxNumSeqs}, {"max_batched_tokens", &o.MaxBatchedTokens}, {"context", &o.MaxModelLen}} {
+		max int
+	}{{"max_num_seqs", &o.MaxNumSeqs, workload.MaxConcurrency}, {"max_batched_tokens", &o.MaxBatchedTokens, workload.MaxTokens}, {"context", &o.MaxModelLen, workload.MaxTokens}} {
 		v, err := r.num(c.col, 0)
 		if err != nil {
 			return o, err
 		}
-		if v < 0 || (v == 0 && r.get(c.col) != "") {
-			return o, fmt.Errorf("%s: must be a positive integer (empty = the engine's default), got %d", c.col, v)
+		if v < 0 || v > c.max || (v == 0 && r.get(c.col) != "") {
+			return o, fmt.Errorf("%s: must be an integer from 1 to %d (empty = the engine's default), got %d", c.col, c.max, v)
 		}
 		*c.dst = v
 	}
@@ -242,6 +291,9 @@ func settings(r row, tp int) (estimate.Options, error) {
 		return o, err
 	}
 	if r.get("gpus") != "" {
+		if gpus > MaxGPUs {
+			return o, fmt.Errorf("gpus: %d GPUs per node, more than %d", gpus, MaxGPUs)
+		}
 		if gpus < tp {
 			return o, fmt.Errorf("gpus: %d GPUs per node cannot hold tp %d", gpus, tp)
 		}

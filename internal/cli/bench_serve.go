@@ -57,11 +57,11 @@ thread per goroutine so nothing is oversubscribed.`,
 			model := fs.String("model", "", "model `directory` with config.json and *.safetensors, or \"parent\" for the embedded parent (required)")
 			wl := workloadFlags{DefaultISL: 128, DefaultOSL: 128, DefaultConcurrency: 4}
 			wl.Register(fs)
-			repeats := intArg(fs, "repeats", 5, 1, noMax, "measured runs after the warm-up")
-			maxWarmup := intArg(fs, "max-warmup", 6, 2, noMax, "most warm-up runs (at least 2 are run)")
-			prefill := intArg(fs, "max-batched-tokens", servebench.DefaultPrefillTokens, 1, noMax, "most prompt tokens per scheduler step (chunked prefill), as estimate's --max-batched-tokens for the native engine")
-			maxSeqs := intArg(fs, "max-num-seqs", 0, 0, noMax, "most sequences in the scheduler at once, as estimate's --max-num-seqs; the other clients wait (0: one per client)")
-			threads := intArg(fs, "threads", 0, 0, noMax, "compute threads (GOMAXPROCS) for the run; 0 keeps the current setting")
+			repeats := intArg(fs, "repeats", 5, 1, maxRepeats, "measured runs after the warm-up")
+			maxWarmup := intArg(fs, "max-warmup", 6, 2, maxRepeats, "most warm-up runs (at least 2 are run)")
+			prefill := intArg(fs, "max-batched-tokens", servebench.DefaultPrefillTokens, 1, maxTokens, "most prompt tokens per scheduler step (chunked prefill), as estimate's --max-batched-tokens for the native engine")
+			maxSeqs := intArg(fs, "max-num-seqs", 0, 0, maxClients, "most sequences in the scheduler at once, as estimate's --max-num-seqs; the other clients wait (0: one per client)")
+			threads := intArg(fs, "threads", 0, 0, maxThreads, "compute threads (GOMAXPROCS) for the run; 0 keeps the current setting")
 			asJSON := fs.Bool("json", false, "write the report as JSON")
 			allowLong := fs.Bool("allow-long-context", false, "allow requests past the model's max_position_embeddings")
 			return func(ctx context.Context, env *Env, args []string) error {
@@ -88,7 +88,7 @@ thread per goroutine so nothing is oversubscribed.`,
 					what = fmt.Sprintf("--isl %d + --osl %d", wp.Input.MaxValue(), wp.Output.MaxValue())
 				}
 				w, wc, err := servebench.Workload(*wp, 0, workload.ContextRule{MaxPositions: m.Arch().MaxPositions, Explicit: wl.Set("context"),
-					AllowLong: *allowLong, What: what, ContextFlag: "--context"})
+					AllowLong: *allowLong, What: what, ContextFlag: "--context", AllowFlag: allowLongFlag})
 				if err != nil {
 					return Usagef("%v", err)
 				}

@@ -55,7 +55,7 @@ type gtFlags struct {
 func (g *gtFlags) register(fs *flag.FlagSet, iter int) {
 	fs.StringVar(&g.data, "groundtruth", "", "ground-truth `folder` (default ../shared/data/groundtruth)")
 	fs.StringVar(&g.user, "user", "", "your own measurements (CSV, see help)")
-	intVar(fs, &g.iter, "iter", iter, 1, noMax, "Nelder-Mead iterations per fit")
+	intVar(fs, &g.iter, "iter", iter, 1, maxCount, "Nelder-Mead iterations per fit")
 	fs.BoolVar(&g.jsonOut, "json", false, "print JSON")
 	fs.BoolVar(&g.userOnly, "user-only", false, "use only --user, not the public ground truth")
 }

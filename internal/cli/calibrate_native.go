@@ -65,8 +65,8 @@ Reproduce the embedded coefficients from the committed rows with:
 			rowsOut := fs.String("rows-out", "", "write the measured rows here (CSV)")
 			out := fs.String("out", "", "coefficient file to write (default: the local override path)")
 			force := fs.Bool("force", false, "overwrite --out and --rows-out if they exist")
-			repeats := intArg(fs, "repeats", 3, 1, noMax, "measured bench-serve runs per point")
-			maxWarmup := intArg(fs, "max-warmup", 3, 2, noMax, "most warm-up runs per point (at least 2)")
+			repeats := intArg(fs, "repeats", 3, 1, maxRepeats, "measured bench-serve runs per point")
+			maxWarmup := intArg(fs, "max-warmup", 3, 2, maxRepeats, "most warm-up runs per point (at least 2)")
 			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) > 0 {
 					return Usagef("unexpected arguments %q", args)

@@ -45,8 +45,9 @@ func dataRows(ctx context.Context, data []string, o dataset.Options) (*dataset.P
 		if errors.As(err, new(*parent.UnknownSplitError)) {
 			return nil, Usagef("--data: %v", err)
 		}
-		if errors.As(err, new(*workload.ContextError)) {
-			return nil, Usagef("%v", err)
+		if ce := (*workload.ContextError)(nil); errors.As(err, &ce) {
+			ce.AllowFlag = allowLongFlag
+			return nil, Usagef("%v", ce)
 		}
 		return nil, err
 	}

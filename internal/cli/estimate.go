@@ -82,17 +82,17 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 	f := &estFlags{}
 	fs.StringVar(&f.model, "model", estDefaultModel, "model: preset name (see inspect --model list), config.json, checkpoint directory or \"parent\"")
 	fs.StringVar(&f.gpu, "gpu", estDefaultGPU, "GPU name, optionally with the node's GPU count: rtx-4090x2 (see the error of an unknown name for the list)")
-	intVar(fs, &f.gpus, "gpus", 0, 1, noMax, "GPUs in the node (bounds --tp; default: --tp); the same as a GPU name ending in xN")
+	intVar(fs, &f.gpus, "gpus", 0, 1, maxGPUs, "GPUs in the node (bounds --tp; default: --tp); the same as a GPU name ending in xN")
 	fs.StringVar(&f.gpuFile, "gpu-file", "", "YAML or JSON file adding devices to the catalog")
-	fs.StringVar(&f.engine, "engine", estDefaultEngine, "serving engine: vllm, sglang, trtllm, llamacpp, native")
+	fs.StringVar(&f.engine, "engine", estDefaultEngine, "serving engine: "+strings.Join(estimate.Engines(), ", "))
 	fs.StringVar(&f.precision, "precision", "", "weight precision: bf16, fp16, fp8, fp8-block, nvfp4, mxfp4, int4-awq, int4-gptq, q4_0, q4_k_m, q5_k_m, q6_k, q8_0, f16 (default: what a checkpoint's quantization_config says, else bf16; f16 for llamacpp)")
 	fs.StringVar(&f.kvDType, "kv-dtype", "auto", "KV cache type: auto, bf16, fp16, fp8 (llamacpp: f16, q8_0, q4_0)")
-	intVar(fs, &f.tp, "tp", 1, 1, noMax, "tensor-parallel degree")
+	intVar(fs, &f.tp, "tp", 1, 1, maxGPUs, "tensor-parallel degree")
 	f.wl = workloadFlags{DefaultPreset: estDefaultWorkload}
 	f.wl.Register(fs)
 	fs.BoolVar(&f.allowLong, "allow-long-context", false, "allow a context past the model's max_position_embeddings (as VLLM_ALLOW_LONG_MAX_MODEL_LEN does)")
-	intVar(fs, &f.maxSeqs, "max-num-seqs", 0, 1, noMax, "engine sequence limit; llamacpp: parallel slots -np (default: the engine's; llamacpp: the concurrency)")
-	intVar(fs, &f.maxBatched, "max-batched-tokens", 0, 1, noMax, "per-step token budget; llamacpp: n_batch (default: the engine's; llamacpp 2048, computed in n_ubatch 512 passes)")
+	intVar(fs, &f.maxSeqs, "max-num-seqs", 0, 1, maxClients, "engine sequence limit; llamacpp: parallel slots -np (default: the engine's; llamacpp: the concurrency)")
+	intVar(fs, &f.maxBatched, "max-batched-tokens", 0, 1, maxTokens, "per-step token budget; llamacpp: n_batch (default: the engine's; llamacpp 2048, computed in n_ubatch 512 passes)")
 	floatVar(fs, &f.memFraction, "mem-fraction", 0, fraction, "gpu_memory_utilization / mem_fraction_static / free_gpu_memory_fraction (default: the engine's)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print JSON")
 	fs.BoolVar(&f.analytic, "analytic", false, "use the analytic steady state only (no simulation)")
@@ -145,7 +145,7 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 		if f.wl.Set("isl") || f.wl.Set("osl") {
 			what = fmt.Sprintf("--isl %d + --osl %d", f.wl.isl, f.wl.osl)
 		}
-		wctx, err := w.FitContext(workload.ContextRule{MaxPositions: m.MaxPositions, Explicit: f.wl.Set("context"), AllowLong: f.allowLong, What: what, ContextFlag: "--context"})
+		wctx, err := w.FitContext(workload.ContextRule{MaxPositions: m.MaxPositions, Explicit: f.wl.Set("context"), AllowLong: f.allowLong, What: what, ContextFlag: "--context", AllowFlag: allowLongFlag})
 		if err != nil {
 			return Usagef("%v", err)
 		}
@@ -217,18 +217,25 @@ func band(x float64) string {
 
 func printMemory(w io.Writer, r *estimate.Result, hw *hardware.GPU, wc *workload.Context) {
 	mem := &r.Memory
+	spec, err := estimate.LookupSpec(r.Engine)
+	if err != nil {
+		fmt.Fprintf(w, "autocompress estimate: %v\n", err)
+		return
+	}
 	fmt.Fprintf(w, "autocompress estimate: %s on %s (%s) with %s, %s weights, KV %s, TP %d\n",
 		r.Model, hw.Name, hw.Description, r.Engine, mem.Precision, mem.KVDType, mem.TP)
 	fmt.Fprintf(w, "parameters: %s total, %s active per token\n", search.FormatCount(r.Params.Total), search.FormatCount(r.Params.Active))
 	fmt.Fprintf(w, "workload: %s\n\n", r.Workload)
-	fmt.Fprintf(w, "Memory per GPU                          GiB\n")
+	fmt.Fprintf(w, "%-40sGiB\n", spec.Words.Memory)
 	fmt.Fprintf(w, "  weights                          %8.2f\n", gib(mem.WeightsBytes))
 	fmt.Fprintf(w, "  activations (peak)               %8.2f\n", gib(mem.ActivationBytes))
-	fmt.Fprintf(w, "  engine + CUDA overhead           %8.2f\n", gib(mem.OverheadBytes))
+	fmt.Fprintf(w, "  %-33s%8.2f\n", spec.Words.Overhead, gib(mem.OverheadBytes))
 	fmt.Fprintf(w, "  KV cache + state pool            %8.2f\n", gib(mem.KVPoolBytes))
 	fmt.Fprintf(w, "  total held                       %8.2f of %.2f usable (engine budget %.2f)\n", gib(mem.TotalBytes()), gib(mem.DeviceBytes), gib(mem.BudgetBytes))
 	switch {
-	case !r.Engine.Pool():
+	case spec.Words.Held != "":
+		fmt.Fprintf(w, "  (total held: the four terms above, %s)\n", spec.Words.Held)
+	case !spec.Pool:
 		fmt.Fprintf(w, "  (total held: the four terms above on each GPU; %s allocates exactly that, so the budget is the same figure)\n", r.Engine)
 	case mem.DeviceBytes > 0:
 		fmt.Fprintf(w, "  (total held: the four terms above on each GPU; engine budget: the %.2f memory fraction of the usable memory that %s\n"+
@@ -238,10 +245,18 @@ func printMemory(w io.Writer, r *estimate.Result, hw *hardware.GPU, wc *workload
 	if mem.StateBytesPerSeq > 0 {
 		fmt.Fprintf(w, ", recurrent state %.1f MiB/sequence", mem.StateBytesPerSeq/(1<<20))
 	}
-	if r.Engine.Pool() {
+	switch spec.Sched {
+	case estimate.PoolScheduler:
 		fmt.Fprintf(w, "; capacity %s tokens\n", scenarios.FormatTokens(mem.KVCapacityTokens))
-		fmt.Fprintf(w, "max concurrency at %d-token context: %d (engine limit %d)\n", mem.MaxModelLen, mem.MaxConcurrency, mem.MaxSeqs)
-	} else {
+		fmt.Fprintf(w, "max concurrency at %d-token context: %d (%s %d)\n", mem.MaxModelLen, mem.MaxConcurrency, spec.Words.Limit, mem.MaxSeqs)
+	case estimate.ServeScheduler:
+		// engine.Serve holds exactly each sequence's prompt and output.
+		n := max(mem.InFlight, 1)
+		fmt.Fprintf(w, "; capacity %s tokens = %d %s × %d tokens (prompt + output)\n",
+			scenarios.FormatTokens(mem.KVCapacityTokens), n, spec.Words.Limit, int(mem.KVCapacityTokens)/n)
+		fmt.Fprintf(w, "max concurrency: memory would hold %d such sequences; %d run at once (the clients, at most --max-num-seqs %d)\n",
+			max(mem.MaxConcurrency, 0), mem.InFlight, mem.MaxSeqs)
+	case estimate.SlotScheduler:
 		// llama-server allocates -np slots of the context, each padded to 256 cells.
 		fmt.Fprintf(w, "; capacity %s tokens = %d slots (-np) × %d cells (the %d-token context padded to 256)\n",
 			scenarios.FormatTokens(mem.KVCapacityTokens), mem.MaxSeqs, int(mem.KVCapacityTokens)/max(mem.MaxSeqs, 1), mem.MaxModelLen)
@@ -285,14 +300,16 @@ func printEstimate(w io.Writer, r *estimate.Result, hw *hardware.GPU, analyticOn
 	if a.Saturated {
 		fmt.Fprintf(w, "warning: the request rate exceeds the service capacity; queues grow without bound\n")
 	}
-	if r.Engine == estimate.Native {
-		fmt.Fprintf(w, "Scheduling (native engine, engine.Serve): %d sequences per step, decodes plus prompt chunks of at most %d tokens; memory: float32 weights and KV, step buffers, the garbage of a run and the process (as bench-serve's VmHWM)\n",
-			r.Memory.MaxSeqs, r.Memory.BudgetTokens)
-	} else if !r.Engine.Pool() {
-		printSlots(w, r, analyticOnly)
+	spec, _ := estimate.LookupSpec(r.Engine)
+	switch spec.Sched {
+	case estimate.ServeScheduler:
+		fmt.Fprintf(w, "Scheduling (%s): %d sequences per step, decodes plus prompt chunks of at most %d tokens; memory: float32 weights and KV, step buffers, the garbage of a run and the process (as bench-serve's VmHWM)\n",
+			spec.Words.Server, r.Memory.MaxSeqs, r.Memory.BudgetTokens)
+	case estimate.SlotScheduler:
+		printSlots(w, r, spec, analyticOnly)
 	}
 	c := r.Coeffs
-	printBand(w, r.Band(hw, thisHost()), r.Engine == estimate.Native)
+	printBand(w, r.Band(hw, thisHost()), spec.Local)
 	if c.EngineVersion != "" {
 		fmt.Fprintf(w, "Coefficients: %s, fitted on %d rows (engine versions %s)\n", r.Family, c.Rows, c.EngineVersion)
 	}
@@ -352,13 +369,10 @@ func printBand(w io.Writer, b estimate.Band, native bool) {
 // printSlots shows llama-server's scheduling: the parallel slots (-np), the
 // per-step batch and the two waits in TTFT (for a free slot; for room in
 // n_batch behind other prompts).
-func printSlots(w io.Writer, r *estimate.Result, analyticOnly bool) {
+func printSlots(w io.Writer, r *estimate.Result, spec *estimate.EngineSpec, analyticOnly bool) {
 	mem, a, l := &r.Memory, r.Analytic, r.Latency
 	slots := min(mem.MaxSeqs, max(mem.MaxConcurrency, 1))
-	name := "llama-server"
-	if r.Engine != estimate.LlamaCPP {
-		name = string(r.Engine) + " engine, modelled like llama-server"
-	}
+	name := spec.Words.Server
 	plural := "s"
 	if slots == 1 {
 		plural = ""

@@ -93,7 +93,7 @@ func TestEstimateErrors(t *testing.T) {
 		{[]string{"estimate", "--engine", "tgi"}, 2, "sglang"},
 		{[]string{"estimate", "--precision", "int3"}, 2, "q4_k_m"},
 		{[]string{"estimate", "--model", "no/such-model"}, 2, "Meta-Llama-3.1-8B"},
-		{[]string{"estimate", "--isl", "0", "--osl", "10"}, 2, "-isl: out of range; want an integer ≥ 1"},
+		{[]string{"estimate", "--isl", "0", "--osl", "10"}, 2, "-isl: out of range; want an integer in [1, 67108864]"},
 		{[]string{"estimate", "--isl", "10", "--osl", "10", "--rate", "fast"}, 2, "--rate"},
 		{[]string{"estimate", "--isl", "100"}, 2, "--osl"},
 		{[]string{"estimate", "--isl", "10", "--osl", "10", "--rate", "-3"}, 2, "rate"},
@@ -420,15 +420,20 @@ func TestEstimateGPUCount(t *testing.T) {
 	}
 }
 
-// TestContextRule: estimate, generate, eval and bench-serve refuse a
-// context past the model's max_position_embeddings with exit 2, the same
+// TestContextRule: estimate, search, generate, eval and bench-serve refuse
+// a context past the model's max_position_embeddings with exit 2, the same
 // message and the same override.
 func TestContextRule(t *testing.T) {
 	text := filepath.Join(t.TempDir(), "t.txt")
 	if err := os.WriteFile(text, []byte("once upon a time there was a tiny model. "), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	searchOut := filepath.Join(t.TempDir(), "o")
 	for _, args := range [][]string{
+		{"search", "--model", "meta-llama/Meta-Llama-3.1-8B", "--gpu", "h100-sxm", "--engine", "vllm", "--isl", "200000", "--osl", "64",
+			"--concurrency", "4", "--max-memory", "60GiB", "--out", searchOut},
+		{"search", "--model", "meta-llama/Meta-Llama-3.1-8B", "--gpu", "b200", "--engine", "vllm", "--workload", "long-context-coding",
+			"--context", "200000", "--max-memory", "178GB", "--out", searchOut},
 		{"estimate", "--isl", "200000", "--osl", "128", "--analytic"}, // Llama 3.1: 131,072 positions
 		{"estimate", "--context", "200000", "--analytic"},
 		{"generate", "--model", "parent", "--ids", "1,2", "--max-tokens", "1000"}, // parent: 512 positions
@@ -440,6 +445,9 @@ func TestContextRule(t *testing.T) {
 		if code != 2 || !strings.Contains(errs, "max_position_embeddings") || !strings.Contains(errs, "--allow-long-context") {
 			t.Errorf("%v: exit %d, %q; want 2 and a message naming the limit and --allow-long-context", args, code, errs)
 		}
+	}
+	if _, err := os.Stat(searchOut); !os.IsNotExist(err) {
+		t.Errorf("a refused search wrote %s (%v)", searchOut, err)
 	}
 	code, out, errs := estRunCLI(t, "estimate", "--isl", "200000", "--osl", "128", "--analytic", "--allow-long-context")
 	if code != 0 || !strings.Contains(out, "context 200128 tokens: input + output") || !strings.Contains(out, "past the model's max_position_embeddings") {
@@ -712,4 +720,49 @@ func TestEstimateExplainsItself(t *testing.T) {
 			t.Errorf("analytic and simulated figures are not kept apart: %s", out)
 		}
 	}
+}
+
+// TestNativeEstimateSpeaksNative (issue 17, class 11): the native engine's
+// estimate, its infeasibility message and the search's hints for it speak
+// of what the native engine has (float32 weights, sequences in flight, a
+// process's memory) and name nothing it lacks: llama-server's -np slots
+// and padded cells, CUDA, GPUs, GGUF types, fp8/nvfp4, KV types, TP.
+func TestNativeEstimateSpeaksNative(t *testing.T) {
+	lacks := []string{"-np", "slot", "cells", "padded", "CUDA", "GPU", "GGUF", "q4_k_m", "q8_0", "fp8", "nvfp4", "--kv-dtype", "--precision", "lower precision", "--tp", "tensor parallel"}
+	check := func(what, text string) {
+		t.Helper()
+		for _, bad := range lacks {
+			if strings.Contains(text, bad) {
+				t.Errorf("%s names %q, which the native engine does not have:\n%s", what, bad, text)
+			}
+		}
+	}
+	args := []string{"estimate", "--gpu", "cpu-local", "--engine", "native", "--isl", "128", "--osl", "32", "--concurrency", "4"}
+	code, out, errs := estRunCLI(t, append(args, "--model", "Qwen/Qwen3-0.6B")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	check("the native estimate", out+errs)
+	for _, want := range []string{"Memory of the process", "process + run garbage", "peak resident memory",
+		"capacity 640 tokens = 4 sequences in flight × 160 tokens (prompt + output)", "4 run at once", "Scheduling (native engine, engine.Serve)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the native estimate lacks %q:\n%s", want, out)
+		}
+	}
+	// A model that does not fit: the memory plan and the error.
+	code, out, errs = estRunCLI(t, append(args, "--model", "meta-llama/Llama-3.1-70B")...)
+	if code != 1 || !strings.Contains(errs, "does not fit on cpu-local with native") {
+		t.Fatalf("70B on cpu-local: exit %d: %s", code, errs)
+	}
+	check("the native infeasibility", out+errs)
+	if strings.Contains(out, "hold -") {
+		t.Errorf("a negative count of sequences:\n%s", out)
+	}
+	// The search's hints when memory binds.
+	code, out, errs = estRunCLI(t, "search", "--model", "Qwen/Qwen3-0.6B", "--gpu", "cpu-local", "--engine", "native", "--isl", "128", "--osl", "32",
+		"--concurrency", "4", "--max-memory", "10MiB", "--out", filepath.Join(t.TempDir(), "o"))
+	if code == 0 || !strings.Contains(out+errs, "to make it feasible") {
+		t.Fatalf("search with a 10 MiB budget: exit %d: %s %s", code, out, errs)
+	}
+	check("the native search's hints", errs)
 }

@@ -73,18 +73,18 @@ still show differences (eval.BuildSuite). Score it with --task suite=FILE.
 			fs.Var(&models, "model", "model `directory` (HF checkpoint), or \"parent\"; repeat for a side-by-side table")
 			dataFiles := dataFlag(fs, "text or token-id (or parent:SPLIT)")
 			fs.Var(&tasks, "task", "`NAME=PATH` task to run: "+strings.Join(eval.TaskList(), ", ")+" (repeatable)")
-			limit := intArg(fs, "limit", 0, 0, noMax, "first `N` items of each task (per MMLU subject or quiz); 0 = all")
+			limit := intArg(fs, "limit", 0, 0, maxCount, "first `N` items of each task (per MMLU subject or quiz); 0 = all")
 			assets := fs.String("assets", ".", "module root holding testdata/ext (for --data parent:train)")
 			tokPath := fs.String("tokenizer", "", "tokenizer.json (default: the model's)")
 			ids := fs.Bool("ids", false, "the data file holds token ids")
 			build := fs.String("build", "", "write an in-domain suite built from --data to this `file`")
 			seed := fs.Uint64("seed", 1, "seed of --build")
-			items := intArg(fs, "items", 200, 1, noMax, "cloze and choice items each for --build")
+			items := intArg(fs, "items", 200, 1, maxCount, "cloze and choice items each for --build")
 			force := fs.Bool("force", false, "replace an existing --build file")
 			var o eval.Options
-			intVar(fs, &o.SeqLen, "seq-len", 128, 1, noMax, "window length in tokens")
-			intVar(fs, &o.Stride, "stride", 0, 0, noMax, "sliding-window stride (0: packed windows)")
-			intVar(fs, &o.Batch, "batch", 8, 1, noMax, "windows per forward pass")
+			intVar(fs, &o.SeqLen, "seq-len", 128, 1, maxTokens, "window length in tokens")
+			intVar(fs, &o.Stride, "stride", 0, 0, maxTokens, "sliding-window stride (0: packed windows)")
+			intVar(fs, &o.Batch, "batch", 8, 1, maxBatch, "windows per forward pass")
 			jsonOut := fs.Bool("json", false, "print the result as JSON")
 			allowLong := fs.Bool("allow-long-context", false, "allow --seq-len past the model's max_position_embeddings")
 			return func(ctx context.Context, env *Env, args []string) error {
@@ -129,7 +129,7 @@ still show differences (eval.BuildSuite). Score it with --task suite=FILE.
 						return err
 					}
 					w := workload.FixedClosed(o.SeqLen, 0, 1)
-					if _, err := w.FitContext(workload.ContextRule{MaxPositions: m.Arch().MaxPositions, AllowLong: *allowLong, What: fmt.Sprintf("--seq-len %d", o.SeqLen)}); err != nil {
+					if _, err := w.FitContext(workload.ContextRule{MaxPositions: m.Arch().MaxPositions, AllowLong: *allowLong, AllowFlag: allowLongFlag, What: fmt.Sprintf("--seq-len %d", o.SeqLen)}); err != nil {
 						return Usagef("%v", err)
 					}
 					em := eval.Model{Name: name, Model: m}

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/autocompress/autocompress/workload"
 )
 
 // Numeric flags are declared with a range: a value outside it is refused
@@ -14,8 +16,25 @@ import (
 // its range (0 meaning "the engine's", for instance): only a value the user
 // gives is checked. TestNumericFlagsRanged walks every command and keeps it so.
 
-// noMax is the open upper end of an int range.
-const noMax = math.MaxInt
+// Upper ends of the int flags, by what a flag counts: each far beyond any
+// real use, and together small enough that the sums and products the
+// commands form (prompt + output, steps × batch × sequence length) stay
+// well inside an int.
+const (
+	maxTokens      = workload.MaxTokens      // a length in tokens (64Mi): --isl, --osl, --context, --seq-len, --max-tokens, --max-batched-tokens
+	maxClients     = workload.MaxConcurrency // concurrent requests or sequences (65,536): --concurrency, --max-num-seqs
+	maxRequests    = workload.MaxRequests    // requests of a run (~1M): --num-requests
+	maxCount       = 1 << 20                 // rows, sequences, items, candidates, iterations (~1M)
+	maxBatch       = 1 << 12                 // sequences per forward pass or optimiser step (4,096)
+	maxSteps       = 1 << 24                 // optimiser steps and step intervals (~16.8M)
+	maxTrainTokens = 1 << 50                 // training tokens (~10^15)
+	maxGPUs        = 1 << 10                 // GPUs of a node or a TP group (1,024)
+	maxThreads     = 1 << 12                 // compute threads (4,096)
+	maxRepeats     = 1 << 10                 // measured or warm-up runs (1,024)
+	maxWidth       = 1 << 22                 // a model width (architecture's limit): hidden channels, heads, MLP neurons
+	maxLayers      = 1 << 12                 // layers of a model (architecture's limit)
+	maxVocab       = 1 << 24                 // a vocabulary (architecture's limit): BPE merges, top-k logits
+)
 
 // intFlag is an int flag limited to [min, max].
 type intFlag struct {
@@ -43,16 +62,14 @@ func (f *intFlag) Set(s string) error {
 }
 
 func (f *intFlag) want() string {
-	switch {
-	case f.max == noMax:
-		return fmt.Sprintf("an integer ≥ %d", f.min)
-	case f.min == math.MinInt:
+	if f.min == math.MinInt {
 		return fmt.Sprintf("an integer ≤ %d", f.max)
 	}
 	return fmt.Sprintf("an integer in [%d, %d]", f.min, f.max)
 }
 
-// intVar declares an int flag limited to [min, max] (noMax: unbounded).
+// intVar declares an int flag limited to [min, max] (max one of the bounds
+// above).
 func intVar(fs *flag.FlagSet, p *int, name string, value, min, max int, usage string) {
 	*p = value
 	f := &intFlag{p: p, min: min, max: max}

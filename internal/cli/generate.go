@@ -46,7 +46,7 @@ A summary (tokens, time, tokens/s, the sgemm backend) goes to standard error;
 			model := fs.String("model", "", "model `directory` with config.json and *.safetensors, or \"parent\" for the embedded parent (required)")
 			prompt := fs.String("prompt", "", "prompt `text` (needs tokenizer.json in the model directory)")
 			ids := fs.String("ids", "", "prompt as token `ids`, e.g. 1,2,3")
-			maxTokens := intArg(fs, "max-tokens", 64, 1, noMax, "most tokens to generate")
+			maxTokens := intArg(fs, "max-tokens", 64, 1, maxTokens, "most tokens to generate")
 			temperature := floatArg(fs, "temperature", 0.8, nonNegative, "sampling temperature (0 = greedy)")
 			topP := floatArg(fs, "top-p", 0.95, fraction, "nucleus sampling threshold in (0, 1]; 1 disables it")
 			seed := fs.Uint64("seed", 1, "seed of the sampler")
@@ -123,7 +123,7 @@ A summary (tokens, time, tokens/s, the sgemm backend) goes to standard error;
 					}
 				}
 				w := workload.FixedClosed(len(promptIDs), *maxTokens, 1)
-				if _, err := w.FitContext(workload.ContextRule{MaxPositions: arch.MaxPositions, AllowLong: *allowLong,
+				if _, err := w.FitContext(workload.ContextRule{MaxPositions: arch.MaxPositions, AllowLong: *allowLong, AllowFlag: allowLongFlag,
 					What: fmt.Sprintf("the %d-token prompt + --max-tokens %d", len(promptIDs), *maxTokens)}); err != nil {
 					return Usagef("%v", err)
 				}

@@ -19,6 +19,7 @@ import (
 	"github.com/autocompress/autocompress/internal/output"
 	"github.com/autocompress/autocompress/modelref"
 	"github.com/autocompress/autocompress/search"
+	"github.com/autocompress/autocompress/workload"
 )
 
 func init() {
@@ -86,8 +87,8 @@ type searchBudgetFlags struct {
 func searchWorkloadFlags(fs *flag.FlagSet, f *estFlags) {
 	f.wl = workloadFlags{DefaultPreset: estDefaultWorkload}
 	f.wl.Register(fs)
-	intVar(fs, &f.maxSeqs, "max-num-seqs", 0, 1, noMax, "fix the engine sequence limit / llamacpp slots (default: searched for llamacpp, the engine's for the others)")
-	intVar(fs, &f.maxBatched, "max-batched-tokens", 0, 1, noMax, "per-step token budget (default: the engine's)")
+	intVar(fs, &f.maxSeqs, "max-num-seqs", 0, 1, maxClients, "fix the engine sequence limit / llamacpp slots (default: searched for llamacpp, the engine's for the others)")
+	intVar(fs, &f.maxBatched, "max-batched-tokens", 0, 1, maxTokens, "per-step token budget (default: the engine's)")
 	floatVar(fs, &f.memFraction, "mem-fraction", 0, fraction, "fix the memory fraction (default: searched under --max-memory, else the engine's)")
 }
 
@@ -98,10 +99,10 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 	fs.StringVar(&f.model, "model", "", "parent: a checkpoint directory, a config.json, a preset name or \"parent\"")
 	fs.StringVar(&f.gpu, "gpu", "", "GPU name (or cpu-local for this CPU)")
 	fs.StringVar(&f.gpuFile, "gpu-file", "", "YAML or JSON file adding devices to the catalog")
-	fs.StringVar(&f.engine, "engine", "", "serving engine priced: vllm, sglang, trtllm, llamacpp, native")
+	fs.StringVar(&f.engine, "engine", "", "serving engine priced: "+strings.Join(estimate.Engines(), ", "))
 	fs.StringVar(&f.precision, "precision", "", "weight precision, or a comma-separated list to search (default: the engine's)")
 	fs.StringVar(&f.kvDType, "kv-dtype", "", "KV cache type, or a comma-separated list to search (default: auto)")
-	intVar(fs, &f.tp, "tp", 1, 1, noMax, "tensor-parallel degree")
+	intVar(fs, &f.tp, "tp", 1, 1, maxGPUs, "tensor-parallel degree")
 	searchWorkloadFlags(fs, f)
 	fs.StringVar(&b.memory, "max-memory", "", "memory budget per GPU, e.g. 13.96GiB")
 	fs.StringVar(&b.e2e, "max-e2e", "", "end-to-end latency budget, e.g. 11.5s")
@@ -114,16 +115,16 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 	fs.StringVar(&b.active, "max-active-params", "", "active-parameter budget (MoE), e.g. 3B")
 	importancePath := fs.String("importance", "", "importance scores (.safetensors) of the parent; default: a structural prior")
 	strategy := fs.String("strategy", search.AutoCompress, "search strategy: autocompress or minitron")
-	serveOn := fs.String("serve-on", "", "engine the child must load in: vllm, sglang, trtllm, llamacpp, hf, native (default: --engine)")
+	serveOn := fs.String("serve-on", "", "engine the child must load in: "+strings.Join(export.Engines(), ", ")+" (default: --engine)")
 	keep := fs.String("keep-layers", "", "comma-separated parent layers never removed (autocompress)")
-	topK := intArg(fs, "top-k", 10, 1, noMax, "candidates kept (and measured, for minitron)")
+	topK := intArg(fs, "top-k", 10, 1, maxCount, "candidates kept (and measured, for minitron)")
 	fs.Var(&data, "data", "calibration `files` for the measured proxy (text, token ids, or parent:SPLIT)")
 	ids := fs.Bool("ids", false, "the --data files hold token ids")
 	tokPath := fs.String("tokenizer", "", "tokenizer.json for --data (default: the model's)")
-	rows := intArg(fs, "rows", 16, 1, noMax, "held-out rows for the measured proxy")
-	seqLen := intArg(fs, "seq-len", 128, 1, noMax, "tokens per measured row")
-	allowLong := fs.Bool("allow-long-context", false, "allow --seq-len past the model's max_position_embeddings")
-	topKTrain := intArg(fs, "topk-train-tokens", search.DefaultTopKTrainTokens, 0, noMax, "minitron with --data: distillation tokens each top-k candidate is trained on before the best held-out loss is chosen, on --data rows after the held-out --rows (0: rank by the loss untrained)")
+	rows := intArg(fs, "rows", 16, 1, maxCount, "held-out rows for the measured proxy")
+	seqLen := intArg(fs, "seq-len", 128, 1, maxTokens, "tokens per measured row")
+	allowLong := fs.Bool("allow-long-context", false, "allow the workload's context (and --seq-len) past the model's max_position_embeddings")
+	topKTrain := intArg(fs, "topk-train-tokens", search.DefaultTopKTrainTokens, 0, maxTrainTokens, "minitron with --data: distillation tokens each top-k candidate is trained on before the best held-out loss is chosen, on --data rows after the held-out --rows (0: rank by the loss untrained)")
 	out := fs.String("out", "", "output `directory`")
 	force := fs.Bool("force", false, "replace an existing --out")
 	jsonOut := fs.Bool("json", false, "print the summary as JSON")
@@ -214,7 +215,7 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 		}
 		req := search.Request{Parent: m, Name: m.Name, Dir: dir, Scores: scores, GPU: hw, Engine: eng, ServeOn: caps,
 			Workload: &w, Budgets: budgets, TP: f.tp, Precisions: precs, KVDTypes: kvs, MaxNumSeqs: f.maxSeqs,
-			MemFraction: f.memFraction, MaxBatchedTokens: f.maxBatched, MaxModelLen: f.wl.limit, KeepLayers: keepIdx,
+			MemFraction: f.memFraction, MaxBatchedTokens: f.maxBatched, MaxModelLen: f.wl.limit, AllowLongContext: *allowLong, KeepLayers: keepIdx,
 			Strategy: *strategy, TopK: *topK, Margin: margins}
 		if req.Name == "" {
 			req.Name = f.model
@@ -246,9 +247,16 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 		rep, err := search.Execute(ctx, req)
 		var ke *search.KeepLayersError
 		var se *search.ScoresError
+		var ce *workload.ContextError
 		switch {
 		case errors.As(err, &ke):
 			return Usagef("%v", err)
+		case errors.As(err, &ce):
+			ce.ContextFlag, ce.AllowFlag = "--context", allowLongFlag
+			if f.wl.Set("isl") || f.wl.Set("osl") {
+				ce.What = fmt.Sprintf("--isl %d + --osl %d", f.wl.isl, f.wl.osl)
+			}
+			return Usagef("%v", ce)
 		case errors.As(err, &se), errors.Is(err, search.ErrScoresMismatch):
 			return Usagef("--importance %s: %v", *importancePath, err)
 		case err != nil:

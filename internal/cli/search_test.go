@@ -185,7 +185,10 @@ func TestSearchTopKTrainTokens(t *testing.T) {
 	if err := os.WriteFile(data, []byte(text.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A workload within the parent's 512 positions (the default, chat, is
+	// refused by the context rule).
 	base := []string{"search", "--model", "parent", "--gpu", "cpu-local", "--engine", "native", "--strategy", "minitron",
+		"--isl", "128", "--osl", "64", "--concurrency", "4",
 		"--max-params", "3M", "--data", data, "--rows", "4", "--seq-len", "32", "--top-k", "2", "--json"}
 	for _, tc := range []struct {
 		tokens string

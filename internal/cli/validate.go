@@ -28,9 +28,9 @@ not fail. --engine accepts a comma-separated list or "all". The exit status is
 1 when any engine's rules are broken.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 			model := fs.String("model", "", "checkpoint `directory` (config.json + safetensors), or \"parent\" for the embedded parent")
-			engine := fs.String("engine", "", "engine(s): vllm, sglang, trtllm, llamacpp, hf, a comma-separated list, or all")
+			engine := fs.String("engine", "", "engine(s): "+strings.Join(export.Engines(), ", ")+", a comma-separated list, or all")
 			asJSON := fs.Bool("json", false, "print the reports as JSON")
-			tp := intArg(fs, "tp", 0, 1, noMax, "tensor-parallel size to check head and width divisibility for (vllm, sglang, trtllm)")
+			tp := intArg(fs, "tp", 0, 1, maxGPUs, "tensor-parallel size to check head and width divisibility for (vllm, sglang, trtllm)")
 			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) > 0 {
 					return Usagef("unexpected arguments %q", args)

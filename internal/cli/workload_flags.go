@@ -41,14 +41,18 @@ func (f *workloadFlags) Register(fs *flag.FlagSet) {
 		def = f.DefaultPreset + " when --isl/--osl are not given"
 	}
 	fs.StringVar(&f.preset, "workload", "", "workload `preset`: "+strings.Join(workload.Presets(), ", ")+" (default "+def+")")
-	intVar(fs, &f.isl, "isl", f.DefaultISL, 1, noMax, "input (prompt) tokens per request, fixed")
-	intVar(fs, &f.osl, "osl", f.DefaultOSL, 1, noMax, "output (generated) tokens per request, fixed")
-	intVar(fs, &f.concurrency, "concurrency", f.DefaultConcurrency, 1, noMax, "closed-loop concurrency (clients with a request in flight)")
+	intVar(fs, &f.isl, "isl", f.DefaultISL, 1, maxTokens, "input (prompt) tokens per request, fixed")
+	intVar(fs, &f.osl, "osl", f.DefaultOSL, 1, maxTokens, "output (generated) tokens per request, fixed")
+	intVar(fs, &f.concurrency, "concurrency", f.DefaultConcurrency, 1, maxClients, "closed-loop concurrency (clients with a request in flight)")
 	fs.StringVar(&f.rate, "rate", "", "Poisson request `rate` per second, or inf for an offline run")
-	intVar(fs, &f.requests, "num-requests", 0, 1, noMax, "requests of a run (default: the workload's)")
-	intVar(fs, &f.limit, "context", 0, 1, noMax, "per-request context limit in tokens, prompt + output (default: the workload's)")
+	intVar(fs, &f.requests, "num-requests", 0, 1, maxRequests, "requests of a run (default: the workload's)")
+	intVar(fs, &f.limit, "context", 0, 1, maxTokens, "per-request context limit in tokens, prompt + output (default: the workload's)")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the sampled lengths, arrivals and prompts")
 }
+
+// allowLongFlag is the flag of every command that lets a context run past
+// the model's max_position_embeddings (workload.ContextRule.AllowFlag).
+const allowLongFlag = "--allow-long-context"
 
 // Set reports whether the named flag was given on the command line.
 func (f *workloadFlags) Set(name string) bool {
