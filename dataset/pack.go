@@ -85,8 +85,8 @@ func (e *ShortError) Error() string {
 // order into rows (corpus.Pack). No row at all is a *ShortError; an id
 // out of range an *IDError naming the document.
 func Pack(ctx context.Context, docs []Doc, enc Encoder, o PackOptions) (*Packed, error) {
-	if o.SeqLen < 1 {
-		return nil, fmt.Errorf("dataset: sequence length %d: want ≥ 1", o.SeqLen)
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
 	p := &Packed{Docs: len(docs)}
 	seqs := make([][]int32, len(docs))
@@ -171,6 +171,9 @@ func ForModel(m *architecture.Model, dir string) Options {
 func Rows(ctx context.Context, sources []string, o Options) (*Packed, error) {
 	if len(sources) == 0 {
 		return nil, errors.New("dataset: no data given")
+	}
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
 	if o.MaxPositions > 0 {
 		w := workload.FixedClosed(o.SeqLen, 0, 1)

@@ -15,6 +15,7 @@ import (
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/export"
 	"github.com/autocompress/autocompress/internal/output"
+	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/tokenizer"
 	"github.com/autocompress/autocompress/train"
 )
@@ -32,8 +33,8 @@ type Config struct {
 	Tokens int64 // training tokens; steps = ceil(Tokens / (Batch·SeqLen))
 
 	// Train holds the optimiser, schedule, batch, sequence length, seed and
-	// intervals (Steps is set from Tokens; Loss, Tag and OnStep are set by
-	// Run). EvalRows bounds the held-out rows of every evaluation;
+	// intervals (Steps is set from Tokens; Loss, Tag, OnStep and Progress
+	// are set by Run). EvalRows bounds the held-out rows of every evaluation;
 	// CheckpointEvery is the interval of resumable checkpoints.
 	Train train.Options
 
@@ -53,11 +54,11 @@ type Config struct {
 	Resume     bool   // continue from Checkpoint
 	Force      bool   // replace an existing Out, restart over an existing Checkpoint
 
-	// OnStep receives every step and evaluation (for a progress display).
-	OnStep func(train.StepInfo)
-	// Notef receives notes worth telling the user (what was loaded, the
-	// vocabulary padding, cache use); nil drops them.
-	Notef func(format string, a ...any)
+	// Progress receives the training steps (stage "distill", unit "step",
+	// the steps of a resumed checkpoint as Resumed), the evaluations and
+	// notes worth telling the user (what was loaded, the vocabulary padding,
+	// cache use); nil drops them.
+	Progress progress.Func `json:"-"`
 }
 
 // Eval is a held-out measurement.
@@ -170,11 +171,7 @@ func Run(ctx context.Context, c Config) (*Summary, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	note := func(f string, a ...any) {
-		if c.Notef != nil {
-			c.Notef(f, a...)
-		}
-	}
+	note := func(f string, a ...any) { c.Progress.Notef("distill", f, a...) }
 	if err := c.checkOutputs(); err != nil {
 		return nil, err
 	}
@@ -266,6 +263,12 @@ func Run(ctx context.Context, c Config) (*Summary, error) {
 	o.LogEvery = 0
 	o.Log = nil
 	o.Progress = nil
+	if c.Progress != nil {
+		o.Progress = func(e progress.Event) {
+			e.Stage = "distill"
+			c.Progress(e)
+		}
+	}
 
 	sum := &Summary{Out: c.Out, Teacher: c.Teacher, Student: c.Student, StudentParams: student.NumParams(),
 		TeacherParams: teacher.NumParams(), Steps: o.Steps, Tokens: int64(o.Steps * o.Batch * o.SeqLen),
@@ -286,12 +289,7 @@ func Run(ctx context.Context, c Config) (*Summary, error) {
 		return nil, err
 	}
 	var log *train.StepLog // opened once the resumed step is known
-	o.OnStep = func(s train.StepInfo) {
-		log.Write(s)
-		if c.OnStep != nil {
-			c.OnStep(s)
-		}
-	}
+	o.OnStep = func(s train.StepInfo) { log.Write(s) }
 	tr, err := train.New(student, rows, evalRows, o)
 	if err != nil {
 		return nil, err
@@ -339,6 +337,11 @@ func (c *Config) checkOutputs() error {
 	if _, err := os.Lstat(c.Out); err == nil && !c.Force {
 		return &checkpoint.ExistsError{Path: c.Out}
 	}
+	if !c.Force {
+		if err := train.CheckStepLog(c.LogPath); err != nil { // a file of the user's at the log's path
+			return err
+		}
+	}
 	// The student is saved after the training: its place must be writable now.
 	if err := output.Check(c.Out, true); err != nil {
 		return fmt.Errorf("distill: %w", err)
@@ -348,7 +351,7 @@ func (c *Config) checkOutputs() error {
 	case c.Resume && err != nil:
 		return fmt.Errorf("distill: resume: %w", err)
 	case !c.Resume && err == nil && !c.Force:
-		return fmt.Errorf("distill: checkpoint %s exists from an earlier run: continue it with --resume, or start over with --force", c.Checkpoint)
+		return fmt.Errorf("distill: the checkpoint of an earlier run (resume to continue from it): %w", &checkpoint.ExistsError{Path: c.Checkpoint})
 	case !c.Resume && err == nil:
 		if err := os.Remove(c.Checkpoint); err != nil {
 			return fmt.Errorf("distill: %w", err)

@@ -13,6 +13,7 @@ import (
 	"github.com/autocompress/autocompress/checkpoint"
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/export"
+	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/parent"
 	"github.com/autocompress/autocompress/prune"
 	"github.com/autocompress/autocompress/train"
@@ -201,10 +202,23 @@ func TestPaddedVocabulary(t *testing.T) {
 	}
 	c := testConfig(t, padded, corpusFile(t, 1), 2)
 	var notes []string
-	c.Notef = func(f string, a ...any) { notes = append(notes, f) }
+	steps := 0
+	c.Progress = func(e progress.Event) {
+		switch {
+		case e.Stage != "distill":
+			t.Errorf("event of stage %q: %+v", e.Stage, e)
+		case e.State == progress.Note:
+			notes = append(notes, e.Msg)
+		case e.Unit == "step" && e.Done > 0:
+			steps++
+		}
+	}
 	sum, err := Run(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if steps != sum.Steps || len(notes) == 0 || notes[0] != sum.VocabNote {
+		t.Errorf("%d step events for %d steps; notes %q (the first should be the vocabulary's)", steps, sum.Steps, notes)
 	}
 	if sum.SharedVocab != 4096 || !strings.Contains(sum.VocabNote, "differ only by padding") || !strings.Contains(sum.VocabNote, "4160") {
 		t.Errorf("shared %d, note %q", sum.SharedVocab, sum.VocabNote)
@@ -310,7 +324,9 @@ func TestOutputsNotOverwritten(t *testing.T) {
 	}
 	os.Remove(c.Out)
 	os.WriteFile(c.Checkpoint, []byte("x"), 0o644)
-	if _, err := Run(context.Background(), c); err == nil || !strings.Contains(err.Error(), "--resume") {
+	// The one exists-error (the command adds its flags to the message),
+	// saying that the checkpoint can be resumed.
+	if _, err := Run(context.Background(), c); !errors.As(err, &ex) || ex.Path != c.Checkpoint || !strings.Contains(err.Error(), "resume") || strings.Contains(err.Error(), "--") {
 		t.Errorf("existing checkpoint: err = %v", err)
 	}
 	if b, _ := os.ReadFile(c.Checkpoint); string(b) != "x" {

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"sort"
@@ -36,16 +35,10 @@ func (m *Model) Generate(ctx context.Context, prompt []int32, opt GenerateOption
 	if len(prompt) == 0 {
 		return nil, &InputError{"generate: empty prompt (give at least one token, e.g. BOS)"}
 	}
-	if opt.MaxTokens <= 0 {
-		return nil, &InputError{fmt.Sprintf("generate: max tokens %d must be positive", opt.MaxTokens)}
+	if err := opt.Validate(); err != nil {
+		return nil, err
 	}
 	greedy := opt.Greedy || opt.Temperature == 0
-	if !greedy && (opt.Temperature < 0 || math.IsNaN(opt.Temperature)) {
-		return nil, &InputError{fmt.Sprintf("generate: temperature %v must be ≥ 0", opt.Temperature)}
-	}
-	if opt.TopP < 0 || opt.TopP > 1 || math.IsNaN(opt.TopP) {
-		return nil, &InputError{fmt.Sprintf("generate: top-p %v must be in [0, 1]", opt.TopP)}
-	}
 	eos := opt.EOS
 	if eos == nil {
 		eos = m.arch.EOS

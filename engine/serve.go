@@ -79,17 +79,10 @@ func (m *Model) Serve(ctx context.Context, reqs []ServeRequest, opt ServeOptions
 			return nil, &InputError{fmt.Sprintf("serve: request %d has %d prompt tokens and %d output tokens (both must be ≥ 1)", i, len(r.Prompt), r.Output)}
 		}
 	}
-	maxBatch := opt.MaxBatch
-	if maxBatch <= 0 {
-		maxBatch = opt.Concurrency
-		if maxBatch <= 0 {
-			maxBatch = 256
-		}
+	if err := opt.EnsureDefaults().Validate(); err != nil {
+		return nil, err
 	}
-	budget := opt.PrefillTokens
-	if budget <= 0 {
-		budget = 512
-	}
+	maxBatch, budget := opt.MaxBatch, opt.PrefillTokens
 	st := &ServeStats{Requests: make([]RequestStats, len(reqs))}
 	// Arrival order: closed loop sends the first Concurrency requests at 0
 	// and each further one when a slot frees; open loop uses Arrival.

@@ -53,7 +53,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strings"
 
@@ -64,11 +63,12 @@ import (
 
 // Options configures Score.
 type Options struct {
-	SeqLen int // window length in tokens (default 128)
+	SeqLen int // window length in tokens (0: the default, 128)
 	Stride int // 0 = packed windows; else sliding windows advancing by Stride
-	Batch  int // windows per forward pass (default 8)
-	// Progress receives a progress bar (nil = none).
-	Progress io.Writer
+	Batch  int // windows per forward pass (0: the default, 8)
+	// Progress receives the scored windows (stage "eval", unit "win"); nil =
+	// none.
+	Progress progress.Func
 }
 
 // Result is the outcome of scoring one token stream.
@@ -119,11 +119,8 @@ func windows(n, T, stride int) []window {
 // is the UTF-8 length of the text the predicted tokens came from, for bits
 // per byte.
 func Score(ctx context.Context, m *engine.Model, ids []int32, bytes int, o Options) (*Result, error) {
-	if o.SeqLen <= 0 {
-		o.SeqLen = 128
-	}
-	if o.Batch <= 0 {
-		o.Batch = 8
+	if err := o.EnsureDefaults().Validate(); err != nil {
+		return nil, err
 	}
 	if len(ids) < 2 {
 		return nil, ErrEmpty
@@ -137,7 +134,7 @@ func Score(ctx context.Context, m *engine.Model, ids []int32, bytes int, o Optio
 	T := o.SeqLen
 	ws := windows(len(ids), T, o.Stride)
 	res := &Result{SeqLen: T, Stride: o.Stride, Windows: len(ws), Bytes: bytes, BitsPerByte: math.NaN()}
-	bar := progress.New(o.Progress, "eval", int64(len(ws)), "win")
+	task := progress.Start(o.Progress, progress.Event{Stage: "eval", Total: int64(len(ws)), Unit: "win"})
 	// Windows of the same length are batched; the last may be shorter.
 	for i := 0; i < len(ws); {
 		if err := ctx.Err(); err != nil {
@@ -168,10 +165,9 @@ func Score(ctx context.Context, m *engine.Model, ids []int32, bytes int, o Optio
 		}
 		res.NLL += float64(loss) * float64(count)
 		res.Tokens += count
-		bar.Add(int64(j - i))
+		task.Add(int64(j - i))
 		i = j
 	}
-	bar.Done()
 	res.Perplexity = math.Exp(res.NLL / float64(res.Tokens))
 	if bytes > 0 {
 		res.BitsPerByte = res.NLL / math.Ln2 / float64(bytes)

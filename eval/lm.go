@@ -7,6 +7,7 @@ import (
 
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/engine/blas"
+	"github.com/autocompress/autocompress/internal/progress"
 )
 
 // Request asks for the log-likelihood of the continuation Cont after the
@@ -27,9 +28,10 @@ type LogLik struct {
 }
 
 // LM scores requests. Implementations keep the order of reqs in their
-// answer and call progress (when not nil) as requests complete.
+// answer and report progress (when not nil) as requests complete (stage
+// "eval", unit "req").
 type LM interface {
-	LogLikelihood(ctx context.Context, reqs []Request, progress func(done, total int)) ([]LogLik, error)
+	LogLikelihood(ctx context.Context, reqs []Request, progress progress.Func) ([]LogLik, error)
 }
 
 // EngineLM scores requests on the native engine with its KV cache.
@@ -56,7 +58,7 @@ type group struct {
 }
 
 // LogLikelihood implements LM.
-func (e *EngineLM) LogLikelihood(ctx context.Context, reqs []Request, progress func(done, total int)) ([]LogLik, error) {
+func (e *EngineLM) LogLikelihood(ctx context.Context, reqs []Request, pf progress.Func) ([]LogLik, error) {
 	m := e.Model
 	a := m.Arch()
 	maxLen := a.MaxPositions
@@ -95,6 +97,7 @@ func (e *EngineLM) LogLikelihood(ctx context.Context, reqs []Request, progress f
 	}
 	out := make([]LogLik, len(reqs))
 	done := 0
+	task := progress.Start(pf, progress.Event{Stage: "eval", Total: int64(len(reqs)), Unit: "req"})
 	for i := 0; i < len(groups); {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -130,9 +133,7 @@ func (e *EngineLM) LogLikelihood(ctx context.Context, reqs []Request, progress f
 		for _, g := range groups[i:j] {
 			done += len(g.reqs)
 		}
-		if progress != nil {
-			progress(done, len(reqs))
-		}
+		task.Set(int64(done), "")
 		i = j
 	}
 	return out, nil

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/autocompress/autocompress/engine"
+	"github.com/autocompress/autocompress/internal/progress"
 )
 
 // Model is one model to evaluate, with its tokenizer (nil for token ids
@@ -34,8 +35,10 @@ type Config struct {
 	Windows Options // windows for Data
 	Tasks   []*Task
 	Limit   int // items per task group (0 = all)
-	// Progress is called as a model's task requests complete (nil = none).
-	Progress func(model, task string, done, total int)
+	// Progress receives the scored windows and requests, each as the
+	// phase "MODEL TASK" ("MODEL perplexity"); nil = none. It replaces
+	// Windows.Progress.
+	Progress progress.Func
 }
 
 // PerplexityResult is a model's perplexity on Data, pooled over its
@@ -68,6 +71,9 @@ type Report struct {
 
 // Run measures every model on cfg.Data and cfg.Tasks.
 func Run(ctx context.Context, models []Model, cfg Config) (*Report, error) {
+	if err := cfg.EnsureDefaults().Validate(); err != nil {
+		return nil, err
+	}
 	rep := &Report{}
 	for _, m := range models {
 		t0 := time.Now()
@@ -80,13 +86,15 @@ func Run(ctx context.Context, models []Model, cfg Config) (*Report, error) {
 					return nil, err
 				}
 				var err error
+				wo := cfg.Windows
+				wo.Progress = cfg.Progress.Phase(m.Name + " perplexity")
 				if d.IDs != nil {
-					parts[i], err = IDs(ctx, m.Model, d.IDs, cfg.Windows)
+					parts[i], err = IDs(ctx, m.Model, d.IDs, wo)
 				} else {
 					if m.Tok == nil {
 						return nil, fmt.Errorf("eval: %s: scoring text needs a tokenizer", m.Name)
 					}
-					parts[i], err = Text(ctx, m.Model, m.Tok, d.Name, d.Text, cfg.Windows)
+					parts[i], err = Text(ctx, m.Model, m.Tok, d.Name, d.Text, wo)
 				}
 				if err != nil {
 					return nil, fmt.Errorf("%s on %s: %w", m.Name, d.Name, err)
@@ -109,11 +117,7 @@ func Run(ctx context.Context, models []Model, cfg Config) (*Report, error) {
 				return nil, fmt.Errorf("%s: %w", m.Name, err)
 			}
 			for _, t := range cfg.Tasks {
-				o := TaskOptions{Limit: cfg.Limit}
-				if cfg.Progress != nil {
-					name, task := m.Name, t.Name
-					o.Progress = func(done, total int) { cfg.Progress(name, task, done, total) }
-				}
+				o := TaskOptions{Limit: cfg.Limit, Progress: cfg.Progress.Phase(m.Name + " " + t.Name)}
 				r, err := s.Evaluate(ctx, t, o)
 				if err != nil {
 					return nil, fmt.Errorf("%s: %w", m.Name, err)

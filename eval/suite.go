@@ -13,33 +13,12 @@ import (
 
 // SuiteOptions configures BuildSuite. Zero fields take the defaults.
 type SuiteOptions struct {
-	Seed         uint64 // default 1
-	Cloze        int    // last-word cloze items (default 200)
-	Choice       int    // pick-the-true-continuation items (default 200)
-	ContextWords int    // words of context (default 48)
-	ContWords    int    // words of each continuation choice (default 3)
-	Choices      int    // choices per item, the true one included (default 4)
-}
-
-func (o *SuiteOptions) defaults() {
-	if o.Seed == 0 {
-		o.Seed = 1
-	}
-	if o.Cloze == 0 {
-		o.Cloze = 200
-	}
-	if o.Choice == 0 {
-		o.Choice = 200
-	}
-	if o.ContextWords <= 0 {
-		o.ContextWords = 48
-	}
-	if o.ContWords <= 0 {
-		o.ContWords = 3
-	}
-	if o.Choices < 2 {
-		o.Choices = 4
-	}
+	Seed         *uint64 // nil: 1 (a pointer to 0 is seed 0)
+	Cloze        int     // last-word cloze items (default 200)
+	Choice       int     // pick-the-true-continuation items (default 200)
+	ContextWords int     // words of context (default 48)
+	ContWords    int     // words of each continuation choice (default 3)
+	Choices      int     // choices per item, the true one included (default 4)
 }
 
 // SuiteItem is one line of a suite file.
@@ -77,14 +56,16 @@ type SuiteItem struct {
 // same suite. Items come in a random (seeded) order, so that --limit takes
 // a sample spread over the text.
 func BuildSuite(text string, o SuiteOptions) ([]SuiteItem, error) {
-	o.defaults()
+	if err := o.EnsureDefaults().Validate(); err != nil {
+		return nil, err
+	}
 	words := strings.Fields(text)
 	C, K := o.ContextWords, o.ContWords
 	span := C + K
 	if len(words) < 4*span {
 		return nil, fmt.Errorf("eval: %d words of text; an in-domain suite with %d-word contexts and %d-word continuations needs at least %d", len(words), C, K, 4*span)
 	}
-	r := rand.New(rand.NewPCG(o.Seed, 0x5eed))
+	r := rand.New(rand.NewPCG(*o.Seed, 0x5eed))
 	claimed := make([]bool, len(words))
 	free := func(a, b int) bool {
 		for i := a; i < b; i++ {

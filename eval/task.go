@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/autocompress/autocompress/engine"
+	"github.com/autocompress/autocompress/internal/progress"
 )
 
 // Kind is how a task is scored.
@@ -122,8 +123,9 @@ type TaskOptions struct {
 	// Limit keeps the first Limit items of each group (0 = all), in file
 	// order, as the harness's --limit does per task.
 	Limit int
-	// Progress is called as requests complete (nil = none).
-	Progress func(done, total int)
+	// Progress receives the scored requests (stage "eval", unit "req"); nil
+	// = none.
+	Progress progress.Func
 }
 
 // Limit returns the task with the first n items of each group (n <= 0:
@@ -201,6 +203,9 @@ func toInt32(ids []int) []int32 {
 
 // Evaluate scores the task (cut to o.Limit) with s.
 func (s *Scorer) Evaluate(ctx context.Context, t *Task, o TaskOptions) (*TaskResult, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
 	t = t.Limit(o.Limit)
 	if len(t.Items) == 0 {
 		return nil, fmt.Errorf("eval: task %s has no items", t.Name)

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/autocompress/autocompress/internal/progress"
 )
 
 // byteTok encodes text as its bytes (id = byte value).
@@ -45,7 +47,7 @@ func (u unigramLM) greedy(b int32) bool {
 	return true
 }
 
-func (u unigramLM) LogLikelihood(_ context.Context, reqs []Request, progress func(int, int)) ([]LogLik, error) {
+func (u unigramLM) LogLikelihood(_ context.Context, reqs []Request, pf progress.Func) ([]LogLik, error) {
 	out := make([]LogLik, len(reqs))
 	for i, r := range reqs {
 		out[i].Greedy = true
@@ -54,9 +56,7 @@ func (u unigramLM) LogLikelihood(_ context.Context, reqs []Request, progress fun
 			out[i].Greedy = out[i].Greedy && u.greedy(t)
 		}
 	}
-	if progress != nil {
-		progress(len(reqs), len(reqs))
-	}
+	pf.Report(progress.Event{Stage: "eval", Done: int64(len(reqs)), Total: int64(len(reqs)), Unit: "req"})
 	return out, nil
 }
 

@@ -123,6 +123,9 @@ func ValidateDir(dir, engine string) (*Report, error) {
 
 // ValidateDirWith is ValidateDir with serving options.
 func ValidateDirWith(dir, engine string, opt Options) (*Report, error) {
+	if err := opt.Validate(); err != nil {
+		return nil, err
+	}
 	caps, err := capsFor(engine)
 	if err != nil {
 		return nil, err
@@ -159,6 +162,9 @@ func ValidateConfig(data []byte, engine string) (*Report, error) {
 // that config.json alone decides (all but the tensors and remote-code
 // files), so a writer can check a child before writing its weights.
 func ValidateConfigWith(data []byte, engine string, opt Options) (*Report, error) {
+	if err := opt.Validate(); err != nil {
+		return nil, err
+	}
 	caps, err := capsFor(engine)
 	if err != nil {
 		return nil, err
@@ -417,6 +423,12 @@ func checkDeciLMRaw(r *Report, raw map[string]any, caps Capabilities) {
 }
 
 // checkRemoteCode verifies that the auto_map Python files are present.
+// transformers has no DeciLM class of its own (model_type nemotron-nas is
+// not in CONFIG_MAPPING_NAMES, src/transformers/models/auto/
+// configuration_auto.py), so AutoConfig.from_pretrained loads it only
+// through auto_map, and dynamic_module_utils.get_class_from_dynamic_module
+// reads a "module.Class" reference from module.py in the checkpoint
+// directory, a "repo--module.Class" one from that Hub repository.
 func checkRemoteCode(r *Report, dir string, m *architecture.Model) {
 	am, _ := m.Raw["auto_map"].(map[string]any)
 	if am == nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/autocompress/autocompress/internal/output"
+	"github.com/autocompress/autocompress/internal/progress"
 )
 
 // TestCached: the first call computes and saves; the same model and data
@@ -25,7 +26,7 @@ func TestCached(t *testing.T) {
 	data := rows(4, 8, 3)
 	o := Options{Batch: 2, NoSkipLoss: true}
 	calls := 0
-	o.Progress = func(done, total int64) { calls++ }
+	o.Progress = func(progress.Event) { calls++ }
 	run := func(rows [][]int32, force bool) (*Scores, bool) {
 		t.Helper()
 		s, reused, err := Cached(context.Background(), m, dir, rows, path, o, force)

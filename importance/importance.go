@@ -67,6 +67,7 @@ import (
 
 	"github.com/autocompress/autocompress/checkpoint"
 	"github.com/autocompress/autocompress/engine"
+	"github.com/autocompress/autocompress/internal/progress"
 )
 
 // Version is the format version written to __metadata__.
@@ -105,8 +106,8 @@ type Scores struct {
 
 // Options configures Compute.
 type Options struct {
-	// Batch is the number of sequences per forward pass (default 8). The
-	// scores do not depend on it.
+	// Batch is the number of sequences per forward pass (0: the default,
+	// 8). The scores do not depend on it.
 	Batch int
 	// NoSkipLoss turns off the skip-loss passes. By default Compute measures
 	// the loss increase of skipping each layer, and each layer's attention
@@ -117,10 +118,29 @@ type Options struct {
 	NoSubBlockSkipLoss bool
 	// SkipRows limits the rows used for the skip-loss passes (0 = all).
 	SkipRows int
-	// Progress, when not nil, is called after every forward pass with the
-	// sequences run so far and the total Compute will run (calibration
-	// plus skip-loss passes).
-	Progress func(done, total int64)
+	// Progress receives every forward pass (stage "importance", unit "seq"):
+	// the sequences run so far of the total Compute will run (calibration
+	// plus skip-loss passes); nil = none.
+	Progress progress.Func
+}
+
+// EnsureDefaults fills the unset (zero) fields and returns o.
+func (o *Options) EnsureDefaults() *Options {
+	if o.Batch == 0 {
+		o.Batch = 8
+	}
+	return o
+}
+
+// Validate reports the first invalid option (after EnsureDefaults).
+func (o *Options) Validate() error {
+	switch {
+	case o.Batch < 1:
+		return fmt.Errorf("importance: batch %d: want at least 1 sequence per forward pass", o.Batch)
+	case o.SkipRows < 0:
+		return fmt.Errorf("importance: skip rows %d: want >= 0 (0: all)", o.SkipRows)
+	}
+	return nil
 }
 
 // accum is the Minitron accumulator for one site.
@@ -256,8 +276,8 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 			return nil, fmt.Errorf("importance: row %d has %d tokens, row 0 has %d", i, len(r), T+1)
 		}
 	}
-	if o.Batch <= 0 {
-		o.Batch = 8
+	if err := o.EnsureDefaults().Validate(); err != nil {
+		return nil, err
 	}
 	arch := m.Arch()
 	L := arch.NumLayers()
@@ -289,7 +309,7 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 			}
 		}
 	}
-	pr := &counter{fn: o.Progress, total: int64(len(rows)) + int64(len(passes)*len(skipRows))}
+	pr := progress.Start(o.Progress, progress.Event{Stage: "importance", Total: int64(len(rows)) + int64(len(passes)*len(skipRows)), Unit: "seq"})
 	m.SetObserver(c)
 	base, err := meanLoss(ctx, m, rows, o.Batch, pr)
 	m.SetObserver(nil)
@@ -398,24 +418,8 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 	return s, nil
 }
 
-// counter reports sequences done to an optional progress callback.
-type counter struct {
-	fn          func(done, total int64)
-	done, total int64
-}
-
-func (c *counter) add(n int) {
-	if c == nil {
-		return
-	}
-	c.done += int64(n)
-	if c.fn != nil {
-		c.fn(c.done, c.total)
-	}
-}
-
 // meanLoss is the token-weighted mean cross-entropy over rows.
-func meanLoss(ctx context.Context, m *engine.Model, rows [][]int32, batch int, pr *counter) (float64, error) {
+func meanLoss(ctx context.Context, m *engine.Model, rows [][]int32, batch int, pr *progress.Task) (float64, error) {
 	T := len(rows[0]) - 1
 	var sum float64
 	var n int
@@ -437,7 +441,7 @@ func meanLoss(ctx context.Context, m *engine.Model, rows [][]int32, batch int, p
 		}
 		sum += float64(l) * float64(len(part)*T)
 		n += len(part) * T
-		pr.add(len(part))
+		pr.Add(int64(len(part)))
 	}
 	return sum / float64(n), nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/autocompress/autocompress/engine"
+	"github.com/autocompress/autocompress/internal/progress"
 )
 
 // TestBatchOneEqualsBatchEight: every score, block influence included, is
@@ -182,8 +183,12 @@ func TestProgressAndCancel(t *testing.T) {
 	data := rows(5, 6, 1)
 	var calls int
 	var last, total int64
-	_, err := Compute(context.Background(), m, data, Options{Batch: 2, SkipRows: 3, Progress: func(d, n int64) {
+	_, err := Compute(context.Background(), m, data, Options{Batch: 2, SkipRows: 3, Progress: func(e progress.Event) {
 		calls++
+		d, n := e.Done, e.Total
+		if e.Stage != "importance" || e.Unit != "seq" {
+			t.Fatalf("event %+v", e)
+		}
 		if d <= last || n != total && total != 0 {
 			t.Fatalf("progress %d/%d after %d/%d", d, n, last, total)
 		}
@@ -198,9 +203,9 @@ func TestProgressAndCancel(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	calls = 0
-	_, err = Compute(ctx, m, data, Options{Batch: 1, Progress: func(d, n int64) {
+	_, err = Compute(ctx, m, data, Options{Batch: 1, Progress: func(e progress.Event) {
 		calls++
-		if d == 7 {
+		if e.Done == 7 {
 			cancel()
 		}
 	}})

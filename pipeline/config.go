@@ -303,6 +303,12 @@ func belowMin(v reflect.Value, min string) bool {
 	return false
 }
 
+// Validate reports the first numeric field below its minimum (CheckRanges).
+// There is nothing to default: a config is read over DefaultConfig, so a
+// field it sets to 0 is 0. Stages checks the rest (the model, the target,
+// the budgets) as it resolves them.
+func (c *Config) Validate() error { return CheckRanges(*c) }
+
 // CheckRanges returns a *ConfigError naming the first numeric field (by its
 // YAML path) below its minimum, as a config file may set it.
 func CheckRanges(c Config) error {

@@ -17,8 +17,9 @@
 // they succeed; a cancelled context (Ctrl-C) or a failure leaves only the
 // stages that finished, and a killed run's temporary directories are removed
 // by the next run. Progress of every stage reaches the caller through one
-// callback (stage k of n, the stage's own counts and ETA); the package
-// writes nothing to a terminal.
+// progress.Func (stage k of n, its start, reuse, end or failure, the
+// stage's own counts with the units a resumed stage had done, and its
+// notes); the package writes nothing to a terminal (progress.Terminal draws).
 //
 // Budgets are met when measured, not only when estimated, in three ways on
 // a target this machine can serve (cpu-local, native). The search keeps a

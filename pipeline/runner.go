@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/autocompress/autocompress/checkpoint"
+	"github.com/autocompress/autocompress/internal/progress"
 )
 
 // ManifestName is the file, inside each stage's directory, that records what
@@ -48,6 +49,12 @@ type Stage struct {
 	// Run does the work. It writes only under env.Dir and must return soon
 	// after ctx is cancelled.
 	Run func(ctx context.Context, env *Env) error
+	// Check, when not nil, is a quick test (a fraction of a second, no
+	// outputs) that the stage can succeed with its settings, such as a
+	// budget no child can meet. Run calls the Check of every stage it is
+	// about to run before the first of them runs, so that a run that must
+	// fail fails before the work, not after hours of it.
+	Check func(ctx context.Context) error
 }
 
 // Env is what a running stage sees.
@@ -59,9 +66,8 @@ type Env struct {
 	Inputs map[string]string
 	// Index and Count say which stage this is (1-based) of how many.
 	Index, Count int
-	report       func(Progress)
+	report       progress.Func
 	name         string
-	start        time.Time
 	runDir       string
 }
 
@@ -78,49 +84,34 @@ func (e *Env) StateDir() string {
 // Input returns the output directory of dependency name.
 func (e *Env) Input(name string) string { return e.Inputs[name] }
 
-// Report tells the display how far the stage has got: done of total units
-// (total 0: unknown), with an optional message. The ETA is derived here, so
-// stages report only counts.
-func (e *Env) Report(done, total float64, unit, msg string) {
+// Progress returns the Func through which the stage reports its work: its
+// events are stamped with the stage's name and place in the run (a
+// library's own stage name becomes the phase), and keep their counts,
+// resumed units and elapsed time, from which the display derives the rate
+// and the ETA.
+func (e *Env) Progress() progress.Func {
 	if e.report == nil {
-		return
+		return nil
 	}
-	p := Progress{Stage: e.name, Index: e.Index, Count: e.Count, State: StateRunning,
-		Done: done, Total: total, Unit: unit, Msg: msg, Elapsed: time.Since(e.start), ETA: -1}
-	if total > 0 && done > 0 && done <= total {
-		p.ETA = time.Duration(float64(p.Elapsed) * (total - done) / done)
+	return func(ev progress.Event) {
+		if ev.Phase == "" && ev.Stage != e.name {
+			ev.Phase = ev.Stage
+		}
+		ev.Stage, ev.Index, ev.Count = e.name, e.Index, e.Count
+		e.report(ev)
 	}
-	e.report(p)
 }
 
-// Note reports a message without a count.
-func (e *Env) Note(format string, a ...any) { e.Report(0, 0, "", fmt.Sprintf(format, a...)) }
-
-// States of a stage in a Progress event.
-const (
-	StateStart   = "start"
-	StateRunning = "running"
-	StateReused  = "reused"
-	StateDone    = "done"
-	StateFailed  = "failed"
-)
-
-// Progress is one event of a run, for the display.
-type Progress struct {
-	Stage        string
-	Index, Count int // stage Index of Count, 1-based
-	State        string
-	Done, Total  float64 // units of the stage's own work (Total 0: unknown)
-	Unit         string
-	Msg          string // why a stage runs again, what it is doing, why it failed
-	Elapsed      time.Duration
-	ETA          time.Duration // -1 when unknown
-}
+// Note reports a message worth keeping.
+func (e *Env) Note(format string, a ...any) { e.Progress().Notef(e.name, format, a...) }
 
 // Options configure Run.
 type Options struct {
-	// Progress receives every event; nil discards them.
-	Progress func(Progress)
+	// Progress receives every event: each stage's start (progress.Started,
+	// or progress.Reused), its work, its notes and its end
+	// (progress.Finished, progress.Failed, or progress.Interrupted when the
+	// context was cancelled); nil discards them.
+	Progress progress.Func
 	// Force reruns every stage even when its manifest matches.
 	Force bool
 	// Only, when not empty, stops the run after the named stage.
@@ -134,7 +125,7 @@ type UntilError struct {
 }
 
 func (e *UntilError) Error() string {
-	return fmt.Sprintf("--until %q: not a stage of this run (%s)", e.Until, strings.Join(e.Stages, ", "))
+	return fmt.Sprintf("%q is not a stage of this run (%s)", e.Until, strings.Join(e.Stages, ", "))
 }
 
 // checkUntil returns an *UntilError when until is set and names no stage.
@@ -221,11 +212,21 @@ func StageDir(runDir string, i int, name string) string {
 // when it succeeds, so an interrupted or failed run leaves the finished stages
 // and nothing half-written; the next Run resumes after the last finished
 // stage. Only one Run may use a directory at a time.
-func Run(ctx context.Context, dir string, stages []Stage, opt Options) (*Result, error) {
+//
+// dir must not exist, be empty, or be a run directory (one an earlier Run
+// wrote: see IsRunDir); anything else is a *ForeignDirError before any
+// work, whatever opt.Force says. A run that finishes no stage leaves dir as
+// it found it (absent or empty). Before the first stage that runs, the
+// Check of it and of every later stage is called.
+func Run(ctx context.Context, dir string, stages []Stage, opt Options) (res *Result, err error) {
 	if err := checkStages(stages); err != nil {
 		return nil, err
 	}
 	if err := checkUntil(stages, opt.Until); err != nil {
+		return nil, err
+	}
+	existed, err := checkRunDir(dir)
+	if err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -233,19 +234,24 @@ func Run(ctx context.Context, dir string, stages []Stage, opt Options) (*Result,
 	}
 	unlock, err := lockDir(dir)
 	if err != nil {
+		if !existed {
+			os.Remove(dir)
+		}
 		return nil, err
 	}
 	defer unlock()
+	defer func() {
+		if err != nil {
+			tidyUnused(dir, existed)
+		}
+	}()
 	cleanTemp(dir)
+	checked := false
 
-	res := &Result{Dir: dir}
+	res = &Result{Dir: dir}
 	out := map[string]string{}     // stage name -> finished directory
 	outHash := map[string]string{} // stage name -> output hash
-	emit := func(p Progress) {
-		if opt.Progress != nil {
-			opt.Progress(p)
-		}
-	}
+	emit := opt.Progress
 	for i, st := range stages {
 		if err := ctx.Err(); err != nil {
 			return res, err
@@ -255,7 +261,7 @@ func Run(ctx context.Context, dir string, stages []Stage, opt Options) (*Result,
 		if err != nil {
 			return res, &StageError{Stage: st.Name, Err: err}
 		}
-		base := Progress{Stage: st.Name, Index: i + 1, Count: len(stages), ETA: -1}
+		base := progress.Event{Stage: st.Name, Index: i + 1, Count: len(stages)}
 		why := "no earlier result"
 		if !opt.Force {
 			old, reason := reusable(sdir, key)
@@ -264,8 +270,8 @@ func Run(ctx context.Context, dir string, stages []Stage, opt Options) (*Result,
 				res.Stages = append(res.Stages, StageResult{Name: st.Name, Dir: sdir, Reused: true,
 					RunSeconds: old.Seconds, OutputHash: old.OutputHash})
 				p := base
-				p.State, p.Msg = StateReused, "unchanged inputs; reusing "+sdir
-				emit(p)
+				p.State, p.Msg = progress.Reused, "unchanged inputs; reusing "+sdir
+				emit.Report(p)
 				if opt.Until == st.Name {
 					break
 				}
@@ -275,15 +281,24 @@ func Run(ctx context.Context, dir string, stages []Stage, opt Options) (*Result,
 		} else {
 			why = "forced"
 		}
+		if !checked {
+			if err := checkAhead(ctx, stages[i:], opt.Until); err != nil {
+				return res, err
+			}
+			checked = true
+		}
 		p := base
-		p.State, p.Msg = StateStart, why
-		emit(p)
+		p.State, p.Msg = progress.Started, why
+		emit.Report(p)
 		start := time.Now()
 		sr, err := runStage(ctx, st, sdir, man, out, i, len(stages), emit)
 		if err != nil {
 			p := base
-			p.State, p.Msg, p.Elapsed = StateFailed, err.Error(), time.Since(start)
-			emit(p)
+			p.State, p.Msg, p.Elapsed = progress.Failed, err.Error(), time.Since(start)
+			if ctx.Err() != nil {
+				p.State, p.Msg = progress.Interrupted, ""
+			}
+			emit.Report(p)
 			if ctx.Err() != nil {
 				return res, ctx.Err()
 			}
@@ -293,13 +308,32 @@ func Run(ctx context.Context, dir string, stages []Stage, opt Options) (*Result,
 		out[st.Name], outHash[st.Name] = sdir, sr.OutputHash
 		res.Stages = append(res.Stages, *sr)
 		p = base
-		p.State, p.Elapsed = StateDone, time.Since(start)
-		emit(p)
+		p.State, p.Elapsed = progress.Finished, time.Since(start)
+		emit.Report(p)
 		if opt.Until == st.Name {
 			break
 		}
 	}
 	return res, nil
+}
+
+// checkAhead calls the Check of every stage in stages up to the one named
+// until (all when until is empty).
+func checkAhead(ctx context.Context, stages []Stage, until string) error {
+	for _, st := range stages {
+		if st.Check != nil {
+			if err := st.Check(ctx); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return &StageError{Stage: st.Name, Err: err}
+			}
+		}
+		if st.Name == until {
+			break
+		}
+	}
+	return nil
 }
 
 func checkStages(stages []Stage) error {
@@ -396,7 +430,7 @@ func reusable(sdir, key string) (*Manifest, string) {
 	return &m, ""
 }
 
-func runStage(ctx context.Context, st Stage, sdir string, man *Manifest, out map[string]string, i, n int, emit func(Progress)) (*StageResult, error) {
+func runStage(ctx context.Context, st Stage, sdir string, man *Manifest, out map[string]string, i, n int, emit progress.Func) (*StageResult, error) {
 	od, err := checkpoint.NewOutputDir(sdir, true)
 	if err != nil {
 		return nil, err
@@ -404,7 +438,7 @@ func runStage(ctx context.Context, st Stage, sdir string, man *Manifest, out map
 	defer od.Abort()
 	od.Watch(ctx)
 	env := &Env{Dir: od.Path(), Inputs: map[string]string{}, Index: i + 1, Count: n,
-		report: emit, name: st.Name, start: time.Now(), runDir: filepath.Dir(sdir)}
+		report: emit, name: st.Name, runDir: filepath.Dir(sdir)}
 	for _, d := range st.Deps {
 		env.Inputs[d] = out[d]
 	}

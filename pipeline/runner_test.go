@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/autocompress/autocompress/internal/progress"
 )
 
 // chain builds three stages a → b → c. a writes its parameter, b copies a's
@@ -149,8 +151,8 @@ func TestRunDetectsStaleOutputs(t *testing.T) {
 				t.Fatal(err)
 			}
 			var msgs []string
-			res, err := Run(context.Background(), dir, c.stagesWithSub(), Options{Progress: func(p Progress) {
-				if p.State == StateStart {
+			res, err := Run(context.Background(), dir, c.stagesWithSub(), Options{Progress: func(p progress.Event) {
+				if p.State == progress.Started {
 					msgs = append(msgs, p.Stage+": "+p.Msg)
 				}
 			}})
@@ -172,9 +174,19 @@ func TestRunInterruptedLeavesNothingAndResumes(t *testing.T) {
 	c := newChain()
 	ctx, cancel := context.WithCancel(context.Background())
 	c.failAt, c.cancel = "b", cancel
-	res, err := Run(ctx, dir, c.stagesWithSub(), Options{})
+	var ends []progress.State
+	res, err := Run(ctx, dir, c.stagesWithSub(), Options{Progress: func(e progress.Event) {
+		if e.Stage == "b" && e.State != progress.Running && e.State != progress.Started {
+			ends = append(ends, e.State)
+		}
+	}})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	// An interrupted stage is shown so, not failed with "context canceled"
+	// (issue 17, class 11).
+	if !reflect.DeepEqual(ends, []progress.State{progress.Interrupted}) {
+		t.Errorf("stage b ended with %q, want only %q", ends, progress.Interrupted)
 	}
 	if len(res.Stages) != 1 || res.Stages[0].Name != "a" {
 		t.Fatalf("finished stages %+v, want [a]", res.Stages)
@@ -275,13 +287,24 @@ func TestCheckStages(t *testing.T) {
 	}
 }
 
-func TestProgressETA(t *testing.T) {
-	var got []Progress
-	env := &Env{report: func(p Progress) { got = append(got, p) }, name: "s", Index: 2, Count: 5,
-		start: time.Now().Add(-time.Second)}
-	env.Report(1, 4, "step", "")
-	env.Report(0, 0, "", "hello")
-	if len(got) != 2 || got[0].Index != 2 || got[0].Count != 5 || got[0].ETA < 2*time.Second || got[0].ETA > 10*time.Second || got[1].ETA != -1 || got[1].Msg != "hello" {
-		t.Fatalf("%+v", got)
+// TestEnvProgress: a stage's events carry its name and place in the run,
+// a library's own stage name becomes the phase, and counts, resumed units
+// and elapsed time pass unchanged.
+func TestEnvProgress(t *testing.T) {
+	var got []progress.Event
+	env := &Env{report: func(p progress.Event) { got = append(got, p) }, name: "s", Index: 2, Count: 5}
+	env.Progress().Report(progress.Event{Stage: "train", Done: 7, Total: 10, Resumed: 5, Unit: "step", Elapsed: time.Second})
+	env.Progress().Report(progress.Event{Stage: "s", Done: 1})
+	env.Note("hello %d", 1)
+	want := []progress.Event{
+		{Stage: "s", Phase: "train", Index: 2, Count: 5, Done: 7, Total: 10, Resumed: 5, Unit: "step", Elapsed: time.Second},
+		{Stage: "s", Index: 2, Count: 5, Done: 1},
+		{Stage: "s", Index: 2, Count: 5, State: progress.Note, Msg: "hello 1"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+	if (&Env{name: "x"}).Progress() != nil {
+		t.Error("a run without a display should give a nil Func")
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/autocompress/autocompress/export"
 	"github.com/autocompress/autocompress/hardware"
 	"github.com/autocompress/autocompress/importance"
+	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/modelref"
 	"github.com/autocompress/autocompress/prune"
 	"github.com/autocompress/autocompress/search"
@@ -66,7 +67,7 @@ type target struct {
 // resolve checks the config and resolves its names; every error names the
 // field.
 func resolve(c *Config) (*target, error) {
-	if err := CheckRanges(*c); err != nil {
+	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	t := &target{}
@@ -268,7 +269,7 @@ func Stages(c Config, self string) ([]Stage, error) {
 			env.Note("%d calibration rows of %d tokens", len(rr), c.Importance.SeqLen)
 			// The runner's manifest decides reuse: always compute here.
 			_, _, err = importance.Cached(ctx, m, t.parent, rr, filepath.Join(env.Dir, ScoresFile), importance.Options{Batch: 8,
-				Progress: func(done, total int64) { env.Report(float64(done), float64(total), "seq", "") }}, true)
+				Progress: env.Progress()}, true)
 			return err
 		}})
 
@@ -301,18 +302,15 @@ func Stages(c Config, self string) ([]Stage, error) {
 		Data  []string             `json:",omitempty"`
 		M     Measure              // the measured checks (rounds) of a local target
 	}{c.Deployment, c.Workload, c.Budgets, searchParams, c.Search.ProxyData, topKTrain, trainData(topKTrain, c.Data), check}, Files: searchFiles,
+		Check: func(ctx context.Context) error { return checkBudgets(ctx, t.searchRequest(&c)) },
 		Run: func(ctx context.Context, env *Env) error {
 			scores, err := importance.Load(filepath.Join(env.Input("importance"), ScoresFile))
 			if err != nil {
 				return err
 			}
-			req := search.Request{Parent: t.arch, Name: c.Model, Dir: t.parent, Scores: scores, GPU: t.gpu, Engine: t.engine,
-				ServeOn: t.serveOn, Workload: t.workload, Budgets: t.budgets, TP: max(c.Deployment.TP, 1),
-				KeepLayers: c.Search.KeepLayers, Strategy: c.Search.Strategy, TopK: c.Search.TopK, Margin: t.margin,
-				Progress: func(phase string, done, total int) { env.Report(float64(done), float64(total), "", phase) }}
-			if c.Deployment.Precision != "" {
-				req.Precisions = strings.Split(c.Deployment.Precision, ",")
-			}
+			req := t.searchRequest(&c)
+			req.Scores = scores
+			req.Progress = env.Progress()
 			if len(c.Search.ProxyData) > 0 && c.Search.ProxyRows > 0 {
 				if req.Rows, err = rows(ctx, t, c.Search.ProxyData, assets, 128, c.Search.ProxyRows, "search.proxy_data"); err != nil {
 					return fmt.Errorf("search.proxy_data: %w", err)
@@ -378,12 +376,7 @@ func Stages(c Config, self string) ([]Stage, error) {
 					// The checkpoint and the log live beside the stage, so an
 					// interrupted run resumes where it stopped.
 					Checkpoint: filepath.Join(state, "distill.ckpt"), LogPath: filepath.Join(state, DistillLog),
-					OnStep: func(s train.StepInfo) {
-						if !s.Eval {
-							env.Report(float64(s.Step), float64(s.Steps), "step", fmt.Sprintf("loss %.3f", s.Loss))
-						}
-					},
-					Notef: func(format string, a ...any) { env.Note(format, a...) }}
+					Progress: env.Progress()}
 				if _, err := os.Stat(dc.Checkpoint); err == nil {
 					dc.Resume = true
 					env.Note("resuming from %s", dc.Checkpoint)
@@ -479,7 +472,7 @@ func runEval(ctx context.Context, env *Env, t *target, c *Config, child string) 
 	if items <= 0 {
 		items = 200
 	}
-	suite, err := eval.BuildSuite(text, eval.SuiteOptions{Seed: 1, Cloze: items, Choice: items})
+	suite, err := eval.BuildSuite(text, eval.SuiteOptions{Seed: train.Ptr(uint64(1)), Cloze: items, Choice: items})
 	if err != nil {
 		return fmt.Errorf("eval: building the in-domain suite: %w", err)
 	}
@@ -493,9 +486,7 @@ func runEval(ctx context.Context, env *Env, t *target, c *Config, child string) 
 	if cfg.Tasks, err = eval.ParseSuite("in-domain", bytes.NewReader(b.Bytes())); err != nil {
 		return err
 	}
-	cfg.Progress = func(model, task string, done, total int) {
-		env.Report(float64(done), float64(total), "req", model+" "+task)
-	}
+	cfg.Progress = env.Progress()
 	rep, err := eval.Run(ctx, models, cfg)
 	if err != nil {
 		return err
@@ -595,6 +586,7 @@ const UnstableTolerance = 0.10
 // whose invocations spread more than UnstableTolerance.
 func measureRepeated(ctx context.Context, env *Env, k int, gap time.Duration, invoke func(ctx context.Context, i int) (*servebench.Report, error)) (*servebench.Invocations, error) {
 	k = max(k, 1)
+	task := progress.Start(env.Progress(), progress.Event{Stage: "measure", Total: int64(k), Unit: "invocation"})
 	var reps []*servebench.Report
 	for i := 1; i <= k; i++ {
 		if i > 1 && gap > 0 {
@@ -615,7 +607,7 @@ func measureRepeated(ctx context.Context, env *Env, k int, gap time.Duration, in
 		}
 		reps = append(reps, rep)
 		tpot, tps := rep.Summary["tpot_mean_s"].Median, rep.Summary["output_tokens_per_s"].Median
-		env.Report(float64(i), float64(k), "invocation", fmt.Sprintf("TPOT %.3g ms, %.4g tok/s", 1e3*tpot, tps))
+		task.Set(int64(i), fmt.Sprintf("TPOT %.3g ms, %.4g tok/s", 1e3*tpot, tps))
 	}
 	inv, err := servebench.Combine(reps)
 	if err != nil {

@@ -10,28 +10,49 @@ import (
 
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/engine/blas"
+	"github.com/autocompress/autocompress/internal/progress"
 )
 
 // Options configures KL, NewReference and Reference.Score.
 type Options struct {
-	// Batch is the number of rows per forward pass (default 8).
+	// Batch is the number of rows per forward pass (0: the default, 8).
 	Batch int
-	// Progress, when not nil, is called after every forward pass with the
-	// rows scored so far and the total.
-	Progress func(done, total int)
+	// Progress receives every forward pass (stage "proxy", unit "row": the
+	// rows scored so far of the total); nil = none.
+	Progress progress.Func
 	// MaxReferenceBytes caps the memory NewReference may use for the
-	// parent's distributions, rows·T·vocab float32 values (default 4 GiB);
-	// a larger request fails and says how many rows fit.
+	// parent's distributions, rows·T·vocab float32 values (0: the default,
+	// 4 GiB); a larger request fails and says how many rows fit.
 	MaxReferenceBytes int64
 }
 
 const defaultMaxReferenceBytes = 4 << 30
 
-func (o Options) batch() int {
-	if o.Batch <= 0 {
-		return 8
+// EnsureDefaults fills the unset (zero) fields and returns o.
+func (o *Options) EnsureDefaults() *Options {
+	if o.Batch == 0 {
+		o.Batch = 8
 	}
-	return o.Batch
+	if o.MaxReferenceBytes == 0 {
+		o.MaxReferenceBytes = defaultMaxReferenceBytes
+	}
+	return o
+}
+
+// Validate reports the first invalid option (after EnsureDefaults).
+func (o *Options) Validate() error {
+	switch {
+	case o.Batch < 1:
+		return fmt.Errorf("proxy: batch %d: want at least 1 row per forward pass", o.Batch)
+	case o.MaxReferenceBytes < 1:
+		return fmt.Errorf("proxy: MaxReferenceBytes %d: want a positive number of bytes", o.MaxReferenceBytes)
+	}
+	return nil
+}
+
+// check completes and validates o.
+func (o *Options) check() error {
+	return o.EnsureDefaults().Validate()
 }
 
 // Result is the measured proxy of one child on one set of rows.
@@ -170,15 +191,15 @@ func NewReference(ctx context.Context, parent *engine.Model, rows [][]int32, opt
 	if parent == nil {
 		return nil, errors.New("proxy: no parent model")
 	}
+	if err := opt.check(); err != nil {
+		return nil, err
+	}
 	V := parent.Arch().Vocab
 	T, err := checkRows(rows, V)
 	if err != nil {
 		return nil, err
 	}
 	limit := opt.MaxReferenceBytes
-	if limit <= 0 {
-		limit = defaultMaxReferenceBytes
-	}
 	perRow := int64(T) * int64(V) * 4
 	if need := int64(len(rows)) * perRow; need > limit {
 		return nil, fmt.Errorf("proxy: a reference over %d rows × %d tokens × vocabulary %d needs %.1f GiB, over the %.1f GiB limit: use at most %d rows (or raise Options.MaxReferenceBytes)",
@@ -186,7 +207,8 @@ func NewReference(ctx context.Context, parent *engine.Model, rows [][]int32, opt
 	}
 	N := len(rows) * T
 	r := &Reference{rows: rows, T: T, V: V, probs: make([]float32, N*V), negEnt: make([]float64, N)}
-	B := opt.batch()
+	B := opt.Batch
+	task := progress.Start(opt.Progress, progress.Event{Stage: "proxy", Phase: "parent reference", Total: int64(len(rows)), Unit: "row"})
 	var in, tg []int32
 	var ce float64
 	for i := 0; i < len(rows); i += B {
@@ -201,9 +223,7 @@ func NewReference(ctx context.Context, parent *engine.Model, rows [][]int32, opt
 		}
 		lo, hi := i*T, (i+len(part))*T
 		ce += parentStats(r.probs[lo*V:hi*V], r.negEnt[lo:hi], logits, tg, V)
-		if opt.Progress != nil {
-			opt.Progress(i+len(part), len(rows))
-		}
+		task.Set(int64(i+len(part)), "")
 	}
 	r.parentLoss = ce / float64(N)
 	return r, nil
@@ -228,7 +248,11 @@ func (r *Reference) Score(ctx context.Context, child *engine.Model, opt Options)
 	if v := child.Arch().Vocab; v != r.V {
 		return Result{}, fmt.Errorf("proxy: the child's vocabulary has %d tokens, the parent's %d", v, r.V)
 	}
-	B, T, V := opt.batch(), r.T, r.V
+	if err := opt.check(); err != nil {
+		return Result{}, err
+	}
+	B, T, V := opt.Batch, r.T, r.V
+	task := progress.Start(opt.Progress, progress.Event{Stage: "proxy", Total: int64(len(r.rows)), Unit: "row"})
 	var in, tg []int32
 	var kl, ce float64
 	for i := 0; i < len(r.rows); i += B {
@@ -245,9 +269,7 @@ func (r *Reference) Score(ctx context.Context, child *engine.Model, opt Options)
 		k, c := childStats(r.probs[lo*V:hi*V], r.negEnt[lo:hi], logits, tg, V)
 		kl += k
 		ce += c
-		if opt.Progress != nil {
-			opt.Progress(i+len(part), len(r.rows))
-		}
+		task.Set(int64(i+len(part)), "")
 	}
 	N := int64(len(r.rows) * T)
 	return Result{KL: kl / float64(N), Loss: ce / float64(N), ParentLoss: r.parentLoss, Tokens: N, Spent: N}, nil
@@ -270,7 +292,11 @@ func KL(ctx context.Context, parent, child *engine.Model, rows [][]int32, opt Op
 	if err != nil {
 		return Result{}, err
 	}
-	B := opt.batch()
+	if err := opt.check(); err != nil {
+		return Result{}, err
+	}
+	B := opt.Batch
+	task := progress.Start(opt.Progress, progress.Event{Stage: "proxy", Total: int64(len(rows)), Unit: "row"})
 	probs := make([]float32, min(B, len(rows))*T*V)
 	negEnt := make([]float64, min(B, len(rows))*T)
 	var in, tg []int32
@@ -293,9 +319,7 @@ func KL(ctx context.Context, parent, child *engine.Model, rows [][]int32, opt Op
 		k, c := childStats(probs[:n*V], negEnt[:n], logits, tg, V)
 		kl += k
 		ce += c
-		if opt.Progress != nil {
-			opt.Progress(i+len(part), len(rows))
-		}
+		task.Set(int64(i+len(part)), "")
 	}
 	N := int64(len(rows) * T)
 	return Result{KL: kl / float64(N), Loss: ce / float64(N), ParentLoss: pce / float64(N), Tokens: N, Spent: 2 * N}, nil

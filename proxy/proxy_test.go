@@ -11,6 +11,7 @@ import (
 
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/engine"
+	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/parent"
 	"github.com/autocompress/autocompress/prune"
 )
@@ -303,13 +304,14 @@ func TestErrors(t *testing.T) {
 	other := handModel(t, make([]float32, 6))
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	progress := 0
+	last := 0
 	for name, f := range map[string]func() error{
-		"no rows":       func() error { _, err := KL(ctx, par, par, nil, Options{}); return err },
-		"short row":     func() error { _, err := KL(ctx, par, par, [][]int32{{1}}, Options{}); return err },
-		"ragged":        func() error { _, err := KL(ctx, par, par, [][]int32{{1, 2, 3}, {1, 2}}, Options{}); return err },
-		"out of vocab":  func() error { _, err := KL(ctx, par, par, [][]int32{{1, int32(V)}}, Options{}); return err },
-		"vocab differs": func() error { _, err := KL(ctx, par, other, [][]int32{{1, 2}}, Options{}); return err },
+		"no rows":        func() error { _, err := KL(ctx, par, par, nil, Options{}); return err },
+		"short row":      func() error { _, err := KL(ctx, par, par, [][]int32{{1}}, Options{}); return err },
+		"ragged":         func() error { _, err := KL(ctx, par, par, [][]int32{{1, 2, 3}, {1, 2}}, Options{}); return err },
+		"out of vocab":   func() error { _, err := KL(ctx, par, par, [][]int32{{1, int32(V)}}, Options{}); return err },
+		"vocab differs":  func() error { _, err := KL(ctx, par, other, [][]int32{{1, 2}}, Options{}); return err },
+		"negative batch": func() error { _, err := KL(ctx, par, par, randRows(1, 4, 8, V), Options{Batch: -1}); return err },
 		"too big": func() error {
 			_, err := NewReference(ctx, par, randRows(1, 4, 8, V), Options{MaxReferenceBytes: 1000})
 			return err
@@ -331,12 +333,12 @@ func TestErrors(t *testing.T) {
 	if _, err := KL(cancelled, par, par, rows, Options{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled KL: %v", err)
 	}
-	ref, err := NewReference(ctx, par, rows, Options{Batch: 1, Progress: func(done, total int) { progress = done*10 + total }})
+	ref, err := NewReference(ctx, par, rows, Options{Batch: 1, Progress: func(e progress.Event) { last = int(e.Done*10 + e.Total) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if progress != 33 {
-		t.Errorf("progress ended at done*10+total = %d, want 33", progress)
+	if last != 33 {
+		t.Errorf("progress ended at done*10+total = %d, want 33", last)
 	}
 	if _, err := ref.Score(cancelled, par, Options{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled Score: %v", err)

@@ -32,15 +32,16 @@ type Options struct {
 	// the DeciLM remote-code files configuration_decilm.py and
 	// modeling_decilm.py that transformers needs.
 	ExtraFiles []string
-	// Progress, when not nil, receives a progress bar (e.g. os.Stderr).
-	Progress io.Writer
+	// Progress receives the tensor bytes written (stage "prune", unit "B");
+	// nil = none.
+	Progress progress.Func
 	// TP is the tensor-parallel size the child is served with (0: none);
 	// the default validator then checks head and width divisibility.
 	TP int
-	// Validate, when not nil, replaces the default check of the finished
+	// CheckChild, when not nil, replaces the default check of the finished
 	// child directory (export.ValidateDirWith for the engine and TP) before
 	// it is moved into place; an error aborts the run and removes the output.
-	Validate func(dir, engine string) error
+	CheckChild func(dir, engine string) error
 }
 
 // Result describes a written child.
@@ -52,13 +53,6 @@ type Result struct {
 	Bytes   int64 // tensor data written
 }
 
-// ExistsError reports an output directory that exists while Force is unset.
-type ExistsError struct{ Path string }
-
-func (e *ExistsError) Error() string {
-	return fmt.Sprintf("output %s already exists; choose another --out or pass --force to replace it", e.Path)
-}
-
 // Prune writes the child of opt.Model described by opt.Plan to opt.Out, one
 // tensor at a time: memory stays at a few MiB of buffers whatever the model
 // size (tensors are read with pread, never loaded whole). The output is
@@ -66,8 +60,8 @@ func (e *ExistsError) Error() string {
 // every file is written and validated; a cancelled context or any error
 // leaves no output behind.
 func Prune(ctx context.Context, opt Options) (res *Result, err error) {
-	if opt.Plan == nil {
-		return nil, errors.New("prune: no plan")
+	if err := opt.Validate(); err != nil {
+		return nil, err
 	}
 	planCopy := *opt.Plan
 	plan := &planCopy
@@ -77,11 +71,8 @@ func Prune(ctx context.Context, opt Options) (res *Result, err error) {
 	if opt.Engine != "" {
 		planCopy.Engine = opt.Engine
 	}
-	if opt.Out == "" {
-		return nil, errors.New("prune: no output directory")
-	}
 	if _, err := os.Lstat(opt.Out); err == nil && !opt.Force {
-		return nil, &ExistsError{opt.Out}
+		return nil, &checkpoint.ExistsError{Path: opt.Out} // internal/output's, the one of every package
 	}
 	parent, err := architecture.Load(filepath.Join(opt.Model, "config.json"))
 	if err != nil {
@@ -142,10 +133,6 @@ func Prune(ctx context.Context, opt Options) (res *Result, err error) {
 
 	out, err := checkpoint.NewOutputDir(opt.Out, opt.Force)
 	if err != nil {
-		var ee *checkpoint.ExistsError
-		if errors.As(err, &ee) {
-			return nil, &ExistsError{opt.Out}
-		}
 		return nil, fmt.Errorf("prune: %w", err)
 	}
 	defer func() {
@@ -205,7 +192,7 @@ func Prune(ctx context.Context, opt Options) (res *Result, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("prune: %w", err)
 	}
-	bar := progress.New(opt.Progress, "prune", total, "B")
+	task := progress.Start(opt.Progress, progress.Event{Stage: "prune", Total: total, Unit: "B"})
 	res = &Result{Dir: opt.Out, Layout: lay, Files: sp.Files}
 	for _, m := range order {
 		if err := ctx.Err(); err != nil {
@@ -219,7 +206,7 @@ func Prune(ctx context.Context, opt Options) (res *Result, err error) {
 		}
 		res.Tensors++
 		res.Bytes += n
-		bar.Add(n)
+		task.Add(n)
 	}
 	if err := ctx.Err(); err != nil {
 		w.Abort()
@@ -228,7 +215,6 @@ func Prune(ctx context.Context, opt Options) (res *Result, err error) {
 	if err := w.Close(); err != nil {
 		return nil, fmt.Errorf("prune: %w", err)
 	}
-	bar.Done()
 	if err := os.WriteFile(filepath.Join(tmp, "config.json"), cfg, 0o666); err != nil { //output:inside
 		return nil, fmt.Errorf("prune: %w", err)
 	}
@@ -250,7 +236,7 @@ func Prune(ctx context.Context, opt Options) (res *Result, err error) {
 			return nil, fmt.Errorf("prune: adding %s: %w", f, err)
 		}
 	}
-	validate := opt.Validate
+	validate := opt.CheckChild
 	if validate == nil {
 		validate = func(dir, engine string) error {
 			r, err := export.ValidateDirWith(dir, engine, export.Options{TP: opt.TP})

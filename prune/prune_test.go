@@ -16,6 +16,7 @@ import (
 
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/checkpoint"
+	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/internal/shareddata/sdtest"
 )
 
@@ -701,9 +702,9 @@ func TestOutputSafety(t *testing.T) {
 	must(t, os.MkdirAll(out, 0o755))
 	must(t, os.WriteFile(filepath.Join(out, "keep"), []byte("x"), 0o644))
 	_, err := Prune(context.Background(), Options{Model: dir, Plan: &Plan{Version: 1}, Out: out})
-	var ee *ExistsError
+	var ee *checkpoint.ExistsError
 	if !errors.As(err, &ee) {
-		t.Fatalf("want *ExistsError, got %v", err)
+		t.Fatalf("want *checkpoint.ExistsError, got %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(out, "keep")); err != nil {
 		t.Fatal("existing output touched")
@@ -715,11 +716,11 @@ func TestOutputSafety(t *testing.T) {
 		t.Fatal("--force did not replace the output")
 	}
 
-	// Cancel after the first tensor: the progress bar's first draw cancels.
+	// Cancel after the first tensor: its progress event cancels.
 	ctx, cancel := context.WithCancel(context.Background())
 	out2 := filepath.Join(parent, "child2")
 	_, err = Prune(ctx, Options{Model: dir, Plan: &Plan{Version: 1, Hidden: seqFrom(0, 16)}, Out: out2,
-		Progress: cancelWriter(cancel)})
+		Progress: func(progress.Event) { cancel() }})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("want context.Canceled, got %v", err)
 	}
@@ -729,13 +730,6 @@ func TestOutputSafety(t *testing.T) {
 			t.Errorf("interrupted run left %s", e.Name())
 		}
 	}
-}
-
-type cancelWriter context.CancelFunc
-
-func (c cancelWriter) Write(p []byte) (int, error) {
-	c()
-	return len(p), nil
 }
 
 // TestStories260K prunes the real tiny Llama along every axis and checks the

@@ -11,6 +11,7 @@ import (
 	"github.com/autocompress/autocompress/export"
 	"github.com/autocompress/autocompress/hardware"
 	"github.com/autocompress/autocompress/importance"
+	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/proxy"
 	"github.com/autocompress/autocompress/prune"
 	"github.com/autocompress/autocompress/workload"
@@ -65,7 +66,9 @@ type Request struct {
 	// each, disjoint from Rows) are what it trains on.
 	TopKTrain TrainOptions
 	TrainRows [][]int32
-	Progress  Progress
+	// Progress receives the search's phases and the top-k candidates'
+	// training (stage "search"); nil = none.
+	Progress progress.Func
 }
 
 // ErrScoresMismatch is returned (wrapped) when Request.Scores were computed
@@ -187,10 +190,6 @@ func (r *Request) trainedMeasurer(ctx context.Context, parent *engine.Model) (*T
 		return nil, errors.New("search: training the top-k candidates needs training rows (TrainRows)")
 	}
 	o := r.TopKTrain
-	if r.Progress != nil {
-		o.Progress = func(cand, step, steps int) {
-			r.Progress(fmt.Sprintf("training top-k candidate %d", cand+1), step, steps)
-		}
-	}
+	o.Progress = r.Progress
 	return NewTrainedMeasurer(ctx, parent, r.Rows, r.TrainRows, o)
 }

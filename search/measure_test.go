@@ -140,7 +140,7 @@ func TestEmbeddedParentMeasured(t *testing.T) {
 		}
 		px, _ := NewProxy(m, nil)
 		res, err := Run(context.Background(), sp, px, Options{Strategy: st, GPU: gpu(t, "cpu-local"), Workload: w, Budgets: b,
-			Measurer: meas, Plan: func(c *Candidate) (*prune.Plan, error) { return sp.Plan(c, nil) }, CloseFraction: 0.05})
+			Measurer: meas, Plan: func(c *Candidate) (*prune.Plan, error) { return sp.Plan(c, nil) }, CloseFraction: Ptr(0.05)})
 		if err != nil {
 			t.Fatalf("%s: %v", st, err)
 		}

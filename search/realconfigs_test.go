@@ -11,8 +11,10 @@ import (
 	"github.com/autocompress/autocompress/workload"
 )
 
-// realScenario is one row of the README table (search/README.md repeats
-// the commands).
+// realScenario is one deployment of the README's published-config table.
+// The table itself is the CLI's (scripts/readmetables runs its commands,
+// with the CLI's default --margin auto); this test searches the same
+// deployments with no margin, to check the children it chooses.
 type realScenario struct {
 	name, config, gpu string
 	engine            estimate.Engine

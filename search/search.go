@@ -47,7 +47,6 @@ package search
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -55,6 +54,7 @@ import (
 
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/hardware"
+	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/prune"
 	"github.com/autocompress/autocompress/workload"
 )
@@ -96,10 +96,6 @@ type Ranker interface {
 	Ranking() string
 }
 
-// Progress is called from time to time with the strategy's phase and the
-// fraction done.
-type Progress func(phase string, done, total int)
-
 // Options configure a search.
 type Options struct {
 	Strategy string
@@ -112,10 +108,11 @@ type Options struct {
 	Budgets  Budgets
 	// TopK is how many candidates are kept and, with a Measurer, measured
 	// (Minitron: always; AutoCompress: only those whose proxy is within
-	// CloseFraction of the best). Default 10.
+	// CloseFraction of the best). 0: the default, 10.
 	TopK int
-	// CloseFraction is AutoCompress's "too close to call" margin (0.03).
-	CloseFraction float64
+	// CloseFraction is AutoCompress's "too close to call" margin (nil:
+	// 0.03; a pointer to 0 measures only ties with the best).
+	CloseFraction *float64
 	// Measurer, when set, measures candidates (see TopK).
 	Measurer Measurer
 	// Plan turns a candidate into a pruning plan for the Measurer.
@@ -123,7 +120,9 @@ type Options struct {
 	// MaxEvaluations bounds the estimator calls of local search per
 	// global shape and setting (default 4000).
 	MaxEvaluations int
-	Progress       Progress
+	// Progress receives the strategy's phases from time to time (stage
+	// "search"); nil = none.
+	Progress progress.Func
 }
 
 // Result is the outcome of a search.
@@ -184,17 +183,8 @@ func (e *InfeasibleError) Error() string {
 
 // Run searches sp for the best candidate under o.
 func Run(ctx context.Context, sp *Space, proxy *Proxy, o Options) (*Result, error) {
-	if o.GPU == nil || o.Workload == nil {
-		return nil, errors.New("search: a GPU and a workload are needed")
-	}
-	if o.TopK <= 0 {
-		o.TopK = 10
-	}
-	if o.CloseFraction <= 0 {
-		o.CloseFraction = 0.03
-	}
-	if o.MaxEvaluations <= 0 {
-		o.MaxEvaluations = 4000
+	if err := o.EnsureDefaults().Validate(); err != nil {
+		return nil, err
 	}
 	e, err := newEvaluator(sp, &o.Budgets, proxy, o.GPU, o.Workload, o.Estimate)
 	if err != nil {
@@ -256,18 +246,17 @@ func finish(ctx context.Context, e *evaluator, res *Result, o *Options) error {
 			switch {
 			case res.Strategy == Minitron:
 				measure = append(measure, i)
-			case best.Quality-c.Quality <= o.CloseFraction*best.Quality:
+			case best.Quality-c.Quality <= *o.CloseFraction*best.Quality:
 				measure = append(measure, i)
 			}
 		}
 		if len(measure) > 1 || res.Strategy == Minitron {
+			task := progress.Start(o.Progress, progress.Event{Stage: "search", Phase: "measuring the top-k", Total: int64(len(measure)), Unit: "cand"})
 			for n, i := range measure {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
-				if o.Progress != nil {
-					o.Progress("measuring the top-k", n, len(measure))
-				}
+				task.Set(int64(n), "")
 				p, err := o.Plan(&res.TopK[i])
 				if err != nil {
 					return fmt.Errorf("search: plan of candidate %d: %w", i+1, err)
@@ -279,6 +268,7 @@ func finish(ctx context.Context, e *evaluator, res *Result, o *Options) error {
 				res.TopK[i].Measured = &m
 				res.Tokens += m.Tokens
 			}
+			task.Set(int64(len(measure)), "")
 			key := func(m *Measurement) float64 {
 				if res.Strategy == Minitron {
 					return m.Loss
@@ -307,7 +297,7 @@ func finish(ctx context.Context, e *evaluator, res *Result, o *Options) error {
 				res.Notes = append(res.Notes, fmt.Sprintf("the brief training changed the choice: by the loss untrained, %s (ranked %d after training) would have been chosen", uniformShape(&res.TopK[n]), n+1))
 			}
 		} else {
-			res.Notes = append(res.Notes, fmt.Sprintf("no other candidate within %.0f %% of the best proxy: chosen without measuring (0 tokens)", 100*o.CloseFraction))
+			res.Notes = append(res.Notes, fmt.Sprintf("no other candidate within %.0f %% of the best proxy: chosen without measuring (0 tokens)", 100**o.CloseFraction))
 		}
 		best = res.TopK[0]
 	}

@@ -27,7 +27,7 @@ type SpaceOptions struct {
 	// must load in (its rules restrict the shapes; default: Engine's).
 	Engine  estimate.Engine
 	ServeOn export.Capabilities
-	// TP is the tensor-parallel degree (≥ 1).
+	// TP is the tensor-parallel degree (0: 1).
 	TP int
 	// Precisions and KVDTypes list the values allowed (default: the
 	// engine's default only). Settings searched are their product with the
@@ -47,11 +47,12 @@ type SpaceOptions struct {
 	// Uniform restricts the space to Minitron++'s: the same widths in every
 	// layer and every layer kept.
 	Uniform bool
-	// MinWidth is the smallest fraction of a width kept (default 0.25 for
-	// autocompress; Minitron's 0.6 for the uniform space). MaxDepth is the
-	// largest fraction of layers removed (default 0.5; 0 in the uniform
-	// space).
-	MinWidth, MaxDepth float64
+	// MinWidth is the smallest fraction of a width kept (0: the default,
+	// 0.25 for autocompress, Minitron's 0.6 for the uniform space).
+	MinWidth float64
+	// MaxDepth is the largest fraction of layers removed (nil: 0.5, 0 in
+	// the uniform space; a pointer to 0 removes no layer).
+	MaxDepth *float64
 }
 
 // Space is the set of candidate shapes and settings for one parent and
@@ -133,8 +134,8 @@ func NewSpace(parent *architecture.Model, o SpaceOptions) (*Space, error) {
 	if len(parent.Layers) == 0 {
 		return nil, fmt.Errorf("search: the parent has no layers")
 	}
-	if o.TP < 1 {
-		o.TP = 1
+	if err := o.EnsureDefaults().Validate(); err != nil {
+		return nil, err
 	}
 	if o.ServeOn.Name == "" {
 		c, ok := export.ForEngine(o.Engine)
@@ -142,15 +143,6 @@ func NewSpace(parent *architecture.Model, o SpaceOptions) (*Space, error) {
 			return nil, fmt.Errorf("search: no load rules for engine %s", o.Engine)
 		}
 		o.ServeOn = c
-	}
-	if o.MinWidth <= 0 {
-		o.MinWidth = 0.25
-		if o.Uniform {
-			o.MinWidth = 0.6 // Minitron's max_width_pruning 0.40
-		}
-	}
-	if o.MaxDepth <= 0 && !o.Uniform {
-		o.MaxDepth = 0.5
 	}
 	sp := &Space{Parent: parent, Engine: o.Engine, ServeOn: o.ServeOn, TP: o.TP}
 	n := len(parent.Layers)
@@ -165,11 +157,11 @@ func NewSpace(parent *architecture.Model, o SpaceOptions) (*Space, error) {
 		sp.Removable[k] = false
 	}
 	if !o.Uniform {
-		sp.MaxRemoved = int(float64(n) * o.MaxDepth)
+		sp.MaxRemoved = int(float64(n) * *o.MaxDepth)
 		if len(o.KeepLayers) > 0 {
 			sp.Notes = append(sp.Notes, fmt.Sprintf("layers %v are kept (--keep-layers); their sub-blocks are kept too", o.KeepLayers))
 		}
-		sp.Notes = append(sp.Notes, fmt.Sprintf("at most %d of %d layers removed (%.0f %%)", sp.MaxRemoved, n, 100*o.MaxDepth))
+		sp.Notes = append(sp.Notes, fmt.Sprintf("at most %d of %d layers removed (%.0f %%)", sp.MaxRemoved, n, 100**o.MaxDepth))
 	} else {
 		sp.Notes = append(sp.Notes, "Minitron++ space: the same widths in every layer, every layer kept, widths cut by at most 40 %")
 	}

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sort"
 	"sync"
+
+	"github.com/autocompress/autocompress/internal/progress"
 )
 
 // boundLag is how many jobs before job j the bound that may skip it
@@ -269,11 +271,12 @@ func runAutoCompress(ctx context.Context, e *evaluator, o *Options) (*Result, er
 		}()
 	}
 	mu.Lock()
+	task := progress.Start(o.Progress, progress.Event{Stage: "search", Phase: "searching global shapes", Total: int64(len(jobs)), Unit: "shape"})
 	for reported := -1; prefix < len(jobs); {
-		if o.Progress != nil && prefix != reported {
+		if task != nil && prefix != reported {
 			reported = prefix
 			mu.Unlock()
-			o.Progress("searching global shapes", reported, len(jobs))
+			task.Set(int64(reported), "")
 			mu.Lock()
 			continue // prefix may have moved: look again before waiting
 		}
@@ -284,6 +287,7 @@ func runAutoCompress(ctx context.Context, e *evaluator, o *Options) (*Result, er
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
+	task.Set(int64(len(jobs)), "")
 	var finals []Candidate
 	for k := range outs {
 		out := &outs[k]
@@ -729,12 +733,13 @@ func runMinitron(ctx context.Context, e *evaluator, o *Options) (*Result, error)
 	var feasible []Candidate
 	gs := e.globals()
 	var mc menuCache
+	task := progress.Start(o.Progress, progress.Event{Stage: "search", Phase: "Minitron grid", Total: int64(len(gs)), Unit: "shape"})
 	for n, g := range gs {
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		if o.Progress != nil && n%16 == 0 {
-			o.Progress("Minitron grid", n, len(gs))
+		if n%16 == 0 {
+			task.Set(int64(n), "")
 		}
 		for si := range e.sp.Settings {
 			menus, _ := mc.get(e, g, si)
@@ -748,6 +753,7 @@ func runMinitron(ctx context.Context, e *evaluator, o *Options) (*Result, error)
 			}
 		}
 	}
+	task.Set(int64(len(gs)), "")
 	res.TopK = topK(e.sp, &o.Budgets, feasible, o.TopK)
 	res.Notes = append(res.Notes, fmt.Sprintf("minitron: %d grid points × settings priced, %d meet the budgets; top %d by the proxy", res.GlobalShapes, len(feasible), len(res.TopK)))
 	return res, nil

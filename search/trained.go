@@ -8,6 +8,7 @@ import (
 
 	"github.com/autocompress/autocompress/distill"
 	"github.com/autocompress/autocompress/engine"
+	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/proxy"
 	"github.com/autocompress/autocompress/prune"
 	"github.com/autocompress/autocompress/train"
@@ -43,31 +44,14 @@ type TrainOptions struct {
 	// distill's --top-k cache does). 0 runs the dense teacher every step of
 	// every candidate, the recovery stage's default loss.
 	CacheK int
-	// Progress, when set, receives every training step of every candidate.
-	Progress func(candidate, step, steps int) `json:"-"`
-}
-
-func (o *TrainOptions) defaults() {
-	if o.Batch <= 0 {
-		o.Batch = 8
-	}
-	if o.SeqLen <= 0 {
-		o.SeqLen = 128
-	}
-	if o.LR <= 0 {
-		o.LR = 1e-3
-	}
-	if o.Temperature <= 0 {
-		o.Temperature = 1
-	}
-	if o.KDWeight == 0 && o.CEWeight == 0 {
-		o.KDWeight = 1
-	}
+	// Progress receives every training step of every candidate (phase
+	// "training top-k candidate N"); nil = none.
+	Progress progress.Func `json:"-"`
 }
 
 // Steps returns the optimiser steps per candidate.
 func (o TrainOptions) Steps() int {
-	o.defaults()
+	o.EnsureDefaults()
 	per := int64(o.Batch * o.SeqLen)
 	return int((o.Tokens + per - 1) / per)
 }
@@ -100,7 +84,9 @@ type TrainedMeasurer struct {
 // each) and prepares the brief training on trainRows (o.SeqLen+1 ids each,
 // none of them among heldOut). Close releases the teacher cache.
 func NewTrainedMeasurer(ctx context.Context, parent *engine.Model, heldOut, trainRows [][]int32, o TrainOptions) (*TrainedMeasurer, error) {
-	o.defaults()
+	if err := o.EnsureDefaults().Validate(); err != nil {
+		return nil, err
+	}
 	if o.Tokens <= 0 {
 		return nil, errors.New("trained proxy: no training tokens (use the untrained measurer)")
 	}
@@ -177,14 +163,8 @@ func (m *TrainedMeasurer) Measure(ctx context.Context, plan *prune.Plan) (Measur
 		misses0 = m.cache.Misses.Load()
 	}
 	steps := m.o.Steps()
-	to := train.Options{Steps: steps, Batch: m.o.Batch, SeqLen: m.o.SeqLen, LR: m.o.LR, Seed: m.o.Seed, Loss: train.FromLogits(kd)}
-	if m.o.Progress != nil {
-		to.OnStep = func(s train.StepInfo) {
-			if !s.Eval {
-				m.o.Progress(cand, s.Step, s.Steps)
-			}
-		}
-	}
+	to := train.Options{Steps: steps, Batch: m.o.Batch, SeqLen: m.o.SeqLen, LR: m.o.LR, Seed: m.o.Seed, Loss: train.FromLogits(kd),
+		Progress: m.o.Progress.Phase(fmt.Sprintf("training top-k candidate %d", cand+1))}
 	tr, err := train.New(child, m.rows, nil, to)
 	if err != nil {
 		return Measurement{}, fmt.Errorf("trained proxy: %w", err)

@@ -10,6 +10,7 @@ import (
 	"github.com/autocompress/autocompress/dataset"
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/estimate"
+	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/parent"
 	"github.com/autocompress/autocompress/prune"
 	"github.com/autocompress/autocompress/workload"
@@ -171,9 +172,12 @@ func TestTrainedMeasurer(t *testing.T) {
 	co := o
 	co.Tokens = 100 * 4 * T
 	steps := 0
-	co.Progress = func(_, step, _ int) {
-		steps = step
-		if step == 2 {
+	co.Progress = func(e progress.Event) {
+		if e.Phase != "training top-k candidate 1" || e.Unit != "step" {
+			t.Errorf("event %+v", e)
+		}
+		steps = int(e.Done)
+		if steps == 2 {
 			cancel()
 		}
 	}

@@ -30,10 +30,11 @@ import (
 
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/engine/blas"
+	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/workload"
 )
 
-// Options configure Run.
+// Options configure Run. Zero fields take the defaults of EnsureDefaults.
 type Options struct {
 	Repeats       int // measured runs (0: 5)
 	MaxWarmup     int // most warm-up runs, at least 2 (0: 6)
@@ -43,6 +44,36 @@ type Options struct {
 	// clients' requests wait, and the wait counts in their TTFT and E2E
 	// (0: one per client).
 	MaxNumSeqs int
+}
+
+// EnsureDefaults fills the unset (zero) fields and returns o. MaxNumSeqs
+// keeps 0, which means one sequence per client.
+func (o *Options) EnsureDefaults() *Options {
+	if o.Repeats == 0 {
+		o.Repeats = 5
+	}
+	if o.MaxWarmup == 0 {
+		o.MaxWarmup = 6
+	}
+	if o.PrefillTokens == 0 {
+		o.PrefillTokens = DefaultPrefillTokens
+	}
+	return o
+}
+
+// Validate reports the first invalid option (after EnsureDefaults).
+func (o *Options) Validate() error {
+	switch {
+	case o.Repeats < 1:
+		return fmt.Errorf("servebench: repeats %d: want at least 1 measured run", o.Repeats)
+	case o.MaxWarmup < 2:
+		return fmt.Errorf("servebench: max warm-up %d: want at least 2 runs (two in a row must agree)", o.MaxWarmup)
+	case o.PrefillTokens < 1:
+		return fmt.Errorf("servebench: prefill tokens %d: want at least 1 per step", o.PrefillTokens)
+	case o.MaxNumSeqs < 0:
+		return fmt.Errorf("servebench: max sequences %d: want >= 0 (0: one per client)", o.MaxNumSeqs)
+	}
+	return nil
 }
 
 // DefaultPrefillTokens is engine.Serve's prompt-token budget per step.
@@ -78,36 +109,23 @@ func Workload(w workload.Workload, requests int, r workload.ContextRule) (worklo
 	return w, c, nil
 }
 
-// Progress reports one finished run.
-type Progress struct {
-	Warmup bool // a warm-up run (not reported)
-	Run    int  // 1-based index among the warm-up or the measured runs
-	Of     int  // measured runs in all (0 for warm-up runs)
-	Result RunStats
-}
-
 // Run measures w on m: warm-up runs, then o.Repeats measured runs. Only
 // closed-loop and open-loop workloads with at least one request are valid.
-// progress (may be nil) is called after each run. The returned report has
-// PeakRSSBytes set to the process's VmHWM at the end.
-func Run(ctx context.Context, m *engine.Model, w *workload.Workload, o Options, progress func(Progress)) (*Report, error) {
+// Each warm-up run is reported through pf as running work (stage
+// "servebench", phase "warm-up") and each measured run as a note of its
+// figures. The returned report has PeakRSSBytes set to the process's VmHWM
+// at the end.
+func Run(ctx context.Context, m *engine.Model, w *workload.Workload, o Options, pf progress.Func) (*Report, error) {
 	if err := w.Validate(); err != nil {
 		return nil, err
 	}
+	if err := o.EnsureDefaults().Validate(); err != nil {
+		return nil, err
+	}
 	repeats, maxWarm := o.Repeats, o.MaxWarmup
-	if repeats <= 0 {
-		repeats = 5
-	}
-	if maxWarm <= 0 {
-		maxWarm = 6
-	}
-	maxWarm = max(maxWarm, 2)
 	arch := m.Arch()
 	reqs := Requests(w, arch.Vocab)
 	opt := engine.ServeOptions{PrefillTokens: o.PrefillTokens, MaxBatch: o.MaxNumSeqs}
-	if opt.PrefillTokens <= 0 {
-		opt.PrefillTokens = DefaultPrefillTokens
-	}
 	seqs := o.MaxNumSeqs
 	if w.Mode() == workload.ClosedLoop {
 		opt.Concurrency = w.Concurrency
@@ -115,7 +133,7 @@ func Run(ctx context.Context, m *engine.Model, w *workload.Workload, o Options, 
 			seqs = w.Concurrency
 		}
 	}
-	warmups, err := warmUp(ctx, m, reqs, opt, maxWarm, progress)
+	warmups, err := warmUp(ctx, m, reqs, opt, maxWarm, pf)
 	if err != nil {
 		return nil, err
 	}
@@ -126,9 +144,8 @@ func Run(ctx context.Context, m *engine.Model, w *workload.Workload, o Options, 
 			return nil, err
 		}
 		runs = append(runs, run)
-		if progress != nil {
-			progress(Progress{Run: i + 1, Of: repeats, Result: run})
-		}
+		pf.Notef("servebench", "run %d/%d: %.1f output tokens/s, TTFT %.1f ms, TPOT %.2f ms",
+			i+1, repeats, run.OutputTPS, 1e3*run.TTFT.Mean, 1e3*run.TPOT.Mean)
 	}
 	rep := &Report{
 		Params: m.NumParams(), Backend: blas.Backend(), Threads: runtime.GOMAXPROCS(0),
@@ -142,7 +159,8 @@ func Run(ctx context.Context, m *engine.Model, w *workload.Workload, o Options, 
 // warmUp runs a slice of the requests (at least two per client) until two
 // runs in a row agree on mean TPOT and mean TTFT within 5%, at most maxRuns
 // times, and returns the number of runs.
-func warmUp(ctx context.Context, m *engine.Model, reqs []engine.ServeRequest, opt engine.ServeOptions, maxRuns int, progress func(Progress)) (int, error) {
+func warmUp(ctx context.Context, m *engine.Model, reqs []engine.ServeRequest, opt engine.ServeOptions, maxRuns int, pf progress.Func) (int, error) {
+	task := progress.Start(pf, progress.Event{Stage: "servebench", Phase: "warm-up"})
 	warm := reqs[:min(len(reqs), max(2*opt.Concurrency, 8))]
 	near := func(a, b float64) bool { return math.Abs(a-b) <= 0.05*b }
 	var prev RunStats
@@ -152,9 +170,7 @@ func warmUp(ctx context.Context, m *engine.Model, reqs []engine.ServeRequest, op
 			return i, err
 		}
 		run := summarizeRun(st)
-		if progress != nil {
-			progress(Progress{Warmup: true, Run: i, Result: run})
-		}
+		task.Set(int64(i), fmt.Sprintf("TTFT %.1f ms, TPOT %.2f ms", 1e3*run.TTFT.Mean, 1e3*run.TPOT.Mean))
 		if run.TPOT.Mean == 0 { // one-token outputs: compare wall time
 			run.TPOT.Mean = st.Wall
 		}

@@ -3,11 +3,14 @@ package servebench
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/engine"
+	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/workload"
 )
 
@@ -61,14 +64,17 @@ func TestRun(t *testing.T) {
 	w := workload.FixedClosed(10, 5, 2)
 	w.NumRequests = 6
 	warm, measured := 0, 0
-	rep, err := Run(context.Background(), m, &w, Options{Repeats: 3, MaxWarmup: 2}, func(p Progress) {
-		if p.Warmup {
+	rep, err := Run(context.Background(), m, &w, Options{Repeats: 3, MaxWarmup: 2}, func(e progress.Event) {
+		switch {
+		case e.State == progress.Running && e.Phase == "warm-up":
 			warm++
-		} else {
+		case e.State == progress.Note:
 			measured++
-			if p.Of != 3 || p.Run != measured {
-				t.Errorf("progress %+v", p)
+			if want := fmt.Sprintf("run %d/3: ", measured); !strings.HasPrefix(e.Msg, want) {
+				t.Errorf("note %q, want it to begin %q", e.Msg, want)
 			}
+		default:
+			t.Errorf("event %+v", e)
 		}
 	})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/autocompress/autocompress/internal/output"
+	"github.com/autocompress/autocompress/internal/progress"
 	"io"
 	"os"
 	"slices"
@@ -30,6 +31,9 @@ type BPETrainOptions struct {
 	MinFrequency int
 	// Special tokens appended after the merged tokens, e.g. "<|endoftext|>".
 	Special []string
+	// Progress receives the merges learnt (stage "tokenizer", unit
+	// "merge"); nil = none.
+	Progress progress.Func
 }
 
 // TrainedBPE is a byte-level BPE vocabulary produced by TrainBPE. Token ids
@@ -182,20 +186,37 @@ func (h *btHeap) Pop() any {
 	return x
 }
 
+// EnsureDefaults fills the unset (zero) fields and returns o: 4000 merges,
+// a minimum frequency of 2.
+func (o *BPETrainOptions) EnsureDefaults() *BPETrainOptions {
+	if o.Merges == 0 {
+		o.Merges = 4000
+	}
+	if o.MinFrequency == 0 {
+		o.MinFrequency = 2
+	}
+	return o
+}
+
+// Validate reports the first invalid option (after EnsureDefaults).
+func (o *BPETrainOptions) Validate() error {
+	switch {
+	case o.Merges < 1:
+		return fmt.Errorf("tokenizer: train: %d merges; want a positive number", o.Merges)
+	case o.MinFrequency < 1:
+		return fmt.Errorf("tokenizer: train: minimum frequency %d; want at least 1", o.MinFrequency)
+	}
+	return nil
+}
+
 // TrainBPE learns a byte-level BPE from texts. Each text is pre-tokenized
 // with PreTokenizeByteLevel; merges never cross piece boundaries. Training
 // is deterministic: the most frequent pair wins, ties go to the pair whose
 // left token (then right token) sorts first by its raw bytes. A cancelled
 // ctx stops it with ctx's error.
 func TrainBPE(ctx context.Context, texts []string, opt BPETrainOptions) (*TrainedBPE, error) {
-	if opt.Merges == 0 {
-		opt.Merges = 4000
-	}
-	if opt.Merges < 0 {
-		return nil, fmt.Errorf("tokenizer: train: %d merges; want a positive number", opt.Merges)
-	}
-	if opt.MinFrequency <= 0 {
-		opt.MinFrequency = 2
+	if err := opt.EnsureDefaults().Validate(); err != nil {
+		return nil, err
 	}
 	counts := map[string]int64{}
 	total := 0
@@ -255,11 +276,13 @@ func TrainBPE(ctx context.Context, texts []string, opt BPETrainOptions) (*Traine
 	}
 	heap.Init(h)
 	out := &TrainedBPE{Special: map[string]int32{}}
+	task := progress.Start(opt.Progress, progress.Event{Stage: "tokenizer", Total: int64(opt.Merges), Unit: "merge"})
 	for len(out.Merges) < opt.Merges && h.Len() > 0 {
 		if len(out.Merges)%64 == 0 {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
+			task.Set(int64(len(out.Merges)), "")
 		}
 		top := heap.Pop(h).(btPair)
 		if pairs[top.p] != top.count || top.count <= 0 {
@@ -326,6 +349,7 @@ func TrainBPE(ctx context.Context, texts []string, opt BPETrainOptions) (*Traine
 			}
 		}
 	}
+	task.Set(int64(len(out.Merges)), "")
 	for _, s := range opt.Special {
 		if _, dup := out.Special[s]; dup || s == "" {
 			return nil, fmt.Errorf("tokenizer: train: special token %q empty or repeated", s)

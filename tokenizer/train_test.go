@@ -17,6 +17,7 @@ import (
 
 	"context"
 	"github.com/autocompress/autocompress/corpus"
+	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/internal/shareddata"
 )
 
@@ -398,4 +399,19 @@ func ExampleTrainBPE() {
 	// "t" + "he"
 	// "Ġ" + "a"
 	// [258 32 104 256] the hat
+}
+
+// TestTrainBPEProgress: the merges are reported, the last event counting
+// every merge learnt.
+func TestTrainBPEProgress(t *testing.T) {
+	var last progress.Event
+	n := 0
+	b, err := TrainBPE(context.Background(), []string{"ab ab ab aa abc abc"}, BPETrainOptions{Merges: 5,
+		Progress: func(e progress.Event) { last, n = e, n+1 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 || last.Stage != "tokenizer" || last.Unit != "merge" || last.Total != 5 || last.Done != int64(len(b.Merges)) || len(b.Merges) == 0 {
+		t.Errorf("%d events, the last %+v; %d merges", n, last, len(b.Merges))
+	}
 }

@@ -20,7 +20,8 @@ import (
 // Scratch is a training run from random weights to a HuggingFace checkpoint:
 // what "autocompress train" does. Options holds the optimiser, schedule,
 // evaluation and checkpoint settings (Options.CheckpointPath is the
-// checkpoint file; OnStep is kept and called after the step log's line).
+// checkpoint file; OnStep is kept and called after the step log's line;
+// Progress receives the steps and the notes).
 type Scratch struct {
 	// Arch is the architecture to train; nil is ParentArch. Its vocabulary,
 	// EOS and BOS are set from the tokenizer.
@@ -46,8 +47,6 @@ type Scratch struct {
 	LogPath string
 
 	Options Options
-	// Notef, when set, receives progress notes (tokenizer, data, model).
-	Notef func(format string, a ...any)
 }
 
 // ScratchResult is what a Scratch run did.
@@ -97,11 +96,7 @@ func FromScratch(ctx context.Context, s Scratch) (*ScratchResult, error) {
 	if s.DType == "" {
 		s.DType = checkpoint.BF16
 	}
-	note := func(format string, a ...any) {
-		if s.Notef != nil {
-			s.Notef(format, a...)
-		}
-	}
+	note := func(format string, a ...any) { o.Progress.Notef("train", format, a...) }
 	tok := s.Tokenizer
 	if tok == nil {
 		texts := make([]string, len(s.Train))
@@ -113,7 +108,7 @@ func FromScratch(ctx context.Context, s Scratch) (*ScratchResult, error) {
 		}
 		t0 := time.Now()
 		var err error
-		if tok, err = tokenizer.TrainBPE(ctx, texts, tokenizer.BPETrainOptions{Merges: s.Merges, Special: []string{EndOfText}}); err != nil {
+		if tok, err = tokenizer.TrainBPE(ctx, texts, tokenizer.BPETrainOptions{Merges: s.Merges, Special: []string{EndOfText}, Progress: o.Progress}); err != nil {
 			return nil, err
 		}
 		note("trained a byte-level BPE: %d tokens in %s", tok.VocabSize(), time.Since(t0).Round(time.Millisecond))

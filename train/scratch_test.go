@@ -11,6 +11,7 @@ import (
 	"github.com/autocompress/autocompress/dataset"
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/internal/output"
+	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/tokenizer"
 )
 
@@ -25,7 +26,11 @@ func TestFromScratch(t *testing.T) {
 	job := Scratch{Arch: tinyArch(0), Train: docs, Val: docs[:1], Merges: 20, Seed: 1, Out: filepath.Join(dir, "model"),
 		Options: Options{Steps: 4, Batch: 2, SeqLen: 16, EvalRows: 2, CheckpointPath: filepath.Join(dir, "model.ckpt"), LogEvery: 1}}
 	var notes []string
-	job.Notef = func(format string, a ...any) { notes = append(notes, format) }
+	job.Options.Progress = func(e progress.Event) {
+		if e.State == progress.Note {
+			notes = append(notes, e.Msg)
+		}
+	}
 	res, err := FromScratch(context.Background(), job)
 	if err != nil {
 		t.Fatal(err)

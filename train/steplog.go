@@ -45,7 +45,7 @@ type LogLine struct {
 // not one of ours) is the user's: an *output.ExistsError, left as it is.
 func OpenStepLog(path string, resumeStep int, perStep int64, force bool) (*StepLog, error) {
 	if !force {
-		if err := checkStepLog(path); err != nil {
+		if err := CheckStepLog(path); err != nil {
 			return nil, err
 		}
 	}
@@ -77,10 +77,10 @@ func OpenStepLog(path string, resumeStep int, perStep int64, force bool) (*StepL
 	return &StepLog{f: f, perStep: perStep}, nil
 }
 
-// checkStepLog returns an *output.ExistsError when path holds something
+// CheckStepLog returns an *output.ExistsError when path holds something
 // other than a step log. Every line of a step log starts with the step (a
 // torn line too: a crash cuts lines at their end).
-func checkStepLog(path string) error {
+func CheckStepLog(path string) error {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil

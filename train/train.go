@@ -65,13 +65,16 @@ type Options struct {
 	Tag string
 
 	// OnStep, when set, is called after every optimiser step (and after
-	// every evaluation, with Eval set): the hook for a caller's progress
-	// display and loss log. The library itself writes no terminal codes
-	// there.
+	// every evaluation, with Eval set): the hook for a loss log. Progress
+	// for a person goes through Progress.
 	OnStep func(StepInfo)
 
-	Log      io.Writer // log lines; nil = none
-	Progress io.Writer // progress bar; nil = none
+	Log io.Writer // log lines; nil = none
+	// Progress receives the steps (stage "train", unit "step", the loss and
+	// learning rate as the message; the steps of a resumed checkpoint as
+	// Resumed) and, without a Log (which has its line), each evaluation as
+	// a note; nil = none.
+	Progress progress.Func
 }
 
 // Ptr returns a pointer to v, for the pointer fields of Options.
@@ -323,8 +326,8 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 		res.ValLoss = t.State.ValLoss
 	}
 	start := time.Now()
-	bar := progress.New(o.Progress, "train", int64(o.Steps), "step")
-	bar.Set(int64(t.State.Step))
+	task := progress.Start(o.Progress, progress.Event{Stage: "train", Total: int64(o.Steps), Unit: "step"})
+	task.Resume(int64(t.State.Step))
 	checkpoint := func() error {
 		if o.CheckpointPath == "" {
 			return nil
@@ -333,12 +336,10 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 	}
 	for t.State.Step < o.Steps {
 		if o.StopAt > 0 && t.State.Step >= o.StopAt {
-			bar.Done()
 			res.Elapsed = time.Since(start)
 			return res, checkpoint()
 		}
 		if err := ctx.Err(); err != nil {
-			bar.Done()
 			if cerr := checkpoint(); cerr != nil {
 				return res, errors.Join(err, cerr)
 			}
@@ -375,7 +376,7 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 		res.LastLoss = float64(loss)
 		res.Steps++
 		res.Tokens += int64(o.Batch * o.SeqLen)
-		bar.Add(1)
+		task.Set(int64(t.State.Step), fmt.Sprintf("loss %.4f lr %.3g", loss, lr))
 		el := time.Since(start)
 		eta := time.Duration(float64(el) / float64(res.Steps) * float64(o.Steps-t.State.Step)).Round(time.Second)
 		if o.LogEvery > 0 && t.State.Step%o.LogEvery == 0 {
@@ -395,6 +396,9 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 				t.State.ValLoss = vl
 				res.ValLoss = vl
 				t.logf("step %d validation loss %.4f perplexity %.2f", t.State.Step, vl, math.Exp(vl))
+				if o.Log == nil {
+					task.Notef("step %d/%d held-out loss %.4f perplexity %.2f", t.State.Step, o.Steps, vl, math.Exp(vl))
+				}
 				if o.OnStep != nil {
 					info.Eval, info.ValLoss = true, vl
 					o.OnStep(info)
@@ -407,7 +411,6 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 			}
 		}
 	}
-	bar.Done()
 	res.Elapsed = time.Since(start)
 	return res, nil
 }

@@ -158,7 +158,7 @@ func TestSignalsStopEveryCommand(t *testing.T) {
 				return []string{"importance", "--model", "parent", "--data", text, "--out", filepath.Join(o, "scores.safetensors"),
 					"--seqs", work(100_000, speed), "--batch", unit(8, speed)}
 			}},
-			{name: "eval", sig: syscall.SIGTERM, ready: printed("eval ["), args: func(string) []string {
+			{name: "eval", sig: syscall.SIGTERM, ready: printed("eval parent perplexity ["), args: func(string) []string {
 				return []string{"eval", "--model", "parent", "--data", text, "--batch", unit(8, speed)}
 			}},
 			{name: "tokenize", sig: syscall.SIGINT, stdin: true, ready: func(stdout, _ string) bool { return strings.Contains(stdout, "\n") },

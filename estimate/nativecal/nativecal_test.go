@@ -11,6 +11,7 @@ import (
 
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/estimate"
+	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/parent"
 	"github.com/autocompress/autocompress/servebench"
 )
@@ -227,7 +228,11 @@ func TestMeasureInProcess(t *testing.T) {
 	}
 	var seen []int
 	rows, err := Measure(context.Background(), parentArch(t), pts, InProcess, servebench.Options{Repeats: 1, MaxWarmup: 2},
-		func(p Progress) { seen = append(seen, p.Done) })
+		func(e progress.Event) {
+			if e.State == progress.Running {
+				seen = append(seen, int(e.Done))
+			}
+		})
 	if err != nil {
 		t.Fatal(err)
 	}

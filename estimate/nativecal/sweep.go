@@ -17,6 +17,7 @@ import (
 	"github.com/autocompress/autocompress/checkpoint"
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/engine/blas"
+	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/servebench"
 	"github.com/autocompress/autocompress/workload"
 )
@@ -240,19 +241,14 @@ func Exec(exe string) Runner {
 	}
 }
 
-// Progress reports a measured point.
-type Progress struct {
-	Done, Of int
-	Row      Row
-	Elapsed  time.Duration
-}
-
 // Measure builds each point's model with random weights (seeded, bf16
 // checkpoint like the parent's, in a temporary directory removed
 // afterwards), measures the machine's sgemm rate just before it, runs it
 // with run and returns the rows. parent is the parent's architecture. On
 // an error or cancellation it returns the rows measured so far with it.
-func Measure(ctx context.Context, parent *architecture.Model, pts []Point, run Runner, o servebench.Options, progress func(Progress)) ([]Row, error) {
+// Each measured point is reported through pf (stage "nativecal", unit
+// "point"), its figures as a note.
+func Measure(ctx context.Context, parent *architecture.Model, pts []Point, run Runner, o servebench.Options, pf progress.Func) ([]Row, error) {
 	tmp, err := os.MkdirTemp("", "nativecal-") //output:not-an-output: scratch models, removed on return
 	if err != nil {
 		return nil, fmt.Errorf("nativecal: %w", err)
@@ -279,7 +275,7 @@ func Measure(ctx context.Context, parent *architecture.Model, pts []Point, run R
 		}
 		dirs[key] = dir
 	}
-	start := time.Now()
+	task := progress.Start(pf, progress.Event{Stage: "nativecal", Total: int64(len(pts)), Unit: "point"})
 	var rows []Row
 	for i, p := range pts {
 		if err := ctx.Err(); err != nil {
@@ -293,9 +289,9 @@ func Measure(ctx context.Context, parent *architecture.Model, pts []Point, run R
 		}
 		r := rowOf(p, rep, rate)
 		rows = append(rows, r)
-		if progress != nil {
-			progress(Progress{Done: i + 1, Of: len(pts), Row: r, Elapsed: time.Since(start)})
-		}
+		task.Notef("%d/%d %s %d/%d/%d: TTFT %.1f ms, TPOT %.3f ms, %.0f tok/s, %.1f MiB, CPU share %.0f%%", i+1, len(pts),
+			r.Name, r.ISL, r.OSL, r.Conc, 1e3*r.TTFT, 1e3*r.TPOT, r.OutputTPS, float64(r.PeakRSSBytes)/(1<<20), 100*r.CPUShare)
+		task.Set(int64(i+1), "")
 	}
 	return rows, nil
 }

@@ -7,6 +7,7 @@ import (
 	"runtime"
 
 	"github.com/autocompress/autocompress/engine"
+	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/servebench"
 	"github.com/autocompress/autocompress/workload"
 )
@@ -97,13 +98,13 @@ thread per goroutine so nothing is oversubscribed.`,
 					fmt.Fprintf(env.Stderr, "warning: %d of %d requests are clipped to the %d-token context (%s); the lengths below are what ran\n",
 						clipped, w.Requests(), wc.Tokens, wc.Source)
 				}
+				var term *progress.Terminal
+				if !*asJSON {
+					term = progress.NewTerminal(env.Stderr)
+				}
 				rep, err := servebench.Run(ctx, m, &w, servebench.Options{Repeats: *repeats, MaxWarmup: *maxWarmup, PrefillTokens: *prefill, MaxNumSeqs: *maxSeqs},
-					func(p servebench.Progress) {
-						if !*asJSON && !p.Warmup {
-							fmt.Fprintf(env.Stderr, "run %d/%d: %.1f output tokens/s, TTFT %.1f ms, TPOT %.2f ms\n",
-								p.Run, p.Of, p.Result.OutputTPS, 1e3*p.Result.TTFT.Mean, 1e3*p.Result.TPOT.Mean)
-						}
-					})
+					term.Report)
+				term.End()
 				if err != nil {
 					return err
 				}

@@ -14,6 +14,7 @@ import (
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/estimate/nativecal"
 	"github.com/autocompress/autocompress/internal/output"
+	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/parent"
 	"github.com/autocompress/autocompress/servebench"
 )
@@ -91,10 +92,10 @@ Reproduce the embedded coefficients from the committed rows with:
 					if o.path == "" {
 						continue
 					}
-					var ee *output.ExistsError
-					if err := output.Check(o.path, *force); errors.As(err, &ee) {
-						return Usagef("%s exists; pass --force to replace it", o.path)
-					} else if err != nil {
+					if err := output.Check(o.path, *force); err != nil {
+						if errors.As(err, new(*output.ExistsError)) {
+							return err // the one exists-error: exit 1 and the one hint, as in every command
+						}
 						return Usagef("%s %s: %v", o.flag, o.path, err)
 					}
 				}
@@ -131,13 +132,10 @@ Reproduce the embedded coefficients from the committed rows with:
 						prov.Note = "quick sweep (checks the machinery; not a calibration)"
 					}
 					fmt.Fprintf(env.Stderr, "measuring %d points on %s (load average %s)\n", len(pts), prov.Host, loadAverage())
+					term := progress.NewTerminal(env.Stderr)
 					rows, err = nativecal.Measure(ctx, par, pts, nativecal.Exec(exe), servebench.Options{Repeats: *repeats, MaxWarmup: *maxWarmup},
-						func(p nativecal.Progress) {
-							r := p.Row
-							fmt.Fprintf(env.Stderr, "[%d/%d %s] %s %d/%d/%d: TTFT %.1f ms, TPOT %.3f ms, %.0f tok/s, %.1f MiB, CPU share %.0f%%\n",
-								p.Done, p.Of, p.Elapsed.Round(time.Second), r.Name, r.ISL, r.OSL, r.Conc, 1e3*r.TTFT, 1e3*r.TPOT, r.OutputTPS,
-								float64(r.PeakRSSBytes)/(1<<20), 100*r.CPUShare)
-						})
+						term.Report)
+					term.End()
 					prov.End = time.Now().UTC()
 					if err != nil && len(rows) > 0 && *rowsOut != "" {
 						// Keep what was measured: the rows are the expensive part.

@@ -52,7 +52,7 @@ func TestCalibrateNativeFromRows(t *testing.T) {
 		}
 	}
 	// An existing file is not replaced without --force.
-	if code, _, stderr := genRunCLI("calibrate-native", "--from-rows", csv, "--out", out); code != 2 || !strings.Contains(stderr, "--force") {
+	if code, _, stderr := genRunCLI("calibrate-native", "--from-rows", csv, "--out", out); code != ExistsExit || !strings.Contains(stderr, "--force") {
 		t.Errorf("overwrite without --force: exit %d, %s", code, stderr)
 	}
 	code, stdout, stderr = genRunCLI("validate-native", "--coeffs", out, "--json")

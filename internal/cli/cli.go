@@ -6,9 +6,14 @@
 // return an error; Run maps errors to exit codes:
 //
 //	0  success
-//	1  the command failed (bad input data, a failed check, an I/O error)
+//	1  the command failed (bad input data, a failed check, an I/O error,
+//	   an output that already exists without --force)
 //	2  usage error (unknown command or flag, missing or invalid argument)
 //	130 interrupted
+//
+// An output that exists is the one *output.ExistsError of every package,
+// wrapped or not; Run gives it exit status ExistsExit and the hint
+// ForceHint, whichever command and whichever of its outputs it is.
 package cli
 
 import (
@@ -19,6 +24,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/autocompress/autocompress/internal/output"
 )
 
 // Env carries the standard streams of one invocation.
@@ -110,13 +117,24 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return exitCode(ctx, stderr, c.Name, err)
 }
 
+// ExistsExit is the exit status of a command that refused to replace an
+// existing output (an *output.ExistsError) because --force was not given.
+const ExistsExit = 1
+
+// ForceHint follows the message of an *output.ExistsError.
+const ForceHint = "choose another path or pass --force to replace it"
+
 func exitCode(ctx context.Context, stderr io.Writer, name string, err error) int {
 	if err == nil {
 		return 0
 	}
 	var ue *UsageError
 	var ee *ExitError
+	var xe *output.ExistsError
 	switch {
+	case errors.As(err, &xe):
+		fmt.Fprintf(stderr, "autocompress %s: %v; %s\n", name, err, ForceHint)
+		return ExistsExit
 	case errors.As(err, &ee):
 		if ee.Msg != "" {
 			fmt.Fprintf(stderr, "autocompress %s: %s\n", name, ee.Msg)

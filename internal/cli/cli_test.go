@@ -5,8 +5,11 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/autocompress/autocompress/internal/output"
 )
 
 func init() {
@@ -26,6 +29,8 @@ func init() {
 					return &ExitError{Code: 3, Msg: "validation failed"}
 				case "cancel":
 					return ctx.Err()
+				case "exists":
+					return fmt.Errorf("writing the report: %w", &output.ExistsError{Path: "/tmp/mine"})
 				}
 				env.Stdout.Write([]byte(strings.Join(args, " ")))
 				return nil
@@ -54,6 +59,7 @@ func TestRunExitCodes(t *testing.T) {
 		{"usage error", context.Background(), []string{"test-echo", "--fail", "usage"}, 2, "", `bad argument "x"`},
 		{"data error", context.Background(), []string{"test-echo", "--fail", "data"}, 1, "", "the data was bad"},
 		{"exit error", context.Background(), []string{"test-echo", "--fail", "exit"}, 3, "", "validation failed"},
+		{"exists", context.Background(), []string{"test-echo", "--fail", "exists"}, ExistsExit, "", "writing the report: /tmp/mine already exists; " + ForceHint},
 		{"interrupted", cancelled, []string{"test-echo", "--fail", "cancel"}, 130, "", "interrupted"},
 		{"version", context.Background(), []string{"version"}, 0, "autocompress", ""},
 	}

@@ -6,14 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
-	"time"
 
-	"github.com/autocompress/autocompress/checkpoint"
 	"github.com/autocompress/autocompress/distill"
+	"github.com/autocompress/autocompress/internal/output"
 	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/parent"
-	"github.com/autocompress/autocompress/train"
 )
 
 func init() {
@@ -130,14 +127,15 @@ student distilled on the same data reads the teacher from the cache.`,
 					c.Train.Warmup = warmup
 				}
 				c.KDWeight, c.CEWeight = kdW, ceW
-				c.Notef = func(f string, a ...any) { fmt.Fprintf(env.Stderr, f+"\n", a...) }
-				c.OnStep = distillProgress(env.Stderr)
+				term := progress.NewTerminal(env.Stderr)
+				c.Progress = term.Report
 				sum, err := distill.Run(ctx, c)
+				term.End()
+				var exists *output.ExistsError
+				if errors.As(err, &exists) && exists.Path == c.EnsureDefaults().Checkpoint {
+					return fmt.Errorf("%w (continue it with --resume)", err)
+				}
 				if err != nil {
-					var ex *checkpoint.ExistsError
-					if errors.As(err, &ex) {
-						return Usagef("--out %s exists: give --force to replace it", ex.Path)
-					}
 					if errors.As(err, new(*parent.UnknownSplitError)) {
 						return Usagef("--data/--eval-data: %v", err)
 					}
@@ -158,34 +156,6 @@ student distilled on the same data reads the teacher from the cache.`,
 			}
 		},
 	})
-}
-
-// distillProgress renders steps on w: a line redrawn in place on a
-// terminal, else a plain line every 10 seconds and at evaluations.
-func distillProgress(w io.Writer) func(train.StepInfo) {
-	tty := progress.IsTerminal(w)
-	var last time.Time
-	return func(s train.StepInfo) {
-		if s.Eval {
-			if tty {
-				fmt.Fprint(w, "\r\x1b[K")
-			}
-			fmt.Fprintf(w, "step %d/%d held-out loss %.4f perplexity %.2f\n", s.Step, s.Steps, s.ValLoss, math.Exp(s.ValLoss))
-			return
-		}
-		line := fmt.Sprintf("step %d/%d loss %.4f lr %.3g %.0f tok/s ETA %s", s.Step, s.Steps, s.Loss, s.LR,
-			float64(s.Tokens)/s.Elapsed.Seconds(), s.ETA)
-		switch {
-		case tty:
-			fmt.Fprintf(w, "\r%s\x1b[K", line)
-			if s.Step == s.Steps {
-				fmt.Fprintln(w)
-			}
-		case time.Since(last) >= 10*time.Second || s.Step == s.Steps || s.Step == 1:
-			last = time.Now()
-			fmt.Fprintln(w, line)
-		}
-	}
 }
 
 func distillPrint(w io.Writer, s *distill.Summary) {

@@ -95,7 +95,7 @@ func TestDistillUsage(t *testing.T) {
 	}
 	os.MkdirAll(out, 0o755)
 	code, _, errs := distillRun(append(base[:len(base):len(base)], "--tokens", "64")...)
-	if code != 2 || !strings.Contains(errs, "--force") {
+	if code != ExistsExit || !strings.Contains(errs, "--force") {
 		t.Errorf("existing --out: exit %d: %s", code, errs)
 	}
 }

@@ -147,18 +147,10 @@ still show differences (eval.BuildSuite). Score it with --task suite=FILE.
 					}
 					cfg.Data = append(cfg.Data, d)
 				}
-				cfg.Windows.Progress = env.Stderr
-				var bar *progress.Bar
-				var barKey string
-				cfg.Progress = func(model, task string, done, total int) {
-					if k := model + "\x00" + task; k != barKey {
-						bar.Done()
-						bar, barKey = progress.New(env.Stderr, model+" "+task, int64(total), "req"), k
-					}
-					bar.Set(int64(done))
-				}
+				term := progress.NewTerminal(env.Stderr)
+				cfg.Progress = term.Report
 				rep, err := eval.Run(ctx, ms, cfg)
-				bar.Done()
+				term.End()
 				if err != nil {
 					return err
 				}
@@ -231,7 +223,7 @@ func evalBuild(env *Env, out, data, assets string, seed uint64, items int, force
 	if d.IDs != nil {
 		return Usagef("--build needs text, not token ids")
 	}
-	suite, err := eval.BuildSuite(string(d.Text), eval.SuiteOptions{Seed: seed, Cloze: items, Choice: items})
+	suite, err := eval.BuildSuite(string(d.Text), eval.SuiteOptions{Seed: &seed, Cloze: items, Choice: items})
 	if err != nil {
 		return fmt.Errorf("%s: %w", data, err)
 	}

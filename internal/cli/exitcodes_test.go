@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/autocompress/autocompress/prune"
 )
 
 // TestExitCodesEveryCommand walks every registered command with an unknown
@@ -104,5 +106,90 @@ func TestExitCodesEveryCommand(t *testing.T) {
 		} else if row.noFile == "" {
 			t.Errorf("%s: row has neither a missing-file case nor a reason why not", name)
 		}
+	}
+}
+
+// TestExistsErrorOneExitCode: every command that refuses to replace an
+// existing output without --force exits with the one status ExistsExit
+// (it was 1 in prune and estimate, 2 in search and distill), names the path
+// it refused (not another flag's: distill's --log file used to be called
+// --out) with the one hint, and leaves the path as it was.
+func TestExistsErrorOneExitCode(t *testing.T) {
+	tmp := t.TempDir()
+	text := filepath.Join(tmp, "text.txt")
+	if err := os.WriteFile(text, []byte(strings.Repeat(distillText+"\n\n", 4)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	scenarios := filepath.Join(tmp, "in.csv")
+	if err := os.WriteFile(scenarios, []byte("id,model,gpu,engine,isl,osl,concurrency\na,meta-llama/Meta-Llama-3.1-8B,h100-sxm,vllm,1024,256,16\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plan := filepath.Join(tmp, "plan.json")
+	if err := savePlan(plan, &prune.Plan{Version: 1}, false); err != nil {
+		t.Fatal(err)
+	}
+	cfg := evalWrite(t, "config.json", []byte(trainConfig))
+	fresh := func() string { return filepath.Join(t.TempDir(), "new") }
+	tests := []struct {
+		name string
+		args func(mine string) []string
+	}{
+		{"prune --out", func(mine string) []string {
+			return []string{"prune", "--model", "parent", "--plan", plan, "--out", mine}
+		}},
+		{"search --out", func(mine string) []string {
+			return []string{"search", "--model", "parent", "--gpu", "cpu-local", "--engine", "native", "--isl", "64", "--osl", "16", "--max-params", "3M", "--out", mine}
+		}},
+		{"distill --out", func(mine string) []string {
+			return []string{"distill", "--teacher", "parent", "--student", "parent", "--data", text, "--tokens", "64", "--out", mine}
+		}},
+		{"distill --log", func(mine string) []string {
+			return []string{"distill", "--teacher", "parent", "--student", "parent", "--data", text, "--tokens", "64", "--out", fresh(), "--log", mine}
+		}},
+		{"distill --checkpoint", func(mine string) []string {
+			return []string{"distill", "--teacher", "parent", "--student", "parent", "--data", text, "--tokens", "64", "--out", fresh(), "--checkpoint", mine}
+		}},
+		{"estimate --out", func(mine string) []string {
+			return []string{"estimate", "--scenarios", scenarios, "--out", mine}
+		}},
+		{"calibrate-native --out", func(mine string) []string {
+			return []string{"calibrate-native", "--from-rows", filepath.Join(tmp, "rows.csv"), "--out", mine}
+		}},
+		{"calibrate --out", func(mine string) []string {
+			return []string{"calibrate", "--user", filepath.Join(tmp, "rows.csv"), "--user-only", "--out", mine}
+		}},
+		{"importance --out", func(mine string) []string {
+			return []string{"importance", "--model", "parent", "--data", text, "--seqs", "1", "--seq-len", "16", "--out", mine}
+		}},
+		{"eval --build", func(mine string) []string {
+			return []string{"eval", "--build", mine, "--data", "parent:test"}
+		}},
+		{"train --out", func(mine string) []string {
+			return []string{"train", "--config", cfg, "--out", mine, "--bpe-merges", "20", "--steps", "2", "--batch", "1", "--seq-len", "8", "--data", text}
+		}},
+		{"train --log", func(mine string) []string {
+			return []string{"train", "--config", cfg, "--out", fresh(), "--log", mine, "--bpe-merges", "20", "--steps", "2", "--batch", "1", "--seq-len", "8", "--data", text}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			mine := filepath.Join(t.TempDir(), "mine")
+			if err := os.WriteFile(mine, []byte("mine"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			code, _, errs := evalRun(tc.args(mine)...)
+			if code != ExistsExit || !strings.Contains(errs, mine+" already exists") || !strings.Contains(errs, ForceHint) {
+				t.Errorf("over an existing file: exit %d (want %d, naming %s, with %q): %s", code, ExistsExit, mine, ForceHint, errs)
+			}
+			if flag := strings.Fields(tc.name)[1]; flag != "--out" && strings.Contains(errs, "--out") {
+				t.Errorf("the refused file is %s's, but the message names --out: %s", flag, errs)
+			}
+			if tc.name == "distill --checkpoint" && !strings.Contains(errs, "--resume") {
+				t.Errorf("an earlier run's checkpoint: the message does not say it can be resumed: %s", errs)
+			}
+			if b, _ := os.ReadFile(mine); string(b) != "mine" {
+				t.Errorf("replaced without --force: %q", b)
+			}
+		})
 	}
 }

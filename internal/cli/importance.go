@@ -84,15 +84,10 @@ other file at --out only with --force.`,
 				if packed.Available < *seqs {
 					fmt.Fprintf(env.Stderr, "note: the data fills only %d of %d sequences of %d tokens\n", packed.Available, *seqs, *seqLen)
 				}
-				var bar *progress.Bar
+				term := progress.NewTerminal(env.Stderr)
 				s, reused, err := importance.Cached(ctx, m, dir, packed.Rows, *out, importance.Options{Batch: *batch, NoSkipLoss: *noSkip, NoSubBlockSkipLoss: *noSub,
-					SkipRows: *skipSeqs, Progress: func(done, total int64) {
-						if bar == nil {
-							bar = progress.New(env.Stderr, "importance", total, "seq")
-						}
-						bar.Set(done)
-					}}, *force)
-				bar.Done()
+					SkipRows: *skipSeqs, Progress: term.Report}, *force)
+				term.End()
 				if err != nil {
 					return err
 				}

@@ -6,11 +6,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/checkpoint"
+	"github.com/autocompress/autocompress/estimate"
+	"github.com/autocompress/autocompress/export"
 	"github.com/autocompress/autocompress/modelref"
 )
 
@@ -46,6 +50,9 @@ Run 'autocompress inspect --model list' to list the presets.`,
 					return err
 				}
 				r := inspectModel(m)
+				if err := r.addWeights(*model, m); err != nil {
+					return err
+				}
 				if *asJSON {
 					return writeJSON(env.Stdout, r)
 				}
@@ -68,14 +75,19 @@ func listPresets(w io.Writer, asJSON bool) error {
 
 // inspectReport is the --json output of inspect.
 type inspectReport struct {
-	Name            string         `json:"name,omitempty"`
-	Arch            string         `json:"arch"`
-	ModelType       string         `json:"model_type"`
-	Hidden          int            `json:"hidden_size"`
-	Vocab           int            `json:"vocab_size"`
-	NumLayers       int            `json:"num_layers"`
-	TiedEmbeddings  bool           `json:"tied_embeddings"`
-	DType           string         `json:"dtype,omitempty"`
+	Name           string `json:"name,omitempty"`
+	Arch           string `json:"arch"`
+	ModelType      string `json:"model_type"`
+	Hidden         int    `json:"hidden_size"`
+	Vocab          int    `json:"vocab_size"`
+	NumLayers      int    `json:"num_layers"`
+	TiedEmbeddings bool   `json:"tied_embeddings"`
+	DType          string `json:"dtype,omitempty"` // config.json's torch_dtype
+	// StoredDTypes are the element types of a checkpoint's tensors (none
+	// for a config or preset); NativeDType is what the native engine
+	// computes in when it runs the model (empty when it cannot).
+	StoredDTypes    []string       `json:"stored_dtypes,omitempty"`
+	NativeDType     string         `json:"native_compute_dtype,omitempty"`
 	MaxPositions    int            `json:"max_position_embeddings"`
 	Uniform         bool           `json:"uniform"`
 	Format          string         `json:"config_format"`
@@ -202,9 +214,10 @@ func (r *inspectReport) writeText(w io.Writer) error {
 	fmt.Fprintf(w, "model        %s\n", name)
 	fmt.Fprintf(w, "arch         %s (%s), %d layers, hidden %d, vocab %d, tied embeddings: %s\n",
 		r.Arch, r.ModelType, r.NumLayers, r.Hidden, r.Vocab, tied)
-	if r.DType != "" {
-		fmt.Fprintf(w, "dtype        %s, max positions %d\n", r.DType, r.MaxPositions)
+	if r.DType != "" || len(r.StoredDTypes) > 0 {
+		fmt.Fprintf(w, "dtype        %s\n", r.dtypeText())
 	}
+	fmt.Fprintf(w, "positions    %d (max_position_embeddings)\n", r.MaxPositions)
 	uni := "no: per-layer shapes"
 	if r.Uniform {
 		uni = "yes"
@@ -298,4 +311,56 @@ func kib(n int64) string {
 		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
 	}
 	return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+}
+
+// nativeComputeDType is what the native engine holds and computes every
+// parameter in (package engine: one float32 slab, converted on load).
+const nativeComputeDType = "float32"
+
+// addWeights records the element types of model's tensors, when it is a
+// checkpoint with weights, and the native engine's compute type when that
+// engine loads it: the config's torch_dtype alone (bfloat16 for the
+// parent) is not what the native engine runs (float32).
+func (r *inspectReport) addWeights(model string, m *architecture.Model) error {
+	ref, err := resolveModel(model)
+	if err != nil {
+		return err
+	}
+	dir, err := ref.Checkpoint()
+	if err != nil {
+		return nil // a config or preset: no weights to describe
+	}
+	rd, err := checkpoint.Open(dir)
+	if err != nil {
+		return nil // a folder with config.json and no (readable) weights: inspect describes its config
+	}
+	defer rd.Close()
+	seen := map[string]bool{}
+	for _, t := range rd.Tensors() {
+		if d := string(t.DType); !seen[d] {
+			seen[d] = true
+			r.StoredDTypes = append(r.StoredDTypes, d)
+		}
+	}
+	sort.Strings(r.StoredDTypes)
+	if caps, err := export.Lookup(string(estimate.Native)); err == nil && caps.Loads(m, 1) {
+		r.NativeDType = nativeComputeDType
+	}
+	return nil
+}
+
+// dtypeText says what the config declares, what the tensors are stored in
+// and what the native engine computes in, where they are known.
+func (r *inspectReport) dtypeText() string {
+	var parts []string
+	if r.DType != "" {
+		parts = append(parts, r.DType+" (config)")
+	}
+	if len(r.StoredDTypes) > 0 {
+		parts = append(parts, "stored "+strings.Join(r.StoredDTypes, ", "))
+	}
+	if r.NativeDType != "" {
+		parts = append(parts, "the native engine runs it in "+r.NativeDType)
+	}
+	return strings.Join(parts, "; ")
 }

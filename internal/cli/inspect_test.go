@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -122,5 +123,31 @@ func TestInspectList(t *testing.T) {
 	code, out, _ := runInspect(t, "inspect", "--model", "list")
 	if code != 0 || !strings.Contains(out, "openai/gpt-oss-120b\n") {
 		t.Errorf("list: exit %d\n%s", code, out)
+	}
+}
+
+// TestInspectDTypeSaysStoredAndRun (issue 17, class 11): inspect --model
+// parent said bfloat16 where the native engine runs float32; it now says
+// what the config declares, what the tensors are stored in and what the
+// native engine computes in, and for a preset (no weights) only the first.
+func TestInspectDTypeSaysStoredAndRun(t *testing.T) {
+	code, out, errs := evalRun("inspect", "--model", "parent")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(out, "dtype        bfloat16 (config); stored BF16; the native engine runs it in float32\n") {
+		t.Errorf("inspect --model parent:\n%s", out)
+	}
+	code, out, errs = evalRun("inspect", "--model", "parent", "--json")
+	var r inspectReport
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if r.DType != "bfloat16" || !reflect.DeepEqual(r.StoredDTypes, []string{"BF16"}) || r.NativeDType != "float32" {
+		t.Errorf("--json: dtype %q, stored %v, native %q", r.DType, r.StoredDTypes, r.NativeDType)
+	}
+	code, out, _ = evalRun("inspect", "--model", "Qwen/Qwen3-8B")
+	if code != 0 || !strings.Contains(out, "dtype        bfloat16 (config)\n") || strings.Contains(out, "float32") {
+		t.Errorf("a preset has no weights to describe:\n%s", out)
 	}
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/autocompress/autocompress/export"
 	"github.com/autocompress/autocompress/internal/output"
+	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/prune"
 )
 
@@ -111,15 +111,13 @@ so the native architecture can hold them; the function is unchanged).`,
 				} else if plan, err = prune.LoadPlan(*planPath); err != nil {
 					return err
 				}
+				term := progress.NewTerminal(env.Stderr)
 				res, err := prune.Prune(ctx, prune.Options{
 					Model: dir, Plan: plan, Out: *out, Force: *force,
-					Format: *format, Engine: *engine, Progress: env.Stderr, TP: *tp, ExtraFiles: extra,
+					Format: *format, Engine: *engine, Progress: term.Report, TP: *tp, ExtraFiles: extra,
 				})
+				term.End()
 				if err != nil {
-					var ee *prune.ExistsError
-					if errors.As(err, &ee) {
-						return &ExitError{Code: 1, Msg: err.Error()}
-					}
 					return err
 				}
 				c := res.Layout.Child

@@ -104,11 +104,16 @@ func runFlags(fs *flag.FlagSet, def pipeline.Config, demo bool) func(context.Con
 			}
 			return err
 		}
-		disp := pipeline.NewDisplay(env.Stderr, progress.IsTerminal(env.Stderr))
+		term := progress.NewTerminal(env.Stderr)
 		start := time.Now()
-		res, err := pipeline.Run(ctx, c.Dir, st, pipeline.Options{Progress: disp.Handle, Force: *force, Until: *until})
-		if errors.As(err, new(*pipeline.UntilError)) {
-			return Usagef("%v", err)
+		res, err := pipeline.Run(ctx, c.Dir, st, pipeline.Options{Progress: term.Report, Force: *force, Until: *until})
+		term.End()
+		var ue *pipeline.UntilError
+		if errors.As(err, &ue) {
+			return Usagef("--until %q: not a stage of this run (%s)", ue.Until, strings.Join(ue.Stages, ", "))
+		}
+		if errors.As(err, new(*pipeline.ForeignDirError)) {
+			return Usagef("--dir: %s (--force reruns the stages of a run directory; it does not take over another folder)", strings.TrimPrefix(err.Error(), "pipeline: "))
 		}
 		if err != nil {
 			return err

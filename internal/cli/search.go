@@ -10,13 +10,13 @@ import (
 	"strings"
 
 	"github.com/autocompress/autocompress/architecture"
-	"github.com/autocompress/autocompress/checkpoint"
 	"github.com/autocompress/autocompress/dataset"
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/export"
 	"github.com/autocompress/autocompress/hardware"
 	"github.com/autocompress/autocompress/importance"
 	"github.com/autocompress/autocompress/internal/output"
+	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/modelref"
 	"github.com/autocompress/autocompress/search"
 	"github.com/autocompress/autocompress/workload"
@@ -193,9 +193,8 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 		}
 		// The result is written after the search (and any top-k training):
 		// --out is checked now, not then.
-		var oe *output.ExistsError
-		if err := output.Check(*out, *force); errors.As(err, &oe) {
-			return Usagef("--out %s exists; pass --force to replace it", *out)
+		if err := output.Check(*out, *force); errors.As(err, new(*output.ExistsError)) {
+			return err // the one exists-error: exit 1 and the one hint, as in every command
 		} else if err != nil {
 			return Usagef("--out %s: %v", *out, err)
 		}
@@ -244,7 +243,10 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 				req.TopKTrain.SeqLen = len(req.TrainRows[0]) - 1
 			}
 		}
+		term := progress.NewTerminal(env.Stderr)
+		req.Progress = term.Report
 		rep, err := search.Execute(ctx, req)
+		term.End()
 		var ke *search.KeepLayersError
 		var se *search.ScoresError
 		var ce *workload.ContextError
@@ -263,10 +265,6 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 			return err
 		}
 		if err := rep.Write(ctx, *out, *force); err != nil {
-			var ee *checkpoint.ExistsError
-			if errors.As(err, &ee) {
-				return Usagef("--out %s exists; pass --force to replace it", *out)
-			}
 			return err
 		}
 		if *jsonOut {

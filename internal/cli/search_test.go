@@ -87,7 +87,7 @@ func TestSearchCommand(t *testing.T) {
 	if math.Abs(ej.Analytic.E2E/1e3-sum.Chosen.Costs.E2E) > 1e-3*sum.Chosen.Costs.E2E {
 		t.Errorf("estimate prices the child's E2E at %.1f ms, the search at %.1f ms", ej.Analytic.E2E, 1e3*sum.Chosen.Costs.E2E)
 	}
-	if code, _, stderr := pruneRunCLI(args...); code != 2 || !strings.Contains(stderr, "--force") {
+	if code, _, stderr := pruneRunCLI(args...); code != ExistsExit || !strings.Contains(stderr, "--force") {
 		t.Errorf("existing --out: exit %d: %s", code, stderr)
 	}
 	if code, _, stderr := pruneRunCLI(append(args, "--force", "--strategy", "minitron")...); code != 0 && code != 1 {

@@ -11,6 +11,7 @@ import (
 	"github.com/autocompress/autocompress/checkpoint"
 	"github.com/autocompress/autocompress/corpus"
 	"github.com/autocompress/autocompress/dataset"
+	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/tokenizer"
 	"github.com/autocompress/autocompress/train"
 )
@@ -123,8 +124,16 @@ The embedded parent model (package parent) is reproduced by:
 					o.Warmup = warmup
 				}
 				o.CheckpointPath = *ckpt
+				// The log's lines (every --log-every steps) are the steps'
+				// display; the renderer draws the rest (the tokenizer's
+				// merges, the notes).
 				o.Log = env.Stderr
-				o.Progress = nil
+				term := progress.NewTerminal(env.Stderr)
+				o.Progress = func(e progress.Event) {
+					if e.State != progress.Running || e.Stage != "train" {
+						term.Report(e)
+					}
+				}
 				o.EnsureDefaults()
 				if err := o.Validate(); err != nil {
 					return &UsageError{Msg: err.Error()}
@@ -163,8 +172,7 @@ The embedded parent model (package parent) is reproduced by:
 				}
 
 				job := train.Scratch{Merges: *merges, Seed: *seed, Out: *out, DType: dt, Force: *force, Resume: *resume,
-					SavePartial: *partial, LogPath: *logPath, Options: o,
-					Notef: func(format string, a ...any) { fmt.Fprintf(env.Stderr, format+"\n", a...) }}
+					SavePartial: *partial, LogPath: *logPath, Options: o}
 				if *corpusName != "" {
 					tr, val, err := corpus.Splits(*corpusName, *assets)
 					if err != nil {
@@ -190,6 +198,7 @@ The embedded parent model (package parent) is reproduced by:
 					job.Arch = arch
 				}
 				res, err := train.FromScratch(ctx, job)
+				term.End()
 				if err != nil {
 					return err
 				}

@@ -73,6 +73,9 @@ not fail. --engine accepts a comma-separated list or "all". The exit status is
 						for _, v := range r.Warnings {
 							fmt.Fprintf(env.Stdout, "  warning: %s\n", v)
 						}
+						if needsRemoteCode(r) {
+							fmt.Fprintf(env.Stdout, "  hint: %s\n", remoteCodeHint)
+						}
 					}
 				}
 				if failed > 0 {
@@ -82,4 +85,32 @@ not fail. --engine accepts a comma-separated list or "all". The exit status is
 			}
 		},
 	})
+}
+
+// remoteCodeHint says how a DeciLM child comes to load in transformers.
+// transformers has no class of its own for DeciLM: model_type nemotron-nas
+// is not in CONFIG_MAPPING_NAMES (src/transformers/models/auto/
+// configuration_auto.py), so AutoConfig.from_pretrained loads it only
+// through config.json's auto_map, whose "module.Class" references
+// dynamic_module_utils.get_class_from_dynamic_module reads from module.py
+// in the checkpoint directory ("repo--module.Class" from that Hub
+// repository instead). prune cannot ship NVIDIA's module files, so a
+// DeciLM child fails hf until they are added; the verdict is right, and
+// this says what to do.
+const remoteCodeHint = "transformers has no built-in DeciLM (model_type nemotron-nas): it loads the child only with trust_remote_code " +
+	"and the auto_map modules beside the weights; add them when pruning (autocompress prune ... --add-files configuration_decilm.py,modeling_decilm.py, " +
+	"from the parent's model repository, e.g. nvidia/Llama-3_1-Nemotron-51B-Instruct, after checking its licence), " +
+	"or leave hf out of --engine when the child is served by vLLM, SGLang, TensorRT-LLM or llama.cpp"
+
+// needsRemoteCode reports whether r fails for the remote-code files only.
+func needsRemoteCode(r *export.Report) bool {
+	if len(r.Violations) == 0 {
+		return false
+	}
+	for _, v := range r.Violations {
+		if v.Rule != "remote-code" {
+			return false
+		}
+	}
+	return true
 }

@@ -40,11 +40,14 @@ import (
 )
 
 // ExistsError is returned when the destination already exists and replacing
-// it was not asked for.
+// it was not asked for. It is the one such error of autocompress: every
+// package that refuses to replace an output returns it (wrapped or not), so
+// that a command maps it to one exit status and one hint (how to ask for
+// the replacement is the caller's to say: the message names no flag).
 type ExistsError struct{ Path string }
 
 func (e *ExistsError) Error() string {
-	return fmt.Sprintf("%s already exists (choose another output path or pass --force to replace it)", e.Path)
+	return fmt.Sprintf("%s already exists", e.Path)
 }
 
 // tempName returns a fresh hidden name beside dest.

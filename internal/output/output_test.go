@@ -108,7 +108,7 @@ func TestExistingNeedsForce(t *testing.T) {
 	f := filepath.Join(root, "f")
 	os.WriteFile(f, []byte("mine"), 0o644)
 	var ee *output.ExistsError
-	if err := output.WriteFile(f, []byte("x"), false); !errors.As(err, &ee) || !strings.Contains(err.Error(), "--force") {
+	if err := output.WriteFile(f, []byte("x"), false); !errors.As(err, &ee) || ee.Path != f || !strings.Contains(err.Error(), "already exists") || strings.Contains(err.Error(), "--") {
 		t.Fatalf("WriteFile over an existing file: %v", err)
 	}
 	if err := output.Free(f, false); !errors.As(err, &ee) || ee.Path != f {

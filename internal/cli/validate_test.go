@@ -1,0 +1,104 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/autocompress/autocompress/parent"
+	"github.com/autocompress/autocompress/prune"
+)
+
+// TestValidateAllDeciLMChildHF (issue 17, class 11): validate --engine all
+// failed every DeciLM child for hf. The verdict is right: transformers has
+// no built-in DeciLM (model_type nemotron-nas is not in
+// CONFIG_MAPPING_NAMES, models/auto/configuration_auto.py), so
+// AutoConfig.from_pretrained loads it only through auto_map, whose modules
+// dynamic_module_utils.get_class_from_dynamic_module reads from the
+// checkpoint directory, and prune cannot ship NVIDIA's files. So: hf fails
+// for the remote-code files and nothing else, the other engines pass, the
+// output says how to add them, and with them (or with auto_map naming a
+// Hub repository) hf passes.
+func TestValidateAllDeciLMChildHF(t *testing.T) {
+	pdir, err := parent.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := func(n int) []int {
+		s := make([]int, n)
+		for i := range s {
+			s[i] = i
+		}
+		return s
+	}
+	plan := &prune.Plan{Version: 1, OutputFormat: "decilm"}
+	for l := range 8 {
+		plan.Layers = append(plan.Layers, prune.LayerPlan{Layer: l, Neurons: seq(256 * (1 + l%2))})
+	}
+	child := filepath.Join(t.TempDir(), "child")
+	if _, err := prune.Prune(context.Background(), prune.Options{Model: pdir, Plan: plan, Out: child}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := evalRun("validate", "--model", child, "--engine", "all")
+	if code != 1 || !strings.Contains(errs, "1 of 6 engine(s)") {
+		t.Fatalf("validate --engine all: exit %d, want 1 with hf alone failing:\n%s%s", code, out, errs)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		switch {
+		case strings.HasPrefix(line, "hf: "):
+			if !strings.Contains(line, "FAIL") {
+				t.Errorf("hf: %s", line)
+			}
+		case strings.HasPrefix(line, "  error: "):
+			if !strings.HasSuffix(line, "[remote-code]") {
+				t.Errorf("a violation other than the remote code: %s", line)
+			}
+		case strings.HasPrefix(line, "  hint: "):
+			if !strings.Contains(line, "--add-files configuration_decilm.py,modeling_decilm.py") {
+				t.Errorf("hint: %s", line)
+			}
+		case strings.HasPrefix(line, "  warning: "):
+		default:
+			if !strings.HasSuffix(line, ": OK") {
+				t.Errorf("not OK: %s", line)
+			}
+		}
+	}
+	if !strings.Contains(out, "  hint: ") {
+		t.Errorf("no hint for the remote code:\n%s", out)
+	}
+
+	// With the modules beside the weights, hf loads it.
+	withCode := filepath.Join(t.TempDir(), "with-code")
+	if err := os.CopyFS(withCode, os.DirFS(child)); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"configuration_decilm.py", "modeling_decilm.py"} {
+		if err := os.WriteFile(filepath.Join(withCode, f), []byte("# remote code\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, out, errs := evalRun("validate", "--model", withCode, "--engine", "all"); code != 0 {
+		t.Errorf("with the remote code: exit %d:\n%s%s", code, out, errs)
+	}
+	// auto_map naming a Hub repository ("repo--module.Class"): transformers
+	// fetches the modules from there.
+	hub := filepath.Join(t.TempDir(), "hub")
+	if err := os.CopyFS(hub, os.DirFS(child)); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := os.ReadFile(filepath.Join(hub, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = []byte(strings.ReplaceAll(string(cfg), `"configuration_decilm.`, `"nvidia/Llama-3_1-Nemotron-51B-Instruct--configuration_decilm.`))
+	cfg = []byte(strings.ReplaceAll(string(cfg), `"modeling_decilm.`, `"nvidia/Llama-3_1-Nemotron-51B-Instruct--modeling_decilm.`))
+	if err := os.WriteFile(filepath.Join(hub, "config.json"), cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := evalRun("validate", "--model", hub, "--engine", "hf"); code != 0 {
+		t.Errorf("auto_map naming a Hub repository: exit %d:\n%s%s", code, out, errs)
+	}
+}
