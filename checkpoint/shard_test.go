@@ -375,7 +375,7 @@ func TestOutputDir(t *testing.T) {
 	}
 
 	var ee *checkpoint.ExistsError
-	if _, err := checkpoint.NewOutputDir(dest, false); !errors.As(err, &ee) || !strings.Contains(err.Error(), "--force") {
+	if _, err := checkpoint.NewOutputDir(dest, false); !errors.As(err, &ee) || ee.Path != dest || !strings.Contains(err.Error(), "already exists") {
 		t.Fatalf("existing destination: %v", err)
 	}
 	o, err = checkpoint.NewOutputDir(dest, true)

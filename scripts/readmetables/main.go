@@ -42,6 +42,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/internal/cli"
 	"github.com/autocompress/autocompress/internal/output"
 	"github.com/autocompress/autocompress/internal/shareddata"
@@ -312,6 +313,17 @@ func describe(args []string) (parent, deployment string) {
 	return parent, strings.Join(d, ", ")
 }
 
+// slotEngine tells whether the engine named serves from a fixed number of
+// sequence slots (llama.cpp's -np), from its entry in the engine table.
+func slotEngine(name string) bool {
+	e, err := estimate.LookupEngine(name)
+	if err != nil {
+		return false
+	}
+	sp, ok := e.Spec()
+	return ok && sp.Sched == estimate.SlotScheduler
+}
+
 // settings is the chosen precision and engine settings.
 func settings(args []string, precision, kv string, memFraction float64, seqs int) string {
 	s := []string{precision}
@@ -319,7 +331,7 @@ func settings(args []string, precision, kv string, memFraction float64, seqs int
 		s = append(s, "KV "+kv)
 	}
 	if seqs > 0 {
-		if flagValue(args, "engine") == "llamacpp" {
+		if slotEngine(flagValue(args, "engine")) {
 			s = append(s, fmt.Sprintf("%d slots", seqs))
 		} else {
 			s = append(s, fmt.Sprintf("max-num-seqs %d", seqs))
@@ -336,11 +348,18 @@ var outOfReach = regexp.MustCompile(`no candidate meets the budgets: (--\S+ .*?)
 // whyNone is the table's cell for a command that chose nothing: its error,
 // without the command's name and the hints.
 func whyNone(stderr string) string {
+	// The error is the line the command prefixes with its name; progress
+	// lines come before it.
 	msg := strings.TrimSpace(stderr)
+	for _, line := range strings.Split(msg, "\n") {
+		if m, ok := strings.CutPrefix(line, "autocompress search: "); ok {
+			msg = m
+			break
+		}
+	}
 	if i := strings.IndexByte(msg, '\n'); i >= 0 {
 		msg = msg[:i]
 	}
-	msg = strings.TrimPrefix(msg, "autocompress search: ")
 	if m := outOfReach.FindStringSubmatch(msg); m != nil {
 		return fmt.Sprintf("infeasible: %s out of reach (the %s the space reaches: %s)", m[1], m[2], m[3])
 	}
