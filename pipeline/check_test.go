@@ -45,7 +45,7 @@ func TestTighten(t *testing.T) {
 	if _, r = tighten(b, b, &est, combine(t, &servebench.Report{Summary: map[string]servebench.Spread{"tpot_mean_s": {Median: 0.0029}}})); len(r.Missed) != 0 {
 		t.Errorf("all met: missed %v", r.Missed)
 	}
-	if n := roundNote(r); n == "" {
+	if n := roundNote(r, budgetViews(b)); n == "" {
 		t.Error("empty note")
 	}
 }
@@ -181,7 +181,7 @@ func TestDecisionsUseTheWorstInvocation(t *testing.T) {
 	if r.Measured["tpot"] != 1.4*lim || !reflect.DeepEqual(r.Invocations["tpot"], []float64{0.8 * lim, 1.4 * lim, 0.9 * lim}) || !near(r.Spread["tpot"], 0.6/0.9) {
 		t.Errorf("round record: measured %g, invocations %v, spread %g", r.Measured["tpot"], r.Invocations["tpot"], r.Spread["tpot"])
 	}
-	if n := roundNote(r); !strings.Contains(n, "worst of 3 invocations") || !strings.Contains(n, "unstable on this machine") {
+	if n := roundNote(r, budgetViews(b)); !strings.Contains(n, "worst of 3 invocations") || !strings.Contains(n, "unstable on this machine") {
 		t.Errorf("round note %q", n)
 	}
 

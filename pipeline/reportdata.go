@@ -17,6 +17,7 @@ import (
 	"github.com/autocompress/autocompress/distill"
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/eval"
+	"github.com/autocompress/autocompress/hardware"
 	"github.com/autocompress/autocompress/importance"
 	"github.com/autocompress/autocompress/internal/output"
 	"github.com/autocompress/autocompress/report"
@@ -128,20 +129,21 @@ func ptr(v float64) *float64 { return &v }
 var searchBudget = map[string]string{"memory": search.BudgetMemory, "ttft": search.BudgetTTFT, "tpot": search.BudgetTPOT,
 	"e2e": search.BudgetE2E, "throughput": search.BudgetThroughput, "request rate": search.BudgetThroughput, "params": search.BudgetParams}
 
-// roundNote describes one measured check of the search's choice.
-func roundNote(r Round) string {
+// roundNote describes one measured check of the search's choice, each
+// figure in its budget's unit as the budget table shows it.
+func roundNote(r Round, views []budgetView) string {
 	var parts []string
-	for _, v := range []string{"memory", "ttft", "tpot", "e2e", "throughput", "request rate"} {
-		m, ok := r.Measured[v]
+	for _, v := range views {
+		m, ok := r.Measured[v.name]
 		if !ok {
 			continue
 		}
-		p := fmt.Sprintf("%s limit %.4g (searched under %.4g), estimated %.4g, measured %.4g", v, r.Limits[v], r.Searched[v], r.Estimated[v], m)
-		if xs := r.Invocations[v]; len(xs) > 1 {
-			lo, hi := slices.Min(xs), slices.Max(xs)
-			p += fmt.Sprintf(" (the worst of %d invocations, %.4g–%.4g", len(xs), lo, hi)
-			if r.Spread[v] > UnstableTolerance {
-				p += fmt.Sprintf(", spread %.0f %%: unstable on this machine", 100*r.Spread[v])
+		f := func(x float64) string { return report.FormatNumber(x*v.scale) + " " + v.unit }
+		p := fmt.Sprintf("%s limit %s (searched under %s), estimated %s, measured %s", v.name, f(r.Limits[v.name]), f(r.Searched[v.name]), f(r.Estimated[v.name]), f(m))
+		if xs := r.Invocations[v.name]; len(xs) > 1 {
+			p += fmt.Sprintf(" (the worst of %d invocations, %s–%s", len(xs), report.FormatNumber(slices.Min(xs)*v.scale), f(slices.Max(xs)))
+			if r.Spread[v.name] > UnstableTolerance {
+				p += fmt.Sprintf(", spread %.0f %%: unstable on this machine", 100*r.Spread[v.name])
 			}
 			p += ")"
 		}
@@ -154,7 +156,7 @@ func roundNote(r Round) string {
 	if len(parts) == 0 {
 		parts = append(parts, "no budgeted cost measurable here")
 	}
-	return fmt.Sprintf("check %d (pruned child measured before distillation, SI units): %s; %s", r.Round, strings.Join(parts, "; "), verdict)
+	return fmt.Sprintf("check %d (the pruned child measured before distillation): %s; %s", r.Round, strings.Join(parts, "; "), verdict)
 }
 
 // chosenSettings describes the engine settings the search chose, in
@@ -233,9 +235,10 @@ func buildReport(env *Env, t *target, c *Config, childFrom string) (*report.Data
 	}
 	d.Deployment.Settings = chosenSettings(&sv, t.engine, t.workload.Concurrency)
 	var rounds []Round
+	views := budgetViews(t.budgets)
 	if err := readJSONFile(filepath.Join(env.Input("search"), RoundsFile), &rounds); err == nil {
 		for _, r := range rounds {
-			d.Notes = append(d.Notes, roundNote(r))
+			d.Notes = append(d.Notes, roundNote(r, views))
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
@@ -260,24 +263,17 @@ func buildReport(env *Env, t *target, c *Config, childFrom string) (*report.Data
 		first := meas.First()
 		d.Deployment.MeasuredUnder = settingsText(first.MaxNumSeqs, first.MaxBatchedTokens, first.ContextLimit)
 	}
-	views := budgetViews(t.budgets)
 	d.Budgets = budgetRows(views, t.budgets, &sum, meas)
 	if err := paretoFronts(d, searchDir, views, t.budgets, &sum); err != nil {
 		return nil, err
 	}
 
-	// The memory plan of the child as the estimator prices it.
-	o := estimate.Options{Precision: sum.Chosen.Settings.Precision, KVDType: sum.Chosen.Settings.KVDType,
-		MaxNumSeqs: sum.Chosen.Settings.MaxNumSeqs, MemFraction: sum.Chosen.Settings.MemFraction, TP: max(c.Deployment.TP, 1)}
-	if mem, err := estimate.Memory(childArch, t.gpu, t.engine, o); err == nil {
-		d.Memory.Terms = []report.MemoryTerm{{Name: "weights", GiB: mem.WeightsBytes / (1 << 30)},
-			{Name: "KV cache", GiB: mem.KVPoolBytes / (1 << 30)}, {Name: "activations", GiB: mem.ActivationBytes / (1 << 30)},
-			{Name: "overhead", GiB: mem.OverheadBytes / (1 << 30)}}
+	comp, err := compileChosen(t, c, &sum, &sv)
+	if err != nil {
+		return nil, err
 	}
-	d.Memory.BudgetGiB = t.budgets.MaxMemory / (1 << 30)
-	if m, ok := meas.Conservative(servebench.PeakRSSKey); ok && m > 0 {
-		d.Memory.MeasuredGiB = ptr(m / (1 << 30))
-	}
+	memoryPlan(d, t, comp, childArch, views, meas)
+	d.Estimator = estimatorOf(t, comp, d.Budgets, hardware.ThisHost())
 
 	if childFrom == "distill" {
 		var ds distill.Summary
@@ -285,9 +281,10 @@ func buildReport(env *Env, t *target, c *Config, childFrom string) (*report.Data
 			return nil, err
 		}
 		d.Tokens.Recovery = ds.Tokens
-		if d.Training, err = readTrainingLog(filepath.Join(env.Input("distill"), DistillLog)); err != nil {
+		if d.Training, d.HeldOut, err = readTrainingLog(filepath.Join(env.Input("distill"), DistillLog)); err != nil {
 			return nil, err
 		}
+		recovery(d, &ds)
 	}
 	if s, err := importance.Load(filepath.Join(env.Input("importance"), ScoresFile)); err == nil {
 		d.Tokens.Importance = s.Tokens
@@ -372,13 +369,102 @@ func paretoFronts(d *report.Data, dir string, views []budgetView, b search.Budge
 	return nil
 }
 
-// readTrainingLog reads distill's JSON-lines log.
-func readTrainingLog(path string) ([]report.TrainPoint, error) {
+// compileChosen prepares the estimator as the search priced the chosen
+// child: its settings, the serving context and TP, the workload.
+func compileChosen(t *target, c *Config, sum *search.Summary, sv *search.Serving) (*estimate.Compiled, error) {
+	st := sum.Chosen.Settings
+	o := estimate.Options{Precision: st.Precision, KVDType: st.KVDType, MaxNumSeqs: st.MaxNumSeqs, MemFraction: st.MemFraction,
+		TP: max(sv.TP, c.Deployment.TP, 1), MaxModelLen: sv.MaxModelLen}
+	comp, err := estimate.Compile(t.gpu, t.engine, o, t.workload, nil)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: pricing the child for the report: %w", err)
+	}
+	return comp, nil
+}
+
+// memoryPlan fills d.Memory with the child's memory plan priced by comp
+// (compileChosen: as the search priced it, at the workload's context and
+// concurrency), so that its total is the budget table's estimated memory.
+// Its unit is the memory budget's, else the one its total reads best in.
+func memoryPlan(d *report.Data, t *target, comp *estimate.Compiled, child *architecture.Model, views []budgetView, meas *servebench.Invocations) {
+	var s estimate.Summary
+	comp.Summarize(&s, child)
+	mem, ok := comp.Memory(&s)
+	unit, scale := "GiB", 1.0/(1<<30)
+	if mem.TotalBytes() < 1<<30 {
+		unit, scale = "MiB", 1.0/(1<<20)
+	}
+	for _, v := range views {
+		if v.name == "memory" {
+			unit, scale = v.unit, v.scale
+		}
+	}
+	d.Memory = report.Memory{Unit: unit, Budget: t.budgets.MaxMemory * scale}
+	if ok {
+		d.Memory.Terms = []report.MemoryTerm{{Name: "weights", Value: mem.WeightsBytes * scale},
+			{Name: "KV cache", Value: mem.KVPoolBytes * scale}, {Name: "activations", Value: mem.ActivationBytes * scale},
+			{Name: "overhead", Value: mem.OverheadBytes * scale}}
+	}
+	if m, ok := meas.Conservative(servebench.PeakRSSKey); ok && m > 0 {
+		d.Memory.Measured = ptr(m * scale)
+	}
+}
+
+// estimatorOf says where the estimates come from and sets each budget
+// row's error band: the held-out median errors of the coefficients comp
+// prices with, where and when they were measured, and whether that is the
+// device priced (for the native engine: this host, this).
+func estimatorOf(t *target, comp *estimate.Compiled, rows []report.Budget, this hardware.Host) *report.Estimator {
+	r := estimate.Result{Engine: t.engine, Family: comp.Family(), Coeffs: comp.Coeffs()}
+	b := r.Band(t.gpu, this)
+	e := report.Estimator{Coefficients: "the " + b.Family + " coefficients", Host: b.MeasuredOn, Measured: b.Measured,
+		Applies: string(b.Applies), Why: b.Why}
+	bands := map[string]float64{"ttft": b.TTFT, "tpot": b.TPOT, "throughput": b.Throughput}
+	if t.engine.Local() {
+		e.Coefficients += ", fitted by calibrate-native"
+		if f, _, err := estimate.ActiveNativeCoeffs(); err == nil {
+			nc, _ := f.Machine(t.gpu.Name)
+			bands["memory"] = nc.ErrMemory
+		}
+	} else {
+		e.Coefficients += ", fitted to published serving measurements"
+		if v := r.Coeffs.EngineVersion; v != "" {
+			e.Coefficients += " (engine versions " + v + ")"
+		}
+	}
+	for i := range rows {
+		if v := bands[rows[i].Name]; v > 0 {
+			rows[i].ErrorBand = ptr(v)
+		}
+	}
+	return &e
+}
+
+// recovery adds what the distillation measured besides its log: the
+// held-out cross-entropy before the first step (at step 0) and the
+// parent's, and says what the training loss is.
+func recovery(d *report.Data, ds *distill.Summary) {
+	d.Objective = fmt.Sprintf("distillation loss: %g × T² × KL(parent ‖ child) at T = %g", ds.KDWeight, ds.Temperature)
+	if ds.CEWeight > 0 {
+		d.Objective += fmt.Sprintf(" + %g × cross-entropy on the data", ds.CEWeight)
+	}
+	if ds.Before != nil && (len(d.HeldOut) == 0 || d.HeldOut[0].Step > 0) {
+		d.HeldOut = append([]report.HeldOutPoint{{Loss: ds.Before.Loss}}, d.HeldOut...)
+	}
+	if ds.TeacherEval != nil {
+		d.ParentHeldOut = ptr(ds.TeacherEval.Loss)
+	}
+}
+
+// readTrainingLog reads distill's JSON-lines log: the training steps and
+// the held-out evaluations.
+func readTrainingLog(path string) ([]report.TrainPoint, []report.HeldOutPoint, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: %w", err)
+		return nil, nil, fmt.Errorf("pipeline: %w", err)
 	}
-	var out []report.TrainPoint
+	var steps []report.TrainPoint
+	var held []report.HeldOutPoint
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		var l struct {
@@ -389,22 +475,20 @@ func readTrainingLog(path string) ([]report.TrainPoint, error) {
 			ValLoss *float64 `json:"val_loss"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			return nil, fmt.Errorf("pipeline: %s: %w", path, err)
+			return nil, nil, fmt.Errorf("pipeline: %s: %w", path, err)
 		}
-		switch {
-		case l.Loss != nil:
+		if l.Loss != nil {
 			tp := report.TrainPoint{Step: l.Step, Tokens: l.Tokens, Loss: *l.Loss}
 			if l.LR != nil {
 				tp.LR = *l.LR
 			}
-			out = append(out, tp)
-		case l.ValLoss != nil && len(out) > 0 && out[len(out)-1].Step == l.Step:
-			out[len(out)-1].EvalLoss = l.ValLoss
-		case l.ValLoss != nil:
-			out = append(out, report.TrainPoint{Step: l.Step, Tokens: l.Tokens, Loss: *l.ValLoss, EvalLoss: l.ValLoss})
+			steps = append(steps, tp)
+		}
+		if l.ValLoss != nil {
+			held = append(held, report.HeldOutPoint{Step: l.Step, Tokens: l.Tokens, Loss: *l.ValLoss})
 		}
 	}
-	return out, sc.Err()
+	return steps, held, sc.Err()
 }
 
 // evalTable turns an eval report into the report's side-by-side table.

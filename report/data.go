@@ -5,9 +5,15 @@
 // (charts are inline SVG drawn with gonum's plot package; nothing is fetched
 // at view time), a Markdown summary and the JSON they are made from.
 //
+// Every figure says whether it is estimated (with the estimator's error
+// band and where it was measured) or measured, and a budgeted cost shown
+// outside the budget table (the memory plan, the charts' budgets and chosen
+// child) is the table's figure (see Data.Inconsistencies). Legends sit in a
+// strip above each chart's data, never over it.
+//
 // The report is a pure function of a *Data: the pipeline fills one from its
 // stages' outputs, and a test renders it in a real browser and checks the
-// numbers on the page against the JSON.
+// numbers on the page against the JSON and the charts' layout for overlaps.
 package report
 
 import (
@@ -25,18 +31,28 @@ type Data struct {
 	RunDir     string     `json:"run_dir,omitempty"`
 	Deployment Deployment `json:"deployment"`
 	Budgets    []Budget   `json:"budgets"`
-	Parent     Shape      `json:"parent"`
-	Child      Shape      `json:"child"`
+	// Estimator says where the estimated figures come from and how far
+	// they are to be trusted (nil: not known).
+	Estimator *Estimator `json:"estimator,omitempty"`
+	Parent    Shape      `json:"parent"`
+	Child     Shape      `json:"child"`
 	// Strategy is the search strategy that chose the child.
-	Strategy string       `json:"strategy,omitempty"`
-	Summary  []string     `json:"summary,omitempty"` // what was cut and why, in words
-	Pareto   []Pareto     `json:"pareto,omitempty"`
-	Memory   Memory       `json:"memory"`
-	Training []TrainPoint `json:"training,omitempty"`
-	Eval     EvalTable    `json:"eval"`
-	Tokens   Tokens       `json:"tokens"`
-	Stages   []Stage      `json:"stages,omitempty"`
-	Notes    []string     `json:"notes,omitempty"`
+	Strategy string   `json:"strategy,omitempty"`
+	Summary  []string `json:"summary,omitempty"` // what was cut and why, in words
+	Pareto   []Pareto `json:"pareto,omitempty"`
+	Memory   Memory   `json:"memory"`
+	// Training is the recovery's logged steps; Objective says what their
+	// loss is (the distillation's, not the held-out cross-entropy).
+	Training  []TrainPoint `json:"training,omitempty"`
+	Objective string       `json:"objective,omitempty"`
+	// HeldOut is the child's held-out cross-entropy during recovery (step 0:
+	// before distillation), ParentHeldOut the parent's on the same text.
+	HeldOut       []HeldOutPoint `json:"held_out,omitempty"`
+	ParentHeldOut *float64       `json:"parent_held_out,omitempty"`
+	Eval          EvalTable      `json:"eval"`
+	Tokens        Tokens         `json:"tokens"`
+	Stages        []Stage        `json:"stages,omitempty"`
+	Notes         []string       `json:"notes,omitempty"`
 }
 
 // Deployment is the target the child was chosen for.
@@ -57,8 +73,12 @@ type Deployment struct {
 	MeasuredUnder string `json:"measured_under,omitempty"`
 }
 
-// Budget is one budgeted cost: its limit and the parent's, the chosen
-// child's estimated and (where the target could be measured) measured value.
+// Budget is one budgeted cost: its limit, the parent's and the chosen
+// child's estimated value and (where the target could be measured) the
+// child's measured value. The parent is never measured: its figure is the
+// estimator's, as is Estimated; ErrorBand is the estimator's held-out median
+// error for this cost (a fraction, nil where none is known), measured where
+// the Data's Estimator says.
 // Max says the cost must stay at or below Limit; otherwise at or above
 // (throughput).
 //
@@ -75,6 +95,7 @@ type Budget struct {
 	Limit          float64  `json:"limit"`
 	Parent         *float64 `json:"parent,omitempty"`
 	Estimated      *float64 `json:"estimated,omitempty"`
+	ErrorBand      *float64 `json:"error_band,omitempty"`
 	Measured       *float64 `json:"measured,omitempty"`
 	Invocations    int      `json:"invocations,omitempty"`
 	MeasuredMedian *float64 `json:"measured_median,omitempty"`
@@ -112,6 +133,37 @@ func (b Budget) Disagrees(tol float64) bool {
 		return false
 	}
 	return math.Abs(*b.Estimated-*b.Measured)/math.Abs(*b.Measured) > tol
+}
+
+// Estimator describes the coefficients behind the estimates.
+type Estimator struct {
+	// Coefficients names them ("the native@embedded coefficients, fitted
+	// by calibrate-native").
+	Coefficients string `json:"coefficients"`
+	// Host and Measured say where and when the error bands were measured
+	// ("" where that is not known).
+	Host     string `json:"host,omitempty"`
+	Measured string `json:"measured,omitempty"`
+	// Applies says whether the bands were measured on the device priced
+	// (for the native engine: the host the run ran on): "same",
+	// "different" (the bands do not apply here), "unknown" (the record
+	// cannot tell) or "" (not known); Why says why.
+	Applies string `json:"applies,omitempty"`
+	Why     string `json:"why,omitempty"`
+}
+
+// BandSource says where an error band was measured, in words: "on HOST,
+// DATE", "on HOST" or "" where neither is known.
+func (e *Estimator) BandSource() string {
+	switch {
+	case e == nil || e.Host == "" && e.Measured == "":
+		return ""
+	case e.Host == "":
+		return e.Measured
+	case e.Measured == "":
+		return "on " + e.Host
+	}
+	return "on " + e.Host + ", " + e.Measured
 }
 
 // Shape is a model's per-layer structure.
@@ -165,36 +217,48 @@ type Point struct {
 	Chosen   bool    `json:"chosen,omitempty"`
 }
 
-// Memory is the child's estimated memory plan at the workload.
+// Memory is the child's estimated memory plan at the workload's context and
+// concurrency: the plan the search priced it by, so that its total is the
+// budget table's estimated memory. Every figure is in Unit (the memory
+// budget's unit where one is set).
 type Memory struct {
-	Terms     []MemoryTerm `json:"terms,omitempty"`
-	BudgetGiB float64      `json:"budget_gib,omitempty"`
-	// MeasuredGiB is the measured peak (resident memory on the CPU).
-	MeasuredGiB *float64 `json:"measured_gib,omitempty"`
+	Unit  string       `json:"unit,omitempty"`
+	Terms []MemoryTerm `json:"terms,omitempty"`
+	// Budget is the memory budget (0: none).
+	Budget float64 `json:"budget,omitempty"`
+	// Measured is the measured peak (resident memory on the CPU).
+	Measured *float64 `json:"measured,omitempty"`
 }
 
 // MemoryTerm is one part of the memory plan.
 type MemoryTerm struct {
-	Name string  `json:"name"`
-	GiB  float64 `json:"gib"`
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
 }
 
-// TotalGiB sums the terms.
-func (m Memory) TotalGiB() float64 {
+// Total sums the terms.
+func (m Memory) Total() float64 {
 	var s float64
 	for _, t := range m.Terms {
-		s += t.GiB
+		s += t.Value
 	}
 	return s
 }
 
-// TrainPoint is one logged step of recovery.
+// TrainPoint is one logged step of recovery: its training loss.
 type TrainPoint struct {
-	Step     int      `json:"step"`
-	Tokens   int64    `json:"tokens"`
-	Loss     float64  `json:"loss"`
-	LR       float64  `json:"lr"`
-	EvalLoss *float64 `json:"eval_loss,omitempty"`
+	Step   int     `json:"step"`
+	Tokens int64   `json:"tokens"`
+	Loss   float64 `json:"loss"`
+	LR     float64 `json:"lr"`
+}
+
+// HeldOutPoint is one evaluation of the child on held-out text during
+// recovery: mean cross-entropy in nats per token.
+type HeldOutPoint struct {
+	Step   int     `json:"step"`
+	Tokens int64   `json:"tokens"`
+	Loss   float64 `json:"loss"`
 }
 
 // EvalTable is the evaluation of the parent and its children.
@@ -249,4 +313,54 @@ func ReadJSON(r io.Reader) (*Data, error) {
 		return nil, fmt.Errorf("report: reading report JSON: %w", err)
 	}
 	return &d, nil
+}
+
+// Inconsistencies lists the figures of d that disagree with its budget
+// table: a memory plan whose unit, total, budget or measured peak is not the
+// memory budget's, a Pareto front whose unit, limit or chosen point is not
+// its budget's. A report built from one run has none.
+func (d *Data) Inconsistencies() []string {
+	var out []string
+	near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-6*math.Max(math.Abs(a), math.Abs(b)) }
+	for _, b := range d.Budgets {
+		if b.Name != "memory" {
+			continue
+		}
+		m := &d.Memory
+		if len(m.Terms) > 0 {
+			switch {
+			case m.Unit != b.Unit:
+				out = append(out, fmt.Sprintf("the memory plan is in %s, the memory budget in %s", m.Unit, b.Unit))
+			case b.Estimated != nil && !near(m.Total(), *b.Estimated):
+				out = append(out, fmt.Sprintf("the memory plan totals %s %s, the budget table estimates %s %s", fmtNum(m.Total()), m.Unit, fmtNum(*b.Estimated), b.Unit))
+			}
+		}
+		if m.Unit == b.Unit && m.Budget > 0 && !near(m.Budget, b.Limit) {
+			out = append(out, fmt.Sprintf("the memory plan's budget is %s %s, the budget table's %s %s", fmtNum(m.Budget), m.Unit, fmtNum(b.Limit), b.Unit))
+		}
+		switch {
+		case m.Unit != b.Unit:
+		case m.Measured != nil && b.Measured == nil:
+			out = append(out, fmt.Sprintf("the memory plan has a measured peak of %s %s, the budget table none", fmtNum(*m.Measured), m.Unit))
+		case m.Measured != nil && !near(*m.Measured, *b.Measured):
+			out = append(out, fmt.Sprintf("the memory plan's measured peak is %s %s, the budget table's %s %s", fmtNum(*m.Measured), m.Unit, fmtNum(*b.Measured), b.Unit))
+		}
+	}
+	for _, f := range d.Pareto {
+		i := budgetIndex(d, f.Cost)
+		if i < 0 {
+			out = append(out, fmt.Sprintf("a Pareto front of %s, which has no budget", f.Cost))
+			continue
+		}
+		b := &d.Budgets[i]
+		if f.Unit != b.Unit || !near(f.Limit, b.Limit) {
+			out = append(out, fmt.Sprintf("the %s front's budget is %s %s, the budget table's %s %s", f.Cost, fmtNum(f.Limit), f.Unit, fmtNum(b.Limit), b.Unit))
+		}
+		for _, p := range f.Points {
+			if p.Chosen && b.Estimated != nil && !near(p.Cost, *b.Estimated) {
+				out = append(out, fmt.Sprintf("the %s front puts the chosen child at %s %s, the budget table at %s %s", f.Cost, fmtNum(p.Cost), f.Unit, fmtNum(*b.Estimated), b.Unit))
+			}
+		}
+	}
+	return out
 }

@@ -28,6 +28,9 @@ func optNum(v *float64, path string) cell {
 type budgetRow struct {
 	Name, Unit, Sense                 string
 	Limit, Parent, Estimated, Measure cell
+	// Band is the estimator's error band for this cost ("±7 %"; "" where
+	// none is known), shown beside each estimate.
+	Band string
 	// MinM, MaxM and MedianM are the range and median over Invocations
 	// invocations (HasRange: more than one).
 	MinM, MaxM, MedianM cell
@@ -55,19 +58,32 @@ type layerRow struct {
 }
 
 type page struct {
-	D             *Data
-	Charts        []chartView
-	Budgets       []budgetRow
-	Eval          []evalRow
-	Layers        []layerRow
-	Memory        []cell
-	MemoryNames   []string
-	MemTotal      cell
-	Tokens        []cell
-	ParentParams  cell
-	ChildParams   cell
-	ParamRatio    string
-	MeasuredNote  string
+	D            *Data
+	Charts       []chartView
+	Budgets      []budgetRow
+	Eval         []evalRow
+	Layers       []layerRow
+	Memory       []cell
+	MemoryNames  []string
+	MemTotal     cell
+	MemBudget    cell
+	MemMeasured  cell
+	MemUnit      string
+	Tokens       []cell
+	ParentParams cell
+	ChildParams  cell
+	ParamRatio   string
+	// EstimateNote says what the estimates are and where their error
+	// bands were measured.
+	EstimateNote string
+	// BandWarning says where the bands do not or may not apply to the
+	// device priced.
+	BandWarning string
+	BandFlag    bool // the band does not apply here (not merely unknown)
+	// Inconsistent lists figures that disagree with the budget table (a
+	// report built from one run has none; the page says so if it does).
+	Inconsistent  []string
+	AnyMeasured   bool
 	AnyDisagree   bool
 	AnyUnstable   bool
 	AnyRange      bool
@@ -83,6 +99,14 @@ type chartView struct {
 // the report flags a budget row.
 const Tolerance = 0.10
 
+// bandText formats an error band.
+func bandText(b *float64) string {
+	if b == nil || *b <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("±%.0f %%", 100**b)
+}
+
 func build(d *Data) (*page, error) {
 	charts, err := Charts(d)
 	if err != nil {
@@ -92,12 +116,14 @@ func build(d *Data) (*page, error) {
 	for _, c := range charts {
 		pg.Charts = append(pg.Charts, chartView{Chart: c, Inline: template.HTML(c.SVG)})
 	}
+	anyBand := false
 	for i, b := range d.Budgets {
 		p := fmt.Sprintf("budgets.%d.", i)
-		r := budgetRow{Name: b.Name, Unit: b.Unit, Binding: b.Binding,
+		r := budgetRow{Name: b.Name, Unit: b.Unit, Binding: b.Binding, Band: bandText(b.ErrorBand),
 			Limit: num(b.Limit, p+"limit"), Parent: optNum(b.Parent, p+"parent"),
 			Estimated: optNum(b.Estimated, p+"estimated"), Measure: optNum(b.Measured, p+"measured"),
 			Flag: b.Disagrees(Tolerance), HasRange: b.HasRange(), Unstable: b.Unstable(Tolerance)}
+		anyBand = anyBand || r.Band != ""
 		if r.HasRange {
 			r.MinM, r.MaxM, r.MedianM = optNum(b.MeasuredMin, p+"measured_min"), optNum(b.MeasuredMax, p+"measured_max"), optNum(b.MeasuredMedian, p+"measured_median")
 			r.Invocations = b.Invocations
@@ -109,26 +135,38 @@ func build(d *Data) (*page, error) {
 		if b.Max {
 			r.Sense = "≤"
 		}
-		v := b.Measured
+		v, how := b.Measured, "measured"
 		if v == nil {
-			v = b.Estimated
+			v, how = b.Estimated, "estimated"
 		}
 		switch {
 		case v == nil:
 			r.Status, r.StatusClass = "not known", "unknown"
 		case b.Met(*v):
-			r.Status, r.StatusClass = "met", "met"
+			r.Status, r.StatusClass = "met, "+how, "met"
 		default:
-			r.Status, r.StatusClass = "missed", "missed"
+			r.Status, r.StatusClass = "missed, "+how, "missed"
 		}
-		if b.Measured == nil && b.Estimated != nil {
-			r.Status += " (estimated)"
+		if b.Measured == nil && b.Estimated != nil && b.ErrorBand != nil && math.Abs(*b.Estimated-b.Limit) <= *b.ErrorBand*math.Abs(*b.Estimated) {
+			r.Status += ", within its error band of the limit"
 		}
+		pg.AnyMeasured = pg.AnyMeasured || b.Measured != nil
 		pg.AnyDisagree = pg.AnyDisagree || r.Flag
 		pg.AnyUnstable = pg.AnyUnstable || r.Unstable
 		pg.AnyRange = pg.AnyRange || r.HasRange
 		pg.Budgets = append(pg.Budgets, r)
 	}
+	pg.EstimateNote = estimateNote(d, anyBand)
+	if e := d.Estimator; anyBand && e != nil {
+		switch e.Applies {
+		case "different":
+			pg.BandWarning = "The error band does not apply here: " + e.Why + ". Expect larger errors than ±; only a measurement tells."
+			pg.BandFlag = true
+		case "unknown":
+			pg.BandWarning = "Whether the error band applies here is not known: " + e.Why + "."
+		}
+	}
+	pg.Inconsistent = d.Inconsistencies()
 	for i, row := range d.Eval.Rows {
 		er := evalRow{Task: row.Task, Metric: row.Metric}
 		for j, v := range row.Values {
@@ -159,11 +197,7 @@ func build(d *Data) (*page, error) {
 		r.Changed = r.PHeads != r.CHeads || r.PKV != r.CKV || r.PFFN != r.CFFN
 		pg.Layers = append(pg.Layers, r)
 	}
-	for i, t := range d.Memory.Terms {
-		pg.Memory = append(pg.Memory, num(t.GiB, fmt.Sprintf("memory.terms.%d.gib", i)))
-		pg.MemoryNames = append(pg.MemoryNames, t.Name)
-	}
-	pg.MemTotal = cell{Text: fmtNum(d.Memory.TotalGiB())}
+	memoryCells(pg, d)
 	pg.ParentParams = num(float64(d.Parent.Params), "parent.params")
 	pg.ChildParams = num(float64(d.Child.Params), "child.params")
 	if d.Parent.Params > 0 {
@@ -175,6 +209,60 @@ func build(d *Data) (*page, error) {
 		pg.TrainingFinal = fmt.Sprintf("final training loss %s after %s tokens", fmtNum(d.Training[k-1].Loss), fmtNum(float64(d.Training[k-1].Tokens)))
 	}
 	return pg, nil
+}
+
+// memoryCells fills the memory table. Its total, budget and measured peak
+// are the budget table's figures (their cells carry the budget row's JSON
+// path, so a test checks they agree) where a memory budget in the same unit
+// is set.
+func memoryCells(pg *page, d *Data) {
+	m := &d.Memory
+	pg.MemUnit = m.Unit
+	if pg.MemUnit == "" {
+		pg.MemUnit = "GiB"
+	}
+	for i, t := range m.Terms {
+		pg.Memory = append(pg.Memory, num(t.Value, fmt.Sprintf("memory.terms.%d.value", i)))
+		pg.MemoryNames = append(pg.MemoryNames, t.Name)
+	}
+	pg.MemTotal = cell{Text: fmtNum(m.Total())}
+	pg.MemBudget = cell{Text: "—"}
+	if m.Budget > 0 {
+		pg.MemBudget = num(m.Budget, "memory.budget")
+	}
+	pg.MemMeasured = optNum(m.Measured, "memory.measured")
+	if bi := budgetIndex(d, "memory"); bi >= 0 && d.Budgets[bi].Unit == pg.MemUnit {
+		p := fmt.Sprintf("budgets.%d.", bi)
+		pg.MemTotal.Path = p + "estimated"
+		if m.Budget > 0 {
+			pg.MemBudget.Path = p + "limit"
+		}
+		if m.Measured != nil {
+			pg.MemMeasured.Path = p + "measured"
+		}
+	}
+}
+
+// estimateNote says what the estimated figures are and how far to trust
+// them.
+func estimateNote(d *Data, anyBand bool) string {
+	s := "Estimated: the estimator's figures"
+	if e := d.Estimator; e != nil && e.Coefficients != "" {
+		s += ", from " + e.Coefficients
+	}
+	s += "; the parent is not measured, every parent figure is an estimate."
+	switch src := d.Estimator.BandSource(); {
+	case anyBand && src != "":
+		s += " ± is the estimator's median error on held-out measurements, measured " + src + ": on another machine, or the same one under another load, the error can be larger."
+		if e := d.Estimator; e.Applies == "same" {
+			s += " The band was measured on this device (" + e.Why + ")."
+		}
+	case anyBand:
+		s += " ± is the estimator's median error on held-out measurements (where and when they were taken is not recorded)."
+	default:
+		s += " No error band is known for these estimates."
+	}
+	return s
 }
 
 var funcs = template.FuncMap{
@@ -193,17 +281,19 @@ var htmlTmpl = template.Must(template.New("report").Funcs(funcs).Parse(`<!DOCTYP
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{{.D.Title}}</title>
 <style>
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 72rem; padding: 0 1rem; color: #222; }
+body { font-family: system-ui, -apple-system, "Segoe UI", "Liberation Sans", Arial, sans-serif; margin: 2rem auto; max-width: 72rem; padding: 0 1rem; color: #222; line-height: 1.45; }
 h1 { font-size: 1.6rem; } h2 { font-size: 1.25rem; margin-top: 2rem; border-bottom: 1px solid #ddd; }
+h3 { font-size: 1.05rem; margin: 0 0 .3rem; }
 table { border-collapse: collapse; margin: .5rem 0 1rem; font-variant-numeric: tabular-nums; }
 th, td { border: 1px solid #ccc; padding: .25rem .6rem; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
 tr.binding td { font-weight: 600; }
-td.met { color: #1a7f37; } td.missed { color: #c62828; font-weight: 600; } td.unknown { color: #777; }
+td.met, td.missed, td.unknown { min-width: 8.5em; } td.met { color: #1a7f37; } td.missed { color: #c62828; font-weight: 600; } td.unknown { color: #777; }
 tr.changed td { background: #f3f8fd; }
+td.limit { white-space: nowrap; } .band { color: #555; font-size: .9em; white-space: nowrap; }
 .flag { color: #c62828; font-weight: 600; }
-figure { margin: 1rem 0; } figure svg { max-width: 100%; height: auto; background: #fff; }
-figcaption { color: #555; font-size: .9rem; }
+figure { margin: 1.5rem 0; width: 100%; } figure svg { display: block; width: 100%; height: auto; background: #fff; }
+figcaption { color: #444; font-size: .95rem; }
 .note { color: #555; }
 </style>
 </head>
@@ -221,18 +311,22 @@ figcaption { color: #555; font-size: .9rem; }
 {{end}}<tr><th>parent</th><td>{{.D.Parent.Name}}, <span data-json="{{.ParentParams.Path}}">{{.ParentParams.Text}}</span> parameters</td></tr>
 <tr><th>child</th><td><span data-json="{{.ChildParams.Path}}">{{.ChildParams.Text}}</span> parameters ({{.ParamRatio}} of the parent){{if .D.Strategy}}, chosen by {{.D.Strategy}}{{end}}</td></tr>
 </table>
+{{if .D.Summary}}<p class="note">Why this child, in the search's words (its figures are the estimator's):</p>
 {{range .D.Summary}}<p>{{.}}</p>
-{{end}}</section>
+{{end}}{{end}}</section>
 <section id="budgets">
 <h2>Budgets</h2>
 {{if .Budgets}}<table>
-<tr><th>budget</th><th>limit</th><th>parent</th><th>child, estimated</th><th>child, measured</th><th>status</th></tr>
-{{range .Budgets}}<tr{{if .Binding}} class="binding"{{end}}><td>{{.Name}}{{if .Binding}} (binding){{end}}</td><td>{{.Sense}} <span data-json="{{.Limit.Path}}">{{.Limit.Text}}</span> {{.Unit}}</td><td data-json="{{.Parent.Path}}">{{.Parent.Text}}</td><td data-json="{{.Estimated.Path}}">{{.Estimated.Text}}</td><td><span data-json="{{.Measure.Path}}">{{.Measure.Text}}</span>{{if .HasRange}} <span class="range">(<span data-json="{{.MinM.Path}}">{{.MinM.Text}}</span> – <span data-json="{{.MaxM.Path}}">{{.MaxM.Text}}</span>, median <span data-json="{{.MedianM.Path}}">{{.MedianM.Text}}</span>, over {{.Invocations}} invocations)</span>{{end}}{{if .Unstable}} <span class="flag unstable" title="the invocations spread {{.SpreadText}}, more than 10 %">unstable on this machine</span>{{end}}{{if .Flag}} <span class="flag" title="estimate and measurement differ by more than 10 %">⚑</span>{{end}}</td><td class="{{.StatusClass}}">{{.Status}}</td></tr>
+<tr><th>budget</th><th>limit</th><th>parent, estimated</th><th>child, estimated</th><th>child, measured</th><th>status</th></tr>
+{{range .Budgets}}<tr{{if .Binding}} class="binding"{{end}}><td>{{.Name}}{{if .Binding}} (binding){{end}}</td><td class="limit">{{.Sense}} <span data-json="{{.Limit.Path}}">{{.Limit.Text}}</span> {{.Unit}}</td><td><span data-json="{{.Parent.Path}}">{{.Parent.Text}}</span>{{if .Band}} <span class="band">{{.Band}}</span>{{end}}</td><td><span data-json="{{.Estimated.Path}}">{{.Estimated.Text}}</span>{{if .Band}} <span class="band">{{.Band}}</span>{{end}}</td><td><span data-json="{{.Measure.Path}}">{{.Measure.Text}}</span>{{if .HasRange}} <span class="range">(<span data-json="{{.MinM.Path}}">{{.MinM.Text}}</span> – <span data-json="{{.MaxM.Path}}">{{.MaxM.Text}}</span>, median <span data-json="{{.MedianM.Path}}">{{.MedianM.Text}}</span>, over {{.Invocations}} invocations)</span>{{end}}{{if .Unstable}} <span class="flag unstable" title="the invocations spread {{.SpreadText}}, more than 10 %">unstable on this machine</span>{{end}}{{if .Flag}} <span class="flag" title="estimate and measurement differ by more than 10 %">⚑</span>{{end}}</td><td class="{{.StatusClass}}">{{.Status}}</td></tr>
 {{end}}</table>
-{{if .AnyRange}}<p class="note">Measured: the worst of separate bench-serve invocations (the largest latency or memory, the smallest throughput), which the status judges; in brackets their range and median.</p>{{end}}
+<p class="note">{{.EstimateNote}}</p>
+{{if .BandWarning}}<p class="{{if .BandFlag}}flag{{else}}note{{end}} band-warning">{{.BandWarning}}</p>{{end}}
+{{if .AnyMeasured}}<p class="note">Measured: the child served by bench-serve on this machine{{if .AnyRange}}, the worst of separate invocations (the largest latency or memory, the smallest throughput), which the status judges; in brackets their range and median{{end}}. The status judges the measurement where there is one, else the estimate.</p>{{else}}<p class="note">Nothing was measured (the target is not this machine, or measuring was turned off), so every status judges an estimate.</p>{{end}}
 {{if .AnyUnstable}}<p class="flag">Unstable on this machine: the invocations of a measurement spread more than 10 % of their median, so one invocation alone would not have been a reliable figure.</p>{{end}}
 {{if .AnyDisagree}}<p class="flag">⚑ estimate and measurement differ by more than 10 %.</p>{{end}}
-{{else}}<p class="note">No budgets were set.</p>{{end}}
+{{range .Inconsistent}}<p class="flag inconsistent">This report contradicts itself: {{.}}.</p>
+{{end}}{{else}}<p class="note">No budgets were set.</p>{{end}}
 </section>
 <section id="shape">
 <h2>Shape per layer</h2>
@@ -244,17 +338,18 @@ figcaption { color: #555; font-size: .9rem; }
 <section id="charts">
 <h2>Charts</h2>
 {{range .Charts}}<figure class="chart" id="{{.ID}}">
+<h3>{{.Title}}</h3>
 {{.Inline}}
-<figcaption>{{.Title}}. {{.Caption}}</figcaption>
+<figcaption>{{range .Caption}}{{if .Path}}<span data-json="{{.Path}}">{{.Text}}</span>{{else}}{{.Text}}{{end}}{{end}}</figcaption>
 </figure>
 {{else}}<p class="note">No chart data.</p>
 {{end}}</section>
 <section id="memory">
 <h2>Memory</h2>
 {{if .Memory}}<table>
-<tr>{{range .MemoryNames}}<th>{{.}}</th>{{end}}<th>total</th></tr>
-<tr>{{range .Memory}}<td data-json="{{.Path}}">{{.Text}}</td>{{end}}<td>{{.MemTotal.Text}}</td></tr>
-</table><p class="note">GiB, estimated{{if .D.Memory.BudgetGiB}}; budget {{.D.Memory.BudgetGiB}} GiB{{end}}.</p>
+<tr>{{range .MemoryNames}}<th>{{.}}</th>{{end}}<th>total, estimated</th><th>measured peak</th><th>budget</th></tr>
+<tr>{{range .Memory}}<td data-json="{{.Path}}">{{.Text}}</td>{{end}}<td data-json="{{.MemTotal.Path}}">{{.MemTotal.Text}}</td><td data-json="{{.MemMeasured.Path}}">{{.MemMeasured.Text}}</td><td>{{if .D.Memory.Budget}}≤ {{end}}<span data-json="{{.MemBudget.Path}}">{{.MemBudget.Text}}</span></td></tr>
+</table><p class="note">{{.MemUnit}}. The terms are estimated, priced as the search priced the child (the workload's context and concurrency, the chosen engine settings); the measured peak is the resident memory of the serving process.</p>
 {{else}}<p class="note">No memory plan.</p>{{end}}
 </section>
 <section id="eval">
@@ -262,7 +357,7 @@ figcaption { color: #555; font-size: .9rem; }
 {{if .Eval}}<table>
 <tr><th>task</th><th>metric</th>{{range .D.Eval.Models}}<th>{{.}}</th>{{end}}</tr>
 {{range .Eval}}<tr><td>{{.Task}}</td><td>{{.Metric}}</td>{{range .Cells}}<td><span data-json="{{.Value.Path}}">{{.Value.Text}}</span>{{if .HasErr}} ± <span data-json="{{.StdErr.Path}}">{{.StdErr.Text}}</span>{{end}}</td>{{end}}</tr>
-{{end}}</table><p class="note">± is one standard error.</p>
+{{end}}</table><p class="note">Measured: each model run on the evaluation data; ± is one standard error.</p>
 {{else}}<p class="note">No evaluation.</p>{{end}}
 </section>
 <section id="tokens">
@@ -271,7 +366,7 @@ figcaption { color: #555; font-size: .9rem; }
 <tr><th>importance (calibration)</th><th>choosing the architecture</th><th>recovery</th></tr>
 <tr>{{range .Tokens}}<td data-json="{{.Path}}">{{.Text}}</td>{{end}}</tr>
 </table>
-{{if .TrainingFinal}}<p class="note">{{.TrainingFinal}}.</p>{{end}}
+<p class="note">Counted{{if .TrainingFinal}}; {{.TrainingFinal}}{{end}}.</p>
 </section>
 {{if .D.Stages}}<section id="stages">
 <h2>Stages</h2>
@@ -289,14 +384,31 @@ figcaption { color: #555; font-size: .9rem; }
 (function () {
   var errors = [];
   window.addEventListener("error", function (e) { errors.push(String(e.message)); });
+  function box(r) { return {x: r.left + window.scrollX, y: r.top + window.scrollY, w: r.width, h: r.height}; }
   window.addEventListener("load", function () {
     var charts = [];
     document.querySelectorAll("figure.chart").forEach(function (f) {
-      var s = f.querySelector("svg"), r = (s || f).getBoundingClientRect();
-      charts.push({id: f.id, x: r.left + window.scrollX, y: r.top + window.scrollY, w: r.width, h: r.height});
+      var s = f.querySelector("svg"), c = box((s || f).getBoundingClientRect());
+      c.id = f.id;
+      c.parts = [];
+      if (s) {
+        s.querySelectorAll("path, text, rect, circle, line, polyline, polygon").forEach(function (el) {
+          var g = el.closest("[data-role]"), b = box(el.getBoundingClientRect());
+          if (b.w === 0 && b.h === 0) { return; }
+          b.role = g ? g.getAttribute("data-role") : "axis";
+          b.tag = el.tagName;
+          if (el.tagName === "text") {
+            b.text = el.textContent;
+            b.font = getComputedStyle(el).fontFamily;
+          }
+          c.parts.push(b);
+        });
+      }
+      charts.push(c);
     });
+    var main = (document.getElementById("charts") || document.body).getBoundingClientRect();
     document.getElementById("layout").textContent = JSON.stringify({charts: charts, errors: errors,
-      width: document.documentElement.scrollWidth, height: document.documentElement.scrollHeight});
+      content: box(main).w, width: document.documentElement.scrollWidth, height: document.documentElement.scrollHeight});
   });
 })();
 </script>
@@ -340,11 +452,14 @@ func WriteMarkdown(w io.Writer, d *Data) error {
 		fmt.Fprintf(&b, ", chosen by %s", d.Strategy)
 	}
 	b.WriteString(".\n\n")
+	if len(d.Summary) > 0 {
+		b.WriteString("Why this child, in the search's words (its figures are the estimator's):\n\n")
+	}
 	for _, s := range d.Summary {
 		b.WriteString(s + "\n\n")
 	}
 	if len(pg.Budgets) > 0 {
-		b.WriteString("## Budgets\n\n| budget | limit | parent | child, estimated | child, measured | status |\n|---|---|---|---|---|---|\n")
+		b.WriteString("## Budgets\n\n| budget | limit | parent, estimated | child, estimated | child, measured | status |\n|---|---|---|---|---|---|\n")
 		for _, r := range pg.Budgets {
 			name := r.Name
 			if r.Binding {
@@ -360,10 +475,20 @@ func WriteMarkdown(w io.Writer, d *Data) error {
 			if r.Flag {
 				m += " ⚑"
 			}
-			fmt.Fprintf(&b, "| %s | %s %s %s | %s | %s | %s | %s |\n", name, r.Sense, r.Limit.Text, r.Unit, r.Parent.Text, r.Estimated.Text, m, r.Status)
+			par, est := r.Parent.Text, r.Estimated.Text
+			if r.Band != "" {
+				par, est = par+" "+r.Band, est+" "+r.Band
+			}
+			fmt.Fprintf(&b, "| %s | %s %s %s | %s | %s | %s | %s |\n", name, r.Sense, r.Limit.Text, r.Unit, par, est, m, r.Status)
+		}
+		b.WriteString("\n" + pg.EstimateNote + "\n")
+		if pg.BandWarning != "" {
+			b.WriteString("\n" + pg.BandWarning + "\n")
 		}
 		if pg.AnyRange {
 			b.WriteString("\nMeasured: the worst of separate bench-serve invocations (the largest latency or memory, the smallest throughput), which the status judges; in brackets their range and median.\n")
+		} else if !pg.AnyMeasured {
+			b.WriteString("\nNothing was measured (the target is not this machine, or measuring was turned off), so every status judges an estimate.\n")
 		}
 		if pg.AnyUnstable {
 			b.WriteString("\nUnstable on this machine: the invocations of a measurement spread more than 10 % of their median, so one invocation alone would not have been a reliable figure.\n")
@@ -371,7 +496,24 @@ func WriteMarkdown(w io.Writer, d *Data) error {
 		if pg.AnyDisagree {
 			b.WriteString("\n⚑ estimate and measurement differ by more than 10 %.\n")
 		}
+		for _, s := range pg.Inconsistent {
+			b.WriteString("\nThis report contradicts itself: " + s + ".\n")
+		}
 		b.WriteString("\n")
+	}
+	if len(pg.Memory) > 0 {
+		fmt.Fprintf(&b, "## Memory (%s)\n\nEstimated, as the search priced the child at the workload's context and concurrency:", pg.MemUnit)
+		for i, c := range pg.Memory {
+			fmt.Fprintf(&b, " %s %s,", pg.MemoryNames[i], c.Text)
+		}
+		fmt.Fprintf(&b, " total %s", pg.MemTotal.Text)
+		if d.Memory.Measured != nil {
+			fmt.Fprintf(&b, "; measured peak %s", pg.MemMeasured.Text)
+		}
+		if d.Memory.Budget > 0 {
+			fmt.Fprintf(&b, "; budget ≤ %s", pg.MemBudget.Text)
+		}
+		b.WriteString(".\n\n")
 	}
 	b.WriteString("## Shape per layer\n\n| layer | parent heads/KV/MLP | child heads/KV/MLP |\n|---|---|---|\n")
 	for _, r := range pg.Layers {
@@ -395,7 +537,25 @@ func WriteMarkdown(w io.Writer, d *Data) error {
 			}
 			b.WriteString("\n")
 		}
-		b.WriteString("\n± is one standard error.\n\n")
+		b.WriteString("\nMeasured: each model run on the evaluation data; ± is one standard error.\n\n")
+	}
+	if len(d.HeldOut) > 0 {
+		b.WriteString("## Recovery\n\nHeld-out cross-entropy of the child (nats per token, measured):")
+		for i, h := range d.HeldOut {
+			sep := ","
+			if i == 0 {
+				sep = ""
+			}
+			if h.Step == 0 {
+				fmt.Fprintf(&b, "%s %s before distillation", sep, fmtNum(h.Loss))
+			} else {
+				fmt.Fprintf(&b, "%s %s after %s tokens", sep, fmtNum(h.Loss), fmtNum(float64(h.Tokens)))
+			}
+		}
+		if d.ParentHeldOut != nil {
+			fmt.Fprintf(&b, "; the parent %s", fmtNum(*d.ParentHeldOut))
+		}
+		b.WriteString(".\n\n")
 	}
 	fmt.Fprintf(&b, "## Tokens spent\n\nimportance %s, choosing the architecture %s, recovery %s.\n", pg.Tokens[0].Text, pg.Tokens[1].Text, pg.Tokens[2].Text)
 	if len(d.Notes) > 0 {

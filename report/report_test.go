@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,9 +15,14 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files")
 
-func sample(t testing.TB) *Data {
+func sample(t testing.TB) *Data { return fixture(t, "sample.json") }
+
+// demo is the report of a real demo run (testdata/demo.json).
+func demo(t testing.TB) *Data { return fixture(t, "demo.json") }
+
+func fixture(t testing.TB, name string) *Data {
 	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", "sample.json"))
+	f, err := os.Open(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,3 +138,177 @@ func TestReadJSONUnknownField(t *testing.T) {
 		t.Fatalf("err = %v, want one naming the unknown field", err)
 	}
 }
+
+func html(t *testing.T, d *Data) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := WriteHTML(&b, d); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// TestReportSaysWhatIsEstimated (issue 17, class 2): the parent is never
+// measured, so its column says it holds estimates; every estimate carries
+// the estimator's error band and the page names the host and date the band
+// was measured on; each status says whether it judged a measurement or an
+// estimate; the charts of estimated costs say so on their axis.
+func TestReportSaysWhatIsEstimated(t *testing.T) {
+	d := sample(t)
+	page := html(t, d)
+	for _, want := range []string{"<th>parent, estimated</th>", "<th>child, estimated</th>", "<th>child, measured</th>",
+		"every parent figure is an estimate", "measured on the calibration&#39;s host (CPU model not recorded, 2 CPUs, 32 MiB last-level cache), 2026-12-01 16:36–16:50 UTC",
+		"Whether the error band applies here is not known: nothing recorded differs from this host, but the CPU model cannot be compared",
+		"memory, estimated (MiB)", "The terms are estimated"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	// Each budget row: the parent's and the child's estimate with the band,
+	// the status naming what it judged.
+	sec := regexp.MustCompile(`(?s)<section id="budgets">.*?</section>`).FindString(page)
+	rows := regexp.MustCompile(`(?s)<tr(?: class="binding")?><td>([a-z ]+)(?: \(binding\))?</td>(.*?)</tr>`).FindAllStringSubmatch(sec, -1)
+	if len(rows) != len(d.Budgets) {
+		t.Fatalf("%d budget rows on the page, want %d", len(rows), len(d.Budgets))
+	}
+	for i, r := range rows {
+		b := d.Budgets[i]
+		band := fmt.Sprintf("±%.0f %%", 100**b.ErrorBand)
+		if n := strings.Count(r[2], `<span class="band">`+band+`</span>`); n != 2 {
+			t.Errorf("%s: the band %s is beside %d estimates, want the parent's and the child's", r[1], band, n)
+		}
+		how := "estimated"
+		if b.Measured != nil {
+			how = "measured"
+		}
+		if !regexp.MustCompile(`<td class="(met|missed)">(met|missed), ` + how + `</td>`).MatchString(r[2]) {
+			t.Errorf("%s: the status does not say it judged the %s figure: %s", r[1], how, r[2])
+		}
+	}
+	// The issue's case: the parent's estimated TPOT is over the limit
+	// (21.5 > 20 ms); the page must not let that read as a measurement.
+	if tp := d.Budgets[1]; tp.Name != "tpot" || tp.Met(*tp.Parent) {
+		t.Fatalf("the sample's TPOT row should have the parent over its limit: %+v", tp)
+	}
+
+	// A band measured elsewhere is said not to apply.
+	o := sample(t)
+	o.Estimator.Applies, o.Estimator.Why = "different", "this host has 16 CPUs, recorded 2"
+	if page := html(t, o); !strings.Contains(page, "The error band does not apply here: this host has 16 CPUs, recorded 2.") {
+		t.Error("a band measured on another host is not said not to apply")
+	}
+
+	// An estimate within its band of the limit is not a sure thing.
+	c := sample(t)
+	c.Budgets[2].Estimated = ptr(155) // ≥ 150 tok/s, ±6 %
+	if page := html(t, c); !strings.Contains(page, "met, estimated, within its error band of the limit") {
+		t.Error("an estimate within its error band of the limit is called met without saying so")
+	}
+	if strings.Contains(html(t, d), "within its error band") {
+		t.Error("an estimate 67 % over its floor is said to be within its band of it")
+	}
+
+	// Without a known band or a measurement, the page says so.
+	e := sample(t)
+	e.Estimator = nil
+	for i := range e.Budgets {
+		e.Budgets[i].ErrorBand = nil
+		e.Budgets[i].Measured, e.Budgets[i].Invocations = nil, 0
+	}
+	e.Memory.Measured = nil
+	page = html(t, e)
+	for _, want := range []string{"No error band is known", "Nothing was measured", "met, estimated"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("without a band or a measurement, the page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "met, measured") || strings.Contains(page, `class="band"`) {
+		t.Error("a report without measurements or bands shows one")
+	}
+	// A band whose host is not known still says that it is not.
+	e.Budgets[0].ErrorBand = d.Budgets[0].ErrorBand
+	if page = html(t, e); !strings.Contains(page, "where and when they were taken is not recorded") {
+		t.Error("a band of unknown origin is not said to be one")
+	}
+}
+
+// TestReportConsistentWithBudgets (issue 17, class 3): every figure the
+// page shows for a budgeted cost outside the budget table (the memory
+// plan's total, budget and measured peak; the charts' budgets and chosen
+// child) carries the budget row's JSON path, so the page is checked against
+// the table; a memory plan priced otherwise than the table (the issue: 87.6
+// MiB against the table's 41.5) is caught there and said on the page.
+func TestReportConsistentWithBudgets(t *testing.T) {
+	d := sample(t)
+	for name, d := range map[string]*Data{"sample": d, "demo": demo(t)} {
+		if bad := d.Inconsistencies(); len(bad) > 0 {
+			t.Errorf("the %s report contradicts itself: %v", name, bad)
+		}
+		ms, _, err := browsertest.Mismatches(html(t, d), d, FormatNumber)
+		if err != nil || len(ms) > 0 {
+			t.Errorf("%s: %v %v", name, err, ms)
+		}
+	}
+	page := html(t, d)
+	for path, n := range map[string]int{"budgets.0.estimated": 4, "budgets.0.limit": 4, "budgets.0.measured": 3} {
+		if got := strings.Count(page, `data-json="`+path+`"`); got != n {
+			t.Errorf("%s is marked %d times on the page, want %d (the budget table, the memory table, the captions)", path, got, n)
+		}
+	}
+	ms, _, err := browsertest.Mismatches(page, d, FormatNumber)
+	if err != nil || len(ms) > 0 {
+		t.Fatalf("%v %v", err, ms)
+	}
+	if strings.Contains(page, "contradicts itself") {
+		t.Error("a consistent report says it contradicts itself")
+	}
+
+	for _, tc := range []struct {
+		name  string
+		edit  func(d *Data)
+		paths []string
+	}{
+		{"memory plan without the workload", func(d *Data) {
+			for i := range d.Memory.Terms {
+				d.Memory.Terms[i].Value *= 87.6 / 55.1
+			}
+		}, []string{"budgets.0.estimated"}},
+		{"memory budget", func(d *Data) { d.Memory.Budget = 45 }, []string{"budgets.0.limit"}},
+		{"measured peak", func(d *Data) { d.Memory.Measured = ptr(60) }, []string{"budgets.0.measured"}},
+		{"front's chosen child", func(d *Data) { d.Pareto[0].Points[2].Cost = 50 }, []string{"budgets.0.estimated"}},
+		{"front's budget", func(d *Data) { d.Pareto[0].Limit = 60 }, []string{"budgets.0.limit"}},
+		{"memory in GiB", func(d *Data) {
+			d.Memory.Unit, d.Memory.Budget, *d.Memory.Measured = "GiB", d.Memory.Budget/1024, *d.Memory.Measured/1024
+			for i := range d.Memory.Terms {
+				d.Memory.Terms[i].Value /= 1024
+			}
+		}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := sample(t)
+			tc.edit(d)
+			if len(d.Inconsistencies()) == 0 {
+				t.Error("Inconsistencies finds nothing")
+			}
+			page := html(t, d)
+			if !strings.Contains(page, "This report contradicts itself") {
+				t.Error("the page does not say it contradicts itself")
+			}
+			ms, _, err := browsertest.Mismatches(page, d, FormatNumber)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range tc.paths {
+				found := false
+				for _, m := range ms {
+					found = found || strings.HasPrefix(m, p+":")
+				}
+				if !found {
+					t.Errorf("no mismatch with %s on the page: %v", p, ms)
+				}
+			}
+		})
+	}
+}
+
+func ptr(v float64) *float64 { return &v }
