@@ -27,10 +27,26 @@
 // load; FFN widths must then be multiples of 256. Shapes no format can
 // express are refused with a *FormatError that says why.
 //
+// # Families
+//
+// Everything that differs between architecture classes lives in one file
+// per family (family_llama.go, family_mistral.go, family_qwen.go,
+// family_mixtral.go, family_gptoss.go, family_nemotronh.go,
+// family_deci.go), each registering a Family: its class and model_type,
+// configuration defaults, how its config.json is read (Read) and written
+// (Write), how its tensors are named (Tensors, LayerPrefix), and the facts
+// other packages read instead of testing class names: the attention and
+// sliding-window rules of its config, whether its layers are Llama blocks
+// that DeciLM can hold (DeciLMBlocks), whether its native config is
+// per-layer (PerLayer), whether it is a one-mixer hybrid (Hybrid), and
+// whether the native engine runs it (Engine). Adding a family is adding one
+// such file (or one Register call); a lint test keeps every other file of
+// the module from switching on a class or model_type.
+//
 // # Tensors and parameters
 //
 // Tensors lists every tensor a checkpoint of the model holds, with its
-// HuggingFace name, shape and kind; CheckShapes compares a checkpoint's
+// HuggingFace name, shape, kind and sub-block; CheckShapes compares a checkpoint's
 // tensors against it. Params counts parameters exactly (total, active per
 // token for MoE, embedding, LM head, per layer); the counts match what the
 // publishers state for every supported real model.

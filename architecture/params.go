@@ -37,7 +37,7 @@ func (m *Model) Params() Params {
 		ActivePerLayer: make([]int64, len(m.Layers)),
 	}
 	expert := make([]int64, len(m.Layers))
-	m.walkTensors(&tensorList{visit: func(t TensorSpec, repeat int64) {
+	m.walkTensors(&TensorList{visit: func(t TensorSpec, repeat int64) {
 		n := t.Numel() * repeat
 		p.Total += n
 		switch {

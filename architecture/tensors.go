@@ -33,6 +33,10 @@ type TensorSpec struct {
 	// per-expert tensor, the expert count for stacked tensors (gpt-oss), 0
 	// for anything else.
 	Experts int
+	// Block is the sub-block of the layer the tensor belongs to, its norm
+	// included: BlockAttention, BlockMLP, BlockMamba or BlockMoE; "" for
+	// global tensors.
+	Block string
 }
 
 // Numel returns the number of elements.
@@ -51,7 +55,7 @@ func (t TensorSpec) Numel() int64 {
 // stories260K checkpoint; HF shards may order names differently, so compare
 // by name.)
 //
-// Naming follows m.Arch: Llama-family names (model.layers.N.self_attn.q_proj,
+// Naming follows m's family (Family.Tensors): Llama-family names (model.layers.N.self_attn.q_proj,
 // mlp.gate_proj, block_sparse_moe.experts.E.w1 for Mixtral,
 // mlp.experts.E.gate_proj for Qwen3-MoE, mlp.router and fused
 // mlp.experts.gate_up_proj for gpt-oss), Nemotron-H names
@@ -62,78 +66,75 @@ func (t TensorSpec) Numel() int64 {
 // not listed. DeciLM layers without a sub-block have neither its weights nor
 // its norm.
 func (m *Model) Tensors() []TensorSpec {
-	b := tensorList{names: true}
+	b := TensorList{names: true}
 	m.walkTensors(&b)
 	return b.list
 }
 
-// walkTensors emits the tensors of m into b; with b.names false the names
-// are left empty (Params needs only shapes and kinds).
-func (m *Model) walkTensors(b *tensorList) {
+// LMHead returns the LM head's tensor as m's family names it. A model with
+// tied embeddings does not list it in Tensors, but its checkpoints may still
+// hold it (a copy of the embedding).
+func (m *Model) LMHead() TensorSpec {
+	u := *m // Tensors only reads the layers
+	u.TiedEmbeddings = false
+	var head TensorSpec
+	u.walkTensors(&TensorList{names: true, visit: func(t TensorSpec, _ int64) {
+		if t.Kind == "lm_head" {
+			head = t
+		}
+	}})
+	return head
+}
+
+// walkTensors emits the tensors of m into b, named by m's family; with
+// b.names false the names are left empty (Params needs only shapes and
+// kinds).
+func (m *Model) walkTensors(b *TensorList) {
+	familyOf(m.Arch).Tensors(m, b)
+}
+
+// llamaTensors lists the tensors of Llama-style checkpoints
+// (model.layers.N.self_attn.*, mlp.*), the MoE block named by moe.
+func llamaTensors(m *Model, b *TensorList, moe func(b *TensorList, p string, i int, h int64, x *MoE)) {
 	h := int64(m.Hidden)
 	v := int64(m.Vocab)
-	if m.Arch == NemotronH {
-		b.add("backbone.embeddings.weight", -1, "embedding", v, h)
-		for i, l := range m.Layers {
-			p := fmt.Sprintf("backbone.layers.%d.", i)
-			b.add(p+"norm.weight", i, "norm", h)
-			p += "mixer."
-			switch {
-			case l.Mamba != nil:
-				b.mamba(p, i, h, l.Mamba)
-			case l.Attention != nil:
-				b.attention(p, i, h, l.Attention)
-			case l.MLP != nil:
-				b.mlp(p, i, h, l.MLP)
-			case l.MoE != nil:
-				b.nemotronMoE(p, i, h, l.MoE)
-			}
+	b.add("model.embed_tokens.weight", -1, "embedding", v, h)
+	for i, l := range m.Layers {
+		p := b.layerPrefix("model.layers.", i)
+		if l.Attention != nil {
+			b.norm(p+"input_layernorm.weight", i, BlockAttention, h)
+			b.attention(p+"self_attn.", i, h, l.Attention)
 		}
-		b.add("backbone.norm_f.weight", -1, "norm", h)
-	} else {
-		b.add("model.embed_tokens.weight", -1, "embedding", v, h)
-		for i, l := range m.Layers {
-			p := fmt.Sprintf("model.layers.%d.", i)
-			if l.Attention != nil {
-				b.add(p+"input_layernorm.weight", i, "norm", h)
-				b.attention(p+"self_attn.", i, h, l.Attention)
-			}
-			if l.MLP != nil || l.MoE != nil {
-				b.add(p+"post_attention_layernorm.weight", i, "norm", h)
-			}
-			if l.MLP != nil {
-				b.mlp(p+"mlp.", i, h, l.MLP)
-			}
-			if l.MoE != nil {
-				switch m.Arch {
-				case Mixtral:
-					b.mixtralMoE(p+"block_sparse_moe.", i, h, l.MoE)
-				case GptOss:
-					b.gptOssMoE(p+"mlp.", i, h, l.MoE)
-				default:
-					b.qwenMoE(p+"mlp.", i, h, l.MoE)
-				}
-			}
+		switch {
+		case l.MLP != nil:
+			b.norm(p+"post_attention_layernorm.weight", i, BlockMLP, h)
+			b.mlp(p+"mlp.", i, h, l.MLP)
+		case l.MoE != nil:
+			b.norm(p+"post_attention_layernorm.weight", i, BlockMoE, h)
 		}
-		b.add("model.norm.weight", -1, "norm", h)
+		if l.MoE != nil {
+			moe(b, p, i, h, l.MoE)
+		}
 	}
+	b.add("model.norm.weight", -1, "norm", h)
 	if !m.TiedEmbeddings {
 		b.add("lm_head.weight", -1, "lm_head", v, h)
 	}
 }
 
-// tensorList collects TensorSpecs, or with visit set passes each to it
-// instead of storing it. Visitors see routed experts collapsed: the tensors
-// of expert 0 only, with repeat set to the expert count (1 for everything
-// else), which keeps counting independent of the number of experts.
-type tensorList struct {
+// TensorList collects the TensorSpecs a family's Tensors lists, or with
+// visit set passes each to it instead of storing it. Visitors see routed
+// experts collapsed: the tensors of expert 0 only, with repeat set to the
+// expert count (1 for everything else), which keeps counting independent of
+// the number of experts.
+type TensorList struct {
 	list   []TensorSpec
 	names  bool
 	visit  func(t TensorSpec, repeat int64)
 	repeat int64
 }
 
-func (b *tensorList) emit(t TensorSpec) {
+func (b *TensorList) emit(t TensorSpec) {
 	if b.visit != nil {
 		r := int64(1)
 		if b.repeat > 0 && t.Expert >= 0 {
@@ -147,7 +148,7 @@ func (b *tensorList) emit(t TensorSpec) {
 
 // experts returns how many experts to list: all of them when collecting, one
 // (standing for all) when visiting.
-func (b *tensorList) experts(n int) int {
+func (b *TensorList) experts(n int) int {
 	if b.visit != nil {
 		b.repeat = int64(n)
 		return min(n, 1)
@@ -155,16 +156,47 @@ func (b *tensorList) experts(n int) int {
 	return n
 }
 
-func (b *tensorList) add(name string, layer int, kind string, shape ...int64) {
-	b.emit(TensorSpec{Name: name, Shape: shape, Layer: layer, Kind: kind, Expert: -1})
+func (b *TensorList) add(name string, layer int, kind string, shape ...int64) {
+	b.emit(TensorSpec{Name: name, Shape: shape, Layer: layer, Kind: kind, Expert: -1, Block: blockOfKind(layer, kind)})
 }
 
-func (b *tensorList) addExpert(name string, layer, expert, experts int, kind string, shape ...int64) {
-	b.emit(TensorSpec{Name: name, Shape: shape, Layer: layer, Kind: kind, Expert: expert, Experts: experts})
+func (b *TensorList) norm(name string, layer int, block string, size int64) {
+	b.emit(TensorSpec{Name: name, Shape: []int64{size}, Layer: layer, Kind: "norm", Expert: -1, Block: block})
+}
+
+func (b *TensorList) addExpert(name string, layer, expert, experts int, kind string, shape ...int64) {
+	b.emit(TensorSpec{Name: name, Shape: shape, Layer: layer, Kind: kind, Expert: expert, Experts: experts, Block: BlockMoE})
+}
+
+// blockOfKind is the sub-block of a layer tensor of kind (norms, which
+// every block has, are listed with theirs by norm).
+func blockOfKind(layer int, kind string) string {
+	if layer < 0 {
+		return ""
+	}
+	switch {
+	case strings.HasPrefix(kind, "attn_"):
+		return BlockAttention
+	case strings.HasPrefix(kind, "mlp_"):
+		return BlockMLP
+	case strings.HasPrefix(kind, "mamba_"):
+		return BlockMamba
+	case strings.HasPrefix(kind, "moe_"), strings.HasPrefix(kind, "expert_"), strings.HasPrefix(kind, "shared_"), strings.HasPrefix(kind, "latent_"):
+		return BlockMoE
+	}
+	return ""
+}
+
+// layerPrefix formats prefix+"<i>." only when names are wanted.
+func (b *TensorList) layerPrefix(prefix string, i int) string {
+	if !b.names {
+		return ""
+	}
+	return prefix + strconv.Itoa(i) + "."
 }
 
 // expertPrefix formats p+"experts.<e>." only when names are wanted.
-func (b *tensorList) expertPrefix(p string, e int) string {
+func (b *TensorList) expertPrefix(p string, e int) string {
 	if !b.names {
 		return ""
 	}
@@ -172,14 +204,14 @@ func (b *tensorList) expertPrefix(p string, e int) string {
 }
 
 // linear adds name.weight [out, in] and, with bias, name.bias [out].
-func (b *tensorList) linear(name string, layer int, kind string, bias bool, out, in int64) {
+func (b *TensorList) linear(name string, layer int, kind string, bias bool, out, in int64) {
 	b.add(name+".weight", layer, kind, out, in)
 	if bias {
 		b.add(name+".bias", layer, kind+"_bias", out)
 	}
 }
 
-func (b *tensorList) attention(p string, i int, h int64, a *Attention) {
+func (b *TensorList) attention(p string, i int, h int64, a *Attention) {
 	q := int64(a.Heads * a.HeadDim)
 	kv := int64(a.KVHeads * a.HeadDim)
 	b.linear(p+"q_proj", i, "attn_q", a.QKVBias, q, h)
@@ -195,7 +227,7 @@ func (b *tensorList) attention(p string, i int, h int64, a *Attention) {
 	}
 }
 
-func (b *tensorList) mlp(p string, i int, h int64, x *MLP) {
+func (b *TensorList) mlp(p string, i int, h int64, x *MLP) {
 	w := int64(x.Width)
 	if x.Gated {
 		b.linear(p+"gate_proj", i, "mlp_gate", x.Bias, w, h)
@@ -204,104 +236,10 @@ func (b *tensorList) mlp(p string, i int, h int64, x *MLP) {
 	b.linear(p+"down_proj", i, "mlp_down", x.Bias, h, w)
 }
 
-func (b *tensorList) mamba(p string, i int, h int64, x *Mamba) {
-	di := int64(x.DInner())
-	gn := int64(x.Groups * x.StateSize)
-	nh := int64(x.Heads)
-	conv := di + 2*gn
-	b.linear(p+"in_proj", i, "mamba_in", x.Bias, 2*di+2*gn+nh, h)
-	b.add(p+"conv1d.weight", i, "mamba_conv", conv, 1, int64(x.ConvKernel))
-	if x.ConvBias {
-		b.add(p+"conv1d.bias", i, "mamba_conv_bias", conv)
-	}
-	b.add(p+"dt_bias", i, "mamba_dt_bias", nh)
-	b.add(p+"A_log", i, "mamba_a_log", nh)
-	b.add(p+"D", i, "mamba_d", nh)
-	b.add(p+"norm.weight", i, "mamba_norm", di)
-	b.linear(p+"out_proj", i, "mamba_out", x.Bias, h, di)
-}
-
-func (b *tensorList) expertLinear(name string, i, e, n int, kind string, bias bool, out, in int64) {
+func (b *TensorList) expertLinear(name string, i, e, n int, kind string, bias bool, out, in int64) {
 	b.addExpert(name+".weight", i, e, n, kind, out, in)
 	if bias {
 		b.addExpert(name+".bias", i, e, n, kind+"_bias", out)
-	}
-}
-
-func (b *tensorList) mixtralMoE(p string, i int, h int64, x *MoE) {
-	b.linear(p+"gate", i, "moe_router", x.RouterBias, int64(x.Experts), h)
-	w := int64(x.ExpertWidth)
-	for e := range b.experts(x.Experts) {
-		q := b.expertPrefix(p, e)
-		b.expertLinear(q+"w1", i, e, 1, "expert_gate", x.ExpertBias, w, h)
-		b.expertLinear(q+"w2", i, e, 1, "expert_down", x.ExpertBias, h, w)
-		b.expertLinear(q+"w3", i, e, 1, "expert_up", x.ExpertBias, w, h)
-	}
-}
-
-func (b *tensorList) qwenMoE(p string, i int, h int64, x *MoE) {
-	b.linear(p+"gate", i, "moe_router", x.RouterBias, int64(x.Experts), h)
-	w := int64(x.ExpertWidth)
-	for e := range b.experts(x.Experts) {
-		q := b.expertPrefix(p, e)
-		if x.Gated {
-			b.expertLinear(q+"gate_proj", i, e, 1, "expert_gate", x.ExpertBias, w, h)
-		}
-		b.expertLinear(q+"up_proj", i, e, 1, "expert_up", x.ExpertBias, w, h)
-		b.expertLinear(q+"down_proj", i, e, 1, "expert_down", x.ExpertBias, h, w)
-	}
-}
-
-// gptOssMoE lists transformers' GptOssMLP: a biased router and the experts
-// stacked in two fused tensors, gate_up_proj [E, hidden, 2·width] and
-// down_proj [E, width, hidden], each with a bias.
-func (b *tensorList) gptOssMoE(p string, i int, h int64, x *MoE) {
-	e := int64(x.Experts)
-	w := int64(x.ExpertWidth)
-	b.linear(p+"router", i, "moe_router", x.RouterBias, e, h)
-	b.addExpert(p+"experts.gate_up_proj", i, -1, x.Experts, "expert_gate_up", e, h, 2*w)
-	if x.ExpertBias {
-		b.addExpert(p+"experts.gate_up_proj_bias", i, -1, x.Experts, "expert_gate_up_bias", e, 2*w)
-	}
-	b.addExpert(p+"experts.down_proj", i, -1, x.Experts, "expert_down", e, w, h)
-	if x.ExpertBias {
-		b.addExpert(p+"experts.down_proj_bias", i, -1, x.Experts, "expert_down_bias", e, h)
-	}
-}
-
-// nemotronMoE lists NemotronH's MoE mixer: a sigmoid router with a score
-// correction bias, optional LatentMoE projections, non-gated experts and a
-// non-gated shared expert at the model width.
-func (b *tensorList) nemotronMoE(p string, i int, h int64, x *MoE) {
-	e := int64(x.Experts)
-	b.linear(p+"gate", i, "moe_router", x.RouterBias, e, h)
-	if x.RouterCorrection {
-		b.add(p+"gate.e_score_correction_bias", i, "moe_router_correction", e)
-	}
-	in := h
-	if x.LatentSize > 0 {
-		in = int64(x.LatentSize)
-		b.linear(p+"fc1_latent_proj", i, "latent_in", x.ExpertBias, in, h)
-	}
-	w := int64(x.ExpertWidth)
-	for k := range b.experts(x.Experts) {
-		q := b.expertPrefix(p, k)
-		if x.Gated {
-			b.expertLinear(q+"gate_proj", i, k, 1, "expert_gate", x.ExpertBias, w, in)
-		}
-		b.expertLinear(q+"up_proj", i, k, 1, "expert_up", x.ExpertBias, w, in)
-		b.expertLinear(q+"down_proj", i, k, 1, "expert_down", x.ExpertBias, in, w)
-	}
-	if x.LatentSize > 0 {
-		b.linear(p+"fc2_latent_proj", i, "latent_out", x.ExpertBias, h, in)
-	}
-	if x.SharedWidth > 0 {
-		s := int64(x.SharedWidth)
-		if x.Gated {
-			b.linear(p+"shared_experts.gate_proj", i, "shared_gate", x.ExpertBias, s, h)
-		}
-		b.linear(p+"shared_experts.up_proj", i, "shared_up", x.ExpertBias, s, h)
-		b.linear(p+"shared_experts.down_proj", i, "shared_down", x.ExpertBias, h, s)
 	}
 }
 

@@ -132,7 +132,7 @@ func (m *Model) Validate() error {
 		// Reject sizes whose counts would overflow int64 (in float64, which
 		// cannot overflow here).
 		var total float64
-		m.walkTensors(&tensorList{visit: func(t TensorSpec, repeat int64) {
+		m.walkTensors(&TensorList{visit: func(t TensorSpec, repeat int64) {
 			n := float64(repeat)
 			for _, d := range t.Shape {
 				n *= float64(d)
@@ -168,7 +168,7 @@ func (m *Model) Uniform() bool {
 	var mamba *Mamba
 	var moe *MoE
 	for _, l := range m.Layers {
-		if m.Arch != NemotronH && (l.Attention == nil || (l.MLP == nil && l.MoE == nil)) {
+		if !familyOf(m.Arch).Hybrid && (l.Attention == nil || (l.MLP == nil && l.MoE == nil)) {
 			return false
 		}
 		if l.Attention != nil {

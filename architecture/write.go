@@ -2,8 +2,6 @@ package architecture
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 )
 
 // ConfigOptions controls Config.
@@ -24,10 +22,11 @@ type ConfigOptions struct {
 // layers DeciLM can express, else Native (and Config then says why the shape
 // cannot be written).
 func FormatFor(m *Model) Format {
-	if m.Arch == DeciLM || m.Uniform() {
+	fam := familyOf(m.Arch)
+	if fam.PerLayer || m.Uniform() {
 		return Native
 	}
-	if deciLMProblem(m) == nil || m.Arch == Llama || m.Arch == Mistral {
+	if deciLMProblem(m) == nil || fam.DeciLMBlocks {
 		// For the Llama family the DeciLM error (e.g. a width that is not a
 		// multiple of 256) is the useful one.
 		return DeciLMFormat
@@ -60,13 +59,16 @@ func (m *Model) Config(opts ConfigOptions) ([]byte, error) {
 		// auto_map names the remote code of the class read, not of m.Arch.
 		delete(out, "auto_map")
 	}
-	w := &writer{m: m, out: out, raw: m.Raw}
+	w := &ConfigWriter{m: m, out: out, raw: m.Raw}
+	fam := familyOf(m.Arch)
 	var err error
 	switch {
-	case f == DeciLMFormat || f == Native && m.Arch == DeciLM:
+	case f == DeciLMFormat:
 		err = w.deciLM()
+	case f == Native && fam.PerLayer:
+		err = fam.Write(w)
 	case f == Native:
-		err = w.native()
+		err = w.native(fam)
 	default:
 		err = &FormatError{Format: f, Layer: -1, Msg: "unknown format"}
 	}
@@ -77,19 +79,8 @@ func (m *Model) Config(opts ConfigOptions) ([]byte, error) {
 	return encodeJSON(out)
 }
 
-type writer struct {
-	m   *Model
-	out map[string]any
-	raw map[string]any
-}
-
-func (w *writer) rawHas(key string) bool {
-	_, ok := w.raw[key]
-	return ok
-}
-
 // globals writes the model-wide keys every format shares.
-func (w *writer) globals(dtype string) {
+func (w *ConfigWriter) globals(dtype string) {
 	m, o := w.m, w.out
 	o["hidden_size"] = m.Hidden
 	o["vocab_size"] = m.Vocab
@@ -100,20 +91,17 @@ func (w *writer) globals(dtype string) {
 	}
 	if dtype != "" {
 		o["torch_dtype"] = dtype
-		if w.rawHas("dtype") {
+		if w.RawHas("dtype") {
 			o["dtype"] = dtype
 		}
 	}
 	if m.MaxPositions > 0 {
 		o["max_position_embeddings"] = m.MaxPositions
 	}
-	epsKey := "rms_norm_eps"
-	if m.Arch == NemotronH {
-		epsKey = "layer_norm_epsilon"
-	}
+	epsKey := familyOf(m.Arch).EpsKey
 	o[epsKey] = m.NormEps
 	for _, k := range []string{"rms_norm_eps", "layer_norm_epsilon", "norm_eps"} {
-		if k != epsKey && w.rawHas(k) && w.raw[k] != nil {
+		if k != epsKey && w.RawHas(k) && w.raw[k] != nil {
 			o[k] = m.NormEps
 		}
 	}
@@ -130,18 +118,18 @@ func (w *writer) globals(dtype string) {
 	w.rope()
 }
 
-func (w *writer) rope() {
+func (w *ConfigWriter) rope() {
 	r, o := w.m.Rope, w.out
 	if p, ok := o["rope_parameters"].(map[string]any); ok {
 		p["rope_theta"] = r.Theta
 		return
 	}
 	o["rope_theta"] = r.Theta
-	if r.PartialFactor != 1 || w.rawHas("partial_rotary_factor") {
+	if r.PartialFactor != 1 || w.RawHas("partial_rotary_factor") {
 		o["partial_rotary_factor"] = r.PartialFactor
 	}
 	if r.Scaling == nil {
-		if w.rawHas("rope_scaling") {
+		if w.RawHas("rope_scaling") {
 			o["rope_scaling"] = nil
 		}
 		return
@@ -177,20 +165,14 @@ func (w *writer) rope() {
 	o["rope_scaling"] = sc
 }
 
-// uniformBlocks finds the single shape of each sub-block kind, or reports the
+// uniform finds the single shape of each sub-block kind, or reports the
 // first layer that differs.
-type blocks struct {
-	att   *Attention // SlidingWindow zeroed
-	mlp   *MLP
-	mamba *Mamba
-	moe   *MoE
-}
-
-func (w *writer) uniform(f Format) (blocks, error) {
-	var b blocks
+func (w *ConfigWriter) uniform(f Format) (Blocks, error) {
+	var b Blocks
 	m := w.m
+	hybrid := familyOf(m.Arch).Hybrid
 	for i, l := range m.Layers {
-		if m.Arch != NemotronH {
+		if !hybrid {
 			if l.Attention == nil {
 				return b, &FormatError{Format: f, Layer: i, Msg: fmt.Sprintf("no attention: %s layers always have attention (removing sub-blocks needs the DeciLM format, Llama family only)", m.Arch)}
 			}
@@ -201,31 +183,31 @@ func (w *writer) uniform(f Format) (blocks, error) {
 		if l.Attention != nil {
 			a := *l.Attention
 			a.SlidingWindow = 0
-			if b.att == nil {
-				b.att = &a
-			} else if *b.att != a {
-				return b, &FormatError{Format: f, Layer: i, Msg: fmt.Sprintf("attention %s differs from the first attention layer's %s; %s", descAtt(&a), descAtt(b.att), perLayerHint(m))}
+			if b.Attention == nil {
+				b.Attention = &a
+			} else if *b.Attention != a {
+				return b, &FormatError{Format: f, Layer: i, Msg: fmt.Sprintf("attention %s differs from the first attention layer's %s; %s", descAtt(&a), descAtt(b.Attention), perLayerHint(m))}
 			}
 		}
 		if l.MLP != nil {
-			if b.mlp == nil {
-				b.mlp = l.MLP
-			} else if *b.mlp != *l.MLP {
-				return b, &FormatError{Format: f, Layer: i, Msg: fmt.Sprintf("MLP width %d (%s) differs from the first MLP layer's %d (%s); %s", l.MLP.Width, l.MLP.Activation, b.mlp.Width, b.mlp.Activation, perLayerHint(m))}
+			if b.MLP == nil {
+				b.MLP = l.MLP
+			} else if *b.MLP != *l.MLP {
+				return b, &FormatError{Format: f, Layer: i, Msg: fmt.Sprintf("MLP width %d (%s) differs from the first MLP layer's %d (%s); %s", l.MLP.Width, l.MLP.Activation, b.MLP.Width, b.MLP.Activation, perLayerHint(m))}
 			}
 		}
 		if l.Mamba != nil {
-			if b.mamba == nil {
-				b.mamba = l.Mamba
-			} else if *b.mamba != *l.Mamba {
-				return b, &FormatError{Format: f, Layer: i, Msg: fmt.Sprintf("Mamba %+v differs from the first Mamba layer's %+v; native configs hold one Mamba shape", *l.Mamba, *b.mamba)}
+			if b.Mamba == nil {
+				b.Mamba = l.Mamba
+			} else if *b.Mamba != *l.Mamba {
+				return b, &FormatError{Format: f, Layer: i, Msg: fmt.Sprintf("Mamba %+v differs from the first Mamba layer's %+v; native configs hold one Mamba shape", *l.Mamba, *b.Mamba)}
 			}
 		}
 		if l.MoE != nil {
-			if b.moe == nil {
-				b.moe = l.MoE
-			} else if *b.moe != *l.MoE {
-				return b, &FormatError{Format: f, Layer: i, Msg: fmt.Sprintf("MoE %+v differs from the first MoE layer's %+v; native configs hold one MoE shape", *l.MoE, *b.moe)}
+			if b.MoE == nil {
+				b.MoE = l.MoE
+			} else if *b.MoE != *l.MoE {
+				return b, &FormatError{Format: f, Layer: i, Msg: fmt.Sprintf("MoE %+v differs from the first MoE layer's %+v; native configs hold one MoE shape", *l.MoE, *b.MoE)}
 			}
 		}
 	}
@@ -243,98 +225,68 @@ func perLayerHint(m *Model) string {
 	return "native configs hold one shape; pad the layers to a common shape"
 }
 
-// native writes m in its own architecture's config format.
-func (w *writer) native() error {
+// native writes m in its own architecture's config format: the keys every
+// family shares, then the family's own.
+func (w *ConfigWriter) native(fam *Family) error {
 	m, o := w.m, w.out
 	b, err := w.uniform(Native)
 	if err != nil {
 		return err
 	}
+	w.b = b
 	o["architectures"] = []any{m.Arch}
-	o["model_type"] = modelTypes[m.Arch]
+	o["model_type"] = fam.ModelType
 	if m.ModelType != "" {
 		o["model_type"] = m.ModelType
 	}
 	delete(o, "block_configs")
-	if a := b.att; a != nil {
-		if err := w.checkAttentionFlags(a); err != nil {
+	if a := b.Attention; a != nil {
+		if err := checkAttentionFlags(m.Arch, fam.Attention, a); err != nil {
 			return err
 		}
 		o["num_attention_heads"] = a.Heads
 		o["num_key_value_heads"] = a.KVHeads
 		o["head_dim"] = a.HeadDim
-		if w.rawHas("attention_head_dim") {
+		if w.RawHas("attention_head_dim") {
 			o["attention_head_dim"] = a.HeadDim
 		}
-		switch m.Arch {
-		case Llama, Qwen3, Qwen3MoE, GptOss, NemotronH:
+		if fam.Attention.Bias == AttentionBias {
 			o["attention_bias"] = a.QKVBias
 		}
-		if err := w.windows(); err != nil {
+		if err := w.windows(fam.Windows); err != nil {
 			return err
 		}
 	}
-	switch m.Arch {
-	case Llama, Mistral, Qwen2, Qwen3:
-		if b.moe != nil || b.mlp == nil {
-			return &FormatError{Format: Native, Layer: -1, Msg: fmt.Sprintf("%s layers have a dense MLP, not MoE", m.Arch)}
-		}
-		o["intermediate_size"] = b.mlp.Width
-		o["hidden_act"] = b.mlp.Activation
-		if m.Arch == Llama {
-			o["mlp_bias"] = b.mlp.Bias
-		}
-		if !b.mlp.Gated || b.mlp.Bias && m.Arch != Llama {
-			return &FormatError{Format: Native, Layer: -1, Msg: fmt.Sprintf("%s has a gated MLP without bias", m.Arch)}
-		}
-	case Qwen3MoE:
-		return w.qwen3MoE(b)
-	case Mixtral:
-		if b.mlp != nil {
-			return &FormatError{Format: Native, Layer: -1, Msg: "Mixtral layers are all MoE; a dense MLP layer cannot be written"}
-		}
-		if x := b.moe; !x.Gated || x.RouterBias || x.ExpertBias || x.SharedWidth != 0 || x.LatentSize != 0 || x.RouterCorrection {
-			return &FormatError{Format: Native, Layer: -1, Msg: fmt.Sprintf("Mixtral experts are gated, unbiased and unshared; got %+v", *x)}
-		}
-		o["intermediate_size"] = b.moe.ExpertWidth
-		o["num_local_experts"] = b.moe.Experts
-		o["num_experts_per_tok"] = b.moe.TopK
-		o["hidden_act"] = b.moe.Activation
-	case GptOss:
-		if b.mlp != nil {
-			return &FormatError{Format: Native, Layer: -1, Msg: "gpt-oss layers are all MoE; a dense MLP layer cannot be written"}
-		}
-		if x := b.moe; !x.Gated || !x.RouterBias || !x.ExpertBias || x.SharedWidth != 0 || x.LatentSize != 0 || x.RouterCorrection {
-			return &FormatError{Format: Native, Layer: -1, Msg: fmt.Sprintf("gpt-oss experts are gated with biases, a biased router and no shared expert; got %+v", *x)}
-		}
-		o["intermediate_size"] = b.moe.ExpertWidth
-		o["num_local_experts"] = b.moe.Experts
-		o["num_experts_per_tok"] = b.moe.TopK
-		if w.rawHas("experts_per_token") {
-			o["experts_per_token"] = b.moe.TopK
-		}
-		o["hidden_act"] = b.moe.Activation
-	case NemotronH:
-		return w.nemotronH(b)
+	return fam.Write(w)
+}
+
+// dense writes the feed-forward keys of the dense Llama-style families;
+// mlpBias: the class has an mlp_bias key (Llama), else its MLPs have no bias.
+func (w *ConfigWriter) dense(mlpBias bool) error {
+	m, o, b := w.m, w.out, w.b
+	if b.MoE != nil || b.MLP == nil {
+		return &FormatError{Format: Native, Layer: -1, Msg: fmt.Sprintf("%s layers have a dense MLP, not MoE", m.Arch)}
+	}
+	o["intermediate_size"] = b.MLP.Width
+	o["hidden_act"] = b.MLP.Activation
+	if mlpBias {
+		o["mlp_bias"] = b.MLP.Bias
+	}
+	if !b.MLP.Gated || b.MLP.Bias && !mlpBias {
+		return &FormatError{Format: Native, Layer: -1, Msg: fmt.Sprintf("%s has a gated MLP without bias", m.Arch)}
 	}
 	return nil
 }
 
 // checkAttentionFlags rejects attention features the architecture class
 // fixes differently (e.g. Qwen3 always has qk-norm).
-func (w *writer) checkAttentionFlags(a *Attention) error {
-	arch := w.m.Arch
-	want := Attention{Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim}
-	switch arch {
-	case Llama, NemotronH:
-		want.QKVBias, want.OutBias = a.QKVBias, a.QKVBias
-	case Qwen2:
+func checkAttentionFlags(arch string, r AttentionRule, a *Attention) error {
+	want := Attention{Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HeadDim, QKNorm: r.QKNorm, Sinks: r.Sinks}
+	switch r.Bias {
+	case QKVBias:
 		want.QKVBias = true
-	case Qwen3, Qwen3MoE:
-		want.QKNorm = true
+	case AttentionBias:
 		want.QKVBias, want.OutBias = a.QKVBias, a.QKVBias
-	case GptOss:
-		want.QKVBias, want.OutBias, want.Sinks = a.QKVBias, a.QKVBias, true
 	}
 	if *a != want {
 		return &FormatError{Format: Native, Layer: -1, Msg: fmt.Sprintf("%s attention is %+v but the class fixes %+v", arch, *a, want)}
@@ -342,8 +294,8 @@ func (w *writer) checkAttentionFlags(a *Attention) error {
 	return nil
 }
 
-// windows writes the sliding-window keys of the architecture.
-func (w *writer) windows() error {
+// windows writes the sliding-window keys as rule says.
+func (w *ConfigWriter) windows(rule WindowRule) error {
 	m, o := w.m, w.out
 	var win []int // per attention layer index i: window (0 full)
 	idx := []int{}
@@ -368,12 +320,12 @@ func (w *writer) windows() error {
 			sliding = x
 		}
 	}
-	switch m.Arch {
-	case Llama:
+	switch rule {
+	case NoWindows:
 		if sliding != 0 {
-			return &FormatError{Format: Native, Layer: -1, Msg: "LlamaForCausalLM has no sliding-window attention"}
+			return &FormatError{Format: Native, Layer: -1, Msg: fmt.Sprintf("%s has no sliding-window attention", m.Arch)}
 		}
-	case Mistral, Mixtral, NemotronH:
+	case OneWindow:
 		if !allSame {
 			return &FormatError{Format: Native, Layer: -1, Msg: fmt.Sprintf("%s applies one sliding window to every layer; layers differ", m.Arch)}
 		}
@@ -382,8 +334,8 @@ func (w *writer) windows() error {
 		} else {
 			o["sliding_window"] = sliding
 		}
-	case Qwen2, Qwen3, Qwen3MoE:
-		if w.rawHas("layer_types") {
+	case QwenWindows:
+		if w.RawHas("layer_types") {
 			// Explicit per-layer types win over max_window_layers.
 			o["layer_types"] = layerTypeList(m)
 			o["use_sliding_window"] = sliding != 0
@@ -416,7 +368,7 @@ func (w *writer) windows() error {
 				o["max_window_layers"] = len(m.Layers)
 			}
 		}
-	case GptOss:
+	case LayerTypeWindows:
 		if sliding != 0 {
 			o["sliding_window"] = sliding
 		}
@@ -434,263 +386,4 @@ func layerTypeList(m *Model) []any {
 		}
 	}
 	return out
-}
-
-func (w *writer) qwen3MoE(b blocks) error {
-	m, o := w.m, w.out
-	var dense []any
-	for i, l := range m.Layers {
-		if l.MLP != nil {
-			dense = append(dense, i)
-		}
-	}
-	if dense == nil {
-		dense = []any{}
-	}
-	if b.moe != nil {
-		if b.moe.SharedWidth != 0 || !b.moe.Gated || b.moe.RouterBias || b.moe.ExpertBias || b.moe.LatentSize != 0 || b.moe.RouterCorrection {
-			return &FormatError{Format: Native, Layer: -1, Msg: fmt.Sprintf("Qwen3-MoE experts are gated, unbiased and unshared; got %+v", *b.moe)}
-		}
-		o["num_experts"] = b.moe.Experts
-		o["num_experts_per_tok"] = b.moe.TopK
-		o["moe_intermediate_size"] = b.moe.ExpertWidth
-		o["hidden_act"] = b.moe.Activation
-	}
-	if b.mlp != nil {
-		if b.moe != nil && b.mlp.Activation != b.moe.Activation {
-			return &FormatError{Format: Native, Layer: -1, Msg: "dense and expert activations differ; Qwen3-MoE has one hidden_act"}
-		}
-		o["intermediate_size"] = b.mlp.Width
-		o["hidden_act"] = b.mlp.Activation
-	}
-	o["mlp_only_layers"] = dense
-	o["decoder_sparse_step"] = 1
-	return nil
-}
-
-func (w *writer) nemotronH(b blocks) error {
-	m, o := w.m, w.out
-	var pat strings.Builder
-	for i, l := range m.Layers {
-		switch {
-		case l.Mamba != nil:
-			pat.WriteByte(patMamba)
-		case l.Attention != nil && l.MLP == nil && l.MoE == nil:
-			pat.WriteByte(patAttention)
-		case l.MLP != nil && l.Attention == nil:
-			pat.WriteByte(patMLP)
-		case l.MoE != nil && l.Attention == nil:
-			pat.WriteByte(patMoE)
-		default:
-			return &FormatError{Format: Native, Layer: i, Msg: "a Nemotron-H layer holds exactly one of Mamba2, attention, MLP or MoE"}
-		}
-	}
-	o["hybrid_override_pattern"] = pat.String()
-	if w.rawHas("layers_block_type") {
-		names := map[byte]string{patMamba: "mamba", patAttention: "attention", patMLP: "mlp", patMoE: "moe"}
-		lt := make([]any, pat.Len())
-		for i := 0; i < pat.Len(); i++ {
-			lt[i] = names[pat.String()[i]]
-		}
-		o["layers_block_type"] = lt
-	}
-	act := ""
-	if x := b.mamba; x != nil {
-		o["mamba_num_heads"] = x.Heads
-		o["mamba_head_dim"] = x.HeadDim
-		o["ssm_state_size"] = x.StateSize
-		o["n_groups"] = x.Groups
-		o["conv_kernel"] = x.ConvKernel
-		o["use_conv_bias"] = x.ConvBias
-		o["use_bias"] = x.Bias
-		if w.rawHas("mamba_proj_bias") {
-			o["mamba_proj_bias"] = x.Bias
-		}
-		if x.ChunkSize > 0 {
-			o["chunk_size"] = x.ChunkSize
-		}
-	}
-	bias := -1
-	setBias := func(v bool) error {
-		n := 0
-		if v {
-			n = 1
-		}
-		if bias >= 0 && bias != n {
-			return &FormatError{Format: Native, Layer: -1, Msg: "MLP and MoE biases differ; Nemotron-H has one mlp_bias"}
-		}
-		bias = n
-		o["mlp_bias"] = v
-		return nil
-	}
-	if x := b.mlp; x != nil {
-		if x.Gated {
-			return &FormatError{Format: Native, Layer: -1, Msg: "Nemotron-H MLPs are not gated"}
-		}
-		o["intermediate_size"] = x.Width
-		act = x.Activation
-		if err := setBias(x.Bias); err != nil {
-			return err
-		}
-	}
-	if x := b.moe; x != nil {
-		if x.Gated || x.RouterBias {
-			return &FormatError{Format: Native, Layer: -1, Msg: "Nemotron-H experts are not gated and the router has no bias"}
-		}
-		if act != "" && x.Activation != act {
-			return &FormatError{Format: Native, Layer: -1, Msg: "MLP and MoE activations differ; Nemotron-H has one mlp_hidden_act"}
-		}
-		act = x.Activation
-		if err := setBias(x.ExpertBias); err != nil {
-			return err
-		}
-		o["n_routed_experts"] = x.Experts
-		o["num_experts_per_tok"] = x.TopK
-		o["moe_intermediate_size"] = x.ExpertWidth
-		o["moe_shared_expert_intermediate_size"] = x.SharedWidth
-		if x.SharedWidth == 0 {
-			o["n_shared_experts"] = 0
-		} else if !w.rawHas("n_shared_experts") || o["n_shared_experts"] == nil {
-			o["n_shared_experts"] = 1
-		} else if f := (&fields{m: o}); f.intOr("n_shared_experts", 1) == 0 {
-			o["n_shared_experts"] = 1
-		}
-		if x.LatentSize > 0 {
-			o["moe_latent_size"] = x.LatentSize
-		} else if w.rawHas("moe_latent_size") {
-			o["moe_latent_size"] = nil
-		}
-	}
-	if act != "" {
-		o["mlp_hidden_act"] = act
-	}
-	return nil
-}
-
-// deciLMProblem says why m cannot be written as DeciLM block_configs, or nil.
-func deciLMProblem(m *Model) *FormatError {
-	bad := func(layer int, format string, a ...any) *FormatError {
-		return &FormatError{Format: DeciLMFormat, Layer: layer, Msg: fmt.Sprintf(format, a...)}
-	}
-	var first *Attention
-	act := ""
-	for i, l := range m.Layers {
-		if l.Mamba != nil || l.MoE != nil {
-			return bad(i, "DeciLM block_configs hold only Llama attention and MLP blocks (no Mamba, no MoE)")
-		}
-		if a := l.Attention; a != nil {
-			switch {
-			case a.QKNorm:
-				return bad(i, "qk-norm (Qwen3) is not part of the DeciLM block")
-			case a.Sinks:
-				return bad(i, "attention sinks are not part of the DeciLM block")
-			case a.QKVBias != a.OutBias:
-				return bad(i, "DeciLM's attention_bias covers q, k, v and o together; this layer has qkv bias %v and o bias %v", a.QKVBias, a.OutBias)
-			case a.SlidingWindow != 0 && m.Arch != DeciLM:
-				// window_length is read back from DeciLM configs, but engines
-				// may ignore it: converting a sliding-window model is refused.
-				return bad(i, "sliding-window attention is not converted to DeciLM block_configs (engines may ignore window_length)")
-			}
-			if first == nil {
-				first = a
-			} else {
-				switch {
-				case a.Heads != first.Heads:
-					return bad(i, "%d query heads, but DeciLM has one global num_attention_heads (%d); only KV heads vary per layer", a.Heads, first.Heads)
-				case a.HeadDim != first.HeadDim:
-					return bad(i, "head_dim %d, but DeciLM has one global head_dim (%d)", a.HeadDim, first.HeadDim)
-				case a.QKVBias != first.QKVBias:
-					return bad(i, "attention bias differs between layers; DeciLM has one attention_bias")
-				}
-			}
-		}
-		if x := l.MLP; x != nil {
-			if !x.Gated {
-				return bad(i, "DeciLM FFNs are gated (SwiGLU); this MLP is not")
-			}
-			if act != "" && x.Activation != act {
-				return bad(i, "activation %s differs from %s; DeciLM has one hidden_act", x.Activation, act)
-			}
-			act = x.Activation
-			if x.Width%256 != 0 {
-				return bad(i, "FFN width %d is not a multiple of 256: engines that read ffn_mult round it up to %d and the weights would not load", x.Width, (x.Width+255)/256*256)
-			}
-		}
-	}
-	if first == nil {
-		return bad(-1, "no layer has attention, so num_attention_heads is unknown")
-	}
-	return nil
-}
-
-// ffnMult returns the shortest ffn_mult that maps back to width through
-// FFNMultToWidth: 3·width/(2·hidden), checked.
-func ffnMult(width, hidden int) (float64, bool) {
-	x := 3 * float64(width) / (2 * float64(hidden))
-	// Shortest decimal repr, as Python and the JSON writer print it.
-	s := strconv.FormatFloat(x, 'g', -1, 64)
-	x, _ = strconv.ParseFloat(s, 64)
-	return x, FFNMultToWidth(x, hidden) == width
-}
-
-// deciLM writes DeciLMForCausalLM block_configs.
-func (w *writer) deciLM() error {
-	m, o := w.m, w.out
-	if err := deciLMProblem(m); err != nil {
-		return err
-	}
-	var heads, headDim int
-	bias, mlpBias := false, false
-	act := "silu"
-	blocks := make([]any, len(m.Layers))
-	for i, l := range m.Layers {
-		att := map[string]any{
-			"n_heads_in_group": nil, "no_op": true, "num_sink_tokens": nil, "replace_with_linear": false,
-			"sparsify": nil, "unshifted_sink": false, "use_prefill_window_in_sink_attention": false, "window_length": nil,
-		}
-		if a := l.Attention; a != nil {
-			heads, headDim, bias = a.Heads, a.HeadDim, a.QKVBias
-			att["n_heads_in_group"] = a.Heads / a.KVHeads
-			att["no_op"] = false
-			if a.SlidingWindow > 0 {
-				att["window_length"] = a.SlidingWindow
-			}
-		}
-		ffn := map[string]any{"ffn_mult": nil, "no_op": true, "replace_with_linear": false, "sparsify": nil}
-		if x := l.MLP; x != nil {
-			mult, ok := ffnMult(x.Width, m.Hidden)
-			if !ok {
-				return &FormatError{Format: DeciLMFormat, Layer: i, Msg: fmt.Sprintf("FFN width %d has no ffn_mult that maps back to it at hidden size %d", x.Width, m.Hidden)}
-			}
-			ffn["ffn_mult"] = mult
-			ffn["no_op"] = false
-			mlpBias = x.Bias
-			act = x.Activation
-		}
-		blocks[i] = map[string]any{"attention": att, "ffn": ffn}
-	}
-	for _, k := range []string{"hybrid_override_pattern", "layers_block_type", "layer_types", "mlp_only_layers", "decoder_sparse_step",
-		"use_sliding_window", "max_window_layers", "num_local_experts", "num_experts", "num_experts_per_tok", "moe_intermediate_size", "attention_head_dim"} {
-		delete(o, k)
-	}
-	o["architectures"] = []any{DeciLM}
-	o["model_type"] = modelTypes[DeciLM]
-	o["block_configs"] = blocks
-	o["num_attention_heads"] = heads
-	o["head_dim"] = headDim
-	o["num_key_value_heads"] = nil
-	o["intermediate_size"] = nil
-	o["attention_bias"] = bias
-	o["mlp_bias"] = mlpBias
-	o["hidden_act"] = act
-	if _, ok := o["sliding_window"]; ok {
-		o["sliding_window"] = nil
-	}
-	if _, ok := o["auto_map"]; !ok || w.m.Arch != DeciLM {
-		o["auto_map"] = map[string]any{
-			"AutoConfig":           "configuration_decilm.DeciLMConfig",
-			"AutoModelForCausalLM": "modeling_decilm.DeciLMForCausalLM",
-		}
-	}
-	return nil
 }

@@ -12,7 +12,12 @@
 // SwiGLU (or non-gated silu/gelu/relu/relu² MLP), and a tied or untied LM
 // head. Every layer may have its own head count, kv-head count, head_dim
 // and FFN width, and may lack attention or MLP (DeciLM "no_op" blocks).
-// Mamba2 and MoE layers are refused with an *UnsupportedError.
+// Which families it runs is each family's Engine fact
+// (architecture.Family); a family it cannot run (Mamba2, MoE, attention
+// sinks) and a Mamba2 or MoE layer are refused with an *UnsupportedError,
+// which Check gives from the description alone, before any weight is read.
+// Tensors are bound by their kind (architecture.TensorSpec), so the engine
+// knows no family's tensor names.
 //
 //	m, err := engine.Load("path/to/hf-model")   // or engine.New(arch, seed)
 //	logits, err := m.Forward(tokens, B, T)      // (B·T, vocab)

@@ -53,7 +53,7 @@ func New(arch *architecture.Model, seed uint64) (*Model, error) {
 			for j := range t {
 				t[j] = float32(r.NormFloat64() * 0.02)
 			}
-		case isNormName(s.Name):
+		case s.isNorm():
 			for j := range t {
 				t[j] = 1
 			}
@@ -62,6 +62,8 @@ func New(arch *architecture.Model, seed uint64) (*Model, error) {
 	return m, nil
 }
 
+// isNormName reports whether a tensor name of the Llama-named families is a
+// norm weight (the tests' check of TensorSpec.isNorm).
 func isNormName(name string) bool {
 	for _, suf := range []string{"layernorm.weight", "norm.weight", "q_norm.weight", "k_norm.weight"} {
 		if len(name) >= len(suf) && name[len(name)-len(suf):] == suf {

@@ -12,6 +12,16 @@ import (
 type TensorSpec struct {
 	Name  string
 	Shape []int
+	// layer, block and kind are the architecture's description of the
+	// tensor (architecture.TensorSpec), by which it is bound: the engine
+	// knows no family's tensor names.
+	layer       int
+	block, kind string
+}
+
+// isNorm reports whether the tensor is a norm weight (initialised to 1).
+func (s TensorSpec) isNorm() bool {
+	return s.kind == "norm" || s.kind == "attn_q_norm" || s.kind == "attn_k_norm"
 }
 
 // Size returns the number of elements.
@@ -103,8 +113,8 @@ func checkArch(a *architecture.Model) ([]layerDims, error) {
 			return nil, &UnsupportedError{Layer: -1, Feature: fmt.Sprintf("rope_scaling type %q (supported: linear, llama3)", s.Type)}
 		}
 	}
-	if a.Arch == architecture.NemotronH {
-		return nil, &UnsupportedError{Layer: -1, Feature: "Nemotron-H (backbone.* naming, Mamba2 mixers)"}
+	if f := a.Family(); !f.Engine.Runs {
+		return nil, &UnsupportedError{Layer: -1, Feature: fmt.Sprintf("%s models (%s)", f.Arch, f.Engine.Reason)}
 	}
 	dims := make([]layerDims, len(a.Layers))
 	for i, l := range a.Layers {
@@ -145,6 +155,15 @@ func checkArch(a *architecture.Model) ([]layerDims, error) {
 	return dims, nil
 }
 
+// Check reports whether the engine can run a, from its description alone
+// (no weights are read): a *UnsupportedError naming the family or the layer
+// and feature it cannot run, or nil. Commands that run a model call it
+// before any other work.
+func Check(a *architecture.Model) error {
+	_, err := checkArch(a)
+	return err
+}
+
 // rotDim is the number of rotated dimensions of a head (partial rotary).
 func rotDim(a *architecture.Model, hd int) int {
 	f := a.Rope.PartialFactor
@@ -177,7 +196,7 @@ func tensorSpecs(a *architecture.Model) []TensorSpec {
 		for j, d := range t.Shape {
 			shape[j] = int(d)
 		}
-		specs[i] = TensorSpec{t.Name, shape}
+		specs[i] = TensorSpec{Name: t.Name, Shape: shape, layer: t.Layer, block: t.Block, kind: t.Kind}
 	}
 	return specs
 }
@@ -192,58 +211,56 @@ func bindViews(slab []float32, specs []TensorSpec, offsets []int, nLayers int, t
 	v := views{layers: make([]layerParams, nLayers)}
 	for i, s := range specs {
 		t := slab[offsets[i] : offsets[i]+s.Size() : offsets[i]+s.Size()]
-		switch s.Name {
-		case "model.embed_tokens.weight":
-			v.embed = t
-			continue
-		case "model.norm.weight":
-			v.norm = t
-			continue
-		case "lm_head.weight":
-			v.head = t
+		if s.layer < 0 {
+			switch s.kind {
+			case "embedding":
+				v.embed = t
+			case "norm":
+				v.norm = t
+			case "lm_head":
+				v.head = t
+			}
 			continue
 		}
-		var l int
-		var rest string
-		fmt.Sscanf(s.Name, "model.layers.%d.", &l)
-		rest = s.Name[strings.Index(s.Name[len("model.layers."):], ".")+len("model.layers.")+1:]
-		lp := &v.layers[l]
-		switch rest {
-		case "input_layernorm.weight":
-			lp.inNorm = t
-		case "self_attn.q_proj.weight":
+		lp := &v.layers[s.layer]
+		switch s.kind {
+		case "norm":
+			if s.block == architecture.BlockAttention {
+				lp.inNorm = t
+			} else {
+				lp.postNorm = t
+			}
+		case "attn_q":
 			lp.q = t
-		case "self_attn.q_proj.bias":
+		case "attn_q_bias":
 			lp.qb = t
-		case "self_attn.k_proj.weight":
+		case "attn_k":
 			lp.k = t
-		case "self_attn.k_proj.bias":
+		case "attn_k_bias":
 			lp.kb = t
-		case "self_attn.v_proj.weight":
+		case "attn_v":
 			lp.v = t
-		case "self_attn.v_proj.bias":
+		case "attn_v_bias":
 			lp.vb = t
-		case "self_attn.o_proj.weight":
+		case "attn_o":
 			lp.o = t
-		case "self_attn.o_proj.bias":
+		case "attn_o_bias":
 			lp.ob = t
-		case "self_attn.q_norm.weight":
+		case "attn_q_norm":
 			lp.qNorm = t
-		case "self_attn.k_norm.weight":
+		case "attn_k_norm":
 			lp.kNorm = t
-		case "post_attention_layernorm.weight":
-			lp.postNorm = t
-		case "mlp.gate_proj.weight":
+		case "mlp_gate":
 			lp.gate = t
-		case "mlp.gate_proj.bias":
+		case "mlp_gate_bias":
 			lp.gateB = t
-		case "mlp.up_proj.weight":
+		case "mlp_up":
 			lp.up = t
-		case "mlp.up_proj.bias":
+		case "mlp_up_bias":
 			lp.upB = t
-		case "mlp.down_proj.weight":
+		case "mlp_down":
 			lp.down = t
-		case "mlp.down_proj.bias":
+		case "mlp_down_bias":
 			lp.downB = t
 		}
 	}

@@ -37,6 +37,11 @@ type Capabilities struct {
 	Name string
 	// Native lists the architecture classes the engine serves natively.
 	Native []string
+	// EngineFamilies: the engine serves natively the families that package
+	// engine runs (architecture.Family.Engine) in their own uniform config
+	// format, read from the family table when asked, so a family added
+	// later is included.
+	EngineFamilies bool
 	// DeciLM: loads DeciLMForCausalLM / nemotron-nas block_configs.
 	DeciLM bool
 	// FFNIntermediateSize: reads block_configs[i].ffn.intermediate_size;
@@ -86,8 +91,9 @@ var engines = map[string]Capabilities{
 	// autocompress's own engine (package engine): Llama-family blocks with
 	// any per-layer widths and removed sub-blocks; no Mamba2 or MoE layers.
 	// It reads the checkpoint through package architecture, which reads
-	// block_configs' intermediate_size.
-	"native": {Name: "native", Native: []string{architecture.Llama, architecture.Mistral, architecture.Qwen2, architecture.Qwen3},
+	// block_configs' intermediate_size. The classes it runs are the
+	// families' Engine facts.
+	"native": {Name: "native", EngineFamilies: true,
 		DeciLM: true, FFNIntermediateSize: true, DeciLMBias: true, NoMamba: true, NoMoE: true},
 }
 
@@ -137,6 +143,11 @@ func ParseEngines(s string) ([]string, error) {
 }
 
 func (c Capabilities) native(arch string) bool {
+	if c.EngineFamilies {
+		if f, ok := architecture.Lookup(arch); ok && f.Engine.Runs && !f.PerLayer {
+			return true
+		}
+	}
 	for _, a := range c.Native {
 		if a == arch {
 			return true

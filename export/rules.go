@@ -70,7 +70,7 @@ func (c Capabilities) PerLayer(m *architecture.Model) bool {
 			return false
 		}
 	}
-	if p.Arch != architecture.Llama && p.Arch != architecture.Mistral && p.Arch != architecture.DeciLM {
+	if !p.Family().DeciLMBlocks {
 		return false
 	}
 	for i := range p.Layers {

@@ -136,7 +136,7 @@ func ValidateDirWith(dir, engine string, opt Options) (*Report, error) {
 	}
 	r, m := validateConfig(data, caps)
 	r.Dir = dir
-	if caps.RemoteCode && m != nil && m.Arch == architecture.DeciLM {
+	if caps.RemoteCode && m != nil && m.Family().PerLayer {
 		checkRemoteCode(r, dir, m)
 	}
 	if m == nil {
@@ -229,7 +229,7 @@ func validateConfig(data []byte, caps Capabilities) (*Report, *architecture.Mode
 		}
 		r.violate(-1, "", "architectures", "config.json has no \"architectures\"; %s picks the model class from architectures[0]: %s", caps.Name, fix)
 	}
-	if r.Arch == architecture.DeciLM || raw != nil && raw["model_type"] == "nemotron-nas" {
+	if perLayerConfig(r.Arch, raw) {
 		checkDeciLMRaw(r, raw, caps)
 	}
 	if err != nil {
@@ -248,9 +248,21 @@ func validateConfig(data []byte, caps Capabilities) (*Report, *architecture.Mode
 	return r, m
 }
 
+// perLayerConfig reports whether a config names a family whose native
+// config is DeciLM block_configs, by class or by model_type (read raw, as
+// FromConfig may have refused the config).
+func perLayerConfig(arch string, raw map[string]any) bool {
+	if f, ok := architecture.Lookup(arch); ok && f.PerLayer {
+		return true
+	}
+	mt, _ := raw["model_type"].(string)
+	f, ok := architecture.LookupModelType(mt)
+	return ok && f.PerLayer
+}
+
 // checkModel applies the rules that need the parsed model.
 func checkModel(r *Report, m *architecture.Model, caps Capabilities, raw map[string]any) {
-	deci := m.Arch == architecture.DeciLM
+	deci := m.Family().PerLayer
 	if !deci && !m.Uniform() {
 		// An in-memory per-layer shape: it is written as DeciLM when it can
 		// be, and the native format cannot hold it otherwise.
@@ -461,14 +473,15 @@ func checkTensors(r *Report, m *architecture.Model, got []checkpoint.TensorInfo)
 		}
 		return -1
 	}
+	tiedHead := ""
+	if m.TiedEmbeddings {
+		tiedHead = m.LMHead().Name // not in want, but may be stored
+	}
 	wantSet := make(map[string]bool, len(want))
 	for _, w := range want {
 		wantSet[w.Name] = true
 		t, ok := have[w.Name]
 		if !ok {
-			if w.Name == "lm_head.weight" && m.TiedEmbeddings {
-				continue
-			}
 			r.violate(layer(w.Name), w.Name, "tensor-missing", "missing: the config implies shape %v", w.Shape)
 			continue
 		}
@@ -481,8 +494,8 @@ func checkTensors(r *Report, m *architecture.Model, got []checkpoint.TensorInfo)
 			continue
 		}
 		switch {
-		case t.Name == "lm_head.weight" && m.TiedEmbeddings:
-			r.warn(-1, t.Name, "tied-duplicate", "tie_word_embeddings is true but lm_head.weight is stored as well (engines ignore it; it wastes space)")
+		case t.Name == tiedHead:
+			r.warn(-1, t.Name, "tied-duplicate", "tie_word_embeddings is true but %s is stored as well (engines ignore it; it wastes space)", t.Name)
 		case strings.HasSuffix(t.Name, "rotary_emb.inv_freq"):
 		case strings.HasSuffix(t.Name, "q_norm.weight") || strings.HasSuffix(t.Name, "k_norm.weight"):
 			r.violate(layer(t.Name), t.Name, "decilm-qk-norm", "qk-norm weight present, but %s has no qk-norm; the engine would ignore it and compute a different function", m.Arch)

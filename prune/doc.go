@@ -15,7 +15,10 @@
 //
 // Layout.Map turns the parent's tensor list into child tensors, each a
 // Selection of rows and columns of one parent tensor (an index of -1 is a
-// zero row or column, for padding). Gather applies a selection to bytes of
+// zero row or column, for padding). The rules read each tensor's kind and
+// sub-block from the parent's family (architecture.TensorSpec), never its
+// name, and name it as the child's tensor of the same kind: a family added
+// in package architecture is pruned without a change here. Gather applies a selection to bytes of
 // any element size. Prune streams every tensor through that selection with
 // positioned reads, so memory stays at a few MiB of buffers whatever the
 // model size; the output is sharded like the parent and built in a

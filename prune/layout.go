@@ -84,9 +84,7 @@ func seq(n int) []int {
 // llamaFamily reports whether the architecture has a Llama-type block that
 // DeciLM block_configs can express.
 func llamaFamily(m *architecture.Model) bool {
-	switch m.Arch {
-	case "LlamaForCausalLM", "MistralForCausalLM", "DeciLMForCausalLM":
-	default:
+	if !m.Family().DeciLMBlocks {
 		return false
 	}
 	for _, l := range m.Layers {
@@ -103,9 +101,14 @@ func llamaFamily(m *architecture.Model) bool {
 	return true
 }
 
-// isDeciLM reports whether m is stored as DeciLM block_configs.
+// isDeciLM reports whether m is stored as DeciLM block_configs (a family
+// whose native config is per-layer, by class or by model_type).
 func isDeciLM(m *architecture.Model) bool {
-	return m.Arch == "DeciLMForCausalLM" || m.ModelType == "nemotron-nas"
+	if m.Family().PerLayer {
+		return true
+	}
+	f, ok := architecture.LookupModelType(m.ModelType)
+	return ok && f.PerLayer
 }
 
 // Resolve checks the plan against the parent and computes the child layout
@@ -312,8 +315,8 @@ func Resolve(parent *architecture.Model, p *Plan) (*Layout, error) {
 		return nil, err
 	}
 	if format == FormatDeciLM {
-		child.Arch = "DeciLMForCausalLM"
-		child.ModelType = "nemotron-nas"
+		deci, _ := architecture.Lookup(architecture.DeciLM)
+		child.Arch, child.ModelType = deci.Arch, deci.ModelType
 	}
 	lay.Child = child
 	return lay, nil

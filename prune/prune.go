@@ -383,8 +383,12 @@ func checkAgainstConfig(m *architecture.Model, got []checkpoint.TensorInfo, whic
 			problems = append(problems, fmt.Sprintf("tensor %s%s has shape %v but the %s config implies %v", w.Name, where, t.Shape, which, w.Shape))
 		}
 	}
+	tiedHead := ""
+	if m.TiedEmbeddings {
+		tiedHead = m.LMHead().Name // a tied checkpoint may still hold it
+	}
 	for _, t := range got {
-		if wantSet[t.Name] || strings.HasSuffix(t.Name, "rotary_emb.inv_freq") || t.Name == "lm_head.weight" && m.TiedEmbeddings {
+		if wantSet[t.Name] || strings.HasSuffix(t.Name, "rotary_emb.inv_freq") || t.Name == tiedHead {
 			continue
 		}
 		problems = append(problems, fmt.Sprintf("tensor %s (shape %v) is not part of the %s %s as configured", t.Name, t.Shape, which, m.Arch))

@@ -2,9 +2,10 @@ package prune
 
 import (
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/autocompress/autocompress/architecture"
 )
 
 // TensorMap says how one child tensor is made from one parent tensor.
@@ -16,55 +17,136 @@ type TensorMap struct {
 	Shape []int // child shape
 }
 
-var layerName = regexp.MustCompile(`^((?:model|backbone)\.layers\.)(\d+)\.(.+)$`)
-
 // ErrUnknownTensor is wrapped by errors about parent tensors the pruner does
 // not know how to slice.
 var ErrUnknownTensor = fmt.Errorf("tensor not understood by the pruner")
 
+// tensorKey identifies a tensor independently of its family's names: the
+// slicing rules below read only kinds and sub-blocks, and the child's name
+// of a parent tensor is the child tensor with the same key.
+type tensorKey struct {
+	layer  int
+	block  string
+	kind   string
+	expert int
+}
+
+func keyOf(t architecture.TensorSpec) tensorKey {
+	return tensorKey{t.Layer, t.Block, t.Kind, t.Expert}
+}
+
 // Map computes, for every parent tensor (name → shape), the child tensor it
 // becomes, or none when its layer or sub-block is removed. The result follows
 // the order of names.
+//
+// Names are the family's (architecture.Family.Tensors): each parent tensor is
+// sliced by its kind and sub-block, and named as the child's tensor of the
+// same kind in the child layer; a sub-block the child lacks drops its
+// tensors, norm included. Rotary inv_freq buffers, which the family does not
+// list, are renumbered by its LayerPrefix and carried through.
 func (l *Layout) Map(names []string, shapes map[string][]int) ([]TensorMap, error) {
 	childOf := map[int][]int{} // parent layer → child layers (one)
 	for ci, ll := range l.Layers {
 		childOf[ll.Parent] = append(childOf[ll.Parent], ci)
 	}
 	hid := l.Hidden
+	parentSpecs := map[string]architecture.TensorSpec{}
+	for _, t := range l.Parent.Tensors() {
+		parentSpecs[t.Name] = t
+	}
+	if l.Parent.TiedEmbeddings {
+		// A tied checkpoint may still hold the LM head.
+		head := l.Parent.LMHead()
+		parentSpecs[head.Name] = head
+	}
+	childNames := map[tensorKey]string{}
+	for _, t := range l.Child.Tensors() {
+		childNames[keyOf(t)] = t.Name
+	}
+	prefix := l.Parent.Family().LayerPrefix
+	childPrefix := l.Child.Family().LayerPrefix
 	var out []TensorMap
 	for _, name := range names {
 		shape := shapes[name]
-		m := layerName.FindStringSubmatch(name)
-		if m == nil {
-			sel, err := l.globalSel(name, shape, hid)
+		t, known := parentSpecs[name]
+		if !known {
+			pl, rest, ok := splitLayer(name, prefix)
+			if !ok {
+				sel, err := l.globalSel(name, shape, hid)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, TensorMap{Src: name, Dst: name, Sel: sel, Shape: sel.Shape(shape)})
+				continue
+			}
+			if pl < 0 || pl >= len(l.Parent.Layers) {
+				return nil, fmt.Errorf("tensor %s: layer index %d out of range (the config has %d layers)", name, pl, len(l.Parent.Layers))
+			}
+			cis := childOf[pl]
+			if len(cis) == 0 {
+				continue // layer removed
+			}
+			if !strings.HasSuffix(rest, "rotary_emb.inv_freq") {
+				return nil, fmt.Errorf("tensor %s: %w: layer-local name %q", name, ErrUnknownTensor, rest)
+			}
+			if l.Child.Layers[cis[0]].Attention == nil {
+				continue // the buffer of a removed attention block
+			}
+			out = append(out, TensorMap{Src: name, Dst: childPrefix + strconv.Itoa(cis[0]) + "." + rest, Shape: shape})
+			continue
+		}
+		if t.Layer < 0 {
+			sel, err := globalKindSel(t, shape, hid)
 			if err != nil {
 				return nil, err
 			}
 			out = append(out, TensorMap{Src: name, Dst: name, Sel: sel, Shape: sel.Shape(shape)})
 			continue
 		}
-		pl, err := strconv.Atoi(m[2])
-		if err != nil || pl < 0 || pl >= len(l.Parent.Layers) {
-			return nil, fmt.Errorf("tensor %s: layer index %s out of range (the config has %d layers)", name, m[2], len(l.Parent.Layers))
-		}
-		cis := childOf[pl]
+		cis := childOf[t.Layer]
 		if len(cis) == 0 {
 			continue // layer removed
 		}
 		ci := cis[0]
-		sel, keep, zero, err := l.layerSel(ci, m[3], hid)
+		k := keyOf(t)
+		k.layer = ci
+		dst, ok := childNames[k]
+		if !ok && t.Kind == "norm" {
+			// The norm of a layer left with no sub-block (a one-mixer
+			// hybrid layer) is listed without one.
+			k.block = ""
+			dst, ok = childNames[k]
+		}
+		if !ok {
+			continue // sub-block removed
+		}
+		sel, zero, err := l.layerSel(ci, t, hid)
 		if err != nil {
 			return nil, fmt.Errorf("tensor %s: %w", name, err)
-		}
-		if !keep {
-			continue
 		}
 		if err := checkSel(sel, shape); err != nil {
 			return nil, fmt.Errorf("tensor %s: shape %v does not match the config: %w", name, shape, err)
 		}
-		out = append(out, TensorMap{Src: name, Dst: m[1] + strconv.Itoa(ci) + "." + m[3], Sel: sel, Zero: zero, Shape: sel.Shape(shape)})
+		out = append(out, TensorMap{Src: name, Dst: dst, Sel: sel, Zero: zero, Shape: sel.Shape(shape)})
 	}
 	return out, nil
+}
+
+// splitLayer splits prefix+"<layer>."+rest.
+func splitLayer(name, prefix string) (layer int, rest string, ok bool) {
+	s, ok := strings.CutPrefix(name, prefix)
+	if !ok {
+		return 0, "", false
+	}
+	num, rest, ok := strings.Cut(s, ".")
+	if !ok || num == "" {
+		return 0, "", false
+	}
+	layer, err := strconv.Atoi(num)
+	if err != nil {
+		return 0, "", false
+	}
+	return layer, rest, true
 }
 
 func checkSel(sel Selection, shape []int) error {
@@ -87,149 +169,129 @@ func checkSel(sel Selection, shape []int) error {
 	return nil
 }
 
-// globalSel handles tensors outside the decoder layers.
-func (l *Layout) globalSel(name string, shape []int, hid []int) (Selection, error) {
-	switch name {
-	case "model.embed_tokens.weight", "backbone.embeddings.weight", "backbone.embed_tokens.weight", "lm_head.weight":
-		return Selection{Cols: hid}, checkSel(Selection{Cols: hid}, shape)
-	case "model.norm.weight", "backbone.norm_f.weight", "backbone.norm.weight", "model.norm.bias", "backbone.norm_f.bias":
-		return Selection{Rows: hid}, checkSel(Selection{Rows: hid}, shape)
+// globalKindSel slices a tensor outside the decoder layers: the embedding
+// and the LM head by hidden column, the final norm by hidden row.
+func globalKindSel(t architecture.TensorSpec, shape []int, hid []int) (Selection, error) {
+	var sel Selection
+	switch t.Kind {
+	case "embedding", "lm_head":
+		sel = Selection{Cols: hid}
+	case "norm":
+		sel = Selection{Rows: hid}
+	default:
+		if hid != nil {
+			return sel, fmt.Errorf("tensor %s: %w (kind %q outside the decoder layers)", t.Name, ErrUnknownTensor, t.Kind)
+		}
 	}
+	if err := checkSel(sel, shape); err != nil {
+		return sel, fmt.Errorf("tensor %s: shape %v does not match the config: %w", t.Name, shape, err)
+	}
+	return sel, nil
+}
+
+// globalSel handles tensors the family does not list outside the decoder
+// layers: carried through unchanged unless the hidden size is pruned.
+func (l *Layout) globalSel(name string, shape []int, hid []int) (Selection, error) {
 	if hid == nil {
 		return Selection{}, nil // carried through unchanged
 	}
 	return Selection{}, fmt.Errorf("tensor %s: %w (it lies outside the decoder layers and may depend on the hidden size); remove \"hidden\" from the plan or report this model", name, ErrUnknownTensor)
 }
 
-// layerSel returns the selection for the layer-local tensor name rest of
-// child layer ci; keep is false when the tensor belongs to a removed
-// sub-block.
-func (l *Layout) layerSel(ci int, rest string, hid []int) (sel Selection, keep, zero bool, err error) {
+// layerSel returns the selection of parent tensor t in child layer ci, which
+// has t's sub-block, and whether the tensor is written as zeros (a removed
+// sub-block kept as padding).
+func (l *Layout) layerSel(ci int, t architecture.TensorSpec, hid []int) (sel Selection, zero bool, err error) {
 	ll := &l.Layers[ci]
 	child := l.Child.Layers[ci]
 	parent := l.Parent.Layers[ll.Parent]
-	hasAttn := child.Attention != nil
-	hasMLP := child.MLP != nil
-
-	// Normalise Nemotron-H "mixer." names onto the Llama ones.
-	sub := rest
-	switch {
-	case strings.HasPrefix(rest, "self_attn."):
-		sub = "attn." + strings.TrimPrefix(rest, "self_attn.")
-	case strings.HasPrefix(rest, "mlp.") && parent.MoE != nil:
-		sub = "moe." + strings.TrimPrefix(rest, "mlp.")
-	case strings.HasPrefix(rest, "mixer."):
-		t := strings.TrimPrefix(rest, "mixer.")
-		switch {
-		case parent.Mamba != nil:
-			sub = "mamba." + t
-		case parent.Attention != nil:
-			sub = "attn." + t
-		case parent.MLP != nil:
-			sub = "mlp." + t
-		case parent.MoE != nil:
-			sub = "moe." + t
-		default:
-			return sel, false, false, fmt.Errorf("%w: mixer of a layer with no Mamba, attention or MLP block", ErrUnknownTensor)
-		}
+	if t.Kind == "norm" {
+		return Selection{Rows: hid}, false, nil
 	}
-	leaf := sub[strings.LastIndex(sub, ".")+1:]
-	switch sub {
-	case "input_layernorm.weight", "input_layernorm.bias":
-		if parent.Attention != nil && !hasAttn {
-			return sel, false, false, nil // DeciLM no_op drops the norm too
-		}
-		return Selection{Rows: hid}, true, false, nil
-	case "post_attention_layernorm.weight", "post_attention_layernorm.bias":
-		if parent.MLP != nil && !hasMLP {
-			return sel, false, false, nil
-		}
-		return Selection{Rows: hid}, true, false, nil
-	case "norm.weight", "norm.bias": // Nemotron-H pre-mixer norm
-		return Selection{Rows: hid}, true, false, nil
-	}
-	switch {
-	case strings.HasPrefix(sub, "attn."):
-		if !hasAttn {
-			return sel, false, false, nil
-		}
+	switch t.Block {
+	case architecture.BlockAttention:
 		a := child.Attention
 		hd := a.HeadDim
 		q := expand(ll.Heads, hd, 0)
 		kv := expand(ll.KVHeads, hd, 0)
 		zero = ll.ZeroAttention
-		switch strings.TrimPrefix(sub, "attn.") {
-		case "q_proj.weight":
-			return Selection{Rows: q, Cols: hid}, true, zero, nil
-		case "q_proj.bias":
-			return Selection{Rows: q}, true, zero, nil
-		case "k_proj.weight", "v_proj.weight":
-			return Selection{Rows: kv, Cols: hid}, true, zero, nil
-		case "k_proj.bias", "v_proj.bias":
-			return Selection{Rows: kv}, true, zero, nil
-		case "o_proj.weight":
-			return Selection{Rows: hid, Cols: q}, true, zero, nil
-		case "o_proj.bias":
-			return Selection{Rows: hid}, true, zero, nil
-		case "q_norm.weight", "k_norm.weight", "rotary_emb.inv_freq":
-			return Selection{}, true, false, nil
-		case "sinks": // one learned sink logit per query head (gpt-oss)
-			return Selection{Rows: ll.Heads}, true, zero, nil
+		switch t.Kind {
+		case "attn_q":
+			return Selection{Rows: q, Cols: hid}, zero, nil
+		case "attn_q_bias":
+			return Selection{Rows: q}, zero, nil
+		case "attn_k", "attn_v":
+			return Selection{Rows: kv, Cols: hid}, zero, nil
+		case "attn_k_bias", "attn_v_bias":
+			return Selection{Rows: kv}, zero, nil
+		case "attn_o":
+			return Selection{Rows: hid, Cols: q}, zero, nil
+		case "attn_o_bias":
+			return Selection{Rows: hid}, zero, nil
+		case "attn_q_norm", "attn_k_norm":
+			return Selection{}, false, nil
+		case "attn_sinks": // one learned sink logit per query head (gpt-oss)
+			return Selection{Rows: ll.Heads}, zero, nil
 		}
-	case strings.HasPrefix(sub, "mlp."):
-		if !hasMLP {
-			return sel, false, false, nil
-		}
+	case architecture.BlockMLP:
 		n := ll.Neurons
 		zero = ll.ZeroMLP
-		switch strings.TrimPrefix(sub, "mlp.") {
-		case "gate_proj.weight", "up_proj.weight":
-			return Selection{Rows: n, Cols: hid}, true, zero, nil
-		case "gate_proj.bias", "up_proj.bias":
-			return Selection{Rows: n}, true, zero, nil
-		case "down_proj.weight":
-			return Selection{Rows: hid, Cols: n}, true, zero, nil
-		case "down_proj.bias":
-			return Selection{Rows: hid}, true, zero, nil
+		switch t.Kind {
+		case "mlp_gate", "mlp_up":
+			return Selection{Rows: n, Cols: hid}, zero, nil
+		case "mlp_gate_bias", "mlp_up_bias":
+			return Selection{Rows: n}, zero, nil
+		case "mlp_down":
+			return Selection{Rows: hid, Cols: n}, zero, nil
+		case "mlp_down_bias":
+			return Selection{Rows: hid}, zero, nil
 		}
-	case strings.HasPrefix(sub, "mamba."):
+	case architecture.BlockMamba:
 		mb := parent.Mamba
 		hd := mb.HeadDim
 		dIn := mb.DInner()
 		gs := mb.Groups * mb.StateSize
 		h := ll.MambaHeads
 		x := expand(h, hd, 0)
-		switch strings.TrimPrefix(sub, "mamba.") {
-		case "in_proj.weight", "in_proj.bias":
+		switch t.Kind {
+		case "mamba_in", "mamba_in_bias":
 			// rows: [z (d_inner) | x (d_inner) | B (groups·state) | C (groups·state) | dt (heads)]
 			rows := make([]int, 0, 2*len(x)+2*gs+len(h))
 			rows = append(rows, x...)
 			rows = append(rows, expand(h, hd, dIn)...)
 			rows = append(rows, span(2*dIn, 2*gs)...)
 			rows = append(rows, expand(h, 1, 2*dIn+2*gs)...)
-			if leaf == "bias" {
-				return Selection{Rows: rows}, true, false, nil
+			if t.Kind == "mamba_in_bias" {
+				return Selection{Rows: rows}, false, nil
 			}
-			return Selection{Rows: rows, Cols: hid}, true, false, nil
-		case "conv1d.weight", "conv1d.bias":
+			return Selection{Rows: rows, Cols: hid}, false, nil
+		case "mamba_conv", "mamba_conv_bias":
 			// channels: [x (d_inner) | B | C]
 			rows := append(append([]int(nil), x...), span(dIn, 2*gs)...)
-			return Selection{Rows: rows}, true, false, nil
-		case "A_log", "D", "dt_bias":
-			return Selection{Rows: h}, true, false, nil
-		case "norm.weight":
-			return Selection{Rows: x}, true, false, nil
-		case "out_proj.weight":
-			return Selection{Rows: hid, Cols: x}, true, false, nil
-		case "out_proj.bias":
-			return Selection{Rows: hid}, true, false, nil
+			return Selection{Rows: rows}, false, nil
+		case "mamba_a_log", "mamba_d", "mamba_dt_bias":
+			return Selection{Rows: h}, false, nil
+		case "mamba_norm":
+			return Selection{Rows: x}, false, nil
+		case "mamba_out":
+			return Selection{Rows: hid, Cols: x}, false, nil
+		case "mamba_out_bias":
+			return Selection{Rows: hid}, false, nil
+		}
+	default:
+		if hid == nil {
+			// A block the plan cannot prune (e.g. MoE experts) whose shapes
+			// do not depend on anything the plan changes: carried through.
+			// The child's tensors are checked against its config afterwards.
+			return Selection{}, false, nil
 		}
 	}
-	if hid == nil && !strings.HasPrefix(sub, "attn.") && !strings.HasPrefix(sub, "mlp.") && !strings.HasPrefix(sub, "mamba.") {
-		// A block the plan cannot prune (e.g. MoE experts) whose shapes do
-		// not depend on anything the plan changes: carried through. The
-		// child's tensors are checked against its config afterwards.
-		return Selection{}, true, false, nil
+	return sel, false, fmt.Errorf("%w: %s tensor of kind %q", ErrUnknownTensor, blockName(t.Block), t.Kind)
+}
+
+func blockName(b string) string {
+	if b == "" {
+		return "layer"
 	}
-	return sel, false, false, fmt.Errorf("%w: layer-local name %q", ErrUnknownTensor, rest)
+	return b
 }

@@ -69,7 +69,7 @@ thread per goroutine so nothing is oversubscribed.`,
 				if len(args) > 0 {
 					return Usagef("unexpected arguments %q", args)
 				}
-				dir, err := checkpointDir(*model)
+				dir, err := engineCheckpoint("--model", *model)
 				if err != nil {
 					return err
 				}

@@ -111,10 +111,10 @@ student distilled on the same data reads the teacher from the cache.`,
 					return Usagef("--top-k, --eval-every and --save-every must be >= 0 and --eval-rows positive")
 				}
 				var err error
-				if c.Teacher, err = checkpointDir(*teacher); err != nil {
+				if c.Teacher, err = engineCheckpoint("--teacher", *teacher); err != nil {
 					return err
 				}
-				if c.Student, err = checkpointDir(*student); err != nil {
+				if c.Student, err = engineCheckpoint("--student", *student); err != nil {
 					return err
 				}
 				c.Data, c.EvalData = data, evalData

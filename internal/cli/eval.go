@@ -101,6 +101,13 @@ still show differences (eval.BuildSuite). Score it with --task suite=FILE.
 				if len(models) == 0 || (len(data) == 0 && len(tasks) == 0) {
 					return Usagef("--model and --data are required (or --task NAME=PATH instead of --data, or --build)")
 				}
+				dirs := make([]string, len(models))
+				for i, name := range models {
+					var err error
+					if dirs[i], err = engineCheckpoint("--model", name); err != nil {
+						return err
+					}
+				}
 				cfg := eval.Config{Windows: o, Limit: *limit}
 				for _, t := range tasks {
 					ts, err := eval.LoadTaskSpec(t)
@@ -116,12 +123,8 @@ still show differences (eval.BuildSuite). Score it with --task suite=FILE.
 					cfg.Tasks = append(cfg.Tasks, ts...)
 				}
 				var ms []eval.Model
-				for _, name := range models {
-					dir, err := checkpointDir(name)
-					if err != nil {
-						return err
-					}
-					m, err := engine.Load(dir)
+				for i, name := range models {
+					m, err := engine.Load(dirs[i])
 					if err != nil {
 						return err
 					}
@@ -131,7 +134,7 @@ still show differences (eval.BuildSuite). Score it with --task suite=FILE.
 					}
 					em := eval.Model{Name: name, Model: m}
 					if len(cfg.Tasks) > 0 || dataset.NeedsTokenizer(data, *ids) {
-						if em.Tok, err = dataset.LoadTokenizer(dir, *tokPath); err != nil {
+						if em.Tok, err = dataset.LoadTokenizer(dirs[i], *tokPath); err != nil {
 							return err
 						}
 					}

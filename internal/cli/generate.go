@@ -58,7 +58,7 @@ A summary (tokens, time, tokens/s, the sgemm backend) goes to standard error;
 				if len(args) > 0 {
 					return Usagef("unexpected arguments %q (quote a multi-word --prompt)", args)
 				}
-				dir, err := checkpointDir(*model)
+				dir, err := engineCheckpoint("--model", *model)
 				if err != nil {
 					return err
 				}

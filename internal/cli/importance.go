@@ -67,7 +67,7 @@ other file at --out only with --force.`,
 				case *seqs < 1 || *seqLen < 1 || *batch < 1 || *skipSeqs < 0:
 					return Usagef("--seqs, --seq-len and --batch must be positive")
 				}
-				dir, err := checkpointDir(*model)
+				dir, err := engineCheckpoint("--model", *model)
 				if err != nil {
 					return err
 				}

@@ -159,7 +159,7 @@ type moeReport struct {
 func inspectModel(m *architecture.Model) *inspectReport {
 	p := m.Params()
 	format := architecture.FormatFor(m)
-	if format == architecture.Native && m.Arch == architecture.DeciLM {
+	if format == architecture.Native && m.Family().PerLayer {
 		format = architecture.DeciLMFormat
 	}
 	r := &inspectReport{

@@ -2,8 +2,11 @@ package cli
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/modelref"
 )
 
@@ -61,4 +64,54 @@ func modelArch(model string) (*architecture.Model, error) {
 		return nil, modelUsage(err)
 	}
 	return m, nil
+}
+
+// engineCheckpoint resolves the model-valued flag name (--model, --teacher,
+// --student) of a command that runs the model in the native engine, and
+// refuses, from its config.json alone and before any other work, a family
+// or a layer the engine cannot run.
+func engineCheckpoint(name, model string) (string, error) {
+	dir, err := checkpointDir(model)
+	if err != nil {
+		return "", err
+	}
+	a, err := architecture.Load(dir)
+	if err != nil {
+		return "", err
+	}
+	if err := engineRuns(name, model, a); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// engineRuns is the usage error of a model the native engine cannot run,
+// naming the flag and the families it runs; nil when it runs a.
+func engineRuns(name, model string, a *architecture.Model) error {
+	return engineRunsFor(name, model, a, "this command runs the model", "estimate, search, prune, validate and inspect take every supported family")
+}
+
+// engineRunsFor is engineRuns with what runs the model and what the user
+// can do instead.
+func engineRunsFor(name, model string, a *architecture.Model, who, instead string) error {
+	err := engine.Check(a)
+	if err == nil {
+		return nil
+	}
+	what := err.Error()
+	var ue *engine.UnsupportedError
+	if errors.As(err, &ue) {
+		what = ue.Feature
+		if ue.Layer >= 0 {
+			what = fmt.Sprintf("layer %d: %s", ue.Layer, ue.Feature)
+		}
+	}
+	var runs []string
+	for _, f := range architecture.Families() {
+		if f.Engine.Runs {
+			runs = append(runs, f.Arch)
+		}
+	}
+	return Usagef("%s %s: %s in the native engine, which cannot run %s; it runs %s (%s)",
+		name, model, who, what, strings.Join(runs, ", "), instead)
 }

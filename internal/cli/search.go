@@ -224,6 +224,9 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 			if dir == "" {
 				return Usagef("--data needs a checkpoint with weights (--model DIR or %q), not a config", ParentModel)
 			}
+			if err := engineRunsFor("--model", f.model, m, "--data runs the parent (the measured proxy)", "without --data, search prices every supported family"); err != nil {
+				return err
+			}
 			if req.Rows, err = searchRows(ctx, dir, m, data, *ids, *allowLong, *tokPath, *seqLen, *rows); err != nil {
 				return err
 			}

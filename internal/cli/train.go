@@ -139,6 +139,19 @@ The embedded parent model (package parent) is reproduced by:
 					return &UsageError{Msg: err.Error()}
 				}
 
+				// The architecture first: the native engine must run it.
+				var arch *architecture.Model
+				if *preset == "" {
+					a, err := architecture.Load(*configPath)
+					if err != nil {
+						return err
+					}
+					if err := engineRuns("--config", *configPath, a); err != nil {
+						return err
+					}
+					arch = a
+				}
+
 				// Pre-tokenized data: every file must be token ids, or none.
 				var valPaths []string
 				if *valFiles != "" {
@@ -182,10 +195,7 @@ The embedded parent model (package parent) is reproduced by:
 					}
 				}
 				if *preset == "" {
-					var err error
-					if job.Arch, err = architecture.Load(*configPath); err != nil {
-						return err
-					}
+					job.Arch = arch
 				}
 				res, err := train.FromScratch(ctx, job)
 				term.End()

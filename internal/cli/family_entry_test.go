@@ -1,0 +1,121 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// familyConfigDir writes a checkpoint directory holding only config.json:
+// any command that got past its entry check would fail on the missing
+// weights, not with the engine's refusal.
+func familyConfigDir(t *testing.T, cfg map[string]any) string {
+	t.Helper()
+	dir := t.TempDir()
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func tinyFamilyConfig(arch, modelType string) map[string]any {
+	return map[string]any{
+		"architectures": []string{arch}, "model_type": modelType,
+		"vocab_size": 64, "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
+		"num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "max_position_embeddings": 128,
+		"rms_norm_eps": 1e-5, "rope_theta": 10000.0, "hidden_act": "silu", "tie_word_embeddings": false,
+	}
+}
+
+// TestCommandsRefuseUnsupportedFamilyAtEntry: every command that runs the
+// model in the native engine refuses a family the engine cannot run (MoE,
+// Mamba2) before any other work: exit 2 naming the flag and the family, no
+// output written, and no data read (the data files given do not exist).
+func TestCommandsRefuseUnsupportedFamilyAtEntry(t *testing.T) {
+	mixtral := tinyFamilyConfig("MixtralForCausalLM", "mixtral")
+	mixtral["num_local_experts"] = 4
+	mixtral["num_experts_per_tok"] = 2
+	nemotron := tinyFamilyConfig("NemotronHForCausalLM", "nemotron_h")
+	for k, v := range map[string]any{"hybrid_override_pattern": "M*", "mamba_num_heads": 4, "mamba_head_dim": 8,
+		"n_groups": 2, "ssm_state_size": 8, "conv_kernel": 4, "layer_norm_epsilon": 1e-5} {
+		nemotron[k] = v
+	}
+	families := []struct {
+		name, arch, reason string
+		cfg                map[string]any
+	}{
+		{"moe", "MixtralForCausalLM", "mixture-of-experts", mixtral},
+		{"mamba2", "NemotronHForCausalLM", "Mamba2", nemotron},
+	}
+	missing := filepath.Join(t.TempDir(), "no-such-data.txt")
+	commands := []struct {
+		name string
+		args func(model, out string) []string
+		flag string // the flag the message names
+	}{
+		{"importance", func(m, o string) []string {
+			return []string{"importance", "--model", m, "--data", missing, "--out", filepath.Join(o, "scores.safetensors")}
+		}, "--model"},
+		{"distill", func(m, o string) []string {
+			return []string{"distill", "--teacher", m, "--student", m, "--data", missing, "--tokens", "4096", "--out", o}
+		}, "--teacher"},
+		{"eval", func(m, o string) []string { return []string{"eval", "--model", m, "--data", missing} }, "--model"},
+		{"generate", func(m, o string) []string { return []string{"generate", "--model", m, "--ids", "1,2"} }, "--model"},
+		{"bench-serve", func(m, o string) []string { return []string{"bench-serve", "--model", m} }, "--model"},
+		{"train", func(m, o string) []string {
+			return []string{"train", "--config", filepath.Join(m, "config.json"), "--data", missing, "--out", o}
+		}, "--config"},
+		{"run", func(m, o string) []string { return []string{"run", "--model", m, "--dir", o} }, "model"},
+		// search runs the parent only for the measured proxy (--data).
+		{"search --data", func(m, o string) []string {
+			return []string{"search", "--model", m, "--gpu", "rtx-5090", "--engine", "vllm", "--workload", "chat", "--max-params", "1000", "--data", missing, "--out", o}
+		}, "--model"},
+	}
+	for _, fam := range families {
+		model := familyConfigDir(t, fam.cfg)
+		for _, c := range commands {
+			t.Run(fam.name+"/"+c.name, func(t *testing.T) {
+				out := filepath.Join(t.TempDir(), "out")
+				var stdout, stderr bytes.Buffer
+				code := Run(context.Background(), c.args(model, out), strings.NewReader(""), &stdout, &stderr)
+				msg := stderr.String()
+				if code != 2 {
+					t.Fatalf("exit %d, want 2 (usage: a model the command cannot run); stderr:\n%s", code, msg)
+				}
+				for _, want := range []string{c.flag, fam.arch, fam.reason, "native engine"} {
+					if !strings.Contains(msg, want) {
+						t.Errorf("stderr lacks %q:\n%s", want, msg)
+					}
+				}
+				if _, err := os.Stat(out); !os.IsNotExist(err) {
+					t.Errorf("%s was created (stat: %v): the command did work before refusing", out, err)
+				}
+			})
+		}
+	}
+
+	// A family the engine runs passes the entry check and fails later, on
+	// the missing weights or data; search without --data prices a family
+	// the engine cannot run.
+	llama := familyConfigDir(t, tinyFamilyConfig("LlamaForCausalLM", "llama"))
+	for _, args := range [][]string{
+		{"generate", "--model", llama, "--ids", "1,2"},
+		{"importance", "--model", llama, "--data", missing, "--out", filepath.Join(t.TempDir(), "s.safetensors")},
+		{"search", "--model", familyConfigDir(t, mixtral), "--gpu", "rtx-5090", "--engine", "vllm", "--workload", "chat",
+			"--max-params", "1000", "--out", filepath.Join(t.TempDir(), "o")},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := Run(context.Background(), args, strings.NewReader(""), &stdout, &stderr)
+		if strings.Contains(stderr.String(), "native engine") || code == 0 && args[0] != "search" {
+			t.Errorf("%s %s: exit %d, stderr %q; want no engine refusal (and a later failure but for search)", args[0], args[2], code, stderr.String())
+		}
+	}
+}
