@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/autocompress/autocompress/internal/human"
 )
 
 // UnitError is a budget whose value or unit cannot be read; it names the
@@ -120,15 +122,5 @@ func FormatSeconds(s float64) string {
 	return fmt.Sprintf("%.2f s", s)
 }
 
-// FormatCount prints a parameter count with a K/M/B suffix.
-func FormatCount(n float64) string {
-	switch {
-	case n >= 1e9:
-		return fmt.Sprintf("%.2fB", n/1e9)
-	case n >= 1e6:
-		return fmt.Sprintf("%.1fM", n/1e6)
-	case n >= 1e3:
-		return fmt.Sprintf("%.1fK", n/1e3)
-	}
-	return fmt.Sprintf("%.0f", n)
-}
+// FormatCount prints a parameter count with a K/M/B suffix (human.Count).
+func FormatCount(n float64) string { return human.Count(n) }

@@ -225,9 +225,9 @@ func (r *inspectReport) writeText(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "uniform      %s (config format: %s)\n", uni, r.Format)
 	p := r.Params
-	fmt.Fprintf(w, "params       total %s (%s)\n", human.Thousands(p.Total), billions(p.Total))
+	fmt.Fprintf(w, "params       total %s (%s)\n", human.Thousands(p.Total), human.Count(float64(p.Total)))
 	if p.Active != p.Total {
-		fmt.Fprintf(w, "             active %s (%s) per token; routed experts %s\n", human.Thousands(p.Active), billions(p.Active), human.Thousands(p.Experts))
+		fmt.Fprintf(w, "             active %s (%s) per token; routed experts %s\n", human.Thousands(p.Active), human.Count(float64(p.Active)), human.Thousands(p.Experts))
 	}
 	fmt.Fprintf(w, "             embedding %s, lm head %s, non-embedding %s\n", human.Thousands(p.Embedding), human.Thousands(p.LMHead), human.Thousands(p.NonEmbedding))
 	fmt.Fprintf(w, "kv cache     %s bytes per token at bf16 (%s)\n", human.Thousands(r.KVBytesPerToken), human.Bytes(r.KVBytesPerToken))
@@ -275,16 +275,6 @@ func (r *inspectReport) writeText(w io.Writer) error {
 		i = j
 	}
 	return tw.Flush()
-}
-
-func billions(n int64) string {
-	switch {
-	case n >= 1e9:
-		return fmt.Sprintf("%.2fB", float64(n)/1e9)
-	case n >= 1e6:
-		return fmt.Sprintf("%.2fM", float64(n)/1e6)
-	}
-	return fmt.Sprintf("%.1fK", float64(n)/1e3)
 }
 
 // nativeComputeDType is what the native engine holds and computes every

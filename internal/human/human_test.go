@@ -3,6 +3,7 @@ package human
 import (
 	"math"
 	"testing"
+	"time"
 )
 
 func TestThousands(t *testing.T) {
@@ -25,6 +26,33 @@ func TestBytes(t *testing.T) {
 		{15 << 30, "15.00 GiB"}} {
 		if got := Bytes(tc.n); got != tc.want {
 			t.Errorf("Bytes(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}
+
+func TestCount(t *testing.T) {
+	for _, c := range []struct {
+		v    float64
+		want string
+	}{
+		{0, "0"}, {512, "512"}, {4000, "4000"}, {25600, "25.6K"}, {3168384, "3.2M"}, {-2.5e6, "-2.5M"},
+		{8030261248, "8.03B"}, {13.46, "13.5"}, {150.4, "150"}, {0.001234, "0.00123"},
+	} {
+		if got := Count(c.v); got != c.want {
+			t.Errorf("Count(%v) = %q, want %q", c.v, got, c.want)
+		}
+	}
+}
+
+func TestDuration(t *testing.T) {
+	for _, c := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{1234 * time.Millisecond, "1.2s"}, {9949 * time.Millisecond, "9.9s"}, {12600 * time.Millisecond, "13s"}, {95 * time.Second, "1m35s"},
+	} {
+		if got := Duration(c.d); got != c.want {
+			t.Errorf("Duration(%v) = %q, want %q", c.d, got, c.want)
 		}
 	}
 }

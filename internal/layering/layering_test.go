@@ -20,7 +20,7 @@ const module = "github.com/autocompress/autocompress"
 var allowed = map[string][]string{
 	// Leaves: shared helpers and facts with no project imports.
 	"internal/output":            {},
-	"internal/progress":          {},
+	"internal/progress":          {"internal/human"},
 	"internal/fastmath":          {},
 	"internal/human":             {},
 	"internal/conventions":       {},
@@ -65,7 +65,7 @@ var allowed = map[string][]string{
 	// Compressing: pruning, the search, recovery.
 	"prune":          {"architecture", "checkpoint", "export", "importance", "internal/progress"},
 	"proxy":          {"engine", "engine/blas", "internal/parallel", "internal/progress", "prune"},
-	"search":         {"architecture", "checkpoint", "engine", "estimate", "export", "hardware", "importance", "internal/progress", "proxy", "prune", "workload"},
+	"search":         {"architecture", "checkpoint", "engine", "estimate", "export", "hardware", "importance", "internal/human", "internal/progress", "proxy", "prune", "workload"},
 	"distill":        {"checkpoint", "dataset", "engine", "export", "internal/fastmath", "internal/output", "internal/parallel", "internal/progress", "parent", "tokenizer", "train"},
 	"search/trained": {"dataset", "distill", "engine", "internal/progress", "proxy", "prune", "search", "train"},
 

@@ -28,6 +28,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/autocompress/autocompress/internal/human"
 )
 
 // State says what an Event reports.
@@ -324,11 +326,11 @@ func stateLine(e Event) string {
 	case Reused:
 		return fmt.Sprintf("%s reused: %s", l, e.Msg)
 	case Finished:
-		return fmt.Sprintf("%s done in %s", l, roundDur(e.Elapsed))
+		return fmt.Sprintf("%s done in %s", l, human.Duration(e.Elapsed))
 	case Failed:
-		return fmt.Sprintf("%s failed after %s: %s", l, roundDur(e.Elapsed), e.Msg)
+		return fmt.Sprintf("%s failed after %s: %s", l, human.Duration(e.Elapsed), e.Msg)
 	case Interrupted:
-		return fmt.Sprintf("%s interrupted after %s", l, roundDur(e.Elapsed))
+		return fmt.Sprintf("%s interrupted after %s", l, human.Duration(e.Elapsed))
 	}
 	return l + " " + e.Msg
 }
@@ -343,18 +345,18 @@ func Line(e Event) string {
 		frac := math.Min(1, math.Max(0, float64(e.Done)/float64(e.Total)))
 		fill := int(frac * width)
 		parts = append(parts, fmt.Sprintf("%s [%s%s] %5.1f%% %s/%s %s", labelOf(e), strings.Repeat("#", fill), strings.Repeat(".", width-fill),
-			100*frac, human(float64(e.Done)), human(float64(e.Total)), e.Unit))
+			100*frac, human.Count(float64(e.Done)), human.Count(float64(e.Total)), e.Unit))
 	} else if e.Done > 0 {
-		parts = append(parts, labelOf(e), strings.TrimSpace(human(float64(e.Done))+" "+e.Unit))
+		parts = append(parts, labelOf(e), strings.TrimSpace(human.Count(float64(e.Done))+" "+e.Unit))
 	} else {
 		parts = append(parts, labelOf(e))
 	}
 	if r := e.Rate(); r > 0 && e.Unit != "" {
-		parts = append(parts, human(r)+" "+e.Unit+"/s")
+		parts = append(parts, human.Count(r)+" "+e.Unit+"/s")
 	}
 	if e.Total > 0 && e.Done < e.Total {
 		if eta, ok := e.ETA(); ok {
-			parts = append(parts, "ETA "+roundDur(eta))
+			parts = append(parts, "ETA "+human.Duration(eta))
 		} else {
 			parts = append(parts, "ETA ?")
 		}
@@ -363,26 +365,4 @@ func Line(e Event) string {
 		parts = append(parts, e.Msg)
 	}
 	return strings.TrimSpace(strings.Join(parts, "  "))
-}
-
-func roundDur(d time.Duration) string {
-	if d < 10*time.Second {
-		return d.Round(100 * time.Millisecond).String()
-	}
-	return d.Round(time.Second).String()
-}
-
-func human(v float64) string {
-	switch a := math.Abs(v); {
-	case a >= 1e9:
-		return fmt.Sprintf("%.2fG", v/1e9)
-	case a >= 1e6:
-		return fmt.Sprintf("%.2fM", v/1e6)
-	case a >= 1e4:
-		return fmt.Sprintf("%.1fk", v/1e3)
-	case a == math.Trunc(a) || a >= 100:
-		return fmt.Sprintf("%.0f", v)
-	default:
-		return fmt.Sprintf("%.3g", v)
-	}
 }
