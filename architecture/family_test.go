@@ -5,14 +5,13 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
-	"os"
-	"path/filepath"
+	"path"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/internal/gosource"
 )
 
 // familyNames are what a family switch tests: the registered classes and
@@ -110,47 +109,18 @@ func exprString(e ast.Expr) string {
 // family's name, so adding a family never means editing them.
 func TestNoFamilySwitchOutsideFamilyFiles(t *testing.T) {
 	names := builtinFamilyNames(t)
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("module root not found above the architecture package: %v", err)
-	}
-	fset := token.NewFileSet()
 	checked := 0
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if base := d.Name(); path != root && (base == "testdata" || strings.HasPrefix(base, ".")) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		rel, _ := filepath.Rel(root, path)
-		if dir, file := filepath.Split(rel); dir == "architecture"+string(filepath.Separator) && strings.HasPrefix(file, "family_") {
-			return nil // the family files are where families differ
-		}
-		f, err := parser.ParseFile(fset, path, nil, 0)
-		if err != nil {
-			return err
+	for _, f := range gosource.Files(t) {
+		if f.Dir == "architecture" && strings.HasPrefix(path.Base(f.Rel), "family_") {
+			continue // the family files are where families differ
 		}
 		checked++
-		for _, s := range familySwitches(fset, f, names) {
-			t.Errorf("%s: %s: family-specific code belongs in architecture/family_*.go (a Family field)", rel, s)
+		for _, s := range familySwitches(f.Fset, f.AST, names) {
+			t.Errorf("%s: %s: family-specific code belongs in architecture/family_*.go (a Family field)", f.Rel, s)
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	if checked < 100 {
-		t.Fatalf("checked only %d source files under %s", checked, root)
+		t.Fatalf("checked only %d source files of the module", checked)
 	}
 }
 

@@ -4,14 +4,13 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/export"
+	"github.com/autocompress/autocompress/internal/gosource"
 )
 
 // tableFiles hold the engine tables, the only code that names engines to
@@ -34,10 +33,6 @@ const datasetReaders = "estimate/groundtruth/"
 // default of every engine it did not name; a fact about an engine belongs
 // in its entry (estimate.EngineSpec, export.Capabilities).
 func TestNoEngineSwitches(t *testing.T) {
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
 	names := map[string]bool{}
 	for _, n := range estimate.Engines() {
 		names[n] = true
@@ -49,37 +44,17 @@ func TestNoEngineSwitches(t *testing.T) {
 	for _, n := range export.Engines() {
 		names[n] = true
 	}
-	consts := engineConsts(t, filepath.Join(root, "estimate", "engines.go"))
+	consts := engineConsts(t, "engines.go") // this package's table
 	if len(consts) < len(estimate.Engines()) {
 		t.Fatalf("found %d engine constants in estimate/engines.go, want at least %d", len(consts), len(estimate.Engines()))
 	}
-	fset := token.NewFileSet()
-	files := 0
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if n := d.Name(); p != root && (strings.HasPrefix(n, ".") || n == "testdata") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-			return nil
-		}
-		rel, _ := filepath.Rel(root, p)
-		rel = filepath.ToSlash(rel)
+	for _, src := range gosource.Files(t) {
+		rel, f, fset := src.Rel, src.AST, src.Fset
 		if tableFiles[rel] {
-			return nil
+			continue
 		}
-		f, err := parser.ParseFile(fset, p, nil, 0)
-		if err != nil {
-			return err
-		}
-		files++
 		estName := "" // how the file refers to package estimate
-		if f.Name.Name == "estimate" && filepath.Dir(rel) == "estimate" {
+		if f.Name.Name == "estimate" && src.Dir == "estimate" {
 			estName = "."
 		}
 		for _, im := range f.Imports {
@@ -130,13 +105,6 @@ func TestNoEngineSwitches(t *testing.T) {
 			}
 			return true
 		})
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if files < 50 {
-		t.Fatalf("walked only %d Go files under %s: the walk is broken", files, root)
 	}
 }
 

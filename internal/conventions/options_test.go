@@ -2,15 +2,14 @@ package conventions
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"io/fs"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/autocompress/autocompress/internal/gosource"
 )
 
 // exempt are the options structs without a Validate, each with the reason.
@@ -29,37 +28,22 @@ var isOptions = regexp.MustCompile(`(Options|Config|Opts)$`)
 // EnsureDefaults) names a command-line flag: the library names its options,
 // the CLI maps them to flags.
 func TestEveryOptionsStructValidates(t *testing.T) {
-	fset := token.NewFileSet()
+	files := gosource.Files(t)
+	fset := files[0].Fset
 	type pkgInfo struct {
 		structs map[string]token.Pos
 		methods map[string]map[string]*ast.FuncDecl // receiver type -> method -> decl
 	}
 	pkgs := map[string]*pkgInfo{}
-	root := filepath.Join("..", "..")
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if n := d.Name(); n == "testdata" || n == "vendor" || (strings.HasPrefix(n, ".") && path != root) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
+	for _, file := range files {
+		f := file.AST
 		if f.Name.Name == "main" {
-			return nil
+			continue
 		}
-		p := pkgs[f.Name.Name+"@"+filepath.Dir(path)]
+		p := pkgs[f.Name.Name+"@"+file.Dir]
 		if p == nil {
 			p = &pkgInfo{structs: map[string]token.Pos{}, methods: map[string]map[string]*ast.FuncDecl{}}
-			pkgs[f.Name.Name+"@"+filepath.Dir(path)] = p
+			pkgs[f.Name.Name+"@"+file.Dir] = p
 		}
 		for _, d := range f.Decls {
 			switch d := d.(type) {
@@ -91,10 +75,6 @@ func TestEveryOptionsStructValidates(t *testing.T) {
 				p.methods[id.Name][d.Name.Name] = d
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	var found []string
 	flagLit := regexp.MustCompile(`--[a-z]`)

@@ -4,18 +4,29 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/autocompress/autocompress/internal/gosource"
 )
 
 // commandDirs are the packages that speak in flags: the commands and the
 // tools run by hand. Every other package is library and names its own
 // settings; a command maps them to flags (internal/cli).
 var commandDirs = []string{"internal/cli", "cmd", "scripts", "internal/browsertest"}
+
+// inCommandDir reports whether the package directory dir (a slash path
+// from the module root) is one of commandDirs or below one.
+func inCommandDir(dir string) bool {
+	for _, c := range commandDirs {
+		if dir == c || strings.HasPrefix(dir, c+"/") {
+			return true
+		}
+	}
+	return false
+}
 
 // flagName matches a long flag as our commands spell them, --name, or as
 // a format builds one, --%s.
@@ -63,47 +74,17 @@ func errorStrings(fset *token.FileSet, f *ast.File) map[token.Pos]string {
 // in the library's terms (a budget's name, a setting, a field); the
 // command that has a flag for it rewrites the message (internal/cli).
 func TestLibraryErrorsNameNoFlags(t *testing.T) {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fset := token.NewFileSet()
 	files := 0
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			name := d.Name()
-			if rel != "." && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata") {
-				return filepath.SkipDir
-			}
-			for _, c := range commandDirs {
-				if rel == c {
-					return filepath.SkipDir
-				}
-			}
-			return nil
-		}
-		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
+	for _, f := range gosource.Files(t) {
+		if inCommandDir(f.Dir) {
+			continue
 		}
 		files++
-		for pos, s := range errorStrings(fset, f) {
+		for pos, s := range errorStrings(f.Fset, f.AST) {
 			if m := flagName.FindString(s); m != "" {
-				t.Errorf("%s: a library error names the flag %s: %q", fset.Position(pos), strings.TrimLeft(m, " \t\n(['\""), s)
+				t.Errorf("%s: a library error names the flag %s: %q", f.Fset.Position(pos), strings.TrimLeft(m, " \t\n(['\""), s)
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	if files < 100 {
 		t.Fatalf("read %d library files, want the module's (at least 100)", files)

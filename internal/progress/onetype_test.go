@@ -2,14 +2,14 @@ package progress
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"io/fs"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/autocompress/autocompress/internal/gosource"
 )
 
 // isProgressName matches a parameter or field that carries progress.
@@ -23,41 +23,21 @@ var isProgressName = regexp.MustCompile(`(?i)progress|^pf$`)
 // runs the work takes it). A new callback shape or a function that cannot be
 // cancelled fails here.
 func TestOneProgressType(t *testing.T) {
-	root := filepath.Join("..", "..")
 	self, err := filepath.Abs(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	fset := token.NewFileSet()
+	files := gosource.Files(t)
+	fset := files[0].Fset
 	pkgs := map[string][]*ast.File{} // directory -> files
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	for _, f := range files {
+		if filepath.Dir(f.Path) == self { // this package
+			continue
 		}
-		if d.IsDir() {
-			if n := d.Name(); n == "testdata" || n == "vendor" || (strings.HasPrefix(n, ".") && path != root) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		if abs, _ := filepath.Abs(filepath.Dir(path)); abs == self { // this package
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
-		pkgs[filepath.Dir(path)] = append(pkgs[filepath.Dir(path)], f)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+		pkgs[f.Dir] = append(pkgs[f.Dir], f.AST)
 	}
 	if len(pkgs) < 20 {
-		t.Fatalf("found only %d packages under %s", len(pkgs), root)
+		t.Fatalf("found only %d packages in the module", len(pkgs))
 	}
 	isFunc := func(e ast.Expr) bool {
 		s, ok := e.(*ast.SelectorExpr)
