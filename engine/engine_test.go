@@ -637,3 +637,34 @@ func logSumExp(row []float32) float64 {
 	}
 	return float64(mx) + math.Log(s)
 }
+
+// TestGenerateCacheGrows: the KV cache grows as tokens come (a MaxTokens
+// far past what is generated costs no memory up front), and growing it
+// changes nothing: with a one-token first chunk, the cache doubles many
+// times and the tokens are those of a cache sized for everything.
+func TestGenerateCacheGrows(t *testing.T) {
+	m, _ := New(uniformArch(), 3)
+	randomize(m, 1, 0.5)
+	ctx := context.Background()
+	opt := GenerateOptions{MaxTokens: 40, Temperature: 0.9, TopP: 0.8, Seed: 7, EOS: []int{}}
+	want, err := m.Generate(ctx, []int32{1, 5, 9}, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(c int) { generateCacheChunk = c }(generateCacheChunk)
+	generateCacheChunk = 1
+	got, err := m.Generate(ctx, []int32{1, 5, 9}, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("growing cache gave %v, a full one %v", got, want)
+	}
+	// A huge MaxTokens stopped after a few tokens allocates only the first
+	// chunk: this would need terabytes if the cache were sized up front.
+	n := 0
+	huge := GenerateOptions{MaxTokens: 1 << 40, Greedy: true, EOS: []int{}, OnToken: func(int32) bool { n++; return n < 5 }}
+	if out, err := m.Generate(ctx, []int32{1}, huge); err != nil || len(out) != 5 {
+		t.Fatalf("huge MaxTokens: %d tokens, %v", len(out), err)
+	}
+}

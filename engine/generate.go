@@ -28,6 +28,10 @@ type GenerateOptions struct {
 	OnToken func(id int32) bool
 }
 
+// generateCacheChunk is how many tokens past the prompt Generate's KV cache
+// holds at first.
+var generateCacheChunk = 4096
+
 // Generate continues prompt (token ids, at least one) and returns the
 // generated ids. It runs the prompt through the KV cache in one Step and
 // then decodes one token per Step.
@@ -48,12 +52,23 @@ func (m *Model) Generate(ctx context.Context, prompt []int32, opt GenerateOption
 		isEOS[int32(e)] = true
 	}
 	r := rand.New(rand.NewPCG(opt.Seed, opt.Seed^0xda3e39cb94b95bdb))
-	cache := m.NewCache(len(prompt) + opt.MaxTokens)
+	// The KV cache grows with what is generated (doubling, up to the prompt
+	// plus MaxTokens), so that a large MaxTokens (past the context, with
+	// the EOS ignored) costs memory only as tokens come.
+	full := len(prompt) + min(opt.MaxTokens, math.MaxInt-len(prompt))
+	cache := m.NewCache(min(full, len(prompt)+generateCacheChunk))
 	next := prompt
 	var out []int32
 	for len(out) < opt.MaxTokens {
 		if err := ctx.Err(); err != nil {
 			return out, err
+		}
+		if need := cache.n + len(next); need > cache.cap {
+			bigger := m.NewCache(min(full, max(need, 2*cache.cap)))
+			if err := bigger.CopyFrom(cache); err != nil {
+				return out, err
+			}
+			cache = bigger
 		}
 		logits, err := m.Step([]*Cache{cache}, [][]int32{next}, false)
 		if err != nil {
