@@ -46,17 +46,17 @@ type Deployment struct {
 	GPU       string `yaml:"gpu" flag:"gpu" help:"target device (autocompress estimate --gpu list); cpu-local is this machine"`
 	Engine    string `yaml:"engine" flag:"engine" help:"serving engine: native, vllm, sglang, trtllm, llamacpp"`
 	Precision string `yaml:"precision" flag:"precision" help:"serving precision (empty: the engine's default for the target)"`
-	TP        int    `yaml:"tp" flag:"tp" help:"tensor-parallel GPUs" min:"1"`
+	TP        int    `yaml:"tp" flag:"tp" help:"tensor-parallel GPUs" min:"1" max:"64"`
 	ServeOn   string `yaml:"serve_on" flag:"serve-on" help:"engine whose loading rules the child must satisfy (empty: the serving engine)"`
 }
 
 // Workload is the serving workload.
 type Workload struct {
 	Name        string  `yaml:"name" flag:"workload" help:"a named workload preset (empty: the lengths below)"`
-	ISL         int     `yaml:"isl" flag:"isl" help:"prompt tokens per request" min:"0"`
-	OSL         int     `yaml:"osl" flag:"osl" help:"output tokens per request" min:"0"`
-	Concurrency int     `yaml:"concurrency" flag:"concurrency" help:"concurrent requests (closed loop)" min:"0"`
-	Rate        float64 `yaml:"rate" flag:"rate" help:"request rate in req/s (open loop; 0: closed loop at the concurrency)" min:"0"`
+	ISL         int     `yaml:"isl" flag:"isl" help:"prompt tokens per request" min:"0" max:"67108864"`
+	OSL         int     `yaml:"osl" flag:"osl" help:"output tokens per request" min:"0" max:"67108864"`
+	Concurrency int     `yaml:"concurrency" flag:"concurrency" help:"concurrent requests (closed loop)" min:"0" max:"65536"`
+	Rate        float64 `yaml:"rate" flag:"rate" help:"request rate in req/s (open loop; 0: closed loop at the concurrency)" min:"0" max:"1e6"`
 }
 
 // Budgets are the limits the child must meet, as the search takes them
@@ -75,55 +75,55 @@ type Budgets struct {
 
 // Importance configures the importance pass.
 type Importance struct {
-	Seqs   int `yaml:"seqs" flag:"importance-seqs" help:"calibration sequences" min:"1"`
-	SeqLen int `yaml:"seq_len" flag:"importance-seq-len" help:"tokens per calibration sequence" min:"2"`
+	Seqs   int `yaml:"seqs" flag:"importance-seqs" help:"calibration sequences" min:"1" max:"1048576"`
+	SeqLen int `yaml:"seq_len" flag:"importance-seq-len" help:"tokens per calibration sequence" min:"2" max:"1048576"`
 }
 
 // Search configures the architecture search.
 type Search struct {
 	Strategy   string   `yaml:"strategy" flag:"strategy" help:"autocompress (global and per-layer) or minitron (uniform widths, all layers: the Minitron++ baseline)"`
-	TopK       int      `yaml:"top_k" flag:"top-k" help:"candidates ranked by the measured proxy" min:"1"`
+	TopK       int      `yaml:"top_k" flag:"top-k" help:"candidates ranked by the measured proxy" min:"1" max:"1000"`
 	Seed       int64    `yaml:"seed" flag:"search-seed" help:"seed of the search"`
 	KeepLayers []int    `yaml:"keep_layers" flag:"keep-layers" help:"layers never removed (comma-separated indices)"`
 	ProxyData  []string `yaml:"proxy_data" flag:"proxy-data" help:"held-out text for the measured proxy (KL to the parent of candidates pruned in memory); empty: importance only"`
-	ProxyRows  int      `yaml:"proxy_rows" flag:"proxy-rows" help:"rows of 128 tokens of proxy_data the measured proxy scores" min:"0"`
+	ProxyRows  int      `yaml:"proxy_rows" flag:"proxy-rows" help:"rows of 128 tokens of proxy_data the measured proxy scores" min:"0" max:"1048576"`
 	// TopKTrainTokens is Minitron++'s brief distillation of each top-k
 	// candidate (search/trained, search.Request.TopKMeasurer), with the distill section's
 	// recipe on the data, scored on proxy_data.
-	TopKTrainTokens int64 `yaml:"topk_train_tokens" flag:"topk-train-tokens" help:"minitron: distillation tokens each top-k candidate is trained on (the distill section's recipe, on data) before the lowest loss on proxy_data is chosen; 0: rank by the loss untrained" min:"0"`
+	TopKTrainTokens int64 `yaml:"topk_train_tokens" flag:"topk-train-tokens" help:"minitron: distillation tokens each top-k candidate is trained on (the distill section's recipe, on data) before the lowest loss on proxy_data is chosen; 0: rank by the loss untrained" min:"0" max:"1e12"`
 }
 
 // Distill configures recovery by distillation from the parent.
 type Distill struct {
-	Tokens      int64   `yaml:"tokens" flag:"distill-tokens" help:"training tokens of recovery (0: skip recovery)" min:"0"`
-	SeqLen      int     `yaml:"seq_len" flag:"distill-seq-len" help:"tokens per training sequence" min:"2"`
-	Batch       int     `yaml:"batch" flag:"distill-batch" help:"sequences per step" min:"1"`
-	LR          float64 `yaml:"lr" flag:"lr" help:"peak learning rate" min:"0"`
-	Temperature float64 `yaml:"temperature" flag:"temperature" help:"distillation temperature" min:"0"`
-	KDWeight    float64 `yaml:"kd_weight" flag:"kd-weight" help:"weight of KL(parent ‖ child)" min:"0"`
-	CEWeight    float64 `yaml:"ce_weight" flag:"ce-weight" help:"weight of cross-entropy on the data" min:"0"`
+	Tokens      int64   `yaml:"tokens" flag:"distill-tokens" help:"training tokens of recovery (0: skip recovery)" min:"0" max:"1e13"`
+	SeqLen      int     `yaml:"seq_len" flag:"distill-seq-len" help:"tokens per training sequence" min:"2" max:"1048576"`
+	Batch       int     `yaml:"batch" flag:"distill-batch" help:"sequences per step" min:"1" max:"65536"`
+	LR          float64 `yaml:"lr" flag:"lr" help:"peak learning rate" min:"0" max:"10"`
+	Temperature float64 `yaml:"temperature" flag:"temperature" help:"distillation temperature" min:"0" max:"100"`
+	KDWeight    float64 `yaml:"kd_weight" flag:"kd-weight" help:"weight of KL(parent ‖ child)" min:"0" max:"1000"`
+	CEWeight    float64 `yaml:"ce_weight" flag:"ce-weight" help:"weight of cross-entropy on the data" min:"0" max:"1000"`
 	Seed        int64   `yaml:"seed" flag:"distill-seed" help:"seed of recovery"`
 }
 
 // Eval configures the evaluation.
 type Eval struct {
-	Limit int `yaml:"limit" flag:"eval-limit" help:"examples per task (0: all)" min:"0"`
+	Limit int `yaml:"limit" flag:"eval-limit" help:"examples per task (0: all)" min:"0" max:"16777216"`
 }
 
 // Measure configures the measurement of the child on the target.
 type Measure struct {
 	Enabled bool `yaml:"enabled" flag:"measure" help:"measure the child with bench-serve (only where the target is this machine: gpu cpu-local, engine native)"`
-	Runs    int  `yaml:"runs" flag:"measure-runs" help:"measured repeats within one bench-serve invocation (the invocation's figure is their median)" min:"1"`
+	Runs    int  `yaml:"runs" flag:"measure-runs" help:"measured repeats within one bench-serve invocation (the invocation's figure is their median)" min:"1" max:"1000"`
 	// Invocations is how many separate bench-serve processes measure each
 	// child (the final check and each re-choice round), GapSeconds apart;
 	// budgets are judged on the worst invocation, since on a shared
 	// machine one process's figure is one draw of an unsteady quantity.
-	Invocations int     `yaml:"invocations" flag:"measure-invocations" help:"separate bench-serve invocations per measured child; budgets are judged on the worst (max latency or memory, min throughput)" min:"1"`
-	GapSeconds  float64 `yaml:"gap_s" flag:"measure-gap" help:"seconds of pause between two invocations" min:"0"`
+	Invocations int     `yaml:"invocations" flag:"measure-invocations" help:"separate bench-serve invocations per measured child; budgets are judged on the worst (max latency or memory, min throughput)" min:"1" max:"1000"`
+	GapSeconds  float64 `yaml:"gap_s" flag:"measure-gap" help:"seconds of pause between two invocations" min:"0" max:"3600"`
 	// Rounds is how many times the search may re-choose after measuring
 	// the pruned child (before distillation: the costs do not depend on
 	// the weights) and finding a budget missed (0: no check).
-	Rounds int `yaml:"rounds" flag:"measure-rounds" help:"re-choices after measuring the pruned child before distillation, each with the missed budgets scaled by estimated/measured, measured being the worst invocation (0: no check)" min:"0"`
+	Rounds int `yaml:"rounds" flag:"measure-rounds" help:"re-choices after measuring the pruned child before distillation, each with the missed budgets scaled by estimated/measured, measured being the worst invocation (0: no check)" min:"0" max:"100"`
 }
 
 // DefaultConfig is the embedded demo: the embedded parent on this machine's
@@ -201,7 +201,7 @@ func BindFlags(fs *flag.FlagSet, c *Config) func(dst *Config) error {
 			return
 		}
 		v := reflect.ValueOf(c).Elem().FieldByIndex(path)
-		fs.Var(&fieldValue{v: v, min: f.Tag.Get("min")}, name, f.Tag.Get("help"))
+		fs.Var(&fieldValue{v: v, min: f.Tag.Get("min"), max: f.Tag.Get("max")}, name, f.Tag.Get("help"))
 		all = append(all, bound{name, path})
 	})
 	return func(dst *Config) error {
@@ -232,6 +232,7 @@ func walkFields(t reflect.Type, prefix []int, fn func(reflect.StructField, []int
 type fieldValue struct {
 	v   reflect.Value
 	min string // the smallest valid value of a number ("" none)
+	max string // the largest ("" none)
 	set bool   // a list flag given twice appends
 }
 
@@ -286,10 +287,28 @@ func (f *fieldValue) Set(s string) error {
 	default:
 		return fmt.Errorf("unsupported flag type %s", v.Type())
 	}
-	if f.min != "" && belowMin(v, f.min) {
-		return fmt.Errorf("out of range; want a number ≥ %s", f.min)
+	if f.min != "" && belowMin(v, f.min) || f.max != "" && aboveMax(v, f.max) {
+		if f.max == "" {
+			return fmt.Errorf("out of range; want a number ≥ %s", f.min)
+		}
+		return fmt.Errorf("out of range; want a number in [%s, %s]", f.min, f.max)
 	}
 	return nil
+}
+
+// aboveMax reports whether the number v is above the max tag's value.
+func aboveMax(v reflect.Value, max string) bool {
+	m, err := strconv.ParseFloat(max, 64)
+	if err != nil {
+		return false
+	}
+	switch v.Kind() {
+	case reflect.Int, reflect.Int64:
+		return float64(v.Int()) > m
+	case reflect.Float64:
+		return v.Float() > m
+	}
+	return false
 }
 
 // belowMin reports whether the number v is below the min tag's value.
@@ -307,14 +326,15 @@ func belowMin(v reflect.Value, min string) bool {
 	return false
 }
 
-// Validate reports the first numeric field below its minimum (CheckRanges).
+// Validate reports the first numeric field out of its range (CheckRanges).
 // There is nothing to default: a config is read over DefaultConfig, so a
 // field it sets to 0 is 0. Stages checks the rest (the model, the target,
 // the budgets) as it resolves them.
 func (c *Config) Validate() error { return CheckRanges(*c) }
 
 // CheckRanges returns a *ConfigError naming the first numeric field (by its
-// YAML path) below its minimum, as a config file may set it.
+// YAML path) below its minimum or above its maximum, as a config file may
+// set it.
 func CheckRanges(c Config) error {
 	var err error
 	var walk func(v reflect.Value, prefix string)
@@ -329,6 +349,8 @@ func CheckRanges(c Config) error {
 			}
 			if m := f.Tag.Get("min"); m != "" && belowMin(v.Field(i), m) {
 				err = &ConfigError{Path: key, Msg: fmt.Sprintf("%s is below its minimum %s (flag --%s)", scalarString(v.Field(i)), m, f.Tag.Get("flag"))}
+			} else if m := f.Tag.Get("max"); m != "" && aboveMax(v.Field(i), m) {
+				err = &ConfigError{Path: key, Msg: fmt.Sprintf("%s is above its maximum %s (flag --%s)", scalarString(v.Field(i)), m, f.Tag.Get("flag"))}
 			}
 		}
 	}

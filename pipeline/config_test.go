@@ -234,3 +234,48 @@ func TestInvocationsConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestRunSettingsRangedBothWays (issue 17, crashes and overflows): every
+// numeric setting of a run but the seeds has a minimum and a maximum; the
+// flag refuses the largest integer (or float) and a config file setting it
+// is refused naming its YAML path, before any stage runs.
+func TestRunSettingsRangedBothWays(t *testing.T) {
+	checked := 0
+	walkFields(reflect.TypeOf(Config{}), nil, func(f reflect.StructField, path []int) {
+		name := f.Tag.Get("flag")
+		k := f.Type.Kind()
+		if name == "" || (k != reflect.Int && k != reflect.Int64 && k != reflect.Float64) || strings.HasSuffix(name, "seed") {
+			return
+		}
+		checked++
+		if f.Tag.Get("min") == "" || f.Tag.Get("max") == "" {
+			t.Errorf("--%s: no min and max tags", name)
+			return
+		}
+		huge := "9223372036854775807"
+		if k == reflect.Float64 {
+			huge = "1e308"
+		}
+		c := DefaultConfig()
+		fs := flag.NewFlagSet("run", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		BindFlags(fs, &c)
+		if err := fs.Parse([]string{"--" + name, huge}); err == nil || !strings.Contains(err.Error(), "out of range") {
+			t.Errorf("--%s %s: %v, want out of range", name, huge, err)
+		}
+		c = DefaultConfig()
+		v := reflect.ValueOf(&c).Elem().FieldByIndex(path)
+		if k == reflect.Float64 {
+			v.SetFloat(1e308)
+		} else {
+			v.SetInt(1 << 62)
+		}
+		var ce *ConfigError
+		if err := CheckRanges(c); err == nil || !errorsAs(err, &ce) || !strings.Contains(err.Error(), "above its maximum") {
+			t.Errorf("%s at its type's limit: CheckRanges %v", name, err)
+		}
+	})
+	if checked < 20 {
+		t.Fatalf("checked %d numeric settings: the walk is broken", checked)
+	}
+}
