@@ -52,11 +52,8 @@ package importance
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -447,29 +444,24 @@ func meanLoss(ctx context.Context, m *engine.Model, rows [][]int32, batch int, p
 }
 
 // HashModelDir returns the SHA-256 (hex) of a checkpoint directory's
-// config.json and every *.safetensors file (names and contents, in sorted
-// order): the model key of a score cache.
+// config.json and every *.safetensors file (names, lengths and contents,
+// config.json first, then the weights in sorted order; checkpoint.HashFiles):
+// the model key of a score cache.
 func HashModelDir(dir string) (string, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.safetensors"))
 	if err != nil {
 		return "", err
 	}
-	sort.Strings(files)
-	files = append([]string{filepath.Join(dir, "config.json")}, files...)
-	h := sha256.New()
+	names := []string{"config.json"}
 	for _, f := range files {
-		fh, err := os.Open(f)
-		if err != nil {
-			return "", fmt.Errorf("importance: hashing model: %w", err)
-		}
-		fmt.Fprintf(h, "%s\x00", filepath.Base(f))
-		_, err = io.Copy(h, fh)
-		fh.Close()
-		if err != nil {
-			return "", fmt.Errorf("importance: hashing %s: %w", f, err)
-		}
+		names = append(names, filepath.Base(f))
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	sort.Strings(names[1:])
+	h, err := checkpoint.HashFiles(os.DirFS(dir), names)
+	if err != nil {
+		return "", fmt.Errorf("importance: hashing model: %w", err)
+	}
+	return h, nil
 }
 
 // Matches reports whether the scores were computed for this model and data.

@@ -24,17 +24,17 @@
 package parent
 
 import (
-	"crypto/sha256"
 	"embed"
-	"encoding/hex"
 	"fmt"
-	"github.com/autocompress/autocompress/internal/output"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"sync"
+
+	"github.com/autocompress/autocompress/checkpoint"
+	"github.com/autocompress/autocompress/internal/output"
 )
 
 //go:embed model/*
@@ -53,19 +53,17 @@ func FS() fs.FS {
 	return sub
 }
 
-// Hash returns the SHA-256 (hex) over the embedded files' names and
-// contents, in name order: a stable identity of the parent.
+// Hash returns the SHA-256 (hex) over the embedded files' names, lengths
+// and contents, in name order (checkpoint.HashFiles): a stable identity of
+// the parent.
 func Hash() string {
 	hashOnce.Do(func() {
-		h := sha256.New()
 		names, _ := fs.Glob(FS(), "*")
 		sort.Strings(names)
-		for _, n := range names {
-			b, _ := fs.ReadFile(FS(), n)
-			fmt.Fprintf(h, "%s\x00%d\x00", n, len(b))
-			h.Write(b)
+		var err error
+		if hash, err = checkpoint.HashFiles(FS(), names); err != nil {
+			panic(err) // cannot happen: the files are embedded
 		}
-		hash = hex.EncodeToString(h.Sum(nil))
 	})
 	return hash
 }

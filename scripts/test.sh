@@ -18,14 +18,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 short=-short
 slow=
+count=
 for arg in "$@"; do
   case $arg in
     -long) short= ;;
-    -slow) slow=1 ;;
+    -slow) slow=1 ;;  # with -count=1: a cached result says nothing of a slow machine
     *) echo "usage: scripts/test.sh [-long] [-slow]" >&2; exit 2 ;;
   esac
 done
 if [ -n "$slow" ]; then
+  count=-count=1
   busy=()
   for _ in $(seq "$(nproc)"); do
     (trap 'exit 0' TERM; while :; do :; done) &
@@ -72,13 +74,13 @@ if [ -n "$unformatted" ]; then echo "gofmt would change:"; echo "$unformatted"; 
 # not hide the second's); the script fails if either did.
 failed=
 echo "== go test $short ./... (pure-Go sgemm)"
-go test $short -json -timeout 25m ./... | "$summary" || failed="$failed pure-Go"
+go test $short $count -json -timeout 25m ./... | "$summary" || failed="$failed pure-Go"
 
 if [ -f /usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h ] || [ -f /usr/include/openblas/cblas.h ] || [ -f /usr/include/cblas.h ]; then
   echo "== go test $short -tags openblas (OpenBLAS sgemm) for the packages that compute"
   pkgs=$(go list -tags openblas ./engine/... ./importance/... ./eval/... ./train/... 2>/dev/null || true)
   if [ -n "$pkgs" ]; then
-    go test $short -tags openblas -json -timeout 15m $pkgs | "$summary" || failed="$failed openblas"
+    go test $short $count -tags openblas -json -timeout 15m $pkgs | "$summary" || failed="$failed openblas"
   fi
 else
   echo "== OpenBLAS not installed (apt-get install libopenblas-dev): skipping the -tags openblas run"

@@ -44,7 +44,7 @@ var allowed = map[string][]string{
 	"checkpoint":              {"internal/output"},
 	"checkpoint/testutil":     {"checkpoint"},
 	"tokenizer":               {"internal/output", "internal/progress"},
-	"parent":                  {"corpus", "internal/output"},
+	"parent":                  {"checkpoint", "corpus", "internal/output"},
 	"parent/internal/gentext": {"parent"},
 	"modelref":                {"architecture", "architecture/published", "parent"},
 	"dataset":                 {"architecture", "corpus", "parent", "tokenizer", "workload"},
