@@ -35,7 +35,7 @@ func tinyConfig(t *testing.T, dir string) Config {
 		t.Fatal(err)
 	}
 	c := DemoConfig()
-	c.Budgets = parentRelativeBudgets(t, c, 0.85)
+	c.Budgets = parentRelativeBudgets(t, c, 0.85, 0.85)
 	c.Dir = dir
 	c.Assets = moduleRoot(t)
 	c.Data = []string{"parent:validation"}
@@ -49,10 +49,10 @@ func tinyConfig(t *testing.T, dir string) Config {
 	return c
 }
 
-// parentRelativeBudgets sets the memory and TPOT budgets to frac of what
-// the estimator says the parent needs on c's deployment, so the test binds
-// whatever the calibration of this machine.
-func parentRelativeBudgets(t *testing.T, c Config, frac float64) Budgets {
+// parentRelativeBudgets sets the memory budget to memFrac and the TPOT
+// budget to tpotFrac of what the estimator says the parent needs on c's
+// deployment, so the test binds whatever the calibration of this machine.
+func parentRelativeBudgets(t *testing.T, c Config, memFrac, tpotFrac float64) Budgets {
 	t.Helper()
 	tg, err := resolve(&c)
 	if err != nil {
@@ -62,29 +62,18 @@ func parentRelativeBudgets(t *testing.T, c Config, frac float64) Budgets {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Budgets{MaxMemory: fmt.Sprintf("%.2fMiB", frac*r.Memory.TotalBytes()/(1<<20)),
-		MaxTPOT: fmt.Sprintf("%.3fms", frac*r.Analytic.TPOT*1e3)}
+	return Budgets{MaxMemory: fmt.Sprintf("%.2fMiB", memFrac*r.Memory.TotalBytes()/(1<<20)),
+		MaxTPOT: fmt.Sprintf("%.3fms", tpotFrac*r.Analytic.TPOT*1e3)}
 }
 
-// looseTPOT is a TPOT budget of 20 times the parent's estimate on c's
-// deployment: met when measured however slow or loaded the machine, so that
-// the check rounds of a test are decided by the memory budget, which the
-// estimator prices and an in-process measurement does not check, and not by
-// the machine's speed. (With TPOT at 85 % of the estimate, a loaded machine
-// measured 2x the estimate, and the tightened re-choice found no child.)
-// The re-choice itself is tested on planted measurements (check_test.go).
-func looseTPOT(t *testing.T, c Config) string {
-	t.Helper()
-	tg, err := resolve(&c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := estimate.Estimate(tg.arch, tg.gpu, tg.engine, estimate.Options{}, tg.workload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fmt.Sprintf("%.3fms", 20*r.Analytic.TPOT*1e3)
-}
+// looseTPOT is a TPOT budget of 20 times the parent's estimate: met when
+// measured however slow or loaded the machine, so that the check rounds of
+// a test are decided by the memory budget, which the estimator prices and an
+// in-process measurement does not check, and not by the machine's speed.
+// (With TPOT at 85 % of the estimate, a loaded machine measured 2x the
+// estimate, and the tightened re-choice found no child.) The re-choice
+// itself is tested on planted measurements (check_test.go).
+const looseTPOT = 20
 
 func moduleRoot(t *testing.T) string {
 	t.Helper()
@@ -134,7 +123,7 @@ func outputHash(t *testing.T, res *Result, name string) string {
 func TestPipelineEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	c := tinyConfig(t, dir)
-	c.Budgets.MaxTPOT = looseTPOT(t, c)
+	c.Budgets = parentRelativeBudgets(t, c, 0.85, looseTPOT)
 	ctx := context.Background()
 	res, err := Execute(ctx, c, "", Options{})
 	if err != nil {
@@ -264,8 +253,7 @@ func TestPipelineEndToEnd(t *testing.T) {
 	}
 
 	// A tighter memory budget: the search reruns, its upstream is reused.
-	c.Budgets = parentRelativeBudgets(t, c, 0.8)
-	c.Budgets.MaxTPOT = looseTPOT(t, c)
+	c.Budgets = parentRelativeBudgets(t, c, 0.8, looseTPOT)
 	res, err = Execute(ctx, c, "", Options{})
 	var inf *search.InfeasibleError
 	if errors.As(err, &inf) {

@@ -49,16 +49,9 @@ func distillFixture(t *testing.T) (data, student string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seq := func(n int) []int {
-		s := make([]int, n)
-		for i := range s {
-			s[i] = i
-		}
-		return s
-	}
-	plan := &prune.Plan{Version: 1, Hidden: seq(128)}
+	plan := &prune.Plan{Version: 1, Hidden: indices(128)}
 	for l := range 8 {
-		lp := prune.LayerPlan{Layer: l, Neurons: seq(256)}
+		lp := prune.LayerPlan{Layer: l, Neurons: indices(256)}
 		if l == 2 || l == 5 {
 			lp = prune.LayerPlan{Layer: l, Remove: true}
 		}
@@ -218,4 +211,13 @@ func countLogSteps(t *testing.T, path string) int {
 		}
 	}
 	return n
+}
+
+// indices returns 0, 1, …, n-1: a plan keeping the first n units.
+func indices(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
 }

@@ -26,16 +26,9 @@ func TestValidateAllDeciLMChildHF(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seq := func(n int) []int {
-		s := make([]int, n)
-		for i := range s {
-			s[i] = i
-		}
-		return s
-	}
 	plan := &prune.Plan{Version: 1, OutputFormat: "decilm"}
 	for l := range 8 {
-		plan.Layers = append(plan.Layers, prune.LayerPlan{Layer: l, Neurons: seq(256 * (1 + l%2))})
+		plan.Layers = append(plan.Layers, prune.LayerPlan{Layer: l, Neurons: indices(256 * (1 + l%2))})
 	}
 	child := filepath.Join(t.TempDir(), "child")
 	if _, err := prune.Prune(context.Background(), prune.Options{Model: pdir, Plan: plan, Out: child}); err != nil {
