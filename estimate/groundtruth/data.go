@@ -33,6 +33,7 @@ import (
 	"strings"
 
 	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/architecture/published"
 	"github.com/autocompress/autocompress/estimate"
 )
 
@@ -52,7 +53,7 @@ type Row struct {
 	Measured string
 	Model    string
 	// Arch is the model's architecture when the row names a config file or
-	// checkpoint directory (user rows); nil = Describe(Model).
+	// checkpoint directory (user rows); nil = published.Describe(Model).
 	Arch      *architecture.Model
 	GPU       string // hardware catalog name
 	Precision string
@@ -233,7 +234,7 @@ func ReadAIC(r io.Reader, file string, skipped Skipped) ([]Row, error) {
 			continue
 		}
 		model := t.get(rec, "model_path")
-		if _, ok := Describe(model); !ok {
+		if _, ok := published.Describe(model); !ok {
 			skipped.add("model not described (aic)")
 			continue
 		}
@@ -403,7 +404,7 @@ func argonneRow(t *table, rec []string, skipped Skipped) (Row, bool) {
 		return Row{}, false
 	}
 	model := t.get(rec, "model")
-	if _, ok := Describe(model); !ok {
+	if _, ok := published.Describe(model); !ok {
 		skipped.add("model not described (argonne)")
 		return Row{}, false
 	}
@@ -526,7 +527,7 @@ func userModel(model, file string) (*architecture.Model, error) {
 	if model == "" {
 		return nil, errors.New("model is empty")
 	}
-	if m, ok := DescribePublished(model); ok {
+	if m, ok := published.DescribePublished(model); ok {
 		return m, nil
 	}
 	paths := []string{model}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/autocompress/autocompress/architecture/published"
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/hardware"
 	"github.com/autocompress/autocompress/workload"
@@ -48,7 +49,7 @@ func Prepare(rows []Row, skipped Skipped) []*Prepared {
 		}
 		m, ok := r.Arch, r.Arch != nil
 		if !ok {
-			m, ok = Describe(r.Model)
+			m, ok = published.Describe(r.Model)
 		}
 		if !ok {
 			skipped.add("model not described")
@@ -74,7 +75,7 @@ func Prepare(rows []Row, skipped Skipped) []*Prepared {
 		if r.Era != "" && !strings.Contains(fam, "@") {
 			fam += "@" + r.Era
 		}
-		p := &Prepared{Row: r, Family: fam, Group: canonical(r.Model), c: c}
+		p := &Prepared{Row: r, Family: fam, Group: published.Canonical(r.Model), c: c}
 		c.Summarize(&p.s, m)
 		if _, ok := c.Memory(&p.s); !ok {
 			skipped.add("does not fit in memory per the estimator")

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/architecture/published"
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/internal/shareddata"
 	"github.com/autocompress/autocompress/internal/shareddata/sdtest"
@@ -22,7 +23,7 @@ func TestDescribeMatchesPublishedSizes(t *testing.T) {
 		"Qwen/Qwen3-235B-A22B-FP8": 235.09, "mistralai/Mixtral-8x7B-v0.1": 46.70, "meta-llama/Llama-2-7b-hf": 6.74,
 		"openai/gpt-oss-120b": 116.83, "nvidia/Llama-3.1-8B-Instruct-FP8": 8.03,
 	} {
-		m, ok := Describe(id)
+		m, ok := published.Describe(id)
 		if !ok {
 			t.Fatalf("%s not described", id)
 		}
@@ -31,7 +32,7 @@ func TestDescribeMatchesPublishedSizes(t *testing.T) {
 			t.Errorf("%s: %.2f B params, published %.2f B", id, p, want)
 		}
 	}
-	if _, ok := Describe("deepseek-ai/DeepSeek-R1"); ok {
+	if _, ok := published.Describe("deepseek-ai/DeepSeek-R1"); ok {
 		t.Error("DeepSeek-R1 (MLA) should not be described")
 	}
 }
@@ -351,7 +352,7 @@ func TestDescribeMatchesPresets(t *testing.T) {
 		if err != nil {
 			continue // preset not shipped (yet)
 		}
-		got, ok := Describe(id)
+		got, ok := published.Describe(id)
 		if !ok {
 			t.Fatalf("%s not described", id)
 		}
@@ -370,7 +371,7 @@ func TestDescribeMatchesPresets(t *testing.T) {
 }
 
 func ExampleDescribe() {
-	m, _ := Describe("nvidia/Llama-3.1-8B-Instruct-FP8")
+	m, _ := published.Describe("nvidia/Llama-3.1-8B-Instruct-FP8")
 	p := m.Params()
 	fmt.Printf("%d layers, %.2f B parameters\n", m.NumLayers(), float64(p.Total)/1e9)
 	// Output: 32 layers, 8.03 B parameters

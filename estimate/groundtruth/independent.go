@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/autocompress/autocompress/architecture/published"
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/hardware"
 	"github.com/autocompress/autocompress/workload"
@@ -332,7 +333,7 @@ func scoreIndependentRow(r *IndependentRow) IndependentResult {
 		res.Skip = "unknown GPU"
 		return res
 	}
-	m, ok := DescribePublished(r.Model)
+	m, ok := published.DescribePublished(r.Model)
 	if !ok {
 		res.Skip = "model not described"
 		return res

@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/autocompress/autocompress/architecture/published"
 )
 
 const indepHeader = "source_id,engine,engine_version,model,gpu,tp,precision,kv_dtype,isl,osl,mode,concurrency,request_rate,num_requests,output_tok_s,ttft_ms,tpot_ms,note\n"
@@ -86,7 +88,7 @@ func TestIndependentTablesFile(t *testing.T) {
 		if !bytes.Contains(md, []byte(r.Source)) {
 			t.Errorf("line %d: source %q has no provenance in independent_serving.md", r.Line, r.Source)
 		}
-		if _, ok := DescribePublished(r.Model); !ok {
+		if _, ok := published.DescribePublished(r.Model); !ok {
 			t.Errorf("line %d: model %q cannot be described", r.Line, r.Model)
 		}
 	}

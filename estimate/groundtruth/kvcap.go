@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/autocompress/autocompress/architecture/published"
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/hardware"
 )
@@ -291,7 +292,7 @@ func ScoreKVCapacity(rows []KVRow) ([]KVResult, KVSummary) {
 // scoreKV fills res and returns a skip reason ("" when scored).
 func scoreKV(res *KVResult) string {
 	row := &res.Row
-	m, ok := DescribePublished(row.Model)
+	m, ok := published.DescribePublished(row.Model)
 	if !ok {
 		return "model not described"
 	}

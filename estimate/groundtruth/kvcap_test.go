@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/autocompress/autocompress/architecture/published"
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/hardware"
 	"github.com/autocompress/autocompress/workload"
@@ -108,7 +109,7 @@ func FuzzReadKVCapacity(f *testing.F) {
 // estimator's own plan: a row reporting exactly the predicted values scores 0 %,
 // one reporting 10 % more tokens scores 1/11.
 func TestScoreKVCapacityArithmetic(t *testing.T) {
-	m, _ := Describe("meta-llama/Llama-3.1-8B")
+	m, _ := published.Describe("meta-llama/Llama-3.1-8B")
 	hw, err := hardware.Lookup("h100-sxm")
 	if err != nil {
 		t.Fatal(err)
@@ -168,12 +169,12 @@ func TestDescribeKVAliases(t *testing.T) {
 		"mistralai/Mixtral-8x7B-Instruct-v0.1":                32,
 		"Qwen/Qwen3-Coder-30B-A3B-Instruct":                   48,
 	} {
-		m, ok := DescribePublished(id)
+		m, ok := published.DescribePublished(id)
 		if !ok || len(m.Layers) != want {
 			t.Errorf("%s: ok=%v", id, ok)
 		}
 	}
-	if _, ok := DescribePublished("Qwen/Qwen3-4B"); ok {
+	if _, ok := published.DescribePublished("Qwen/Qwen3-4B"); ok {
 		t.Error("Qwen3-4B has no description and no preset")
 	}
 	// The aliases resolve to the right family, not just a layer count.
@@ -183,7 +184,7 @@ func TestDescribeKVAliases(t *testing.T) {
 		"RedHatAI/Llama-3.3-70B-Instruct-fp8-dynamic": {0, 8, 128256},
 		"RedHatAI/Qwen2.5-7B-Instruct-fp8-dynamic":    {0, 4, 152064},
 	} {
-		m, ok := DescribePublished(id)
+		m, ok := published.DescribePublished(id)
 		if !ok {
 			t.Errorf("%s: not described", id)
 			continue
@@ -198,7 +199,7 @@ func TestDescribeKVAliases(t *testing.T) {
 		}
 	}
 	// A suffix alone does not make an unknown family describable.
-	if _, ok := DescribePublished("RedHatAI/Phi-3-mini-4k-instruct-fp8-dynamic"); ok {
+	if _, ok := published.DescribePublished("RedHatAI/Phi-3-mini-4k-instruct-fp8-dynamic"); ok {
 		t.Error("an undescribed RedHatAI checkpoint resolved")
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/autocompress/autocompress/architecture/published"
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/hardware"
 	"github.com/autocompress/autocompress/workload"
@@ -128,7 +129,7 @@ func prepareBench(rows []LlamaBenchRow) ([]*benchCase, error) {
 		if err != nil {
 			return nil, fmt.Errorf("llama_bench.csv:%d: %w", r.Line, err)
 		}
-		m, ok := DescribePublished(r.Model)
+		m, ok := published.DescribePublished(r.Model)
 		if !ok {
 			return nil, fmt.Errorf("llama_bench.csv:%d: model %s not described", r.Line, r.Model)
 		}
