@@ -61,6 +61,7 @@ var allowed = map[string][]string{
 	"estimate/nativecal": {"architecture", "checkpoint", "engine", "engine/blas", "estimate", "hardware", "internal/progress", "servebench", "workload"},
 	"eval":               {"corpus", "engine", "engine/blas", "internal/progress"},
 	"importance":         {"checkpoint", "dataset", "engine", "internal/output", "internal/progress"},
+	"torchref":           {},
 	"train":              {"architecture", "checkpoint", "corpus", "dataset", "engine", "internal/output", "internal/progress", "tokenizer"},
 
 	// Compressing: pruning, the search, recovery.
