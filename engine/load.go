@@ -38,9 +38,15 @@ func (e *MissingTensorError) Error() string {
 // model.safetensors or a sharded set) into a float32 model. BF16, F16 and
 // other float weights are converted. Every tensor the config implies must be
 // present with exactly the implied shape, or Load fails with a
-// *MissingTensorError or *ShapeError naming it; tensors the engine does not
-// use (e.g. rotary inv_freq buffers) are ignored.
-func Load(dir string) (*Model, error) {
+// *MissingTensorError or *ShapeError naming it, and in a dtype the engine
+// reads, or it fails with a *DTypeError; tensors the engine does not use
+// (e.g. rotary inv_freq buffers) are ignored.
+func Load(dir string) (*Model, error) { return LoadWith(dir, LoadOptions{}) }
+
+// LoadWith is Load with options: LoadOptions.Mapped reads the weight
+// matrices in place, in the checkpoint's dtype, for forward-only work.
+// Close the model when done with it.
+func LoadWith(dir string, o LoadOptions) (_ *Model, err error) {
 	arch, err := architecture.Load(dir)
 	if err != nil {
 		return nil, err
@@ -49,7 +55,12 @@ func Load(dir string) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer r.Close()
+	keep := false
+	defer func() {
+		if !keep {
+			r.Close()
+		}
+	}()
 	specs, err := TensorSpecs(arch)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
@@ -64,6 +75,17 @@ func Load(dir string) (*Model, error) {
 		if !sameShape(s.Shape, info.Shape) {
 			return nil, &ShapeError{File: info.File, Tensor: s.Name, Want: s.Shape, Got: info.Shape}
 		}
+		if !readable(info.DType) {
+			return nil, &DTypeError{File: info.File, Tensor: s.Name, DType: info.DType}
+		}
+	}
+	if o.Mapped {
+		m, err := newMapped(arch, r, o.Stream)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", dir, err)
+		}
+		keep = true
+		return m, nil
 	}
 	m, err := newEmpty(arch)
 	if err != nil {
@@ -144,8 +166,13 @@ func (m *Model) WriteFiles(dir string, dtype checkpoint.DType) error {
 	if err != nil {
 		return err
 	}
-	for _, s := range m.specs {
-		if err := w.WriteFloat32(s.Name, m.Tensor(s.Name)); err != nil {
+	for i, s := range m.specs {
+		t, err := m.tensorF32(i)
+		if err != nil {
+			w.Abort()
+			return err
+		}
+		if err := w.WriteFloat32(s.Name, t); err != nil {
 			w.Abort()
 			return err
 		}
