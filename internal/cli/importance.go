@@ -57,6 +57,7 @@ other file at --out only with --force.`,
 			force := fs.Bool("force", false, "recompute even if --out holds matching scores; replace a file at --out that is not scores")
 			jsonOut := fs.Bool("json", false, "print a summary as JSON")
 			allowLong := fs.Bool("allow-long-context", false, "allow --seq-len past the model's max_position_embeddings")
+			stream := fs.Bool("stream-layers", false, "release each layer's weight pages after it has run, so a model larger than memory still runs (at disk speed)")
 			return func(ctx context.Context, env *Env, args []string) error {
 				data := append(*dataFiles, args...)
 				switch {
@@ -71,10 +72,11 @@ other file at --out only with --force.`,
 				if err != nil {
 					return err
 				}
-				m, err := engine.Load(dir)
+				m, err := engine.LoadWith(dir, engine.LoadOptions{Mapped: true, Stream: *stream})
 				if err != nil {
 					return err
 				}
+				defer m.Close()
 				o := dataset.ForModel(m.Arch(), dir)
 				o.SeqLen, o.MaxRows, o.IDs, o.Assets, o.TokenizerFile, o.AllowLong = *seqLen, *seqs, *ids, *assets, *tokPath, *allowLong
 				packed, err := dataRows(ctx, data, o)
