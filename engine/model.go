@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"math/rand/v2"
-
 	"github.com/autocompress/autocompress/architecture"
 )
 
@@ -44,25 +42,16 @@ type Model struct {
 
 // New builds a model of architecture arch with random weights: matrices and
 // embeddings from N(0, 0.02²) drawn from a PCG seeded with seed, norm weights
-// 1, biases 0.
+// 1, biases 0. Init writes the same weights as a checkpoint without holding
+// them.
 func New(arch *architecture.Model, seed uint64) (*Model, error) {
 	m, err := newEmpty(arch)
 	if err != nil {
 		return nil, err
 	}
-	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	r := initRand(seed)
 	for i, s := range m.specs {
-		t := m.params[m.offsets[i] : m.offsets[i]+s.Size()]
-		switch {
-		case len(s.Shape) == 2:
-			for j := range t {
-				t[j] = float32(r.NormFloat64() * 0.02)
-			}
-		case s.isNorm():
-			for j := range t {
-				t[j] = 1
-			}
-		}
+		fillInit(r, s, m.params[m.offsets[i]:m.offsets[i]+s.Size()])
 	}
 	return m, nil
 }
