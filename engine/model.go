@@ -450,9 +450,49 @@ func (m *Model) Forward(tokens []int32, B, T int) ([]float32, error) {
 	}
 	m.a.hasLoss = false
 	copy(m.a.tokens, tokens)
-	m.forward()
+	m.forward(-1)
 	return m.a.logits, nil
 }
+
+// ForwardLossFrom runs layers layer..L-1, the final norm and the LM head on
+// hidden, the input of layer `layer` (B·T, hidden) as a forward pass of
+// the same model produced it (SiteLayerInput), and returns the mean
+// cross-entropy against targets, as ForwardLoss would on the tokens that
+// produced hidden: bit for bit the same, since the layers before `layer`
+// compute the same whatever the skips of later ones. Skips and observers
+// apply to the layers it runs. The cost is ForwardFLOPsFrom(layer, B, T).
+// Backward does not follow it (ErrNoForward).
+func (m *Model) ForwardLossFrom(layer int, hidden []float32, targets []int32, B, T int) (float32, error) {
+	L := len(m.dims)
+	if layer < 0 || layer > L {
+		return 0, &InputError{fmt.Sprintf("forward from layer %d: model has layers 0..%d", layer, L-1)}
+	}
+	if err := m.checkTokens("targets", targets, B, T, true); err != nil {
+		return 0, err
+	}
+	if want := B * T * m.arch.Hidden; len(hidden) != want {
+		return 0, &InputError{fmt.Sprintf("hidden state of %d values for batch %d × sequence %d × hidden %d (want %d)", len(hidden), B, T, m.arch.Hidden, want)}
+	}
+	if m.a == nil || m.a.B != B || m.a.T != T || m.a.inference != m.inference {
+		m.a = nil
+		m.a = m.allocActs(B, T)
+	}
+	m.a.hasLoss = false
+	copy(m.a.res[layer], hidden)
+	m.forward(layer)
+	copy(m.a.targets, targets)
+	sum, count := crossEntropyForward(m.a.lse, m.a.logits, m.a.targets, B*T, m.arch.Vocab)
+	if count == 0 {
+		return 0, &InputError{"every target is negative (ignored): no loss to compute"}
+	}
+	// The activations of the layers before `layer` are not this pass's:
+	// no backward from here.
+	m.a.count = count
+	return float32(sum / float64(count)), nil
+}
+
+// Inference reports whether inference mode is on (SetInference).
+func (m *Model) Inference() bool { return m.inference }
 
 // ForwardLoss runs Forward and returns the mean cross-entropy of the logits
 // against targets (same layout as tokens; a negative target is ignored).
@@ -524,12 +564,18 @@ func (m *Model) observe(layer int, site Site, data []float32, width, heads, hd i
 	m.observer.Observe(&Activation{Layer: layer, Site: site, Data: data, B: m.a.B, T: m.a.T, Width: width, Heads: heads, HeadDim: hd})
 }
 
-func (m *Model) forward() {
+// forward runs the model from layer start, whose input is in a.res[start]
+// (start -1: from the embeddings of a.tokens).
+func (m *Model) forward(start int) {
 	a := m.a
 	N, T, H, V := a.B*a.T, a.T, m.arch.Hidden, m.arch.Vocab
-	embeddingForward(a.res[0], m.embedMat(), a.tokens, H)
+	if start < 0 {
+		embeddingForward(a.res[0], m.embedMat(), a.tokens, H)
+		start = 0
+	}
 	pos := func(row int) int { return row % T }
-	for l, d := range m.dims {
+	for l := start; l < len(m.dims); l++ {
+		d := m.dims[l]
 		in, out := a.res[l], a.res[l+1]
 		m.observe(l, SiteLayerInput, in, H, 0, 0)
 		if m.skip[l] {
@@ -655,11 +701,15 @@ func (m *Model) backward(dlogits []float32) {
 // training step (forward + backward) counts 3× this. The engine performs
 // slightly more (whole 64-row blocks on the diagonal) and, in backward,
 // recomputes the attention scores; neither is counted.
-func (m *Model) ForwardFLOPs(B, T int) float64 {
+func (m *Model) ForwardFLOPs(B, T int) float64 { return m.ForwardFLOPsFrom(0, B, T) }
+
+// ForwardFLOPsFrom is ForwardFLOPs counting only layers layer..L-1 and the
+// LM head: the cost of ForwardLossFrom(layer, ...).
+func (m *Model) ForwardFLOPsFrom(layer, B, T int) float64 {
 	N := float64(B * T)
 	H := float64(m.arch.Hidden)
 	f := 2 * N * H * float64(m.arch.Vocab)
-	for _, d := range m.dims {
+	for _, d := range m.dims[min(max(layer, 0), len(m.dims)):] {
 		if d.attn {
 			f += 2 * N * H * float64(2*d.qd+2*d.kd)
 			f += 4 * float64(B*d.heads) * causalPairs(T, d.window) * float64(d.hd)
