@@ -79,6 +79,9 @@ func LoadWith(dir string, o LoadOptions) (_ *Model, err error) {
 			return nil, &DTypeError{File: info.File, Tensor: s.Name, DType: info.DType}
 		}
 	}
+	if err := checkLoadFits(dir, specs, r, o); err != nil {
+		return nil, err
+	}
 	if o.Mapped {
 		m, err := newMapped(arch, r, o.Stream)
 		if err != nil {
@@ -98,6 +101,45 @@ func LoadWith(dir string, o LoadOptions) (_ *Model, err error) {
 		}
 	}
 	return m, nil
+}
+
+// checkLoadFits refuses, before anything is allocated, weights that do not
+// fit in the memory available: as float32 with gradients (Load), or
+// streamed one layer at a time (the least a forward pass can hold). Weights
+// mapped in place but not streamed are not checked: pages the kernel can
+// drop and read again are not a hard limit.
+func checkLoadFits(dir string, specs []TensorSpec, r *checkpoint.Reader, o LoadOptions) error {
+	if !o.Mapped {
+		var n int64
+		for _, s := range specs {
+			n += int64(s.Size())
+		}
+		return checkFits(dir, "the model as float32 with gradients", 8*n,
+			"forward-only work can read the weights in place in their checkpoint dtype (mapped), or stream them one layer at a time")
+	}
+	if !o.Stream {
+		return nil
+	}
+	var slab, global int64
+	layer := map[int]int64{}
+	for _, s := range specs {
+		info, _ := r.Tensor(s.Name)
+		_, half := halfKind(info.DType)
+		switch {
+		case !s.isMatrix() || !(half || info.DType == checkpoint.F32):
+			slab += 4 * int64(s.Size())
+		case s.layer < 0:
+			global += info.Size
+		default:
+			layer[s.layer] += info.Size
+		}
+	}
+	var most int64
+	for _, b := range layer {
+		most = max(most, b)
+	}
+	return checkFits(dir, "the model streamed one layer at a time", slab+global+most,
+		"it does not fit even streamed: use a machine with more memory")
 }
 
 func sameShape(want []int, got []int64) bool {

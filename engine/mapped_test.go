@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/autocompress/autocompress/architecture"
@@ -237,4 +238,37 @@ func qwenArch(class, typ string) *architecture.Model {
 	}
 	a.TiedEmbeddings = typ == "qwen3"
 	return a
+}
+
+// TestLoadTooLarge: weights that do not fit the memory available are
+// refused before anything is allocated, saying how much they need: as
+// float32, and streamed (the least a forward pass holds: the slab, the
+// embedding and head, and the largest layer).
+func TestLoadTooLarge(t *testing.T) {
+	dir := saved(t, uniformArch(), checkpoint.BF16, 2)
+	ref, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(f func() (int64, bool)) { availableMemory = f }(availableMemory)
+	availableMemory = func() (int64, bool) { return 1000, true }
+	_, err = Load(dir)
+	var me *MemoryError
+	if !errors.As(err, &me) || me.Need != int64(8*ref.NumParams()) || me.Available != 1000 {
+		t.Fatalf("Load on a small machine: %v", err)
+	}
+	// uniformArch: vocab 32, hidden 16, two layers of q, k, v, o (16×16,
+	// 8×16, 8×16, 16×16) and MLP 3×24×16, bf16; norms in the slab.
+	layer := int64(2 * (16*16 + 8*16 + 8*16 + 16*16 + 3*24*16))
+	global := int64(2 * 2 * 32 * 16) // embedding and untied head
+	slab := int64(4 * (2*2*16 + 16)) // four layer norms and the final one
+	_, err = LoadWith(dir, LoadOptions{Mapped: true, Stream: true})
+	if !errors.As(err, &me) || me.Need != layer+global+slab || !strings.Contains(err.Error(), "does not fit even streamed") {
+		t.Fatalf("streamed on a small machine: %v (want a need of %d bytes)", err, layer+global+slab)
+	}
+	m, err := LoadWith(dir, LoadOptions{Mapped: true})
+	if err != nil {
+		t.Fatalf("mapped, not streamed: %v", err)
+	}
+	m.Close()
 }
