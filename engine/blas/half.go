@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/autocompress/autocompress/engine/blas/internal/avx2"
 	"github.com/x448/float16"
 )
 
@@ -45,8 +46,13 @@ func (k HalfKind) ToFloat32(dst []float32, src []uint16) {
 	dst = dst[:len(src)]
 	switch k {
 	case BF16:
-		for i, h := range src {
-			dst[i] = math.Float32frombits(uint32(h) << 16)
+		head := 0
+		if useAsm && len(src) >= 8 {
+			head = len(src) &^ 7
+			avx2.BF16ToF32(&dst[0], &src[0], head)
+		}
+		for i := head; i < len(src); i++ {
+			dst[i] = math.Float32frombits(uint32(src[i]) << 16)
 		}
 	case F16:
 		t := f16Table()

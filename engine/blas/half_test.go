@@ -103,3 +103,22 @@ func TestSgemmHalfPanicsOnShortB(t *testing.T) {
 	}()
 	SgemmHalf(2, 3, 4, make([]float32, 8), 4, make([]uint16, 11), BF16, 4, 0, make([]float32, 6), 3)
 }
+
+// TestBF16ToFloat32Kernels: the vector widening equals the scalar one for
+// every length around the vector widths.
+func TestBF16ToFloat32Kernels(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for n := range 80 {
+		src := make([]uint16, n)
+		for i := range src {
+			src[i] = uint16(r.Uint32())
+		}
+		got := make([]float32, n)
+		BF16.ToFloat32(got, src)
+		for i, h := range src {
+			if want := math.Float32bits(math.Float32frombits(uint32(h) << 16)); math.Float32bits(got[i]) != want {
+				t.Fatalf("n=%d: element %d of %#04x is %#08x, want %#08x", n, i, h, math.Float32bits(got[i]), want)
+			}
+		}
+	}
+}
