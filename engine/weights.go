@@ -91,7 +91,7 @@ func (m *Model) releaseLayer(l int) {
 		return
 	}
 	for _, n := range m.mapped.layerNames[l] {
-		m.mapped.r.Release(n) //nolint: an advice; failing it only keeps pages resident
+		m.mapped.r.Release(n) // advice: failing it only keeps the pages resident
 	}
 }
 

@@ -19,7 +19,8 @@ func sameSkipRows(old *Scores, m *engine.Model, rows [][]int32, o Options) bool 
 	for _, v := range old.LayerSkipLoss {
 		measured = measured || !math.IsNaN(v)
 	}
-	return !measured || old.SkipSequences == o.SkipRowsFor(m, len(rows), len(rows[0])-1)
+	k, t := o.SkipScope(m, len(rows), len(rows[0])-1)
+	return !measured || old.SkipSequences == k && old.SkipTokens == t
 }
 
 // Cached returns the scores of m, loaded from the checkpoint directory

@@ -42,11 +42,12 @@
 // pass with that skip), so scoring every row costs 1 + Σ_passes
 // ForwardFLOPsFrom(layer)/ForwardFLOPs equivalent forward passes, about
 // half of the 1 + 3·L whole passes. With a pass budget (Options.Passes) the
-// skip losses are scored on K rows only, K the most the budget
-// allows (SkipRowsFor), so the cost stays within a few passes whatever the
-// depth; the scored rows are spread evenly over the set (Scored), their
-// layer inputs gathered from the calibration pass into batches. Scores.Passes records what a computation cost and
-// Scores.SkipSequences the rows scored. The approximation is measured by
+// skip losses are scored on the first quarter (at least 32 tokens) of as
+// many rows spread evenly over the set as the budget allows (SkipScope,
+// Scored), their layer inputs gathered from the calibration pass into
+// batches, so the cost stays within a few passes whatever the depth.
+// Scores.Passes records what a computation cost, Scores.SkipSequences and
+// SkipTokens what was scored. The approximation is measured by
 // TestBudgetOrderings (Spearman of the layer, attention and MLP orderings
 // against every row scored).
 //
@@ -112,10 +113,12 @@ type Scores struct {
 	BaseLoss float64 // mean cross-entropy of the full model (nats/token)
 
 	// SkipSequences is the number of calibration sequences (spread evenly,
-	// Scored) the skip losses were measured on; Passes what the whole
-	// computation cost in equivalent forward passes over all Sequences
-	// (0 when unknown: a file written before they were recorded).
+	// Scored) the skip losses were measured on, SkipTokens the positions of
+	// each (its first ones; SeqLen for whole sequences); Passes what the
+	// whole computation cost in equivalent forward passes over all
+	// Sequences (0 when unknown: a file written before they were recorded).
 	SkipSequences int
+	SkipTokens    int
 	Passes        float64
 
 	ModelHash string
@@ -144,8 +147,9 @@ type Options struct {
 	SkipRows int
 	// Passes is a budget for the whole computation in equivalent forward
 	// passes over all rows (0: none). With a budget, the skip losses are
-	// scored on K calibration sequences spread evenly over the set, K the
-	// most the budget allows (at least one): see SkipRowsFor and Scored. Every other score uses all
+	// scored on prefixes of calibration sequences spread evenly over the
+	// set, as many as the budget allows (at least one): see SkipScope and
+	// Scored. Every other score uses all
 	// rows. It cannot be combined with SkipRows.
 	Passes float64
 	// Progress receives every forward pass (stage "importance", unit "seq"):
@@ -319,9 +323,9 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 		bi: make([]float64, L), attnBI: make([]float64, L), mlpBI: make([]float64, L), rows: make([]int64, L),
 		in: make([][]float32, L), mid: make([][]float32, L)}
 	passes := skipPasses(arch, o)
-	K := o.SkipRowsFor(m, len(rows), T)
+	K, Tk := o.SkipScope(m, len(rows), T)
 	if len(passes) == 0 {
-		K = 0
+		K, Tk = 0, 0
 	}
 	pr := progress.Start(o.Progress, progress.Event{Stage: "importance", Total: int64(len(rows)) + int64(len(passes)*K), Unit: "seq"})
 	// Forward passes only, with one set of layer buffers whatever the depth.
@@ -334,7 +338,7 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 		m.SetSkipBlock(engine.BlockMLP)
 	}()
 	full := m.ForwardFLOPs(len(rows), T)
-	sk := newSkipScorer(m, passes, o.Batch, T, pr)
+	sk := newSkipScorer(m, passes, o.Batch, Tk, pr)
 	H := arch.Hidden
 	var base float64
 	var n int
@@ -360,12 +364,13 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 		n += len(part) * T
 		pr.Add(int64(len(part)))
 		// The collector holds every layer's input of this pass: the scored
-		// rows' are gathered into batches for the skip passes.
+		// rows' first Tk positions are gathered into batches for the skip
+		// passes.
 		for r := range part {
 			if !Scored(i+r, K, len(rows)) {
 				continue
 			}
-			if err := sk.add(ctx, c.in, tg[r*T:(r+1)*T], r*T*H, (r+1)*T*H); err != nil {
+			if err := sk.add(ctx, c.in, tg[r*T:r*T+Tk], r*T*H, (r*T+Tk)*H); err != nil {
 				return nil, err
 			}
 		}
@@ -387,7 +392,7 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 		KVHeads: make([]int, L), Neurons: make([][]float64, L), LayerBI: make([]float64, L), LayerSkipLoss: nan(),
 		AttnBI: nan(), MLPBI: nan(), AttnSkipLoss: nan(), MLPSkipLoss: nan(),
 		BaseLoss: base, DataHash: dataset.HashRows(rows), SeqLen: T, Sequences: len(rows),
-		Tokens: int64(len(rows) * T), Version: Version, SkipSequences: K, Passes: cost / full,
+		Tokens: int64(len(rows) * T), Version: Version, SkipSequences: K, SkipTokens: Tk, Passes: cost / full,
 	}
 	for _, h := range c.hidden {
 		if h == nil {
@@ -487,42 +492,59 @@ func Scored(j, k, rows int) bool {
 	return int64(j+1)*int64(k)/int64(rows) > int64(j)*int64(k)/int64(rows)
 }
 
-// SkipRowsFor returns how many of rows calibration sequences of T tokens
-// Compute scores the skip losses on (spread evenly: Scored): SkipRows
-// when set (at most rows), all without a pass budget, and with one the
-// most whose cost keeps the whole computation within Passes equivalent
-// forward passes (at least one sequence, even if that exceeds it).
+// SkipScope returns what Compute scores the skip losses on, for rows
+// calibration sequences of T tokens: k sequences spread evenly over the set
+// (Scored), each on its first tokens positions (the model is causal: the
+// calibration pass's layer inputs at those positions are exactly what a
+// pass over the prefix computes).
+//
+// SkipRows, when set, scores that many sequences (at most rows) in full;
+// without a pass budget every sequence is scored in full. With a budget,
+// the prefix is a quarter of each sequence (at least 32 tokens, at most T)
+// and k the most sequences whose cost keeps the whole computation within
+// Passes equivalent forward passes (at least one, even if that exceeds
+// it); when every sequence fits, the prefix grows as far as the budget
+// allows. Many short prefixes estimate the skip losses better than a few
+// whole sequences at the same cost (TestBudgetOrderings).
 //
 // A skip pass reruns only the layers from the skipped one on, from the
 // layer input that the calibration pass cached, and the scored rows' base
-// loss reruns the last layer, so scoring K sequences costs
-// K/rows · (Σ_passes ForwardFLOPsFrom(layer) + ForwardFLOPsFrom(L−1)) /
-// ForwardFLOPs passes beyond the calibration pass. The budget counts model
-// FLOPs, as ForwardFLOPs does.
-func (o Options) SkipRowsFor(m *engine.Model, rows, T int) int {
+// loss reruns the last layer, so scoring k prefixes of t tokens costs
+// k · (Σ_passes ForwardFLOPsFrom(layer, 1, t) + ForwardFLOPsFrom(L−1, 1, t))
+// / ForwardFLOPs(rows, T) passes beyond the calibration pass. The budget
+// counts model FLOPs, as ForwardFLOPs does.
+func (o Options) SkipScope(m *engine.Model, rows, T int) (k, tokens int) {
 	o.EnsureDefaults()
 	if o.SkipRows > 0 {
-		return min(o.SkipRows, rows)
+		return min(o.SkipRows, rows), T
 	}
 	if o.Passes == 0 || rows == 0 {
-		return rows
+		return rows, T
 	}
-	per := perRowCost(m, skipPasses(m.Arch(), o), T)
-	return min(rows, max(1, int(math.Floor((o.Passes-1)*float64(rows)/per+1e-9))))
+	passes := skipPasses(m.Arch(), o)
+	full := m.ForwardFLOPs(rows, T)
+	cost := func(k, t int) float64 { return 1 + float64(k)*perRowFLOPs(m, passes, t)/full }
+	t := min(T, max(32, (T+3)/4))
+	if cost(rows, t) > o.Passes {
+		k := int(math.Floor((o.Passes - 1) * full / perRowFLOPs(m, passes, t)))
+		return min(rows, max(1, k)), t
+	}
+	for t < T && cost(rows, t+1) <= o.Passes {
+		t++
+	}
+	return rows, t
 }
 
-// perRowCost is the cost of scoring one sequence, in passes over one
-// sequence.
-func perRowCost(m *engine.Model, passes []skipPass, T int) float64 {
+// perRowFLOPs is the model FLOPs of scoring one sequence's first t tokens.
+func perRowFLOPs(m *engine.Model, passes []skipPass, t int) float64 {
 	if len(passes) == 0 {
 		return 0
 	}
-	one := m.ForwardFLOPs(1, T)
-	per := m.ForwardFLOPsFrom(m.Arch().NumLayers()-1, 1, T) / one
+	f := m.ForwardFLOPsFrom(m.Arch().NumLayers()-1, 1, t)
 	for _, p := range passes {
-		per += m.ForwardFLOPsFrom(p.layer, 1, T) / one
+		f += m.ForwardFLOPsFrom(p.layer, 1, t)
 	}
-	return per
+	return f
 }
 
 // skipScorer runs the skip passes of Compute on batches of scored rows,
@@ -761,7 +783,7 @@ func (s *Scores) Save(path string) error {
 		"seq_len": strconv.Itoa(s.SeqLen), "sequences": strconv.Itoa(s.Sequences), "tokens": strconv.FormatInt(s.Tokens, 10),
 		"base_loss": strconv.FormatFloat(s.BaseLoss, 'g', -1, 64), "layers": strconv.Itoa(len(s.LayerBI)),
 		"kv_heads":       strings.Join(kv, ","),
-		"skip_sequences": strconv.Itoa(s.SkipSequences), "equivalent_passes": strconv.FormatFloat(s.Passes, 'g', -1, 64),
+		"skip_sequences": strconv.Itoa(s.SkipSequences), "skip_tokens": strconv.Itoa(s.SkipTokens), "equivalent_passes": strconv.FormatFloat(s.Passes, 'g', -1, 64),
 		"aggregation": "mean over tokens, L2 over sequences (Minitron); hidden = sum over norm sites; heads = L2 over head_dim; layer_bi = mean over tokens of 1-cos(in,out); attn_bi, mlp_bi = the same across each sub-block (in to mid, mid to out); *_skip_loss = loss(skip) - base; NaN = absent or not measured",
 	}
 	w, err := checkpoint.Create(path, specs, meta)
@@ -825,9 +847,14 @@ func Load(path string) (*Scores, error) {
 	}
 	// Recorded since the pass budget: files before it scored every
 	// sequence (or a number they did not record) at an unrecorded cost.
-	s.SkipSequences = s.Sequences
+	s.SkipSequences, s.SkipTokens = s.Sequences, s.SeqLen
 	if _, ok := md["skip_sequences"]; ok {
 		if s.SkipSequences, err = atoi("skip_sequences"); err != nil {
+			return nil, err
+		}
+	}
+	if _, ok := md["skip_tokens"]; ok {
+		if s.SkipTokens, err = atoi("skip_tokens"); err != nil {
 			return nil, err
 		}
 	}

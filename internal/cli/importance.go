@@ -37,11 +37,12 @@ embedded parent's text, each of its documents ended by the end-of-text
 token; parent:train is read from the corpora under --assets.
 
 The skip losses rerun only the layers after the skipped one, from each
-layer's input cached by the calibration pass, and are scored on as many
-sequences, spread evenly over the set, as --passes allows (default 4
-equivalent forward passes over all sequences, whatever the depth; the summary
-says how many sequences and what it cost). --passes 0 scores every sequence
-(the exhaustive scores, about 1 + 1.5·layers passes); --skip-seqs N scores N.
+layer's input cached by the calibration pass, and are scored on the first
+quarter (at least 32 tokens) of as many sequences, spread evenly over the
+set, as --passes allows (default 4 equivalent forward passes over all
+sequences, whatever the depth; the summary says what was scored and what it
+cost). --passes 0 scores every sequence in full (the exhaustive scores, about
+1 + 1.5·layers passes); --skip-seqs N scores N sequences in full.
 
 The scores are written as safetensors with provenance in __metadata__ (model
 hash, data hash, sequence length, token count, version). When --out already
@@ -130,6 +131,7 @@ type importanceJSON struct {
 	Tokens        int64      `json:"tokens"`
 	BaseLoss      float64    `json:"base_loss"`
 	SkipSequences int        `json:"skip_sequences"`
+	SkipTokens    int        `json:"skip_tokens"`
 	Passes        float64    `json:"equivalent_passes"`
 	LayerBI       []float64  `json:"layer_bi"`
 	LayerBIOrder  []int      `json:"layer_bi_order"`
@@ -148,7 +150,7 @@ func importanceReport(env *Env, s *importance.Scores, path string, reused, asJSO
 		out := importanceJSON{
 			Out: path, Reused: reused, ModelHash: s.ModelHash, DataHash: s.DataHash,
 			SeqLen: s.SeqLen, Sequences: s.Sequences, Tokens: s.Tokens, BaseLoss: s.BaseLoss,
-			SkipSequences: s.SkipSequences, Passes: s.Passes,
+			SkipSequences: s.SkipSequences, SkipTokens: s.SkipTokens, Passes: s.Passes,
 			LayerBI: s.LayerBI, LayerBIOrder: layerOrder,
 			LayersLeast: importance.LeastImportant(s.LayerBI, len(s.LayerBI)),
 			HiddenLeast: importance.LeastImportant(s.Hidden, 8),
@@ -168,7 +170,7 @@ func importanceReport(env *Env, s *importance.Scores, path string, reused, asJSO
 	w := env.Stdout
 	fmt.Fprintf(w, "importance of %d layers over %d sequences × %d tokens (base loss %.4f) → %s\n", len(s.LayerBI), s.Sequences, s.SeqLen, s.BaseLoss, path)
 	if !importanceAllNaN(s.LayerSkipLoss) {
-		fmt.Fprintf(w, "skip losses on %d of %d sequences", s.SkipSequences, s.Sequences)
+		fmt.Fprintf(w, "skip losses on %d of %d sequences × %d of %d tokens", s.SkipSequences, s.Sequences, s.SkipTokens, s.SeqLen)
 		if s.Passes > 0 {
 			fmt.Fprintf(w, "; cost %.2f equivalent forward passes", s.Passes)
 		}

@@ -63,7 +63,7 @@ func TestImportanceCommand(t *testing.T) {
 		t.Errorf("default budget: %d of 6 sequences scored at %g passes", sum.Skip, sum.Passes)
 	}
 	code, stdout, errs = evalRun(append(args, "--passes", "0")...)
-	if code != 0 || strings.Contains(errs, "reusing") || !strings.Contains(stdout, "skip losses on 6 of 6 sequences; cost") {
+	if code != 0 || strings.Contains(errs, "reusing") || !strings.Contains(stdout, "skip losses on 6 of 6 sequences × 32 of 32 tokens; cost") {
 		t.Errorf("--passes 0: exit %d: %s\n%s", code, errs, stdout)
 	}
 	if code, _, errs := evalRun(append(args, "--passes", "2", "--skip-seqs", "3")...); code != 2 || !strings.Contains(errs, "not both") {
