@@ -39,8 +39,11 @@ func (e *MissingTensorError) Error() string {
 // other float weights are converted. Every tensor the config implies must be
 // present with exactly the implied shape, or Load fails with a
 // *MissingTensorError or *ShapeError naming it, and in a dtype the engine
-// reads, or it fails with a *DTypeError; tensors the engine does not use
-// (e.g. rotary inv_freq buffers) are ignored.
+// reads, or it fails with a *DTypeError; weights that cannot fit in the
+// memory available (float32 with gradients, or for LoadOptions.Stream one
+// layer at a time) are a *MemoryError saying what they need, before
+// anything is allocated. Tensors the engine does not use (e.g. rotary
+// inv_freq buffers) are ignored.
 func Load(dir string) (*Model, error) { return LoadWith(dir, LoadOptions{}) }
 
 // LoadWith is Load with options: LoadOptions.Mapped reads the weight
