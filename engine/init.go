@@ -55,6 +55,23 @@ type InitOptions struct {
 	Progress progress.Func
 }
 
+// EnsureDefaults fills the unset fields (DType BF16) and returns o.
+func (o *InitOptions) EnsureDefaults() *InitOptions {
+	if o.DType == "" {
+		o.DType = checkpoint.BF16
+	}
+	return o
+}
+
+// Validate reports an invalid option (after EnsureDefaults).
+func (o *InitOptions) Validate() error {
+	switch o.DType {
+	case checkpoint.BF16, checkpoint.F16, checkpoint.F32:
+		return nil
+	}
+	return fmt.Errorf("engine: init: dtype %q not supported (use BF16, F16 or F32)", o.DType)
+}
+
 // Init writes a random-weight checkpoint of arch into dir (config.json and
 // model.safetensors): the weights New(arch, o.Seed) would hold, in
 // o.DType, for tests and benchmarks at real shapes. It never holds the
@@ -69,13 +86,10 @@ func Init(ctx context.Context, arch *architecture.Model, dir string, o InitOptio
 	if _, err := checkArch(arch); err != nil {
 		return err
 	}
-	dt := o.DType
-	if dt == "" {
-		dt = checkpoint.BF16
-	}
-	if err := checkSaveDType(dir, dt); err != nil {
+	if err := o.EnsureDefaults().Validate(); err != nil {
 		return err
 	}
+	dt := o.DType
 	a := arch.Clone()
 	if a.Arch == "" {
 		a.Arch, a.ModelType = architecture.Llama, "llama"

@@ -50,6 +50,9 @@ func Load(dir string) (*Model, error) { return LoadWith(dir, LoadOptions{}) }
 // matrices in place, in the checkpoint's dtype, for forward-only work.
 // Close the model when done with it.
 func LoadWith(dir string, o LoadOptions) (_ *Model, err error) {
+	if err := o.EnsureDefaults().Validate(); err != nil {
+		return nil, err
+	}
 	arch, err := architecture.Load(dir)
 	if err != nil {
 		return nil, err

@@ -130,6 +130,18 @@ type LoadOptions struct {
 	Stream bool
 }
 
+// EnsureDefaults returns o (every zero field is a valid setting).
+func (o *LoadOptions) EnsureDefaults() *LoadOptions { return o }
+
+// Validate reports an invalid combination: streaming needs the weights
+// mapped in place.
+func (o *LoadOptions) Validate() error {
+	if o.Stream && !o.Mapped {
+		return errors.New("engine: load: streaming layers needs the weights mapped in place (Mapped)")
+	}
+	return nil
+}
+
 // ErrMapped is returned by the backward passes of a model whose weights are
 // read in place from its checkpoint (LoadOptions.Mapped).
 var ErrMapped = errors.New("engine: backward on a model loaded with its weights mapped in place (forward only); load it as float32 to train it")

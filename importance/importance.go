@@ -79,7 +79,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/checkpoint"
 	"github.com/autocompress/autocompress/dataset"
 	"github.com/autocompress/autocompress/engine"
@@ -322,7 +321,7 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 	c := &collector{hidden: make([]*accum, 2*L), heads: make([]*accum, L), neurons: make([]*accum, L),
 		bi: make([]float64, L), attnBI: make([]float64, L), mlpBI: make([]float64, L), rows: make([]int64, L),
 		in: make([][]float32, L), mid: make([][]float32, L)}
-	passes := skipPasses(arch, o)
+	passes := skipPasses(m, o)
 	K, Tk := o.SkipScope(m, len(rows), T)
 	if len(passes) == 0 {
 		K, Tk = 0, 0
@@ -466,11 +465,12 @@ type skipPass struct {
 // skipPasses lists the skip passes: every layer, then each sub-block of the
 // layers that have both (a lone sub-block skipped is the layer skipped:
 // measured once, reported for both).
-func skipPasses(arch *architecture.Model, o Options) []skipPass {
+func skipPasses(m *engine.Model, o Options) []skipPass {
 	var passes []skipPass
 	if o.NoSkipLoss {
 		return nil
 	}
+	arch := m.Arch()
 	for l := range arch.Layers {
 		passes = append(passes, skipPass{layer: l})
 	}
@@ -521,7 +521,7 @@ func (o Options) SkipScope(m *engine.Model, rows, T int) (k, tokens int) {
 	if o.Passes == 0 || rows == 0 {
 		return rows, T
 	}
-	passes := skipPasses(m.Arch(), o)
+	passes := skipPasses(m, o)
 	full := m.ForwardFLOPs(rows, T)
 	cost := func(k, t int) float64 { return 1 + float64(k)*perRowFLOPs(m, passes, t)/full }
 	t := min(T, max(32, (T+3)/4))
