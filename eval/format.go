@@ -64,6 +64,8 @@ var TaskKinds = map[string]TaskKind{
 		defer f.Close()
 		return ParseSuite(path, f)
 	}},
+	"gsm8k": {"GSM8K 8-shot chain of thought (generation): JSON lines {question, answer} (openai/grade-school-math test.jsonl)",
+		one(func(p string) (*Task, error) { return readFileTask(p, ParseGSM8K) })},
 }
 
 // TaskList returns the known task names, sorted.
