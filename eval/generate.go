@@ -21,7 +21,10 @@ type GenSpec struct {
 	// generation stops once the completion contains one, and the
 	// completion is cut before the first that occurs.
 	Until []string
-	// MaxTokens is the most new tokens per item (0: DefaultMaxTokens).
+	// MaxTokens is the most new tokens per item (0: DefaultMaxTokens). On
+	// the native engine, a model whose window (max_position_embeddings) is
+	// not larger generates at most half its window, leaving the prompt the
+	// other half (the harness would keep no prompt at all).
 	MaxTokens int
 	// Score scores the completions, completions[i] answering items[i],
 	// and returns the task's metrics. Only the context is cancelled: a
@@ -338,6 +341,11 @@ func (s *Scorer) evaluateGeneration(ctx context.Context, t *Task, o TaskOptions)
 	maxTok := t.Gen.MaxTokens
 	if maxTok <= 0 {
 		maxTok = DefaultMaxTokens
+	}
+	if e, ok := gen.(*EngineLM); ok {
+		if w := e.Model.Arch().MaxPositions; w > 1 && maxTok >= w {
+			maxTok = w / 2
+		}
 	}
 	reqs := make([]GenRequest, len(t.Items))
 	for i, it := range t.Items {

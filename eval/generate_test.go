@@ -176,3 +176,20 @@ func TestCutAtStop(t *testing.T) {
 		}
 	}
 }
+
+// A task asking for as many new tokens as the model's window generates
+// half the window instead of failing.
+func TestGenerationTaskFitsSmallWindow(t *testing.T) {
+	m := tinyModel(t, 256, 3) // 64 positions; byte ids
+	task := &Task{Name: "t", Kind: Generation, Items: []Item{{Context: strings.Repeat("long prompt ", 20)}},
+		Gen: &GenSpec{MaxTokens: 256, Score: func(_ context.Context, items []Item, c []string) ([]Metric, error) {
+			return []Metric{{Name: "len", Value: float64(len(c[0]))}}, nil
+		}}}
+	r, err := (&Scorer{LM: &EngineLM{Model: m}, Tok: byteDecTok{}}).Evaluate(context.Background(), task, TaskOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := r.Metrics[0].Value; n > 32 {
+		t.Errorf("%v bytes generated in a 64-position window, want at most 32", n)
+	}
+}
