@@ -78,6 +78,31 @@ type GenOptions struct {
 	Progress progress.Func
 }
 
+// EnsureDefaults fills the unset (zero) fields and returns o: 32
+// sequences, 512 prompt tokens per step.
+func (o *GenOptions) EnsureDefaults() *GenOptions {
+	if o.Batch == 0 {
+		o.Batch = 32
+	}
+	if o.PrefillTokens == 0 {
+		o.PrefillTokens = 512
+	}
+	return o
+}
+
+// Validate reports the first invalid option (after EnsureDefaults).
+func (o *GenOptions) Validate() error {
+	switch {
+	case o.Decode == nil:
+		return errors.New("eval: generation needs a decoder to check stop sequences")
+	case o.Batch < 1:
+		return fmt.Errorf("eval: generation batch %d: want at least 1 sequence in flight", o.Batch)
+	case o.PrefillTokens < 1:
+		return fmt.Errorf("eval: %d prompt tokens per step: want at least 1", o.PrefillTokens)
+	}
+	return nil
+}
+
 // Generator produces greedy completions. EngineLM is one.
 type Generator interface {
 	Generate(ctx context.Context, reqs []GenRequest, o GenOptions) ([]Completion, error)
@@ -123,18 +148,12 @@ type genSeq struct {
 // all prompts begin with the same tokens (a few-shot prompt), that prefix
 // runs once and its KV cache is copied into each sequence.
 func (e *EngineLM) Generate(ctx context.Context, reqs []GenRequest, o GenOptions) ([]Completion, error) {
-	if o.Decode == nil {
-		return nil, errors.New("eval: generation needs a decoder to check stop sequences")
+	if err := o.EnsureDefaults().Validate(); err != nil {
+		return nil, err
 	}
 	m := e.Model
 	a := m.Arch()
 	batch, budget := o.Batch, o.PrefillTokens
-	if batch <= 0 {
-		batch = 32
-	}
-	if budget <= 0 {
-		budget = 512
-	}
 	eos := o.EOS
 	if eos == nil {
 		for _, id := range a.EOS {

@@ -153,6 +153,11 @@ func TestGenerateContextLimit(t *testing.T) {
 			t.Errorf("request %+v: no error", bad)
 		}
 	}
+	for _, o := range []GenOptions{{}, {Decode: letters, Batch: -1}, {Decode: letters, PrefillTokens: -2}} {
+		if _, err := e.Generate(context.Background(), []GenRequest{{Prompt: prompt[:3], MaxTokens: 2}}, o); err == nil {
+			t.Errorf("options %+v: no error", o)
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := e.Generate(ctx, []GenRequest{{Prompt: prompt[:5], MaxTokens: 5}}, GenOptions{Decode: letters}); !errors.Is(err, context.Canceled) {

@@ -209,7 +209,7 @@ type Result struct {
 // in the Result.
 func (s *Sandbox) Run(ctx context.Context, program string) (*Result, error) {
 	l := s.Limits
-	dir, err := os.MkdirTemp("", "autocompress-sandbox-")
+	dir, err := os.MkdirTemp("", "autocompress-sandbox-") //output:not-an-output: the program's scratch directory, removed when it ends
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: scratch directory: %w", err)
 	}
@@ -220,7 +220,7 @@ func (s *Sandbox) Run(ctx context.Context, program string) (*Result, error) {
 		}
 	}
 	prog := filepath.Join(dir, "program.py")
-	if err := os.WriteFile(prog, []byte(program), 0o644); err != nil {
+	if err := os.WriteFile(prog, []byte(program), 0o644); err != nil { //output:not-an-output: the program to run, in its scratch directory
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
 	var nb [16]byte
