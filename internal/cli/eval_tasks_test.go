@@ -143,3 +143,23 @@ func TestEvalGenerationTasks(t *testing.T) {
 		}
 	}
 }
+
+// A model directory without tokenizer.json cannot run a generation task:
+// the error names the directory and the flag that supplies a tokenizer,
+// before any generation; a GSM8K file in another format names its line.
+func TestEvalGenerationErrors(t *testing.T) {
+	dir := evalModel(t)
+	if err := os.Remove(filepath.Join(dir, "tokenizer.json")); err != nil {
+		t.Fatal(err)
+	}
+	gsm := evalWrite(t, "gsm8k.jsonl", []byte(`{"question": "q?", "answer": "1\n#### 1"}`+"\n"))
+	code, _, errs := evalRun("eval", "--model", dir, "--task", "gsm8k="+gsm)
+	if code != 1 || !strings.Contains(errs, "has no tokenizer.json: pass --tokenizer") {
+		t.Errorf("no tokenizer: exit %d, stderr %q", code, errs)
+	}
+	bad := evalWrite(t, "bad.jsonl", []byte(`{"question": "q?", "answer": "1\n#### 1"}`+"\n"+`{"text": "a lambada line"}`+"\n"))
+	code, _, errs = evalRun("eval", "--model", evalModel(t), "--task", "gsm8k="+bad)
+	if code != 1 || !strings.Contains(errs, bad+`:2: want a JSON object {"question": "...", "answer": "... #### N"}`) {
+		t.Errorf("wrong format: exit %d, stderr %q", code, errs)
+	}
+}
