@@ -123,7 +123,8 @@ type Sandbox struct {
 	// was made by root), else "" (they run as the caller).
 	User string
 
-	attr func() *syscall.SysProcAttr
+	attr func() *syscall.SysProcAttr // how programs start
+	base func() *syscall.SysProcAttr // the same without a network namespace
 }
 
 // NoPythonError reports that the interpreter is missing.
@@ -169,6 +170,7 @@ func New(python string, l Limits) (*Sandbox, error) {
 		}
 		return a
 	}
+	s.base = base
 	probe := exec.Command(python, "-I", "-S", "-c", "pass")
 	probe.Env = []string{"PATH=/usr/bin:/bin"}
 	probe.Dir = os.TempDir()

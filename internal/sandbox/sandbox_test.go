@@ -24,7 +24,10 @@ func newSandbox(t *testing.T, l Limits) *Sandbox {
 }
 
 // Each misbehaving program is stopped or refused and reported as failed
-// with its reason, and the programs after it still run.
+// with its reason, and the programs after it still run. Run by root the
+// programs run as nobody in a network namespace; run unprivileged (the
+// test binary started with setpriv --reuid=65534 --regid=65534
+// --clear-groups) in a user and network namespace; both pass.
 func TestSandboxHolds(t *testing.T) {
 	// A wall-clock limit far past the CPU limit, so that the CPU limit
 	// stops the loop however loaded the machine is; sleeping (no CPU) is
@@ -84,6 +87,32 @@ func TestSandboxHolds(t *testing.T) {
 }
 
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `\'`) + "'" }
+
+// Without a network namespace (where none can be made), the audit hook
+// alone refuses sockets, forks and writes outside.
+func TestSandboxHookAlone(t *testing.T) {
+	s := newSandbox(t, Limits{CPU: time.Second, Wall: 5 * time.Minute})
+	s.attr, s.Network = s.base, "audit hook"
+	for _, c := range []struct{ program, reason string }{
+		{"import socket\nsocket.socket(socket.AF_INET, socket.SOCK_STREAM)\n", "PermissionError: sandbox: socket.__new__ is not allowed"},
+		{"import _socket\n_socket.socket()\n", "PermissionError: sandbox: socket.__new__ is not allowed"},
+		{"import os\nos.fork()\n", "PermissionError: sandbox: os.fork is not allowed"},
+		{"open('/tmp/autocompress-sandbox-hook-test', 'a')\n", "PermissionError: sandbox: writing outside"},
+		{"print('ok')\n", ""},
+	} {
+		r, err := s.Run(context.Background(), c.program)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.reason == "" {
+			if !r.Passed {
+				t.Errorf("%q: failed (%s): %s", c.program, r.Reason, r.Stderr)
+			}
+		} else if r.Passed || !strings.HasPrefix(r.Reason, c.reason) {
+			t.Errorf("%q: passed %v, reason %q; want %q", c.program, r.Passed, r.Reason, c.reason)
+		}
+	}
+}
 
 func TestSandboxWallClock(t *testing.T) {
 	s := newSandbox(t, Limits{Wall: 500 * time.Millisecond})
