@@ -141,10 +141,12 @@ type genSeq struct {
 // chosen greedily (the first of equal logits).
 //
 // A prompt longer than the model's window less MaxTokens is cut from the
-// left to that length, as lm-evaluation-harness does (HFLM
-// generate_until: context_enc[:, -(max_length - max_gen_toks):]), and
-// Completion.PromptCut says by how much; MaxTokens not below the window
-// is a *ContextError (the harness would keep no prompt at all). When
+// left to that length, as lm-evaluation-harness does
+// (lm_eval/models/huggingface.py, HFLM.generate_until: max_ctx_len =
+// self.max_length - max_gen_toks, then tok_batch_encode with
+// left_truncate_len=max_ctx_len), and Completion.PromptCut says by how
+// much; MaxTokens not below the window is a *ContextError (the harness's
+// newer versions assert max_ctx_len > 0 there). When
 // all prompts begin with the same tokens (a few-shot prompt), that prefix
 // runs once and its KV cache is copied into each sequence.
 func (e *EngineLM) Generate(ctx context.Context, reqs []GenRequest, o GenOptions) ([]Completion, error) {
