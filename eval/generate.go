@@ -24,7 +24,7 @@ type GenSpec struct {
 	// MaxTokens is the most new tokens per item (0: DefaultMaxTokens). On
 	// the native engine, a model whose window (max_position_embeddings) is
 	// not larger generates at most half its window, leaving the prompt the
-	// other half (the harness would keep no prompt at all).
+	// other half (where the harness refuses the request).
 	MaxTokens int
 	// Score scores the completions, completions[i] answering items[i],
 	// and returns the task's metrics. Only the context is cancelled: a
