@@ -15,7 +15,8 @@ func requirePython(t *testing.T) {
 	t.Helper()
 	if _, err := sandbox.New("", sandbox.Limits{}); err != nil {
 		var np *sandbox.NoPythonError
-		if errors.As(err, &np) {
+		var ue *sandbox.UnsupportedError
+		if errors.As(err, &np) || errors.As(err, &ue) {
 			t.Skipf("skipping: %v", err)
 		}
 		t.Fatal(err)

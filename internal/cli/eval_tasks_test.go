@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -101,6 +102,9 @@ func TestEvalInterrupted(t *testing.T) {
 // MBPP files (made up, in the real formats) on a small random model, whose
 // scores are 0 but whose report has the tasks' metrics and item counts.
 func TestEvalGenerationTasks(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("skipping: the code tasks' sandbox runs on Linux only")
+	}
 	dir := evalModel(t)
 	gsm := evalWrite(t, "gsm8k.jsonl", []byte(`{"question": "Tom has 3 apples and buys 2 more. How many?", "answer": "3 + 2 = <<3+2=5>>5\n#### 5"}`+"\n"+
 		`{"question": "A box holds 1,000 pins. How many in 2 boxes?", "answer": "2 * 1000 = <<2*1000=2000>>2000\n#### 2,000"}`+"\n"))

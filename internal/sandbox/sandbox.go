@@ -7,8 +7,9 @@
 // # What holds a program
 //
 //   - Its own process group (Setpgid), killed as a whole (SIGKILL) when
-//     the program ends, overruns its wall-clock limit or the context is
-//     cancelled, so no child it made outlives it.
+//     the program ends (before it is reaped, so the group's id cannot have
+//     passed to another process), overruns its wall-clock limit or the
+//     context is cancelled, so no child it made outlives it.
 //   - A fresh scratch directory as its working directory, HOME and TMPDIR,
 //     removed afterwards; the environment is otherwise cleared (PATH,
 //     LANG only) and python3 runs isolated (-I: no PYTHON* variables, no
@@ -52,19 +53,16 @@
 // user switch (when not run by root) write wherever its user can and fork
 // up to that user's process limit until the wall-clock limit kills its
 // group. Run evaluations of untrusted models in a container or VM as well.
+//
+// The sandbox runs on Linux only; elsewhere New returns an
+// *UnsupportedError, and code tasks fail with it.
 package sandbox
 
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -137,58 +135,13 @@ func (e *NoPythonError) Error() string {
 	return fmt.Sprintf("sandbox: no Python interpreter at %s (%v): install Debian's python3 (apt-get install python3)", e.Path, e.Err)
 }
 
-// New returns a sandbox for python (DefaultPython when ""), checking that
-// it runs and finding out whether a network namespace can be made.
-func New(python string, l Limits) (*Sandbox, error) {
-	if python == "" {
-		python = DefaultPython
-	}
-	if _, err := exec.LookPath(python); err != nil {
-		return nil, &NoPythonError{Path: python, Err: err}
-	}
-	s := &Sandbox{Python: python, Limits: l.withDefaults()}
-	root := os.Geteuid() == 0
-	if root {
-		s.User = "nobody"
-	}
-	base := func() *syscall.SysProcAttr {
-		a := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		if root {
-			a.Credential = &syscall.Credential{Uid: nobody, Gid: nobody, NoSetGroups: true}
-		}
-		return a
-	}
-	withNet := func() *syscall.SysProcAttr {
-		a := base()
-		a.Cloneflags = syscall.CLONE_NEWNET
-		if !root {
-			uid, gid := os.Getuid(), os.Getgid()
-			a.Cloneflags |= syscall.CLONE_NEWUSER
-			a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
-			a.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-			a.GidMappingsEnableSetgroups = false
-		}
-		return a
-	}
-	s.base = base
-	probe := exec.Command(python, "-I", "-S", "-c", "pass")
-	probe.Env = []string{"PATH=/usr/bin:/bin"}
-	probe.Dir = os.TempDir()
-	probe.SysProcAttr = withNet()
-	if err := probe.Run(); err == nil {
-		s.attr, s.Network = withNet, "namespace"
-	} else {
-		check := exec.Command(python, "-I", "-S", "-c", "pass")
-		check.Env, check.Dir, check.SysProcAttr = probe.Env, probe.Dir, base()
-		if err := check.Run(); err != nil {
-			return nil, &NoPythonError{Path: python, Err: err}
-		}
-		s.attr, s.Network = base, "audit hook"
-	}
-	return s, nil
-}
+// UnsupportedError reports a system the sandbox does not run on (it needs
+// Linux).
+type UnsupportedError struct{ OS string }
 
-const nobody = 65534
+func (e *UnsupportedError) Error() string {
+	return "sandbox: running generated programs needs Linux (this is " + e.OS + "): score code tasks on a Linux machine"
+}
 
 // Result is the outcome of one program.
 type Result struct {
@@ -203,87 +156,6 @@ type Result struct {
 	ExitCode       int // -1 when killed by a signal
 	Stdout, Stderr string
 	Wall           time.Duration
-}
-
-// Run runs program (Python source) and reports how it ended. The error is
-// for the sandbox itself failing (no scratch directory, the interpreter
-// would not start) or ctx being cancelled; whatever the program does is
-// in the Result.
-func (s *Sandbox) Run(ctx context.Context, program string) (*Result, error) {
-	l := s.Limits
-	dir, err := os.MkdirTemp("", "autocompress-sandbox-") //output:not-an-output: the program's scratch directory, removed when it ends
-	if err != nil {
-		return nil, fmt.Errorf("sandbox: scratch directory: %w", err)
-	}
-	defer os.RemoveAll(dir)
-	if s.User == "nobody" {
-		if err := os.Chown(dir, nobody, nobody); err != nil {
-			return nil, fmt.Errorf("sandbox: scratch directory: %w", err)
-		}
-	}
-	prog := filepath.Join(dir, "program.py")
-	if err := os.WriteFile(prog, []byte(program), 0o644); err != nil { //output:not-an-output: the program to run, in its scratch directory
-		return nil, fmt.Errorf("sandbox: %w", err)
-	}
-	var nb [16]byte
-	if _, err := rand.Read(nb[:]); err != nil {
-		return nil, fmt.Errorf("sandbox: nonce: %w", err)
-	}
-	nonce := hex.EncodeToString(nb[:])
-	procs := 0
-	if s.User == "nobody" {
-		procs = l.Procs
-	}
-	wctx, cancel := context.WithTimeout(ctx, l.Wall)
-	defer cancel()
-	cmd := exec.CommandContext(wctx, s.Python, "-I", "-S", "-B", "-c", prelude(l, procs))
-	cmd.Dir = dir
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir, "TMPDIR=" + dir, "LANG=C.UTF-8", "PYTHONHASHSEED=0"}
-	cmd.Stdin = strings.NewReader(nonce + "\n")
-	stdout, stderr := &capped{max: l.Output}, &capped{max: l.Output}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.SysProcAttr = s.attr()
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = time.Second
-	t0 := time.Now()
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("sandbox: starting %s: %w", s.Python, err)
-	}
-	werr := cmd.Wait()
-	// Whatever the program left behind in its group goes with it.
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	r := &Result{Wall: time.Since(t0), Stdout: stdout.String(), Stderr: stderr.String(), ExitCode: cmd.ProcessState.ExitCode()}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	var ee *exec.ExitError
-	switch {
-	case wctx.Err() != nil:
-		r.Reason = "timeout"
-	case werr == nil:
-		if strings.HasSuffix(strings.TrimRight(string(stdout.tail), "\n"), nonce) {
-			r.Passed = true
-			r.Stdout = strings.TrimSuffix(r.Stdout, "\n"+nonce+"\n")
-		} else {
-			r.Reason = "exited before the end of the program"
-		}
-	case errors.As(werr, &ee):
-		ws, _ := ee.Sys().(syscall.WaitStatus)
-		switch {
-		case ws.Signaled() && (ws.Signal() == syscall.SIGXCPU || (ws.Signal() == syscall.SIGKILL && cpuUsed(cmd.ProcessState) >= l.CPU)):
-			r.Reason = "cpu time limit"
-		case ws.Signaled():
-			r.Reason = "signal " + ws.Signal().String()
-		default:
-			r.Reason = lastLine(r.Stderr)
-			if r.Reason == "" {
-				r.Reason = "exit " + strconv.Itoa(r.ExitCode)
-			}
-		}
-	default:
-		return nil, fmt.Errorf("sandbox: %w", werr)
-	}
-	return r, nil
 }
 
 func cpuUsed(ps *os.ProcessState) time.Duration { return ps.UserTime() + ps.SystemTime() }
