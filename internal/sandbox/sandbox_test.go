@@ -47,6 +47,7 @@ func TestSandboxHolds(t *testing.T) {
 		{"loops forever", "while True:\n    pass\n", "cpu time limit"},
 		{"allocates without bound", "x = []\nwhile True:\n    x.append(bytearray(1 << 20))\n", "MemoryError"},
 		{"fork bomb", "import os\nwhile True:\n    os.fork()\n", "PermissionError: sandbox: os.fork is not allowed"},
+		{"thread bomb", "import threading, time\nwhile True:\n    threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n", "RuntimeError: can't start new thread"},
 		{"subprocess", "import subprocess\nsubprocess.run(['sh', '-c', 'echo hi'])\n", "PermissionError: sandbox: subprocess.Popen is not allowed"},
 		{"os.system", "import os\nos.system('true')\n", "PermissionError: sandbox: os.system is not allowed"},
 		{"ctypes", "import ctypes\nctypes.CDLL(None).fork()\n", "PermissionError: sandbox: ctypes.dlopen is not allowed"},
