@@ -272,9 +272,7 @@ func (e *EngineLM) Generate(ctx context.Context, reqs []GenRequest, o GenOptions
 				g.Reason = StopEOS
 			default:
 				s.out = append(s.out, id)
-				if hit, err := tailHasStop(s.out, r.Until, o.Decode); err != nil {
-					return nil, err
-				} else if hit {
+				if tailHasStop(s.out, r.Until, o.Decode) {
 					g.Reason = StopSequence
 				} else if len(s.out) >= r.MaxTokens {
 					g.Reason = StopLength
@@ -308,26 +306,27 @@ func (e *EngineLM) Generate(ctx context.Context, reqs []GenRequest, o GenOptions
 // stop sequence. A stop sequence of L bytes that the newest token completes
 // lies within the last L tokens (every token decodes to at least one
 // byte), so decoding a few more than the longest is enough and keeps each
-// check short.
-func tailHasStop(out []int32, until []string, decode func([]int32) (string, error)) (bool, error) {
+// check short. A tail that does not decode (it may start inside a
+// character) holds no stop yet; the whole completion is decoded, and its
+// errors reported, when it ends.
+func tailHasStop(out []int32, until []string, decode func([]int32) (string, error)) bool {
 	longest := 0
 	for _, s := range until {
 		longest = max(longest, len(s))
 	}
 	if longest == 0 {
-		return false, nil
+		return false
 	}
-	tail := out[max(0, len(out)-longest-8):]
-	text, err := decode(tail)
+	text, err := decode(out[max(0, len(out)-longest-8):])
 	if err != nil {
-		return false, fmt.Errorf("eval: decoding a completion: %w", err)
+		return false
 	}
 	for _, s := range until {
 		if s != "" && strings.Contains(text, s) {
-			return true, nil
+			return true
 		}
 	}
-	return false, nil
+	return false
 }
 
 // cutAtStop returns text before the first occurrence of any stop sequence
