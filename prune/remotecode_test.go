@@ -88,6 +88,36 @@ func TestDeciLMRemoteCodeFiles(t *testing.T) {
 	}
 }
 
+// TestDeciLMParentRemoteCode: a DeciLM parent's own copies of the module
+// files prune writes are replaced by ours, and its modeling module is kept
+// and named in auto_map.
+func TestDeciLMParentRemoteCode(t *testing.T) {
+	deciParent := deciLMChild(t, "mlp-only")
+	theirs := []byte("# the parent's own file\n")
+	for _, f := range []string{"configuration_decilm.py", "block_config.py", remotecode.DeciLMModeling} {
+		must(t, os.WriteFile(filepath.Join(deciParent, f), theirs, 0o644))
+	}
+	out := filepath.Join(t.TempDir(), "grandchild")
+	plan := &Plan{Version: 1, Layers: []LayerPlan{{Layer: 1, RemoveAttention: true}}}
+	if _, err := Prune(context.Background(), Options{Model: deciParent, Plan: plan, Out: out}); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range remotecode.DeciLMFiles() {
+		got, err := os.ReadFile(filepath.Join(out, f))
+		must(t, err)
+		if want, _ := remotecode.DeciLMFile(f); !bytes.Equal(got, want) {
+			t.Errorf("%s is not ours", f)
+		}
+	}
+	if got, err := os.ReadFile(filepath.Join(out, remotecode.DeciLMModeling)); err != nil || !bytes.Equal(got, theirs) {
+		t.Errorf("the parent's %s not copied: %v", remotecode.DeciLMModeling, err)
+	}
+	want := map[string]string{"AutoConfig": remotecode.DeciLMAutoConfig, "AutoModelForCausalLM": remotecode.DeciLMAutoModel}
+	if am := autoMapOf(t, out); !reflect.DeepEqual(am, want) {
+		t.Errorf("auto_map %v, want %v", am, want)
+	}
+}
+
 func autoMapOf(t *testing.T, dir string) map[string]string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
