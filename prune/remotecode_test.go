@@ -195,56 +195,80 @@ func TestDeciLMConfigModule(t *testing.T) {
 	script, err := filepath.Abs(filepath.Join("testdata", "remotecode", "load_child.py"))
 	must(t, err)
 	for _, kind := range deciLMKinds {
-		t.Run(kind, func(t *testing.T) {
-			dir := deciLMChild(t, kind)
-			// -S: no site-packages, so nothing but the stand-in answers to
-			// "import transformers"; -B: no bytecode in testdata.
-			cmd := exec.Command(python, "-B", "-S", script, dir, t.TempDir())
-			cmd.Env = append(os.Environ(), "PYTHONPATH="+standin)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("python3: %v\n%s", err, stderr.String())
+		// Two stand-ins: transformers 4's LlamaConfig, and one that refuses
+		// None for the fields transformers 5 types int under @strict.
+		for _, strict := range []bool{false, true} {
+			name := kind
+			if strict {
+				name += "-strict"
 			}
-			var v loaderView
-			if err := json.Unmarshal(out, &v); err != nil {
-				t.Fatalf("%v: %s", err, out)
-			}
-			m, err := architecture.Load(filepath.Join(dir, "config.json"))
-			must(t, err)
-			if v.Class != "transformers_modules.child.configuration_decilm.DeciLMConfig" || v.ModelType != "nemotron-nas" {
-				t.Errorf("class %s, model_type %s", v.Class, v.ModelType)
-			}
-			if want := remotecode.DeciLMFiles(); !reflect.DeepEqual(v.Modules, []string{"block_config", "configuration_decilm"}) || len(want) != 2 {
-				t.Errorf("modules loaded %v, embedded %v", v.Modules, want)
-			}
-			if v.NumKeyValueHeads != nil || v.IntermediateSize != nil {
-				t.Errorf("global num_key_value_heads %v, intermediate_size %v: want None (per-layer values are in block_configs)", v.NumKeyValueHeads, v.IntermediateSize)
-			}
-			if !v.RoundTrip {
-				t.Error("to_dict does not round-trip block_configs through JSON")
-			}
-			if v.NumHiddenLayers != len(m.Layers) || len(v.Layers) != len(m.Layers) {
-				t.Fatalf("%d layers (%d blocks), Go wrote %d", v.NumHiddenLayers, len(v.Layers), len(m.Layers))
-			}
-			for i, l := range m.Layers {
-				p := v.Layers[i]
-				if p.AttentionLinear || p.FFNLinear {
-					t.Errorf("layer %d: a linear block", i)
-				}
-				if p.AttentionNoOp != (l.Attention == nil) {
-					t.Errorf("layer %d: attention.no_op %v, Go attention %v", i, p.AttentionNoOp, l.Attention)
-				} else if l.Attention != nil && p.KVHeads != l.Attention.KVHeads {
-					t.Errorf("layer %d: %d KV heads (n_heads_in_group %v), Go wrote %d", i, p.KVHeads, *p.NHeadsInGroup, l.Attention.KVHeads)
-				}
-				if p.FFNNoOp != (l.MLP == nil) {
-					t.Errorf("layer %d: ffn.no_op %v, Go MLP %v", i, p.FFNNoOp, l.MLP)
-				} else if w := l.MLP; w != nil && (!p.HasFFNMult || p.WidthVLLM != w.Width || p.WidthFFNMult != w.Width || p.IntermediateSize != w.Width) {
-					t.Errorf("layer %d: ffn_mult present %v, widths vLLM %d, ffn_mult %d, intermediate_size %d; Go wrote %d",
-						i, p.HasFFNMult, p.WidthVLLM, p.WidthFFNMult, p.IntermediateSize, w.Width)
-				}
-			}
-		})
+			t.Run(name, func(t *testing.T) { checkConfigModule(t, python, standin, script, kind, strict) })
+		}
+	}
+}
+
+// checkConfigModule runs load_child.py on the child of one kind and
+// compares what it prints with the child's config as Go reads it.
+func checkConfigModule(t *testing.T, python, standin, script, kind string, strict bool) {
+	dir := deciLMChild(t, kind)
+	// -S: no site-packages, so nothing but the stand-in answers to
+	// "import transformers"; -B: no bytecode in testdata.
+	cmd := exec.Command(python, "-B", "-S", script, dir, t.TempDir())
+	mode := "STANDIN_STRICT="
+	if strict {
+		mode += "1"
+	}
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+standin, mode)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("python3: %v\n%s", err, stderr.String())
+	}
+	var v loaderView
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	m, err := architecture.Load(filepath.Join(dir, "config.json"))
+	must(t, err)
+	if v.Class != "transformers_modules.child.configuration_decilm.DeciLMConfig" || v.ModelType != "nemotron-nas" {
+		t.Errorf("class %s, model_type %s", v.Class, v.ModelType)
+	}
+	if want := remotecode.DeciLMFiles(); !reflect.DeepEqual(v.Modules, []string{"block_config", "configuration_decilm"}) || len(want) != 2 {
+		t.Errorf("modules loaded %v, embedded %v", v.Modules, want)
+	}
+	widest := 0
+	for _, l := range m.Layers {
+		if l.MLP != nil {
+			widest = max(widest, l.MLP.Width)
+		}
+	}
+	// Per-layer values are in block_configs: the globals stay None, or
+	// where the base class refuses that, intermediate_size is the widest FFN.
+	if v.NumKeyValueHeads != nil || !strict && v.IntermediateSize != nil || strict && (v.IntermediateSize == nil || *v.IntermediateSize != widest) {
+		t.Errorf("global num_key_value_heads %v, intermediate_size %v (widest FFN %d)", v.NumKeyValueHeads, v.IntermediateSize, widest)
+	}
+	if !v.RoundTrip {
+		t.Error("to_dict does not round-trip block_configs through JSON")
+	}
+	if v.NumHiddenLayers != len(m.Layers) || len(v.Layers) != len(m.Layers) {
+		t.Fatalf("%d layers (%d blocks), Go wrote %d", v.NumHiddenLayers, len(v.Layers), len(m.Layers))
+	}
+	for i, l := range m.Layers {
+		p := v.Layers[i]
+		if p.AttentionLinear || p.FFNLinear {
+			t.Errorf("layer %d: a linear block", i)
+		}
+		if p.AttentionNoOp != (l.Attention == nil) {
+			t.Errorf("layer %d: attention.no_op %v, Go attention %v", i, p.AttentionNoOp, l.Attention)
+		} else if l.Attention != nil && p.KVHeads != l.Attention.KVHeads {
+			t.Errorf("layer %d: %d KV heads (n_heads_in_group %v), Go wrote %d", i, p.KVHeads, *p.NHeadsInGroup, l.Attention.KVHeads)
+		}
+		if p.FFNNoOp != (l.MLP == nil) {
+			t.Errorf("layer %d: ffn.no_op %v, Go MLP %v", i, p.FFNNoOp, l.MLP)
+		} else if w := l.MLP; w != nil && (!p.HasFFNMult || p.WidthVLLM != w.Width || p.WidthFFNMult != w.Width || p.IntermediateSize != w.Width) {
+			t.Errorf("layer %d: ffn_mult present %v, widths vLLM %d, ffn_mult %d, intermediate_size %d; Go wrote %d",
+				i, p.HasFFNMult, p.WidthVLLM, p.WidthFFNMult, p.IntermediateSize, w.Width)
+		}
 	}
 }

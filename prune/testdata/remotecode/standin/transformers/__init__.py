@@ -7,7 +7,15 @@
 # num_key_value_heads None -> num_attention_heads and head_dim None ->
 # hidden_size // num_attention_heads. It is not transformers; the real
 # thing is exercised by scripts/device/decilm_autoconfig.py.
+#
+# With STANDIN_STRICT=1 LlamaConfig also refuses a non-int for the fields
+# transformers 5 types `int` under @strict (models/llama/
+# configuration_llama.py), on construction and on assignment, as
+# huggingface_hub's strict dataclasses do.
 import copy
+import os
+
+_STRICT = os.environ.get("STANDIN_STRICT") == "1"
 
 
 class PretrainedConfig(object):
@@ -28,6 +36,12 @@ PreTrainedConfig = PretrainedConfig
 
 class LlamaConfig(PretrainedConfig):
     model_type = "llama"
+    _INT_FIELDS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+
+    def __setattr__(self, key, value):
+        if _STRICT and key in self._INT_FIELDS and (isinstance(value, bool) or not isinstance(value, int)):
+            raise TypeError("stand-in @strict: %s must be an int, got %r" % (key, value))
+        super().__setattr__(key, value)
 
     def __init__(self, vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
                  num_attention_heads=32, num_key_value_heads=None, head_dim=None, **kwargs):
