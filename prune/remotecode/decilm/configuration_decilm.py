@@ -5,8 +5,9 @@
 transformers has no configuration class for model_type "nemotron-nas", so
 AutoConfig.from_pretrained(dir, trust_remote_code=True) loads this one
 through config.json's auto_map.AutoConfig ("configuration_decilm.DeciLMConfig").
-vLLM (transformers_utils/config.py, HFConfigParser.parse), SGLang and
-TensorRT-LLM (_torch/model_config.py, ModelConfig.from_pretrained) all build
+vLLM (transformers_utils/config.py, HFConfigParser.parse), SGLang
+(srt/utils/hf_transformers_utils.py, get_config) and TensorRT-LLM
+(_torch/model_config.py, ModelConfig.from_pretrained) all build
 the config that way and then read the per-layer blocks as objects
 (block_config.py says which attributes).
 
