@@ -87,7 +87,11 @@
 // identities in forward and backward, to measure the loss increase when a
 // layer is removed; SetSkipBlock(BlockAttention or BlockMLP, layers...) does
 // the same for one sub-block (with its norm), which computes exactly what a
-// child with that sub-block removed computes.
+// child with that sub-block removed computes. ForwardLossFrom(l, hidden,
+// ...) reruns only layers l.. from a layer input an observer cached
+// (SiteLayerInput), bit for bit the loss of the whole pass with the same
+// skips, at the cost ForwardFLOPsFrom gives: importance scores every skip
+// that way.
 //
 // # Generation and serving
 //
