@@ -72,13 +72,13 @@ func TestValidateConfigRules(t *testing.T) {
 		{"clean", deciConfig(nil), "", -1, nil},
 		{"intermediate_size only", deciConfig(func(c map[string]any, b []map[string]any) {
 			b[1]["ffn"] = map[string]any{"intermediate_size": 512, "no_op": false}
-		}), "decilm-ffn-mult-only", 1, []string{"sglang", "trtllm", "llamacpp"}},
+		}), "decilm-ffn-mult-only", 1, []string{"vllm", "sglang", "trtllm", "llamacpp"}},
 		{"width not multiple of 256", deciConfig(func(c map[string]any, b []map[string]any) {
 			b[2]["ffn"] = map[string]any{"intermediate_size": 300, "no_op": false}
-		}), "decilm-ffn-multiple", 2, []string{"sglang", "trtllm", "llamacpp"}},
+		}), "decilm-ffn-multiple", 2, []string{"vllm", "sglang", "trtllm", "llamacpp"}},
 		{"ffn_mult and intermediate_size disagree", deciConfig(func(c map[string]any, b []map[string]any) {
 			b[0]["ffn"] = map[string]any{"ffn_mult": FFNMult(512, 64), "intermediate_size": 500, "no_op": false}
-		}), "decilm-ffn-round-trip", 0, []string{"vllm", "hf", "native"}},
+		}), "decilm-ffn-round-trip", 0, []string{"vllm", "sglang", "trtllm", "llamacpp", "hf", "native"}},
 		{"linear attention", deciConfig(func(c map[string]any, b []map[string]any) {
 			b[1]["attention"] = map[string]any{"replace_with_linear": true, "no_op": false}
 		}), "decilm-linear", 1, []string{"vllm", "sglang", "native"}},
@@ -90,7 +90,7 @@ func TestValidateConfigRules(t *testing.T) {
 		{"n_heads_in_group", deciConfig(func(c map[string]any, b []map[string]any) {
 			b[1]["attention"] = map[string]any{"n_heads_in_group": 3, "no_op": false}
 		}), "decilm-n-heads-in-group", 1, []string{"vllm", "sglang", "trtllm", "llamacpp", "hf", "native"}},
-		{"no auto_map", deciConfig(func(c map[string]any, b []map[string]any) { delete(c, "auto_map") }), "remote-code", -1, []string{"hf"}},
+		{"no auto_map", deciConfig(func(c map[string]any, b []map[string]any) { delete(c, "auto_map") }), "remote-code", -1, []string{"vllm", "sglang", "trtllm", "hf"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -163,6 +163,18 @@ func TestValidateRealConfigs(t *testing.T) {
 	}
 }
 
+// llamaBPETokenizer is the part of a tokenizer.json that llama.cpp's
+// LlamaHfVocab checks (a Llama 2 style BPE tokenizer), so that DeciLM
+// fixtures with a vocabulary other than 128256 convert.
+const llamaBPETokenizer = `{"model": {"type": "BPE", "byte_fallback": true}, "decoder": {"type": "Sequence"}}`
+
+// loadableFiles are the files beside config.json that DeciLM fixtures need
+// to load everywhere: the auto_map modules (stand-ins) and a tokenizer.
+func loadableFiles() map[string][]byte {
+	return map[string][]byte{"configuration_decilm.py": []byte("#"), "modeling_decilm.py": []byte("#"),
+		"tokenizer.json": []byte(llamaBPETokenizer)}
+}
+
 // writeDeci writes a checkpoint whose tensors follow cfg (optionally edited).
 func writeDeci(t *testing.T, cfg []byte, edit func([]checkpoint.TensorSpec) []checkpoint.TensorSpec, files map[string][]byte) string {
 	t.Helper()
@@ -195,7 +207,7 @@ func TestValidateDirTensors(t *testing.T) {
 		b[1]["attention"] = map[string]any{"no_op": true}
 		b[2]["ffn"] = map[string]any{"ffn_mult": FFNMult(768, 64), "no_op": false}
 	})
-	remote := map[string][]byte{"configuration_decilm.py": []byte("#"), "modeling_decilm.py": []byte("#")}
+	remote := loadableFiles()
 	dir := writeDeci(t, cfg, nil, remote)
 	for _, e := range Engines() {
 		r, err := ValidateDir(dir, e)
@@ -206,11 +218,15 @@ func TestValidateDirTensors(t *testing.T) {
 			t.Errorf("%s: %v", e, r.Err())
 		}
 	}
-	// hf without the remote-code files.
-	dir = writeDeci(t, cfg, nil, nil)
-	r, _ := ValidateDir(dir, "hf")
-	if r.OK() || r.Violations[0].Rule != "remote-code" || !strings.Contains(r.Violations[0].Msg, "modeling_decilm.py") && !strings.Contains(r.Violations[0].Msg, "configuration_decilm.py") {
-		t.Errorf("hf without remote code: %v", r.Violations)
+	// Without the remote-code files: every engine that builds the config
+	// through transformers' AutoConfig.
+	dir = writeDeci(t, cfg, nil, map[string][]byte{"tokenizer.json": []byte(llamaBPETokenizer)})
+	var r *Report
+	for _, e := range []string{"hf", "vllm", "sglang", "trtllm"} {
+		r, _ = ValidateDir(dir, e)
+		if r.OK() || r.Violations[0].Rule != "remote-code" || !strings.Contains(r.Violations[0].Msg, "modeling_decilm.py") && !strings.Contains(r.Violations[0].Msg, "configuration_decilm.py") {
+			t.Errorf("%s without remote code: %v", e, r.Violations)
+		}
 	}
 	// Wrong width in layer 2, a q_norm in layer 0, a missing k_proj in layer 0.
 	dir = writeDeci(t, cfg, func(s []checkpoint.TensorSpec) []checkpoint.TensorSpec {
@@ -274,7 +290,7 @@ func TestTensorParallel(t *testing.T) {
 		b[1]["attention"] = map[string]any{"n_heads_in_group": 8, "no_op": false} // 1 KV head: replicates
 		b[2]["attention"] = map[string]any{"n_heads_in_group": 4, "no_op": false} // 2 KV heads
 	})
-	dir := writeDeci(t, cfg, nil, nil)
+	dir := writeDeci(t, cfg, nil, loadableFiles())
 	for _, c := range []struct {
 		tp    int
 		rules string // tp-* violations in layer order

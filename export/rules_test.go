@@ -103,7 +103,7 @@ func TestLoadsAgreesWithValidators(t *testing.T) {
 		{"per-layer query heads", llama(t, 4, func(m *architecture.Model) { m.Layers[1].Attention.Heads = 16 }), 1,
 			map[string]bool{"vllm": false, "llamacpp": false, "native": false}},
 		{"per-layer KV groups", llama(t, 4, func(m *architecture.Model) { m.Layers[2].Attention.KVHeads = 4 }), 1,
-			map[string]bool{"vllm": true, "sglang": true, "llamacpp": true, "native": true}},
+			map[string]bool{"vllm": true, "sglang": false, "trtllm": true, "llamacpp": true, "native": true}},
 		{"KV groups not divisible by TP", llama(t, 4, func(m *architecture.Model) {
 			for i := range m.Layers {
 				m.Layers[i].Attention.KVHeads = 4
