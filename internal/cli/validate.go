@@ -96,11 +96,13 @@ not fail. --engine accepts a comma-separated list or "all". The exit status is
 // in the checkpoint directory ("repo--module.Class" from that Hub
 // repository instead). prune cannot ship NVIDIA's module files, so a
 // DeciLM child fails hf until they are added; the verdict is right, and
-// this says what to do.
+// this says what to do. vLLM, SGLang and TensorRT-LLM build the config
+// through AutoConfig too (export.Capabilities.RemoteCode).
 const remoteCodeHint = "transformers has no built-in DeciLM (model_type nemotron-nas): it loads the child only with trust_remote_code " +
 	"and the auto_map modules beside the weights; add them when pruning (autocompress prune ... --add-files configuration_decilm.py,modeling_decilm.py, " +
 	"from the parent's model repository, e.g. nvidia/Llama-3_1-Nemotron-51B-Instruct, after checking its licence), " +
-	"or leave hf out of --engine when the child is served by vLLM, SGLang, TensorRT-LLM or llama.cpp"
+	"or leave hf out of --engine; vLLM, SGLang and TensorRT-LLM build the config the same way (transformers' AutoConfig) and need the modules too, " +
+	"llama.cpp's converter and the native engine read block_configs themselves"
 
 // needsRemoteCode reports whether r fails for the remote-code files only.
 func needsRemoteCode(r *export.Report) bool {
