@@ -174,10 +174,21 @@ func (e *evaluator) globals() []global {
 	if sp.UniformKV {
 		kvs = sp.KVGroups
 	}
+	fits := func(q, kv int) bool {
+		for i := range sp.Parent.Layers {
+			if a := sp.Parent.Layers[i].Attention; a != nil && !kvFits(a, q, kv) {
+				return false
+			}
+		}
+		return true
+	}
 	var out []global
 	for _, h := range sp.Hidden {
 		for _, q := range hpgs {
 			for _, kv := range kvs {
+				if kv > 0 && !fits(q, kv) {
+					continue // kv groups cannot hold q queries: not a shape
+				}
 				for _, m := range mlps {
 					for _, mb := range mambas {
 						g := global{h, q, m, mb, kv}
@@ -213,10 +224,7 @@ func (e *evaluator) allowed(g global) bool {
 		if a := pl.Attention; a != nil {
 			s.KVGroups = a.KVHeads
 			if g.kv > 0 {
-				if !kvFits(a, g.heads, g.kv) {
-					return false
-				}
-				s.KVGroups = g.kv
+				s.KVGroups = g.kv // globals checked that it fits
 			}
 		}
 		if x := pl.MLP; x != nil {
@@ -360,7 +368,7 @@ func (e *evaluator) shapes(dst []LayerShape, l int, g global) []LayerShape {
 		kvs = []int{a.KVHeads}
 		switch {
 		case g.kv > 0:
-			kvs = []int{g.kv} // allowed(g) checked it fits
+			kvs = []int{g.kv} // globals checked that it fits
 		case sp.PerLayer:
 			// k groups keep heads/k queries each: at most the parent's.
 			kvs = kvs[:0]
