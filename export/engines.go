@@ -19,7 +19,12 @@
 // them: vllm, sglang, trtllm, llamacpp, hf, native) and returns a *Report listing
 // every violation, each naming the layer, the rule and what to change.
 // Capabilities are data (Capabilities), not code, so the search can use the
-// same table to avoid proposing shapes an engine cannot load.
+// same table to avoid proposing shapes an engine cannot load. The rules an
+// engine's loader applies to DeciLM children beyond the format (SGLang's
+// uniform KV groups, vLLM's and SGLang's first-block attention, llama.cpp's
+// attention without FFN and its converter's tokenizer path) are LoaderRule
+// facts of its entry, each saying what the loader does, as read in its
+// source (prune/PLAN.md, "Engine load rules").
 package export
 
 import (
