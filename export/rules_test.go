@@ -104,6 +104,15 @@ func TestLoadsAgreesWithValidators(t *testing.T) {
 			map[string]bool{"vllm": false, "llamacpp": false, "native": false}},
 		{"per-layer KV groups", llama(t, 4, func(m *architecture.Model) { m.Layers[2].Attention.KVHeads = 4 }), 1,
 			map[string]bool{"vllm": true, "sglang": false, "trtllm": true, "llamacpp": true, "native": true}},
+		{"attention removed in layer 0", llama(t, 4, func(m *architecture.Model) { m.Layers[0].Attention = nil }), 1,
+			map[string]bool{"vllm": false, "sglang": false, "trtllm": true, "llamacpp": true, "hf": true, "native": true}},
+		{"layer 0 without attention or MLP, then attention removed in layer 1", llama(t, 4, func(m *architecture.Model) {
+			m.Layers[0].Attention, m.Layers[0].MLP, m.Layers[1].Attention = nil, nil, nil
+		}), 1, map[string]bool{"vllm": false, "sglang": false, "trtllm": true}},
+		{"attention removed in layer 2", llama(t, 4, func(m *architecture.Model) { m.Layers[2].Attention = nil }), 1,
+			map[string]bool{"vllm": true, "sglang": true, "trtllm": true, "llamacpp": true}},
+		{"MLP removed in layer 2", llama(t, 4, func(m *architecture.Model) { m.Layers[2].MLP = nil }), 1,
+			map[string]bool{"vllm": true, "sglang": true, "trtllm": true, "llamacpp": false, "hf": true, "native": true}},
 		{"KV groups not divisible by TP", llama(t, 4, func(m *architecture.Model) {
 			for i := range m.Layers {
 				m.Layers[i].Attention.KVHeads = 4
