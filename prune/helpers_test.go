@@ -242,12 +242,13 @@ func must(t testing.TB, err error) {
 }
 
 // checkWithRemoteCode is the default check of a finished child
-// (export.ValidateDirWith) after adding a one-line stand-in for every
-// auto_map module the child lacks. vLLM, SGLang and TensorRT-LLM load a
-// DeciLM child only with its configuration module beside the weights
-// (export.Capabilities.RemoteCode); until prune writes that module
-// (issue #19) the tests that prune DeciLM children for them supply it
-// this way, and once prune writes it nothing is added.
+// (export.ValidateDir) run on a copy of it that has a one-line stand-in
+// for every auto_map module the child lacks; the child itself is left as
+// prune wrote it. vLLM, SGLang and TensorRT-LLM load a DeciLM child only
+// with its configuration module beside the weights
+// (export.Capabilities.RemoteCode); until prune writes that module (issue
+// #19) the tests that prune DeciLM children for them check them this way,
+// and once prune writes it nothing is added.
 func checkWithRemoteCode(dir, engine string) error {
 	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
 	if err != nil {
@@ -259,10 +260,19 @@ func checkWithRemoteCode(dir, engine string) error {
 	if err := json.Unmarshal(fixNonFinite(b), &cfg); err != nil {
 		return err
 	}
+	copied, err := os.MkdirTemp("", "standin")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(copied)
+	copied = filepath.Join(copied, "child")
+	if err := os.CopyFS(copied, os.DirFS(dir)); err != nil {
+		return err
+	}
 	for _, v := range cfg.AutoMap {
 		ref, _ := v.(string)
 		if i := strings.LastIndex(ref, "."); i > 0 && !strings.Contains(ref, "--") {
-			f := filepath.Join(dir, ref[:i]+".py")
+			f := filepath.Join(copied, ref[:i]+".py")
 			if _, err := os.Stat(f); errors.Is(err, os.ErrNotExist) {
 				if err := os.WriteFile(f, []byte("# stand-in for the remote code\n"), 0o644); err != nil {
 					return err
@@ -270,7 +280,7 @@ func checkWithRemoteCode(dir, engine string) error {
 			}
 		}
 	}
-	r, err := export.ValidateDir(dir, engine)
+	r, err := export.ValidateDir(copied, engine)
 	if err != nil {
 		return err
 	}
