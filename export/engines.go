@@ -57,6 +57,11 @@ type Capabilities struct {
 	// its loader reads the FFN width, as read in its source (the message
 	// of an intermediate_size-only block).
 	FFNMultReader string
+	// FFNMultFirst (nil: none): the engine reads intermediate_size only
+	// where the block object has no ffn_mult attribute, which depends on
+	// the configuration module beside the weights, so FFNIntermediateSize
+	// is only half true: an intermediate_size-only block is a warning.
+	FFNMultFirst *LoaderRule
 	// LinearAttention / LinearFFN: loads replace_with_linear sub-blocks.
 	LinearAttention, LinearFFN bool
 	// DeciLMBias: honours attention_bias in DeciLM checkpoints.
@@ -147,6 +152,10 @@ var (
 	sglangFirstAttention = &LoaderRule{ID: "decilm-first-attention",
 		Does: "SGLang's DeciLMDecodeLayer.forward (python/sglang/srt/models/nemotron_nas.py, 15a024d4) sets the residual only in an attention block, so with attention no_op in the first block it calls post_attention_layernorm(hidden_states, None), which returns one tensor where two are unpacked: the forward pass fails",
 		Fix:  "keep the first layer's attention (remove its MLP or the whole layer instead)"}
+	// vLLM: DeciLMDecoderLayer.__init__ tests hasattr(ffn, "ffn_mult").
+	vllmFFNMultFirst = &LoaderRule{ID: "decilm-ffn-mult-first",
+		Does: `vLLM's DeciLMDecoderLayer.__init__ (vllm/model_executor/models/nemotron_nas.py, 00bd1493) reads ffn.intermediate_size only where the block object has no ffn_mult attribute (hasattr): the configuration module autocompress writes leaves it unset here, but NVIDIA's configuration_decilm.py gives every block ffn_mult=None, and vLLM then fails computing the width`,
+		Fix:  "write ffn_mult beside intermediate_size, as prune does"}
 	// llama.cpp: llm_build_deci `continue`s on n_ff == 0 before the
 	// residual add and before inpL = cur.
 	llamacppAttentionNeedsFFN = &LoaderRule{ID: "decilm-attention-needs-ffn",
@@ -175,12 +184,10 @@ var nativeAll = []string{
 // through auto_map: RemoteCode.
 var engines = map[string]Capabilities{
 	// vLLM reads ffn.intermediate_size only where the block object has no
-	// ffn_mult attribute (DeciLMDecoderLayer.__init__, hasattr), and the
-	// DeciLM configuration modules give every block one: intermediate_size
-	// is only half read, so it is not FFNIntermediateSize.
-	"vllm": {Name: "vllm", Native: nativeAll, DeciLM: true,
-		FFNMultReader: "vLLM's DeciLMDecoderLayer (vllm/model_executor/models/nemotron_nas.py, 00bd1493) reads ffn.intermediate_size only where the block has no ffn_mult attribute, and DeciLM configuration modules give every block one (None here: the width computation fails)",
-		DeciLMBias:    true, KVPageRatios: true, RemoteCode: true, ShardsTP: true,
+	// ffn_mult attribute (DeciLMDecoderLayer.__init__, hasattr): half of
+	// FFNIntermediateSize (FFNMultFirst).
+	"vllm": {Name: "vllm", Native: nativeAll, DeciLM: true, FFNIntermediateSize: true, FFNMultFirst: vllmFFNMultFirst,
+		DeciLMBias: true, KVPageRatios: true, RemoteCode: true, ShardsTP: true,
 		DeciLMFirstAttention: vllmFirstAttention},
 	"sglang": {Name: "sglang", Native: nativeAll, DeciLM: true, DeciLMBias: true, RemoteCode: true, ShardsTP: true,
 		FFNMultReader:   "SGLang's DeciLMDecodeLayer (python/sglang/srt/models/nemotron_nas.py, 15a024d4) reads only ffn.ffn_mult",

@@ -72,10 +72,10 @@ func TestValidateConfigRules(t *testing.T) {
 		{"clean", deciConfig(nil), "", -1, nil},
 		{"intermediate_size only", deciConfig(func(c map[string]any, b []map[string]any) {
 			b[1]["ffn"] = map[string]any{"intermediate_size": 512, "no_op": false}
-		}), "decilm-ffn-mult-only", 1, []string{"vllm", "sglang", "trtllm", "llamacpp"}},
+		}), "decilm-ffn-mult-only", 1, []string{"sglang", "trtllm", "llamacpp"}},
 		{"width not multiple of 256", deciConfig(func(c map[string]any, b []map[string]any) {
 			b[2]["ffn"] = map[string]any{"intermediate_size": 300, "no_op": false}
-		}), "decilm-ffn-multiple", 2, []string{"vllm", "sglang", "trtllm", "llamacpp"}},
+		}), "decilm-ffn-multiple", 2, []string{"sglang", "trtllm", "llamacpp"}},
 		{"ffn_mult and intermediate_size disagree", deciConfig(func(c map[string]any, b []map[string]any) {
 			b[0]["ffn"] = map[string]any{"ffn_mult": FFNMult(512, 64), "intermediate_size": 500, "no_op": false}
 		}), "decilm-ffn-round-trip", 0, []string{"vllm", "sglang", "trtllm", "llamacpp", "hf", "native"}},
@@ -117,6 +117,15 @@ func TestValidateConfigRules(t *testing.T) {
 				}
 			}
 		})
+	}
+	// vLLM reads an intermediate_size-only block only with a configuration
+	// module that leaves ffn_mult unset: a warning naming the rule.
+	r, err := ValidateConfig(deciConfig(func(c map[string]any, b []map[string]any) {
+		b[1]["ffn"] = map[string]any{"intermediate_size": 512, "no_op": false}
+	}), "vllm")
+	if err != nil || !r.OK() || len(r.Warnings) != 1 || r.Warnings[0].Rule != "decilm-ffn-mult-first" || r.Warnings[0].Layer != 1 ||
+		!strings.Contains(r.Warnings[0].Msg, "hasattr") {
+		t.Errorf("vllm, intermediate_size only: %v %v (%v)", r.Violations, r.Warnings, err)
 	}
 	if _, err := ValidateConfig(deciConfig(nil), "ollama"); err == nil {
 		t.Error("unknown engine accepted")

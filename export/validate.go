@@ -86,6 +86,16 @@ func (r *Report) violateRule(layer int, lr *LoaderRule, format string, a ...any)
 		Msg: fmt.Sprintf(format, a...) + ": " + lr.Does + "; " + lr.Fix})
 }
 
+// warnRule is violateRule for a rule whose break depends on what the
+// report cannot see (which configuration module is beside the weights).
+func (r *Report) warnRule(layer int, lr *LoaderRule, format string, a ...any) {
+	if r.quiet {
+		return
+	}
+	r.Warnings = append(r.Warnings, Violation{Layer: layer, Rule: lr.ID,
+		Msg: fmt.Sprintf(format, a...) + ": " + lr.Does + "; " + lr.Fix})
+}
+
 func (r *Report) warn(layer int, tensor, rule, format string, a ...any) {
 	if r.quiet {
 		return
@@ -424,6 +434,15 @@ func checkTokenizer(r *Report, dir string, m *architecture.Model, tr *TokenizerR
 	}
 }
 
+// ffnMultReader says how an engine without FFNIntermediateSize reads an
+// FFN's width.
+func ffnMultReader(caps Capabilities) string {
+	if caps.FFNMultReader != "" {
+		return caps.FFNMultReader
+	}
+	return caps.Name + " reads only ffn.ffn_mult"
+}
+
 // checkTP applies the tensor-parallel divisibility rules.
 func checkTP(r *Report, m *architecture.Model, caps Capabilities, tp int) {
 	if tp <= 1 {
@@ -486,6 +505,8 @@ func checkDeciLMRaw(r *Report, raw map[string]any, caps Capabilities) {
 			hasIS = hasIS && is != nil
 			hasMult = hasMult && mult != nil
 			switch {
+			case !hasMult && hasIS && caps.FFNMultFirst != nil:
+				r.warnRule(i, caps.FFNMultFirst, "this block gives ffn.intermediate_size %v but no ffn_mult", is)
 			case !hasMult && hasIS && !caps.FFNIntermediateSize:
 				r.violate(i, "", "decilm-ffn-mult-only", "this block gives ffn.intermediate_size %v but no ffn_mult: %s; write ffn_mult = %s", is, ffnMultReader(caps), strconv.FormatFloat(FFNMult(intOf(is), max(hidden, 1)), 'g', -1, 64))
 			case hasMult && hidden > 0:
@@ -509,15 +530,6 @@ func checkDeciLMRaw(r *Report, raw map[string]any, caps Capabilities) {
 			}
 		}
 	}
-}
-
-// ffnMultReader says how an engine without FFNIntermediateSize reads an
-// FFN's width.
-func ffnMultReader(caps Capabilities) string {
-	if caps.FFNMultReader != "" {
-		return caps.FFNMultReader
-	}
-	return caps.Name + " reads only ffn.ffn_mult"
 }
 
 // checkRemoteCode verifies that the auto_map Python files are present.

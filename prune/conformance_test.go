@@ -2,6 +2,7 @@ package prune
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -176,28 +177,43 @@ func TestLoaderConformancePublished(t *testing.T) {
 		name  string
 		model func() *architecture.Model
 		want  map[string]string
+		edit  func(cfg map[string]any) // of the written config.json, if any
 	}{
-		{"Llama-3.1-8B DeciLM, uniform KV", llama(func(m *architecture.Model) {}), allLoad()},
+		{"Llama-3.1-8B DeciLM, uniform KV", llama(func(m *architecture.Model) {}), allLoad(), nil},
 		{"Llama-3.1-8B DeciLM, varying KV", llama(func(m *architecture.Model) { m.Layers[5].Attention.KVHeads = 4 }),
-			except(map[string]string{"sglang": "decilm-uniform-kv"})},
+			except(map[string]string{"sglang": "decilm-uniform-kv"}), nil},
 		{"Llama-3.1-8B DeciLM, first-layer attention removed", llama(func(m *architecture.Model) { m.Layers[0].Attention = nil }),
-			except(map[string]string{"vllm": "decilm-first-attention", "sglang": "decilm-first-attention"})},
+			except(map[string]string{"vllm": "decilm-first-attention", "sglang": "decilm-first-attention"}), nil},
 		{"Llama-3.1-8B DeciLM, last-layer MLP removed", llama(func(m *architecture.Model) { m.Layers[len(m.Layers)-1].MLP = nil }),
-			except(map[string]string{"llamacpp": "decilm-attention-needs-ffn"})},
-		{"Llama-3.1-8B DeciLM, MLP width 8192 in layer 0 (ffn_mult 3.0)", llama(func(m *architecture.Model) { m.Layers[0].MLP.Width = 8192 }), allLoad()},
+			except(map[string]string{"llamacpp": "decilm-attention-needs-ffn"}), nil},
+		{"Llama-3.1-8B DeciLM, MLP width 8192 in layer 0 (ffn_mult 3.0)", llama(func(m *architecture.Model) { m.Layers[0].MLP.Width = 8192 }), allLoad(), nil},
+		{"Llama-3.1-8B DeciLM, a block with intermediate_size alone", llama(func(m *architecture.Model) {}),
+			except(map[string]string{"sglang": "decilm-ffn-mult-only", "trtllm": "decilm-ffn-mult-only", "llamacpp": "decilm-ffn-mult-only"}),
+			func(cfg map[string]any) {
+				ffn := cfg["block_configs"].([]any)[3].(map[string]any)["ffn"].(map[string]any)
+				delete(ffn, "ffn_mult")
+				ffn["intermediate_size"] = 12288
+			}},
 		{"Qwen3-8B uniform", func() *architecture.Model {
 			m := load("Qwen--Qwen3-8B.json")
 			for i := range m.Layers {
 				m.Layers[i].MLP.Width = 8192
 			}
 			return m
-		}, allLoad()},
-		{"Nemotron-H-56B", func() *architecture.Model { return load("nvidia--Nemotron-H-56B-Base-8K.json") }, allLoad()},
+		}, allLoad(), nil},
+		{"Nemotron-H-56B", func() *architecture.Model { return load("nvidia--Nemotron-H-56B-Base-8K.json") }, allLoad(), nil},
 	}
 	for _, cs := range cases {
 		t.Run(cs.name, func(t *testing.T) {
 			b, err := cs.model().Config(architecture.ConfigOptions{})
 			must(t, err)
+			if cs.edit != nil {
+				var cfg map[string]any
+				must(t, json.Unmarshal(b, &cfg))
+				cs.edit(cfg)
+				b, err = json.Marshal(cfg)
+				must(t, err)
+			}
 			c, err := childOfConfig(b)
 			must(t, err)
 			for _, e := range sortedKeys(loaders) {

@@ -269,10 +269,11 @@ var registeredNative = []string{architecture.Llama, architecture.Qwen3, architec
 // (DeciLMDecoderLayer.__init__ and forward; vllm nemotron_nas.py
 // 00bd1493, sglang nemotron_nas.py 15a024d4). intermediateIfNoMult: vLLM
 // reads ffn.intermediate_size where hasattr(ffn, "ffn_mult") is false,
-// which the configuration module never lets happen; SGLang reads ffn_mult
-// only. residualNone: the forward pass sets the residual only in an
-// attention block and hands it to post_attention_layernorm.
-func poolDeciLM(c *child, headDim func(hidden, heads int) int) outcome {
+// which with the configuration module prune writes is where the block has
+// no ffn_mult; SGLang reads ffn.ffn_mult only (taken here as the JSON key).
+// The forward pass sets the residual only in an attention block and hands
+// it to post_attention_layernorm.
+func poolDeciLM(c *child, intermediateIfNoMult bool, headDim func(hidden, heads int) int) outcome {
 	if o := autoConfig(c); !o.ok() {
 		return o
 	}
@@ -292,10 +293,15 @@ func poolDeciLM(c *child, headDim func(hidden, heads int) int) outcome {
 		}
 		if !truthy(b.ffn["no_op"]) {
 			mult, ok := num(b.ffn["ffn_mult"])
-			if !ok {
-				return fail("decilm-ffn-mult-only", "layer %d: _ffn_mult_to_intermediate_size(None, ...) raises TypeError", i)
+			is, hasIS := intNum(b.ffn["intermediate_size"])
+			switch {
+			case ok:
+				w.mlp(i, hidden, ffnMultWidth(mult, hidden))
+			case intermediateIfNoMult && hasIS:
+				w.mlp(i, hidden, is)
+			default:
+				return fail("decilm-ffn-mult-only", "layer %d: block_config.ffn.ffn_mult is missing (AttributeError, or TypeError on None)", i)
 			}
-			w.mlp(i, hidden, ffnMultWidth(mult, hidden))
 			if !residual {
 				return fail("decilm-first-attention", "layer %d: post_attention_layernorm(hidden_states, None) returns one tensor where two are unpacked", i)
 			}
@@ -310,7 +316,7 @@ func vllmLoad(c *child) outcome {
 	if !c.deciLM() {
 		return nativeLoad(c, registeredNative)
 	}
-	return poolDeciLM(c, func(hidden, heads int) int { return headDimOr(c, hidden/heads) })
+	return poolDeciLM(c, true, func(hidden, heads int) int { return headDimOr(c, hidden/heads) })
 }
 
 // sglangLoad restates SGLang: ModelConfig.get_total_num_kv_heads
@@ -337,7 +343,7 @@ func sglangLoad(c *child) outcome {
 	if len(kv) > 1 {
 		return fail("decilm-uniform-kv", "get_total_num_kv_heads: ValueError Variable GQA (VGQA) is not yet supported for nemotron-nas in sglang (%d KV-head counts)", len(kv))
 	}
-	return poolDeciLM(c, func(hidden, heads int) int { return headDimOr(c, hidden/heads) })
+	return poolDeciLM(c, false, func(hidden, heads int) int { return headDimOr(c, hidden/heads) })
 }
 
 // trtllmLoad restates TensorRT-LLM's NemotronNASModel and
