@@ -92,6 +92,11 @@ type Capabilities struct {
 	// DeciLMAttentionNeedsFFN: a block whose FFN is removed must have its
 	// attention removed too (the whole layer removed).
 	DeciLMAttentionNeedsFFN *LoaderRule
+	// DeciLMFloatFFNMult: the converter asserts that the first block's
+	// ffn_mult is a float, so a JSON integer there (4, not 4.0) fails.
+	// It needs the number as written, so the config checks (ValidateConfig,
+	// ValidateDir) apply it, not Loads.
+	DeciLMFloatFFNMult *LoaderRule
 	// DeciLMTokenizer is the converter's rule on the tokenizer of a DeciLM
 	// child (nil: none). It needs the child's tokenizer.json, so only
 	// ValidateDir checks it; PerLayer assumes a parent whose vocabulary
@@ -161,6 +166,11 @@ var (
 	llamacppAttentionNeedsFFN = &LoaderRule{ID: "decilm-attention-needs-ffn",
 		Does: "llama.cpp's llm_build_deci (src/models/deci.cpp, 75dc8f64) skips the rest of a layer whose n_ff is 0 (`if (n_ff == 0) continue;`) before adding the attention output to the residual and before passing it on, so this layer's attention output is thrown away (in the last layer the output-row gather too): it loads, but computes another model",
 		Fix:  "keep the layer's MLP, remove its attention too (the whole layer), or write the child with output_format padded"}
+	// llama.cpp's converter: DeciModel.__init__ collects the blocks'
+	// ffn_mult values and asserts isinstance(_ffn_multipliers[0], float).
+	llamacppFloatFFNMult = &LoaderRule{ID: "decilm-ffn-mult-float",
+		Does: "llama.cpp's DeciModel.__init__ (conversion/deci.py, 2bbcf7fc) asserts isinstance(_ffn_multipliers[0], float), and Python's json reads a number written without a point as an int: the conversion to GGUF fails",
+		Fix:  "write the first block's ffn_mult with a decimal point (4.0, as prune writes it)"}
 	// llama.cpp's converter: DeciModel.set_vocab takes the Llama 3 path
 	// only for vocab_size 128256; otherwise _set_vocab_llama_hf, whose
 	// LlamaHfVocab refuses anything but a Llama BPE tokenizer.
@@ -198,7 +208,8 @@ var engines = map[string]Capabilities{
 	"llamacpp": {Name: "llamacpp", Native: nativeAll, DeciLM: true,
 		FFNMultReader:   "llama.cpp's DeciModel.__init__ (conversion/deci.py, 2bbcf7fc) reads only the ffn_mult key",
 		LinearAttention: true, DeciLMBias: true, DeciLMHeadDimRule: true,
-		DeciLMAttentionNeedsFFN: llamacppAttentionNeedsFFN, DeciLMTokenizer: llamacppDeciLMTokenizer},
+		DeciLMAttentionNeedsFFN: llamacppAttentionNeedsFFN, DeciLMTokenizer: llamacppDeciLMTokenizer,
+		DeciLMFloatFFNMult: llamacppFloatFFNMult},
 	"hf": {Name: "hf", Native: nativeAll, DeciLM: true, FFNIntermediateSize: true,
 		LinearAttention: true, LinearFFN: true, DeciLMBias: true, RemoteCode: true, ByModelType: true},
 	// autocompress's own engine (package engine): Llama-family blocks with

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -37,12 +38,23 @@ func TestFFNMultRoundTrip(t *testing.T) {
 	}
 }
 
+// pyNum is f as prune writes it: with a decimal point when integral, as
+// Python writes a float (encoding/json would write 12 for 12.0, which
+// Python reads as an int).
+func pyNum(f float64) json.Number {
+	s := strconv.FormatFloat(f, 'g', -1, 64)
+	if !strings.ContainsAny(s, ".e") {
+		s += ".0"
+	}
+	return json.Number(s)
+}
+
 func deciConfig(mod func(c map[string]any, blocks []map[string]any)) []byte {
 	blocks := []map[string]any{}
 	for range 3 {
 		blocks = append(blocks, map[string]any{
 			"attention": map[string]any{"n_heads_in_group": 2, "no_op": false, "replace_with_linear": false},
-			"ffn":       map[string]any{"ffn_mult": FFNMult(512, 64), "no_op": false, "replace_with_linear": false},
+			"ffn":       map[string]any{"ffn_mult": pyNum(FFNMult(512, 64)), "no_op": false, "replace_with_linear": false},
 		})
 	}
 	c := map[string]any{
@@ -77,7 +89,7 @@ func TestValidateConfigRules(t *testing.T) {
 			b[2]["ffn"] = map[string]any{"intermediate_size": 300, "no_op": false}
 		}), "decilm-ffn-multiple", 2, []string{"sglang", "trtllm", "llamacpp"}},
 		{"ffn_mult and intermediate_size disagree", deciConfig(func(c map[string]any, b []map[string]any) {
-			b[0]["ffn"] = map[string]any{"ffn_mult": FFNMult(512, 64), "intermediate_size": 500, "no_op": false}
+			b[0]["ffn"] = map[string]any{"ffn_mult": pyNum(FFNMult(512, 64)), "intermediate_size": 500, "no_op": false}
 		}), "decilm-ffn-round-trip", 0, []string{"vllm", "sglang", "trtllm", "llamacpp", "hf", "native"}},
 		{"linear attention", deciConfig(func(c map[string]any, b []map[string]any) {
 			b[1]["attention"] = map[string]any{"replace_with_linear": true, "no_op": false}
@@ -90,6 +102,12 @@ func TestValidateConfigRules(t *testing.T) {
 		{"n_heads_in_group", deciConfig(func(c map[string]any, b []map[string]any) {
 			b[1]["attention"] = map[string]any{"n_heads_in_group": 3, "no_op": false}
 		}), "decilm-n-heads-in-group", 1, []string{"vllm", "sglang", "trtllm", "llamacpp", "hf", "native"}},
+		{"first ffn_mult written as an integer", []byte(strings.Replace(string(deciConfig(func(c map[string]any, b []map[string]any) {
+			b[0]["ffn"] = map[string]any{"ffn_mult": "MULT", "no_op": false}
+		})), `"MULT"`, "12", 1)), "decilm-ffn-mult-float", 0, []string{"llamacpp"}},
+		{"first ffn_mult written as a float", []byte(strings.Replace(string(deciConfig(func(c map[string]any, b []map[string]any) {
+			b[0]["ffn"] = map[string]any{"ffn_mult": "MULT", "no_op": false}
+		})), `"MULT"`, "12.0", 1)), "decilm-ffn-mult-float", 0, nil},
 		{"no auto_map", deciConfig(func(c map[string]any, b []map[string]any) { delete(c, "auto_map") }), "remote-code", -1, []string{"vllm", "sglang", "trtllm", "hf"}},
 	}
 	for _, c := range cases {
@@ -214,7 +232,7 @@ func writeDeci(t *testing.T, cfg []byte, edit func([]checkpoint.TensorSpec) []ch
 func TestValidateDirTensors(t *testing.T) {
 	cfg := deciConfig(func(c map[string]any, b []map[string]any) {
 		b[1]["attention"] = map[string]any{"no_op": true}
-		b[2]["ffn"] = map[string]any{"ffn_mult": FFNMult(768, 64), "no_op": false}
+		b[2]["ffn"] = map[string]any{"ffn_mult": pyNum(FFNMult(768, 64)), "no_op": false}
 	})
 	remote := loadableFiles()
 	dir := writeDeci(t, cfg, nil, remote)

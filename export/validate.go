@@ -255,6 +255,9 @@ func validateConfig(data []byte, caps Capabilities) (*Report, *architecture.Mode
 	}
 	if perLayerConfig(r.Arch, raw) {
 		checkDeciLMRaw(r, raw, caps)
+		if lr := caps.DeciLMFloatFFNMult; lr != nil {
+			checkFloatFFNMult(r, data, lr)
+		}
 	}
 	if err != nil {
 		var ua *architecture.UnsupportedArchError
@@ -431,6 +434,26 @@ func checkTokenizer(r *Report, dir string, m *architecture.Model, tr *TokenizerR
 	if tok.Model.Type != tr.ModelType || tok.Model.ByteFallback != tr.ByteFallback || decoder != tr.Decoder {
 		r.violateRule(-1, &tr.LoaderRule, "vocab_size is %d (not %d) and tokenizer.json is model type %s with byte_fallback %v and decoder %s (the converter needs %s, byte_fallback %v, decoder %s)",
 			vocab, tr.KeptVocab, tok.Model.Type, tok.Model.ByteFallback, decoder, tr.ModelType, tr.ByteFallback, tr.Decoder)
+	}
+}
+
+// checkFloatFFNMult applies Capabilities.DeciLMFloatFFNMult: the first
+// block's ffn_mult, read as written, must be a JSON number with a point or
+// an exponent (Python reads any other as an int) or null.
+func checkFloatFFNMult(r *Report, data []byte, lr *LoaderRule) {
+	var cfg struct {
+		Blocks []struct {
+			FFN struct {
+				Mult json.RawMessage `json:"ffn_mult"`
+			} `json:"ffn"`
+		} `json:"block_configs"`
+	}
+	if json.Unmarshal(data, &cfg) != nil || len(cfg.Blocks) == 0 {
+		return // reported by the other rules
+	}
+	m := strings.TrimSpace(string(cfg.Blocks[0].FFN.Mult))
+	if _, err := strconv.Atoi(m); err == nil {
+		r.violateRule(0, lr, "ffn_mult is written %s, an integer to Python", m)
 	}
 }
 

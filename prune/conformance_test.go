@@ -187,6 +187,8 @@ func TestLoaderConformancePublished(t *testing.T) {
 		{"Llama-3.1-8B DeciLM, last-layer MLP removed", llama(func(m *architecture.Model) { m.Layers[len(m.Layers)-1].MLP = nil }),
 			except(map[string]string{"llamacpp": "decilm-attention-needs-ffn"}), nil},
 		{"Llama-3.1-8B DeciLM, MLP width 8192 in layer 0 (ffn_mult 3.0)", llama(func(m *architecture.Model) { m.Layers[0].MLP.Width = 8192 }), allLoad(), nil},
+		{"Llama-3.1-8B DeciLM, ffn_mult 3.0 in layer 0 rewritten as 3 (Go's encoding/json)", llama(func(m *architecture.Model) { m.Layers[0].MLP.Width = 8192 }),
+			except(map[string]string{"llamacpp": "decilm-ffn-mult-float"}), func(cfg map[string]any) {}},
 		{"Llama-3.1-8B DeciLM, a block with intermediate_size alone", llama(func(m *architecture.Model) {}),
 			except(map[string]string{"sglang": "decilm-ffn-mult-only", "trtllm": "decilm-ffn-mult-only", "llamacpp": "decilm-ffn-mult-only"}),
 			func(cfg map[string]any) {

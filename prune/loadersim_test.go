@@ -430,7 +430,7 @@ func llamacppLoad(c *child, tokenizer map[string]any) outcome {
 		nFF = append(nFF, ffnMultWidth(f, hidden))
 	}
 	if mult0 != nil && !pyFloat(mult0) {
-		return fail("config", "assert isinstance(_ffn_multipliers[0], float) fails: %v", mult0)
+		return fail("decilm-ffn-mult-float", "assert isinstance(_ffn_multipliers[0], float) fails: %v", mult0)
 	}
 	vocab := 128256
 	if v, ok := intNum(c.cfg["vocab_size"]); ok {
