@@ -158,14 +158,14 @@ func TestLoaderConformance(t *testing.T) {
 // config reading, with the files beside it assumed present, agrees with
 // export.ValidateConfig for every engine.
 func TestLoaderConformancePublished(t *testing.T) {
-	load := func(name string) *architecture.Model {
+	load := func(t *testing.T, name string) *architecture.Model {
 		m, err := architecture.Load(sdtest.Require(t, "configs/"+name))
 		must(t, err)
 		return m.Clone()
 	}
-	llama := func(edit func(m *architecture.Model)) func() *architecture.Model {
-		return func() *architecture.Model {
-			m := load("meta-llama--Meta-Llama-3.1-8B.json")
+	llama := func(edit func(m *architecture.Model)) func(t *testing.T) *architecture.Model {
+		return func(t *testing.T) *architecture.Model {
+			m := load(t, "meta-llama--Meta-Llama-3.1-8B.json")
 			for i := range m.Layers {
 				m.Layers[i].MLP.Width = 14336 - 1024*(i%4)
 			}
@@ -175,7 +175,7 @@ func TestLoaderConformancePublished(t *testing.T) {
 	}
 	cases := []struct {
 		name  string
-		model func() *architecture.Model
+		model func(t *testing.T) *architecture.Model
 		want  map[string]string
 		edit  func(cfg map[string]any) // of the written config.json, if any
 	}{
@@ -196,18 +196,18 @@ func TestLoaderConformancePublished(t *testing.T) {
 				delete(ffn, "ffn_mult")
 				ffn["intermediate_size"] = 12288
 			}},
-		{"Qwen3-8B uniform", func() *architecture.Model {
-			m := load("Qwen--Qwen3-8B.json")
+		{"Qwen3-8B uniform", func(t *testing.T) *architecture.Model {
+			m := load(t, "Qwen--Qwen3-8B.json")
 			for i := range m.Layers {
 				m.Layers[i].MLP.Width = 8192
 			}
 			return m
 		}, allLoad(), nil},
-		{"Nemotron-H-56B", func() *architecture.Model { return load("nvidia--Nemotron-H-56B-Base-8K.json") }, allLoad(), nil},
+		{"Nemotron-H-56B", func(t *testing.T) *architecture.Model { return load(t, "nvidia--Nemotron-H-56B-Base-8K.json") }, allLoad(), nil},
 	}
 	for _, cs := range cases {
 		t.Run(cs.name, func(t *testing.T) {
-			b, err := cs.model().Config(architecture.ConfigOptions{})
+			b, err := cs.model(t).Config(architecture.ConfigOptions{})
 			must(t, err)
 			if cs.edit != nil {
 				var cfg map[string]any
