@@ -3,6 +3,7 @@ package prune
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -95,17 +96,20 @@ func conformanceKinds() []conformanceKind {
 }
 
 // conformanceVariants are the files beside a child's weights: as prune
-// wrote them, with the configuration module (one-line stand-ins: which
-// module prune writes is issue #19's other half), and with a Llama 2
-// style BPE tokenizer as well (the one llama.cpp's DeciLM converter takes
-// for a vocabulary other than 128256).
+// wrote them (its configuration module beside a DeciLM child, the
+// parent's tokenizer), without the configuration module or the module it
+// imports, and with a
+// Llama 2 style BPE tokenizer instead of the parent's (the one llama.cpp's
+// DeciLM converter takes for a vocabulary other than 128256). An empty
+// text removes the file.
 var conformanceVariants = []struct {
 	name  string
 	files map[string]string
 }{
 	{"as written", nil},
-	{"with the configuration module", map[string]string{"configuration_decilm.py": "#\n", "modeling_decilm.py": "#\n"}},
-	{"with the module and a Llama BPE tokenizer", map[string]string{"configuration_decilm.py": "#\n", "modeling_decilm.py": "#\n",
+	{"without the configuration module", map[string]string{"configuration_decilm.py": "", "block_config.py": ""}},
+	{"without the module the configuration module imports", map[string]string{"block_config.py": ""}},
+	{"with a Llama BPE tokenizer", map[string]string{
 		"tokenizer.json": `{"model": {"type": "BPE", "byte_fallback": true}, "decoder": {"type": "Sequence"}}`}},
 }
 
@@ -131,7 +135,13 @@ func TestLoaderConformance(t *testing.T) {
 					dir = filepath.Join(t.TempDir(), "variant")
 					must(t, os.CopyFS(dir, os.DirFS(written)))
 					for name, text := range v.files {
-						must(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644))
+						if f := filepath.Join(dir, name); text == "" {
+							if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+								t.Fatal(err)
+							}
+						} else {
+							must(t, os.WriteFile(f, []byte(text), 0o644))
+						}
 					}
 				}
 				c, err := readChild(dir)

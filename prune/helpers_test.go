@@ -3,7 +3,6 @@ package prune
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/checkpoint"
 	"github.com/autocompress/autocompress/checkpoint/testutil"
-	"github.com/autocompress/autocompress/export"
 )
 
 // synth is a synthetic test model: a config and how to shard it.
@@ -137,7 +135,7 @@ func writeSynth(t testing.TB, s synth) (string, *architecture.Model) {
 func runPrune(t testing.TB, dir string, plan *Plan, engine string) (string, *Result) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "child")
-	res, err := Prune(context.Background(), Options{Model: dir, Plan: plan, Out: out, Engine: engine, CheckChild: checkWithRemoteCode})
+	res, err := Prune(context.Background(), Options{Model: dir, Plan: plan, Out: out, Engine: engine})
 	if err != nil {
 		t.Fatalf("Prune: %v", err)
 	}
@@ -239,50 +237,4 @@ func must(t testing.TB, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-// checkWithRemoteCode is the default check of a finished child
-// (export.ValidateDir) run on a copy of it that has a one-line stand-in
-// for every auto_map module the child lacks; the child itself is left as
-// prune wrote it. vLLM, SGLang and TensorRT-LLM load a DeciLM child only
-// with its configuration module beside the weights
-// (export.Capabilities.RemoteCode); until prune writes that module (issue
-// #19) the tests that prune DeciLM children for them check them this way,
-// and once prune writes it nothing is added.
-func checkWithRemoteCode(dir, engine string) error {
-	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
-	if err != nil {
-		return err
-	}
-	var cfg struct {
-		AutoMap map[string]any `json:"auto_map"`
-	}
-	if err := json.Unmarshal(fixNonFinite(b), &cfg); err != nil {
-		return err
-	}
-	copied, err := os.MkdirTemp("", "standin")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(copied)
-	copied = filepath.Join(copied, "child")
-	if err := os.CopyFS(copied, os.DirFS(dir)); err != nil {
-		return err
-	}
-	for _, v := range cfg.AutoMap {
-		ref, _ := v.(string)
-		if i := strings.LastIndex(ref, "."); i > 0 && !strings.Contains(ref, "--") {
-			f := filepath.Join(copied, ref[:i]+".py")
-			if _, err := os.Stat(f); errors.Is(err, os.ErrNotExist) {
-				if err := os.WriteFile(f, []byte("# stand-in for the remote code\n"), 0o644); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	r, err := export.ValidateDir(copied, engine)
-	if err != nil {
-		return err
-	}
-	return r.Err()
 }

@@ -16,6 +16,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -30,6 +31,7 @@ import (
 // and the files are assumed present.
 type child struct {
 	cfg     map[string]any
+	dir     string
 	files   map[string]bool
 	tensors map[string][]int64
 }
@@ -47,6 +49,7 @@ func readChild(dir string) (*child, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.dir = dir
 	c.files = map[string]bool{}
 	for _, e := range ents {
 		c.files[e.Name()] = true
@@ -125,15 +128,42 @@ func autoConfig(c *child) outcome {
 	if am := obj(c.cfg["auto_map"]); am != nil {
 		ref, _ := am["AutoConfig"].(string)
 		if i := strings.LastIndex(ref, "."); i > 0 && !strings.Contains(ref, "--") {
-			if !c.has(ref[:i] + ".py") {
-				return fail("remote-code", "AutoConfig: %s.py is not in the directory (OSError from get_cached_module_file)", ref[:i])
-			}
-			return outcome{}
+			return c.module(ref[:i]+".py", map[string]bool{})
 		}
 	}
 	mt, _ := c.cfg["model_type"].(string)
 	if !slices.Contains([]string{"llama", "qwen3", "nemotron_h", "mistral", "qwen2"}, mt) {
 		return fail("remote-code", "AutoConfig: model type %q is not in CONFIG_MAPPING (ValueError: Transformers does not recognize this architecture)", mt)
+	}
+	return outcome{}
+}
+
+// relativeImport matches the lines transformers' get_relative_imports
+// reads (dynamic_module_utils.py): "import .x" and "from .x import ...".
+var relativeImport = regexp.MustCompile(`(?m)^\s*(?:import|from)\s+\.(\w+)`)
+
+// module restates get_cached_module_file and get_relative_import_files:
+// the module must be in the directory, and so, recursively, every module
+// it imports relatively.
+func (c *child) module(name string, seen map[string]bool) outcome {
+	if seen[name] {
+		return outcome{}
+	}
+	seen[name] = true
+	if !c.has(name) {
+		return fail("remote-code", "AutoConfig: %s is not in the directory (OSError from get_cached_module_file)", name)
+	}
+	if c.dir == "" {
+		return outcome{}
+	}
+	b, err := os.ReadFile(filepath.Join(c.dir, name))
+	if err != nil {
+		return fail("remote-code", "AutoConfig: %v", err)
+	}
+	for _, m := range relativeImport.FindAllStringSubmatch(string(b), -1) {
+		if o := c.module(m[1]+".py", seen); !o.ok() {
+			return o
+		}
 	}
 	return outcome{}
 }

@@ -151,9 +151,7 @@ func TestValidateCommand(t *testing.T) {
 	plan := pruneWriteFile(t, "plan.json", `{"version": 1, "output_format": "decilm",
 	  "layers": [{"layer": 0, "heads": [0,2,4,6], "neurons": [1,2,3]}, {"layer": 1, "heads": [1,3,5,7], "remove_mlp": true}, {"layer": 2, "heads": [0,3,4,7]}]}`)
 	out := filepath.Join(t.TempDir(), "deci")
-	// vLLM needs the configuration module beside a DeciLM child (stand-ins).
-	addFiles := pruneWriteFile(t, "configuration_decilm.py", "# remote code\n") + "," + pruneWriteFile(t, "modeling_decilm.py", "# remote code\n")
-	if code, _, stderr := pruneRunCLI("prune", "--model", parent, "--plan", plan, "--out", out, "--engine", "vllm", "--add-files", addFiles); code != 0 {
+	if code, _, stderr := pruneRunCLI("prune", "--model", parent, "--plan", plan, "--out", out, "--engine", "vllm"); code != 0 {
 		t.Fatalf("prune: %s", stderr)
 	}
 	code, stdout, stderr = pruneRunCLI("validate", "--model", out, "--engine", "vllm,llamacpp")
