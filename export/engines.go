@@ -57,6 +57,13 @@ type Capabilities struct {
 	// its loader reads the FFN width, as read in its source (the message
 	// of an intermediate_size-only block).
 	FFNMultReader string
+	// FFNMultAttribute: the engine reads ffn_mult as an attribute of the
+	// configuration module's block object, and the module prune writes
+	// derives it from an intermediate_size that round-trips (prune/PLAN.md,
+	// "Remote code of a DeciLM child"); so an intermediate_size-only block
+	// of such a width is a warning (another module may not derive it), not
+	// a violation.
+	FFNMultAttribute bool
 	// FFNMultFirst (nil: none): the engine reads intermediate_size only
 	// where the block object has no ffn_mult attribute, which depends on
 	// the configuration module beside the weights, so FFNIntermediateSize
@@ -200,10 +207,10 @@ var engines = map[string]Capabilities{
 		DeciLMBias: true, KVPageRatios: true, RemoteCode: true, ShardsTP: true,
 		DeciLMFirstAttention: vllmFirstAttention},
 	"sglang": {Name: "sglang", Native: nativeAll, DeciLM: true, DeciLMBias: true, RemoteCode: true, ShardsTP: true,
-		FFNMultReader:   "SGLang's DeciLMDecodeLayer (python/sglang/srt/models/nemotron_nas.py, 15a024d4) reads only ffn.ffn_mult",
+		FFNMultReader: "SGLang's DeciLMDecodeLayer (python/sglang/srt/models/nemotron_nas.py, 15a024d4) reads only ffn.ffn_mult", FFNMultAttribute: true,
 		DeciLMUniformKV: sglangUniformKV, DeciLMFirstAttention: sglangFirstAttention},
 	"trtllm": {Name: "trtllm", Native: nativeAll, DeciLM: true, RemoteCode: true,
-		FFNMultReader:   "TensorRT-LLM's NemotronNASDecoderLayer (tensorrt_llm/_torch/models/modeling_nemotron_nas.py, 0193dbd4) reads only ffn.ffn_mult",
+		FFNMultReader: "TensorRT-LLM's NemotronNASDecoderLayer (tensorrt_llm/_torch/models/modeling_nemotron_nas.py, 0193dbd4) reads only ffn.ffn_mult", FFNMultAttribute: true,
 		LinearAttention: true, LinearFFN: true, ShardsTP: true},
 	"llamacpp": {Name: "llamacpp", Native: nativeAll, DeciLM: true,
 		FFNMultReader:   "llama.cpp's DeciModel.__init__ (conversion/deci.py, 2bbcf7fc) reads only the ffn_mult key",

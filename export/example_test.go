@@ -18,7 +18,7 @@ func ExampleFFNMult() {
 }
 
 // Validating a config for the native engine, which reads intermediate_size,
-// and SGLang, which reads only ffn_mult.
+// and llama.cpp, whose converter reads only ffn_mult.
 func ExampleValidateConfig() {
 	cfg := []byte(`{"architectures": ["DeciLMForCausalLM"], "model_type": "nemotron-nas",
 	  "hidden_size": 64, "num_attention_heads": 8, "head_dim": 8, "vocab_size": 100,
@@ -27,7 +27,7 @@ func ExampleValidateConfig() {
 	  "block_configs": [
 	    {"attention": {"n_heads_in_group": 2, "no_op": false}, "ffn": {"ffn_mult": 6.0, "no_op": false}},
 	    {"attention": {"no_op": true}, "ffn": {"intermediate_size": 256, "no_op": false}}]}`)
-	for _, engine := range []string{"native", "sglang"} {
+	for _, engine := range []string{"native", "llamacpp"} {
 		r, err := export.ValidateConfig(cfg, engine)
 		if err != nil {
 			fmt.Println(err)
@@ -40,6 +40,6 @@ func ExampleValidateConfig() {
 	}
 	// Output:
 	// native true
-	// sglang false
-	//   layer 1: this block gives ffn.intermediate_size 256 but no ffn_mult: SGLang's DeciLMDecodeLayer (python/sglang/srt/models/nemotron_nas.py, 15a024d4) reads only ffn.ffn_mult; write ffn_mult = 6 [decilm-ffn-mult-only]
+	// llamacpp false
+	//   layer 1: this block gives ffn.intermediate_size 256 but no ffn_mult: llama.cpp's DeciModel.__init__ (conversion/deci.py, 2bbcf7fc) reads only the ffn_mult key; write ffn_mult = 6 [decilm-ffn-mult-only]
 }

@@ -457,6 +457,12 @@ func checkFloatFFNMult(r *Report, data []byte, lr *LoaderRule) {
 	}
 }
 
+// roundTrips reports whether an FFN width w survives ffn_mult at hidden
+// size h (a multiple of 256; DeciLMFFNWidth(FFNMult(w, h), h) == w).
+func roundTrips(w, h int) bool {
+	return w > 0 && h > 0 && w%DeciLMFFNMultiple == 0 && DeciLMFFNWidth(FFNMult(w, h), h) == w
+}
+
 // ffnMultReader says how an engine without FFNIntermediateSize reads an
 // FFN's width.
 func ffnMultReader(caps Capabilities) string {
@@ -530,6 +536,9 @@ func checkDeciLMRaw(r *Report, raw map[string]any, caps Capabilities) {
 			switch {
 			case !hasMult && hasIS && caps.FFNMultFirst != nil:
 				r.warnRule(i, caps.FFNMultFirst, "this block gives ffn.intermediate_size %v but no ffn_mult", is)
+			case !hasMult && hasIS && !caps.FFNIntermediateSize && caps.FFNMultAttribute && roundTrips(intOf(is), hidden):
+				r.warn(i, "", "decilm-ffn-mult-only", "this block gives ffn.intermediate_size %v but no ffn_mult: %s; the configuration module prune writes derives ffn_mult = %s from it, another one (NVIDIA's) may not: write ffn_mult too",
+					is, ffnMultReader(caps), strconv.FormatFloat(FFNMult(intOf(is), max(hidden, 1)), 'g', -1, 64))
 			case !hasMult && hasIS && !caps.FFNIntermediateSize:
 				r.violate(i, "", "decilm-ffn-mult-only", "this block gives ffn.intermediate_size %v but no ffn_mult: %s; write ffn_mult = %s", is, ffnMultReader(caps), strconv.FormatFloat(FFNMult(intOf(is), max(hidden, 1)), 'g', -1, 64))
 			case hasMult && hidden > 0:

@@ -200,11 +200,18 @@ func TestLoaderConformancePublished(t *testing.T) {
 		{"Llama-3.1-8B DeciLM, ffn_mult 3.0 in layer 0 rewritten as 3 (Go's encoding/json)", llama(func(m *architecture.Model) { m.Layers[0].MLP.Width = 8192 }),
 			except(map[string]string{"llamacpp": "decilm-ffn-mult-float"}), func(cfg map[string]any) {}},
 		{"Llama-3.1-8B DeciLM, a block with intermediate_size alone", llama(func(m *architecture.Model) {}),
-			except(map[string]string{"sglang": "decilm-ffn-mult-only", "trtllm": "decilm-ffn-mult-only", "llamacpp": "decilm-ffn-mult-only"}),
+			except(map[string]string{"llamacpp": "decilm-ffn-mult-only"}), // prune's module derives ffn_mult for the others
 			func(cfg map[string]any) {
 				ffn := cfg["block_configs"].([]any)[3].(map[string]any)["ffn"].(map[string]any)
 				delete(ffn, "ffn_mult")
 				ffn["intermediate_size"] = 12288
+			}},
+		{"Llama-3.1-8B DeciLM, a block with intermediate_size alone, not a multiple of 256", llama(func(m *architecture.Model) {}),
+			except(map[string]string{"sglang": "decilm-ffn-mult-only", "trtllm": "decilm-ffn-mult-only", "llamacpp": "decilm-ffn-mult-only"}),
+			func(cfg map[string]any) {
+				ffn := cfg["block_configs"].([]any)[3].(map[string]any)["ffn"].(map[string]any)
+				delete(ffn, "ffn_mult")
+				ffn["intermediate_size"] = 12300
 			}},
 		{"Qwen3-8B uniform", func(t *testing.T) *architecture.Model {
 			m := load(t, "Qwen--Qwen3-8B.json")

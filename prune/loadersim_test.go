@@ -322,7 +322,7 @@ func poolDeciLM(c *child, intermediateIfNoMult bool, headDim func(hidden, heads 
 			residual = true
 		}
 		if !truthy(b.ffn["no_op"]) {
-			mult, ok := num(b.ffn["ffn_mult"])
+			mult, ok := ffnMultAttr(b.ffn, hidden)
 			is, hasIS := intNum(b.ffn["intermediate_size"])
 			switch {
 			case ok:
@@ -330,7 +330,7 @@ func poolDeciLM(c *child, intermediateIfNoMult bool, headDim func(hidden, heads 
 			case intermediateIfNoMult && hasIS:
 				w.mlp(i, hidden, is)
 			default:
-				return fail("decilm-ffn-mult-only", "layer %d: block_config.ffn.ffn_mult is missing (AttributeError, or TypeError on None)", i)
+				return fail("decilm-ffn-mult-only", "layer %d: block_config.ffn.ffn_mult is missing (AttributeError)", i)
 			}
 			if !residual {
 				return fail("decilm-first-attention", "layer %d: post_attention_layernorm(hidden_states, None) returns one tensor where two are unpacked", i)
@@ -401,14 +401,31 @@ func trtllmLoad(c *child) outcome {
 			w.attention(i, hidden, heads, heads/g, hd)
 		}
 		if !truthy(b.ffn["no_op"]) {
-			mult, ok := num(b.ffn["ffn_mult"])
+			mult, ok := ffnMultAttr(b.ffn, hidden)
 			if !ok {
-				return fail("decilm-ffn-mult-only", "layer %d: _ffn_mult_to_intermediate_size(None, ...) raises TypeError", i)
+				return fail("decilm-ffn-mult-only", "layer %d: block_config.ffn.ffn_mult is missing (AttributeError)", i)
 			}
 			w.mlp(i, hidden, ffnMultWidth(mult, hidden))
 		}
 	}
 	return weights(c, w)
+}
+
+// ffnMultAttr is block_config.ffn.ffn_mult as the configuration module
+// prune writes builds it (prune/remotecode/decilm/block_config.py,
+// FFNConfig): the block's own ffn_mult, else one derived from an
+// intermediate_size that is a multiple of 256 and round-trips; none
+// otherwise.
+func ffnMultAttr(ffn map[string]any, hidden int) (float64, bool) {
+	if m, ok := num(ffn["ffn_mult"]); ok {
+		return m, true
+	}
+	is, ok := intNum(ffn["intermediate_size"])
+	if !ok || is%256 != 0 {
+		return 0, false
+	}
+	m := 3 * float64(is) / (2 * float64(hidden))
+	return m, ffnMultWidth(m, hidden) == is
 }
 
 // llamacppLoad restates llama.cpp's converter and graph for DeciLM:
