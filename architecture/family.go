@@ -70,6 +70,39 @@ type Family struct {
 	// Engine says whether package engine, the native float32 engine, can run
 	// models of the family.
 	Engine EngineSupport
+	// Router is how the family's MoE router turns router logits into the
+	// weights of the experts it picks (zero for families without MoE).
+	Router RouterRule
+}
+
+// RouterRule is how an MoE router picks the k experts of a token and
+// weights their outputs.
+type RouterRule struct {
+	// TopKFirst: take the k largest router logits, then softmax over those
+	// k (gpt-oss, transformers GptOssTopKRouter.forward). Otherwise softmax
+	// over every expert, then the k largest probabilities (Mixtral,
+	// Qwen3-MoE).
+	TopKFirst bool
+	// Renormalize: after softmax and top-k, divide the k weights by their
+	// sum (transformers MixtralSparseMoeBlock.forward always does).
+	Renormalize bool
+	// RenormalizeKey is the config.json boolean that sets Renormalize
+	// when present (Qwen3-MoE's norm_topk_prob, read in
+	// Qwen3MoeSparseMoeBlock.forward; absent is false, Qwen3MoeConfig's
+	// default).
+	RenormalizeKey string
+}
+
+// MoERouter returns the router rule of m's family with RenormalizeKey
+// resolved from the config m was read from.
+func (m *Model) MoERouter() RouterRule {
+	r := familyOf(m.Arch).Router
+	if r.RenormalizeKey != "" {
+		if v, ok := m.Raw[r.RenormalizeKey].(bool); ok {
+			r.Renormalize = v
+		}
+	}
+	return r
 }
 
 // Defaults are configuration-class defaults that differ between families.

@@ -18,7 +18,8 @@ func init() {
 		LayerPrefix: "model.layers.", EpsKey: "rms_norm_eps",
 		Attention: AttentionRule{Sinks: true, Bias: AttentionBias},
 		Windows:   LayerTypeWindows,
-		Engine:    EngineSupport{Reason: "mixture-of-experts layers and attention sinks"},
+		Engine:    EngineSupport{Reason: "attention sinks, its clamped SwiGLU experts and their biases"},
+		Router:    RouterRule{TopKFirst: true},
 	})
 }
 

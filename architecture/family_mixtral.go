@@ -18,7 +18,8 @@ func init() {
 		LayerPrefix: "model.layers.", EpsKey: "rms_norm_eps",
 		Attention: AttentionRule{Bias: NoBias},
 		Windows:   OneWindow,
-		Engine:    EngineSupport{Reason: "mixture-of-experts layers"},
+		Engine:    EngineSupport{Runs: true},
+		Router:    RouterRule{Renormalize: true},
 	})
 }
 

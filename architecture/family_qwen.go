@@ -53,7 +53,8 @@ func init() {
 		LayerPrefix: "model.layers.", EpsKey: "rms_norm_eps",
 		Attention: AttentionRule{QKNorm: true, Bias: AttentionBias},
 		Windows:   QwenWindows,
-		Engine:    EngineSupport{Reason: "mixture-of-experts layers"},
+		Engine:    EngineSupport{Runs: true},
+		Router:    RouterRule{RenormalizeKey: "norm_topk_prob"},
 	})
 }
 

@@ -224,6 +224,11 @@ func (m *Model) Step(caches []*Cache, tokens [][]int32, all bool) ([][]float32, 
 			linearForward(b.tmp, b.h, wm.down, w.downB, R, F, H)
 			residualAdd(b.x, b.tmp)
 		}
+		if d.moe != nil {
+			rmsnormForward(b.ln, b.rstd, b.x, w.postNorm, R, H, m.eps)
+			moeForward(b.tmp, b.ln, d.moe, wm, R, H)
+			residualAdd(b.x, b.tmp)
+		}
 		m.releaseLayer(l)
 	}
 	for i, c := range caches {

@@ -368,6 +368,9 @@ func layerBufSizes(d layerDims, N, H int) [numSlots]int {
 		}
 		s[slotAo] = N * d.qd
 	}
+	if d.moe != nil {
+		s[slotLn2], s[slotRstd2] = N*H, N
+	}
 	if d.mlp {
 		s[slotLn2], s[slotRstd2] = N*H, N
 		if d.gated {
@@ -530,6 +533,9 @@ func (m *Model) Backward() error {
 	if m.mapped != nil {
 		return ErrMapped
 	}
+	if m.hasMoE() {
+		return ErrMoEBackward
+	}
 	b := m.backBufs()
 	crossEntropyBackward(b.dlogits, m.a.logits, m.a.lse, m.a.targets, m.a.B*m.a.T, m.arch.Vocab, 1/float32(m.a.count))
 	m.backward(b.dlogits)
@@ -548,6 +554,9 @@ func (m *Model) BackwardFromLogits(dlogits []float32) error {
 	}
 	if m.mapped != nil {
 		return ErrMapped
+	}
+	if m.hasMoE() {
+		return ErrMoEBackward
 	}
 	if want := m.a.B * m.a.T * m.arch.Vocab; len(dlogits) != want {
 		return &InputError{fmt.Sprintf("dlogits has %d values, the last forward produced %d logits", len(dlogits), want)}
@@ -610,7 +619,15 @@ func (m *Model) forward(start int) {
 			residualAdd(la.mid, out)
 		}
 		m.observe(l, SiteAttnResidual, la.mid, H, 0, 0)
-		if !mlp {
+		if d.moe != nil && !m.skipMLP[l] {
+			rmsnormForward(la.ln2, la.rstd2, la.mid, w.postNorm, N, H, m.eps)
+			m.observe(l, SiteMLPNorm, la.ln2, H, 0, 0)
+			r, logits := moeForward(out, la.ln2, d.moe, wm, N, H)
+			if m.observer != nil {
+				m.observer.Observe(&Activation{Layer: l, Site: SiteMoERouting, Data: logits, B: a.B, T: a.T, Width: d.moe.experts, Routing: r})
+			}
+			residualAdd(out, la.mid)
+		} else if !mlp {
 			parallelCopy(out, la.mid)
 		} else {
 			rmsnormForward(la.ln2, la.rstd2, la.mid, w.postNorm, N, H, m.eps)
@@ -720,6 +737,11 @@ func (m *Model) ForwardFLOPsFrom(layer, B, T int) float64 {
 				mats = 3
 			}
 			f += 2 * N * H * float64(d.ffn) * mats
+		}
+		if x := d.moe; x != nil {
+			// The router, and each row's k gated experts.
+			f += 2 * N * H * float64(x.experts)
+			f += 2 * N * H * float64(x.width) * 3 * float64(x.topK)
 		}
 	}
 	return f

@@ -27,9 +27,14 @@ const (
 	// SiteFinalNorm is the output of the final norm (Layer = number of
 	// layers), (B·T, hidden).
 	SiteFinalNorm
+	// SiteMoERouting is a mixture-of-experts block's router logits,
+	// (B·T, experts), with Activation.Routing saying where each row went
+	// (after SiteMLPNorm, before SiteLayerOutput; ExpertStats collects
+	// it).
+	SiteMoERouting
 )
 
-var siteNames = [...]string{"layer_input", "attn_norm", "attn_heads", "attn_residual", "mlp_norm", "mlp_act", "layer_output", "final_norm"}
+var siteNames = [...]string{"layer_input", "attn_norm", "attn_heads", "attn_residual", "mlp_norm", "mlp_act", "layer_output", "final_norm", "moe_routing"}
 
 func (s Site) String() string {
 	if s >= 0 && int(s) < len(siteNames) {
@@ -49,6 +54,8 @@ type Activation struct {
 	Width int
 	// Heads and HeadDim are set for SiteAttnHeads (Width = Heads·HeadDim).
 	Heads, HeadDim int
+	// Routing is set for SiteMoERouting (owned by the model like Data).
+	Routing *Routing
 }
 
 // Observer receives activations during Forward and ForwardLoss. A nil

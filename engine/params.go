@@ -17,6 +17,7 @@ type TensorSpec struct {
 	// knows no family's tensor names.
 	layer       int
 	block, kind string
+	expert      int // routed expert of a per-expert tensor, else -1
 }
 
 // isNorm reports whether the tensor is a norm weight (initialised to 1).
@@ -38,6 +39,9 @@ func (s TensorSpec) Size() int {
 type layerParams struct {
 	inNorm, q, qb, k, kb, v, vb, o, ob, qNorm, kNorm []float32
 	postNorm, gate, gateB, up, upB, down, downB      []float32
+	// router and experts are an MoE layer's (moe.go).
+	router  []float32
+	experts []expertParams
 }
 
 // dims are the derived widths of one layer.
@@ -55,6 +59,8 @@ type layerDims struct {
 	gated      bool
 	mlpBias    bool
 	act        activation
+	// moe is set for a mixture-of-experts feed-forward block (moe.go).
+	moe *moeDims
 }
 
 type activation int
@@ -121,10 +127,17 @@ func checkArch(a *architecture.Model) ([]layerDims, error) {
 		if l.Mamba != nil {
 			return nil, &UnsupportedError{Layer: i, Feature: "Mamba2 mixer"}
 		}
-		if l.MoE != nil {
-			return nil, &UnsupportedError{Layer: i, Feature: "mixture of experts"}
-		}
 		d := &dims[i]
+		if l.MoE != nil {
+			if l.MLP != nil {
+				return nil, &UnsupportedError{Layer: i, Feature: "a dense MLP beside mixture-of-experts in one layer"}
+			}
+			md, err := checkMoE(a, l.MoE)
+			if err != nil {
+				return nil, &UnsupportedError{Layer: i, Feature: err.Error()}
+			}
+			d.moe = md
+		}
 		if at := l.Attention; at != nil {
 			if at.Heads <= 0 || at.KVHeads <= 0 || at.HeadDim <= 0 || at.Heads%at.KVHeads != 0 {
 				return nil, &UnsupportedError{Layer: i, Feature: fmt.Sprintf("attention with %d heads, %d kv heads, head_dim %d (heads must be a positive multiple of kv heads)", at.Heads, at.KVHeads, at.HeadDim)}
@@ -196,7 +209,7 @@ func tensorSpecs(a *architecture.Model) []TensorSpec {
 		for j, d := range t.Shape {
 			shape[j] = int(d)
 		}
-		specs[i] = TensorSpec{Name: t.Name, Shape: shape, layer: t.Layer, block: t.Block, kind: t.Kind}
+		specs[i] = TensorSpec{Name: t.Name, Shape: shape, layer: t.Layer, block: t.Block, kind: t.Kind, expert: t.Expert}
 	}
 	return specs
 }
@@ -265,6 +278,10 @@ func bindViews(slab []float32, specs []TensorSpec, offsets []int, nLayers int, t
 			lp.down = t
 		case "mlp_down_bias":
 			lp.downB = t
+		case "moe_router":
+			lp.router = t
+		case "expert_gate", "expert_up", "expert_down":
+			bindExpert(lp, s, t)
 		}
 	}
 	if tied {

@@ -41,7 +41,12 @@ func (w matrix) row(dst []float32, i, C int) {
 }
 
 // layerMats are the weight matrices of one decoder layer (absent: zero).
-type layerMats struct{ q, k, v, o, gate, up, down matrix }
+type layerMats struct {
+	q, k, v, o, gate, up, down matrix
+	// router and experts are an MoE layer's (moe.go).
+	router  matrix
+	experts []expertMats
+}
 
 // mapped holds what a model opened with LoadOptions.Mapped reads in place:
 // the open checkpoint (whose mapping the matrices view) and the matrices.
@@ -66,8 +71,15 @@ func (m *Model) mats(l int) layerMats {
 		return m.mapped.layers[l]
 	}
 	w := &m.p.layers[l]
-	return layerMats{q: f32mat(w.q), k: f32mat(w.k), v: f32mat(w.v), o: f32mat(w.o),
-		gate: f32mat(w.gate), up: f32mat(w.up), down: f32mat(w.down)}
+	lm := layerMats{q: f32mat(w.q), k: f32mat(w.k), v: f32mat(w.v), o: f32mat(w.o),
+		gate: f32mat(w.gate), up: f32mat(w.up), down: f32mat(w.down), router: f32mat(w.router)}
+	if w.experts != nil {
+		lm.experts = make([]expertMats, len(w.experts))
+		for e, x := range w.experts {
+			lm.experts[e] = expertMats{gate: f32mat(x.gate), up: f32mat(x.up), down: f32mat(x.down)}
+		}
+	}
+	return lm
 }
 
 func (m *Model) embedMat() matrix {
@@ -175,7 +187,8 @@ func halfKind(d checkpoint.DType) (blas.HalfKind, bool) {
 // a mapped model reads in place.
 func (s TensorSpec) isMatrix() bool {
 	switch s.kind {
-	case "embedding", "lm_head", "attn_q", "attn_k", "attn_v", "attn_o", "mlp_gate", "mlp_up", "mlp_down":
+	case "embedding", "lm_head", "attn_q", "attn_k", "attn_v", "attn_o", "mlp_gate", "mlp_up", "mlp_down",
+		"moe_router", "expert_gate", "expert_up", "expert_down":
 		return len(s.Shape) == 2
 	}
 	return false
@@ -270,6 +283,10 @@ func newMapped(arch *architecture.Model, r *checkpoint.Reader, stream bool) (*Mo
 			lm.up = w
 		case "mlp_down":
 			lm.down = w
+		case "moe_router":
+			lm.router = w
+		case "expert_gate", "expert_up", "expert_down":
+			mapExpert(lm, dims[s.layer].moe.experts, s, w)
 		}
 	}
 	if arch.TiedEmbeddings {
