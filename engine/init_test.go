@@ -88,7 +88,7 @@ func TestInitRefuses(t *testing.T) {
 		t.Fatal("Init with Force and another seed left the old weights")
 	}
 
-	moe, err := architecture.Preset("mistralai/Mixtral-8x7B-v0.1")
+	moe, err := architecture.Preset("openai/gpt-oss-20b")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -298,3 +298,19 @@ func (m *Model) hasMoE() bool {
 	}
 	return false
 }
+
+// CheckTrain is Check for training and distillation: it also refuses the
+// layers the engine runs forward only (mixture of experts), with an
+// *UnsupportedError naming the first.
+func CheckTrain(a *architecture.Model) error {
+	dims, err := checkArch(a)
+	if err != nil {
+		return err
+	}
+	for i, d := range dims {
+		if d.moe != nil {
+			return &UnsupportedError{Layer: i, Feature: "training through mixture-of-experts layers (the native engine runs them forward only: importance, eval, the proxy, serving; train or distill an MoE model with the PyTorch reference trainer)"}
+		}
+	}
+	return nil
+}

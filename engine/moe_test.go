@@ -3,7 +3,10 @@ package engine
 import (
 	"context"
 	"errors"
+	"encoding/json"
 	"math"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -244,4 +247,93 @@ func contains(s, sub string) bool {
 		}
 	}
 	return false
+}
+
+// TestMoEParityTorch compares the engine's logits on small random
+// Mixtral and Qwen3-MoE checkpoints (with and without norm_topk_prob)
+// with testdata/moe_reference.py, which re-states transformers' modeling
+// code for those classes in plain torch (Debian's /usr/bin/python3 with
+// torch; skipped without them): max |Δlogit| ≤ 1e-4 · max |logit|.
+func TestMoEParityTorch(t *testing.T) {
+	const python = "/usr/bin/python3"
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("%s is absent: the MoE parity against torch is not checked (install Debian's python3 and python3-torch)", python)
+	}
+	if err := exec.Command(python, "-c", "import torch").Run(); err != nil {
+		t.Skipf("%s has no torch (%v): the MoE parity against torch is not checked (install python3-torch)", python, err)
+	}
+	script, err := filepath.Abs(filepath.Join("testdata", "moe_reference.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, class, typ string
+		experts, topK    int
+		raw              map[string]any
+	}{
+		{"mixtral", architecture.Mixtral, "mixtral", 4, 2, nil},
+		{"qwen3-moe", architecture.Qwen3MoE, "qwen3_moe", 6, 3, nil},
+		{"qwen3-moe-norm-topk", architecture.Qwen3MoE, "qwen3_moe", 6, 3, map[string]any{"norm_topk_prob": true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a := moeArch(c.class, c.typ, c.experts, c.topK, c.raw)
+			base := t.TempDir()
+			dir := filepath.Join(base, "ckpt")
+			// Larger weights than Init's 0.02 so that routing and logits
+			// are far from uniform.
+			m, err := New(a, 11)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range m.Params() {
+				m.Params()[i] *= 20
+			}
+			for _, s := range m.Specs() {
+				if s.isNorm() {
+					w := m.Tensor(s.Name)
+					for j := range w {
+						w[j] = 1 + 0.1*float32(j%5)
+					}
+				}
+			}
+			if err := m.Save(dir, checkpoint.F32); err != nil {
+				t.Fatal(err)
+			}
+			const B, T = 2, 11
+			tokens := moeTokens(B*T, a.Vocab, 4)
+			tj, _ := json.Marshal(map[string]any{"B": B, "T": T, "tokens": tokens})
+			tokPath, outPath := filepath.Join(base, "tokens.json"), filepath.Join(base, "out.json")
+			if err := os.WriteFile(tokPath, tj, 0o666); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(python, "-B", script, dir, tokPath, outPath)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("moe_reference.py: %v\n%s", err, out)
+			}
+			data, err := os.ReadFile(outPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ref struct{ Logits []float32 }
+			if err := json.Unmarshal(data, &ref); err != nil {
+				t.Fatal(err)
+			}
+			got, err := m.Forward(tokens, B, T)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ref.Logits) != len(got) {
+				t.Fatalf("reference has %d logits, the engine %d", len(ref.Logits), len(got))
+			}
+			var scale float64
+			for _, v := range ref.Logits {
+				scale = max(scale, math.Abs(float64(v)))
+			}
+			rel := maxAbsDiff(got, ref.Logits) / scale
+			if rel > 1e-4 {
+				t.Errorf("max |Δlogit| / max |logit| = %.3g > 1e-4", rel)
+			}
+			t.Logf("%s: max |Δlogit| / max |logit| = %.3g (max |logit| %.3g)", c.name, rel, scale)
+		})
+	}
 }

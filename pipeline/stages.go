@@ -82,8 +82,8 @@ func resolve(c *Config) (*target, error) {
 	if t.arch, err = r.Arch(); err != nil {
 		return nil, &ConfigError{Path: "model", Msg: err.Error(), Err: err}
 	}
-	if err := engine.Check(t.arch); err != nil {
-		return nil, &ConfigError{Path: "model", Msg: "the pipeline runs the model in the native engine: " + err.Error()}
+	if err := engine.CheckTrain(t.arch); err != nil {
+		return nil, &ConfigError{Path: "model", Msg: "the pipeline runs and recovers the model in the native engine: " + err.Error()}
 	}
 	if t.gpu, err = hardware.Default().Lookup(c.Deployment.GPU); err != nil {
 		return nil, &ConfigError{Path: "deployment.gpu", Msg: err.Error(), Err: err}

@@ -114,7 +114,7 @@ student distilled on the same data reads the teacher from the cache.`,
 				if c.Teacher, err = engineCheckpoint("--teacher", *teacher); err != nil {
 					return err
 				}
-				if c.Student, err = engineCheckpoint("--student", *student); err != nil {
+				if c.Student, err = engineTrainCheckpoint("--student", *student); err != nil {
 					return err
 				}
 				c.Data, c.EvalData = data, evalData

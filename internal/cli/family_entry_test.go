@@ -43,6 +43,9 @@ func TestCommandsRefuseUnsupportedFamilyAtEntry(t *testing.T) {
 	mixtral := tinyFamilyConfig("MixtralForCausalLM", "mixtral")
 	mixtral["num_local_experts"] = 4
 	mixtral["num_experts_per_tok"] = 2
+	gptoss := tinyFamilyConfig("GptOssForCausalLM", "gpt_oss")
+	gptoss["num_local_experts"] = 4
+	gptoss["num_experts_per_tok"] = 2
 	nemotron := tinyFamilyConfig("NemotronHForCausalLM", "nemotron_h")
 	for k, v := range map[string]any{"hybrid_override_pattern": "M*", "mamba_num_heads": 4, "mamba_head_dim": 8,
 		"n_groups": 2, "ssm_state_size": 8, "conv_kernel": 4, "layer_norm_epsilon": 1e-5} {
@@ -52,7 +55,7 @@ func TestCommandsRefuseUnsupportedFamilyAtEntry(t *testing.T) {
 		name, arch, reason string
 		cfg                map[string]any
 	}{
-		{"moe", "MixtralForCausalLM", "mixture-of-experts", mixtral},
+		{"moe", "GptOssForCausalLM", "attention sinks", gptoss},
 		{"mamba2", "NemotronHForCausalLM", "Mamba2", nemotron},
 	}
 	missing := filepath.Join(t.TempDir(), "no-such-data.txt")
@@ -106,16 +109,37 @@ func TestCommandsRefuseUnsupportedFamilyAtEntry(t *testing.T) {
 	// the missing weights or data; search without --data prices a family
 	// the engine cannot run.
 	llama := familyConfigDir(t, tinyFamilyConfig("LlamaForCausalLM", "llama"))
+	moe := familyConfigDir(t, mixtral)
 	for _, args := range [][]string{
 		{"generate", "--model", llama, "--ids", "1,2"},
+		{"eval", "--model", moe, "--data", missing},
+		{"importance", "--model", moe, "--data", missing, "--out", filepath.Join(t.TempDir(), "s.safetensors")},
 		{"importance", "--model", llama, "--data", missing, "--out", filepath.Join(t.TempDir(), "s.safetensors")},
-		{"search", "--model", familyConfigDir(t, mixtral), "--gpu", "rtx-5090", "--engine", "vllm", "--workload", "chat",
+		{"search", "--model", familyConfigDir(t, gptoss), "--gpu", "rtx-5090", "--engine", "vllm", "--workload", "chat",
 			"--max-params", "1000", "--out", filepath.Join(t.TempDir(), "o")},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := Run(context.Background(), args, strings.NewReader(""), &stdout, &stderr)
 		if strings.Contains(stderr.String(), "native engine") || code == 0 && args[0] != "search" {
 			t.Errorf("%s %s: exit %d, stderr %q; want no engine refusal (and a later failure but for search)", args[0], args[2], code, stderr.String())
+		}
+	}
+
+	// The engine runs MoE layers forward only: train, distill's student
+	// and run refuse them at entry, naming the flag and the reference
+	// trainer; distill's teacher may be one.
+	for _, c := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"train", "--config", filepath.Join(moe, "config.json"), "--data", missing, "--out", filepath.Join(t.TempDir(), "o")}, "--config"},
+		{[]string{"distill", "--teacher", moe, "--student", moe, "--data", missing, "--tokens", "4096", "--out", filepath.Join(t.TempDir(), "o")}, "--student"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := Run(context.Background(), c.args, strings.NewReader(""), &stdout, &stderr)
+		msg := stderr.String()
+		if code != 2 || !strings.Contains(msg, c.flag) || !strings.Contains(msg, "PyTorch reference trainer") {
+			t.Errorf("%s on an MoE model: exit %d, stderr %q; want 2 naming %s and the PyTorch reference trainer", c.args[0], code, msg, c.flag)
 		}
 	}
 }

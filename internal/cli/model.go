@@ -85,6 +85,35 @@ func engineCheckpoint(name, model string) (string, error) {
 	return dir, nil
 }
 
+// engineTrains is engineRuns for a model the command trains (train,
+// distill's --student): the native engine must also run its backward pass.
+func engineTrains(name, model string, a *architecture.Model) error {
+	if err := engineRuns(name, model, a); err != nil {
+		return err
+	}
+	if err := engine.CheckTrain(a); err != nil {
+		return Usagef("%s %s: this command trains the model: %v", name, model, err)
+	}
+	return nil
+}
+
+// engineTrainCheckpoint is engineCheckpoint for a model the command
+// trains (engineTrains).
+func engineTrainCheckpoint(name, model string) (string, error) {
+	dir, err := engineCheckpoint(name, model)
+	if err != nil {
+		return "", err
+	}
+	a, err := architecture.Load(dir)
+	if err != nil {
+		return "", err
+	}
+	if err := engineTrains(name, model, a); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
 // engineRuns is the usage error of a model the native engine cannot run,
 // naming the flag and the families it runs; nil when it runs a.
 func engineRuns(name, model string, a *architecture.Model) error {

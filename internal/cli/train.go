@@ -146,7 +146,7 @@ The embedded parent model (package parent) is reproduced by:
 					if err != nil {
 						return err
 					}
-					if err := engineRuns("--config", *configPath, a); err != nil {
+					if err := engineTrains("--config", *configPath, a); err != nil {
 						return err
 					}
 					arch = a
