@@ -12,9 +12,15 @@
 // SwiGLU (or non-gated silu/gelu/relu/relu² MLP), and a tied or untied LM
 // head. Every layer may have its own head count, kv-head count, head_dim
 // and FFN width, and may lack attention or MLP (DeciLM "no_op" blocks).
+// Mixture-of-experts layers (Mixtral, Qwen3-MoE: softmax top-k routing by
+// the family's architecture.RouterRule, gated unbiased experts, no shared
+// expert) run forward only (moe.go): their backward passes return
+// ErrMoEBackward and CheckTrain refuses them; ExpertStats collects their
+// routing (SiteMoERouting) for per-expert importance.
 // Which families it runs is each family's Engine fact
-// (architecture.Family); a family it cannot run (Mamba2, MoE, attention
-// sinks) and a Mamba2 or MoE layer are refused with an *UnsupportedError,
+// (architecture.Family); a family it cannot run (Mamba2, attention sinks)
+// and a layer it cannot run (Mamba2, MoE with shared experts, biases or
+// sigmoid routing) are refused with an *UnsupportedError,
 // which Check gives from the description alone, before any weight is read.
 // Tensors are bound by their kind (architecture.TensorSpec), so the engine
 // knows no family's tensor names.
