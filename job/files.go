@@ -19,8 +19,8 @@ func HashFile(root, name string) (string, error) {
 }
 
 // HashTree returns the contract hash of every regular file under
-// root/dir, keyed by its path relative to root (the job directory), or
-// relative to dir when rel is true (a model's own files).
+// root/dir, keyed (and hashed) by its path relative to root (the job
+// directory), or relative to dir when rel is true (a model's own files).
 func HashTree(root, dir string, rel bool) (map[string]string, error) {
 	out := map[string]string{}
 	base := filepath.Join(root, filepath.FromSlash(dir))
@@ -35,16 +35,15 @@ func HashTree(root, dir string, rel bool) (map[string]string, error) {
 		if err != nil {
 			return err
 		}
-		name := filepath.ToSlash(r)
-		h, err := HashFile(base, name)
+		key, hroot := filepath.ToSlash(r), base
+		if !rel {
+			key, hroot = path.Join(dir, key), root
+		}
+		h, err := HashFile(hroot, key)
 		if err != nil {
 			return err
 		}
-		if rel {
-			out[name] = h
-		} else {
-			out[path.Join(dir, name)] = h
-		}
+		out[key] = h
 		return nil
 	})
 	if err != nil {

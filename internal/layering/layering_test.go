@@ -68,7 +68,8 @@ var allowed = map[string][]string{
 	"prune":          {"architecture", "checkpoint", "export", "importance", "internal/progress"},
 	"proxy":          {"engine", "engine/blas", "internal/parallel", "internal/progress", "prune"},
 	"search":         {"architecture", "checkpoint", "engine", "estimate", "export", "hardware", "importance", "internal/human", "internal/progress", "proxy", "prune", "workload"},
-	"distill":        {"checkpoint", "dataset", "engine", "export", "internal/fastmath", "internal/output", "internal/parallel", "internal/progress", "parent", "tokenizer", "train"},
+	"distill":        {"architecture", "checkpoint", "dataset", "engine", "export", "internal/fastmath", "internal/output", "internal/parallel", "internal/progress", "parent", "tokenizer", "train"},
+	"job":            {"architecture", "checkpoint", "dataset", "distill", "engine", "importance", "internal/output", "internal/progress", "torchref", "train"},
 	"search/trained": {"dataset", "distill", "engine", "internal/progress", "proxy", "prune", "search", "train"},
 
 	// Glue: the pipeline, the commands.
