@@ -192,7 +192,7 @@ type Recipe struct {
 
 // Outputs names what the job writes, relative to the job directory.
 type Outputs struct {
-	Progress   string `json:"progress"`
+	StepLog    string `json:"progress"` // progress.jsonl
 	Result     string `json:"result"`
 	Checkpoint string `json:"checkpoint,omitempty"`
 	Resume     string `json:"resume"`
@@ -200,7 +200,7 @@ type Outputs struct {
 
 // DefaultOutputs are the names every emitted job uses.
 func DefaultOutputs(k Kind) Outputs {
-	o := Outputs{Progress: "progress.jsonl", Result: "result.json", Resume: "resume"}
+	o := Outputs{StepLog: "progress.jsonl", Result: "result.json", Resume: "resume"}
 	if k == Distill {
 		o.Checkpoint = "out"
 	}
@@ -285,7 +285,7 @@ func (c *Contract) Validate() error {
 		return bad("checkpoint_every", "%d: want >= 0 steps (0: only at the end and on SIGTERM)", c.CheckpointEvery)
 	}
 	o := c.Outputs
-	for _, f := range []struct{ name, v string }{{"outputs.progress", o.Progress}, {"outputs.result", o.Result}, {"outputs.resume", o.Resume}} {
+	for _, f := range []struct{ name, v string }{{"outputs.progress", o.StepLog}, {"outputs.result", o.Result}, {"outputs.resume", o.Resume}} {
 		if err := relPath(f.name, f.v); err != nil {
 			return err
 		}

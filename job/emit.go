@@ -47,13 +47,13 @@ type EmitConfig struct {
 
 	WorldSize       int
 	CheckpointEvery int
-	Slurm           SlurmConfig
+	Slurm           SlurmResources
 
 	Progress progress.Func `json:"-"`
 }
 
-// SlurmConfig is what launch.sbatch asks Slurm for.
-type SlurmConfig struct {
+// SlurmResources is what launch.sbatch asks Slurm for.
+type SlurmResources struct {
 	Nodes       int    `json:"nodes"`
 	GPUsPerNode int    `json:"gpus_per_node"`
 	Partition   string `json:"partition,omitempty"`
@@ -234,11 +234,12 @@ func Emit(ctx context.Context, c EmitConfig) (*Emitted, error) {
 	if err != nil {
 		return nil, err
 	}
-	if old, err := existing(c.Dir, req); err != nil || old != nil {
-		if old != nil && c.Force {
-			return emitFresh(ctx, c, eng, roles, shapes, archs, req, note)
-		}
-		return old, err
+	old, err := existing(c.Dir, req)
+	switch {
+	case old != nil:
+		return old, nil
+	case err != nil && !(c.Force && errors.As(err, new(*output.ExistsError))):
+		return nil, err
 	}
 	return emitFresh(ctx, c, eng, roles, shapes, archs, req, note)
 }
@@ -313,9 +314,9 @@ func emitFresh(ctx context.Context, c EmitConfig, eng EngineInfo, roles []role, 
 	var train, valid [][]int32
 	if c.Kind.pair() {
 		dc := distill.Config{Teacher: c.Teacher, Student: c.Student, Data: c.Data, EvalData: c.EvalData, Assets: c.Assets}
-		dc.Train.SeqLen, dc.Train.Batch, dc.Train.EvalRows = r.SeqLen, r.Batch, max(r.EvalRows, c.Rows)
+		dc.Train.SeqLen, dc.Train.Batch, dc.Train.EvalRows = r.SeqLen, r.Batch, r.EvalRows
 		if c.Kind == Proxy {
-			dc.Data = c.EvalData
+			dc.Data, dc.Train.EvalRows = c.EvalData, c.Rows
 		}
 		rows, evalRows, err := distill.Data(ctx, dc)
 		if err != nil {
@@ -514,7 +515,7 @@ func copyFile(src, dst string) error {
 
 // writeEngine writes the engine's own files: the trainer or the recipe,
 // the glue, requirements.txt, launch.sh and launch.sbatch.
-func writeEngine(dir string, c *Contract, e EngineInfo, s SlurmConfig) error {
+func writeEngine(dir string, c *Contract, e EngineInfo, s SlurmResources) error {
 	files := map[string]string{}
 	var entry string
 	switch e.Name {

@@ -200,7 +200,7 @@ func submit(ctx context.Context, c LaunchConfig) (*Launched, error) {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("job: %s --parsable launch.sbatch: %w: %s", c.Sbatch, err, strings.TrimSpace(stderr.String()))
+		return nil, fmt.Errorf("job: submitting launch.sbatch with %s: %w: %s", c.Sbatch, err, strings.TrimSpace(stderr.String()))
 	}
 	id, _, _ := strings.Cut(strings.TrimSpace(string(out)), ";")
 	if id == "" || strings.ContainsAny(id, " \n\t") {
@@ -258,7 +258,7 @@ func runLocal(ctx context.Context, c LaunchConfig, ct *Contract) (*Launched, err
 	var task *progress.Task
 	seen := 0
 	report := func() {
-		lines, _ := readProgress(filepath.Join(c.Dir, ct.Outputs.Progress))
+		lines, _ := readProgress(filepath.Join(c.Dir, ct.Outputs.StepLog))
 		for _, l := range lines[min(seen, len(lines)):] {
 			if l.Event == "resumed" {
 				c.Progress.Notef("job", "resumed at step %d", l.Step)

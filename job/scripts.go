@@ -57,7 +57,7 @@ fi
 
 // sbatchScript is launch.sbatch: one Slurm task per rank, each setting the
 // env:// variables from Slurm's.
-func sbatchScript(c *Contract, e EngineInfo, entry string, s SlurmConfig) string {
+func sbatchScript(c *Contract, e EngineInfo, entry string, s SlurmResources) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "#!/usr/bin/env bash\n#SBATCH --job-name=autocompress-%s\n#SBATCH --nodes=%d\n#SBATCH --ntasks-per-node=%d\n#SBATCH --gpus-per-node=%d\n#SBATCH --time=%s\n",
 		c.Kind, s.Nodes, c.WorldSize/s.Nodes, s.GPUsPerNode, s.Time)
@@ -95,9 +95,11 @@ func num(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 // of examples/llm_pretrain/qwen3_8b_pretrain.yaml, from the contract.
 func autoModelRecipe(c *Contract) string {
 	r := c.Recipe
-	remote := ""
-	if c.Student.Shape.Format == FormatDeciLM || c.Teacher.Shape.Format == FormatDeciLM {
-		remote = "  trust_remote_code: true  # DeciLM block_configs (nemo_automodel _transformers/auto_model.py shim)\n"
+	remote := func(m *Model) string {
+		if m.Shape.Format == FormatDeciLM {
+			return "  trust_remote_code: true  # DeciLM block_configs (nemo_automodel _transformers/auto_model.py shim)\n"
+		}
+		return ""
 	}
 	list := func(xs []string) string { return "[" + strings.Join(xs, ", ") + "]" }
 	ratio := r.KDWeight / (r.KDWeight + r.CEWeight)
@@ -188,7 +190,7 @@ dataloader:
   collate_fn: nemo_automodel.components.datasets.utils.default_collater
   shuffle: false
 `, c.WorldSize, r.Batch, r.MicroBatch, r.Steps, max(c.CheckpointEvery, 1), max(c.CheckpointEvery, 1), r.Seed,
-		c.Student.Path, remote, c.Teacher.Path, remote, c.Outputs.Resume,
+		c.Student.Path, remote(c.Student), c.Teacher.Path, remote(c.Teacher), c.Outputs.Resume,
 		num(ratio), num(r.Temperature), num(r.LR), num(r.Beta1), num(r.Beta2), num(r.Eps), num(r.WeightDecay),
 		r.Warmup, num(r.MinLR), num(r.Clip), list(c.Data.Train), r.SeqLen)
 	if len(c.Data.Valid) > 0 {

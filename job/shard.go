@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -264,7 +263,7 @@ func ReadIndexed(idx, bin []byte) ([][]uint32, error) {
 		out[i] = seq
 	}
 	if len(docs) > 0 && (docs[0] != 0 || docs[len(docs)-1] != int64(nseq)) {
-		return nil, errors.New("job: token shard: document indices do not span the sequences")
+		return nil, &ShardError{"document indices do not span the sequences"}
 	}
 	return out, nil
 }

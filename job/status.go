@@ -58,8 +58,8 @@ func ParseResult(b []byte) (*Result, error) {
 	return &r, nil
 }
 
-// ProgressLine is one line of progress.jsonl.
-type ProgressLine struct {
+// StepLine is one line of progress.jsonl.
+type StepLine struct {
 	Event      string   `json:"event,omitempty"` // "", checkpoint, resumed
 	Step       int      `json:"step"`
 	Steps      int      `json:"steps"`
@@ -72,7 +72,7 @@ type ProgressLine struct {
 
 // readProgress returns the lines of progress.jsonl that parse (a torn last
 // line, or any line not an object, is skipped); none when it is absent.
-func readProgress(path string) ([]ProgressLine, error) {
+func readProgress(path string) ([]StepLine, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -80,11 +80,11 @@ func readProgress(path string) ([]ProgressLine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("job: %w", err)
 	}
-	var out []ProgressLine
+	var out []StepLine
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		var l ProgressLine
+		var l StepLine
 		if json.Unmarshal(sc.Bytes(), &l) == nil {
 			out = append(out, l)
 		}
@@ -137,7 +137,7 @@ func ReadStatus(dir string) (*Status, error) {
 			s.SlurmJob, s.State = sl.JobID, StateSubmitted
 		}
 	}
-	lines, err := readProgress(filepath.Join(dir, c.Outputs.Progress))
+	lines, err := readProgress(filepath.Join(dir, c.Outputs.StepLog))
 	if err != nil {
 		return nil, err
 	}
