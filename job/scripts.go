@@ -31,7 +31,7 @@ if [ "${AUTOCOMPRESS_TORCHRUN:-0}" = 1 ]; then
 else
   export MASTER_ADDR="${MASTER_ADDR:-127.0.0.1}" MASTER_PORT="${MASTER_PORT:-29500}" WORLD_SIZE="$NPROC"
   pids=()
-  stop() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done; }
+  stop() { local q; for q in "${pids[@]}"; do kill -TERM "$q" 2>/dev/null; done; }
   trap stop TERM INT
   for ((r = 0; r < NPROC; r++)); do
     ( export RANK=$r LOCAL_RANK=$r; exec %s ) &
