@@ -10,6 +10,7 @@ import (
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/importance"
 	"github.com/autocompress/autocompress/internal/progress"
+	"github.com/autocompress/autocompress/job"
 )
 
 func init() {
@@ -57,6 +58,7 @@ other file at --out only with --force.`,
 			force := fs.Bool("force", false, "recompute even if --out holds matching scores; replace a file at --out that is not scores")
 			jsonOut := fs.Bool("json", false, "print a summary as JSON")
 			allowLong := fs.Bool("allow-long-context", false, "allow --seq-len past the model's max_position_embeddings")
+			jf := addJobFlags(fs)
 			return func(ctx context.Context, env *Env, args []string) error {
 				data := append(*dataFiles, args...)
 				switch {
@@ -66,6 +68,22 @@ other file at --out only with --force.`,
 					return Usagef("give calibration data with --data FILE")
 				case *seqs < 1 || *seqLen < 1 || *batch < 1 || *skipSeqs < 0:
 					return Usagef("--seqs, --seq-len and --batch must be positive")
+				}
+				if err := jf.check(*out + ".job"); err != nil {
+					return err
+				}
+				if !jf.native() {
+					dir, err := checkpointDir(*model)
+					if err != nil {
+						return err
+					}
+					ec := job.EmitConfig{Kind: job.Importance, Model: dir, Data: data, Assets: *assets, Rows: *seqs,
+						Recipe: job.Recipe{SeqLen: *seqLen, Batch: *batch}, Force: *force}
+					res, err := jf.run(ctx, env, ec, *out, *force, *jsonOut)
+					if err != nil || res == nil || res.Ingested == nil || *jsonOut {
+						return err
+					}
+					return importanceReport(env, res.Ingested.Scores, *out, false, false)
 				}
 				dir, err := engineCheckpoint("--model", *model)
 				if err != nil {

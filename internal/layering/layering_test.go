@@ -76,7 +76,7 @@ var allowed = map[string][]string{
 	"pipeline": {"architecture", "checkpoint", "corpus", "dataset", "distill", "engine", "estimate", "eval", "export", "hardware", "importance", "internal/output", "internal/progress", "modelref", "prune", "report", "search", "search/trained", "servebench", "tokenizer", "train", "workload"},
 	"internal/cli": {"architecture", "checkpoint", "corpus", "dataset", "distill", "engine", "engine/blas", "estimate",
 		"estimate/groundtruth", "estimate/nativecal", "estimate/scenarios", "eval", "export", "hardware", "importance",
-		"internal/human", "internal/output", "internal/progress", "internal/shareddata", "modelref", "parent", "pipeline", "prune", "search",
+		"internal/human", "internal/output", "internal/progress", "internal/shareddata", "job", "modelref", "parent", "pipeline", "prune", "search",
 		"search/trained", "servebench", "tokenizer", "train", "workload"},
 	"cmd/autocompress": {"internal/cli"},
 
