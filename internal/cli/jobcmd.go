@@ -22,13 +22,16 @@ where it stands; wait does so until the job has a result, showing its steps
 The job directory's files are described in job/CONTRACT.md.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 			jsonOut := fs.Bool("json", false, "print the status as JSON")
-			poll := fs.Duration("poll", 2*time.Second, "wait: how often to read the job's files")
+			poll := floatArg(fs, "poll", 2, positive, "wait: seconds between two reads of the job's files")
 			return func(ctx context.Context, env *Env, args []string) error {
+				if len(args) > 1 { // flags may follow the verb: job status --json DIR
+					if err := fs.Parse(args[1:]); err != nil {
+						return Usagef("%v", err)
+					}
+					args = append(args[:1:1], fs.Args()...)
+				}
 				if len(args) != 2 || (args[0] != "status" && args[0] != "wait") {
 					return Usagef("want: autocompress job status|wait DIR")
-				}
-				if *poll <= 0 {
-					return Usagef("--poll %s: want a positive interval", *poll)
 				}
 				var s *job.Status
 				var err error
@@ -36,7 +39,7 @@ The job directory's files are described in job/CONTRACT.md.`,
 					s, err = job.ReadStatus(args[1])
 				} else {
 					term := progress.NewTerminal(env.Stderr)
-					s, err = job.Wait(ctx, args[1], *poll, term.Report)
+					s, err = job.Wait(ctx, args[1], time.Duration(*poll*float64(time.Second)), term.Report)
 					term.End()
 				}
 				if err != nil {

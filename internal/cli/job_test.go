@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/autocompress/autocompress/parent"
+	"github.com/autocompress/autocompress/prune"
+)
+
+// jobArgs is a small distillation of the fixture child with a PyTorch
+// engine.
+func jobArgs(t *testing.T, engine string, extra ...string) (args []string, out string) {
+	t.Helper()
+	data, student := distillFixture(t)
+	out = filepath.Join(t.TempDir(), "distilled")
+	args = append([]string{"distill", "--teacher", "parent", "--student", student, "--data", data, "--tokens", "512",
+		"--seq-len", "32", "--batch", "4", "--out", out, "--engine", engine}, extra...)
+	return args, out
+}
+
+// TestDistillEnginePrint: --engine torch writes OUT.job and prints how to
+// run it; job status says it is emitted.
+func TestDistillEnginePrint(t *testing.T) {
+	args, out := jobArgs(t, "torch", "--world-size", "2")
+	code, stdout, stderr := distillRun(args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	dir := out + ".job"
+	for _, want := range []string{"wrote the distill job for torch to " + dir, "bash launch.sh", "sbatch launch.sbatch"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("print wrote --out")
+	}
+	code, stdout, stderr = distillRun("job", "status", dir)
+	if code != 0 || !strings.Contains(stdout, "distill job, engine torch: emitted, step 0 of 4") {
+		t.Errorf("job status: exit %d, %q %s", code, stdout, stderr)
+	}
+}
+
+// TestDistillEngineRefuses: what the job cannot be is refused before any
+// work, in the flags' words.
+func TestDistillEngineRefuses(t *testing.T) {
+	pdir, err := parent.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	deci := filepath.Join(t.TempDir(), "deci")
+	plan := &prune.Plan{Version: 1, Hidden: indices(192), OutputFormat: prune.FormatDeciLM}
+	for l := range 8 {
+		plan.Layers = append(plan.Layers, prune.LayerPlan{Layer: l, Neurons: indices(256 + 256*(l%2))})
+	}
+	if _, err := prune.Prune(context.Background(), prune.Options{Model: pdir, Plan: plan, Out: deci}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		says string
+	}{
+		{"world", []string{"--world-size", "3"}, 1, "does not divide among 3 ranks"},
+		{"engine", []string{"--engine", "vllm"}, 2, "--engine \"vllm\": want native|automodel|megatron-bridge|torch"},
+		{"launch", []string{"--launch", "ssh"}, 2, "--launch \"ssh\": want print|local|slurm"},
+		{"no torch", []string{"--launch", "local", "--python", "/nonexistent/python3"}, 1, "cannot import torch"},
+		{"megatron per-layer", []string{"--engine", "megatron-bridge", "--student", deci}, 1, "Puzzletron AnyModel"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args, out := jobArgs(t, "torch", tc.args...)
+			code, _, stderr := distillRun(args...)
+			if code != tc.code || !strings.Contains(stderr, tc.says) {
+				t.Fatalf("exit %d (want %d), stderr %q lacks %q", code, tc.code, stderr, tc.says)
+			}
+			if _, err := os.Stat(out + ".job"); err == nil {
+				t.Error("the job directory was written")
+			}
+		})
+	}
+}
+
+// TestDistillEngineSlurm: --launch slurm submits with sbatch (a fake one
+// on PATH) and says how to follow the job.
+func TestDistillEngineSlurm(t *testing.T) {
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "sbatch"), []byte("#!/bin/sh\necho 777\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	args, out := jobArgs(t, "automodel", "--launch", "slurm")
+	code, stdout, stderr := distillRun(args...)
+	if code != 0 || !strings.Contains(stdout, "submitted Slurm job 777") {
+		t.Fatalf("exit %d: %s %s", code, stdout, stderr)
+	}
+	code, stdout, _ = distillRun("job", "status", "--json", out+".job")
+	if code != 0 || !strings.Contains(stdout, `"slurm_job": "777"`) || !strings.Contains(stdout, `"state": "submitted"`) {
+		t.Errorf("job status: %d %s", code, stdout)
+	}
+}
+
+// TestJobUsage: job wants status or wait and a directory.
+func TestJobUsage(t *testing.T) {
+	code, _, stderr := distillRun("job", "run", "x")
+	if code != 2 || !strings.Contains(stderr, "status|wait DIR") {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+	code, _, stderr = distillRun("job", "status", t.TempDir())
+	if code != 1 || !strings.Contains(stderr, "contract.json") {
+		t.Errorf("a directory without a job: exit %d: %s", code, stderr)
+	}
+}
