@@ -96,10 +96,14 @@ type Summary struct {
 
 	Elapsed         float64 `json:"elapsed_s"` // this invocation's training time
 	TokensPerSecond float64 `json:"tokens_per_s"`
-	CacheFile       string  `json:"cache_file,omitempty"`
-	CacheHits       int64   `json:"cache_hit_rows,omitempty"`
-	CacheMisses     int64   `json:"cache_miss_rows,omitempty"`
-	Log             string  `json:"log"`
+	// Engine and WorldSize say what ran the training when it was not this
+	// binary (a PyTorch job, package job): empty for a native run.
+	Engine      string `json:"engine,omitempty"`
+	WorldSize   int    `json:"world_size,omitempty"`
+	CacheFile   string `json:"cache_file,omitempty"`
+	CacheHits   int64  `json:"cache_hit_rows,omitempty"`
+	CacheMisses int64  `json:"cache_miss_rows,omitempty"`
+	Log         string `json:"log"`
 }
 
 // EnsureDefaults fills unset fields and returns c.
