@@ -96,10 +96,11 @@ type Summary struct {
 
 	Elapsed         float64 `json:"elapsed_s"` // this invocation's training time
 	TokensPerSecond float64 `json:"tokens_per_s"`
-	// Engine and WorldSize say what ran the training when it was not this
+	// Engine, WorldSize and Device say what ran the training when it was not this
 	// binary (a PyTorch job, package job): empty for a native run.
 	Engine      string `json:"engine,omitempty"`
 	WorldSize   int    `json:"world_size,omitempty"`
+	Device      string `json:"device,omitempty"` // what the job's ranks ran on: cpu, cuda
 	CacheFile   string `json:"cache_file,omitempty"`
 	CacheHits   int64  `json:"cache_hit_rows,omitempty"`
 	CacheMisses int64  `json:"cache_miss_rows,omitempty"`

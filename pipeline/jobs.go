@@ -60,7 +60,7 @@ func distillJob(ctx context.Context, env *Env, t *target, c *Config) error {
 	}
 	sum := distill.Summary{Out: filepath.Join(env.Dir, ChildDir), Teacher: t.parent, Student: ec.Student, Steps: r.Steps, Tokens: r.Tokens,
 		Temperature: d.Temperature, KDWeight: d.KDWeight, CEWeight: d.CEWeight, Elapsed: r.Elapsed, TokensPerSecond: r.TokensPerS,
-		Engine: d.Engine, WorldSize: r.WorldSize, Log: filepath.Join(env.Dir, DistillLog)}
+		Engine: d.Engine, WorldSize: r.WorldSize, Device: r.Device, Log: filepath.Join(env.Dir, DistillLog)}
 	if len(r.Losses) > 0 {
 		sum.TrainLoss = r.Losses[len(r.Losses)-1]
 	}
