@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/dataset"
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/importance"
 )
@@ -26,6 +27,30 @@ type Ingested struct {
 type IngestError struct{ Dir, Msg string }
 
 func (e *IngestError) Error() string { return "job: " + e.Dir + ": " + e.Msg }
+
+// validRows reads the contract's valid shards back as rows of seq_len+1
+// ids (nanoGPT shards: the formats of the engines that run importance).
+func validRows(dir string, c *Contract) ([][]int32, error) {
+	var rows [][]int32
+	n := c.Data.SeqLen + 1
+	for _, s := range c.Data.Valid {
+		toks, err := ReadShardFile(filepath.Join(dir, filepath.FromSlash(s)))
+		if err != nil {
+			return nil, err
+		}
+		if len(toks)%n != 0 {
+			return nil, &IngestError{dir, fmt.Sprintf("%s holds %d tokens, not whole rows of %d", s, len(toks), n)}
+		}
+		for i := 0; i < len(toks); i += n {
+			r := make([]int32, n)
+			for j := range r {
+				r[j] = int32(toks[i+j])
+			}
+			rows = append(rows, r)
+		}
+	}
+	return rows, nil
+}
 
 // Ingest reads the result of the done job at dir and checks it before
 // anything goes on from it: the status is done; for distill the output
@@ -97,6 +122,17 @@ func Ingest(dir string) (*Ingested, error) {
 		if err != nil {
 			return nil, &IngestError{dir, fmt.Sprintf("the importance scores: %v", err)}
 		}
+		// The Go side is the authority on what was scored: the model's
+		// identity (importance.HashModelDir) and the rows' (dataset.HashRows
+		// over the valid shards), whatever the trainer wrote there.
+		if sc.ModelHash, err = importance.HashModelDir(filepath.Join(dir, filepath.FromSlash(c.Model.Path))); err != nil {
+			return nil, err
+		}
+		rows, err := validRows(dir, c)
+		if err != nil {
+			return nil, err
+		}
+		sc.DataHash = dataset.HashRows(rows)
 		in.Scores = sc
 	}
 	return in, nil
