@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/autocompress/autocompress/parent"
@@ -31,11 +32,39 @@ func parentDir(t *testing.T) string {
 	return d
 }
 
+var (
+	childMu   sync.Mutex
+	childDirs = map[string]string{}
+	childRoot string
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	code := m.Run()
+	if childRoot != "" {
+		os.RemoveAll(childRoot)
+	}
+	os.Exit(code)
+}
+
 // child prunes the embedded parent: hidden 192 → 128, FFN 512 → 256,
 // layers 3 and 5 removed; decilm keeps every neuron of the odd layers
-// (per-layer widths).
+// (per-layer widths). Each format is pruned once per process: treat the
+// directory as read-only.
 func child(t *testing.T, format string) string {
 	t.Helper()
+	childMu.Lock()
+	defer childMu.Unlock()
+	if d, ok := childDirs[format]; ok {
+		return d
+	}
+	if childRoot == "" {
+		d, err := os.MkdirTemp("", "job-test-children-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		childRoot = d
+	}
 	plan := &prune.Plan{Version: 1, Hidden: seq(128, 1), OutputFormat: format}
 	for l := range 8 {
 		lp := prune.LayerPlan{Layer: l, Neurons: seq(256, 2)}
@@ -47,10 +76,11 @@ func child(t *testing.T, format string) string {
 		}
 		plan.Layers = append(plan.Layers, lp)
 	}
-	out := filepath.Join(t.TempDir(), "child-"+format)
+	out := filepath.Join(childRoot, "child-"+format)
 	if _, err := prune.Prune(context.Background(), prune.Options{Model: parentDir(t), Plan: plan, Out: out}); err != nil {
 		t.Fatal(err)
 	}
+	childDirs[format] = out
 	return out
 }
 

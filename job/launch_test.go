@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autocompress/autocompress/dataset"
+	"github.com/autocompress/autocompress/engine"
+	"github.com/autocompress/autocompress/importance"
 	"github.com/autocompress/autocompress/internal/progress"
 )
 
@@ -250,5 +253,41 @@ func TestIngestRefusesWrongShape(t *testing.T) {
 	var ie *IngestError
 	if !errors.As(err, &ie) || !strings.Contains(ie.Msg, "differs from the student's") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// TestIngestImportance: an importance result's scores load, and get the
+// model's and the rows' identities from the Go side.
+func TestIngestImportance(t *testing.T) {
+	c := EmitConfig{Kind: Importance, Engine: "torch", Dir: filepath.Join(t.TempDir(), "job"), Model: parentDir(t),
+		Data: []string{"parent:test"}, Recipe: Recipe{SeqLen: 32, Batch: 4}, Rows: 4}
+	e := emit(t, c)
+	m, err := engine.Load(filepath.Join(e.Dir, "model"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := validRows(e.Dir, e.Contract)
+	if err != nil || len(rows) != 4 {
+		t.Fatalf("%d rows, %v", len(rows), err)
+	}
+	sc, err := importance.Compute(context.Background(), m, rows, importance.Options{NoSkipLoss: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.ModelHash, sc.DataHash = "", ""
+	if err := sc.Save(filepath.Join(e.Dir, "importance.safetensors")); err != nil {
+		t.Fatal(err)
+	}
+	res := `{"version": 1, "kind": "importance", "status": "done", "steps": 4, "tokens": 128, "importance": "importance.safetensors"}`
+	if err := os.WriteFile(filepath.Join(e.Dir, "result.json"), []byte(res), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in, err := Ingest(e.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantModel, _ := importance.HashModelDir(parentDir(t))
+	if in.Scores == nil || in.Scores.ModelHash != wantModel || in.Scores.DataHash != dataset.HashRows(rows) {
+		t.Errorf("scores identities %q %q, want %q %q", in.Scores.ModelHash, in.Scores.DataHash, wantModel, dataset.HashRows(rows))
 	}
 }
