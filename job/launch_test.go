@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -289,5 +290,53 @@ func TestIngestImportance(t *testing.T) {
 	wantModel, _ := importance.HashModelDir(parentDir(t))
 	if in.Scores == nil || in.Scores.ModelHash != wantModel || in.Scores.DataHash != dataset.HashRows(rows) {
 		t.Errorf("scores identities %q %q, want %q %q", in.Scores.ModelHash, in.Scores.DataHash, wantModel, dataset.HashRows(rows))
+	}
+}
+
+// glooRanks is a stand-in trainer that needs torch: the ranks launch.sh
+// starts meet over gloo from the env:// variables and all-reduce their
+// rank numbers; rank 0 logs the sum and writes the result.
+const glooRanks = `import json, shutil, sys
+import torch
+import torch.distributed as dist
+dist.init_process_group("gloo")
+r, w = dist.get_rank(), dist.get_world_size()
+t = torch.tensor([float(r + 1)])
+dist.all_reduce(t)
+c = json.load(open(sys.argv[1]))
+o = c["outputs"]
+if r == 0:
+    with open(o["progress"], "a") as f:
+        f.write(json.dumps({"step": 1, "steps": 1, "loss": float(t.item())}) + "\n")
+    shutil.copytree(c["student"]["path"], o["checkpoint"])
+    json.dump({"version": 1, "kind": "distill", "status": "done", "steps": 1, "tokens": 1,
+               "world_size": w, "checkpoint": o["checkpoint"]}, open(o["result"], "w"))
+dist.barrier()
+dist.destroy_process_group()
+`
+
+// TestLaunchGlooRanks: launch.sh's ranks, started without torchrun,
+// rendezvous over gloo with Debian's torch 1.13 (or any torch).
+func TestLaunchGlooRanks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two torch processes")
+	}
+	const python = "/usr/bin/python3"
+	if err := exec.Command(python, "-c", "import torch").Run(); err != nil {
+		t.Skip("no torch for /usr/bin/python3 (Debian: apt-get install python3-torch)")
+	}
+	e := fakeJob(t, 2)
+	if err := os.WriteFile(filepath.Join(e.Dir, "trainer", "autocompress_torch.py"), []byte(glooRanks), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Launch(context.Background(), LaunchConfig{Dir: e.Dir, Mode: LaunchLocal, Python: python, Poll: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, readFile(t, filepath.Join(e.Dir, LaunchLog)))
+	}
+	if l.Result.WorldSize != 2 {
+		t.Errorf("world size %d, want 2", l.Result.WorldSize)
+	}
+	if !strings.Contains(string(readFile(t, filepath.Join(e.Dir, "progress.jsonl"))), `"loss": 3.0`) {
+		t.Error("the two ranks did not all-reduce 1 + 2")
 	}
 }
