@@ -115,3 +115,31 @@ func TestJobUsage(t *testing.T) {
 		t.Errorf("a directory without a job: exit %d: %s", code, stderr)
 	}
 }
+
+// TestEvalImportanceEngineUsage: eval with a PyTorch engine needs --emit
+// and takes one model on --data; importance's job goes to OUT.job.
+func TestEvalImportanceEngineUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{"eval", "--model", "parent", "--data", "parent:test", "--engine", "torch"}, 2, "--engine torch needs --emit DIR"},
+		{[]string{"eval", "--model", "parent", "--model", "parent", "--data", "parent:test", "--engine", "torch", "--emit", filepath.Join(t.TempDir(), "j")}, 2, "one --model"},
+		{[]string{"eval", "--model", "parent", "--data", "parent:test", "--engine", "automodel", "--emit", filepath.Join(t.TempDir(), "j")}, 1, "choose engine torch"},
+	} {
+		code, _, stderr := distillRun(tc.args...)
+		if code != tc.code || !strings.Contains(stderr, tc.says) {
+			t.Errorf("%v: exit %d (want %d), %q lacks %q", tc.args, code, tc.code, stderr, tc.says)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "scores.safetensors")
+	code, stdout, stderr := distillRun("importance", "--model", "parent", "--data", "parent:test", "--seqs", "4", "--seq-len", "32", "--out", out, "--engine", "torch")
+	if code != 0 || !strings.Contains(stdout, "wrote the importance job for torch to "+out+".job") {
+		t.Errorf("importance --engine torch: exit %d, %s %s", code, stdout, stderr)
+	}
+	code, stdout, _ = distillRun("job", "status", out+".job")
+	if code != 0 || !strings.Contains(stdout, "importance job, engine torch: emitted") {
+		t.Errorf("job status: %d %s", code, stdout)
+	}
+}
