@@ -53,8 +53,8 @@ type Data struct {
 	Tokens        Tokens         `json:"tokens"`
 	// Recovery is what the distillation cost (nil: no distillation).
 	Recovery *RecoveryCost `json:"recovery_cost,omitempty"`
-	Stages        []Stage        `json:"stages,omitempty"`
-	Notes         []string       `json:"notes,omitempty"`
+	Stages   []Stage       `json:"stages,omitempty"`
+	Notes    []string      `json:"notes,omitempty"`
 }
 
 // Deployment is the target the child was chosen for.

@@ -89,7 +89,7 @@ type page struct {
 	AnyRange      bool
 	TrainingFinal string
 	// Recovery is the recovery cost's row (nil: no distillation).
-	Recovery []cell
+	Recovery   []cell
 	RecoveryOn string
 }
 
