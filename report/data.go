@@ -51,10 +51,11 @@ type Data struct {
 	ParentHeldOut *float64       `json:"parent_held_out,omitempty"`
 	Eval          EvalTable      `json:"eval"`
 	Tokens        Tokens         `json:"tokens"`
+	Stages        []Stage        `json:"stages,omitempty"`
+	Notes         []string       `json:"notes,omitempty"`
+
 	// Recovery is what the distillation cost (nil: no distillation).
 	Recovery *RecoveryCost `json:"recovery_cost,omitempty"`
-	Stages   []Stage       `json:"stages,omitempty"`
-	Notes    []string      `json:"notes,omitempty"`
 }
 
 // Deployment is the target the child was chosen for.
