@@ -143,3 +143,39 @@ func TestEvalImportanceEngineUsage(t *testing.T) {
 		t.Errorf("job status: %d %s", code, stdout)
 	}
 }
+
+// cliFakeTrainer stands in for the torch trainer (run by cliFakePython
+// with bash): one rank, every step logged, the student copied to out/.
+const cliFakeTrainer = `steps=$(sed -n 's/^    "steps": \([0-9]*\),$/\1/p' contract.json)
+for ((s = 1; s <= steps; s++)); do echo "{\"step\": $s, \"steps\": $steps, \"loss\": 2.5}" >> progress.jsonl; done
+cp -r student out
+echo "{\"version\": 1, \"kind\": \"distill\", \"status\": \"done\", \"steps\": $steps, \"tokens\": 512, \"tokens_per_s\": 100, \"world_size\": 1, \"checkpoint\": \"out\", \"losses\": [2.5]}" > result.json
+`
+
+// TestDistillEngineLocal: the job written by --launch print is run by the
+// same command with --launch local (the same request finds its job), and
+// its checked checkpoint lands at --out.
+func TestDistillEngineLocal(t *testing.T) {
+	args, out := jobArgs(t, "torch")
+	if code, _, stderr := distillRun(args...); code != 0 {
+		t.Fatalf("print: %s", stderr)
+	}
+	dir := out + ".job"
+	if err := os.WriteFile(filepath.Join(dir, "trainer", "autocompress_torch.py"), []byte(cliFakeTrainer), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	py := filepath.Join(t.TempDir(), "python")
+	if err := os.WriteFile(py, []byte("#!/usr/bin/env bash\n[ \"$1\" = -c ] && exit 0\nexec bash \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := distillRun(append(args, "--launch", "local", "--python", py)...)
+	if code != 0 {
+		t.Fatalf("local: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stderr, "holds this job already") || !strings.Contains(stdout, "saved "+out+": 4 steps, 512 tokens on 1 rank(s) of torch") {
+		t.Errorf("stdout %q, stderr %q", stdout, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(out, "model.safetensors")); err != nil {
+		t.Error(err)
+	}
+}
