@@ -249,6 +249,7 @@ func runLocal(ctx context.Context, c LaunchConfig, ct *Contract) (*Launched, err
 	cmd.Env = append(os.Environ(), "PYTHON="+c.Python, fmt.Sprintf("MASTER_PORT=%d", port))
 	cmd.Stdout, cmd.Stderr = w, w
 	cmd.SysProcAttr = ownGroup()
+	old, _ := readProgress(filepath.Join(c.Dir, ct.Outputs.StepLog))
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("job: starting launch.sh: %w", err)
 	}
@@ -256,7 +257,7 @@ func runLocal(ctx context.Context, c LaunchConfig, ct *Contract) (*Launched, err
 	go func() { done <- cmd.Wait() }()
 
 	var task *progress.Task
-	seen := 0
+	seen := len(old) // lines of earlier launches (a resumed job appends) are not this one's
 	report := func() {
 		lines, _ := readProgress(filepath.Join(c.Dir, ct.Outputs.StepLog))
 		for _, l := range lines[min(seen, len(lines)):] {
@@ -268,7 +269,7 @@ func runLocal(ctx context.Context, c LaunchConfig, ct *Contract) (*Launched, err
 			}
 			if task == nil {
 				task = progress.Start(c.Progress, progress.Event{Stage: "job", Unit: "step", Total: int64(l.Steps)})
-				task.Resume(int64(l.Step - 1))
+				task.Resume(int64(max(0, l.Step-1))) // a resumed job's first line is its first new step
 			}
 			msg := ""
 			if l.Loss != nil {

@@ -145,13 +145,21 @@ func TestLaunchInterruptResumes(t *testing.T) {
 		t.Errorf("checkpointed step %s, want 3", got)
 	}
 	t.Setenv("FAKE_HOLD_AT", "0")
-	lc.Progress = nil
+	var first *progress.Event
+	lc.Progress = func(ev progress.Event) {
+		if ev.Unit == "step" && first == nil {
+			first = &ev
+		}
+	}
 	l, err = Launch(context.Background(), lc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if l.Result.Status != StatusDone || l.Result.Steps != 8 {
 		t.Errorf("resumed result %+v", l.Result)
+	}
+	if first == nil || first.Resumed != 3 || first.Total != 8 {
+		t.Errorf("the resumed launch's first step event %+v, want 3 steps resumed of 8", first)
 	}
 	if !strings.Contains(string(readFile(t, filepath.Join(e.Dir, "progress.jsonl"))), `{"event": "resumed", "step": 3}`) {
 		t.Error("the second launch did not resume from step 3")
