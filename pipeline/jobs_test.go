@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/autocompress/autocompress/distill"
+	"github.com/autocompress/autocompress/report"
 	"github.com/autocompress/autocompress/torchref"
 )
 
@@ -56,9 +57,10 @@ func torchTrainerReady(t *testing.T) {
 }
 
 // TestPipelineDistillEngineTorch: autocompress run with distill.engine
-// torch on the embedded parent, two ranks over gloo: the stage ingests the
-// job's checkpoint and the run goes on through eval, validate, measure and
-// the report, whose recovery cost names the engine.
+// and importance.engine torch on the embedded parent, recovery on two
+// ranks over gloo: the stages ingest the jobs' scores and checkpoint and
+// the run goes on through search, eval, validate, measure and the report,
+// whose recovery cost names the engine and the ranks.
 func TestPipelineDistillEngineTorch(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the whole pipeline with a PyTorch recovery")
@@ -67,7 +69,7 @@ func TestPipelineDistillEngineTorch(t *testing.T) {
 	dir := t.TempDir()
 	c := tinyConfig(t, dir)
 	c.Budgets = parentRelativeBudgets(t, c, 0.85, looseTPOT)
-	c.Distill.Engine, c.Distill.WorldSize = "torch", 2
+	c.Distill.Engine, c.Distill.WorldSize, c.Importance.Engine = "torch", 2, "torch"
 	res, err := Execute(context.Background(), c, "", Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -86,11 +88,19 @@ func TestPipelineDistillEngineTorch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(path)
+	f, err := os.Open(filepath.Join(filepath.Dir(path), ReportJSON))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(b), "torch") {
-		t.Error("the report does not name the recovery's engine")
+	d, err := report.ReadJSON(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := d.Recovery; r == nil || r.Engine != "torch" || r.WorldSize != 2 || r.TokensPerSecond <= 0 || r.DeviceHours <= 0 {
+		t.Errorf("recovery cost %+v", d.Recovery)
+	}
+	if d.Tokens.Importance <= 0 {
+		t.Errorf("importance tokens %d: the torch scores were not taken", d.Tokens.Importance)
 	}
 }
