@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/checkpoint"
@@ -131,9 +132,9 @@ func (c *EmitConfig) Validate() error {
 	e, ok := LookupEngine(c.Engine)
 	switch {
 	case !ok:
-		return fmt.Errorf("job: engine %q: want one of %v (native runs in this binary, not as a job)", c.Engine, EngineNames())
+		return fmt.Errorf("job: engine %q: want one of %s (native runs in this binary, not as a job)", c.Engine, strings.Join(EngineNames(), ", "))
 	case !e.Runs(c.Kind):
-		return fmt.Errorf("job: engine %s runs %v jobs, not %s: choose engine torch for it", e.Name, e.Kinds, c.Kind)
+		return fmt.Errorf("job: engine %s runs %s jobs only, not %s: choose engine torch for it", e.Name, kindList(e.Kinds), c.Kind)
 	case c.Dir == "":
 		return errors.New("job: no job directory given")
 	case c.Kind.pair() && (c.Teacher == "" || c.Student == ""):
@@ -156,6 +157,14 @@ func (c *EmitConfig) Validate() error {
 		return fmt.Errorf("job: rows %d: want at least 1", c.Rows)
 	}
 	return engineRecipe(e.Name, c.Recipe, c.Kind)
+}
+
+func kindList(ks []Kind) string {
+	var s []string
+	for _, k := range ks {
+		s = append(s, string(k))
+	}
+	return strings.Join(s, ", ")
 }
 
 // engineRecipe refuses recipe settings an engine's own recipe cannot say.
@@ -311,7 +320,7 @@ func modelFiles(dir string) ([]string, error) {
 func emitFresh(ctx context.Context, c EmitConfig, eng EngineInfo, roles []role, shapes map[string]Shape, archs []*architecture.Model, req string, note func(string, ...any)) (*Emitted, error) {
 	// Data, before anything is written.
 	r := c.Recipe
-	var train, valid [][]int32
+	var trainRows, validRows [][]int32
 	if c.Kind.pair() {
 		dc := distill.Config{Teacher: c.Teacher, Student: c.Student, Data: c.Data, EvalData: c.EvalData, Assets: c.Assets}
 		dc.Train.SeqLen, dc.Train.Batch, dc.Train.EvalRows = r.SeqLen, r.Batch, r.EvalRows
@@ -325,15 +334,15 @@ func emitFresh(ctx context.Context, c EmitConfig, eng EngineInfo, roles []role, 
 		if c.Kind == Distill {
 			per := int64(r.Batch) * int64(r.SeqLen)
 			r.Steps = int((r.Tokens + per - 1) / per)
-			for _, i := range trainOrder(len(rows), r.Seed, r.Steps*r.Batch) {
-				train = append(train, rows[i])
+			for _, i := range train.RowOrder(len(rows), r.Seed, r.Steps*r.Batch) {
+				trainRows = append(trainRows, rows[i])
 			}
-			valid = evalRows
+			validRows = evalRows
 			if r.Warmup == 0 {
 				r.Warmup = max(1, r.Steps/20)
 			}
 		} else {
-			valid = evalRows[:min(len(evalRows), c.Rows)]
+			validRows = evalRows[:min(len(evalRows), c.Rows)]
 		}
 	} else {
 		o := dataset.ForModel(archs[0], c.Model)
@@ -342,7 +351,7 @@ func emitFresh(ctx context.Context, c EmitConfig, eng EngineInfo, roles []role, 
 		if err != nil {
 			return nil, fmt.Errorf("job: data: %w", err)
 		}
-		valid = p.Rows
+		validRows = p.Rows
 		r.Tokens, r.Steps = 0, 0
 	}
 	r.MicroBatch = r.Batch / c.WorldSize
@@ -399,8 +408,8 @@ func emitFresh(ctx context.Context, c EmitConfig, eng EngineInfo, roles []role, 
 	}
 	ct.Tokenizer = Files{Path: "tokenizer", SHA256: th}
 
-	note("writing %d training and %d held-out rows of %d tokens", len(train), len(valid), r.SeqLen+1)
-	d, err := writeData(dir, eng.Shards, shapes[roles[len(roles)-1].name].Vocab, r.SeqLen, train, valid)
+	note("writing %d training and %d held-out rows of %d tokens", len(trainRows), len(validRows), r.SeqLen+1)
+	d, err := writeData(dir, eng.Shards, shapes[roles[len(roles)-1].name].Vocab, r.SeqLen, trainRows, validRows)
 	if err != nil {
 		return nil, err
 	}
@@ -424,9 +433,6 @@ func emitFresh(ctx context.Context, c EmitConfig, eng EngineInfo, roles []role, 
 	note("wrote the %s job for engine %s to %s", c.Kind, c.Engine, c.Dir)
 	return &Emitted{Dir: c.Dir, Contract: ct}, nil
 }
-
-// trainOrder is native train's row order for count sequences of n rows.
-func trainOrder(n int, seed uint64, count int) []int { return train.RowOrder(n, seed, count) }
 
 // writeData writes the shards (one train, one valid) in the engine's
 // format and returns the contract's data section.
