@@ -519,7 +519,8 @@ func (c *Contract) Marshal() ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// Save validates c and writes it to dir/contract.json.
+// Save validates c and writes it to dir/contract.json; dir is a job
+// directory being assembled (Emit's output.Dir), not a user's file.
 func (c *Contract) Save(dir string) error {
 	if err := c.Validate(); err != nil {
 		return err
@@ -528,7 +529,7 @@ func (c *Contract) Save(dir string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, ContractFile), b, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, ContractFile), b, 0o644); err != nil { //output:inside
 		return fmt.Errorf("job: %w", err)
 	}
 	return nil

@@ -424,7 +424,7 @@ func emitFresh(ctx context.Context, c EmitConfig, eng EngineInfo, roles []role, 
 		return nil, err
 	}
 	rb, _ := json.MarshalIndent(map[string]string{"request": req}, "", "  ")
-	if err := os.WriteFile(filepath.Join(dir, requestFile), append(rb, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, requestFile), append(rb, '\n'), 0o644); err != nil { //output:inside
 		return nil, fmt.Errorf("job: %w", err)
 	}
 	if err := out.Commit(); err != nil {
@@ -505,7 +505,7 @@ func copyFile(src, dst string) error {
 		return fmt.Errorf("job: %w", err)
 	}
 	defer in.Close()
-	o, err := os.Create(dst)
+	o, err := os.Create(dst) //output:inside
 	if err != nil {
 		return fmt.Errorf("job: %w", err)
 	}
@@ -552,7 +552,7 @@ func writeEngine(dir string, c *Contract, e EngineInfo, s SlurmResources) error 
 		if filepath.Ext(name) == ".sh" || filepath.Ext(name) == ".sbatch" {
 			mode = 0o755
 		}
-		if err := os.WriteFile(p, []byte(body), mode); err != nil {
+		if err := os.WriteFile(p, []byte(body), mode); err != nil { //output:inside
 			return fmt.Errorf("job: %w", err)
 		}
 	}

@@ -207,7 +207,7 @@ func submit(ctx context.Context, c LaunchConfig) (*Launched, error) {
 		return nil, fmt.Errorf("job: sbatch printed %q, not a job id", strings.TrimSpace(string(out)))
 	}
 	b, _ := json.MarshalIndent(Slurm{JobID: id, Submitted: time.Now().UTC().Format(time.RFC3339)}, "", "  ")
-	if err := os.WriteFile(filepath.Join(c.Dir, SlurmFile), append(b, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(c.Dir, SlurmFile), append(b, '\n'), 0o644); err != nil { //output:not-an-output: the job directory's record of its Slurm submission, beside its contract
 		return nil, fmt.Errorf("job: %w", err)
 	}
 	c.Progress.Notef("job", "submitted Slurm job %s", id)
@@ -235,7 +235,7 @@ func runLocal(ctx context.Context, c LaunchConfig, ct *Contract) (*Launched, err
 	if err != nil {
 		return nil, fmt.Errorf("job: choosing a rendezvous port: %w", err)
 	}
-	logf, err := os.OpenFile(filepath.Join(c.Dir, LaunchLog), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logf, err := os.OpenFile(filepath.Join(c.Dir, LaunchLog), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644) //output:not-an-output: the job's append-only launch log
 	if err != nil {
 		return nil, fmt.Errorf("job: %w", err)
 	}

@@ -39,7 +39,8 @@ func dtypeBytes(dtype string) (int, error) {
 }
 
 // WriteShard writes rows, concatenated, as a nanoGPT .bin shard of dtype
-// (uint16 or uint32). Ids that do not fit the dtype are an error.
+// (uint16 or uint32) at path, inside a job directory being assembled
+// (Emit's output.Dir). Ids that do not fit the dtype are an error.
 func WriteShard(path string, rows [][]int32, dtype string) error {
 	size, err := dtypeBytes(dtype)
 	if err != nil || dtype == "int32" {
@@ -52,7 +53,7 @@ func WriteShard(path string, rows [][]int32, dtype string) error {
 	if n > 1<<31-1 {
 		return fmt.Errorf("job: %d tokens do not fit one shard's int32 count", n)
 	}
-	f, err := os.Create(path)
+	f, err := os.Create(path) //output:inside
 	if err != nil {
 		return fmt.Errorf("job: %w", err)
 	}
@@ -168,7 +169,8 @@ var megatronHeader = []byte("MMIDIDX\x00\x00")
 // Megatron dtype codes (indexed_dataset.py's DType enum).
 var megatronCodes = map[string]uint8{"uint16": 8, "int32": 4}
 
-// WriteIndexed writes rows as a Megatron IndexedDataset: prefix.bin (the
+// WriteIndexed writes rows, inside a job directory being assembled, as a
+// Megatron IndexedDataset: prefix.bin (the
 // tokens, raw) and prefix.idx (header, version 1, dtype code, one
 // sequence and one document per row), as _IndexWriter writes them.
 func WriteIndexed(prefix string, rows [][]int32, dtype string) error {
@@ -199,10 +201,10 @@ func WriteIndexed(prefix string, rows [][]int32, dtype string) error {
 	for i := 0; i <= len(rows); i++ {
 		_ = binary.Write(&idx, le, int64(i))
 	}
-	if err := os.WriteFile(prefix+".bin", bin.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(prefix+".bin", bin.Bytes(), 0o644); err != nil { //output:inside
 		return fmt.Errorf("job: %w", err)
 	}
-	if err := os.WriteFile(prefix+".idx", idx.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(prefix+".idx", idx.Bytes(), 0o644); err != nil { //output:inside
 		return fmt.Errorf("job: %w", err)
 	}
 	return nil
