@@ -77,6 +77,9 @@ type Budgets struct {
 type Importance struct {
 	Seqs   int `yaml:"seqs" flag:"importance-seqs" help:"calibration sequences" min:"1" max:"1048576"`
 	SeqLen int `yaml:"seq_len" flag:"importance-seq-len" help:"tokens per calibration sequence" min:"2" max:"1048576"`
+	// Engine computes the scores: native ("" is native) or torch, a
+	// PyTorch job run here (package job).
+	Engine string `yaml:"engine" flag:"importance-engine" help:"what computes importance: native, or torch (a PyTorch job run here)" json:",omitempty"`
 }
 
 // Search configures the architecture search.
@@ -103,6 +106,11 @@ type Distill struct {
 	KDWeight    float64 `yaml:"kd_weight" flag:"kd-weight" help:"weight of KL(parent ‖ child)" min:"0" max:"1000"`
 	CEWeight    float64 `yaml:"ce_weight" flag:"ce-weight" help:"weight of cross-entropy on the data" min:"0" max:"1000"`
 	Seed        int64   `yaml:"seed" flag:"distill-seed" help:"seed of recovery"`
+	// Engine runs the recovery: native (this binary; "" is native) or a
+	// PyTorch engine of package job, launched here as a local job whose
+	// checked result the stage takes (job/CONTRACT.md).
+	Engine    string `yaml:"engine" flag:"distill-engine" help:"what runs recovery: native, or a PyTorch job run here (torch; automodel and megatron-bridge are emitted by the distill command, not run by the pipeline)" json:",omitempty"`
+	WorldSize int    `yaml:"world_size" flag:"distill-world-size" help:"ranks of a PyTorch recovery (the batch must be a multiple)" min:"0" max:"65536" json:",omitempty"`
 }
 
 // Eval configures the evaluation.

@@ -285,6 +285,11 @@ func buildReport(out Outputs, t *target, c *Config) (*report.Data, error) {
 			return nil, err
 		}
 		recovery(d, &ds)
+		engine, world, device := ds.Engine, ds.WorldSize, ds.Device
+		if engine == "" { // native distill: one process on this machine's CPU
+			engine, world, device = "native", 1, "cpu"
+		}
+		d.Recovery = report.NewRecoveryCost(ds.Tokens, engine, max(world, 1), device, ds.TokensPerSecond, d.Parent.Params, d.Child.Params)
 	}
 	if s, err := importance.Load(out.Scores()); err == nil {
 		d.Tokens.Importance = s.Tokens

@@ -130,6 +130,12 @@ func resolve(c *Config) (*target, error) {
 		return nil, &ConfigError{Path: "importance", Msg: "seqs must be ≥ 1 and seq_len ≥ 2"}
 	case c.Distill.Tokens < 0 || c.Distill.SeqLen < 2 || c.Distill.Batch < 1 || c.Distill.LR <= 0:
 		return nil, &ConfigError{Path: "distill", Msg: "tokens must be ≥ 0, seq_len ≥ 2, batch ≥ 1 and lr > 0"}
+	case !pipelineEngine(c.Distill.Engine):
+		return nil, &ConfigError{Path: "distill.engine", Msg: fmt.Sprintf("%q: want native or torch (automodel and megatron-bridge jobs are written by the distill command and run elsewhere)", c.Distill.Engine)}
+	case !pipelineEngine(c.Importance.Engine):
+		return nil, &ConfigError{Path: "importance.engine", Msg: fmt.Sprintf("%q: want native or torch", c.Importance.Engine)}
+	case c.Distill.WorldSize > 0 && c.Distill.Batch%c.Distill.WorldSize != 0:
+		return nil, &ConfigError{Path: "distill.world_size", Msg: fmt.Sprintf("%d ranks do not divide the batch of %d sequences: choose a batch that is a multiple of it", c.Distill.WorldSize, c.Distill.Batch)}
 	case c.Distill.KDWeight < 0 || c.Distill.CEWeight < 0 || c.Distill.KDWeight+c.Distill.CEWeight == 0:
 		return nil, &ConfigError{Path: "distill", Msg: "kd_weight and ce_weight must be ≥ 0 and not both 0"}
 	case c.Search.Strategy == search.Minitron && c.Search.TopKTrainTokens > 0 && (len(c.Search.ProxyData) == 0 || c.Search.ProxyRows < 1):
@@ -366,6 +372,9 @@ func (b *builder) importance() Stage {
 		Importance Importance
 	}{c.Model, c.Data, c.Importance}, Files: append([]string{t.parent}, dataFiles(c.Data)...),
 		Run: func(ctx context.Context, env *Env) error {
+			if !native(c.Importance.Engine) {
+				return importanceJob(ctx, env, t, c)
+			}
 			// Forward only: the parent's weights are read in place.
 			m, err := engine.LoadWith(t.parent, engine.LoadOptions{Mapped: true})
 			if err != nil {
@@ -498,6 +507,9 @@ func (b *builder) distill() Stage {
 		Distill Distill
 	}{c.Data, c.EvalData, c.Distill}, Files: append([]string{t.parent}, dataFiles(c.Data)...),
 		Run: func(ctx context.Context, env *Env) error {
+			if !native(c.Distill.Engine) {
+				return distillJob(ctx, env, t, c)
+			}
 			state := env.StateDir()
 			dc := distill.Config{Teacher: t.parent, Student: filepath.Join(env.Input(StagePrune), ChildDir),
 				Out: filepath.Join(env.Dir, ChildDir), Data: c.Data, EvalData: c.EvalData, Assets: c.Assets,

@@ -88,6 +88,9 @@ type page struct {
 	AnyUnstable   bool
 	AnyRange      bool
 	TrainingFinal string
+	// Recovery is the recovery cost's row (nil: no distillation).
+	Recovery   []cell
+	RecoveryOn string
 }
 
 type chartView struct {
@@ -205,6 +208,12 @@ func build(d *Data) (*page, error) {
 	}
 	pg.Tokens = []cell{num(float64(d.Tokens.Importance), "tokens.importance"),
 		num(float64(d.Tokens.Selection), "tokens.selection"), num(float64(d.Tokens.Recovery), "tokens.recovery")}
+	if r := d.Recovery; r != nil {
+		pg.Recovery = []cell{num(float64(r.Tokens), "recovery_cost.tokens"), num(float64(r.WorldSize), "recovery_cost.world_size"),
+			num(r.TokensPerSecond, "recovery_cost.tokens_per_s"), num(r.DeviceHours, "recovery_cost.device_hours"),
+			num(r.AssumedGPUHours, "recovery_cost.assumed_gpu_hours")}
+		pg.RecoveryOn = r.Engine + " on " + r.Device
+	}
 	if k := len(d.Training); k > 0 {
 		pg.TrainingFinal = fmt.Sprintf("final training loss %s after %s tokens", fmtNum(d.Training[k-1].Loss), fmtNum(float64(d.Training[k-1].Tokens)))
 	}
@@ -367,6 +376,12 @@ figcaption { color: #444; font-size: .95rem; }
 <tr>{{range .Tokens}}<td data-json="{{.Path}}">{{.Text}}</td>{{end}}</tr>
 </table>
 <p class="note">Counted{{if .TrainingFinal}}; {{.TrainingFinal}}{{end}}.</p>
+{{if .Recovery}}<h3>Recovery cost</h3>
+<table>
+<tr><th>engine</th><th>tokens</th><th>ranks</th><th>tokens/s (measured)</th><th>device-hours at that rate</th><th>GPU-hours at the assumption</th></tr>
+<tr><td>{{.RecoveryOn}}</td>{{range .Recovery}}<td data-json="{{.Path}}">{{.Text}}</td>{{end}}</tr>
+</table>
+<p class="note">Device-hours: the recovery's tokens at the measured rate, times the ranks. GPU-hours at the assumption: {{.D.Recovery.Assumption}}.</p>{{end}}
 </section>
 {{if .D.Stages}}<section id="stages">
 <h2>Stages</h2>
@@ -558,6 +573,10 @@ func WriteMarkdown(w io.Writer, d *Data) error {
 		b.WriteString(".\n\n")
 	}
 	fmt.Fprintf(&b, "## Tokens spent\n\nimportance %s, choosing the architecture %s, recovery %s.\n", pg.Tokens[0].Text, pg.Tokens[1].Text, pg.Tokens[2].Text)
+	if r := pg.Recovery; r != nil {
+		fmt.Fprintf(&b, "\nRecovery cost: %s tokens on %s, %s rank(s), %s tokens/s measured: %s device-hours at that rate; %s GPU-hours at %s.\n",
+			r[0].Text, pg.RecoveryOn, r[1].Text, r[2].Text, r[3].Text, r[4].Text, d.Recovery.Assumption)
+	}
 	if len(d.Notes) > 0 {
 		b.WriteString("\n## Notes\n\n")
 		for _, n := range d.Notes {

@@ -13,6 +13,7 @@ import (
 	"github.com/autocompress/autocompress/eval"
 	"github.com/autocompress/autocompress/internal/output"
 	"github.com/autocompress/autocompress/internal/progress"
+	"github.com/autocompress/autocompress/job"
 	"github.com/autocompress/autocompress/parent"
 	"github.com/autocompress/autocompress/workload"
 )
@@ -94,6 +95,7 @@ still show differences (eval.BuildSuite). Score it with --task suite=FILE.
 			jsonOut := fs.Bool("json", false, "print the result as JSON")
 			allowLong := fs.Bool("allow-long-context", false, "allow --seq-len past the model's max_position_embeddings")
 			stream := fs.Bool("stream-layers", false, "release each layer's weight pages after it has run, so a model larger than memory still runs (at disk speed)")
+			jf := addJobFlags(fs)
 			return func(ctx context.Context, env *Env, args []string) error {
 				data := append(*dataFiles, args...)
 				if *build != "" {
@@ -107,6 +109,27 @@ still show differences (eval.BuildSuite). Score it with --task suite=FILE.
 				}
 				if len(models) == 0 || (len(data) == 0 && len(tasks) == 0) {
 					return Usagef("--model and --data are required (or --task NAME=PATH instead of --data, or --build)")
+				}
+				if err := jf.check(""); err != nil {
+					return err
+				}
+				if !jf.native() {
+					if len(models) != 1 || len(tasks) > 0 || o.Stride != 0 {
+						return Usagef("--engine %s runs perplexity of one --model on --data in packed windows (no --task, no --stride)", jf.engine)
+					}
+					dir, err := checkpointDir(models[0])
+					if err != nil {
+						return err
+					}
+					ec := job.EmitConfig{Kind: job.Eval, Model: dir, Data: data, Assets: *assets, Rows: jobEvalRows,
+						Recipe: job.Recipe{SeqLen: o.SeqLen, Batch: o.Batch}}
+					res, err := jf.run(ctx, env, ec, "", false, *jsonOut)
+					if err != nil || res == nil || res.Ingested == nil || *jsonOut {
+						return err
+					}
+					r := res.Ingested.Result
+					fmt.Fprintf(env.Stdout, "%s on %s (%s, %d rank(s)): perplexity %.3f (loss %.4f nats per token)\n", models[0], strings.Join(data, ", "), jf.engine, r.WorldSize, *r.Perplexity, *r.Loss)
+					return nil
 				}
 				dirs := make([]string, len(models))
 				for i, name := range models {
@@ -167,6 +190,9 @@ still show differences (eval.BuildSuite). Score it with --task suite=FILE.
 		},
 	})
 }
+
+// jobEvalRows bounds the rows of a PyTorch perplexity job.
+const jobEvalRows = maxCount
 
 // evalPrint writes the report: with one model and perplexity only, the
 // output autocompress eval has always printed.

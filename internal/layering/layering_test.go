@@ -70,14 +70,15 @@ var allowed = map[string][]string{
 	"prune/remotecode": {},
 	"proxy":            {"engine", "engine/blas", "internal/parallel", "internal/progress", "prune"},
 	"search":           {"architecture", "checkpoint", "engine", "estimate", "export", "hardware", "importance", "internal/human", "internal/progress", "proxy", "prune", "workload"},
-	"distill":          {"checkpoint", "dataset", "engine", "export", "internal/fastmath", "internal/output", "internal/parallel", "internal/progress", "parent", "tokenizer", "train"},
+	"distill":          {"architecture", "checkpoint", "dataset", "engine", "export", "internal/fastmath", "internal/output", "internal/parallel", "internal/progress", "parent", "tokenizer", "train"},
+	"job":              {"architecture", "checkpoint", "dataset", "distill", "engine", "importance", "internal/output", "internal/progress", "torchref", "train"},
 	"search/trained":   {"dataset", "distill", "engine", "internal/progress", "proxy", "prune", "search", "train"},
 
 	// Glue: the pipeline, the commands.
-	"pipeline": {"architecture", "checkpoint", "corpus", "dataset", "distill", "engine", "estimate", "eval", "export", "hardware", "importance", "internal/output", "internal/progress", "modelref", "prune", "report", "search", "search/trained", "servebench", "tokenizer", "train", "workload"},
+	"pipeline": {"architecture", "checkpoint", "corpus", "dataset", "distill", "engine", "estimate", "eval", "export", "hardware", "importance", "internal/output", "job", "internal/progress", "modelref", "prune", "report", "search", "search/trained", "servebench", "tokenizer", "train", "workload"},
 	"internal/cli": {"architecture", "checkpoint", "corpus", "dataset", "distill", "engine", "engine/blas", "estimate",
 		"estimate/groundtruth", "estimate/nativecal", "estimate/scenarios", "eval", "export", "hardware", "importance",
-		"internal/human", "internal/output", "internal/progress", "internal/shareddata", "modelref", "parent", "pipeline", "prune", "search",
+		"internal/human", "internal/output", "internal/progress", "internal/shareddata", "job", "modelref", "parent", "pipeline", "prune", "search",
 		"search/trained", "servebench", "tokenizer", "train", "workload"},
 	"cmd/autocompress": {"internal/cli"},
 
