@@ -303,5 +303,3 @@ func TestGroupedRouterExperts(t *testing.T) {
 		t.Errorf("one expert per group: %v", err)
 	}
 }
-
-
