@@ -133,6 +133,8 @@ so the native architecture can hold them; the function is unchanged).`,
 						KVHeads    int  `json:"kv_heads,omitempty"`
 						Width      int  `json:"mlp_width,omitempty"`
 						MambaHeads int  `json:"mamba_heads,omitempty"`
+						Experts    int  `json:"experts,omitempty"`
+						TopK       int  `json:"experts_per_token,omitempty"`
 						Padded     bool `json:"padded,omitempty"`
 					}
 					var ls []layer
@@ -146,6 +148,9 @@ so the native architecture can hold them; the function is unchanged).`,
 						}
 						if l.Mamba != nil {
 							x.MambaHeads = l.Mamba.Heads
+						}
+						if l.MoE != nil {
+							x.Experts, x.TopK = l.MoE.Experts, l.MoE.TopK
 						}
 						for _, v := range append(append(append([]int(nil), res.Layout.Layers[i].Heads...), res.Layout.Layers[i].Neurons...), res.Layout.Layers[i].KVHeads...) {
 							if v < 0 {
@@ -164,7 +169,8 @@ so the native architecture can hold them; the function is unchanged).`,
 						Files        []string `json:"files"`
 						Tensors      int      `json:"tensors"`
 						Bytes        int64    `json:"bytes"`
-					}{res.Dir, c.Arch, res.Layout.Format, eng, c.Hidden, ls, res.Files, res.Tensors, res.Bytes})
+						Notes        []string `json:"notes,omitempty"`
+					}{res.Dir, c.Arch, res.Layout.Format, eng, c.Hidden, ls, res.Files, res.Tensors, res.Bytes, res.Layout.Notes})
 				}
 				checked := "config and tensors agree"
 				if eng != "" {
@@ -173,6 +179,9 @@ so the native architecture can hold them; the function is unchanged).`,
 				fmt.Fprintf(env.Stdout, "wrote %s: %s (%s format), %d layers, hidden %d, %d tensors, %s in %s; %s\n",
 					res.Dir, c.Arch, res.Layout.Format, len(c.Layers), c.Hidden, res.Tensors, human.Bytes(res.Bytes),
 					strings.Join(res.Files, ", "), checked)
+				for _, n := range res.Layout.Notes {
+					fmt.Fprintf(env.Stdout, "note: %s\n", n)
+				}
 				return nil
 			}
 		},
