@@ -323,6 +323,7 @@ func checkModel(r *Report, m *architecture.Model, caps Capabilities, raw map[str
 			}
 		}
 	}
+	checkMoE(r, m, caps, raw)
 	if deci && caps.KVPageRatios && len(kvs) > 1 {
 		mx := 0
 		for _, k := range kvs {

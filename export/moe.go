@@ -1,0 +1,76 @@
+package export
+
+import "github.com/autocompress/autocompress/architecture"
+
+// MoE rules. Every serving engine we read builds one fused expert block
+// per MoE layer from one model-wide expert count and top-k of config.json:
+//
+//   - vLLM qwen3_moe.py, Qwen3MoeSparseMoeBlock.__init__ (002456df):
+//     FusedMoE(num_experts=config.num_experts, top_k=config.num_experts_per_tok)
+//     and a router ReplicatedLinear(hidden, config.num_experts); it raises
+//     when the TP size exceeds num_experts.
+//   - vLLM nemotron_h.py, NemotronHMoE.__init__ (00b08dc4): the gate
+//     GateLinear(hidden, config.n_routed_experts), e_score_correction_bias
+//     of n_routed_experts, FusedMoE(num_experts=config.n_routed_experts,
+//     top_k=config.num_experts_per_tok, use_grouped_topk=True,
+//     num_expert_group=config.n_group, topk_group=config.topk_group). Its
+//     decoder layers look for a get_nemotron_h_config_for_layer hook on
+//     the config class (heterogeneous Nemotron-H); NemotronHConfig as
+//     published has none, and we write none.
+//
+// Mixtral (num_local_experts), gpt-oss (num_local_experts) and the
+// llama.cpp, SGLang and TensorRT-LLM loaders take their counts from the
+// same one config value as far as we know; we have not read them this
+// session (verify). So no engine loads per-layer expert counts: every MoE
+// layer of a child keeps the same number (PerLayerExperts is false for
+// every engine), and the top-k must not exceed it.
+
+// PerLayerExperts reports whether the engine loads MoE layers with
+// different routed-expert counts: none does (see the MoE rules above).
+func (c Capabilities) PerLayerExperts() bool { return false }
+
+// checkMoE applies the MoE rules: one routed-expert count in every MoE
+// layer, a top-k between 1 and that count, and for a grouped router
+// (n_group in the config) a count n_group divides.
+func checkMoE(r *Report, m *architecture.Model, caps Capabilities, raw map[string]any) {
+	first := -1
+	for i, l := range m.Layers {
+		x := l.MoE
+		if x == nil {
+			continue
+		}
+		if x.TopK < 1 || x.TopK > x.Experts {
+			r.violate(i, "", "moe-top-k", "num_experts_per_tok %d with %d routed experts: the router picks between 1 and the expert count (vLLM FusedMoE top_k); lower the top-k or keep more experts", x.TopK, x.Experts)
+		}
+		if first < 0 {
+			first = i
+		} else if f := m.Layers[first].MoE; f.Experts != x.Experts && !caps.PerLayerExperts() {
+			r.violate(i, "", "moe-per-layer-experts", "%d routed experts but layer %d has %d: %s builds every MoE layer from one num_experts (vLLM Qwen3MoeSparseMoeBlock.__init__, NemotronHMoE.__init__); keep the same number of experts in every MoE layer",
+				x.Experts, first, f.Experts, engineName(caps))
+		}
+		if g := intField(raw, "n_group"); g > 1 && x.Experts%g != 0 {
+			r.violate(i, "", "moe-n-group", "%d routed experts do not split into n_group %d groups (vLLM NemotronHMoE.__init__: use_grouped_topk with num_expert_group=n_group); keep a multiple of %d", x.Experts, g, g)
+		}
+	}
+}
+
+func engineName(c Capabilities) string {
+	if c.Name == "" {
+		return "every engine"
+	}
+	return c.Name
+}
+
+// intField reads an integer config key from raw (0 when absent).
+func intField(raw map[string]any, key string) int {
+	switch v := raw[key].(type) {
+	case float64:
+		return int(v)
+	case int:
+		return v
+	case interface{ Int64() (int64, error) }:
+		n, _ := v.Int64()
+		return int(n)
+	}
+	return 0
+}
