@@ -18,6 +18,8 @@ type LayerShape struct {
 	MLP int `json:"mlp,omitempty"`
 	// MambaHeads is the Mamba2 heads kept (Mamba layers).
 	MambaHeads int `json:"mamba_heads,omitempty"`
+	// Experts is the routed experts kept (MoE layers; 0: all).
+	Experts int `json:"experts,omitempty"`
 }
 
 // Candidate is one point of the space: a global shape, one LayerShape per
@@ -91,6 +93,9 @@ func (r *reshaped) set(pl *architecture.Layer, heads int, s LayerShape) *archite
 	}
 	if x := pl.MoE; x != nil {
 		r.moe = *x
+		if s.Experts > 0 {
+			r.moe.Experts = s.Experts
+		}
 		r.l.MoE = &r.moe
 	}
 	return &r.l
@@ -115,6 +120,9 @@ func (sp *Space) IsParent(c *Candidate) bool {
 		if m := pl.Mamba; m != nil && ls.MambaHeads != m.Heads {
 			return false
 		}
+		if x := pl.MoE; x != nil && ls.Experts > 0 && ls.Experts != x.Experts {
+			return false
+		}
 	}
 	return true
 }
@@ -132,7 +140,7 @@ func (sp *Space) Describe(c *Candidate) string {
 	kept, noAttn, noMLP := 0, 0, 0
 	minW, maxW := 1<<62, 0
 	minKV, maxKV := 1<<62, 0
-	mamba := 0
+	mamba, experts, parentExperts := 0, 0, 0
 	var parentHeads int
 	for i, pl := range sp.Parent.Layers {
 		ls := c.Layers[i]
@@ -158,6 +166,9 @@ func (sp *Space) Describe(c *Candidate) string {
 		if pl.Mamba != nil {
 			mamba = ls.MambaHeads
 		}
+		if pl.MoE != nil && ls.Experts > 0 {
+			experts, parentExperts = ls.Experts, pl.MoE.Experts
+		}
 	}
 	n := len(sp.Parent.Layers)
 	if kept != n {
@@ -180,6 +191,9 @@ func (sp *Space) Describe(c *Candidate) string {
 	}
 	if mamba > 0 {
 		parts = append(parts, fmt.Sprintf("%d Mamba heads", mamba))
+	}
+	if experts > 0 && experts != parentExperts {
+		parts = append(parts, fmt.Sprintf("experts %d→%d", parentExperts, experts))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -11,9 +11,11 @@ import (
 )
 
 // global is a global shape: hidden size, query heads, the
-// uniform MLP width (uniform spaces; 0 when per layer) and Mamba heads.
+// uniform MLP width (uniform spaces; 0 when per layer), Mamba heads and
+// routed experts (every MoE layer keeps the same number: no engine loads
+// per-layer expert counts, export.Capabilities.PerLayerExperts).
 type global struct {
-	hidden, heads, mlp, mamba int
+	hidden, heads, mlp, mamba, experts int
 }
 
 // option is one choice for one parent layer under a global shape.
@@ -169,16 +171,22 @@ func (e *evaluator) globals() []global {
 	if len(mambas) == 0 {
 		mambas = []int{0}
 	}
+	experts := sp.Experts
+	if len(experts) == 0 {
+		experts = []int{0}
+	}
 	var out []global
 	for _, h := range sp.Hidden {
 		for _, q := range hpgs {
 			for _, m := range mlps {
 				for _, mb := range mambas {
-					g := global{h, q, m, mb}
-					if e.allowed(g) {
-						out = append(out, g)
-					} else {
-						e.refused++
+					for _, ex := range experts {
+						g := global{h, q, m, mb, ex}
+						if e.allowed(g) {
+							out = append(out, g)
+						} else {
+							e.refused++
+						}
 					}
 				}
 			}
@@ -197,6 +205,9 @@ func (e *evaluator) allowed(g global) bool {
 	for l := range sp.Parent.Layers {
 		pl := &sp.Parent.Layers[l]
 		s := LayerShape{MambaHeads: g.mamba}
+		if pl.MoE != nil {
+			s.Experts = g.experts
+		}
 		if a := pl.Attention; a != nil {
 			s.KVGroups = a.KVHeads
 		}
@@ -324,8 +335,11 @@ func (e *evaluator) value(l int, g global, s LayerShape) float64 {
 		if pl.Mamba != nil {
 			v = p.Mamba(l, s.MambaHeads)
 		}
+		if pl.MoE != nil {
+			v = p.MoE(l, s.Experts)
+		}
 	} else if pl.MoE != nil {
-		v += 1 - a
+		v += (1 - a) * p.MoE(l, s.Experts)
 	}
 	return p.LayerWeight(l) * v
 }
@@ -360,13 +374,16 @@ func (e *evaluator) shapes(dst []LayerShape, l int, g global) []LayerShape {
 			ws = []int{m.Width}
 		}
 	}
-	mb := 0
+	mb, ex := 0, 0
 	if pl.Mamba != nil {
 		mb = g.mamba
 	}
+	if pl.MoE != nil {
+		ex = g.experts
+	}
 	for _, kv := range kvs {
 		for _, wd := range ws {
-			dst = append(dst, LayerShape{KVGroups: kv, MLP: wd, MambaHeads: mb})
+			dst = append(dst, LayerShape{KVGroups: kv, MLP: wd, MambaHeads: mb, Experts: ex})
 		}
 	}
 	if sp.PerLayer && sp.RemoveSubBlocks && sp.Removable[l] && pl.Attention != nil && pl.MLP != nil {

@@ -436,8 +436,12 @@ func layerText(pl *architecture.Layer, ls LayerShape, heads int) string {
 	if m := pl.Mamba; m != nil {
 		parts = append(parts, fmt.Sprintf("Mamba heads %d → %d", m.Heads, ls.MambaHeads))
 	}
-	if pl.MoE != nil {
-		parts = append(parts, fmt.Sprintf("MoE %d experts (kept whole)", pl.MoE.Experts))
+	if x := pl.MoE; x != nil {
+		if ls.Experts > 0 && ls.Experts != x.Experts {
+			parts = append(parts, fmt.Sprintf("MoE experts %d → %d", x.Experts, ls.Experts))
+		} else {
+			parts = append(parts, fmt.Sprintf("MoE %d experts (all kept)", x.Experts))
+		}
 	}
 	return strings.Join(parts, ", ")
 }

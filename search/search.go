@@ -20,7 +20,8 @@
 // and the engine settings left free (precisions and KV types listed, the
 // pool engines' memory fraction when memory is budgeted, llama.cpp's
 // slots). Widths are aligned to the target's kernels; head_dim never
-// changes; MoE experts are kept whole.
+// changes; routed experts are removed by count, the same in every MoE
+// layer.
 //
 // # Strategies
 //
@@ -290,6 +291,9 @@ func (e *evaluator) parentOf(si int) Candidate {
 	}
 	if len(e.sp.Mamba) > 0 {
 		g.mamba = e.sp.Mamba[0]
+	}
+	if len(e.sp.Experts) > 0 {
+		g.experts = e.sp.Experts[0]
 	}
 	menus := e.menus(g, si)
 	idx := make([]int, len(menus)) // option 0 of every layer is the parent's
