@@ -36,6 +36,9 @@ type LayerLayout struct {
 	Neurons []int
 	// MambaHeads lists parent Mamba heads.
 	MambaHeads []int
+	// MambaChannels lists the channels kept within every Mamba head (nil:
+	// all).
+	MambaChannels []int
 	// Experts lists the parent's routed experts kept, in child order (MoE
 	// layers only).
 	Experts []int
@@ -61,7 +64,7 @@ func (l *Layout) identity() bool {
 		if p.MLP != nil && !isRange(ll.Neurons, p.MLP.Width) {
 			return false
 		}
-		if p.Mamba != nil && !isRange(ll.MambaHeads, p.Mamba.Heads) {
+		if p.Mamba != nil && (!isRange(ll.MambaHeads, p.Mamba.Heads) || ll.MambaChannels != nil && !isRange(ll.MambaChannels, p.Mamba.HeadDim)) {
 			return false
 		}
 		if p.MoE != nil && !isRange(ll.Experts, p.MoE.Experts) {
@@ -164,6 +167,7 @@ func Resolve(parent *architecture.Model, p *Plan) (*Layout, error) {
 		heads, kv  []int
 		neurons    []int
 		mambaHeads []int
+		mambaChans []int
 		experts    []int
 		zeroAttn   bool
 		zeroMLP    bool
@@ -228,6 +232,14 @@ func Resolve(parent *architecture.Model, p *Plan) (*Layout, error) {
 				}
 				k.neurons = lp.Neurons
 			}
+		}
+		if lp.MambaHeadDim != nil && pl.Mamba == nil {
+			e.add(li, "mamba_head_dim", "the layer has no Mamba block")
+		} else if pl.Mamba != nil && lp.MambaHeadDim != nil {
+			if last := lp.MambaHeadDim[len(lp.MambaHeadDim)-1]; last >= pl.Mamba.HeadDim {
+				e.add(li, "mamba_head_dim", "index %d out of range (mamba_head_dim %d: channels 0 to %d within each head)", last, pl.Mamba.HeadDim, pl.Mamba.HeadDim-1)
+			}
+			k.mambaChans = lp.MambaHeadDim
 		}
 		if lp.MambaHeads != nil && pl.Mamba == nil {
 			e.add(li, "mamba_heads", "the layer has no Mamba block")
@@ -318,6 +330,10 @@ func Resolve(parent *architecture.Model, p *Plan) (*Layout, error) {
 			m := *k.mamba
 			ll.MambaHeads = k.mambaHeads
 			m.Heads = len(ll.MambaHeads)
+			if k.mambaChans != nil {
+				ll.MambaChannels = k.mambaChans
+				m.HeadDim = len(k.mambaChans)
+			}
 			cl.Mamba = &m
 		}
 		if k.moe != nil {
@@ -511,6 +527,9 @@ func checkFormatShape(e *PlanError, child *architecture.Model, lay *Layout, form
 			} else if f := child.Layers[*first.mamba].Mamba; f.Heads != l.Mamba.Heads {
 				e.add(pi, "mamba_heads", "keeps %d Mamba heads but layer %d keeps %d; mamba_num_heads is global, and zero-padding Mamba heads would change the grouped RMSNorm, so every Mamba layer must keep the same number",
 					l.Mamba.Heads, lay.Layers[*first.mamba].Parent, f.Heads)
+			} else if f.HeadDim != l.Mamba.HeadDim {
+				e.add(pi, "mamba_head_dim", "keeps %d channels per Mamba head but layer %d keeps %d; mamba_head_dim is global, so every Mamba layer must keep the same number",
+					l.Mamba.HeadDim, lay.Layers[*first.mamba].Parent, f.HeadDim)
 			}
 		}
 	}

@@ -303,3 +303,80 @@ func TestGroupedRouterExperts(t *testing.T) {
 		t.Errorf("one expert per group: %v", err)
 	}
 }
+
+// TestMambaHeadDim prunes Mamba heads group-aware and the channels within
+// every head (Minitron-SSM's head_dim pruning) and checks every Mamba
+// tensor against the test's own reading of the mixer's layout: in_proj
+// rows [z | x | B | C | dt], conv1d channels [x | B | C], the gated norm
+// over x, out_proj columns over x; B, C and the per-head A_log, D and
+// dt_bias follow the heads only.
+func TestMambaHeadDim(t *testing.T) {
+	s := synths()[5] // Nemotron-H: 8 Mamba heads of 4 channels in 2 groups, state 4
+	dir, _ := writeSynth(t, s)
+	heads := map[int][]int{0: {0, 2, 5, 6}, 2: {1, 3, 4, 7}, 4: {0, 1, 4, 5}}
+	chans := []int{1, 3}
+	p := &Plan{Version: 1, Engine: "vllm"}
+	for _, l := range []int{0, 2, 4} {
+		p.Layers = append(p.Layers, LayerPlan{Layer: l, MambaHeads: heads[l], MambaHeadDim: chans})
+	}
+	out, _ := runPrune(t, dir, p, "vllm")
+	pv, ps := readAll(t, dir)
+	cv, cs := readAll(t, out)
+	var cfg map[string]any
+	b, err := os.ReadFile(filepath.Join(out, "config.json"))
+	must(t, err)
+	must(t, json.Unmarshal(fixNonFinite(b), &cfg))
+	if cfg["mamba_head_dim"] != 2.0 || cfg["mamba_num_heads"] != 4.0 || cfg["n_groups"] != 2.0 {
+		t.Errorf("config: mamba_head_dim %v, mamba_num_heads %v, n_groups %v; want 2, 4, 2", cfg["mamba_head_dim"], cfg["mamba_num_heads"], cfg["n_groups"])
+	}
+	const hd, dIn, gs = 4, 32, 8
+	x := func(hs []int, base int) []int {
+		var r []int
+		for _, h := range hs {
+			for _, c := range chans {
+				r = append(r, base+h*hd+c)
+			}
+		}
+		return r
+	}
+	plus := func(hs []int, base int) []int {
+		var r []int
+		for _, h := range hs {
+			r = append(r, base+h)
+		}
+		return r
+	}
+	for _, l := range []int{0, 2, 4} {
+		hs := heads[l]
+		pre := fmt.Sprintf("backbone.layers.%d.mixer.", l)
+		in := append(append(append(x(hs, 0), x(hs, dIn)...), seqFrom(2*dIn, 2*gs)...), plus(hs, 2*dIn+2*gs)...)
+		conv := append(x(hs, 0), seqFrom(dIn, 2*gs)...)
+		for name, sel := range map[string][2][]int{
+			"in_proj.weight": {in, nil}, "conv1d.weight": {conv, nil}, "conv1d.bias": {conv, nil},
+			"norm.weight": {x(hs, 0), nil}, "out_proj.weight": {nil, x(hs, 0)},
+			"A_log": {hs, nil}, "D": {hs, nil}, "dt_bias": {hs, nil},
+		} {
+			want, shape := refTake(pv[pre+name], ps[pre+name], sel[0], sel[1])
+			if !reflect.DeepEqual(shape, cs[pre+name]) {
+				t.Errorf("%s%s: shape %v, want %v", pre, name, cs[pre+name], shape)
+			} else if k, ok := equalF32(cv[pre+name], want); !ok {
+				t.Errorf("%s%s: differs at %d", pre, name, k)
+			}
+		}
+	}
+	m, err := architecture.FromConfig(configBytes(t, s.cfg))
+	must(t, err)
+	for _, c := range []struct {
+		plan Plan
+		want string
+	}{
+		{Plan{Version: 1, Layers: []LayerPlan{{Layer: 0, MambaHeadDim: []int{1, 4}}}}, "mamba_head_dim: index 4 out of range (mamba_head_dim 4: channels 0 to 3 within each head)"},
+		{Plan{Version: 1, Layers: []LayerPlan{{Layer: 0, MambaHeadDim: []int{1, 2}}}}, "layer 2: mamba_head_dim: keeps 4 channels per Mamba head but layer 0 keeps 2"},
+		{Plan{Version: 1, Layers: []LayerPlan{{Layer: 1, MambaHeadDim: []int{1}}}}, "layer 1: mamba_head_dim: the layer has no Mamba block"},
+		{Plan{Version: 1, Layers: []LayerPlan{{Layer: 0, MambaHeadDim: []int{}}}}, "empty list would remove every channel of the Mamba heads"},
+	} {
+		if _, err := Resolve(m, &c.plan); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Resolve = %v, want %q", err, c.want)
+		}
+	}
+}

@@ -95,6 +95,10 @@ type LayerPlan struct {
 	// MambaHeads lists the kept Mamba2 heads; the same number must be kept
 	// in every Mamba group (n_groups).
 	MambaHeads []int `json:"mamba_heads,omitempty"`
+	// MambaHeadDim lists the channels kept within every Mamba2 head
+	// (indices below mamba_head_dim; the same channels in every head, and
+	// the same count in every Mamba layer, since mamba_head_dim is global).
+	MambaHeadDim []int `json:"mamba_head_dim,omitempty"`
 	// Experts lists the kept routed experts of an MoE layer: their weights
 	// and their router rows (and router biases) are kept, in this order;
 	// shared experts are always kept. Every MoE layer must keep the same
@@ -249,7 +253,7 @@ func (p *Plan) Validate() error {
 			e.add(lp.Layer, "layer", "more than one entry for this layer (entry %d)", i)
 		}
 		seen[lp.Layer] = true
-		if lp.Remove && (lp.RemoveAttention || lp.RemoveMLP || lp.Heads != nil || lp.KVHeads != nil || lp.Neurons != nil || lp.MambaHeads != nil || lp.Experts != nil) {
+		if lp.Remove && (lp.RemoveAttention || lp.RemoveMLP || lp.Heads != nil || lp.KVHeads != nil || lp.Neurons != nil || lp.MambaHeads != nil || lp.MambaHeadDim != nil || lp.Experts != nil) {
 			e.add(lp.Layer, "remove", "a removed layer cannot also list kept indices or sub-block removals")
 		}
 		if lp.RemoveAttention && (lp.Heads != nil || lp.KVHeads != nil) {
@@ -263,6 +267,7 @@ func (p *Plan) Validate() error {
 		checkList(e, lp.Layer, "neurons", lp.Neurons)
 		checkList(e, lp.Layer, "mamba_heads", lp.MambaHeads)
 		checkList(e, lp.Layer, "experts", lp.Experts)
+		checkList(e, lp.Layer, "mamba_head_dim", lp.MambaHeadDim)
 	}
 	return e.errOrNil()
 }
@@ -282,6 +287,8 @@ func checkList(e *PlanError, layer int, field string, idx []int) {
 			what = "every neuron; use \"remove_mlp\": true to drop the MLP"
 		case "mamba_heads":
 			what = "every Mamba head; use \"remove\": true to drop the layer"
+		case "mamba_head_dim":
+			what = "every channel of the Mamba heads; use \"remove\": true to drop the layer"
 		case "experts":
 			what = "every routed expert of the layer; keep at least num_experts_per_tok of them (or one, with lower_top_k), or use \"remove\": true to drop the layer"
 		case "hidden":

@@ -261,13 +261,13 @@ func (l *Layout) layerSel(ci int, t architecture.TensorSpec, hid []int) (sel Sel
 		dIn := mb.DInner()
 		gs := mb.Groups * mb.StateSize
 		h := ll.MambaHeads
-		x := expand(h, hd, 0)
+		x := expandWithin(h, hd, ll.MambaChannels, 0)
 		switch t.Kind {
 		case "mamba_in", "mamba_in_bias":
 			// rows: [z (d_inner) | x (d_inner) | B (groups·state) | C (groups·state) | dt (heads)]
 			rows := make([]int, 0, 2*len(x)+2*gs+len(h))
 			rows = append(rows, x...)
-			rows = append(rows, expand(h, hd, dIn)...)
+			rows = append(rows, expandWithin(h, hd, ll.MambaChannels, dIn)...)
 			rows = append(rows, span(2*dIn, 2*gs)...)
 			rows = append(rows, expand(h, 1, 2*dIn+2*gs)...)
 			if t.Kind == "mamba_in_bias" {
