@@ -187,6 +187,13 @@ func Execute(ctx context.Context, r Request) (*Report, error) {
 		Workload: r.Workload, Estimate: opt.Estimate}, nil
 }
 
+// ExpertScoresError is Request.ExpertScores that do not fit the parent.
+type ExpertScoresError struct{ Err error }
+
+func (e *ExpertScoresError) Error() string { return "search: expert scores: " + e.Err.Error() }
+
+func (e *ExpertScoresError) Unwrap() error { return e.Err }
+
 // expertScores sets the ranking of the routed experts the space's plans
 // keep and the proxy counts: the request's, or the structural prior of
 // the checkpoint's weights; a config has neither, and the notes say the
@@ -199,7 +206,7 @@ func (r *Request) expertScores(ctx context.Context, sp *Space, px *Proxy) error 
 			return err
 		}
 		if es.ModelHash != h {
-			return fmt.Errorf("search: expert scores: %w (model hash %.12s, %s has %.12s)", ErrScoresMismatch, es.ModelHash, r.Dir, h)
+			return &ExpertScoresError{Err: fmt.Errorf("computed for another model (model hash %.12s, %s has %.12s)", es.ModelHash, r.Dir, h)}
 		}
 	}
 	if es == nil && r.Dir != "" {
@@ -213,7 +220,10 @@ func (r *Request) expertScores(ctx context.Context, sp *Space, px *Proxy) error 
 		return nil
 	}
 	if err := px.SetExpertScores(es); err != nil {
-		return fmt.Errorf("search: expert scores: %w", err)
+		if r.ExpertScores == nil {
+			return fmt.Errorf("search: the experts' structural prior: %w", err)
+		}
+		return &ExpertScoresError{Err: err}
 	}
 	sp.ExpertScores = es
 	return nil

@@ -2,6 +2,7 @@ package search
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"slices"
 	"strings"
@@ -131,5 +132,50 @@ func TestB200NemotronSuperCutsExperts(t *testing.T) {
 		if !slices.ContainsFunc(rep.Result.Notes, func(s string) bool { return strings.Contains(s, "plan keeps the lowest-index experts") }) {
 			t.Errorf("%s: no note that a config's plan keeps experts by index: %q", strategy, rep.Result.Notes)
 		}
+	}
+}
+
+// TestExecuteExpertScores: the request's expert scores rank the experts
+// (the proxy says where they come from); scores for another shape are an
+// *ExpertScoresError naming what does not fit.
+func TestExecuteExpertScores(t *testing.T) {
+	parent := preset(t, "mistralai/Mixtral-8x7B-v0.1")
+	caps, _ := export.ForEngine(estimate.VLLM)
+	es := &importance.ExpertScores{Kind: importance.ExpertFrequency, Tokens: 1000, Source: "test", Layers: make([][]float64, len(parent.Layers))}
+	for l := range es.Layers {
+		es.Layers[l] = []float64{8, 1, 7, 2, 6, 3, 5, 4}
+	}
+	req := Request{Parent: parent, GPU: gpu(t, "h100-sxm"), Engine: estimate.VLLM, ServeOn: caps, Workload: wl(t, "chat"),
+		Budgets: Budgets{MaxMemory: 70e9}, TP: 1, Precisions: []string{"bf16"}, Strategy: AutoCompress, TopK: 2, ExpertScores: es}
+	rep, err := Execute(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(rep.Result.Notes, func(s string) bool { return strings.Contains(s, "routing frequency over 1000 tokens") }) {
+		t.Errorf("notes %q do not name the expert scores", rep.Result.Notes)
+	}
+	p, err := rep.Space.Plan(&rep.Result.Best, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := 0
+	for _, lp := range p.Layers {
+		if lp.Experts == nil {
+			continue
+		}
+		cut++
+		want, err := prune.TopK([]float32{8, 1, 7, 2, 6, 3, 5, 4}, len(lp.Experts))
+		if err != nil || !reflect.DeepEqual(lp.Experts, want) {
+			t.Errorf("layer %d keeps %v, not the highest-scored experts %v", lp.Layer, lp.Experts, want)
+		}
+	}
+	if cut == 0 {
+		t.Errorf("the 70 GB budget cut no experts of Mixtral-8x7B (%s): the test does not test the ranking", rep.Space.Describe(&rep.Result.Best))
+	}
+	es.Layers[3] = es.Layers[3][:7]
+	_, err = Execute(context.Background(), req)
+	var ee *ExpertScoresError
+	if !errors.As(err, &ee) || !strings.Contains(err.Error(), "layer 3: 7 expert scores, the layer has 8 routed experts") {
+		t.Errorf("Execute with short scores = %v, want an *ExpertScoresError", err)
 	}
 }
