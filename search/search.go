@@ -13,15 +13,16 @@
 //
 // NewSpace builds it from the parent and the serve-on engine's load rules
 // (export.Capabilities, the same predicate export's validators use):
-// global hidden size, query heads per KV group and Mamba heads; per layer
+// global hidden size, query heads per KV group, Mamba heads and routed
+// experts (the same count in every MoE layer: no engine loads per-layer
+// counts, ranked by expert scores or the structural prior); per layer
 // the MLP width, the KV groups, the attention or MLP sub-block removed
 // (only where the engine loads per-layer shapes: DeciLM block_configs for
 // Llama-family parents) and whole layers removed (never --keep-layers);
 // and the engine settings left free (precisions and KV types listed, the
 // pool engines' memory fraction when memory is budgeted, llama.cpp's
 // slots). Widths are aligned to the target's kernels; head_dim never
-// changes; routed experts are removed by count, the same in every MoE
-// layer.
+// changes.
 //
 // # Strategies
 //
