@@ -15,7 +15,7 @@ import (
 // routed experts (every MoE layer keeps the same number: no engine loads
 // per-layer expert counts, export.Capabilities.PerLayerExperts).
 type global struct {
-	hidden, heads, mlp, mamba, experts int
+	hidden, heads, mlp, mamba, mambaDim, experts int
 }
 
 // option is one choice for one parent layer under a global shape.
@@ -175,17 +175,23 @@ func (e *evaluator) globals() []global {
 	if len(experts) == 0 {
 		experts = []int{0}
 	}
+	mambaDims := sp.MambaHeadDim
+	if len(mambaDims) == 0 {
+		mambaDims = []int{0}
+	}
 	var out []global
 	for _, h := range sp.Hidden {
 		for _, q := range hpgs {
 			for _, m := range mlps {
 				for _, mb := range mambas {
-					for _, ex := range experts {
-						g := global{h, q, m, mb, ex}
-						if e.allowed(g) {
-							out = append(out, g)
-						} else {
-							e.refused++
+					for _, md := range mambaDims {
+						for _, ex := range experts {
+							g := global{h, q, m, mb, md, ex}
+							if e.allowed(g) {
+								out = append(out, g)
+							} else {
+								e.refused++
+							}
 						}
 					}
 				}
@@ -204,7 +210,7 @@ func (e *evaluator) allowed(g global) bool {
 	c := Candidate{Hidden: g.hidden, Heads: g.heads, Layers: make([]LayerShape, len(sp.Parent.Layers))}
 	for l := range sp.Parent.Layers {
 		pl := &sp.Parent.Layers[l]
-		s := LayerShape{MambaHeads: g.mamba}
+		s := LayerShape{MambaHeads: g.mamba, MambaHeadDim: g.mambaDim}
 		if pl.MoE != nil {
 			s.Experts = g.experts
 		}
@@ -333,7 +339,7 @@ func (e *evaluator) value(l int, g global, s LayerShape) float64 {
 	} else if pl.Attention == nil {
 		v = 1 // Mamba or MoE-only layer
 		if pl.Mamba != nil {
-			v = p.Mamba(l, s.MambaHeads)
+			v = p.Mamba(l, s.MambaHeads, s.MambaHeadDim)
 		}
 		if pl.MoE != nil {
 			v = p.MoE(l, s.Experts)
@@ -374,16 +380,16 @@ func (e *evaluator) shapes(dst []LayerShape, l int, g global) []LayerShape {
 			ws = []int{m.Width}
 		}
 	}
-	mb, ex := 0, 0
+	mb, md, ex := 0, 0, 0
 	if pl.Mamba != nil {
-		mb = g.mamba
+		mb, md = g.mamba, g.mambaDim
 	}
 	if pl.MoE != nil {
 		ex = g.experts
 	}
 	for _, kv := range kvs {
 		for _, wd := range ws {
-			dst = append(dst, LayerShape{KVGroups: kv, MLP: wd, MambaHeads: mb, Experts: ex})
+			dst = append(dst, LayerShape{KVGroups: kv, MLP: wd, MambaHeads: mb, MambaHeadDim: md, Experts: ex})
 		}
 	}
 	if sp.PerLayer && sp.RemoveSubBlocks && sp.Removable[l] && pl.Attention != nil && pl.MLP != nil {

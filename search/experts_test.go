@@ -179,3 +179,55 @@ func TestExecuteExpertScores(t *testing.T) {
 		t.Errorf("Execute with short scores = %v, want an *ExpertScoresError", err)
 	}
 }
+
+// TestMambaHeadDimSpace: a hybrid parent's space holds Mamba head
+// dimensions (global, in steps of 8) in both strategies, and a candidate
+// that cuts them plans channels prune resolves to the search's child.
+func TestMambaHeadDimSpace(t *testing.T) {
+	parent := preset(t, "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8")
+	caps, _ := export.ForEngine(estimate.VLLM)
+	for _, c := range []struct {
+		uniform bool
+		want    []int
+	}{{false, []int{64, 48, 32, 16}}, {true, []int{64, 56, 48, 40}}} {
+		sp, err := NewSpace(parent, SpaceOptions{Engine: estimate.VLLM, ServeOn: caps, Uniform: c.uniform})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(sp.MambaHeadDim, c.want) {
+			t.Errorf("uniform %v: Mamba head dims %v, want %v", c.uniform, sp.MambaHeadDim, c.want)
+		}
+	}
+	sp, err := NewSpace(parent, SpaceOptions{Engine: estimate.VLLM, ServeOn: caps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Candidate{Hidden: parent.Hidden, Heads: 32}
+	for _, l := range parent.Layers {
+		var s LayerShape
+		switch {
+		case l.Mamba != nil:
+			s.MambaHeads, s.MambaHeadDim = 128, 48
+		case l.Attention != nil:
+			s.KVGroups = l.Attention.KVHeads
+		}
+		c.Layers = append(c.Layers, s)
+	}
+	if d := sp.Describe(c); !strings.Contains(d, "Mamba head_dim 64→48") {
+		t.Errorf("Describe = %q", d)
+	}
+	p, err := sp.Plan(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lay, err := prune.Resolve(parent, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(lay.Child.Layers, sp.Model(c).Layers) || lay.Child.Layers[0].Mamba.HeadDim != 48 {
+		t.Errorf("prune's child differs from the search's (Mamba %+v)", *lay.Child.Layers[0].Mamba)
+	}
+	if !caps.Loads(sp.Model(c), 1) {
+		t.Errorf("vLLM does not load the head_dim-48 child: %v", caps.Check(sp.Model(c), 1).Violations)
+	}
+}

@@ -435,6 +435,9 @@ func layerText(pl *architecture.Layer, ls LayerShape, heads int) string {
 	}
 	if m := pl.Mamba; m != nil {
 		parts = append(parts, fmt.Sprintf("Mamba heads %d → %d", m.Heads, ls.MambaHeads))
+		if ls.MambaHeadDim > 0 && ls.MambaHeadDim != m.HeadDim {
+			parts = append(parts, fmt.Sprintf("head_dim %d → %d", m.HeadDim, ls.MambaHeadDim))
+		}
 	}
 	if x := pl.MoE; x != nil {
 		if ls.Experts > 0 && ls.Experts != x.Experts {

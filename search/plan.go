@@ -89,6 +89,10 @@ func (sp *Space) Plan(c *Candidate, s *importance.Scores) (*prune.Plan, error) {
 				}
 			}
 		}
+		if x := pl.Mamba; x != nil && ls.MambaHeadDim > 0 && ls.MambaHeadDim != x.HeadDim {
+			// No scores rank the channels within a head: the lowest.
+			lp.MambaHeadDim = seq(ls.MambaHeadDim)
+		}
 		if x := pl.Mamba; x != nil && ls.MambaHeads > 0 && ls.MambaHeads != x.Heads {
 			per, keep := x.Heads/x.Groups, ls.MambaHeads/x.Groups
 			for g := range x.Groups {
@@ -108,7 +112,7 @@ func (sp *Space) Plan(c *Candidate, s *importance.Scores) (*prune.Plan, error) {
 				lp.Experts = seq(ls.Experts)
 			}
 		}
-		if lp.RemoveAttention || lp.RemoveMLP || lp.Heads != nil || lp.KVHeads != nil || lp.Neurons != nil || lp.MambaHeads != nil || lp.Experts != nil {
+		if lp.RemoveAttention || lp.RemoveMLP || lp.Heads != nil || lp.KVHeads != nil || lp.Neurons != nil || lp.MambaHeads != nil || lp.MambaHeadDim != nil || lp.Experts != nil {
 			p.Layers = append(p.Layers, lp)
 		}
 	}

@@ -319,11 +319,15 @@ func headChoice(s []float64, groups, kv, hpg int) (keptGroups, keptHeads []int, 
 	return keptGroups, keptHeads, kept / total
 }
 
-// Mamba is the share of a Mamba layer's importance kept by heads heads
-// (the structural prior: the importance stage does not score Mamba heads).
-func (p *Proxy) Mamba(l, heads int) float64 {
+// Mamba is the share of a Mamba layer's importance kept by heads heads of
+// headDim channels each (0: the parent's): the structural prior of the
+// kept share of d_inner (the importance stage does not score Mamba heads).
+func (p *Proxy) Mamba(l, heads, headDim int) float64 {
 	if m := p.parent.Layers[l].Mamba; m != nil {
-		return prior(heads, m.Heads)
+		if headDim <= 0 {
+			headDim = m.HeadDim
+		}
+		return prior(heads*headDim, m.Heads*m.HeadDim)
 	}
 	return 1
 }

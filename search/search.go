@@ -13,7 +13,8 @@
 //
 // NewSpace builds it from the parent and the serve-on engine's load rules
 // (export.Capabilities, the same predicate export's validators use):
-// global hidden size, query heads per KV group, Mamba heads and routed
+// global hidden size, query heads per KV group, Mamba heads and their
+// head dimension (Minitron-SSM), and routed
 // experts (the same count in every MoE layer: no engine loads per-layer
 // counts, ranked by expert scores or the structural prior); per layer
 // the MLP width, the KV groups, the attention or MLP sub-block removed
@@ -295,6 +296,9 @@ func (e *evaluator) parentOf(si int) Candidate {
 	}
 	if len(e.sp.Experts) > 0 {
 		g.experts = e.sp.Experts[0]
+	}
+	if len(e.sp.MambaHeadDim) > 0 {
+		g.mambaDim = e.sp.MambaHeadDim[0]
 	}
 	menus := e.menus(g, si)
 	idx := make([]int, len(menus)) // option 0 of every layer is the parent's

@@ -77,6 +77,9 @@ type Space struct {
 	// the routed experts every MoE layer keeps (uniform: no engine loads
 	// per-layer expert counts).
 	MLP, KVGroups, Mamba, Experts []int
+	// MambaHeadDim lists the channels per Mamba head (uniform:
+	// mamba_head_dim is global), Minitron-SSM's head-dimension pruning.
+	MambaHeadDim []int
 	// ExpertScores rank the experts Plan keeps (nil: the lowest indices,
 	// and Notes say so); Execute sets them from the request or, for a
 	// checkpoint, from the structural prior.
@@ -280,6 +283,11 @@ func NewSpace(parent *architecture.Model, o SpaceOptions) (*Space, error) {
 			sp.Mamba = coarse(sp.Mamba, 6)
 		}
 		sp.Notes = append(sp.Notes, fmt.Sprintf("Mamba heads per layer (the same in every Mamba layer) from %d to %d in steps of %d", sp.Mamba[0], sp.Mamba[len(sp.Mamba)-1], step))
+		sp.MambaHeadDim = widths(mamba.HeadDim, mambaHeadDimStep, o.MinWidth, 1)
+		if !o.Uniform {
+			sp.MambaHeadDim = coarse(sp.MambaHeadDim, 4)
+		}
+		sp.Notes = append(sp.Notes, fmt.Sprintf("Mamba head_dim (global) from %v", sp.MambaHeadDim))
 	}
 	if moe != nil {
 		sp.Experts = expertCounts(moe, parent, o)
@@ -289,6 +297,10 @@ func NewSpace(parent *architecture.Model, o SpaceOptions) (*Space, error) {
 	sp.Settings = settingsFor(o, precs)
 	return sp, nil
 }
+
+// mambaHeadDimStep is the granularity of Mamba head-dimension pruning
+// (ModelOpt's Minitron searches mamba_head_dim in steps of 8: 64, 56, 48).
+const mambaHeadDimStep = 8
 
 // expertCounts lists the routed-expert counts of the space, descending
 // from the parent's: steps of 1/16 of the parent's count (at least 1,
