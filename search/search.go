@@ -300,6 +300,9 @@ func (e *evaluator) parentOf(si int) Candidate {
 	if len(e.sp.MambaHeadDim) > 0 {
 		g.mambaDim = e.sp.MambaHeadDim[0]
 	}
+	if e.sp.UniformKV {
+		g.kv = e.sp.KVGroups[0]
+	}
 	menus := e.menus(g, si)
 	idx := make([]int, len(menus)) // option 0 of every layer is the parent's
 	c := e.price(si, g, menus, idx)
