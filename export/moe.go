@@ -25,6 +25,20 @@ import "github.com/autocompress/autocompress/architecture"
 // layer of a child keeps the same number (PerLayerExperts is false for
 // every engine), and the top-k must not exceed it.
 
+// The MoE loader rules, as LoaderRules (what the loader does, where it
+// was read, how to fix the child).
+var (
+	moeOneExpertCount = &LoaderRule{ID: "moe-per-layer-experts",
+		Does: "vLLM builds every MoE layer from one model-wide expert count: Qwen3MoeSparseMoeBlock.__init__ (vllm/model_executor/models/qwen3_moe.py, 002456df) reads config.num_experts, NemotronHMoE.__init__ (vllm/model_executor/models/nemotron_h.py, 00b08dc4) config.n_routed_experts, for the router's rows and FusedMoE(num_experts=...)",
+		Fix:  "keep the same number of routed experts in every MoE layer"}
+	moeTopK = &LoaderRule{ID: "moe-top-k",
+		Does: "FusedMoE routes each token to top_k=config.num_experts_per_tok of the layer's experts (Qwen3MoeSparseMoeBlock.__init__, vllm/model_executor/models/qwen3_moe.py, 002456df)",
+		Fix:  "keep at least num_experts_per_tok experts, or lower the top-k to the experts kept (a plan's lower_top_k)"}
+	moeGroups = &LoaderRule{ID: "moe-n-group",
+		Does: "NemotronHMoE.__init__ (vllm/model_executor/models/nemotron_h.py, 00b08dc4) routes with use_grouped_topk, num_expert_group=config.n_group: the experts split into n_group equal groups",
+		Fix:  "keep a multiple of n_group experts, the same number in every group"}
+)
+
 // PerLayerExperts reports whether the engine loads MoE layers with
 // different routed-expert counts: none does (see the MoE rules above).
 func (c Capabilities) PerLayerExperts() bool { return false }
@@ -40,16 +54,15 @@ func checkMoE(r *Report, m *architecture.Model, caps Capabilities, raw map[strin
 			continue
 		}
 		if x.TopK < 1 || x.TopK > x.Experts {
-			r.violate(i, "", "moe-top-k", "num_experts_per_tok %d with %d routed experts: the router picks between 1 and the expert count (vLLM FusedMoE top_k); lower the top-k or keep more experts", x.TopK, x.Experts)
+			r.violateRule(i, moeTopK, "num_experts_per_tok %d with %d routed experts", x.TopK, x.Experts)
 		}
 		if first < 0 {
 			first = i
 		} else if f := m.Layers[first].MoE; f.Experts != x.Experts && !caps.PerLayerExperts() {
-			r.violate(i, "", "moe-per-layer-experts", "%d routed experts but layer %d has %d: %s builds every MoE layer from one num_experts (vLLM Qwen3MoeSparseMoeBlock.__init__, NemotronHMoE.__init__); keep the same number of experts in every MoE layer",
-				x.Experts, first, f.Experts, engineName(caps))
+			r.violateRule(i, moeOneExpertCount, "%d routed experts but layer %d has %d, and %s loads no per-layer expert counts", x.Experts, first, f.Experts, engineName(caps))
 		}
 		if g := intField(raw, "n_group"); g > 1 && x.Experts%g != 0 {
-			r.violate(i, "", "moe-n-group", "%d routed experts do not split into n_group %d groups (vLLM NemotronHMoE.__init__: use_grouped_topk with num_expert_group=n_group); keep a multiple of %d", x.Experts, g, g)
+			r.violateRule(i, moeGroups, "%d routed experts do not split into n_group %d groups", x.Experts, g)
 		}
 	}
 }
