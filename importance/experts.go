@@ -13,10 +13,11 @@ import (
 
 // Kinds of per-expert scores (ExpertScores.Kind).
 const (
-	// ExpertREAP is REAP's router-weighted expert activation: for each
-	// expert, the mean over the tokens routed to it of its router gate
-	// times the L2 norm of its output, summed over calibration tokens
-	// (Lasby et al., "REAP", 2025).
+	// ExpertREAP is REAP's router-weighted expert activation saliency:
+	// S_j = (1/N_j) Σ_t g_j(t)·‖f_j(t)‖₂ over the N_j calibration tokens
+	// routed to expert j, with g_j(t) its router gate weight and f_j(t) its
+	// output (Lasby et al., "REAP the Experts", arXiv 2510.13999; as
+	// llm-compressor's REAPPruningModifier computes it).
 	ExpertREAP = "reap"
 	// ExpertFrequency is the share of calibration tokens routed to the
 	// expert (its top-k selection count over all tokens).
