@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/autocompress/autocompress/checkpoint"
 	"github.com/autocompress/autocompress/checkpoint/testutil"
 	"github.com/autocompress/autocompress/importance"
+	"github.com/autocompress/autocompress/prune"
 )
 
 // mixtralParent writes a small Mixtral checkpoint of 4 experts, top-2.
@@ -106,4 +109,64 @@ func equalInts(a, b []int) bool {
 		}
 	}
 	return true
+}
+
+// TestSearchMoECheckpointStructuralExperts: search on an MoE checkpoint
+// (no expert scores) ranks the experts by the structural prior of its
+// weights, says so, and its plan keeps the experts that prior ranks
+// highest; prune applies the plan.
+func TestSearchMoECheckpointStructuralExperts(t *testing.T) {
+	parent := mixtralParent(t)
+	m, err := architecture.Load(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "search")
+	p := m.Params()
+	code, stdout, stderr := pruneRunCLI("search", "--model", parent, "--gpu", "h100-sxm", "--engine", "vllm", "--precision", "bf16",
+		"--isl", "64", "--osl", "16", "--concurrency", "1", "--max-params", strconv.FormatInt(p.Total*3/4, 10), "--out", out)
+	if code != 0 {
+		t.Fatalf("search: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "structural prior (router row norm × expert weight norm") {
+		t.Errorf("search does not say how experts were ranked:\n%s", stdout)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "plan.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan struct {
+		Layers []struct {
+			Layer   int
+			Experts []int
+		}
+	}
+	if err := json.Unmarshal(b, &plan); err != nil {
+		t.Fatal(err)
+	}
+	es, err := importance.StructuralExperts(context.Background(), parent, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := false
+	for _, lp := range plan.Layers {
+		if lp.Experts == nil {
+			continue
+		}
+		cut = true
+		sc := make([]float32, 4)
+		for i, v := range es.Layers[lp.Layer] {
+			sc[i] = float32(v)
+		}
+		want, err := prune.TopK(sc, len(lp.Experts))
+		if err != nil || !equalInts(lp.Experts, want) {
+			t.Errorf("layer %d keeps %v, the structural prior's top %v", lp.Layer, lp.Experts, want)
+		}
+	}
+	if !cut {
+		t.Fatalf("the parameter budget cut no experts:\n%s", stdout)
+	}
+	if code, _, stderr := pruneRunCLI("prune", "--model", parent, "--plan", filepath.Join(out, "plan.json"), "--out", filepath.Join(t.TempDir(), "child")); code != 0 {
+		t.Errorf("prune of the search's plan: exit %d: %s", code, stderr)
+	}
 }
