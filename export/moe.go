@@ -18,12 +18,21 @@ import "github.com/autocompress/autocompress/architecture"
 //     the config class (heterogeneous Nemotron-H); NemotronHConfig as
 //     published has none, and we write none.
 //
-// Mixtral (num_local_experts), gpt-oss (num_local_experts) and the
-// llama.cpp, SGLang and TensorRT-LLM loaders take their counts from the
-// same one config value as far as we know; we have not read them this
-// session (verify). So no engine loads per-layer expert counts: every MoE
-// layer of a child keeps the same number (PerLayerExperts is false for
-// every engine), and the top-k must not exceed it.
+//   - SGLang mixtral.py, MixtralMoE.__init__ (python/sglang/srt/models/
+//     mixtral.py, 02356cee): num_local_experts and num_experts_per_tok of
+//     the config, one router ReplicatedLinear(hidden, num_local_experts);
+//     it raises when the TP size exceeds the expert count.
+//   - llama.cpp src/llama-model.cpp, llm_load_hparams (the stored
+//     version; its commit was not shown): one scalar n_expert and
+//     n_expert_used from the GGUF keys expert_count and expert_used_count,
+//     with GGML_ASSERT(n_expert_used <= n_expert); the converter writes
+//     them from config.json's one count.
+//
+// vLLM's mixtral.py and gpt_oss.py, and TensorRT-LLM, were not read this
+// session; they build their fused MoE the same way as far as we know
+// (verify). So no engine loads per-layer expert counts: every MoE layer
+// of a child keeps the same number (PerLayerExperts is false for every
+// engine), and the top-k must not exceed it.
 
 // The MoE loader rules, as LoaderRules (what the loader does, where it
 // was read, how to fix the child).
@@ -32,7 +41,7 @@ var (
 		Does: "vLLM builds every MoE layer from one model-wide expert count: Qwen3MoeSparseMoeBlock.__init__ (vllm/model_executor/models/qwen3_moe.py, 002456df) reads config.num_experts, NemotronHMoE.__init__ (vllm/model_executor/models/nemotron_h.py, 00b08dc4) config.n_routed_experts, for the router's rows and FusedMoE(num_experts=...)",
 		Fix:  "keep the same number of routed experts in every MoE layer"}
 	moeTopK = &LoaderRule{ID: "moe-top-k",
-		Does: "FusedMoE routes each token to top_k=config.num_experts_per_tok of the layer's experts (Qwen3MoeSparseMoeBlock.__init__, vllm/model_executor/models/qwen3_moe.py, 002456df)",
+		Does: "FusedMoE routes each token to top_k=config.num_experts_per_tok of the layer's experts (Qwen3MoeSparseMoeBlock.__init__, vllm/model_executor/models/qwen3_moe.py, 002456df), and llama.cpp's llm_load_hparams (src/llama-model.cpp) asserts n_expert_used <= n_expert",
 		Fix:  "keep at least num_experts_per_tok experts, or lower the top-k to the experts kept (a plan's lower_top_k)"}
 	moeGroups = &LoaderRule{ID: "moe-n-group",
 		Does: "NemotronHMoE.__init__ (vllm/model_executor/models/nemotron_h.py, 00b08dc4) routes with use_grouped_topk, num_expert_group=config.n_group: the experts split into n_group equal groups",
