@@ -93,6 +93,7 @@ still show differences (eval.BuildSuite). Score it with --task suite=FILE.
 			intVar(fs, &o.Batch, "batch", 8, 1, maxBatch, "windows per forward pass")
 			jsonOut := fs.Bool("json", false, "print the result as JSON")
 			allowLong := fs.Bool("allow-long-context", false, "allow --seq-len past the model's max_position_embeddings")
+			stream := fs.Bool("stream-layers", false, "release each layer's weight pages after it has run, so a model larger than memory still runs (at disk speed)")
 			return func(ctx context.Context, env *Env, args []string) error {
 				data := append(*dataFiles, args...)
 				if *build != "" {
@@ -130,10 +131,11 @@ still show differences (eval.BuildSuite). Score it with --task suite=FILE.
 				}
 				var ms []eval.Model
 				for i, name := range models {
-					m, err := engine.Load(dirs[i])
+					m, err := engine.LoadWith(dirs[i], engine.LoadOptions{Mapped: true, Stream: *stream})
 					if err != nil {
 						return err
 					}
+					defer m.Close()
 					w := workload.FixedClosed(o.SeqLen, 0, 1)
 					if _, err := w.FitContext(workload.ContextRule{MaxPositions: m.Arch().MaxPositions, AllowLong: *allowLong, AllowFlag: allowLongFlag, What: fmt.Sprintf("--seq-len %d", o.SeqLen)}); err != nil {
 						return Usagef("%v", err)

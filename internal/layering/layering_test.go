@@ -57,7 +57,7 @@ var allowed = map[string][]string{
 	"export":               {"architecture", "checkpoint", "estimate"},
 
 	// Running models.
-	"engine":             {"architecture", "checkpoint", "engine/blas", "internal/fastmath", "internal/parallel"},
+	"engine":             {"architecture", "checkpoint", "engine/blas", "internal/fastmath", "internal/parallel", "internal/progress"},
 	"servebench":         {"engine", "engine/blas", "internal/progress", "workload"},
 	"estimate/nativecal": {"architecture", "checkpoint", "engine", "engine/blas", "estimate", "hardware", "internal/progress", "servebench", "workload"},
 	"eval":               {"corpus", "engine", "engine/blas", "internal/progress", "internal/sandbox"},
