@@ -115,6 +115,7 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 	fs.StringVar(&b.params, "max-params", "", "parameter budget, e.g. 3B")
 	fs.StringVar(&b.active, "max-active-params", "", "active-parameter budget (MoE), e.g. 3B")
 	importancePath := fs.String("importance", "", "importance scores (.safetensors) of the parent; default: a structural prior")
+	expertPath := fs.String("expert-scores", "", "expert scores (.safetensors, prune/PLAN.md#experts: REAP, routing frequency or structural) ranking an MoE parent's routed experts; default: the structural prior of --model's weights")
 	strategy := fs.String("strategy", search.AutoCompress, "search strategy: autocompress or minitron")
 	serveOn := fs.String("serve-on", "", "engine the child must load in: "+strings.Join(export.Engines(), ", ")+" (default: --engine)")
 	keep := fs.String("keep-layers", "", "comma-separated parent layers never removed (autocompress)")
@@ -209,6 +210,12 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 				return Usagef("--importance: %v", err)
 			}
 		}
+		var experts *importance.ExpertScores
+		if *expertPath != "" {
+			if experts, err = importance.LoadExperts(*expertPath); err != nil {
+				return Usagef("--expert-scores: %v", err)
+			}
+		}
 		keepIdx, err := parseLayerList(*keep)
 		if err != nil {
 			return err
@@ -216,7 +223,7 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 		req := search.Request{Parent: m, Name: m.Name, Dir: dir, Scores: scores, GPU: hw, Engine: eng, ServeOn: caps,
 			Workload: &w, Budgets: budgets, TP: f.tp, Precisions: precs, KVDTypes: kvs, MaxNumSeqs: f.maxSeqs,
 			MemFraction: f.memFraction, MaxBatchedTokens: f.maxBatched, MaxModelLen: f.wl.limit, AllowLongContext: *allowLong, KeepLayers: keepIdx,
-			Strategy: *strategy, TopK: *topK, Margin: margins}
+			Strategy: *strategy, TopK: *topK, Margin: margins, ExpertScores: experts}
 		if req.Name == "" {
 			req.Name = f.model
 		}
@@ -250,8 +257,11 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 		term.End()
 		var ke *search.KeepLayersError
 		var se *search.ScoresError
+		var ee *search.ExpertScoresError
 		var ce *workload.ContextError
 		switch {
+		case errors.As(err, &ee):
+			return Usagef("--expert-scores %s: %v", *expertPath, ee.Err)
 		case errors.As(err, &ke):
 			return Usagef("%v", err)
 		case errors.As(err, &ce):

@@ -61,7 +61,7 @@ var allowed = map[string][]string{
 	"servebench":         {"engine", "engine/blas", "internal/progress", "workload"},
 	"estimate/nativecal": {"architecture", "checkpoint", "engine", "engine/blas", "estimate", "hardware", "internal/progress", "servebench", "workload"},
 	"eval":               {"corpus", "engine", "engine/blas", "internal/progress", "internal/sandbox"},
-	"importance":         {"checkpoint", "dataset", "engine", "internal/output", "internal/progress"},
+	"importance":         {"architecture", "checkpoint", "dataset", "engine", "internal/output", "internal/progress"},
 	"torchref":           {},
 	"train":              {"architecture", "checkpoint", "corpus", "dataset", "engine", "internal/output", "internal/progress", "tokenizer"},
 
