@@ -39,15 +39,16 @@ type Suite struct {
 
 // Suites are the named suites --task NAME=DIR runs. avg8 is the paper's
 // average over eight tests, one task per category it names or more:
-// reasoning (GSM8K 5-shot, ARC-Challenge, Winogrande), coding (HumanEval,
+// reasoning (GSM8K 8-shot chain of thought, the harness's gsm8k_cot;
+// ARC-Challenge; Winogrande), coding (HumanEval,
 // MBPP 3-shot, pass@1 greedy), knowledge (MMLU 5-shot, TruthfulQA MC2)
 // and instruction following (IFEval). Shots and metrics are the harness's
 // defaults for those tasks (MMLU is 5-shot here and given --num_fewshot 5
 // there).
 var Suites = map[string]*Suite{
 	"avg8": {Name: "avg8", About: "the paper's eight tests: reasoning, coding, knowledge, instruction following", Tests: []SuiteTest{
-		{Category: "reasoning", Task: "gsm8k", File: "gsm8k_test.jsonl", Metric: "exact_match_strict", Shots: 5, Generation: true,
-			Harness: "gsm8k", HarnessMetrics: []string{"exact_match,strict-match"}},
+		{Category: "reasoning", Task: "gsm8k", File: "gsm8k_test.jsonl", Metric: "exact_match,strict-match", Shots: 8, Generation: true,
+			Harness: "gsm8k_cot", HarnessMetrics: []string{"exact_match,strict-match"}},
 		{Category: "reasoning", Task: "arc_challenge", File: "arc_challenge_test.jsonl", Metric: "acc_norm",
 			Harness: "arc_challenge", HarnessMetrics: []string{"acc_norm,none"}},
 		{Category: "reasoning", Task: "winogrande", File: "winogrande_dev.jsonl", Metric: "acc",

@@ -201,3 +201,39 @@ func ScoreIFEval(name string, prompts []IFEvalPrompt, responses []string) (*Task
 	}
 	return r, nil
 }
+
+// IFEvalMaxTokens is the most tokens a response may have
+// (lm_eval/tasks/ifeval/ifeval.yaml: max_gen_toks 1280, until [] so that
+// only end-of-text stops it, greedy).
+const IFEvalMaxTokens = 1280
+
+// TODO(lead, after merging the Generation kind of #23's other half): the
+// one function to wire is the IFEval task loader, registered beside the
+// others:
+//
+//	TaskKinds["ifeval"] = TaskKind{"IFEval: google-research's input_data.jsonl (generation; prompt- and instruction-level, strict and loose)",
+//		one(func(p string) (*Task, error) {
+//			ps, err := LoadIFEval(p)
+//			if err != nil {
+//				return nil, err
+//			}
+//			items := make([]Item, len(ps))
+//			for i := range ps {
+//				items[i] = Item{Context: ps[i].Prompt, Ref: &ps[i]}
+//			}
+//			return &Task{Name: "ifeval", Source: p, Kind: Generation, Items: items,
+//				Gen: &GenSpec{MaxTokens: IFEvalMaxTokens, Score: func(_ context.Context, items []Item, completions []string) ([]Metric, error) {
+//					prompts := make([]IFEvalPrompt, len(items))
+//					for i, it := range items {
+//						prompts[i] = *it.Ref.(*IFEvalPrompt)
+//					}
+//					r, err := ScoreIFEval(p, prompts, completions)
+//					if err != nil {
+//						return nil, err
+//					}
+//					return r.Metrics, nil
+//				}}}, nil
+//		})}
+//
+// With it, the avg8 suite scores IFEval natively (LoadSuite finds the
+// loader by the task's name).

@@ -38,7 +38,7 @@ type HarnessOptions struct {
 
 // HarnessScript returns a POSIX shell script running suite o.Suite on the
 // harness. Its settings match the native ones test by test: each task's
-// own prompt and its default few-shot count where that is ours (GSM8K 5,
+// own prompt and its default few-shot count where that is ours (GSM8K 8,
 // MBPP 3, the others 0), a second invocation with --num_fewshot for the
 // tests whose count differs from the harness's default (MMLU: 5), and the
 // tasks' own greedy generation settings (do_sample false in their
@@ -130,8 +130,9 @@ func HarnessScript(o HarnessOptions) (string, error) {
 }
 
 // harnessDefaultShots are the harness's num_fewshot of its tasks' YAML
-// (absent: 0): lm_eval/tasks/gsm8k/gsm8k.yaml 5, mbpp/mbpp.yaml 3.
-var harnessDefaultShots = map[string]int{"gsm8k": 5, "mbpp": 3}
+// (absent: 0): lm_eval/tasks/gsm8k/gsm8k-cot.yaml 8 (its fixed
+// exemplars), gsm8k.yaml 5, mbpp/mbpp.yaml 3.
+var harnessDefaultShots = map[string]int{"gsm8k_cot": 8, "gsm8k": 5, "mbpp": 3}
 
 func runName(_, shots int) string {
 	if shots < 0 {

@@ -67,6 +67,8 @@ type ModelReport struct {
 // Report is the outcome of Run, one entry per model in the order given.
 type Report struct {
 	Models []ModelReport `json:"models"`
+	// Suite is a named suite's table (avg8), when one was run.
+	Suite *SuiteScores `json:"suite,omitempty"`
 }
 
 // Run measures every model on cfg.Data and cfg.Tasks.

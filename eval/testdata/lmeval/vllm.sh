@@ -2,7 +2,7 @@
 # lm-evaluation-harness run of the avg8 suite (the paper's eight tests: reasoning, coding, knowledge, instruction following),
 # written by autocompress eval --engine lm-eval.
 # Tests, harness tasks and few-shot examples:
-#   reasoning              gsm8k            5-shot  exact_match,strict-match
+#   reasoning              gsm8k_cot        8-shot  exact_match,strict-match
 #   reasoning              arc_challenge    0-shot  acc_norm,none
 #   reasoning              winogrande       0-shot  acc,none
 #   coding                 humaneval_greedy 0-shot  pass_at_1,n=1
@@ -16,7 +16,7 @@ set -eu
 export HF_ALLOW_CODE_EVAL=1
 lm_eval --model vllm \
   --model_args pretrained=/models/child,dtype=auto,gpu_memory_utilization=0.8 \
-  --tasks gsm8k,arc_challenge,winogrande,humaneval_greedy,mbpp,truthfulqa_mc2,ifeval \
+  --tasks gsm8k_cot,arc_challenge,winogrande,humaneval_greedy,mbpp,truthfulqa_mc2,ifeval \
   --confirm_run_unsafe_code \
   --batch_size auto \
   --seed 1234 \
