@@ -2,9 +2,12 @@ package eval
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -83,9 +86,10 @@ type Unavailable struct {
 }
 
 // LoadSuite reads suite name's tests from dir (each test's File in it).
-// A test whose task this build has no loader for is not an error: it is
-// returned among the unavailable ones, with the reason, so that a report
-// says which tests are missing rather than averaging fewer in silence.
+// A test whose task this build has no loader for, or whose file dir lacks,
+// is not an error: it is returned among the unavailable ones, with the
+// reason, so that a report says which tests are missing rather than
+// averaging fewer in silence.
 func LoadSuite(name, dir string) ([]*Task, []Unavailable, error) {
 	s, ok := Suites[name]
 	if !ok {
@@ -103,7 +107,12 @@ func LoadSuite(name, dir string) ([]*Task, []Unavailable, error) {
 			un = append(un, Unavailable{Task: st.Task, Reason: why})
 			continue
 		}
-		ts, err := k.Load(filepath.Join(dir, st.File))
+		path := filepath.Join(dir, st.File)
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			un = append(un, Unavailable{Task: st.Task, Reason: fmt.Sprintf("no %s in %s", st.File, dir)})
+			continue
+		}
+		ts, err := k.Load(path)
 		if err != nil {
 			return nil, nil, fmt.Errorf("eval: suite %s, test %s: %w", name, st.Task, err)
 		}
