@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"os"
 	"strings"
 	"testing"
 
@@ -331,4 +332,58 @@ func FuzzParseIFEval(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestIFEvalAgreesOnGPT4Responses: on real responses, the checkers give
+// the reference implementation's verdicts. testdata/ifeval_gpt4_strict.jsonl
+// holds the first nine records of the reference's strict output on
+// GPT-4's responses (google-research's
+// data/input_response_data_gpt4_20231107_145030.jsonl run through
+// evaluation_main.py, as stored in Podtech-AI/IFEval @ 5bdf377,
+// data/test_output/eval_results_strict.jsonl): key, response and
+// follow_instruction_list; the prompts and kwargs come from the shared
+// input file.
+func TestIFEvalAgreesOnGPT4Responses(t *testing.T) {
+	ps, err := LoadIFEval(sdtest.Require(t, "eval/ifeval_input_data.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byKey := map[int]*IFEvalPrompt{}
+	for i := range ps {
+		byKey[ps[i].Key] = &ps[i]
+	}
+	f, err := os.Open("testdata/ifeval_gpt4_strict.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n := 0
+	err = lines("gpt4", f, func(_ int, line string) error {
+		var rec struct {
+			Key      int    `json:"key"`
+			Response string `json:"response"`
+			Strict   []bool `json:"strict"`
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			return err
+		}
+		p := byKey[rec.Key]
+		if p == nil {
+			t.Fatalf("key %d is not in the input file", rec.Key)
+		}
+		strict, _ := IFEvalFollowed(p, rec.Response)
+		for k := range strict {
+			n++
+			if strict[k] != rec.Strict[k] {
+				t.Errorf("key %d %s: %v, the reference %v", rec.Key, p.Instructions[k], strict[k], rec.Strict[k])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 15 {
+		t.Errorf("%d instructions checked, want 15", n)
+	}
 }
