@@ -102,6 +102,7 @@ func HarnessScript(o HarnessOptions) (string, error) {
 	for _, t := range s.Tests {
 		fmt.Fprintf(&b, "#   %-22s %-16s %d-shot  %s\n", t.Category, t.Harness, t.Shots, t.HarnessMetrics[0])
 	}
+	b.WriteString("# The harness reads its copies of these sets from the Hugging Face Hub (reachable, or cached\n# with HF_DATASETS_OFFLINE=1); its MMLU is the canonical 14,042 questions.\n")
 	if unsafe {
 		b.WriteString("# HumanEval and MBPP execute the code the model writes: run this in a sandbox.\n")
 	}

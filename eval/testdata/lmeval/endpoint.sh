@@ -10,6 +10,8 @@
 #   knowledge              mmlu             5-shot  acc,none
 #   knowledge              truthfulqa_mc2   0-shot  acc,none
 #   instruction following  ifeval           0-shot  prompt_level_strict_acc,none
+# The harness reads its copies of these sets from the Hugging Face Hub (reachable, or cached
+# with HF_DATASETS_OFFLINE=1); its MMLU is the canonical 14,042 questions.
 # HumanEval and MBPP execute the code the model writes: run this in a sandbox.
 # Then: autocompress eval --import out/shots-default/*/results_*.json out/shots-5/*/results_*.json
 set -eu
