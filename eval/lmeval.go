@@ -51,16 +51,10 @@ type HarnessOptions struct {
 // which the harness wants --confirm_run_unsafe_code and
 // HF_ALLOW_CODE_EVAL=1.
 func HarnessScript(o HarnessOptions) (string, error) {
-	s, ok := Suites[o.Suite]
-	if !ok {
-		return "", &UnknownTaskError{Name: o.Suite}
+	if err := o.Validate(); err != nil {
+		return "", err
 	}
-	if o.Model == "" || o.Output == "" {
-		return "", errors.New("eval: the harness command needs the model and an output directory")
-	}
-	if o.Limit < 0 {
-		return "", fmt.Errorf("eval: limit %d: want >= 0 items per task (0: all)", o.Limit)
-	}
+	s := Suites[o.Suite]
 	type run struct {
 		shots  int // -1: the tasks' defaults
 		tasks  []string

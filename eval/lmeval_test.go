@@ -51,6 +51,15 @@ func TestHarnessScriptGolden(t *testing.T) {
 	if _, err := HarnessScript(HarnessOptions{Suite: "avg9", Model: "m", Output: "o"}); !errors.As(err, &ue) || !strings.Contains(err.Error(), "avg8") {
 		t.Errorf("unknown suite: %v, want an *UnknownTaskError naming avg8", err)
 	}
+	for _, o := range []HarnessOptions{
+		{Suite: "avg8", Output: "o"},
+		{Suite: "avg8", Model: "m", Output: "o", Limit: -1},
+		{Suite: "avg8", Model: "m", Output: "o", Endpoint: "127.0.0.1:8000"},
+	} {
+		if _, err := HarnessScript(o); err == nil {
+			t.Errorf("%+v: no error", o)
+		}
+	}
 }
 
 // TestHarnessScriptShots: every test runs once, with --num_fewshot
