@@ -336,15 +336,16 @@ func FuzzParseIFEval(f *testing.F) {
 
 // TestIFEvalAgreesOnGPT4Responses: on real responses, the checkers give
 // the reference implementation's verdicts, strict and loose.
-// testdata/ifeval_gpt4.jsonl holds the first nine records of the
-// reference's output on GPT-4's responses (google-research's
+// testdata/ifeval_gpt4.jsonl holds 16 of the first 18 records (two long
+// ones left out) of the reference's output on GPT-4's responses
+// (google-research's
 // data/input_response_data_gpt4_20231107_145030.jsonl run through
 // evaluation_main.py, as stored in Podtech-AI/IFEval:
 // data/test_output/eval_results_strict.jsonl @ 5bdf377 and
 // eval_results_loose.jsonl @ 0ce5f0f): key, response and the two
-// follow_instruction_lists; the prompts and kwargs come from the shared
-// input file. The last record is followed only loosely (its last line,
-// "[Your Name]", is not lower case).
+// follow_instruction_lists (the loose one for the first nine); the
+// prompts and kwargs come from the shared input file. The ninth record is
+// followed only loosely (its last line, "[Your Name]", is not lower case).
 func TestIFEvalAgreesOnGPT4Responses(t *testing.T) {
 	ps, err := LoadIFEval(sdtest.Require(t, "eval/ifeval_input_data.jsonl"))
 	if err != nil {
@@ -365,7 +366,7 @@ func TestIFEvalAgreesOnGPT4Responses(t *testing.T) {
 			Key      int    `json:"key"`
 			Response string `json:"response"`
 			Strict   []bool `json:"strict"`
-			Loose    []bool `json:"loose"`
+			Loose    []bool `json:"loose"` // absent: not checked
 		}
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
 			return err
@@ -377,8 +378,8 @@ func TestIFEvalAgreesOnGPT4Responses(t *testing.T) {
 		strict, loose := IFEvalFollowed(p, rec.Response)
 		for k := range strict {
 			n++
-			if strict[k] != rec.Strict[k] || loose[k] != rec.Loose[k] {
-				t.Errorf("key %d %s: strict %v loose %v, the reference %v %v", rec.Key, p.Instructions[k], strict[k], loose[k], rec.Strict[k], rec.Loose[k])
+			if strict[k] != rec.Strict[k] || (rec.Loose != nil && loose[k] != rec.Loose[k]) {
+				t.Errorf("key %d %s: strict %v loose %v, the reference %v %v", rec.Key, p.Instructions[k], strict[k], loose[k], rec.Strict[k], rec.Loose)
 			}
 		}
 		return nil
@@ -386,7 +387,7 @@ func TestIFEvalAgreesOnGPT4Responses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != 15 {
-		t.Errorf("%d instructions checked, want 15", n)
+	if n != 25 {
+		t.Errorf("%d instructions checked, want 25", n)
 	}
 }
