@@ -73,7 +73,7 @@ are always in file order. Every accuracy is printed with its standard error
 column is usually the parent, the others its children). With one --model
 and only --data the output is as it has always been; --json then prints one
 object, and with several models or tasks an object per model under
-"models" (a list of eval.ModelReport).
+"models" (a list of eval.ModelReport), with a suite's table under "suite".
 
 --build SUITE.jsonl writes an in-domain suite from --data: --items
 last-word cloze and --items pick-the-true-continuation questions, drawn
