@@ -33,6 +33,10 @@ const (
 	// choice's probability exp(log-likelihood) normalised over the item's
 	// choices (TruthfulQA MC2, the harness's process_results_mc2).
 	ProbMass
+	// Generation items are answered by greedy generation from the context
+	// (until a stop sequence, the end-of-text token or the task's token
+	// limit), and the task's Gen.Score scores the completions (generate.go).
+	Generation
 )
 
 func (k Kind) String() string {
@@ -41,6 +45,8 @@ func (k Kind) String() string {
 		return "cloze"
 	case ProbMass:
 		return "probability-mass"
+	case Generation:
+		return "generation"
 	}
 	return "multiple-choice"
 }
@@ -62,6 +68,10 @@ type Item struct {
 	Contexts []string
 	// Correct lists the true choices of a ProbMass item.
 	Correct []int
+	// Ref is what a generation task's scorer checks the completion against,
+	// of the task's own type (GSM8K's answer, a program's tests); nil for
+	// log-likelihood tasks.
+	Ref any
 }
 
 // contextOf returns the context choice k is scored after.
@@ -83,6 +93,8 @@ type Task struct {
 	// Norm reports acc_norm as well as acc (multiple choice).
 	Norm  bool
 	Items []Item
+	// Gen holds a Generation task's settings and scorer; nil otherwise.
+	Gen *GenSpec
 }
 
 // Metric is one aggregate score with its standard error.
@@ -235,6 +247,9 @@ func (s *Scorer) Evaluate(ctx context.Context, t *Task, o TaskOptions) (*TaskRes
 	t = t.Limit(o.Limit)
 	if len(t.Items) == 0 {
 		return nil, fmt.Errorf("eval: task %s has no items", t.Name)
+	}
+	if t.Kind == Generation {
+		return s.evaluateGeneration(ctx, t, o)
 	}
 	reqs, err := s.Requests(t)
 	if err != nil {

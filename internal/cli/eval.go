@@ -59,6 +59,16 @@ log-likelihood with lm-evaluation-harness's conventions:
   winogrande=FILE  acc, the harness's partial scoring (dev.jsonl)
   truthfulqa=FILE  truthfulqa_mc1 (acc) and truthfulqa_mc2 (probability
                    mass on the true answers) from mc_task.json
+and by greedy generation (many prompts per engine step, until the task's
+stop sequences or 256 new tokens; programs run by /usr/bin/python3 in a
+sandbox: own process group, no network, CPU, memory and wall limits):
+  gsm8k=FILE       8-shot chain of thought: exact match, strict and flexible
+  humaneval=FILE   pass@1 (HumanEval.jsonl or .jsonl.gz)
+  mbpp=FILE        3-shot pass@1 on the test problems 11-510 (mbpp.jsonl)
+  ifeval=FILE      IFEval's instruction checks on the responses: prompt- and
+                   instruction-level accuracy, strict and loose
+                   (google-research's input_data.jsonl)
+and as a named suite:
   avg8=DIR         the paper's eight tests (GSM8K, ARC-Challenge,
                    Winogrande, HumanEval, MBPP, MMLU, TruthfulQA MC2,
                    IFEval) from DIR, which holds the files by the names of
