@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -207,33 +208,29 @@ func ScoreIFEval(name string, prompts []IFEvalPrompt, responses []string) (*Task
 // only end-of-text stops it, greedy).
 const IFEvalMaxTokens = 1280
 
-// TODO(lead, after merging the Generation kind of #23's other half): the
-// one function to wire is the IFEval task loader, registered beside the
-// others:
-//
-//	TaskKinds["ifeval"] = TaskKind{"IFEval: google-research's input_data.jsonl (generation; prompt- and instruction-level, strict and loose)",
-//		one(func(p string) (*Task, error) {
-//			ps, err := LoadIFEval(p)
-//			if err != nil {
-//				return nil, err
-//			}
-//			items := make([]Item, len(ps))
-//			for i := range ps {
-//				items[i] = Item{Context: ps[i].Prompt, Ref: &ps[i]}
-//			}
-//			return &Task{Name: "ifeval", Source: p, Kind: Generation, Items: items,
-//				Gen: &GenSpec{MaxTokens: IFEvalMaxTokens, Score: func(_ context.Context, items []Item, completions []string) ([]Metric, error) {
-//					prompts := make([]IFEvalPrompt, len(items))
-//					for i, it := range items {
-//						prompts[i] = *it.Ref.(*IFEvalPrompt)
-//					}
-//					r, err := ScoreIFEval(p, prompts, completions)
-//					if err != nil {
-//						return nil, err
-//					}
-//					return r.Metrics, nil
-//				}}}, nil
-//		})}
-//
-// With it, the avg8 suite scores IFEval natively (LoadSuite finds the
-// loader by the task's name).
+// IFEvalTask builds the generation task of prompts read from name: each
+// prompt is answered greedily (until end-of-text or IFEvalMaxTokens; the
+// native engine's cap on small windows applies, GenSpec) and scored by
+// ScoreIFEval.
+func IFEvalTask(name string, prompts []IFEvalPrompt) *Task {
+	items := make([]Item, len(prompts))
+	for i := range prompts {
+		items[i] = Item{Context: prompts[i].Prompt, Ref: &prompts[i]}
+	}
+	return &Task{Name: "ifeval", Source: name, Kind: Generation, Items: items,
+		Gen: &GenSpec{MaxTokens: IFEvalMaxTokens, Score: func(_ context.Context, items []Item, completions []string) ([]Metric, error) {
+			ps := make([]IFEvalPrompt, len(items))
+			for i, it := range items {
+				p, ok := it.Ref.(*IFEvalPrompt)
+				if !ok {
+					return nil, fmt.Errorf("eval: %s item %d is not an IFEval prompt", name, i)
+				}
+				ps[i] = *p
+			}
+			r, err := ScoreIFEval(name, ps, completions)
+			if err != nil {
+				return nil, err
+			}
+			return r.Metrics, nil
+		}}}
+}

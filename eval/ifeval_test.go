@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"math"
@@ -389,5 +390,46 @@ func TestIFEvalAgreesOnGPT4Responses(t *testing.T) {
 	}
 	if n != 25 {
 		t.Errorf("%d instructions checked, want 25", n)
+	}
+}
+
+// TestIFEvalTaskGenerates: the ifeval task generates a response per
+// prompt (no stop sequence, up to ifeval.yaml's 1280 tokens) and scores
+// them as ScoreIFEval does.
+func TestIFEvalTaskGenerates(t *testing.T) {
+	ps, err := ParseIFEval("p.jsonl", strings.NewReader(
+		`{"key": 1, "prompt": "Say hi, no commas.", "instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]}`+"\n"+
+			`{"key": 2, "prompt": "Wrap it in quotes.", "instruction_id_list": ["startend:quotation", "change_case:english_lowercase"], "kwargs": [{}, {}]}`+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	completions := map[string]string{"Say hi, no commas.": "hi there, friend", "Wrap it in quotes.": "\"this is the answer\""}
+	lm := &cannedLM{byPrompt: completions}
+	task := IFEvalTask("p.jsonl", ps)
+	r, err := (&Scorer{LM: lm, Tok: byteDecTok{}}).Evaluate(context.Background(), task, TaskOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ScoreIFEval("p.jsonl", ps, []string{completions["Say hi, no commas."], completions["Wrap it in quotes."]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range IFEvalMetrics {
+		got, ok1 := r.Metric(name)
+		w, ok2 := want.Metric(name)
+		if !ok1 || !ok2 || got != w {
+			t.Errorf("%s: %+v, want %+v", name, got, w)
+		}
+	}
+	if m, _ := r.Metric("prompt_level_strict_acc"); m.Value != 0.5 {
+		t.Errorf("prompt_level_strict_acc %v, want 0.5 (the first response has a comma)", m.Value)
+	}
+	for _, q := range lm.seen {
+		if len(q.Until) != 0 || q.MaxTokens != IFEvalMaxTokens {
+			t.Errorf("request until %q, %d tokens; want none and %d", q.Until, q.MaxTokens, IFEvalMaxTokens)
+		}
+	}
+	if len(lm.seen) != 2 {
+		t.Errorf("%d requests, want 2", len(lm.seen))
 	}
 }

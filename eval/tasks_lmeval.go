@@ -3,7 +3,8 @@ package eval
 import "io"
 
 // The tasks added for the paper's eight-test average (lm-evaluation-harness
-// names), registered beside the others in TaskKinds.
+// names), registered beside the others in TaskKinds: ARC, Winogrande,
+// TruthfulQA and IFEval.
 func init() {
 	arc := func(task string) func(string) ([]*Task, error) {
 		return one(func(p string) (*Task, error) {
@@ -16,6 +17,14 @@ func init() {
 	TaskKinds["truthfulqa"] = TaskKind{"TruthfulQA MC: mc_task.json, both truthfulqa_mc1 and truthfulqa_mc2", LoadTruthfulQA}
 	TaskKinds["truthfulqa_mc1"] = TaskKind{"TruthfulQA MC1: mc_task.json, acc of the single true answer", pick(LoadTruthfulQA, "truthfulqa_mc1")}
 	TaskKinds["truthfulqa_mc2"] = TaskKind{"TruthfulQA MC2: mc_task.json, probability mass on the true answers", pick(LoadTruthfulQA, "truthfulqa_mc2")}
+	TaskKinds["ifeval"] = TaskKind{"IFEval (generation): google-research's input_data.jsonl; prompt- and instruction-level accuracy, strict and loose",
+		one(func(p string) (*Task, error) {
+			ps, err := LoadIFEval(p)
+			if err != nil {
+				return nil, err
+			}
+			return IFEvalTask(p, ps), nil
+		})}
 }
 
 // pick keeps the task named name of what load gives.
