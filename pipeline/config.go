@@ -116,6 +116,9 @@ type Distill struct {
 // Eval configures the evaluation.
 type Eval struct {
 	Limit int `yaml:"limit" flag:"eval-limit" help:"examples per task (0: all)" min:"0" max:"16777216"`
+	// Suite is a named suite and the directory of its files, NAME=DIR
+	// (eval.Suites; avg8=../shared/data/eval); "" for none.
+	Suite string `yaml:"suite" flag:"eval-suite" help:"also score parent and child on a named suite, NAME=DIR (avg8=DIR: the paper's eight tests, files named as in ../shared/data/eval); the report shows it" json:",omitempty"`
 }
 
 // Measure configures the measurement of the child on the target.

@@ -537,7 +537,42 @@ func evalTable(er *eval.Report) report.EvalTable {
 			t.Rows = append(t.Rows, row)
 		}
 	}
+	t.Suite = suiteTable(er.Suite)
 	return t
+}
+
+// suiteTable turns a suite's scores into the report's: the note of a row
+// names the models at chance, or why the test was not measured.
+func suiteTable(s *eval.SuiteScores) *report.EvalSuite {
+	if s == nil {
+		return nil
+	}
+	out := &report.EvalSuite{Name: s.Suite, About: s.About, Measured: s.Measured}
+	for _, r := range s.Rows {
+		row := report.EvalSuiteRow{Category: r.Category, Task: r.Task, Metric: r.Metric, Shots: r.Shots, Chance: r.Chance}
+		var at []string
+		for i, m := range r.Scores {
+			if m == nil {
+				row.Values = append(row.Values, nil)
+				continue
+			}
+			row.Values = append(row.Values, &report.EvalValue{Value: m.Value, StdErr: m.Stderr})
+			if i < len(r.AtChance) && r.AtChance[i] {
+				at = append(at, s.Models[i])
+			}
+		}
+		switch {
+		case r.Unavailable != "":
+			row.Note = "unavailable: " + r.Unavailable
+		case len(at) > 0:
+			row.Note = "at chance: " + strings.Join(at, ", ")
+		}
+		out.Rows = append(out.Rows, row)
+	}
+	for _, a := range s.Average {
+		out.Average = append(out.Average, report.EvalValue{Value: a.Value, StdErr: a.Stderr})
+	}
+	return out
 }
 
 // writeReport writes the HTML, Markdown and JSON report into dir.

@@ -124,6 +124,8 @@ func resolve(c *Config) (*target, error) {
 		return nil, &ConfigError{Path: "data", Msg: "no calibration and distillation text"}
 	case len(c.EvalData) == 0:
 		return nil, &ConfigError{Path: "eval_data", Msg: "no held-out text for evaluation"}
+	case c.Eval.Suite != "" && evalSuiteError(c.Eval.Suite) != nil:
+		return nil, &ConfigError{Path: "eval.suite", Msg: evalSuiteError(c.Eval.Suite).Error()}
 	case c.Search.Strategy != search.AutoCompress && c.Search.Strategy != search.Minitron:
 		return nil, &ConfigError{Path: "search.strategy", Msg: fmt.Sprintf("%q: want %s", c.Search.Strategy, strings.Join(search.Strategies(), " or "))}
 	case c.Importance.Seqs < 1 || c.Importance.SeqLen < 2:
@@ -605,7 +607,9 @@ func (b *builder) report(st []Stage) Stage {
 }
 
 // runEval scores the parent and the child on the held-out text and on an
-// in-domain suite cut from it (fixed seed), side by side.
+// in-domain suite cut from it (fixed seed), side by side, and on the named
+// suite of eval.suite when one is set (its table goes into eval.json and
+// the report).
 func runEval(ctx context.Context, env *Env, t *target, c *Config, child string) error {
 	var models []eval.Model
 	for _, m := range []struct{ name, dir string }{{"parent", t.parent}, {"child", child}} {
@@ -645,12 +649,44 @@ func runEval(ctx context.Context, env *Env, t *target, c *Config, child string) 
 	if cfg.Tasks, err = eval.ParseSuite("in-domain", bytes.NewReader(b.Bytes())); err != nil {
 		return err
 	}
+	var named string
+	var unavailable []eval.Unavailable
+	if c.Eval.Suite != "" {
+		var dir string
+		named, dir, _ = strings.Cut(c.Eval.Suite, "=")
+		ts, un, err := eval.LoadSuite(named, dir)
+		if err != nil {
+			return err
+		}
+		cfg.Tasks, unavailable = append(cfg.Tasks, ts...), un
+	}
 	cfg.Progress = env.Progress()
 	rep, err := eval.Run(ctx, models, cfg)
 	if err != nil {
 		return err
 	}
+	if named != "" {
+		if rep.Suite, err = rep.ScoreSuite(named, unavailable); err != nil {
+			return err
+		}
+	}
 	return writeJSONFile(filepath.Join(env.Dir, EvalFile), rep)
+}
+
+// evalSuiteError checks a NAME=DIR suite setting before any stage runs:
+// a known suite and a directory that exists.
+func evalSuiteError(spec string) error {
+	name, dir, ok := strings.Cut(spec, "=")
+	if !ok || dir == "" {
+		return fmt.Errorf("%q: want NAME=DIR with NAME one of %s", spec, strings.Join(eval.SuiteList(), ", "))
+	}
+	if eval.Suites[name] == nil {
+		return fmt.Errorf("unknown suite %q (known: %s)", name, strings.Join(eval.SuiteList(), ", "))
+	}
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return fmt.Errorf("%s: not a directory (want the directory holding the suite's files)", dir)
+	}
+	return nil
 }
 
 // BenchServeArgs is the command line (after the program name) with which

@@ -268,6 +268,33 @@ type HeldOutPoint struct {
 type EvalTable struct {
 	Models []string  `json:"models"`
 	Rows   []EvalRow `json:"rows"`
+	// Suite is a named suite's table (avg8: the paper's eight tests), when
+	// the run scored one.
+	Suite *EvalSuite `json:"suite,omitempty"`
+}
+
+// EvalSuite is a named suite's scores: a row per test and the average.
+type EvalSuite struct {
+	Name  string         `json:"name"`
+	About string         `json:"about"`
+	Rows  []EvalSuiteRow `json:"rows"`
+	// Average per model, over the tests measured (Measured of len(Rows)).
+	Average  []EvalValue `json:"average"`
+	Measured []int       `json:"measured"`
+}
+
+// EvalSuiteRow is one test of a suite for every model.
+type EvalSuiteRow struct {
+	Category string `json:"category"`
+	Task     string `json:"task"`
+	Metric   string `json:"metric"`
+	Shots    int    `json:"shots"`
+	// Values per model, nil where the test was not measured.
+	Values []*EvalValue `json:"values"`
+	Chance float64      `json:"chance,omitempty"`
+	// Note says which models are at chance, or why the test is
+	// unavailable.
+	Note string `json:"note,omitempty"`
 }
 
 // EvalRow is one metric of one task for every model.
