@@ -122,8 +122,9 @@ type Measure struct {
 	GapSeconds  float64 `yaml:"gap_s" flag:"measure-gap" help:"seconds of pause between two invocations" min:"0" max:"3600"`
 	// Rounds is how many times the search may re-choose after measuring
 	// the pruned child (before distillation: the costs do not depend on
-	// the weights) and finding a budget missed (0: no check).
-	Rounds int `yaml:"rounds" flag:"measure-rounds" help:"re-choices after measuring the pruned child before distillation, each with the missed budgets scaled by estimated/measured, measured being the worst invocation (0: no check)" min:"0" max:"100"`
+	// the weights) and finding a budget missed or met with room (0: no
+	// check).
+	Rounds int `yaml:"rounds" flag:"measure-rounds" help:"re-choices after measuring the pruned child before distillation: a missed budget tightened and a met one loosened by estimated/measured (measured being the worst invocation), then bisected between the loosest limit that measured met and the tightest that missed (0: no check)" min:"0" max:"100"`
 }
 
 // DefaultConfig is the embedded demo: the embedded parent on this machine's

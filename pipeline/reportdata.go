@@ -156,6 +156,12 @@ func roundNote(r Round, views []budgetView) string {
 	if len(parts) == 0 {
 		parts = append(parts, "no budgeted cost measurable here")
 	}
+	if r.ReusedFrom > 0 {
+		verdict += fmt.Sprintf(" (the child of check %d again: its measurement reused)", r.ReusedFrom)
+	}
+	if r.Chosen {
+		verdict += "; this child was kept"
+	}
 	return fmt.Sprintf("check %d (the pruned child measured before distillation): %s; %s", r.Round, strings.Join(parts, "; "), verdict)
 }
 
