@@ -202,18 +202,63 @@ func NativeCoeffsPath() (string, error) {
 	return filepath.Join(d, "autocompress", "native_coefficients.json"), nil
 }
 
+// NativeCacheEnv names the environment variable that points at the
+// directory of per-host native calibrations (the quick probe's, one file
+// per host fingerprint) instead of <user config dir>/autocompress/hosts.
+const NativeCacheEnv = "AUTOCOMPRESS_NATIVE_CACHE"
+
+// NativeCacheDir returns the directory of per-host native calibrations:
+// $AUTOCOMPRESS_NATIVE_CACHE when set, else
+// <user config dir>/autocompress/hosts (on Linux
+// ~/.config/autocompress/hosts).
+func NativeCacheDir() (string, error) {
+	if p := os.Getenv(NativeCacheEnv); p != "" {
+		return p, nil
+	}
+	d, err := os.UserConfigDir()
+	if err != nil {
+		return "", fmt.Errorf("native calibration cache: %w", err)
+	}
+	return filepath.Join(d, "autocompress", "hosts"), nil
+}
+
 var activeNative struct {
 	once sync.Once
 	f    *NativeCoeffFile
 	src  string
 	err  error
+	// set is the coefficients UseNativeCoeffs chose for this process (a
+	// per-host calibration), used instead of the file lookup.
+	mu     sync.Mutex
+	set    *NativeCoeffFile
+	setSrc string
 }
 
-// ActiveNativeCoeffs returns the native coefficients estimate uses: the
-// file at NativeCoeffsPath when it exists (a local calibration), else the
-// embedded one, and where they came from ("embedded" or the path). It is
-// read once per process; a malformed override is an error, not ignored.
-func ActiveNativeCoeffs() (*NativeCoeffFile, string, error) {
+// UseNativeCoeffs makes f (named src: where it came from, as the
+// estimates' family "native@src" names it) the native coefficients every
+// later estimate in this process uses, in place of ActiveNativeCoeffs's
+// file lookup: the per-host calibration estimate/nativecal.Resolve chose.
+// It returns a function that restores the previous choice (for tests). f
+// must have passed ParseNativeCoeffs.
+func UseNativeCoeffs(f *NativeCoeffFile, src string) (restore func()) {
+	a := &activeNative
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	old, oldSrc := a.set, a.setSrc
+	a.set, a.setSrc = f, src
+	return func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		a.set, a.setSrc = old, oldSrc
+	}
+}
+
+// FileNativeCoeffs returns the native coefficients of the file lookup
+// alone, whatever UseNativeCoeffs chose: the file at NativeCoeffsPath when
+// it exists (a local calibration), else the embedded one, and where they
+// came from ("embedded" or the path). It is read once per process; a
+// malformed override is an error, not ignored.
+func FileNativeCoeffs() (*NativeCoeffFile, string, error) {
 	a := &activeNative
 	a.once.Do(func() {
 		a.f, a.src = defaultNative, "embedded"
@@ -241,6 +286,20 @@ func ActiveNativeCoeffs() (*NativeCoeffFile, string, error) {
 		a.f, a.src = f, p
 	})
 	return a.f, a.src, a.err
+}
+
+// ActiveNativeCoeffs returns the native coefficients estimate uses and
+// where they came from: those UseNativeCoeffs chose for this process (a
+// per-host calibration) when it was called, else FileNativeCoeffs's.
+func ActiveNativeCoeffs() (*NativeCoeffFile, string, error) {
+	a := &activeNative
+	a.mu.Lock()
+	f, src := a.set, a.setSrc
+	a.mu.Unlock()
+	if f != nil {
+		return f, src, nil
+	}
+	return FileNativeCoeffs()
 }
 
 // Machine returns the coefficients for hardware name, falling back to
