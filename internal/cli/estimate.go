@@ -73,7 +73,7 @@ type estFlags struct {
 	model, gpu, gpuFile, engine, precision, kvDType string
 	tp, gpus, maxSeqs, maxBatched                   int
 	memFraction                                     float64
-	jsonOut, analytic, allowLong, force             bool
+	jsonOut, analytic, allowLong, force, offline    bool
 	scenarios, out, coeffs                          string
 	wl                                              workloadFlags
 }
@@ -96,6 +96,7 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 	floatVar(fs, &f.memFraction, "mem-fraction", 0, fraction, "gpu_memory_utilization / mem_fraction_static / free_gpu_memory_fraction (default: the engine's)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print JSON")
 	fs.BoolVar(&f.analytic, "analytic", false, "use the analytic steady state only (no simulation)")
+	fs.BoolVar(&f.offline, offlineFlag, false, offlineHelp)
 	fs.StringVar(&f.scenarios, "scenarios", "", "batch mode: input CSV of scenarios")
 	fs.StringVar(&f.out, "out", "", "batch mode: output CSV")
 	fs.BoolVar(&f.force, "force", false, "batch mode: replace an existing --out")
@@ -139,6 +140,9 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 		}
 		m, err := modelArch(f.model)
 		if err != nil {
+			return err
+		}
+		if err := useHostCalibration(ctx, env, eng, hw, f.offline); err != nil {
 			return err
 		}
 		what := ""

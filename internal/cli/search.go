@@ -129,6 +129,7 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 	out := fs.String("out", "", "output `directory`")
 	force := fs.Bool("force", false, "replace an existing --out")
 	jsonOut := fs.Bool("json", false, "print the summary as JSON")
+	fs.BoolVar(&f.offline, offlineFlag, false, offlineHelp)
 	return func(ctx context.Context, env *Env, args []string) error {
 		if len(args) > 0 {
 			return Usagef("unexpected arguments: %s", strings.Join(args, " "))
@@ -198,6 +199,9 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 			return err // the one exists-error: exit 1 and the one hint, as in every command
 		} else if err != nil {
 			return Usagef("--out %s: %v", *out, err)
+		}
+		if err := useHostCalibration(ctx, env, eng, hw, f.offline); err != nil {
+			return err
 		}
 		dir, m, err := searchModel(f.model)
 		if err != nil {
