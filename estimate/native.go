@@ -71,8 +71,8 @@ type NativeCoeffs struct {
 	CacheBytes float64 `json:"cache_bytes,omitempty"`
 
 	// Peak memory (bench-serve's VmHWM) = MemFixed + MemHeap × float32
-	// weights + MemBuffers × (KV cache + step buffers) + MemGarbage ×
-	// layers × steps × √slots, where slots = min(clients, sequence limit)
+	// weights + MemBuffers × (KV cache + step buffers) + MemWork × slots ×
+	// prompt tokens + MemGarbage × layers × steps × √slots, where slots = min(clients, sequence limit)
 	// and steps = requests per slot × (output + 1) of a run (with a slot
 	// per client, as in every calibration row, slots = clients): the
 	// engine's parallel kernels allocate a little
@@ -85,6 +85,14 @@ type NativeCoeffs struct {
 	MemHeap    float64 `json:"mem_heap"`
 	MemBuffers float64 `json:"mem_buffers"`
 	MemGarbage float64 `json:"mem_garbage_bytes"`
+	// MemWork is the workload's term of the memory rule: bytes per prompt
+	// token in flight (slots × prompt length), the growth long prompts ×
+	// many clients showed beyond the KV cache and step buffers (25–44 %
+	// low at 384-token prompts × 8 clients without it; estimate/nativecal/
+	// ACCURACY.md). Fitted by the quick probe, whose points include such a
+	// workload (nativecal.FitTransfer); 0 (absent) in a fit whose rows have
+	// none, as the committed sweep's.
+	MemWork float64 `json:"mem_work_bytes,omitempty"`
 
 	// Held-out figures written by calibrate-native: median APE (fractions).
 	ErrTTFT       float64 `json:"err_ttft,omitempty"`
@@ -152,7 +160,7 @@ func (c *NativeCoeffs) check() error {
 		return fmt.Errorf("sgemm_flops %g and bandwidth_bps %g must be positive", c.SgemmFLOPS, c.BandwidthBps)
 	}
 	v := c.TimeVector()
-	all := append(v[:], c.MemFixed, c.MemHeap, c.MemBuffers, c.MemGarbage, c.CacheBytes)
+	all := append(v[:], c.MemFixed, c.MemHeap, c.MemBuffers, c.MemGarbage, c.MemWork, c.CacheBytes)
 	for i, x := range all {
 		if math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
 			name := "memory"
@@ -541,7 +549,7 @@ func nativeMemory(rep *MemoryReport, s *Summary, hwName string, dev float64, r *
 	act := nativeStepBytes(s, n, reqTokens, float64(r.budgetToks), float64(max(c.Threads, 1)))
 	rep.WeightsBytes = c.MemHeap * s.WeightBytes
 	rep.KVPoolBytes = c.MemBuffers * kv
-	rep.ActivationBytes = c.MemBuffers * act
+	rep.ActivationBytes = c.MemBuffers*act + c.MemWork*n*r.natISL
 	rep.OverheadBytes = c.MemFixed + c.MemGarbage*r.natSteps*float64(s.Layers)
 	rep.KVCapacityTokens = reqTokens * n
 	rep.NeededBytes = rep.TotalBytes()

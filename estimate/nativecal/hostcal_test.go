@@ -182,7 +182,8 @@ func TestCacheCliff(t *testing.T) {
 
 // TestFitTransferRecovers: rows priced by the committed coefficients with
 // each group scaled by a known factor (and a 3× sgemm rate) are fitted
-// back to those factors; the fixed memory cost follows the rows' peak RSS.
+// back to those factors; the fixed memory cost and the workload term
+// (bytes per prompt token in flight) follow the rows' peak RSS.
 func TestFitTransferRecovers(t *testing.T) {
 	a := parentArch(t)
 	m, err := newModel(a)
@@ -200,6 +201,7 @@ func TestFitTransferRecovers(t *testing.T) {
 	}
 	truth = truth.WithTimeVector(v)
 	truth.MemFixed += 7 << 20
+	truth.MemWork = 8 << 10
 	var rows []Row
 	for _, p := range ProbeSweep() {
 		r := Row{Point: p, SgemmFLOPS: truth.SgemmFLOPS}
@@ -223,8 +225,19 @@ func TestFitTransferRecovers(t *testing.T) {
 	if co.SgemmFLOPS != truth.SgemmFLOPS || co.CacheBytes != truth.CacheBytes {
 		t.Errorf("sgemm %g, cache %g", co.SgemmFLOPS, co.CacheBytes)
 	}
-	if math.Abs(co.MemFixed-truth.MemFixed) > 0.01*truth.MemFixed {
-		t.Errorf("fixed memory %g, want %g", co.MemFixed, truth.MemFixed)
+	if math.Abs(co.MemFixed-truth.MemFixed) > 0.01*truth.MemFixed || math.Abs(co.MemWork/truth.MemWork-1) > 0.01 {
+		t.Errorf("fixed memory %g, workload term %g B per prompt token in flight; want %g, %g", co.MemFixed, co.MemWork, truth.MemFixed, truth.MemWork)
+	}
+	// Without a row of long prompts × many clients the workload term
+	// cannot be told from the fixed cost: it is not fitted.
+	var short []Row
+	for _, r := range rows {
+		if r.ISL*r.Conc < workloadTokens {
+			short = append(short, r)
+		}
+	}
+	if co2, err := FitTransfer(a, short, prior, prior.Threads, truth.CacheBytes); err != nil || co2.MemWork != 0 {
+		t.Errorf("short rows: workload term %g, %v", co2.MemWork, err)
 	}
 	if co.Host != nil || co.ErrTPOT != 0 {
 		t.Errorf("the fitting host's record kept: %+v", co)

@@ -24,9 +24,9 @@ import (
 // working-set sweep (the cache cliff: NativeCoeffs.CacheBytes), and a few
 // short bench-serve points (ProbeSweep), then scales each group of the
 // committed time coefficients by one factor fitted on those points
-// (FitTransfer), and the memory rule's fixed cost by the points' peak RSS
-// when they measured it (the allocation rule: the rest of the memory rule
-// is the program's, not the host's).
+// (FitTransfer), and the memory rule's fixed cost and workload term by
+// the points' peak RSS when they measured it (the allocation rule: the
+// rest of the memory rule is the program's, not the host's).
 
 // probeGroups assigns each time coefficient (estimate.NativeTimeNames
 // order) to the rate that scales it on another host: 0 compute, 1 weight
@@ -47,7 +47,9 @@ var probeGroupNames = [3]string{"compute", "weights", "overheads"}
 // ProbeSweep is the quick probe's bench-serve points: short runs that
 // separate the three groups — a prompt-heavy parent (compute), a
 // decode-heavy parent and a wide model past the cache (weight streaming),
-// a tiny model and a 2-layer one in the cache (overheads) — each a few
+// a tiny model and a 2-layer one in the cache (overheads), and the
+// 2-layer one with long prompts × 8 clients (the memory rule's workload
+// term, fitProbeMemory) — each a few
 // requests, so that the whole probe takes well under a minute on 2 cores.
 // None is held out: the probe's accuracy is checked on other shapes
 // (TestProbeAccuracy).
@@ -65,6 +67,7 @@ func ProbeSweep() []Point {
 		pt("wide", 32, 32, 1),
 		pt("tiny", 16, 48, 1),
 		pt("depth2", 32, 32, 4),
+		pt("depth2", 384, 8, 8),
 	}
 }
 
@@ -185,10 +188,11 @@ func CacheCliff(pts []GEMVPoint) float64 {
 // median, the effective cache cacheBytes (prior's when 0), and each group
 // of time coefficients (probeGroups) is prior's times one factor, fitted
 // by non-negative least squares on the relative errors of the rows' TTFT,
-// TPOT and time per output token. Each factor is bounded to [1/maxTransfer, maxTransfer]; one
-// the rows do not see (or fit to 0) stays 1. When rows measured their peak RSS, the memory rule's fixed cost
-// is refitted to their median residual. Held-out figures and provenance
-// are cleared: the caller records the probe's.
+// TPOT and time per output token. Each factor is bounded to
+// [1/maxTransfer, maxTransfer]; one the rows do not see (or fit to 0)
+// stays 1. When rows measured their peak RSS, the memory rule's fixed
+// cost and workload term are refitted (fitProbeMemory). Held-out figures and
+// provenance are cleared: the caller records the probe's.
 func FitTransfer(parent *architecture.Model, rows []Row, prior estimate.NativeCoeffs, threads int, cacheBytes float64) (estimate.NativeCoeffs, error) {
 	m, err := newModel(parent)
 	if err != nil {
@@ -238,7 +242,7 @@ func FitTransfer(parent *architecture.Model, rows []Row, prior estimate.NativeCo
 		tv[k] = pv[k] * scale[probeGroups[k]]
 	}
 	co := base.WithTimeVector(tv)
-	if err := fitMemFixed(m, rows, &co); err != nil {
+	if err := fitProbeMemory(m, rows, &co); err != nil {
 		return co, err
 	}
 	co.ErrTTFT, co.ErrTPOT, co.ErrThroughput, co.ErrMemory = 0, 0, 0, 0
@@ -268,11 +272,19 @@ func TransferScales(co, prior estimate.NativeCoeffs) [3]float64 {
 	return out
 }
 
-// fitMemFixed sets the memory rule's fixed cost to the median of the
-// rows' measured peak RSS less the rest of the rule (rows without a peak
-// RSS are skipped; none: the rule is kept).
-func fitMemFixed(m *model, rows []Row, co *estimate.NativeCoeffs) error {
-	var res []float64
+// workloadTokens is the prompt tokens in flight (slots × prompt) from
+// which a probe row tells the memory rule's workload term apart from its
+// fixed cost: fitProbeMemory fits MemWork only when a row reaches it.
+const workloadTokens = 2048
+
+// fitProbeMemory refits the memory rule's fixed cost and, when a row has at
+// least workloadTokens prompt tokens in flight, its workload term
+// (MemWork, bytes per prompt token in flight), by least squares on the
+// rows' measured peak RSS less the rest of the rule. Rows without a peak
+// RSS are skipped; none: the rule is kept.
+func fitProbeMemory(m *model, rows []Row, co *estimate.NativeCoeffs) error {
+	var res, work []float64
+	long := false
 	for i := range rows {
 		r := &rows[i]
 		if r.PeakRSSBytes <= 0 {
@@ -283,14 +295,39 @@ func fitMemFixed(m *model, rows []Row, co *estimate.NativeCoeffs) error {
 			return err
 		}
 		parts := *co
-		parts.MemFixed = 0
+		parts.MemFixed, parts.MemWork = 0, 0
 		c.SetNativeCoeffs(parts)
 		rep, _ := c.Memory(s)
-		res = append(res, float64(r.PeakRSSBytes)-rep.TotalBytes())
+		w := float64(rep.InFlight) * float64(r.ISL)
+		res, work = append(res, float64(r.PeakRSSBytes)-rep.TotalBytes()), append(work, w)
+		long = long || w >= workloadTokens
 	}
 	if len(res) == 0 {
 		return nil
 	}
+	if long && len(res) >= 3 {
+		// res ≈ MemFixed + MemWork × work, both ≥ 0.
+		mw, mr := mean(work), mean(res)
+		var sxy, sxx float64
+		for i := range res {
+			sxy += (work[i] - mw) * (res[i] - mr)
+			sxx += (work[i] - mw) * (work[i] - mw)
+		}
+		if sxx > 0 && sxy > 0 {
+			co.MemWork = sxy / sxx
+			co.MemFixed = math.Max(mr-co.MemWork*mw, 0)
+			return nil
+		}
+	}
+	co.MemWork = 0
 	co.MemFixed = math.Max(median(res), 0)
 	return nil
+}
+
+func mean(xs []float64) float64 {
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
 }

@@ -331,14 +331,20 @@ func printEstimate(w io.Writer, r *estimate.Result, hw *hardware.GPU, analyticOn
 // measured, and plainly whether that is the device priced (for the native
 // engine: this host).
 func printBand(w io.Writer, b estimate.Band, native bool) {
-	if !b.Fitted {
+	switch {
+	case !b.Fitted && native:
+		// A quick probe of this host (estimate/nativecal.Resolve): fitted on
+		// its few points, with no held-out rows of its own.
+		c := estimate.DefaultNativeCoeffs().Machines["cpu-local"]
+		fmt.Fprintf(w, "Error band: %s is a quick probe of this host, with no held-out rows of its own (the committed fit's held-out median on its host: TPOT %s, TTFT %s, throughput %s)\n",
+			b.Family, band(c.ErrTPOT), band(c.ErrTTFT), band(c.ErrThroughput))
+	case !b.Fitted:
 		fmt.Fprintf(w, "Error band: %s has no fitted data (priors only); expect ±30%% or worse\n", b.Family)
 		return
-	}
-	if native {
+	case native:
 		fmt.Fprintf(w, "Error band (held-out APE for %s, median): TPOT %s, TTFT %s, throughput %s\n",
 			b.Family, band(b.TPOT), band(b.TTFT), band(b.Throughput))
-	} else {
+	default:
 		fmt.Fprintf(w, "Error band (held-out APE for %s, median / p90): TPOT %s / %s, TTFT %s / %s, throughput %s / %s\n",
 			b.Family, band(b.TPOT), bandP90(b.TPOTP90), band(b.TTFT), bandP90(b.TTFTP90), band(b.Throughput), bandP90(b.ThroughputP90))
 	}
