@@ -176,7 +176,18 @@ func TestCheckRoundsLoosens(t *testing.T) {
 func TestCheckRoundsBisects(t *testing.T) {
 	req, rep := demoTPOTRequest(t)
 	lim, first := req.Budgets.MaxTPOT, rep.Result.Best.Costs.TPOT
-	cliff := 1.4 * first
+	// The cliff lies between the first choice and the child a loosened
+	// search (3.3×, as 0.3 × the estimate calls for) would choose.
+	loose := req
+	loose.Budgets.MaxTPOT = lim / 0.3
+	big, err := search.Execute(context.Background(), loose)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cliff := (first + big.Result.Best.Costs.TPOT) / 2
+	if !(big.Result.Best.Costs.TPOT > first) {
+		t.Fatalf("the loosened search chose TPOT %g, the first %g: no room to loosen", big.Result.Best.Costs.TPOT, first)
+	}
 	fake := func(rep *search.Report, _ int) (*servebench.Invocations, error) {
 		m := 0.3 * rep.Result.Best.Costs.TPOT
 		if rep.Result.Best.Costs.TPOT > cliff {
@@ -334,5 +345,54 @@ func TestDecisionsUseTheWorstInvocation(t *testing.T) {
 	}
 	if mem.Measured == nil || *mem.Measured != 46 || !mem.Met(*mem.Measured) || mem.Unstable(report.Tolerance) {
 		t.Errorf("memory row %+v: want the largest invocation (46 MiB), met, stable", mem)
+	}
+}
+
+// TestRelativeBudgets: a budget given as a multiple of the parent's figure
+// ("0.6x") is resolved on the parent's estimate when the config is read
+// and on the parent measured on this host (the worst invocation) in the
+// search stage; absolute budgets and throughput units are left alone, and
+// a malformed multiple names its field.
+func TestRelativeBudgets(t *testing.T) {
+	abs, rel, err := splitRelative(Budgets{MaxMemory: "0.8x", MaxTPOT: " 0.6x ", MinThroughput: "2000tok/s", MaxParams: "3M"})
+	if err != nil || !reflect.DeepEqual(rel, relative{"memory": 0.8, "tpot": 0.6}) || abs.MaxMemory != "" || abs.MaxTPOT != "" || abs.MinThroughput != "2000tok/s" {
+		t.Fatalf("split: %+v, %v, %v", abs, rel, err)
+	}
+	for _, bad := range []string{"0x", "-1x", "abcx", "1e9x"} {
+		var ce *ConfigError
+		if _, _, err := splitRelative(Budgets{MaxTPOT: bad}); !errors.As(err, &ce) || ce.Path != "budgets.max_tpot" {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+
+	c := DemoConfig()
+	c.Budgets.MaxMemory, c.Budgets.MaxTPOT = "0.8x", "0.6x"
+	tg, err := resolve(&c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fig, err := parentEstimated(tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Abs(b) }
+	if !near(tg.budgets.MaxTPOT, 0.6*fig["tpot"]) || !near(tg.budgets.MaxMemory, 0.8*fig["memory"]) || len(tg.relative) != 2 {
+		t.Errorf("resolved on the estimate: TPOT %g (parent %g), memory %g (parent %g)", tg.budgets.MaxTPOT, fig["tpot"], tg.budgets.MaxMemory, fig["memory"])
+	}
+
+	inv := combine(t,
+		&servebench.Report{PeakRSSBytes: 60 << 20, Summary: map[string]servebench.Spread{"tpot_mean_s": {Median: 0.004}}},
+		&servebench.Report{PeakRSSBytes: 62 << 20, Summary: map[string]servebench.Spread{"tpot_mean_s": {Median: 0.005}}})
+	meas := parentMeasured(tg.relative, inv, false)
+	b := tg.budgets
+	rb, err := tg.relative.apply(&b, meas, "measured")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !near(b.MaxTPOT, 0.6*0.005) || !near(b.MaxMemory, 0.8*float64(62<<20)) || rb.Source != "measured" || rb.Parent["tpot"] != 0.005 {
+		t.Errorf("resolved on the measurement: TPOT %g, memory %g, record %+v", b.MaxTPOT, b.MaxMemory, rb)
+	}
+	if _, err := tg.relative.apply(&b, map[string]float64{"tpot": 0.005}, "measured"); err == nil || !strings.Contains(err.Error(), "memory") {
+		t.Errorf("a figure missing: %v", err)
 	}
 }

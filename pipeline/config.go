@@ -62,11 +62,11 @@ type Workload struct {
 // Budgets are the limits the child must meet, as the search takes them
 // (values with units; empty: no budget).
 type Budgets struct {
-	MaxMemory     string `yaml:"max_memory" flag:"max-memory" help:"the engine's whole footprint, e.g. 13.96GiB, 64MiB"`
-	MaxTTFT       string `yaml:"max_ttft" flag:"max-ttft" help:"time to first token, e.g. 500ms"`
-	MaxTPOT       string `yaml:"max_tpot" flag:"max-tpot" help:"time per output token, e.g. 40ms"`
-	MaxE2E        string `yaml:"max_e2e" flag:"max-e2e" help:"end-to-end request latency, e.g. 11.5s"`
-	MinThroughput string `yaml:"min_throughput" flag:"min-throughput" help:"output throughput, e.g. 2000tok/s"`
+	MaxMemory     string `yaml:"max_memory" flag:"max-memory" help:"the engine's whole footprint, e.g. 13.96GiB, 64MiB, or 0.8x (of the parent's: measured on this machine when it is the target, else estimated)"`
+	MaxTTFT       string `yaml:"max_ttft" flag:"max-ttft" help:"time to first token, e.g. 500ms or 0.5x (of the parent's)"`
+	MaxTPOT       string `yaml:"max_tpot" flag:"max-tpot" help:"time per output token, e.g. 40ms or 0.6x (of the parent's)"`
+	MaxE2E        string `yaml:"max_e2e" flag:"max-e2e" help:"end-to-end request latency, e.g. 11.5s or 0.7x (of the parent's)"`
+	MinThroughput string `yaml:"min_throughput" flag:"min-throughput" help:"output throughput, e.g. 2000tok/s or 1.5x (of the parent's)"`
 	MaxParams     string `yaml:"max_params" flag:"max-params" help:"parameters, e.g. 3B, 2.5M"`
 	P90           bool   `yaml:"p90" flag:"p90" help:"latency budgets apply to the p90 rather than the mean"`
 	// Margin is search.ParseMargin's spec ("" is auto).
@@ -427,8 +427,10 @@ func DemoConfig() Config {
 	c := DefaultConfig()
 	c.Dir = "autocompress-demo"
 	c.Data = []string{"parent:train-sample"}
-	c.Budgets.MaxMemory = "45MiB"
-	c.Budgets.MaxTPOT = "3ms"
+	// Relative to the parent measured on this host, so that they mean the
+	// same on every machine.
+	c.Budgets.MaxMemory = "0.8x"
+	c.Budgets.MaxTPOT = "0.6x"
 	c.Distill.Tokens = 200_000
 	c.Eval.Limit = 100
 	return c

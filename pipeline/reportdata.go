@@ -240,6 +240,17 @@ func buildReport(out Outputs, t *target, c *Config) (*report.Data, error) {
 		return nil, err
 	}
 	d.Deployment.Settings = chosenSettings(&sv, t.engine, t.workload.Concurrency)
+	var rb ResolvedBudgets
+	if err := readJSONFile(filepath.Join(searchDir, BudgetsFile), &rb); err == nil {
+		for v, lim := range rb.Limits {
+			setLimit(&t.budgets, v, lim)
+		}
+		for _, v := range rb.views() {
+			d.Notes = append(d.Notes, fmt.Sprintf("budget %s: %s × the parent's %s (%s)", v, report.FormatNumber(rb.Multiple[v]), v, rb.Source))
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
 	var rounds []Round
 	views := budgetViews(t.budgets)
 	if err := readJSONFile(out.Rounds(), &rounds); err == nil {
