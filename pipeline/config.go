@@ -70,7 +70,7 @@ type Budgets struct {
 	MaxParams     string `yaml:"max_params" flag:"max-params" help:"parameters, e.g. 3B, 2.5M"`
 	P90           bool   `yaml:"p90" flag:"p90" help:"latency budgets apply to the p90 rather than the mean"`
 	// Margin is search.ParseMargin's spec ("" is auto).
-	Margin string `yaml:"margin" flag:"margin" help:"allowance for the estimator's error: auto or empty (its calibrated held-out error), a fraction or percentage for every cost (0 disables), or per cost, e.g. tpot=15%,memory=5%"`
+	Margin string `yaml:"margin" flag:"margin" help:"allowance for the estimator's error: auto or empty (GPU engines: the q90 of the held-out shortfall of the deployment's class; native: its calibrated held-out error), q50/q80/q90, a fraction or percentage for every cost (0 disables), or per cost, e.g. tpot=15%,memory=5%"`
 }
 
 // Importance configures the importance pass.

@@ -110,7 +110,7 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 	fs.StringVar(&b.ttft, "max-ttft", "", "time-to-first-token budget, e.g. 500ms")
 	fs.StringVar(&b.tpot, "max-tpot", "", "time-per-output-token budget, e.g. 40ms")
 	fs.BoolVar(&b.p90, "p90", false, "latency budgets apply to the p90 instead of the mean")
-	margin := fs.String("margin", search.MarginAuto, "allowance for the estimator's error: auto (its calibrated held-out error), a fraction or percentage for every cost (0 disables), or per cost, e.g. tpot=15%,memory=5%")
+	margin := fs.String("margin", search.MarginAuto, "allowance for the estimator's error: auto (GPU engines: the q90 of the held-out shortfall of the deployment's class; native: its calibrated held-out error), q50/q80/q90 (another quantile), a fraction or percentage for every cost (0 disables), or per cost, e.g. tpot=15%,memory=5%")
 	fs.StringVar(&b.throughput, "min-throughput", "", "throughput floor, e.g. 2000tok/s or 3req/s")
 	fs.StringVar(&b.params, "max-params", "", "parameter budget, e.g. 3B")
 	fs.StringVar(&b.active, "max-active-params", "", "active-parameter budget (MoE), e.g. 3B")
