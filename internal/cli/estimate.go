@@ -85,7 +85,7 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 	intVar(fs, &f.gpus, "gpus", 0, 1, maxGPUs, "GPUs in the node (bounds --tp; default: --tp); the same as a GPU name ending in xN")
 	fs.StringVar(&f.gpuFile, "gpu-file", "", "YAML or JSON file adding devices to the catalog")
 	fs.StringVar(&f.engine, "engine", estDefaultEngine, "serving engine: "+strings.Join(estimate.Engines(), ", "))
-	fs.StringVar(&f.precision, "precision", "", "weight precision: bf16, fp16, fp8, fp8-block, nvfp4, mxfp4, int4-awq, int4-gptq, q4_0, q4_k_m, q5_k_m, q6_k, q8_0, f16 (default: what a checkpoint's quantization_config says, else bf16; f16 for llamacpp)")
+	fs.StringVar(&f.precision, "precision", "", "weight precision: bf16, fp16, fp8, fp8-block, nvfp4, mxfp4, int4-awq, int4-gptq, q4_0, q4_k_m, q5_k_m, q6_k, q8_0, f16, mxfp4_moe (default: what a checkpoint's quantization_config says, else bf16; f16 for llamacpp, mxfp4_moe there for an MXFP4 checkpoint)")
 	fs.StringVar(&f.kvDType, "kv-dtype", "auto", "KV cache type: auto, bf16, fp16, fp8 (llamacpp: f16, q8_0, q4_0)")
 	intVar(fs, &f.tp, "tp", 1, 1, maxGPUs, "tensor-parallel degree")
 	f.wl = workloadFlags{DefaultPreset: estDefaultWorkload}
