@@ -48,11 +48,14 @@ with --p90), throughput tok/s or req/s, parameters K/M/B.
 
 --margin allows for the estimator's error: the child's estimate × (1 + margin) must
 stay within each ceiling (throughput: estimate ÷ (1 + margin) at or above the floor).
-The default, auto, is the estimator's calibrated held-out error for the deployment
-(native on cpu-local: the calibration's median error per metric; the other engines:
-the p90 error band that estimate --json reports as error_band, no memory margin);
-one value (10%, 0.1; 0 disables) or per cost (tpot=15%,memory=5%) overrides it. The
-summary says the margins used.
+The default, auto, fits the estimator's held-out error for the deployment (native on
+cpu-local: the calibration's median error per metric; the other engines: the q90 of the
+held-out shortfall of the deployment's error class — engine, GPU class, metric, workload
+regime — from estimate/margins.json, pooled where the class has too few rows; E2E
+weighted by the parent's TTFT share; no memory margin); q50, q80 or q90 asks for another
+share of the held-out rows covered; one value (10%, 0.1; 0 disables) or per cost
+(tpot=15%,memory=5%) overrides it. The summary says the margins used and where they
+come from.
 
 The space: hidden size and query heads (global), per layer the MLP width, KV groups
 and removed attention/MLP sub-blocks where the --serve-on engine loads per-layer
