@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"reflect"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/report"
 	"github.com/autocompress/autocompress/search"
 	"github.com/autocompress/autocompress/servebench"
@@ -394,5 +396,42 @@ func TestRelativeBudgets(t *testing.T) {
 	}
 	if _, err := tg.relative.apply(&b, map[string]float64{"tpot": 0.005}, "measured"); err == nil || !strings.Contains(err.Error(), "memory") {
 		t.Errorf("a figure missing: %v", err)
+	}
+}
+
+// TestSearchStageNamesTheCalibration: the search stage's inputs name the
+// native calibration it prices with, so that a run directory searched
+// under another host's coefficients is searched again under this host's
+// (a quick probe made active by the run command).
+func TestSearchStageNamesTheCalibration(t *testing.T) {
+	params := func() string {
+		st, err := Stages(DemoConfig(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range st {
+			if s.Name == StageSearch {
+				b, err := json.Marshal(s.Params)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return string(b)
+			}
+		}
+		t.Fatal("no search stage")
+		return ""
+	}
+	before := params()
+	f, src, err := estimate.ActiveNativeCoeffs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(before, src) {
+		t.Errorf("search stage params %s do not name the calibration %s", before, src)
+	}
+	restore := estimate.UseNativeCoeffs(f, "/probe/this-host.json")
+	defer restore()
+	if after := params(); after == before || !strings.Contains(after, "/probe/this-host.json") {
+		t.Errorf("another calibration, the same search stage inputs: %s", after)
 	}
 }

@@ -442,6 +442,9 @@ func estimatorOf(t *target, comp *estimate.Compiled, rows []report.Budget, this 
 		if f, _, err := estimate.ActiveNativeCoeffs(); err == nil {
 			nc, _ := f.Machine(t.gpu.Name)
 			bands["memory"] = nc.ErrMemory
+			if strings.HasPrefix(nc.Source, "quick probe") {
+				e.Coefficients = "the " + b.Family + " coefficients, this host's quick probe (the committed calibration scaled to this host; no held-out rows of its own)"
+			}
 		}
 	} else {
 		e.Coefficients += ", fitted to published serving measurements"

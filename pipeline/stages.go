@@ -403,6 +403,21 @@ func (b *builder) importance() Stage {
 		}}
 }
 
+// nativeIdentity names the native coefficients a native target's search
+// prices with ("" for the other engines): where they came from and when
+// they were measured.
+func nativeIdentity(t *target) string {
+	if !t.engine.Local() {
+		return ""
+	}
+	f, src, err := estimate.ActiveNativeCoeffs()
+	if err != nil {
+		return ""
+	}
+	co, _ := f.Machine(t.gpu.Name)
+	return src + " " + co.Measured
+}
+
 // topKTrain is Minitron++'s brief training of its top-k: the recovery
 // recipe (the distill section) for search.topk_train_tokens tokens; nil
 // when the strategy does not train them.
@@ -445,7 +460,11 @@ func (b *builder) search() Stage {
 		Train *trained.Options `json:",omitempty"`
 		Data  []string         `json:",omitempty"`
 		M     Measure          // the measured checks (rounds) of a local target
-	}{c.Deployment, c.Workload, c.Budgets, searchParams, c.Search.ProxyData, topKTrain, trainData(topKTrain, c.Data), check}, Files: searchFiles,
+		// Native names the native calibration the search prices with
+		// (which coefficients, measured when): a stage searched under
+		// another host's calibration is not reused after this host's.
+		Native string `json:",omitempty"`
+	}{c.Deployment, c.Workload, c.Budgets, searchParams, c.Search.ProxyData, topKTrain, trainData(topKTrain, c.Data), check, nativeIdentity(t)}, Files: searchFiles,
 		Check: func(ctx context.Context) error { return checkBudgets(ctx, t.searchRequest(c)) },
 		Run: func(ctx context.Context, env *Env) error {
 			scores, err := importance.Load(b.outputs(env).Scores())

@@ -108,10 +108,14 @@ func runFlags(fs *flag.FlagSet, def pipeline.Config, demo bool) func(context.Con
 			return err
 		}
 		// The search prices the native engine on this CPU with this host's
-		// calibration: found (or probed) before the first stage.
+		// calibration: found (or probed) before the first stage, and the
+		// stages built again on it (the search stage's inputs name it).
 		if eng, err := estimate.LookupEngine(c.Deployment.Engine); err == nil {
 			if hw, err := hardware.Default().Lookup(c.Deployment.GPU); err == nil {
 				if err := useHostCalibration(ctx, env, eng, hw, *offline); err != nil {
+					return err
+				}
+				if st, err = pipeline.Stages(c, self); err != nil {
 					return err
 				}
 			}
