@@ -52,6 +52,12 @@ log-likelihood with lm-evaluation-harness's conventions:
   mmlu=DIR         5-shot acc over test/*_test.csv with dev/*_dev.csv shots
   quiz=DIR         the Debian bsdgames quiz files: acc, acc_norm of 4 choices
   suite=FILE       an in-domain suite from --build: cloze and choice
+and by greedy generation (many prompts per engine step, until the task's
+stop sequences or 256 new tokens; programs run by /usr/bin/python3 in a
+sandbox: own process group, no network, CPU, memory and wall limits):
+  gsm8k=FILE       8-shot chain of thought: exact match, strict and flexible
+  humaneval=FILE   pass@1 (HumanEval.jsonl or .jsonl.gz)
+  mbpp=FILE        3-shot pass@1 on the test problems 11-510 (mbpp.jsonl)
 --limit N keeps the first N items (per MMLU subject and quiz file); items
 are always in file order. Every accuracy is printed with its standard error
 (the harness's: √(p(1−p)/(n−1)); perplexity: bootstrap).
