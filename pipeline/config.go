@@ -62,15 +62,15 @@ type Workload struct {
 // Budgets are the limits the child must meet, as the search takes them
 // (values with units; empty: no budget).
 type Budgets struct {
-	MaxMemory     string `yaml:"max_memory" flag:"max-memory" help:"the engine's whole footprint, e.g. 13.96GiB, 64MiB"`
-	MaxTTFT       string `yaml:"max_ttft" flag:"max-ttft" help:"time to first token, e.g. 500ms"`
-	MaxTPOT       string `yaml:"max_tpot" flag:"max-tpot" help:"time per output token, e.g. 40ms"`
-	MaxE2E        string `yaml:"max_e2e" flag:"max-e2e" help:"end-to-end request latency, e.g. 11.5s"`
-	MinThroughput string `yaml:"min_throughput" flag:"min-throughput" help:"output throughput, e.g. 2000tok/s"`
+	MaxMemory     string `yaml:"max_memory" flag:"max-memory" help:"the engine's whole footprint, e.g. 13.96GiB, 64MiB, or 0.8x (of the parent's: measured on this machine when it is the target, else estimated)"`
+	MaxTTFT       string `yaml:"max_ttft" flag:"max-ttft" help:"time to first token, e.g. 500ms or 0.5x (of the parent's)"`
+	MaxTPOT       string `yaml:"max_tpot" flag:"max-tpot" help:"time per output token, e.g. 40ms or 0.6x (of the parent's)"`
+	MaxE2E        string `yaml:"max_e2e" flag:"max-e2e" help:"end-to-end request latency, e.g. 11.5s or 0.7x (of the parent's)"`
+	MinThroughput string `yaml:"min_throughput" flag:"min-throughput" help:"output throughput, e.g. 2000tok/s or 1.5x (of the parent's)"`
 	MaxParams     string `yaml:"max_params" flag:"max-params" help:"parameters, e.g. 3B, 2.5M"`
 	P90           bool   `yaml:"p90" flag:"p90" help:"latency budgets apply to the p90 rather than the mean"`
 	// Margin is search.ParseMargin's spec ("" is auto).
-	Margin string `yaml:"margin" flag:"margin" help:"allowance for the estimator's error: auto or empty (its calibrated held-out error), a fraction or percentage for every cost (0 disables), or per cost, e.g. tpot=15%,memory=5%"`
+	Margin string `yaml:"margin" flag:"margin" help:"allowance for the estimator's error: auto or empty (GPU engines: the q90 of the held-out shortfall of the deployment's class; native: its calibrated held-out error), q50/q80/q90, a fraction or percentage for every cost (0 disables), or per cost, e.g. tpot=15%,memory=5%"`
 }
 
 // Importance configures the importance pass.
@@ -133,8 +133,9 @@ type Measure struct {
 	GapSeconds  float64 `yaml:"gap_s" flag:"measure-gap" help:"seconds of pause between two invocations" min:"0" max:"3600"`
 	// Rounds is how many times the search may re-choose after measuring
 	// the pruned child (before distillation: the costs do not depend on
-	// the weights) and finding a budget missed (0: no check).
-	Rounds int `yaml:"rounds" flag:"measure-rounds" help:"re-choices after measuring the pruned child before distillation, each with the missed budgets scaled by estimated/measured, measured being the worst invocation (0: no check)" min:"0" max:"100"`
+	// the weights) and finding a budget missed or met with room (0: no
+	// check).
+	Rounds int `yaml:"rounds" flag:"measure-rounds" help:"re-choices after measuring the pruned child before distillation: a missed budget tightened and a met one loosened by estimated/measured (measured being the worst invocation), then bisected between the loosest limit that measured met and the tightest that missed (0: no check)" min:"0" max:"100"`
 }
 
 // DefaultConfig is the embedded demo: the embedded parent on this machine's
@@ -437,8 +438,10 @@ func DemoConfig() Config {
 	c := DefaultConfig()
 	c.Dir = "autocompress-demo"
 	c.Data = []string{"parent:train-sample"}
-	c.Budgets.MaxMemory = "45MiB"
-	c.Budgets.MaxTPOT = "3ms"
+	// Relative to the parent measured on this host, so that they mean the
+	// same on every machine.
+	c.Budgets.MaxMemory = "0.8x"
+	c.Budgets.MaxTPOT = "0.6x"
 	c.Distill.Tokens = 200_000
 	c.Eval.Limit = 100
 	return c

@@ -156,6 +156,12 @@ func roundNote(r Round, views []budgetView) string {
 	if len(parts) == 0 {
 		parts = append(parts, "no budgeted cost measurable here")
 	}
+	if r.ReusedFrom > 0 {
+		verdict += fmt.Sprintf(" (the child of check %d again: its measurement reused)", r.ReusedFrom)
+	}
+	if r.Chosen {
+		verdict += "; this child was kept"
+	}
 	return fmt.Sprintf("check %d (the pruned child measured before distillation): %s; %s", r.Round, strings.Join(parts, "; "), verdict)
 }
 
@@ -234,6 +240,17 @@ func buildReport(out Outputs, t *target, c *Config) (*report.Data, error) {
 		return nil, err
 	}
 	d.Deployment.Settings = chosenSettings(&sv, t.engine, t.workload.Concurrency)
+	var rb ResolvedBudgets
+	if err := readJSONFile(filepath.Join(searchDir, BudgetsFile), &rb); err == nil {
+		for v, lim := range rb.Limits {
+			setLimit(&t.budgets, v, lim)
+		}
+		for _, v := range rb.views() {
+			d.Notes = append(d.Notes, fmt.Sprintf("budget %s: %s × the parent's %s (%s)", v, report.FormatNumber(rb.Multiple[v]), v, rb.Source))
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
 	var rounds []Round
 	views := budgetViews(t.budgets)
 	if err := readJSONFile(out.Rounds(), &rounds); err == nil {
@@ -430,6 +447,9 @@ func estimatorOf(t *target, comp *estimate.Compiled, rows []report.Budget, this 
 		if f, _, err := estimate.ActiveNativeCoeffs(); err == nil {
 			nc, _ := f.Machine(t.gpu.Name)
 			bands["memory"] = nc.ErrMemory
+			if strings.HasPrefix(nc.Source, "quick probe") {
+				e.Coefficients = "the " + b.Family + " coefficients, this host's quick probe (the committed calibration scaled to this host; no held-out rows of its own)"
+			}
 		}
 	} else {
 		e.Coefficients += ", fitted to published serving measurements"

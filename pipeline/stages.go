@@ -63,6 +63,10 @@ type target struct {
 	parent   string          // checkpoint directory
 	arch     *architecture.Model
 	local    bool // the target is this machine (cpu-local, native): measurable
+	// relative are the budgets given relative to the parent ("0.6x"):
+	// budgets holds them resolved on the parent's estimate, and the search
+	// stage resolves them again on the parent measured on this host.
+	relative relative
 }
 
 // resolve checks the config and resolves its names; every error names the
@@ -113,8 +117,22 @@ func resolve(c *Config) (*target, error) {
 	if t.workload, err = c.Workload.build(); err != nil {
 		return nil, err
 	}
-	if t.budgets, err = c.Budgets.parse(); err != nil {
+	abs, rel, err := splitRelative(c.Budgets)
+	if err != nil {
 		return nil, err
+	}
+	if t.budgets, err = abs.parse(len(rel) > 0); err != nil {
+		return nil, err
+	}
+	if len(rel) > 0 {
+		t.relative = rel
+		fig, err := parentEstimated(t)
+		if err != nil {
+			return nil, &ConfigError{Path: "budgets", Msg: err.Error(), Err: err}
+		}
+		if _, err := rel.apply(&t.budgets, fig, "estimated"); err != nil {
+			return nil, &ConfigError{Path: "budgets", Msg: err.Error(), Err: err}
+		}
 	}
 	if t.margin, err = search.ParseMargin(c.Budgets.Margin); err != nil {
 		return nil, &ConfigError{Path: "budgets.margin", Msg: err.Error(), Err: err}
@@ -177,12 +195,15 @@ func (w Workload) build() (*workload.Workload, error) {
 }
 
 // parse reads the budgets (search.ParseBudgets); every error is a
-// ConfigError naming the field.
-func (b Budgets) parse() (search.Budgets, error) {
+// ConfigError naming the field. none allows no absolute budget (the others
+// are relative to the parent).
+func (b Budgets) parse(none bool) (search.Budgets, error) {
 	out, err := search.ParseBudgets(search.BudgetText{MaxMemory: b.MaxMemory, MaxTTFT: b.MaxTTFT, MaxTPOT: b.MaxTPOT,
 		MaxE2E: b.MaxE2E, MinThroughput: b.MinThroughput, MaxParams: b.MaxParams, P90: b.P90})
 	var be *search.BudgetError
 	switch {
+	case errors.Is(err, search.ErrNoBudget) && none:
+		return search.Budgets{P90: b.P90}, nil
 	case errors.Is(err, search.ErrNoBudget):
 		return out, &ConfigError{Path: "budgets", Msg: "give at least one budget (max_memory, max_ttft, max_tpot, max_e2e, min_throughput, max_params)"}
 	case errors.As(err, &be):
@@ -395,6 +416,21 @@ func (b *builder) importance() Stage {
 		}}
 }
 
+// nativeIdentity names the native coefficients a native target's search
+// prices with ("" for the other engines): where they came from and when
+// they were measured.
+func nativeIdentity(t *target) string {
+	if !t.engine.Local() {
+		return ""
+	}
+	f, src, err := estimate.ActiveNativeCoeffs()
+	if err != nil {
+		return ""
+	}
+	co, _ := f.Machine(t.gpu.Name)
+	return src + " " + co.Measured
+}
+
 // topKTrain is Minitron++'s brief training of its top-k: the recovery
 // recipe (the distill section) for search.topk_train_tokens tokens; nil
 // when the strategy does not train them.
@@ -437,7 +473,11 @@ func (b *builder) search() Stage {
 		Train *trained.Options `json:",omitempty"`
 		Data  []string         `json:",omitempty"`
 		M     Measure          // the measured checks (rounds) of a local target
-	}{c.Deployment, c.Workload, c.Budgets, searchParams, c.Search.ProxyData, topKTrain, trainData(topKTrain, c.Data), check}, Files: searchFiles,
+		// Native names the native calibration the search prices with
+		// (which coefficients, measured when): a stage searched under
+		// another host's calibration is not reused after this host's.
+		Native string `json:",omitempty"`
+	}{c.Deployment, c.Workload, c.Budgets, searchParams, c.Search.ProxyData, topKTrain, trainData(topKTrain, c.Data), check, nativeIdentity(t)}, Files: searchFiles,
 		Check: func(ctx context.Context) error { return checkBudgets(ctx, t.searchRequest(c)) },
 		Run: func(ctx context.Context, env *Env) error {
 			scores, err := importance.Load(b.outputs(env).Scores())
@@ -459,6 +499,32 @@ func (b *builder) search() Stage {
 				}
 				req.TopKMeasurer = trained.NewFactory(trainRows, *topKTrain)
 				env.Note("minitron: each top-k candidate distilled for %d tokens (%d rows of data) before choosing by held-out loss", topKTrain.Rows()*topKTrain.SeqLen, len(trainRows))
+			}
+			if len(t.relative) > 0 {
+				// The budgets relative to the parent: on the parent measured
+				// here when this machine is the target, else on its estimate.
+				var rb ResolvedBudgets
+				if t.local && c.Measure.Enabled {
+					inv, err := measureParent(ctx, env, t, c, b.self)
+					if err != nil {
+						return fmt.Errorf("measuring the parent for the budgets relative to it: %w", err)
+					}
+					if rb, err = t.relative.apply(&req.Budgets, parentMeasured(t.relative, inv, c.Budgets.P90), "measured"); err != nil {
+						return err
+					}
+				} else {
+					fig, err := parentEstimated(t)
+					if err != nil {
+						return err
+					}
+					if rb, err = t.relative.apply(&req.Budgets, fig, "estimated"); err != nil {
+						return err
+					}
+				}
+				env.Note("budgets relative to the parent (%s): %s", rb.Source, req.Budgets.String())
+				if err := writeJSONFile(filepath.Join(env.Dir, BudgetsFile), rb); err != nil {
+					return err
+				}
 			}
 			rep, err := search.Execute(ctx, req)
 			if err != nil {

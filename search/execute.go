@@ -116,8 +116,12 @@ func Execute(ctx context.Context, r Request) (*Report, error) {
 			return nil, fmt.Errorf("search: %w (model hash %.12s, %s has %.12s): score this model with autocompress importance", ErrScoresMismatch, r.Scores.ModelHash, r.Dir, h)
 		}
 	}
-	if r.Margin == nil {
-		m, err := DefaultMargins(r.GPU, r.Engine, r.Workload)
+	if r.Margin == nil || r.Margin.Quantile > 0 {
+		q := MarginQuantile
+		if r.Margin != nil {
+			q = r.Margin.Quantile
+		}
+		m, err := DefaultMarginsFor(r.GPU, r.Engine, r.Workload, r.Parent, q)
 		if err != nil {
 			return nil, err
 		}

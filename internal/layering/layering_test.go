@@ -59,7 +59,7 @@ var allowed = map[string][]string{
 	// Running models.
 	"engine":             {"architecture", "checkpoint", "engine/blas", "internal/fastmath", "internal/parallel", "internal/progress"},
 	"servebench":         {"engine", "engine/blas", "internal/progress", "workload"},
-	"estimate/nativecal": {"architecture", "checkpoint", "engine", "engine/blas", "estimate", "hardware", "internal/progress", "servebench", "workload"},
+	"estimate/nativecal": {"architecture", "checkpoint", "engine", "engine/blas", "estimate", "hardware", "internal/output", "internal/progress", "servebench", "workload"},
 	"eval":               {"corpus", "engine", "engine/blas", "internal/progress", "internal/sandbox"},
 	"importance":         {"architecture", "checkpoint", "dataset", "engine", "internal/output", "internal/progress"},
 	"torchref":           {},
