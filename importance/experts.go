@@ -42,10 +42,11 @@ const (
 //	source      free text: what computed them (a tool and its command)
 //
 // with one float32 tensor "layers.N.experts" of num_experts entries per
-// MoE layer N (none for other layers). The native engine does not run MoE
-// layers, so autocompress computes only the structural kind itself;
-// REAP or frequency scores computed elsewhere (e.g. with PyTorch) are read
-// from such a file.
+// MoE layer N (none for other layers). autocompress computes the
+// structural kind for every family (StructuralExperts), and REAP and
+// frequency scores on calibration data for the MoE families the native
+// engine runs (RoutedExperts: Mixtral, Qwen3-MoE); scores computed
+// elsewhere (e.g. with PyTorch) are read from such a file.
 type ExpertScores struct {
 	Kind      string
 	Layers    [][]float64 // [layer][expert]; nil for a layer without MoE

@@ -59,3 +59,27 @@ func ExpertRouting(ctx context.Context, m *engine.Model, rows [][]int32, batch i
 	}
 	return st, nil
 }
+
+// RoutedExperts is ExpertRouting turned into per-expert scores of kind
+// ExpertREAP (router-weighted activation saliency; an expert no row
+// reached scores 0) or ExpertFrequency (share of rows routed to it), with
+// Tokens set to the positions run; the caller sets ModelHash, DataHash
+// and Source.
+func RoutedExperts(ctx context.Context, m *engine.Model, rows [][]int32, batch int, kind string) (*ExpertScores, error) {
+	if kind != ExpertREAP && kind != ExpertFrequency {
+		return nil, fmt.Errorf("importance: routed expert scores of kind %q: want %s or %s", kind, ExpertREAP, ExpertFrequency)
+	}
+	st, err := ExpertRouting(ctx, m, rows, batch)
+	if err != nil {
+		return nil, err
+	}
+	s := &ExpertScores{Kind: kind, Layers: make([][]float64, len(st.Rows)), Tokens: int64(len(rows)) * int64(len(rows[0])-1)}
+	for l := range st.Rows {
+		if kind == ExpertREAP {
+			s.Layers[l] = st.REAP(l)
+		} else {
+			s.Layers[l] = st.Frequency(l)
+		}
+	}
+	return s, nil
+}

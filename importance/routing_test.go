@@ -2,6 +2,7 @@ package importance
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 
 	"github.com/autocompress/autocompress/architecture"
@@ -66,6 +67,39 @@ func TestExpertRouting(t *testing.T) {
 	}
 	if s.Neurons[0] != nil || len(s.Heads[0]) != 4 {
 		t.Errorf("Compute on an MoE model: neurons %v, heads %v; want none and 4", s.Neurons[0], s.Heads[0])
+	}
+	// As expert scores: they fit the model, survive Save and LoadExperts,
+	// and REAP is the statistics' saliency.
+	for _, kind := range []string{ExpertREAP, ExpertFrequency} {
+		es, err := RoutedExperts(context.Background(), m, data, 4, kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := es.Check(m.Arch()); err != nil {
+			t.Fatalf("%s: %v", kind, err)
+		}
+		path := filepath.Join(t.TempDir(), kind+".safetensors")
+		if err := es.Save(path); err != nil {
+			t.Fatal(err)
+		}
+		back, err := LoadExperts(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if back.Kind != kind || back.Tokens != 60 {
+			t.Errorf("%s: read back kind %q, %d tokens", kind, back.Kind, back.Tokens)
+		}
+		for l := range 3 {
+			want := st.Frequency(l)
+			if kind == ExpertREAP {
+				want = st.REAP(l)
+			}
+			for e, v := range back.Layers[l] {
+				if abs(v-want[e]) > 1e-6*max(1, abs(want[e])) {
+					t.Errorf("%s layer %d expert %d: %v, want %v", kind, l, e, v, want[e])
+				}
+			}
+		}
 	}
 	if _, err := ExpertRouting(context.Background(), model(t), data, 4); err == nil {
 		t.Error("ExpertRouting of a dense model succeeded")
