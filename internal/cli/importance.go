@@ -2,9 +2,13 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math"
+
+	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/internal/output"
 
 	"github.com/autocompress/autocompress/dataset"
 	"github.com/autocompress/autocompress/engine"
@@ -16,7 +20,7 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "importance",
-		Usage: "--model DIR --data FILE... --out scores.safetensors [--seqs N] [--seq-len T] [flags]",
+		Usage: "--model DIR --data FILE... --out scores.safetensors [--seqs N] [--seq-len T] [--expert-scores-out F [--expert-kind reap|frequency]] [flags]",
 		Short: "score hidden channels, heads, neurons and layers by activation importance",
 		Long: `Runs the model over calibration text and records Minitron activation
 importance (method.md §2): hidden channels from the input_layernorm and
@@ -45,6 +49,13 @@ sequences, whatever the depth; the summary says what was scored and what it
 cost). --passes 0 scores every sequence in full (the exhaustive scores, about
 1 + 1.5·layers passes); --skip-seqs N scores N sequences in full.
 
+For a mixture-of-experts model (Mixtral, Qwen3-MoE), --expert-scores-out
+also writes per-expert scores from the same calibration sequences, in the
+expert-scores format prune --expert-scores reads: REAP's router-weighted
+activation saliency (the mean over the tokens routed to an expert of its
+gate weight × the L2 norm of its output; the default) or the routing
+frequency (--expert-kind frequency).
+
 The scores are written as safetensors with provenance in __metadata__ (model
 hash, data hash, sequence length, token count, version). When --out already
 holds scores for the same model and data they are reused without a new pass
@@ -68,9 +79,17 @@ other file at --out only with --force.`,
 			jsonOut := fs.Bool("json", false, "print a summary as JSON")
 			allowLong := fs.Bool("allow-long-context", false, "allow --seq-len past the model's max_position_embeddings")
 			stream := fs.Bool("stream-layers", false, "release each layer's weight pages after it has run, so a model larger than memory still runs (at disk speed)")
+			expertOut := fs.String("expert-scores-out", "", "for an MoE model: also write per-expert scores to this `file` (.safetensors, the format of prune --expert-scores)")
+			expertKind := fs.String("expert-kind", importance.ExpertREAP, "with --expert-scores-out: reap (router-weighted activation saliency) or frequency (routing frequency)")
 			jf := addJobFlags(fs)
 			return func(ctx context.Context, env *Env, args []string) error {
 				data := append(*dataFiles, args...)
+				if *expertOut == "" && flagGiven(fs, "expert-kind") {
+					return Usagef("--expert-kind needs --expert-scores-out")
+				}
+				if *expertKind != importance.ExpertREAP && *expertKind != importance.ExpertFrequency {
+					return Usagef("--expert-kind %q: want %s or %s", *expertKind, importance.ExpertREAP, importance.ExpertFrequency)
+				}
 				switch {
 				case *model == "" || *out == "":
 					return Usagef("--model and --out are required")
@@ -90,6 +109,16 @@ other file at --out only with --force.`,
 				}
 				if err := jf.check(*out + ".job"); err != nil {
 					return err
+				}
+				if *expertOut != "" {
+					if !jf.native() {
+						return Usagef("--expert-scores-out is the native engine's")
+					}
+					if err := output.Check(*expertOut, *force); errors.As(err, new(*output.ExistsError)) {
+						return err
+					} else if err != nil {
+						return Usagef("--expert-scores-out %s: %v", *expertOut, err)
+					}
 				}
 				if !jf.native() {
 					if flagGiven(fs, "passes") || flagGiven(fs, "skip-seqs") || *stream {
@@ -116,6 +145,9 @@ other file at --out only with --force.`,
 					return err
 				}
 				defer m.Close()
+				if *expertOut != "" && !hasMoE(m.Arch()) {
+					return Usagef("--expert-scores-out: --model %s has no mixture-of-experts layers", *model)
+				}
 				o := dataset.ForModel(m.Arch(), dir)
 				o.SeqLen, o.MaxRows, o.IDs, o.Assets, o.TokenizerFile, o.AllowLong = *seqLen, *seqs, *ids, *assets, *tokPath, *allowLong
 				packed, err := dataRows(ctx, data, o)
@@ -134,6 +166,18 @@ other file at --out only with --force.`,
 				}
 				if reused {
 					fmt.Fprintf(env.Stderr, "reusing %s (same model and calibration data)\n", *out)
+				}
+				if *expertOut != "" {
+					es, err := importance.RoutedExperts(ctx, m, packed.Rows, *batch, *expertKind)
+					if err != nil {
+						return err
+					}
+					es.ModelHash, es.DataHash = s.ModelHash, s.DataHash
+					es.Source = "autocompress importance (native engine)"
+					if err := es.Save(*expertOut); err != nil {
+						return err
+					}
+					fmt.Fprintf(env.Stderr, "expert scores: %s → %s\n", es.Describe(), *expertOut)
 				}
 				return importanceReport(env, s, *out, reused, *jsonOut)
 			}
@@ -242,4 +286,14 @@ func importanceAllNaN(v []float64) bool {
 		}
 	}
 	return true
+}
+
+// hasMoE reports whether a has a mixture-of-experts layer.
+func hasMoE(a *architecture.Model) bool {
+	for _, l := range a.Layers {
+		if l.MoE != nil {
+			return true
+		}
+	}
+	return false
 }
