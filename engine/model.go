@@ -197,7 +197,8 @@ type Block int
 const (
 	// BlockAttention is the attention sub-block with its input_layernorm.
 	BlockAttention Block = iota
-	// BlockMLP is the MLP sub-block with its post_attention_layernorm.
+	// BlockMLP is the MLP (or mixture-of-experts) sub-block with its
+	// post_attention_layernorm.
 	BlockMLP
 )
 
