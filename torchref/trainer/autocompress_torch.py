@@ -1,9 +1,795 @@
-"""autocompress reference trainer (skeleton; the torchref engineer fills it in).
+"""autocompress's portable PyTorch reference trainer.
 
-Usage: python3 autocompress_torch.py CONTRACT.json
+Usage:
+    python3 autocompress_torch.py JOB/contract.json
+    python3 autocompress_torch.py logits MODEL_DIR TOKENS.bin B T OUT.safetensors
+
+The first form runs the job a contract describes (job/CONTRACT.md in the
+autocompress source): kind "distill", "importance" or "eval"; paths in the
+contract are relative to its directory. Ranks come from the env://
+variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), as
+torchrun sets them or as launch.sh sets them by hand where torchrun is
+broken (Debian's torch 1.13 under Python 3.11); without them it runs as one
+rank. CPU ranks talk over gloo and train with DDP; CUDA ranks over NCCL,
+with FSDP2 sharding when torch >= 2.4 and bf16 autocast.
+
+The second form writes a model's float32 logits on B x T tokens of a shard
+(the parity tests' tool).
+
+Exit status: 0 done; 1 failed (result.json says why); 2 the contract or its
+files were refused before any work; 75 stopped by SIGTERM or SIGINT after
+writing a resumable checkpoint (run it again to resume).
+
+Everything that decides the next step (the student's float32 weights, both
+AdamW moments, the step) is in JOB/state/state.safetensors, written
+atomically every checkpoint_every steps and on SIGTERM; the data position is
+the step (rows are read in file order, see rows()). A run killed at any
+point and started again with the same world size ends bit-identical to an
+uninterrupted one.
 """
+import json
+import math
+import os
+import shutil
+import signal
+import struct
 import sys
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import acio  # noqa: E402
+import acmodel  # noqa: E402
+
+EXIT_DONE, EXIT_FAILED, EXIT_REFUSED, EXIT_STOPPED = 0, 1, 2, 75
+STATE_VERSION = 1
+
+
+class Refused(Exception):
+    """The contract or its files cannot be run; nothing was done."""
+
+
+def f32(x):
+    """x rounded to float32, as the native engine's float32 constants."""
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+# ---------------------------------------------------------------- ranks
+
+
+class Ranks:
+    def __init__(self):
+        self.world = int(os.environ.get("WORLD_SIZE", "1"))
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.local = int(os.environ.get("LOCAL_RANK", "0"))
+        self.cuda = torch.cuda.is_available()
+        self.device = torch.device(f"cuda:{self.local}" if self.cuda else "cpu")
+        if self.cuda:
+            torch.cuda.set_device(self.device)
+        if self.world > 1:
+            dist.init_process_group("nccl" if self.cuda else "gloo")
+
+    def sum(self, values, dtype=torch.float64):
+        """The sum over ranks of a list of numbers (or a tensor)."""
+        t = values if torch.is_tensor(values) else torch.tensor(values, dtype=dtype)
+        if self.world > 1:
+            t = t.to(self.device)
+            dist.all_reduce(t)
+        return t.cpu()
+
+    def barrier(self):
+        if self.world > 1:
+            dist.barrier()
+
+    def close(self):
+        if self.world > 1:
+            dist.destroy_process_group()
+
+
+def fsdp2():
+    """fully_shard when torch >= 2.4 has it (CUDA only), else None."""
+    try:
+        from torch.distributed.fsdp import fully_shard, MixedPrecisionPolicy  # torch >= 2.6
+        return fully_shard, MixedPrecisionPolicy
+    except ImportError:
+        pass
+    try:
+        from torch.distributed._composable.fsdp import fully_shard, MixedPrecisionPolicy  # 2.4, 2.5
+        return fully_shard, MixedPrecisionPolicy
+    except ImportError:
+        return None
+
+
+# ---------------------------------------------------------------- contract
+
+
+class Job:
+    def __init__(self, path, ranks):
+        self.path = os.path.abspath(path)
+        self.dir = os.path.dirname(self.path)
+        with open(self.path) as f:
+            self.c = json.load(f)
+        self.ranks = ranks
+        c = self.c
+        if c.get("version") != 1:
+            raise Refused(f"contract version {c.get('version')!r}: this trainer reads version 1")
+        self.kind = c.get("kind")
+        if self.kind not in ("distill", "importance", "eval"):
+            raise Refused(f"kind {self.kind!r}: the torch engine runs distill, importance and eval")
+        if c.get("engine", "torch") != "torch":
+            raise Refused(f"engine {c.get('engine')!r}: this is the torch reference trainer")
+        self.recipe = c.get("recipe") or {}
+        self.world = int(c.get("world_size", 1))
+        if self.world != ranks.world:
+            raise Refused(f"the contract's world_size is {self.world} but {ranks.world} rank(s) were started "
+                          f"(WORLD_SIZE); start it with launch.sh")
+        out = c.get("outputs") or {}
+        self.progress = self.file(out.get("progress", "progress.jsonl"))
+        self.result = self.file(out.get("result", "result.json"))
+        self.out = self.file(out.get("checkpoint", "out"))
+        self.state = self.file(out.get("state", "state"))
+        data = c.get("data") or {}
+        if data.get("format", "nanogpt-bin-v1") != "nanogpt-bin-v1":
+            raise Refused(f"data format {data.get('format')!r}: want nanogpt-bin-v1")
+        self.data = data
+
+    def file(self, rel):
+        return os.path.join(self.dir, rel)
+
+    def check_hashes(self):
+        """Every sha256 the contract lists must match its file."""
+        sums = []
+        for key in ("teacher", "student", "model", "tokenizer"):
+            ent = self.c.get(key)
+            if ent:
+                for name, want in (ent.get("sha256") or {}).items():
+                    sums.append((os.path.join(ent["path"], name), want))
+        for name, want in (self.data.get("sha256") or {}).items():
+            sums.append((name, want))
+        for rel, want in sums:
+            p = self.file(rel)
+            if not os.path.exists(p):
+                raise Refused(f"{rel}: listed in the contract but missing from the job directory")
+            if acio.sha256_file(p) != want:
+                raise Refused(f"{rel}: sha256 does not match the contract's (the file changed after the job was written; "
+                              f"write the job again)")
+
+    def model_dir(self, key):
+        ent = self.c.get(key)
+        if not ent or not ent.get("path"):
+            raise Refused(f"the contract has no {key} checkpoint, which kind {self.kind} needs")
+        return self.file(ent["path"])
+
+    def rows(self, which, T):
+        """Rows of T+1 tokens: each shard cut at stride T+1 from its start
+        (a trailing part shorter than a row is dropped), shards in the
+        contract's order."""
+        files = self.data.get(which) or []
+        if not files:
+            raise Refused(f"the contract lists no {which} shards")
+        parts = []
+        for f in files:
+            t = acio.read_shard(self.file(f))
+            n = t.numel() // (T + 1)
+            if n:
+                parts.append(t[: n * (T + 1)].view(n, T + 1))
+        if not parts:
+            raise Refused(f"the {which} shards hold no row of {T + 1} tokens")
+        return torch.cat(parts)
+
+
+# ---------------------------------------------------------------- outputs
+
+
+class Progress:
+    def __init__(self, job):
+        self.job, self.start, self.tokens = job, time.time(), 0
+
+    def line(self, **kv):
+        if self.job.ranks.rank != 0:
+            return
+        el = time.time() - self.start
+        kv["elapsed_s"] = round(el, 3)
+        if self.tokens and el > 0:
+            kv["tokens_per_s"] = round(self.tokens / el, 1)
+        with open(self.job.progress, "a") as f:
+            f.write(json.dumps(kv) + "\n")
+
+
+def write_result(job, res):
+    if job.ranks.rank != 0:
+        return
+    res = dict(version=1, kind=job.kind, world_size=job.world, **res)
+    tmp = job.result + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(res, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, job.result)
+
+
+def model_hash(d):
+    """importance.HashModelDir: sha256 over config.json then the sorted
+    *.safetensors files, each as name NUL size NUL contents."""
+    import hashlib
+    h = hashlib.sha256()
+    names = ["config.json"] + sorted(n for n in os.listdir(d) if n.endswith(".safetensors"))
+    for n in names:
+        p = os.path.join(d, n)
+        h.update(f"{n}\0{os.path.getsize(p)}\0".encode())
+        with open(p, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def rows_hash(rows):
+    """dataset.HashRows: each row as its uint32 length then its uint32 ids."""
+    import hashlib
+    h = hashlib.sha256()
+    for r in rows.tolist():
+        h.update(struct.pack("<%dI" % (len(r) + 1), len(r), *r))
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------- evaluation
+
+
+def ce_sum(model, rows, batch, ranks):
+    """Σ over the rows' tokens of the cross-entropy (float64, summed over
+    ranks), and the token count: batch k is run by rank k % world. Each
+    batch's mean is rounded to float32, as engine.ForwardLoss returns it."""
+    T = rows.shape[1] - 1
+    s, n = 0.0, 0
+    with torch.no_grad():
+        for k, i in enumerate(range(0, rows.shape[0], batch)):
+            if k % ranks.world != ranks.rank:
+                continue
+            part = rows[i:i + batch].to(ranks.device)
+            logits = model(part[:, :T]).float().reshape(-1, model.arch.vocab).double()
+            tg = part[:, 1:].reshape(-1)
+            per = torch.logsumexp(logits, -1) - logits.gather(1, tg[:, None])[:, 0]
+            mean = f32(per.mean().item())
+            s += mean * tg.numel()
+            n += tg.numel()
+    tot = ranks.sum([s, float(n)])
+    return tot[0].item(), int(tot[1].item())
+
+
+def run_eval(job, ranks):
+    m = acmodel.load(job.model_dir("model"), ranks.device).eval()
+    T = int(job.recipe.get("seq_len", 128))
+    which = "valid" if job.data.get("valid") else "train"
+    rows = job.rows(which, T)
+    s, n = ce_sum(m, rows, int(job.recipe.get("batch", 8)), ranks)
+    loss = s / n
+    write_result(job, dict(status="done", tokens=n, loss=loss, perplexity=math.exp(loss)))
+
+
+# ---------------------------------------------------------------- importance
+
+
+class Collector:
+    """The native importance collector (importance/importance.go): per site,
+    A[c] += Σ_b (mean_t |x[b,t,c]|)²; Σ over rows of 1 − cos for the layer
+    and its two sub-blocks."""
+
+    def __init__(self, L):
+        self.acc = {}  # (site, layer) -> float64 tensor
+        self.bi = torch.zeros(L, dtype=torch.float64)
+        self.attn_bi = torch.zeros(L, dtype=torch.float64)
+        self.mlp_bi = torch.zeros(L, dtype=torch.float64)
+        self.rows = torch.zeros(L, dtype=torch.float64)
+        self.x_in, self.mid = {}, {}
+
+    def __call__(self, layer, site, x):
+        x = x.detach().double()
+        if site in ("attn_norm", "mlp_norm", "attn_heads", "mlp_act"):
+            m = x.abs().mean(dim=1)  # (B, width): mean over the sequence
+            a = (m * m).sum(dim=0).cpu()
+            key = (site, layer)
+            self.acc[key] = self.acc[key] + a if key in self.acc else a
+        elif site == "layer_input":
+            self.x_in[layer], self.mid[layer] = x, None
+        elif site == "attn_residual":
+            self.mid[layer] = x
+        elif site == "layer_output":
+            n = x.shape[0] * x.shape[1]
+            self.rows[layer] += n
+            self.bi[layer] += n - sum_cos(self.x_in[layer], x)
+            if self.mid[layer] is not None:
+                self.attn_bi[layer] += n - sum_cos(self.x_in[layer], self.mid[layer])
+                self.mlp_bi[layer] += n - sum_cos(self.mid[layer], x)
+
+
+def sum_cos(a, b):
+    """Σ over rows of cos(a_row, b_row); a zero row counts as 1."""
+    a, b = a.reshape(-1, a.shape[-1]), b.reshape(-1, b.shape[-1])
+    dot, na, nb = (a * b).sum(-1), (a * a).sum(-1), (b * b).sum(-1)
+    zero = (na == 0) | (nb == 0)
+    c = dot / torch.sqrt(torch.where(zero, torch.ones_like(na), na * nb))
+    return torch.where(zero, torch.ones_like(c), c).sum().item()
+
+
+def run_importance(job, ranks):
+    d = job.model_dir("model")
+    m = acmodel.load(d, ranks.device).eval()
+    arch = m.arch
+    L = len(arch.layers)
+    T = int(job.recipe.get("seq_len", 128))
+    rows = job.rows("train", T)
+    batch = int(job.recipe.get("batch", 8))
+    col = Collector(L)
+    prog = Progress(job)
+    # Base pass with the collector; its sums are reduced over ranks below.
+    s, n = 0.0, 0
+    with torch.no_grad():
+        for k, i in enumerate(range(0, rows.shape[0], batch)):
+            if k % ranks.world != ranks.rank:
+                continue
+            part = rows[i:i + batch].to(ranks.device)
+            logits = m(part[:, :T], observe=col).reshape(-1, arch.vocab).double()
+            tg = part[:, 1:].reshape(-1)
+            per = torch.logsumexp(logits, -1) - logits.gather(1, tg[:, None])[:, 0]
+            s += f32(per.mean().item()) * tg.numel()
+            n += tg.numel()
+    tot = ranks.sum([s, float(n)])
+    base = tot[0].item() / tot[1].item()
+    prog.line(step=1, steps=1, phase="calibration", loss=base)
+    # Reduce every accumulator over ranks (each rank sees the same layers
+    # and widths, so the keys agree).
+    acc = {}
+    for key in sorted(k for k in acc_keys(arch)):
+        v = col.acc.get(key)
+        width = key_width(arch, key)
+        acc[key] = ranks.sum(v if v is not None else torch.zeros(width, dtype=torch.float64))
+    bi, attn_bi, mlp_bi, cnt = (ranks.sum(t) for t in (col.bi, col.attn_bi, col.mlp_bi, col.rows))
+    nan = float("nan")
+    hidden = torch.zeros(arch.hidden, dtype=torch.float64)
+    for (site, l), v in acc.items():
+        if site in ("attn_norm", "mlp_norm"):
+            hidden += v.sqrt()
+    sc = dict(hidden=hidden.tolist(), layer_bi=[], layer_skip_loss=[nan] * L, attn_bi=[], mlp_bi=[],
+              attn_skip_loss=[nan] * L, mlp_skip_loss=[nan] * L, heads={}, head_channels={}, neurons={}, kv_heads=[])
+    for l, lay in enumerate(arch.layers):
+        c = cnt[l].item()
+        sc["layer_bi"].append(bi[l].item() / c if c else 0.0)
+        sc["attn_bi"].append(attn_bi[l].item() / c if c and lay.attention else nan)
+        sc["mlp_bi"].append(mlp_bi[l].item() / c if c and lay.mlp else nan)
+        sc["kv_heads"].append(lay.kv_heads if lay.attention else 0)
+        if lay.attention:
+            ch = acc[("attn_heads", l)].sqrt()
+            sc["head_channels"][l] = ch.tolist()
+            sc["heads"][l] = ch.view(lay.heads, lay.head_dim).pow(2).sum(-1).sqrt().tolist()
+        if lay.mlp:
+            sc["neurons"][l] = acc[("mlp_act", l)].sqrt().tolist()
+    # Skip passes: every layer, then each sub-block of layers with both.
+    passes = []
+    if not job.recipe.get("no_skip_loss"):
+        passes = [("layer", l) for l in range(L)]
+        if not job.recipe.get("no_subblock_skip_loss"):
+            for l, lay in enumerate(arch.layers):
+                if lay.attention and lay.mlp:
+                    passes += [("attention", l), ("mlp", l)]
+    skip_rows = rows
+    sr = int(job.recipe.get("skip_rows", 0))
+    if 0 < sr < rows.shape[0]:
+        skip_rows = rows[:sr]
+    skip_base = base
+    if passes and skip_rows.shape[0] != rows.shape[0]:
+        s, n = ce_sum(m, skip_rows, batch, ranks)
+        skip_base = s / n
+    sub = not job.recipe.get("no_subblock_skip_loss")
+    for i, (what, l) in enumerate(passes):
+        m.skip, m.skip_attn, m.skip_mlp = set(), set(), set()
+        {"layer": m.skip, "attention": m.skip_attn, "mlp": m.skip_mlp}[what].add(l)
+        s, n = ce_sum(m, skip_rows, batch, ranks)
+        dl = s / n - skip_base
+        lay = arch.layers[l]
+        if what == "layer":
+            sc["layer_skip_loss"][l] = dl
+            if lay.attention and not lay.mlp and sub:
+                sc["attn_skip_loss"][l] = dl
+            if lay.mlp and not lay.attention and sub:
+                sc["mlp_skip_loss"][l] = dl
+        elif what == "attention":
+            sc["attn_skip_loss"][l] = dl
+        else:
+            sc["mlp_skip_loss"][l] = dl
+        prog.line(step=i + 1, steps=len(passes), phase="skip", what=f"{what} {l}")
+    m.skip, m.skip_attn, m.skip_mlp = set(), set(), set()
+    if ranks.rank == 0:
+        os.makedirs(job.out, exist_ok=True)
+        path = os.path.join(job.out, "importance.safetensors")
+        save_scores(path, sc, dict(model_hash=model_hash(d), data_hash=rows_hash(rows), seq_len=T,
+                                   sequences=rows.shape[0], tokens=rows.shape[0] * T, base_loss=repr(base), layers=L))
+        rel = os.path.relpath(path, job.dir)
+        write_result(job, dict(status="done", tokens=rows.shape[0] * T, loss=base,
+                               importance=dict(file=rel, base_loss=base, layer_bi=sc["layer_bi"]),
+                               sha256={rel: acio.sha256_file(path)}))
+
+
+def acc_keys(arch):
+    for l, lay in enumerate(arch.layers):
+        if lay.attention:
+            yield ("attn_norm", l)
+            yield ("attn_heads", l)
+        if lay.mlp:
+            yield ("mlp_norm", l)
+            yield ("mlp_act", l)
+
+
+def key_width(arch, key):
+    site, l = key
+    lay = arch.layers[l]
+    return {"attn_norm": arch.hidden, "mlp_norm": arch.hidden, "attn_heads": lay.heads * lay.head_dim,
+            "mlp_act": lay.ffn}[site]
+
+
+def save_scores(path, sc, meta):
+    """importance.Scores.Save's file: float32 tensors and __metadata__."""
+    t = {"hidden": sc["hidden"], "layer_bi": sc["layer_bi"], "layer_skip_loss": sc["layer_skip_loss"],
+         "attn_bi": sc["attn_bi"], "mlp_bi": sc["mlp_bi"], "attn_skip_loss": sc["attn_skip_loss"],
+         "mlp_skip_loss": sc["mlp_skip_loss"]}
+    for l in range(len(sc["layer_bi"])):
+        if l in sc["heads"]:
+            t[f"layers.{l}.heads"] = sc["heads"][l]
+            t[f"layers.{l}.head_channels"] = sc["head_channels"][l]
+        if l in sc["neurons"]:
+            t[f"layers.{l}.neurons"] = sc["neurons"][l]
+    md = {"format": "autocompress-importance", "version": "2", "kv_heads": ",".join(str(k) for k in sc["kv_heads"]),
+          "aggregation": "mean over tokens, L2 over sequences (Minitron); computed by the torch reference trainer"}
+    md.update({k: str(v) for k, v in meta.items()})
+    acio.write_safetensors(path, {k: torch.tensor(v, dtype=torch.float64) for k, v in t.items()}, "F32", md)
+
+
+# ---------------------------------------------------------------- distillation
+
+
+def schedule(r, steps):
+    """train.Schedule: linear warm-up to lr, cosine decay to min_lr."""
+    peak = float(r.get("lr", 3e-3))
+    lo = float(r["min_lr"]) if r.get("min_lr") is not None else peak / 10
+    warm = int(r["warmup_steps"]) if r.get("warmup_steps") is not None else max(1, steps // 20)
+
+    def lr(step):
+        if step < warm:
+            return peak * (step + 1) / warm
+        if step >= steps or steps <= warm:
+            return lo
+        p = (step - warm) / (steps - warm)
+        return lo + 0.5 * (peak - lo) * (1 + math.cos(math.pi * p))
+    return lr
+
+
+class AdamW:
+    """train.AdamW, element for element in float32:
+    m = b1·m + (1−b1)·g; v = b2·v + (1−b2)·g²;
+    p −= lr·(m·c1/(sqrt(v·c2)+eps) + wd·p), wd = 0 for train.NoDecay names."""
+
+    def __init__(self, named, r):
+        self.params = named  # [(name, param)]
+        self.b1, self.b2 = f32(r.get("beta1", 0.9)), f32(r.get("beta2", 0.95))
+        self.b1d, self.b2d = float(r.get("beta1", 0.9)), float(r.get("beta2", 0.95))
+        self.eps, self.wd = f32(r.get("eps", 1e-8)), f32(r.get("weight_decay", 0.1))
+        self.m = {n: torch.zeros_like(p) for n, p in named}
+        self.v = {n: torch.zeros_like(p) for n, p in named}
+        self.t = 0
+
+    @torch.no_grad()
+    def step(self, lr):
+        self.t += 1
+        c1 = f32(1 / (1 - self.b1d ** self.t))
+        c2 = f32(1 / (1 - self.b2d ** self.t))
+        one_b1, one_b2 = f32(f32(1) - self.b1), f32(f32(1) - self.b2)
+        lr32 = f32(lr)
+        for n, p in self.params:
+            g = p.grad
+            m, v = self.m[n], self.v[n]
+            m.mul_(self.b1).add_(g * one_b1)
+            v.mul_(self.b2).add_(g * g * one_b2)
+            u = m * c1 / (torch.sqrt(v * c2) + self.eps)
+            if not acmodel.no_decay(n):
+                u = u + p * self.wd
+            p.sub_(u * lr32)
+
+
+def local(t):
+    """The local shard of a DTensor (FSDP2), else t."""
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+def full(t):
+    """The whole tensor of a DTensor (a collective under FSDP2), else t."""
+    return t.full_tensor() if hasattr(t, "full_tensor") else t
+
+
+def clip_grads(named, limit, ranks, sharded):
+    """train.ClipGradNorm: the global L2 norm in float64; scale by
+    float32(limit/norm) when it exceeds limit (> 0) and is finite."""
+    s = torch.zeros((), dtype=torch.float64)
+    for _, p in named:
+        s += local(p.grad).double().pow(2).sum().cpu()
+    if sharded:
+        s = ranks.sum(s)
+    n = math.sqrt(s.item())
+    if limit > 0 and n > limit and math.isfinite(n):
+        f = f32(limit / n)
+        for _, p in named:
+            p.grad.mul_(f)
+    return n
+
+
+def kd_loss(zs, zt, tg, r, shared):
+    """distill.KD: KDWeight·T²·mean KL(p_t ‖ q_s) over the shared ids (top-k:
+    the teacher renormalised onto its K largest) + CEWeight·mean CE."""
+    T = float(r.get("temperature", 1.0))
+    kdw, cew, k = float(r.get("kd_weight", 1.0)), float(r.get("ce_weight", 0.0)), int(r.get("top_k", 0))
+    loss = zs.new_zeros(())
+    if kdw:
+        lq = F.log_softmax(zs[:, :shared] / T, dim=-1)
+        t = zt[:, :shared].detach()
+        if k > 0:
+            vals, ids = t.topk(k, dim=-1)
+            lp = F.log_softmax(vals / T, dim=-1)
+            kl = (lp.exp() * (lp - lq.gather(1, ids))).sum(-1)
+        else:
+            lp = F.log_softmax(t / T, dim=-1)
+            kl = (lp.exp() * (lp - lq)).sum(-1)
+        loss = loss + kdw * T * T * kl.mean()
+    if cew:
+        loss = loss + cew * F.cross_entropy(zs, tg)
+    return loss
+
+
+def job_tag(c):
+    """A hash of everything besides checkpoint cadence and outputs that the
+    steps depend on: a state resumes only the same job."""
+    import hashlib
+    keep = {k: v for k, v in c.items() if k not in ("checkpoint_every", "outputs")}
+    return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def save_state(job, student, opt, step, losses, tag, ranks):
+    """Writes JOB/state/state.safetensors atomically (rank 0): float32
+    weights ("p."), moments ("m.", "v."), step and losses in metadata."""
+    named = dict(student.named_parameters())
+    t = {}
+    for n in acmodel.hf_names(student.arch):
+        t["p." + n] = full(named[n].detach())
+        t["m." + n] = full(opt.m[n])
+        t["v." + n] = full(opt.v[n])
+    if ranks.rank == 0:
+        os.makedirs(job.state, exist_ok=True)
+        meta = dict(version=STATE_VERSION, step=step, adam_t=opt.t, tag=tag, losses=json.dumps(losses),
+                    world_size=job.world)
+        acio.write_safetensors(os.path.join(job.state, "state.safetensors"), t, "F32", meta)
+    ranks.barrier()
+
+
+def load_state(job, student, opt, tag):
+    """Restores a state written by save_state; returns (step, losses), or
+    (0, []) when there is none."""
+    path = os.path.join(job.state, "state.safetensors")
+    if not os.path.exists(path):
+        return 0, []
+    t, meta = acio.read_safetensors(path)
+    if meta.get("tag") != tag or int(meta.get("version", 0)) != STATE_VERSION:
+        raise Refused(f"{os.path.relpath(path, job.dir)} is the state of another job (its contract differs); "
+                      f"remove the state directory to start over")
+    if int(meta.get("world_size", 0)) != job.world:
+        raise Refused(f"{os.path.relpath(path, job.dir)} was written with world size {meta.get('world_size')}, "
+                      f"the contract has {job.world}")
+    named = dict(student.named_parameters())
+    with torch.no_grad():
+        for n in acmodel.hf_names(student.arch):
+            for store, key in ((named[n], "p." + n), (opt.m[n], "m." + n), (opt.v[n], "v." + n)):
+                src = t[key].to(store.device)
+                if hasattr(store, "device_mesh"):  # FSDP2 DTensor: keep our shard
+                    from torch.distributed._tensor import distribute_tensor
+                    src = distribute_tensor(src, store.device_mesh, store.placements)
+                store.copy_(src)
+    opt.t = int(meta["adam_t"])
+    return int(meta["step"]), json.loads(meta["losses"])
+
+
+STOP = {"flag": False}
+
+
+def on_signal(signum, frame):
+    STOP["flag"] = True
+
+
+def save_out(job, student, student_dir, ranks):
+    """The student as a HF checkpoint in JOB/out: its config.json and other
+    files copied, the weights in the student's dtype."""
+    named = dict(student.named_parameters())
+    tensors = {n: full(named[n].detach()).float().cpu() for n in acmodel.hf_names(student.arch)}
+    if ranks.rank != 0:
+        return {}
+    dtype = acio.safetensors_dtype(acio.checkpoint_files(student_dir)[0])
+    if dtype not in ("F32", "BF16", "F16"):
+        dtype = "F32"
+    tmp = job.out + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    for n in os.listdir(student_dir):
+        if n.endswith(".safetensors") or n == "model.safetensors.index.json":
+            continue
+        src = os.path.join(student_dir, n)
+        if os.path.isfile(src):
+            shutil.copyfile(src, os.path.join(tmp, n))
+    acio.write_safetensors(os.path.join(tmp, "model.safetensors"), tensors, dtype, {"format": "pt"})
+    shutil.rmtree(job.out, ignore_errors=True)
+    os.replace(tmp, job.out)
+    rel = os.path.relpath(job.out, job.dir)
+    return {os.path.join(rel, n): acio.sha256_file(os.path.join(job.out, n)) for n in sorted(os.listdir(job.out))}
+
+
+def run_distill(job, ranks):
+    r = job.recipe
+    T, B = int(r.get("seq_len", 128)), int(r.get("batch", 8))
+    if B % job.world:
+        raise Refused(f"batch {B} is not a multiple of world_size {job.world}: each rank takes batch/world_size rows")
+    tdir, sdir = job.model_dir("teacher"), job.model_dir("student")
+    teacher = acmodel.load(tdir, ranks.device).eval()
+    student = acmodel.load(sdir, ranks.device)
+    want = (job.c.get("student") or {}).get("shape")
+    if want:
+        got = student.arch.shape()
+        diff = [k for k in want if k in got and want[k] != got[k]]
+        if diff:
+            raise Refused(f"the student's config.json does not have the contract's shape ({', '.join(diff)} differ)")
+    for m in (teacher, student):
+        if m.arch.max_positions and T > m.arch.max_positions:
+            raise Refused(f"seq_len {T} exceeds a model's max_position_embeddings {m.arch.max_positions}")
+    shared = int(r.get("shared_vocab") or min(teacher.arch.vocab, student.arch.vocab))
+    rows = job.rows("train", T)
+    valid = job.rows("valid", T) if job.data.get("valid") else None
+    steps = int(r["steps"]) if r.get("steps") else -(-int(r.get("tokens", 0)) // (B * T))
+    if steps < 1:
+        raise Refused("recipe: tokens (or steps) must give at least one step")
+    lr_at = schedule(r, steps)
+    clip = float(r.get("clip", 1.0))
+    for p in teacher.parameters():
+        p.requires_grad_(False)
+
+    sharded = False
+    model = student
+    fs = fsdp2() if ranks.cuda else None
+    if ranks.cuda and fs is not None and r.get("fsdp", True):
+        fully_shard, MP = fs
+        mp = MP(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        for blk in student.model.layers:
+            fully_shard(blk, mp_policy=mp)
+        fully_shard(student, mp_policy=mp)
+        for blk in teacher.model.layers:
+            fully_shard(blk, mp_policy=mp)
+        fully_shard(teacher, mp_policy=mp)
+        sharded = True
+    elif ranks.world > 1:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        model = DDP(student, device_ids=[ranks.local] if ranks.cuda else None)
+    named = [(n, p) for n, p in student.named_parameters()]
+    opt = AdamW(named, r)
+    tag = job_tag(job.c)
+    start, losses = load_state(job, student, opt, tag)
+    every = int(job.c.get("checkpoint_every", 100) or 0)
+    prog = Progress(job)
+    per = B // job.world
+    n_rows = rows.shape[0]
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if ranks.cuda and not sharded else None
+    step = start
+    while step < steps:
+        stop = ranks.sum([1.0 if STOP["flag"] else 0.0])[0].item() > 0
+        if stop:
+            save_state(job, student, opt, step, losses, tag, ranks)
+            write_result(job, dict(status="stopped", steps=step, tokens=step * B * T, losses=losses,
+                                   error=f"stopped by a signal at step {step} of {steps}; run again to resume"))
+            return EXIT_STOPPED
+        lr = lr_at(step)
+        first = step * B + ranks.rank * per
+        idx = torch.tensor([(first + j) % n_rows for j in range(per)])
+        part = rows[idx].to(ranks.device)
+        x, tg = part[:, :T], part[:, 1:].reshape(-1)
+        with torch.no_grad():
+            if autocast is not None:
+                with autocast:
+                    zt = teacher(x)
+            else:
+                zt = teacher(x)
+        if autocast is not None:
+            with autocast:
+                zs = model(x)
+        else:
+            zs = model(x)
+        V = student.arch.vocab
+        loss = kd_loss(zs.float().reshape(-1, V), zt.float().reshape(-1, teacher.arch.vocab), tg, r, shared)
+        for _, p in named:
+            p.grad = None
+        loss.backward()
+        lval = ranks.sum([loss.item()])[0].item() / job.world
+        if not math.isfinite(lval):
+            raise RuntimeError(f"step {step}: loss is {lval}; lower the learning rate (now {lr:g})")
+        norm = clip_grads(named, clip, ranks, sharded)
+        opt.step(lr)
+        step += 1
+        losses.append(lval)
+        prog.tokens += B * T
+        prog.line(step=step, steps=steps, loss=lval, lr=lr, grad_norm=norm, tokens=step * B * T)
+        if (every > 0 and step % every == 0) or step == steps:
+            save_state(job, student, opt, step, losses, tag, ranks)
+    res = dict(status="done", steps=steps, tokens=steps * B * T, losses=losses,
+               checkpoint=os.path.relpath(job.out, job.dir))
+    el = time.time() - prog.start
+    if prog.tokens and el > 0:
+        res["tokens_per_s"] = prog.tokens / el
+    if valid is not None:
+        s, n = ce_sum(student, valid, B, ranks)
+        res["loss"] = s / n
+        res["perplexity"] = math.exp(s / n)
+    res["sha256"] = save_out(job, student, sdir, ranks)
+    write_result(job, res)
+    return EXIT_DONE
+
+
+# ---------------------------------------------------------------- tools
+
+
+def tool_logits(args):
+    """logits MODEL_DIR TOKENS.bin B T OUT.safetensors"""
+    d, shard, B, T, out = args[0], args[1], int(args[2]), int(args[3]), args[4]
+    m = acmodel.load(d).eval()
+    tok = acio.read_shard(shard)[: B * T].view(B, T)
+    with torch.no_grad():
+        z = m(tok).reshape(B * T, -1)
+    acio.write_safetensors(out, {"logits": z}, "F32")
+    return EXIT_DONE
+
+
+def main(argv):
+    if len(argv) >= 2 and argv[1] == "logits":
+        return tool_logits(argv[2:])
+    if len(argv) != 2:
+        sys.stderr.write(__doc__)
+        return EXIT_REFUSED
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    threads = os.environ.get("OMP_NUM_THREADS")
+    if threads:
+        torch.set_num_threads(int(threads))
+    torch.manual_seed(0)
+    ranks = Ranks()
+    job = None
+    try:
+        job = Job(argv[1], ranks)
+        err = ""
+        if ranks.rank == 0:
+            try:
+                job.check_hashes()
+            except Refused as e:
+                err = str(e)
+        if ranks.sum([1.0 if err else 0.0])[0].item() > 0:
+            raise Refused(err or "rank 0 refused the contract's files")
+        code = {"distill": run_distill, "importance": run_importance, "eval": run_eval}[job.kind](job, ranks)
+        return code or EXIT_DONE
+    except (Refused, acmodel.ConfigError, acio.FormatError) as e:
+        sys.stderr.write(f"autocompress_torch: {e}\n")
+        if job is not None:
+            write_result(job, dict(status="failed", error=str(e)))
+        return EXIT_REFUSED
+    except Exception as e:  # noqa: BLE001 - every failure goes to result.json
+        traceback.print_exc()
+        if job is not None:
+            write_result(job, dict(status="failed", error=f"{type(e).__name__}: {e}"))
+        return EXIT_FAILED
+    finally:
+        ranks.close()
+
 
 if __name__ == "__main__":
-    sys.stderr.write("autocompress_torch: not built yet\n")
-    sys.exit(3)
+    sys.exit(main(sys.argv))

@@ -1,0 +1,177 @@
+package torchref
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/autocompress/autocompress/checkpoint"
+	"github.com/autocompress/autocompress/engine"
+	"github.com/autocompress/autocompress/parent"
+	"github.com/autocompress/autocompress/prune"
+)
+
+// python is the interpreter Debian's python3-torch is installed for.
+const python = "/usr/bin/python3"
+
+// needTorch skips the test without /usr/bin/python3 or its torch.
+func needTorch(t testing.TB) {
+	t.Helper()
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("no %s: install Debian's python3-torch (apt-get install python3-torch) to run the reference trainer's tests", python)
+	}
+	if out, err := exec.Command(python, "-c", "import torch").CombinedOutput(); err != nil {
+		t.Skipf("%s cannot import torch (%v: %s): install Debian's python3-torch to run the reference trainer's tests", python, err, bytes.TrimSpace(out))
+	}
+}
+
+// trainer writes the embedded trainer into a fresh directory and returns
+// the path of its entry point.
+func trainer(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, filepath.FromSlash(Entry))
+}
+
+// pyCmd is a command running the trainer with one thread (the machine is
+// shared, and a fixed thread count keeps runs bit-identical).
+func pyCmd(entry string, args ...string) *exec.Cmd {
+	cmd := exec.Command(python, append([]string{entry}, args...)...)
+	cmd.Env = append(os.Environ(), "OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1")
+	return cmd
+}
+
+func runPy(t testing.TB, entry string, args ...string) {
+	t.Helper()
+	if out, err := pyCmd(entry, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %v: %v\n%s", entry, args, err, out)
+	}
+}
+
+// writeShard writes tokens as a nanoGPT shard (256 int32 header words:
+// magic 20240520, version 1, count; then uint16 tokens).
+func writeShard(t testing.TB, path string, tokens []int32) {
+	t.Helper()
+	var b bytes.Buffer
+	head := make([]int32, 256)
+	head[0], head[1], head[2] = 20240520, 1, int32(len(tokens))
+	binary.Write(&b, binary.LittleEndian, head)
+	for _, v := range tokens {
+		binary.Write(&b, binary.LittleEndian, uint16(v))
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func randomTokens(n, vocab int, seed uint64) []int32 {
+	r := rand.New(rand.NewPCG(seed, 1))
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = int32(r.IntN(vocab))
+	}
+	return out
+}
+
+func readTensor(t testing.TB, path, name string) []float32 {
+	t.Helper()
+	r, err := checkpoint.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	v, err := r.Float32(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// relErr is max |a−b| over max |b|.
+func relErr(a, b []float32) float64 {
+	var d, m float64
+	for i := range b {
+		d = max(d, math.Abs(float64(a[i])-float64(b[i])))
+		m = max(m, math.Abs(float64(b[i])))
+	}
+	return d / m
+}
+
+func seq(lo, n, step int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = lo + i*step
+	}
+	return s
+}
+
+// deciChild prunes the embedded parent into a per-layer DeciLM child:
+// hidden 192 → 128, and in its layers removed attention, removed MLP, a
+// removed layer, half the neurons. (DeciLM has one global query-head count,
+// so a pruned Llama child keeps its KV groups.)
+func deciChild(t testing.TB) string {
+	t.Helper()
+	pdir, err := parent.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := &prune.Plan{Version: 1, Hidden: seq(0, 128, 1), OutputFormat: prune.FormatDeciLM, Layers: []prune.LayerPlan{
+		{Layer: 1, RemoveAttention: true},
+		{Layer: 2, RemoveMLP: true},
+		{Layer: 3, Remove: true},
+		{Layer: 4, Neurons: seq(0, 256, 2)},
+	}}
+	out := filepath.Join(t.TempDir(), "child")
+	if _, err := prune.Prune(context.Background(), prune.Options{Model: pdir, Plan: plan, Out: out}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestLogitsParity: the reference model's float32 logits equal the native
+// engine's on the embedded parent and on a per-layer DeciLM child.
+func TestLogitsParity(t *testing.T) {
+	needTorch(t)
+	entry := trainer(t)
+	pdir, err := parent.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, dir string }{{"parent", pdir}, {"decilm-child", deciChild(t)}} {
+		t.Run(c.name, func(t *testing.T) {
+			m, err := engine.Load(c.dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const B, T = 2, 40
+			tokens := randomTokens(B*T, m.Arch().Vocab, 7)
+			want, err := m.Forward(tokens, B, T)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			shard, out := filepath.Join(dir, "tokens.bin"), filepath.Join(dir, "logits.safetensors")
+			writeShard(t, shard, tokens)
+			runPy(t, entry, "logits", c.dir, shard, strconv.Itoa(B), strconv.Itoa(T), out)
+			got := readTensor(t, out, "logits")
+			if len(got) != len(want) {
+				t.Fatalf("torch gave %d logits, the engine %d", len(got), len(want))
+			}
+			e := relErr(got, want)
+			t.Logf("%s: max |torch − native| / max |native| = %.3g over %d logits", c.name, e, len(want))
+			if e > 1e-4 {
+				t.Errorf("logits differ by %.3g relative (want ≤ 1e-4)", e)
+			}
+		})
+	}
+}

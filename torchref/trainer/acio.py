@@ -1,0 +1,178 @@
+"""Files the reference trainer reads and writes, by hand so that torch 1.13
+needs no other package: safetensors, nanoGPT token shards, sha256.
+
+safetensors: an 8-byte little-endian header length n, n bytes of JSON
+({name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__":
+{...}}), then the raw little-endian tensor bytes; offsets are relative to
+the end of the header.
+
+Token shards (nanoGPT / llm.c layout): 256 little-endian int32 words of
+header, [0] = 20240520, [1] = 1 (uint16 tokens) or 2 (uint32 tokens),
+[2] = the number of tokens; then the tokens.
+"""
+import hashlib
+import json
+import os
+import struct
+
+import torch
+
+# safetensors dtype names -> (torch dtype to read the bytes as, element size)
+_RAW = {
+    "F32": (torch.float32, 4),
+    "F16": (torch.float16, 2),
+    "BF16": (torch.int16, 2),  # bfloat16 read as int16, then viewed
+    "I64": (torch.int64, 8),
+    "I32": (torch.int32, 4),
+}
+
+
+class FormatError(Exception):
+    """A file that is not what it claims to be."""
+
+
+def read_safetensors_header(path):
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) != 8:
+            raise FormatError(f"{path}: shorter than a safetensors header")
+        (n,) = struct.unpack("<Q", head)
+        if n > 100 << 20:
+            raise FormatError(f"{path}: safetensors header of {n} bytes (not a safetensors file?)")
+        header = json.loads(f.read(n))
+    return header, 8 + n
+
+
+def read_safetensors(path, names=None):
+    """Returns {name: float32 tensor} (BF16/F16 converted) and the metadata."""
+    header, base = read_safetensors_header(path)
+    meta = header.pop("__metadata__", {}) or {}
+    out = {}
+    with open(path, "rb") as f:
+        for name, info in header.items():
+            if names is not None and name not in names:
+                continue
+            dt = info["dtype"]
+            if dt not in _RAW:
+                raise FormatError(f"{path}: tensor {name} has dtype {dt} (want F32, BF16 or F16)")
+            raw_dtype, size = _RAW[dt]
+            b, e = info["data_offsets"]
+            shape = [int(d) for d in info["shape"]]
+            count = 1
+            for d in shape:
+                count *= d
+            if e - b != count * size:
+                raise FormatError(f"{path}: tensor {name}: {e - b} bytes for shape {shape} of {dt}")
+            f.seek(base + b)
+            buf = bytearray(f.read(e - b))
+            if count == 0:
+                t = torch.zeros(shape, dtype=torch.float32)
+            else:
+                t = torch.frombuffer(buf, dtype=raw_dtype).reshape(shape)
+                if dt == "BF16":
+                    t = t.view(torch.bfloat16)
+                if t.is_floating_point():
+                    t = t.float()
+            out[name] = t
+    return out, meta
+
+
+def write_safetensors(path, tensors, dtype="F32", metadata=None):
+    """Writes {name: tensor} (in insertion order) in dtype F32, BF16 or F16,
+    to a temporary name, synced and renamed into place."""
+    conv = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
+    if dtype not in conv:
+        raise ValueError(f"safetensors dtype {dtype}: want F32, BF16 or F16")
+    header, blobs, off = {}, [], 0
+    for name, t in tensors.items():
+        t = t.detach().to("cpu", conv[dtype]).contiguous()
+        if dtype == "BF16":
+            raw = t.view(torch.int16).numpy().tobytes()
+        else:
+            raw = t.numpy().tobytes()
+        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    if metadata:
+        header["__metadata__"] = {k: str(v) for k, v in metadata.items()}
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def safetensors_dtype(path):
+    """The dtype of the first tensor of a safetensors file."""
+    header, _ = read_safetensors_header(path)
+    for name, info in header.items():
+        if name != "__metadata__":
+            return info["dtype"]
+    raise FormatError(f"{path}: holds no tensors")
+
+
+def checkpoint_files(d):
+    """The safetensors files of a HF checkpoint directory (single or sharded)."""
+    single = os.path.join(d, "model.safetensors")
+    if os.path.exists(single):
+        return [single]
+    index = os.path.join(d, "model.safetensors.index.json")
+    if os.path.exists(index):
+        with open(index) as f:
+            wm = json.load(f)["weight_map"]
+        return [os.path.join(d, n) for n in sorted(set(wm.values()))]
+    files = sorted(n for n in os.listdir(d) if n.endswith(".safetensors"))
+    if not files:
+        raise FormatError(f"{d}: no model.safetensors (nor an index of shards)")
+    return [os.path.join(d, n) for n in files]
+
+
+SHARD_MAGIC = 20240520
+
+
+def read_shard(path):
+    """The tokens of one nanoGPT shard as an int64 tensor."""
+    with open(path, "rb") as f:
+        head = f.read(256 * 4)
+        if len(head) != 1024:
+            raise FormatError(f"{path}: shorter than the 1024-byte shard header")
+        magic, version, n = struct.unpack("<3i", head[:12])
+        if magic != SHARD_MAGIC:
+            raise FormatError(f"{path}: magic {magic}, want {SHARD_MAGIC} (not a nanoGPT token shard)")
+        if version not in (1, 2):
+            raise FormatError(f"{path}: shard version {version}, want 1 (uint16) or 2 (uint32)")
+        size = 2 if version == 1 else 4
+        buf = bytearray(f.read())
+    if len(buf) != n * size:
+        raise FormatError(f"{path}: header says {n} tokens, the file holds {len(buf) // size}")
+    if n == 0:
+        return torch.zeros(0, dtype=torch.int64)
+    if version == 1:
+        # uint16 has no torch 1.13 dtype: read int16 and undo the sign.
+        t = torch.frombuffer(buf, dtype=torch.int16).to(torch.int64)
+        return t & 0xFFFF
+    return torch.frombuffer(buf, dtype=torch.int32).to(torch.int64) & 0xFFFFFFFF
+
+
+def write_shard(path, tokens, version=1):
+    """Writes tokens (a list or tensor of ints) as a nanoGPT shard."""
+    tokens = [int(x) for x in tokens]
+    fmt = "<%dH" if version == 1 else "<%dI"
+    head = struct.pack("<3i", SHARD_MAGIC, version, len(tokens)) + b"\0" * (1024 - 12)
+    with open(path, "wb") as f:
+        f.write(head)
+        f.write(struct.pack(fmt % len(tokens), *tokens))
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
