@@ -10,8 +10,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/checkpoint"
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/parent"
@@ -169,6 +171,93 @@ func TestLogitsParity(t *testing.T) {
 			}
 			e := relErr(got, want)
 			t.Logf("%s: max |torch − native| / max |native| = %.3g over %d logits", c.name, e, len(want))
+			if e > 1e-4 {
+				t.Errorf("logits differ by %.3g relative (want ≤ 1e-4)", e)
+			}
+		})
+	}
+}
+
+// familyConfigs are small random models of the features the parent lacks:
+// qk-norm (Qwen3), q/k/v biases (Qwen2), llama3 RoPE scaling with an
+// untied head, and DeciLM layers with different KV groups and no_op blocks.
+var familyConfigs = map[string]string{
+	"qwen3": `{"architectures":["Qwen3ForCausalLM"],"model_type":"qwen3","hidden_size":64,"intermediate_size":96,
+		"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":16,"vocab_size":300,
+		"rms_norm_eps":1e-6,"rope_theta":1000000,"tie_word_embeddings":false,"max_position_embeddings":512}`,
+	"qwen2": `{"architectures":["Qwen2ForCausalLM"],"model_type":"qwen2","hidden_size":64,"intermediate_size":96,
+		"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":1,"vocab_size":300,
+		"rms_norm_eps":1e-6,"rope_theta":10000,"tie_word_embeddings":true,"max_position_embeddings":512}`,
+	"llama3-rope": `{"architectures":["LlamaForCausalLM"],"model_type":"llama","hidden_size":64,"intermediate_size":96,
+		"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"vocab_size":300,"rms_norm_eps":1e-5,
+		"rope_theta":500000,"rope_scaling":{"rope_type":"llama3","factor":8,"low_freq_factor":1,"high_freq_factor":4,
+		"original_max_position_embeddings":32},"tie_word_embeddings":false,"max_position_embeddings":512}`,
+	"decilm": `{"architectures":["DeciLMForCausalLM"],"model_type":"nemotron-nas","hidden_size":128,"num_attention_heads":4,
+		"head_dim":32,"vocab_size":300,"rms_norm_eps":1e-5,"rope_theta":10000,"tie_word_embeddings":false,
+		"max_position_embeddings":512,"hidden_act":"silu","block_configs":[
+		{"attention":{"n_heads_in_group":2},"ffn":{"ffn_mult":3}},
+		{"attention":{"n_heads_in_group":4},"ffn":{"ffn_mult":6}},
+		{"attention":{"no_op":true},"ffn":{"ffn_mult":3}},
+		{"attention":{"n_heads_in_group":1},"ffn":{"no_op":true}}]}`,
+}
+
+// randomModel writes a checkpoint of config cfg with every parameter
+// (norm weights and biases included) drawn at random, in float32.
+func randomModel(t testing.TB, cfg string, seed uint64) string {
+	t.Helper()
+	a, err := architecture.FromConfig([]byte(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := engine.New(a, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(seed, 2))
+	for _, s := range m.Specs() {
+		v := m.Tensor(s.Name)
+		for i := range v {
+			switch {
+			case len(s.Shape) == 1 && strings.HasSuffix(s.Name, "norm.weight"):
+				v[i] = float32(1 + 0.3*r.NormFloat64())
+			case len(s.Shape) == 1:
+				v[i] = float32(0.1 * r.NormFloat64())
+			default:
+				v[i] = float32(0.08 * r.NormFloat64())
+			}
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "model")
+	if err := m.Save(dir, checkpoint.F32); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestLogitsParityFamilies: the same on random models of the features the
+// parent lacks.
+func TestLogitsParityFamilies(t *testing.T) {
+	needTorch(t)
+	entry := trainer(t)
+	for name, cfg := range familyConfigs {
+		t.Run(name, func(t *testing.T) {
+			dir := randomModel(t, cfg, 11)
+			m, err := engine.Load(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const B, T = 2, 48 // beyond llama3's original 32 positions
+			tokens := randomTokens(B*T, m.Arch().Vocab, 5)
+			want, err := m.Forward(tokens, B, T)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tmp := t.TempDir()
+			shard, out := filepath.Join(tmp, "tokens.bin"), filepath.Join(tmp, "logits.safetensors")
+			writeShard(t, shard, tokens)
+			runPy(t, entry, "logits", dir, shard, strconv.Itoa(B), strconv.Itoa(T), out)
+			e := relErr(readTensor(t, out, "logits"), want)
+			t.Logf("%s: max |torch − native| / max |native| = %.3g", name, e)
 			if e > 1e-4 {
 				t.Errorf("logits differ by %.3g relative (want ≤ 1e-4)", e)
 			}
