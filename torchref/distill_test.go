@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/distill"
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/export"
@@ -77,30 +76,6 @@ func nativeDistill(t testing.TB, teacherDir, studentDir string, rows [][]int32, 
 	return losses, rec.rows, student
 }
 
-// shape is the contract's shape record of a checkpoint.
-func shape(t testing.TB, dir string) map[string]any {
-	t.Helper()
-	a, err := architecture.Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var kv, ffn []int
-	var att, mlp []bool
-	heads := 0
-	for _, l := range a.Layers {
-		kv, ffn = append(kv, 0), append(ffn, 0)
-		att, mlp = append(att, l.Attention != nil), append(mlp, l.MLP != nil)
-		if l.Attention != nil {
-			kv[len(kv)-1], heads = l.Attention.KVHeads, l.Attention.Heads
-		}
-		if l.MLP != nil {
-			ffn[len(ffn)-1] = l.MLP.Width
-		}
-	}
-	return map[string]any{"layers": len(a.Layers), "hidden": a.Hidden, "heads": heads, "kv_heads": kv, "ffn": ffn,
-		"attention": att, "mlp": mlp}
-}
-
 // distillJob writes a distill job of teacher and student over the rows
 // (in the order given) and valid rows.
 func distillJob(t testing.TB, teacher, student string, world int, train, valid [][]int32, r distillRecipe) *testJob {
@@ -108,7 +83,6 @@ func distillJob(t testing.TB, teacher, student string, world int, train, valid [
 	j := newJob(t, "distill", world, r.contract())
 	j.model("teacher", teacher)
 	j.model("student", student)
-	j.contract["student"].(map[string]any)["shape"] = shape(t, student)
 	j.rows("train", train)
 	if valid != nil {
 		j.rows("valid", valid)

@@ -1,13 +1,13 @@
 package torchref
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/checkpoint"
 )
 
 // The tests write job directories by hand, in the layout of
@@ -25,8 +25,9 @@ func newJob(t testing.TB, kind string, world int, recipe map[string]any) *testJo
 	j := &testJob{t: t, dir: t.TempDir(), contract: map[string]any{
 		"version": 1, "kind": kind, "engine": "torch", "world_size": world, "recipe": recipe,
 		"checkpoint_every": 10,
-		"data":             map[string]any{"format": "nanogpt-bin-v1", "dtype": "uint16", "sha256": map[string]string{}},
-		"outputs":          map[string]any{"progress": "progress.jsonl", "result": "result.json", "checkpoint": "out"},
+		"data": map[string]any{"format": "nanogpt-bin", "dtype": "uint16", "seq_len": recipe["seq_len"],
+			"sha256": map[string]string{}},
+		"outputs": map[string]any{"progress": "progress.jsonl", "result": "result.json", "checkpoint": "out", "resume": "resume"},
 	}}
 	return j
 }
@@ -48,9 +49,10 @@ func (j *testJob) model(key, src string) {
 		if e.IsDir() {
 			continue
 		}
-		sums[e.Name()] = copyHash(j.t, filepath.Join(src, e.Name()), filepath.Join(dst, e.Name()))
+		copyFile(j.t, filepath.Join(src, e.Name()), filepath.Join(dst, e.Name()))
+		sums[e.Name()] = contractHash(j.t, dst, e.Name())
 	}
-	j.contract[key] = map[string]any{"path": key, "sha256": sums}
+	j.contract[key] = map[string]any{"path": key, "sha256": sums, "shape": shape(j.t, dst)}
 }
 
 // rows writes rows (each seq_len+1 tokens) as one shard of split ("train"
@@ -69,7 +71,8 @@ func (j *testJob) rows(split string, rows [][]int32) {
 	writeShard(j.t, p, flat)
 	d := j.contract["data"].(map[string]any)
 	d[split] = []string{rel}
-	d["sha256"].(map[string]string)[rel] = fileHash(j.t, p)
+	d[split+"_rows"] = len(rows)
+	d["sha256"].(map[string]string)[rel] = contractHash(j.t, j.dir, rel)
 }
 
 // write writes contract.json and the trainer, and returns the contract's
@@ -104,33 +107,50 @@ func (j *testJob) result() map[string]any {
 	return r
 }
 
-func copyHash(t testing.TB, src, dst string) string {
+func copyFile(t testing.TB, src, dst string) {
 	t.Helper()
-	in, err := os.Open(src)
+	b, err := os.ReadFile(src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer in.Close()
-	out, err := os.Create(dst)
-	if err != nil {
+	if err := os.WriteFile(dst, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h := sha256.New()
-	if _, err := io.Copy(io.MultiWriter(out, h), in); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }
 
-func fileHash(t testing.TB, p string) string {
+// contractHash is the contract's hash of root/name: checkpoint.HashFiles
+// over that one file.
+func contractHash(t testing.TB, root, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(p)
+	h, err := checkpoint.HashFiles(os.DirFS(root), []string{name})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:])
+	return h
+}
+
+// shape is the contract's shape record of a checkpoint (job.ShapeOf's).
+func shape(t testing.TB, dir string) map[string]any {
+	t.Helper()
+	a, err := architecture.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	format := "native"
+	if a.Arch == architecture.DeciLM {
+		format = "decilm"
+	}
+	var layers []map[string]any
+	for _, l := range a.Layers {
+		var att, mlp any
+		if x := l.Attention; x != nil {
+			att = map[string]int{"heads": x.Heads, "kv_heads": x.KVHeads, "head_dim": x.HeadDim}
+		}
+		if x := l.MLP; x != nil {
+			mlp = map[string]int{"width": x.Width}
+		}
+		layers = append(layers, map[string]any{"attention": att, "mlp": mlp})
+	}
+	return map[string]any{"arch": a.Arch, "format": format, "vocab": a.Vocab, "hidden": a.Hidden,
+		"tied": a.TiedEmbeddings, "layers": layers}
 }

@@ -189,11 +189,10 @@ func TestImportanceParity(t *testing.T) {
 			}
 			j := newJob(t, "importance", 2, map[string]any{"seq_len": T, "batch": batch, "skip_rows": 4})
 			j.model("model", c.dir)
-			j.rows("train", rows)
+			j.rows("valid", rows)
 			contract, entry := j.write()
 			mustRun(t, entry, contract, 2)
-			res := j.result()
-			file := res["importance"].(map[string]any)["file"].(string)
+			file := j.result()["importance"].(string)
 			got, err := importance.Load(filepath.Join(j.dir, file))
 			if err != nil {
 				t.Fatal(err)

@@ -61,12 +61,13 @@ func runPy(t testing.TB, entry string, args ...string) {
 }
 
 // writeShard writes tokens as a nanoGPT shard (256 int32 header words:
-// magic 20240520, version 1, count; then uint16 tokens).
+// magic 278895051, version 1, count, 2 bytes per token; then uint16
+// tokens), as job/CONTRACT.md has it.
 func writeShard(t testing.TB, path string, tokens []int32) {
 	t.Helper()
 	var b bytes.Buffer
 	head := make([]int32, 256)
-	head[0], head[1], head[2] = 20240520, 1, int32(len(tokens))
+	head[0], head[1], head[2], head[3] = 278895051, 1, int32(len(tokens)), 2
 	binary.Write(&b, binary.LittleEndian, head)
 	for _, v := range tokens {
 		binary.Write(&b, binary.LittleEndian, uint16(v))

@@ -6,9 +6,14 @@ safetensors: an 8-byte little-endian header length n, n bytes of JSON
 {...}}), then the raw little-endian tensor bytes; offsets are relative to
 the end of the header.
 
-Token shards (nanoGPT / llm.c layout): 256 little-endian int32 words of
-header, [0] = 20240520, [1] = 1 (uint16 tokens) or 2 (uint32 tokens),
-[2] = the number of tokens; then the tokens.
+Token shards (nanoGPT .bin, job/CONTRACT.md): 256 little-endian int32
+words of header, [0] = 278895051, [1] = 1, [2] = the number of tokens,
+[3] = bytes per token (2: uint16, 4: uint32); then the tokens. The legacy
+llm.c magic 20240520 is read too (version 1: uint16, 2: uint32).
+
+Contract hashes (checkpoint.HashFiles over one file): hex SHA-256 of
+name NUL decimal-size NUL contents, name being the key the hash is listed
+under.
 """
 import hashlib
 import json
@@ -133,7 +138,7 @@ def checkpoint_files(d):
     return [os.path.join(d, n) for n in files]
 
 
-SHARD_MAGIC = 20240520
+SHARD_MAGIC, LEGACY_MAGIC = 278895051, 20240520
 
 
 def read_shard(path):
@@ -142,37 +147,39 @@ def read_shard(path):
         head = f.read(256 * 4)
         if len(head) != 1024:
             raise FormatError(f"{path}: shorter than the 1024-byte shard header")
-        magic, version, n = struct.unpack("<3i", head[:12])
-        if magic != SHARD_MAGIC:
-            raise FormatError(f"{path}: magic {magic}, want {SHARD_MAGIC} (not a nanoGPT token shard)")
-        if version not in (1, 2):
-            raise FormatError(f"{path}: shard version {version}, want 1 (uint16) or 2 (uint32)")
-        size = 2 if version == 1 else 4
+        magic, version, n, width = struct.unpack("<4i", head[:16])
+        if magic == SHARD_MAGIC and version == 1 and width in (2, 4):
+            size = width
+        elif magic == LEGACY_MAGIC and version in (1, 2):
+            size = 2 if version == 1 else 4
+        else:
+            raise FormatError(f"{path}: header magic {magic}, version {version}, {width} bytes per token: "
+                              f"want magic {SHARD_MAGIC}, version 1, 2 or 4 bytes (or the legacy {LEGACY_MAGIC})")
         buf = bytearray(f.read())
     if len(buf) != n * size:
         raise FormatError(f"{path}: header says {n} tokens, the file holds {len(buf) // size}")
     if n == 0:
         return torch.zeros(0, dtype=torch.int64)
-    if version == 1:
+    if size == 2:
         # uint16 has no torch 1.13 dtype: read int16 and undo the sign.
-        t = torch.frombuffer(buf, dtype=torch.int16).to(torch.int64)
-        return t & 0xFFFF
+        return torch.frombuffer(buf, dtype=torch.int16).to(torch.int64) & 0xFFFF
     return torch.frombuffer(buf, dtype=torch.int32).to(torch.int64) & 0xFFFFFFFF
 
 
-def write_shard(path, tokens, version=1):
-    """Writes tokens (a list or tensor of ints) as a nanoGPT shard."""
+def write_shard(path, tokens, width=2):
+    """Writes tokens (a list of ints) as a nanoGPT shard."""
     tokens = [int(x) for x in tokens]
-    fmt = "<%dH" if version == 1 else "<%dI"
-    head = struct.pack("<3i", SHARD_MAGIC, version, len(tokens)) + b"\0" * (1024 - 12)
+    head = struct.pack("<4i", SHARD_MAGIC, 1, len(tokens), width) + b"\0" * (1024 - 16)
     with open(path, "wb") as f:
         f.write(head)
-        f.write(struct.pack(fmt % len(tokens), *tokens))
+        f.write(struct.pack(("<%dH" if width == 2 else "<%dI") % len(tokens), *tokens))
 
 
-def sha256_file(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
+def contract_hash(root, name):
+    """The contract's hash of root/name: checkpoint.HashFiles over it."""
+    p = os.path.join(root, *name.split("/"))
+    h = hashlib.sha256(f"{name}\0{os.path.getsize(p)}\0".encode())
+    with open(p, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()

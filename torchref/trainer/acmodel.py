@@ -107,15 +107,10 @@ class Arch:
                 raise ConfigError(f"layer {i}: {l.heads} heads are not a multiple of {l.kv_heads} KV heads")
 
     def shape(self):
-        """The contract's shape record of this model."""
-        return {
-            "layers": len(self.layers), "hidden": self.hidden,
-            "heads": next((l.heads for l in self.layers if l.attention), 0),
-            "kv_heads": [l.kv_heads if l.attention else 0 for l in self.layers],
-            "ffn": [l.ffn if l.mlp else 0 for l in self.layers],
-            "attention": [l.attention for l in self.layers],
-            "mlp": [l.mlp for l in self.layers],
-        }
+        """The contract's shape record (job/CONTRACT.md) of this model."""
+        layers = [{"attention": {"heads": l.heads, "kv_heads": l.kv_heads, "head_dim": l.head_dim} if l.attention else None,
+                   "mlp": {"width": l.ffn} if l.mlp else None} for l in self.layers]
+        return {"arch": self.cls, "vocab": self.vocab, "hidden": self.hidden, "tied": self.tied, "layers": layers}
 
 
 def _req(cfg, key):

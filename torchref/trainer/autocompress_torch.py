@@ -5,8 +5,8 @@ Usage:
     python3 autocompress_torch.py logits MODEL_DIR TOKENS.bin B T OUT.safetensors
 
 The first form runs the job a contract describes (job/CONTRACT.md in the
-autocompress source): kind "distill", "importance" or "eval"; paths in the
-contract are relative to its directory. Ranks come from the env://
+autocompress source): kind "distill", "importance", "eval" or "proxy";
+paths in the contract are relative to its directory. Ranks come from the env://
 variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), as
 torchrun sets them or as launch.sh sets them by hand where torchrun is
 broken (Debian's torch 1.13 under Python 3.11); without them it runs as one
@@ -16,12 +16,13 @@ with FSDP2 sharding when torch >= 2.4 and bf16 autocast.
 The second form writes a model's float32 logits on B x T tokens of a shard
 (the parity tests' tool).
 
-Exit status: 0 done; 1 failed (result.json says why); 2 the contract or its
-files were refused before any work; 75 stopped by SIGTERM or SIGINT after
-writing a resumable checkpoint (run it again to resume).
+Exit status: 0 done, or stopped by SIGTERM or SIGINT after writing a
+resumable checkpoint (result.json: status "stopped"; run it again to
+resume); 1 failed (result.json says why); 2 the contract or its files were
+refused before any work.
 
 Everything that decides the next step (the student's float32 weights, both
-AdamW moments, the step) is in JOB/state/state.safetensors, written
+AdamW moments, the step) is in JOB/resume/state.safetensors, written
 atomically every checkpoint_every steps and on SIGTERM; the data position is
 the step (rows are read in file order, see rows()). A run killed at any
 point and started again with the same world size ends bit-identical to an
@@ -46,7 +47,7 @@ import torch.nn.functional as F  # noqa: E402
 import acio  # noqa: E402
 import acmodel  # noqa: E402
 
-EXIT_DONE, EXIT_FAILED, EXIT_REFUSED, EXIT_STOPPED = 0, 1, 2, 75
+EXIT_DONE, EXIT_FAILED, EXIT_REFUSED, EXIT_STOPPED = 0, 1, 2, 0
 STATE_VERSION = 1
 
 
@@ -119,8 +120,8 @@ class Job:
         if c.get("version") != 1:
             raise Refused(f"contract version {c.get('version')!r}: this trainer reads version 1")
         self.kind = c.get("kind")
-        if self.kind not in ("distill", "importance", "eval"):
-            raise Refused(f"kind {self.kind!r}: the torch engine runs distill, importance and eval")
+        if self.kind not in ("distill", "importance", "eval", "proxy"):
+            raise Refused(f"kind {self.kind!r}: the torch engine runs distill, importance, eval and proxy")
         if c.get("engine", "torch") != "torch":
             raise Refused(f"engine {c.get('engine')!r}: this is the torch reference trainer")
         self.recipe = c.get("recipe") or {}
@@ -132,43 +133,69 @@ class Job:
         self.progress = self.file(out.get("progress", "progress.jsonl"))
         self.result = self.file(out.get("result", "result.json"))
         self.out = self.file(out.get("checkpoint", "out"))
-        self.state = self.file(out.get("state", "state"))
+        self.state = self.file(out.get("resume", "resume"))
         data = c.get("data") or {}
-        if data.get("format", "nanogpt-bin-v1") != "nanogpt-bin-v1":
-            raise Refused(f"data format {data.get('format')!r}: want nanogpt-bin-v1")
+        if data.get("format", "nanogpt-bin") != "nanogpt-bin":
+            raise Refused(f"data format {data.get('format')!r}: the torch trainer reads nanogpt-bin shards")
         self.data = data
+        self.seq_len = int(data.get("seq_len") or self.recipe.get("seq_len") or 128)
+        self.batch = int(self.recipe.get("batch") or 8)
+        if self.batch % self.world:
+            raise Refused(f"batch {self.batch} is not a multiple of world_size {self.world}: "
+                          f"each rank takes batch/world_size rows")
+        mb = self.recipe.get("micro_batch")
+        if mb and int(mb) * self.world != self.batch:
+            raise Refused(f"micro_batch {mb} × world_size {self.world} is not the batch {self.batch}")
+        self.device_name = "cuda" if ranks.cuda else "cpu"
 
     def file(self, rel):
         return os.path.join(self.dir, rel)
 
     def check_hashes(self):
-        """Every sha256 the contract lists must match its file."""
-        sums = []
+        """Every hash the contract lists must match its file (the contract's
+        rule: checkpoint.HashFiles over the file, named by its key)."""
+        sets = [(".", self.data.get("sha256") or {})]
         for key in ("teacher", "student", "model", "tokenizer"):
             ent = self.c.get(key)
             if ent:
-                for name, want in (ent.get("sha256") or {}).items():
-                    sums.append((os.path.join(ent["path"], name), want))
-        for name, want in (self.data.get("sha256") or {}).items():
-            sums.append((name, want))
-        for rel, want in sums:
-            p = self.file(rel)
-            if not os.path.exists(p):
-                raise Refused(f"{rel}: listed in the contract but missing from the job directory")
-            if acio.sha256_file(p) != want:
-                raise Refused(f"{rel}: sha256 does not match the contract's (the file changed after the job was written; "
-                              f"write the job again)")
+                sets.append((ent.get("path", "."), ent.get("sha256") or {}))
+        for root, sums in sets:
+            for name in sorted(sums):
+                rel = os.path.normpath(os.path.join(root, name))
+                if not os.path.isfile(self.file(rel)):
+                    raise Refused(f"{rel}: listed in the contract but missing from the job directory")
+                if acio.contract_hash(self.file(root), name) != sums[name]:
+                    raise Refused(f"{rel}: its hash is not the contract's (the file changed after the job was "
+                                  f"written; write the job again)")
+
+    def load(self, key, device):
+        """Loads the contract's model `key`, checking its shape first."""
+        d = self.model_dir(key)
+        want = (self.c.get(key) or {}).get("shape")
+        if want:
+            got = acmodel.Arch(acmodel.load_config(d)).shape()
+            for k in ("vocab", "hidden", "tied", "layers"):
+                if k in want and normal(want[k]) != normal(got[k]):
+                    raise Refused(f"{key}/config.json does not have the contract's shape: {k} is {got[k]}, "
+                                  f"the contract says {want[k]}")
+        m = acmodel.load(d, device)
+        if m.arch.max_positions and self.seq_len > m.arch.max_positions:
+            raise Refused(f"seq_len {self.seq_len} exceeds the {key}'s max_position_embeddings {m.arch.max_positions}")
+        return m
 
     def model_dir(self, key):
+        """The directory of the contract's model `key`."""
         ent = self.c.get(key)
         if not ent or not ent.get("path"):
             raise Refused(f"the contract has no {key} checkpoint, which kind {self.kind} needs")
         return self.file(ent["path"])
 
-    def rows(self, which, T):
+    def rows(self, which, T=None):
         """Rows of T+1 tokens: each shard cut at stride T+1 from its start
         (a trailing part shorter than a row is dropped), shards in the
-        contract's order."""
+        contract's order. The Go side wrote them in the order the steps
+        take them: they are read in file order, never shuffled."""
+        T = T or self.seq_len
         files = self.data.get(which) or []
         if not files:
             raise Refused(f"the contract lists no {which} shards")
@@ -190,6 +217,14 @@ class Progress:
     def __init__(self, job):
         self.job, self.start, self.tokens = job, time.time(), 0
 
+    def rate(self):
+        """elapsed_s and tokens_per_s for result.json."""
+        el = time.time() - self.start
+        out = dict(elapsed_s=round(el, 3))
+        if self.tokens and el > 0:
+            out["tokens_per_s"] = self.tokens / el
+        return out
+
     def line(self, **kv):
         if self.job.ranks.rank != 0:
             return
@@ -201,10 +236,15 @@ class Progress:
             f.write(json.dumps(kv) + "\n")
 
 
+def normal(v):
+    """A shape value with JSON's key order and types, for comparing."""
+    return json.loads(json.dumps(v, sort_keys=True))
+
+
 def write_result(job, res):
     if job.ranks.rank != 0:
         return
-    res = dict(version=1, kind=job.kind, world_size=job.world, **res)
+    res = dict(version=1, kind=job.kind, engine="torch", world_size=job.world, device=job.device_name, **res)
     tmp = job.result + ".tmp"
     with open(tmp, "w") as f:
         json.dump(res, f, indent=1)
@@ -261,13 +301,39 @@ def ce_sum(model, rows, batch, ranks):
 
 
 def run_eval(job, ranks):
-    m = acmodel.load(job.model_dir("model"), ranks.device).eval()
-    T = int(job.recipe.get("seq_len", 128))
-    which = "valid" if job.data.get("valid") else "train"
-    rows = job.rows(which, T)
-    s, n = ce_sum(m, rows, int(job.recipe.get("batch", 8)), ranks)
+    """Held-out perplexity of the model on data.valid."""
+    prog = Progress(job)
+    m = job.load("model", ranks.device).eval()
+    rows = job.rows("valid")
+    s, n = ce_sum(m, rows, job.batch, ranks)
     loss = s / n
-    write_result(job, dict(status="done", tokens=n, loss=loss, perplexity=math.exp(loss)))
+    prog.tokens = n
+    prog.line(step=rows.shape[0], steps=rows.shape[0])
+    write_result(job, dict(status="done", tokens=n, loss=loss, perplexity=math.exp(loss), **prog.rate()))
+
+
+def run_proxy(job, ranks):
+    """Mean KL(teacher ‖ student) per token at T = 1 over the shared ids of
+    data.valid's rows, no training."""
+    prog = Progress(job)
+    teacher, student = job.load("teacher", ranks.device).eval(), job.load("student", ranks.device).eval()
+    shared = int(job.recipe.get("shared_vocab") or min(teacher.arch.vocab, student.arch.vocab))
+    rows = job.rows("valid")
+    T = job.seq_len
+    s, n = 0.0, 0
+    with torch.no_grad():
+        for k, i in enumerate(range(0, rows.shape[0], job.batch)):
+            if k % ranks.world != ranks.rank:
+                continue
+            x = rows[i:i + job.batch, :T].to(ranks.device)
+            lp = F.log_softmax(teacher(x).double()[..., :shared], -1)
+            lq = F.log_softmax(student(x).double()[..., :shared], -1)
+            s += (lp.exp() * (lp - lq)).sum().item()
+            n += x.numel()
+    tot = ranks.sum([s, float(n)])
+    prog.tokens = int(tot[1].item())
+    prog.line(step=rows.shape[0], steps=rows.shape[0])
+    write_result(job, dict(status="done", tokens=prog.tokens, kl=tot[0].item() / tot[1].item(), **prog.rate()))
 
 
 # ---------------------------------------------------------------- importance
@@ -316,15 +382,15 @@ def sum_cos(a, b):
 
 
 def run_importance(job, ranks):
+    prog = Progress(job)
     d = job.model_dir("model")
-    m = acmodel.load(d, ranks.device).eval()
+    m = job.load("model", ranks.device).eval()
     arch = m.arch
     L = len(arch.layers)
-    T = int(job.recipe.get("seq_len", 128))
-    rows = job.rows("train", T)
-    batch = int(job.recipe.get("batch", 8))
+    T = job.seq_len
+    rows = job.rows("valid")
+    batch = job.batch
     col = Collector(L)
-    prog = Progress(job)
     # Base pass with the collector; its sums are reduced over ranks below.
     s, n = 0.0, 0
     with torch.no_grad():
@@ -339,7 +405,6 @@ def run_importance(job, ranks):
             n += tg.numel()
     tot = ranks.sum([s, float(n)])
     base = tot[0].item() / tot[1].item()
-    prog.line(step=1, steps=1, phase="calibration", loss=base)
     # Reduce every accumulator over ranks (each rank sees the same layers
     # and widths, so the keys agree).
     acc = {}
@@ -379,6 +444,10 @@ def run_importance(job, ranks):
     sr = int(job.recipe.get("skip_rows", 0))
     if 0 < sr < rows.shape[0]:
         skip_rows = rows[:sr]
+    total = rows.shape[0] + len(passes) * skip_rows.shape[0]
+    done = rows.shape[0]
+    prog.tokens = done * T
+    prog.line(step=done, steps=total, loss=base)
     skip_base = base
     if passes and skip_rows.shape[0] != rows.shape[0]:
         s, n = ce_sum(m, skip_rows, batch, ranks)
@@ -400,17 +469,17 @@ def run_importance(job, ranks):
             sc["attn_skip_loss"][l] = dl
         else:
             sc["mlp_skip_loss"][l] = dl
-        prog.line(step=i + 1, steps=len(passes), phase="skip", what=f"{what} {l}")
+        done += skip_rows.shape[0]
+        prog.tokens += skip_rows.shape[0] * T
+        prog.line(step=done, steps=total)
     m.skip, m.skip_attn, m.skip_mlp = set(), set(), set()
     if ranks.rank == 0:
-        os.makedirs(job.out, exist_ok=True)
-        path = os.path.join(job.out, "importance.safetensors")
-        save_scores(path, sc, dict(model_hash=model_hash(d), data_hash=rows_hash(rows), seq_len=T,
-                                   sequences=rows.shape[0], tokens=rows.shape[0] * T, base_loss=repr(base), layers=L))
-        rel = os.path.relpath(path, job.dir)
-        write_result(job, dict(status="done", tokens=rows.shape[0] * T, loss=base,
-                               importance=dict(file=rel, base_loss=base, layer_bi=sc["layer_bi"]),
-                               sha256={rel: acio.sha256_file(path)}))
+        rel = "importance.safetensors"
+        save_scores(job.file(rel), sc, dict(model_hash=model_hash(d), data_hash=rows_hash(rows), seq_len=T,
+                                            sequences=rows.shape[0], tokens=rows.shape[0] * T, base_loss=repr(base),
+                                            layers=L))
+        write_result(job, dict(status="done", tokens=rows.shape[0] * T, loss=base, importance=rel,
+                               sha256={rel: acio.contract_hash(job.dir, rel)}, **prog.rate()))
 
 
 def acc_keys(arch):
@@ -627,29 +696,21 @@ def save_out(job, student, student_dir, ranks):
     shutil.rmtree(job.out, ignore_errors=True)
     os.replace(tmp, job.out)
     rel = os.path.relpath(job.out, job.dir)
-    return {os.path.join(rel, n): acio.sha256_file(os.path.join(job.out, n)) for n in sorted(os.listdir(job.out))}
+    rel = rel.replace(os.sep, "/")
+    return {f"{rel}/{n}": acio.contract_hash(job.dir, f"{rel}/{n}") for n in sorted(os.listdir(job.out))}
 
 
 def run_distill(job, ranks):
     r = job.recipe
-    T, B = int(r.get("seq_len", 128)), int(r.get("batch", 8))
-    if B % job.world:
-        raise Refused(f"batch {B} is not a multiple of world_size {job.world}: each rank takes batch/world_size rows")
-    tdir, sdir = job.model_dir("teacher"), job.model_dir("student")
-    teacher = acmodel.load(tdir, ranks.device).eval()
-    student = acmodel.load(sdir, ranks.device)
-    want = (job.c.get("student") or {}).get("shape")
-    if want:
-        got = student.arch.shape()
-        diff = [k for k in want if k in got and want[k] != got[k]]
-        if diff:
-            raise Refused(f"the student's config.json does not have the contract's shape ({', '.join(diff)} differ)")
-    for m in (teacher, student):
-        if m.arch.max_positions and T > m.arch.max_positions:
-            raise Refused(f"seq_len {T} exceeds a model's max_position_embeddings {m.arch.max_positions}")
+    T, B = job.seq_len, job.batch
+    sdir = job.model_dir("student")
+    teacher = job.load("teacher", ranks.device).eval()
+    student = job.load("student", ranks.device)
     shared = int(r.get("shared_vocab") or min(teacher.arch.vocab, student.arch.vocab))
-    rows = job.rows("train", T)
-    valid = job.rows("valid", T) if job.data.get("valid") else None
+    rows = job.rows("train")
+    valid = job.rows("valid") if job.data.get("valid") else None
+    if valid is not None and int(r.get("eval_rows") or 0) > 0:
+        valid = valid[: int(r["eval_rows"])]
     steps = int(r["steps"]) if r.get("steps") else -(-int(r.get("tokens", 0)) // (B * T))
     if steps < 1:
         raise Refused("recipe: tokens (or steps) must give at least one step")
@@ -680,6 +741,8 @@ def run_distill(job, ranks):
     start, losses = load_state(job, student, opt, tag)
     every = int(job.c.get("checkpoint_every", 100) or 0)
     prog = Progress(job)
+    if start:
+        prog.line(event="resumed", step=start)
     per = B // job.world
     n_rows = rows.shape[0]
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if ranks.cuda and not sharded else None
@@ -688,8 +751,10 @@ def run_distill(job, ranks):
         stop = ranks.sum([1.0 if STOP["flag"] else 0.0])[0].item() > 0
         if stop:
             save_state(job, student, opt, step, losses, tag, ranks)
+            prog.line(event="checkpoint", step=step)
             write_result(job, dict(status="stopped", steps=step, tokens=step * B * T, losses=losses,
-                                   error=f"stopped by a signal at step {step} of {steps}; run again to resume"))
+                                   error=f"stopped by a signal at step {step} of {steps}; run again to resume",
+                                   **prog.rate()))
             return EXIT_STOPPED
         lr = lr_at(step)
         first = step * B + ranks.rank * per
@@ -723,11 +788,9 @@ def run_distill(job, ranks):
         prog.line(step=step, steps=steps, loss=lval, lr=lr, grad_norm=norm, tokens=step * B * T)
         if (every > 0 and step % every == 0) or step == steps:
             save_state(job, student, opt, step, losses, tag, ranks)
+            prog.line(event="checkpoint", step=step)
     res = dict(status="done", steps=steps, tokens=steps * B * T, losses=losses,
-               checkpoint=os.path.relpath(job.out, job.dir))
-    el = time.time() - prog.start
-    if prog.tokens and el > 0:
-        res["tokens_per_s"] = prog.tokens / el
+               checkpoint=os.path.relpath(job.out, job.dir).replace(os.sep, "/"), **prog.rate())
     if valid is not None:
         s, n = ce_sum(student, valid, B, ranks)
         res["loss"] = s / n
@@ -775,7 +838,8 @@ def main(argv):
                 err = str(e)
         if ranks.sum([1.0 if err else 0.0])[0].item() > 0:
             raise Refused(err or "rank 0 refused the contract's files")
-        code = {"distill": run_distill, "importance": run_importance, "eval": run_eval}[job.kind](job, ranks)
+        run = {"distill": run_distill, "importance": run_importance, "eval": run_eval, "proxy": run_proxy}[job.kind]
+        code = run(job, ranks)
         return code or EXIT_DONE
     except (Refused, acmodel.ConfigError, acio.FormatError) as e:
         sys.stderr.write(f"autocompress_torch: {e}\n")
