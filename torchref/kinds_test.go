@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -172,13 +173,16 @@ func vecErr(t *testing.T, what string, got, want []float64) float64 {
 // TestImportanceParity: the torch job's scores on 2 ranks, read back by
 // importance.Load, equal importance.Compute's on the same rows (≤ 1e-4
 // relative, the same orderings), on the parent and a DeciLM child with
-// removed sub-blocks.
+// removed sub-blocks (the parent without -short).
 func TestImportanceParity(t *testing.T) {
 	needTorch(t)
 	const T, batch = 32, 4
 	rows := parentRows(t, 8, T)
-	for _, c := range []struct{ name, dir string }{{"parent", mustParent(t)}, {"decilm-child", deciChild(t)}} {
+	for _, c := range []struct{ name, dir string }{{"decilm-child", deciChild(t)}, {"parent", mustParent(t)}} {
 		t.Run(c.name, func(t *testing.T) {
+			if testing.Short() && c.name == "parent" {
+				t.Skip("-short: the DeciLM child (removed sub-blocks included) covers the short run")
+			}
 			m, err := engine.Load(c.dir)
 			if err != nil {
 				t.Fatal(err)
@@ -264,5 +268,57 @@ func TestPerplexityParity(t *testing.T) {
 	t.Logf("perplexity: torch %.6f, native %.6f (relative %.2g)", got, want, rel1(got, want))
 	if g4 != w4 {
 		t.Errorf("perplexity %s, native %s (4 significant digits)", g4, w4)
+	}
+}
+
+// TestRefusals: a contract the trainer cannot run is refused before any
+// work, with exit status 2 and a message (on stderr and in result.json)
+// that says what to fix.
+func TestRefusals(t *testing.T) {
+	needTorch(t)
+	const T = 16
+	rows := randomRows(8, T, 4096, 3)
+	cases := []struct {
+		name  string
+		edit  func(j *testJob)
+		world string // WORLD_SIZE of the one rank started
+		want  string
+	}{
+		{"hash", func(j *testJob) {
+			p := filepath.Join(j.dir, "model", "config.json")
+			b, _ := os.ReadFile(p)
+			os.WriteFile(p, append(b, ' '), 0o644)
+		}, "1", "model/config.json: its hash is not the contract's"},
+		{"batch", func(j *testJob) {
+			j.contract["world_size"] = 2
+			j.contract["recipe"].(map[string]any)["batch"] = 3
+		}, "2", "batch 3 is not a multiple of world_size 2"},
+		{"world", func(j *testJob) { j.contract["world_size"] = 2 }, "1", "world_size is 2 but 1 rank(s) were started"},
+		{"shape", func(j *testJob) {
+			sh := j.contract["model"].(map[string]any)["shape"].(map[string]any)
+			sh["hidden"] = 96
+		}, "1", "model/config.json does not have the contract's shape: hidden is 192"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			j := newJob(t, "eval", 1, map[string]any{"seq_len": T, "batch": 4})
+			j.model("model", mustParent(t))
+			j.rows("valid", rows)
+			c.edit(j)
+			contract, entry := j.write()
+			cmd := pyCmd(entry, contract)
+			cmd.Env = append(cmd.Env, "RANK=0", "LOCAL_RANK=0", "WORLD_SIZE="+c.world, "MASTER_ADDR=127.0.0.1",
+				fmt.Sprintf("MASTER_PORT=%d", freePort(t)))
+			out, _ := cmd.CombinedOutput()
+			if code := cmd.ProcessState.ExitCode(); code != 2 {
+				t.Fatalf("exit %d, want 2 (refused):\n%s", code, out)
+			}
+			if !strings.Contains(string(out), c.want) {
+				t.Errorf("message %q does not say %q", out, c.want)
+			}
+			if res := j.result(); res["status"] != "failed" || !strings.Contains(res["error"].(string), c.want) {
+				t.Errorf("result.json %v", res)
+			}
+		})
 	}
 }

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -142,7 +145,9 @@ func deciChild(t testing.TB) string {
 }
 
 // TestLogitsParity: the reference model's float32 logits equal the native
-// engine's on the embedded parent and on a per-layer DeciLM child.
+// engine's on the embedded parent, a per-layer DeciLM child of it, and
+// random models of the features the parent lacks (familyConfigs); one
+// Python process computes them all.
 func TestLogitsParity(t *testing.T) {
 	needTorch(t)
 	entry := trainer(t)
@@ -150,28 +155,36 @@ func TestLogitsParity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct{ name, dir string }{{"parent", pdir}, {"decilm-child", deciChild(t)}} {
-		t.Run(c.name, func(t *testing.T) {
-			m, err := engine.Load(c.dir)
+	names := []string{"parent", "decilm-child"}
+	dirs := []string{pdir, deciChild(t)}
+	for _, name := range slices.Sorted(maps.Keys(familyConfigs)) {
+		names = append(names, name)
+		dirs = append(dirs, randomModel(t, familyConfigs[name], 11))
+	}
+	// 48 positions: beyond llama3-rope's original 32. Token ids below
+	// every model's vocabulary (300).
+	const B, T = 2, 48
+	tokens := randomTokens(B*T, 300, 7)
+	tmp := t.TempDir()
+	shard, out := filepath.Join(tmp, "tokens.bin"), filepath.Join(tmp, "logits.safetensors")
+	writeShard(t, shard, tokens)
+	runPy(t, entry, append([]string{"logits", strconv.Itoa(B), strconv.Itoa(T), shard, out}, dirs...)...)
+	for i, name := range names {
+		t.Run(name, func(t *testing.T) {
+			m, err := engine.Load(dirs[i])
 			if err != nil {
 				t.Fatal(err)
 			}
-			const B, T = 2, 40
-			tokens := randomTokens(B*T, m.Arch().Vocab, 7)
 			want, err := m.Forward(tokens, B, T)
 			if err != nil {
 				t.Fatal(err)
 			}
-			dir := t.TempDir()
-			shard, out := filepath.Join(dir, "tokens.bin"), filepath.Join(dir, "logits.safetensors")
-			writeShard(t, shard, tokens)
-			runPy(t, entry, "logits", c.dir, shard, strconv.Itoa(B), strconv.Itoa(T), out)
-			got := readTensor(t, out, "logits")
+			got := readTensor(t, out, fmt.Sprintf("logits.%d", i))
 			if len(got) != len(want) {
 				t.Fatalf("torch gave %d logits, the engine %d", len(got), len(want))
 			}
 			e := relErr(got, want)
-			t.Logf("%s: max |torch − native| / max |native| = %.3g over %d logits", c.name, e, len(want))
+			t.Logf("%s: max |torch − native| / max |native| = %.3g over %d logits", name, e, len(want))
 			if e > 1e-4 {
 				t.Errorf("logits differ by %.3g relative (want ≤ 1e-4)", e)
 			}
@@ -233,35 +246,4 @@ func randomModel(t testing.TB, cfg string, seed uint64) string {
 		t.Fatal(err)
 	}
 	return dir
-}
-
-// TestLogitsParityFamilies: the same on random models of the features the
-// parent lacks.
-func TestLogitsParityFamilies(t *testing.T) {
-	needTorch(t)
-	entry := trainer(t)
-	for name, cfg := range familyConfigs {
-		t.Run(name, func(t *testing.T) {
-			dir := randomModel(t, cfg, 11)
-			m, err := engine.Load(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			const B, T = 2, 48 // beyond llama3's original 32 positions
-			tokens := randomTokens(B*T, m.Arch().Vocab, 5)
-			want, err := m.Forward(tokens, B, T)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tmp := t.TempDir()
-			shard, out := filepath.Join(tmp, "tokens.bin"), filepath.Join(tmp, "logits.safetensors")
-			writeShard(t, shard, tokens)
-			runPy(t, entry, "logits", dir, shard, strconv.Itoa(B), strconv.Itoa(T), out)
-			e := relErr(readTensor(t, out, "logits"), want)
-			t.Logf("%s: max |torch − native| / max |native| = %.3g", name, e)
-			if e > 1e-4 {
-				t.Errorf("logits differ by %.3g relative (want ≤ 1e-4)", e)
-			}
-		})
-	}
 }

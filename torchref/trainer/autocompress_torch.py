@@ -2,7 +2,7 @@
 
 Usage:
     python3 autocompress_torch.py JOB/contract.json
-    python3 autocompress_torch.py logits MODEL_DIR TOKENS.bin B T OUT.safetensors
+    python3 autocompress_torch.py logits B T TOKENS.bin OUT.safetensors MODEL_DIR...
 
 The first form runs the job a contract describes (job/CONTRACT.md in the
 autocompress source): kind "distill", "importance", "eval" or "proxy";
@@ -13,8 +13,9 @@ broken (Debian's torch 1.13 under Python 3.11); without them it runs as one
 rank. CPU ranks talk over gloo and train with DDP; CUDA ranks over NCCL,
 with FSDP2 sharding when torch >= 2.4 and bf16 autocast.
 
-The second form writes a model's float32 logits on B x T tokens of a shard
-(the parity tests' tool).
+The second form writes each model's float32 logits on the first B x T
+tokens of a shard as tensor "logits.I" (I: the model's place in the list),
+the parity tests' tool.
 
 Exit status: 0 done, or stopped by SIGTERM or SIGINT after writing a
 resumable checkpoint (result.json: status "stopped"; run it again to
@@ -70,10 +71,16 @@ class Ranks:
         self.local = int(os.environ.get("LOCAL_RANK", "0"))
         self.cuda = torch.cuda.is_available()
         self.device = torch.device(f"cuda:{self.local}" if self.cuda else "cpu")
+        self.joined = False
+
+    def join(self):
+        """Joins the process group (after the contract is checked, so that
+        a refused contract does not wait for the other ranks)."""
         if self.cuda:
             torch.cuda.set_device(self.device)
         if self.world > 1:
             dist.init_process_group("nccl" if self.cuda else "gloo")
+            self.joined = True
 
     def sum(self, values, dtype=torch.float64):
         """The sum over ranks of a list of numbers (or a tensor)."""
@@ -88,7 +95,7 @@ class Ranks:
             dist.barrier()
 
     def close(self):
-        if self.world > 1:
+        if self.joined:
             dist.destroy_process_group()
 
 
@@ -117,36 +124,39 @@ class Job:
             self.c = json.load(f)
         self.ranks = ranks
         c = self.c
-        if c.get("version") != 1:
-            raise Refused(f"contract version {c.get('version')!r}: this trainer reads version 1")
         self.kind = c.get("kind")
-        if self.kind not in ("distill", "importance", "eval", "proxy"):
-            raise Refused(f"kind {self.kind!r}: the torch engine runs distill, importance, eval and proxy")
-        if c.get("engine", "torch") != "torch":
-            raise Refused(f"engine {c.get('engine')!r}: this is the torch reference trainer")
         self.recipe = c.get("recipe") or {}
         self.world = int(c.get("world_size", 1))
-        if self.world != ranks.world:
-            raise Refused(f"the contract's world_size is {self.world} but {ranks.world} rank(s) were started "
-                          f"(WORLD_SIZE); start it with launch.sh")
+        self.device_name = "cuda" if ranks.cuda else "cpu"
         out = c.get("outputs") or {}
         self.progress = self.file(out.get("progress", "progress.jsonl"))
         self.result = self.file(out.get("result", "result.json"))
         self.out = self.file(out.get("checkpoint", "out"))
         self.state = self.file(out.get("resume", "resume"))
-        data = c.get("data") or {}
-        if data.get("format", "nanogpt-bin") != "nanogpt-bin":
-            raise Refused(f"data format {data.get('format')!r}: the torch trainer reads nanogpt-bin shards")
-        self.data = data
-        self.seq_len = int(data.get("seq_len") or self.recipe.get("seq_len") or 128)
+        self.data = c.get("data") or {}
+        self.seq_len = int(self.data.get("seq_len") or self.recipe.get("seq_len") or 128)
         self.batch = int(self.recipe.get("batch") or 8)
+
+    def check(self):
+        """Refuses a contract this trainer cannot run, before any work."""
+        c, ranks = self.c, self.ranks
+        if c.get("version") != 1:
+            raise Refused(f"contract version {c.get('version')!r}: this trainer reads version 1")
+        if self.kind not in ("distill", "importance", "eval", "proxy"):
+            raise Refused(f"kind {self.kind!r}: the torch engine runs distill, importance, eval and proxy")
+        if c.get("engine", "torch") != "torch":
+            raise Refused(f"engine {c.get('engine')!r}: this is the torch reference trainer")
+        if self.world != ranks.world:
+            raise Refused(f"the contract's world_size is {self.world} but {ranks.world} rank(s) were started "
+                          f"(WORLD_SIZE); start it with launch.sh")
+        if self.data.get("format", "nanogpt-bin") != "nanogpt-bin":
+            raise Refused(f"data format {self.data.get('format')!r}: the torch trainer reads nanogpt-bin shards")
         if self.batch % self.world:
             raise Refused(f"batch {self.batch} is not a multiple of world_size {self.world}: "
                           f"each rank takes batch/world_size rows")
         mb = self.recipe.get("micro_batch")
         if mb and int(mb) * self.world != self.batch:
             raise Refused(f"micro_batch {mb} × world_size {self.world} is not the batch {self.batch}")
-        self.device_name = "cuda" if ranks.cuda else "cpu"
 
     def file(self, rel):
         return os.path.join(self.dir, rel)
@@ -804,13 +814,15 @@ def run_distill(job, ranks):
 
 
 def tool_logits(args):
-    """logits MODEL_DIR TOKENS.bin B T OUT.safetensors"""
-    d, shard, B, T, out = args[0], args[1], int(args[2]), int(args[3]), args[4]
-    m = acmodel.load(d).eval()
+    """logits B T TOKENS.bin OUT.safetensors MODEL_DIR..."""
+    B, T, shard, out, dirs = int(args[0]), int(args[1]), args[2], args[3], args[4:]
     tok = acio.read_shard(shard)[: B * T].view(B, T)
-    with torch.no_grad():
-        z = m(tok).reshape(B * T, -1)
-    acio.write_safetensors(out, {"logits": z}, "F32")
+    res = {}
+    for i, d in enumerate(dirs):
+        m = acmodel.load(d).eval()
+        with torch.no_grad():
+            res[f"logits.{i}"] = m(tok).reshape(B * T, -1)
+    acio.write_safetensors(out, res, "F32")
     return EXIT_DONE
 
 
@@ -830,6 +842,8 @@ def main(argv):
     job = None
     try:
         job = Job(argv[1], ranks)
+        job.check()
+        ranks.join()
         err = ""
         if ranks.rank == 0:
             try:
