@@ -276,14 +276,24 @@ class Attention(nn.Module):
         if g > 1:
             k = k.repeat_interleave(g, dim=1)
             v = v.repeat_interleave(g, dim=1)
-        s = torch.matmul(q, k.transpose(-1, -2)) * (1 / math.sqrt(self.hd))
         i = torch.arange(T, device=x.device)
         allowed = i[None, :] <= i[:, None]
         if self.window > 0:
             allowed = allowed & (i[:, None] - i[None, :] < self.window)
-        s = s.masked_fill(~allowed, float("-inf"))
-        p = torch.softmax(s.float(), dim=-1).to(v.dtype)
-        o = torch.matmul(p, v).transpose(1, 2).reshape(B, T, self.heads * self.hd)
+        if x.is_cuda and hasattr(F, "scaled_dot_product_attention"):
+            # torch >= 2.0 on GPU: the fused kernel (flash attention for the
+            # causal case), which never holds the T x T scores.
+            if self.window > 0:
+                o = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+            else:
+                o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            # Everywhere else (torch 1.13, CPU): matmul, mask, softmax.
+            s = torch.matmul(q, k.transpose(-1, -2)) * (1 / math.sqrt(self.hd))
+            s = s.masked_fill(~allowed, float("-inf"))
+            p = torch.softmax(s.float(), dim=-1).to(v.dtype)
+            o = torch.matmul(p, v)
+        o = o.transpose(1, 2).reshape(B, T, self.heads * self.hd)
         if observe is not None:
             observe(layer, "attn_heads", o)
         return self.o_proj(o)
@@ -371,6 +381,9 @@ class Model(nn.Module):
                 self.inv[l.head_dim] = inv_freq(arch, l.head_dim)
         # skip sets, as engine.SetSkip / SetSkipBlock
         self.skip, self.skip_attn, self.skip_mlp = set(), set(), set()
+        # checkpointing recomputes each block's activations in backward
+        # (activation checkpointing) instead of keeping them.
+        self.checkpointing = False
 
     def ropes(self, T, device):
         out = {}
@@ -391,7 +404,12 @@ class Model(nn.Module):
         for i, blk in enumerate(self.model.layers):
             if observe is not None:
                 observe(i, "layer_input", x)
-            if i not in self.skip:
+            if i in self.skip:
+                pass
+            elif self.checkpointing and self.training and torch.is_grad_enabled() and observe is None:
+                from torch.utils.checkpoint import checkpoint
+                x = checkpoint(blk, x, ropes, None, i, i in self.skip_attn, i in self.skip_mlp, use_reentrant=False)
+            else:
                 x = blk(x, ropes, observe, i, i in self.skip_attn, i in self.skip_mlp)
             if observe is not None:
                 observe(i, "layer_output", x)
@@ -435,8 +453,9 @@ def load_config(d):
         return json.load(f)
 
 
-def load(d, device="cpu"):
-    """Loads a HF checkpoint directory into a float32 Model."""
+def load(d, device="cpu", dtype=torch.float32):
+    """Loads a HF checkpoint directory into a Model (float32 unless dtype
+    says otherwise), on device."""
     arch = Arch(load_config(d))
     m = Model(arch)
     want = dict(m.named_parameters())
@@ -451,7 +470,7 @@ def load(d, device="cpu"):
             raise ConfigError(f"{d}: tensor {name!r} has shape {list(got[name].shape)}, config.json implies {list(p.shape)}")
         with torch.no_grad():
             p.copy_(got[name])
-    return m.to(device)
+    return m.to(dtype).to(device)
 
 
 def state_in_order(m):

@@ -178,7 +178,7 @@ class Job:
                     raise Refused(f"{rel}: its hash is not the contract's (the file changed after the job was "
                                   f"written; write the job again)")
 
-    def load(self, key, device):
+    def load(self, key, device, dtype=torch.float32):
         """Loads the contract's model `key`, checking its shape first."""
         d = self.model_dir(key)
         want = (self.c.get(key) or {}).get("shape")
@@ -188,7 +188,7 @@ class Job:
                 if k in want and normal(want[k]) != normal(got[k]):
                     raise Refused(f"{key}/config.json does not have the contract's shape: {k} is {got[k]}, "
                                   f"the contract says {want[k]}")
-        m = acmodel.load(d, device)
+        m = acmodel.load(d, device, dtype)
         if m.arch.max_positions and self.seq_len > m.arch.max_positions:
             raise Refused(f"seq_len {self.seq_len} exceeds the {key}'s max_position_embeddings {m.arch.max_positions}")
         return m
@@ -289,16 +289,25 @@ def rows_hash(rows):
 # ---------------------------------------------------------------- evaluation
 
 
-def ce_sum(model, rows, batch, ranks):
+def ce_sum(model, rows, batch, ranks, lockstep=False):
     """Σ over the rows' tokens of the cross-entropy (float64, summed over
     ranks), and the token count: batch k is run by rank k % world. Each
-    batch's mean is rounded to float32, as engine.ForwardLoss returns it."""
+    batch's mean is rounded to float32, as engine.ForwardLoss returns it.
+    lockstep (FSDP2, whose forward is a collective): every rank runs the
+    same number of forward passes, spare ones on batch 0, discarded."""
     T = rows.shape[1] - 1
     s, n = 0.0, 0
+    nb = -(-rows.shape[0] // batch)
+    rounds = -(-nb // ranks.world)
     with torch.no_grad():
-        for k, i in enumerate(range(0, rows.shape[0], batch)):
+        for k in range(rounds * ranks.world):
             if k % ranks.world != ranks.rank:
                 continue
+            if k >= nb:
+                if lockstep:
+                    model(rows[:batch, :T].to(ranks.device))
+                continue
+            i = k * batch
             part = rows[i:i + batch].to(ranks.device)
             logits = model(part[:, :T]).float().reshape(-1, model.arch.vocab).double()
             tg = part[:, 1:].reshape(-1)
@@ -710,11 +719,67 @@ def save_out(job, student, student_dir, ranks):
     return {f"{rel}/{n}": acio.contract_hash(job.dir, f"{rel}/{n}") for n in sorted(os.listdir(job.out))}
 
 
+class DistillStep:
+    """One optimiser step of distillation, on whatever the ranks are: DDP
+    over gloo or NCCL, or FSDP2 (torch >= 2.4 with CUDA: every block and
+    the root sharded, bf16 compute, float32 reduction); bf16 autocast on a
+    GPU without FSDP2. The step computes the teacher's logits (no grad),
+    the student's, kd_loss, backward, clip_grads and AdamW; it returns the
+    loss (the mean over all ranks' tokens) and the norm before clipping."""
+
+    def __init__(self, student, teacher, ranks, r, shared):
+        self.student, self.teacher, self.ranks, self.r, self.shared = student, teacher, ranks, r, shared
+        for p in teacher.parameters():
+            p.requires_grad_(False)
+        student.checkpointing = bool(r.get("activation_checkpointing"))
+        self.sharded = False
+        self.model = student
+        fs = fsdp2() if ranks.cuda else None
+        if fs is not None and r.get("fsdp", True):
+            fully_shard, MP = fs
+            mp = MP(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+            for m in (student, teacher):
+                for blk in m.model.layers:
+                    fully_shard(blk, mp_policy=mp)
+                fully_shard(m, mp_policy=mp)
+            self.sharded = True
+        elif ranks.world > 1:
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            self.model = DDP(student, device_ids=[ranks.local] if ranks.cuda else None)
+        self.autocast = ranks.cuda and not self.sharded
+        self.named = [(n, p) for n, p in student.named_parameters()]
+        self.opt = AdamW(self.named, r)
+
+    def forward(self, m, x):
+        if self.autocast:
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                return m(x)
+        return m(x)
+
+    def __call__(self, x, tg, lr, clip):
+        with torch.no_grad():
+            zt = self.forward(self.teacher, x)
+        zs = self.forward(self.model, x)
+        loss = kd_loss(zs.float().reshape(-1, self.student.arch.vocab), zt.float().reshape(-1, self.teacher.arch.vocab),
+                       tg, self.r, self.shared)
+        for _, p in self.named:
+            p.grad = None
+        loss.backward()
+        lval = self.ranks.sum([loss.item()])[0].item() / self.ranks.world
+        if not math.isfinite(lval):
+            return lval, float("nan")
+        norm = clip_grads(self.named, clip, self.ranks, self.sharded)
+        self.opt.step(lr)
+        return lval, norm
+
+
 def run_distill(job, ranks):
     r = job.recipe
     T, B = job.seq_len, job.batch
     sdir = job.model_dir("student")
-    teacher = job.load("teacher", ranks.device).eval()
+    # On GPU the frozen teacher is held in bf16 (it never takes a step);
+    # the student keeps float32 master weights.
+    teacher = job.load("teacher", ranks.device, torch.bfloat16 if ranks.cuda else torch.float32).eval()
     student = job.load("student", ranks.device)
     shared = int(r.get("shared_vocab") or min(teacher.arch.vocab, student.arch.vocab))
     rows = job.rows("train")
@@ -726,27 +791,8 @@ def run_distill(job, ranks):
         raise Refused("recipe: tokens (or steps) must give at least one step")
     lr_at = schedule(r, steps)
     clip = float(r.get("clip", 1.0))
-    for p in teacher.parameters():
-        p.requires_grad_(False)
-
-    sharded = False
-    model = student
-    fs = fsdp2() if ranks.cuda else None
-    if ranks.cuda and fs is not None and r.get("fsdp", True):
-        fully_shard, MP = fs
-        mp = MP(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-        for blk in student.model.layers:
-            fully_shard(blk, mp_policy=mp)
-        fully_shard(student, mp_policy=mp)
-        for blk in teacher.model.layers:
-            fully_shard(blk, mp_policy=mp)
-        fully_shard(teacher, mp_policy=mp)
-        sharded = True
-    elif ranks.world > 1:
-        from torch.nn.parallel import DistributedDataParallel as DDP
-        model = DDP(student, device_ids=[ranks.local] if ranks.cuda else None)
-    named = [(n, p) for n, p in student.named_parameters()]
-    opt = AdamW(named, r)
+    step_fn = DistillStep(student, teacher, ranks, r, shared)
+    opt, sharded = step_fn.opt, step_fn.sharded
     tag = job_tag(job.c)
     start, losses = load_state(job, student, opt, tag)
     every = int(job.c.get("checkpoint_every", 100) or 0)
@@ -755,7 +801,6 @@ def run_distill(job, ranks):
         prog.line(event="resumed", step=start)
     per = B // job.world
     n_rows = rows.shape[0]
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if ranks.cuda and not sharded else None
     step = start
     while step < steps:
         stop = ranks.sum([1.0 if STOP["flag"] else 0.0])[0].item() > 0
@@ -770,28 +815,9 @@ def run_distill(job, ranks):
         first = step * B + ranks.rank * per
         idx = torch.tensor([(first + j) % n_rows for j in range(per)])
         part = rows[idx].to(ranks.device)
-        x, tg = part[:, :T], part[:, 1:].reshape(-1)
-        with torch.no_grad():
-            if autocast is not None:
-                with autocast:
-                    zt = teacher(x)
-            else:
-                zt = teacher(x)
-        if autocast is not None:
-            with autocast:
-                zs = model(x)
-        else:
-            zs = model(x)
-        V = student.arch.vocab
-        loss = kd_loss(zs.float().reshape(-1, V), zt.float().reshape(-1, teacher.arch.vocab), tg, r, shared)
-        for _, p in named:
-            p.grad = None
-        loss.backward()
-        lval = ranks.sum([loss.item()])[0].item() / job.world
+        lval, norm = step_fn(part[:, :T], part[:, 1:].reshape(-1), lr, clip)
         if not math.isfinite(lval):
             raise RuntimeError(f"step {step}: loss is {lval}; lower the learning rate (now {lr:g})")
-        norm = clip_grads(named, clip, ranks, sharded)
-        opt.step(lr)
         step += 1
         losses.append(lval)
         prog.tokens += B * T
@@ -802,7 +828,7 @@ def run_distill(job, ranks):
     res = dict(status="done", steps=steps, tokens=steps * B * T, losses=losses,
                checkpoint=os.path.relpath(job.out, job.dir).replace(os.sep, "/"), **prog.rate())
     if valid is not None:
-        s, n = ce_sum(student, valid, B, ranks)
+        s, n = ce_sum(student, valid, B, ranks, lockstep=sharded)
         res["loss"] = s / n
         res["perplexity"] = math.exp(s / n)
     res["sha256"] = save_out(job, student, sdir, ranks)
