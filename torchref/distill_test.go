@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/autocompress/autocompress/dataset"
 	"github.com/autocompress/autocompress/distill"
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/export"
@@ -29,6 +30,7 @@ type distillRecipe struct {
 	steps, batch, seqLen, warmup int
 	lr, minLR, wd, clip, temp    float64
 	kd, ce                       float64
+	topK                         int
 	seed                         uint64
 }
 
@@ -37,7 +39,7 @@ func (r distillRecipe) contract() map[string]any {
 		"tokens": r.steps * r.batch * r.seqLen, "seq_len": r.seqLen, "batch": r.batch,
 		"lr": r.lr, "min_lr": r.minLR, "warmup_steps": r.warmup, "schedule": "cosine",
 		"weight_decay": r.wd, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "clip": r.clip,
-		"temperature": r.temp, "kd_weight": r.kd, "ce_weight": r.ce, "top_k": 0, "seed": r.seed,
+		"temperature": r.temp, "kd_weight": r.kd, "ce_weight": r.ce, "top_k": r.topK, "seed": r.seed,
 	}
 }
 
@@ -54,8 +56,21 @@ func nativeDistill(t testing.TB, teacherDir, studentDir string, rows [][]int32, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	kd := &distill.KD{Teacher: distill.NewModelTeacher(teacher), Temperature: r.temp, KDWeight: r.kd, CEWeight: r.ce,
-		Shared: min(teacher.Arch().Vocab, student.Arch().Vocab)}
+	shared := min(teacher.Arch().Vocab, student.Arch().Vocab)
+	dense := distill.NewModelTeacher(teacher)
+	kd := &distill.KD{Teacher: dense, Temperature: r.temp, KDWeight: r.kd, CEWeight: r.ce, Shared: shared}
+	if r.topK > 0 {
+		// distill.Run's top-k path: the teacher's K largest logits per
+		// position, through its cache.
+		key := distill.CacheKey{Teacher: teacher.Hash(), Data: dataset.HashRows(rows), Rows: len(rows), SeqLen: r.seqLen,
+			K: r.topK, Shared: shared}
+		cache, err := distill.OpenTopKCache(t.TempDir(), key, dense)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cache.Close()
+		kd.Teacher = cache
+	}
 	rec := &recordRows{Loss: train.FromLogits(kd)}
 	var losses []float64
 	o := train.Options{Steps: r.steps, Batch: r.batch, SeqLen: r.seqLen, LR: r.lr, MinLR: train.Ptr(r.minLR),
@@ -152,4 +167,35 @@ func TestDistillParity(t *testing.T) {
 	if rel1(pt, pn) > 0.01 {
 		t.Errorf("held-out perplexity %.4f, native %.4f: more than 1 %% apart", pt, pn)
 	}
+}
+
+// TestDistillTopKParity: the same with a top-8 teacher (native: distill.Run's
+// top-k cache), 12 steps.
+func TestDistillTopKParity(t *testing.T) {
+	needTorch(t)
+	r := distillRecipe{steps: 12, batch: 4, seqLen: 32, warmup: 2, lr: 2e-3, minLR: 2e-4, wd: 0.1, clip: 1,
+		temp: 1.5, kd: 1, ce: 0.1, topK: 8, seed: 4}
+	rows := parentRows(t, 48, r.seqLen)
+	teacher, student := mustParent(t), deciChild(t)
+	want, order, _ := nativeDistill(t, teacher, student, rows, r)
+	fed := make([][]int32, len(order))
+	for i, k := range order {
+		fed[i] = rows[k]
+	}
+	j := distillJob(t, teacher, student, 2, fed, nil, r)
+	contract, entry := j.write()
+	mustRun(t, entry, contract, 2)
+	got := j.result()["losses"].([]any)
+	if len(got) != len(want) {
+		t.Fatalf("torch ran %d steps, native %d", len(got), len(want))
+	}
+	worst := 0.0
+	for i := range want {
+		e := rel1(got[i].(float64), want[i])
+		worst = max(worst, e)
+		if e > 1e-3 {
+			t.Errorf("step %d: torch loss %.6f, native %.6f (%.2g relative, want ≤ 1e-3)", i+1, got[i], want[i], e)
+		}
+	}
+	t.Logf("top-%d losses: step 1 torch %.5f native %.5f; worst %.2g relative", r.topK, got[0], want[0], worst)
 }

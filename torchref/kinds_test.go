@@ -16,6 +16,7 @@ import (
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/importance"
 	"github.com/autocompress/autocompress/parent"
+	"github.com/autocompress/autocompress/proxy"
 	"github.com/autocompress/autocompress/tokenizer"
 	"github.com/autocompress/autocompress/train"
 )
@@ -320,5 +321,37 @@ func TestRefusals(t *testing.T) {
 				t.Errorf("result.json %v", res)
 			}
 		})
+	}
+}
+
+// TestProxyParity: the proxy job's mean KL(teacher ‖ student) on 2 ranks
+// equals proxy.KL's on the same rows.
+func TestProxyParity(t *testing.T) {
+	needTorch(t)
+	const T, batch = 32, 4
+	rows := parentRows(t, 8, T)
+	teacher, student := mustParent(t), deciChild(t)
+	pm, err := engine.Load(teacher)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := engine.Load(student)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := proxy.KL(context.Background(), pm, cm, rows, proxy.Options{Batch: batch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := newJob(t, "proxy", 2, map[string]any{"seq_len": T, "batch": batch})
+	j.model("teacher", teacher)
+	j.model("student", student)
+	j.rows("valid", rows)
+	contract, entry := j.write()
+	mustRun(t, entry, contract, 2)
+	got := j.result()["kl"].(float64)
+	t.Logf("KL(teacher ‖ student): torch %.7f, native %.7f (%.2g relative)", got, want.KL, rel1(got, want.KL))
+	if rel1(got, want.KL) > 1e-4 {
+		t.Errorf("KL %.7f, native %.7f: more than 1e-4 apart", got, want.KL)
 	}
 }
