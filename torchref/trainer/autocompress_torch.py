@@ -799,6 +799,9 @@ def run_distill(job, ranks):
     prog = Progress(job)
     if start:
         prog.line(event="resumed", step=start)
+    elif valid is not None:
+        s, n = ce_sum(student, valid, B, ranks, lockstep=sharded)
+        prog.line(step=0, steps=steps, val_loss=s / n)
     per = B // job.world
     n_rows = rows.shape[0]
     step = start
@@ -831,6 +834,7 @@ def run_distill(job, ranks):
         s, n = ce_sum(student, valid, B, ranks, lockstep=sharded)
         res["loss"] = s / n
         res["perplexity"] = math.exp(s / n)
+        prog.line(step=steps, steps=steps, val_loss=s / n)
     res["sha256"] = save_out(job, student, sdir, ranks)
     write_result(job, res)
     return EXIT_DONE
