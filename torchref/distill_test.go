@@ -172,6 +172,9 @@ func TestDistillParity(t *testing.T) {
 // TestDistillTopKParity: the same with a top-8 teacher (native: distill.Run's
 // top-k cache), 12 steps.
 func TestDistillTopKParity(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a third 2-rank distillation; TestDistillParity covers the dense teacher")
+	}
 	needTorch(t)
 	r := distillRecipe{steps: 12, batch: 4, seqLen: 32, warmup: 2, lr: 2e-3, minLR: 2e-4, wd: 0.1, clip: 1,
 		temp: 1.5, kd: 1, ce: 0.1, topK: 8, seed: 4}
