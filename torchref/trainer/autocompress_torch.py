@@ -319,10 +319,16 @@ def ce_sum(model, rows, batch, ranks, lockstep=False):
     return tot[0].item(), int(tot[1].item())
 
 
+def infer_dtype(ranks):
+    """The weights' dtype of a forward-only kind: float32 on CPU (the
+    native engine's), bf16 on a GPU (the statistics stay float64)."""
+    return torch.bfloat16 if ranks.cuda else torch.float32
+
+
 def run_eval(job, ranks):
     """Held-out perplexity of the model on data.valid."""
     prog = Progress(job)
-    m = job.load("model", ranks.device).eval()
+    m = job.load("model", ranks.device, infer_dtype(ranks)).eval()
     rows = job.rows("valid")
     s, n = ce_sum(m, rows, job.batch, ranks)
     loss = s / n
@@ -335,7 +341,8 @@ def run_proxy(job, ranks):
     """Mean KL(teacher ‖ student) per token at T = 1 over the shared ids of
     data.valid's rows, no training."""
     prog = Progress(job)
-    teacher, student = job.load("teacher", ranks.device).eval(), job.load("student", ranks.device).eval()
+    dt = infer_dtype(ranks)
+    teacher, student = job.load("teacher", ranks.device, dt).eval(), job.load("student", ranks.device, dt).eval()
     shared = int(job.recipe.get("shared_vocab") or min(teacher.arch.vocab, student.arch.vocab))
     rows = job.rows("valid")
     T = job.seq_len
@@ -403,7 +410,7 @@ def sum_cos(a, b):
 def run_importance(job, ranks):
     prog = Progress(job)
     d = job.model_dir("model")
-    m = job.load("model", ranks.device).eval()
+    m = job.load("model", ranks.device, infer_dtype(ranks)).eval()
     arch = m.arch
     L = len(arch.layers)
     T = job.seq_len
@@ -867,6 +874,12 @@ def main(argv):
     threads = os.environ.get("OMP_NUM_THREADS")
     if threads:
         torch.set_num_threads(int(threads))
+    else:
+        # CPU ranks on one machine share its cores (torch would give each
+        # all of them). The count must not change between a run and its
+        # resumption for the two to be bit-identical.
+        local = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("WORLD_SIZE") or 1)
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, local)))
     torch.manual_seed(0)
     ranks = Ranks()
     job = None
