@@ -247,3 +247,35 @@ func randomModel(t testing.TB, cfg string, seed uint64) string {
 	}
 	return dir
 }
+
+// TestWrite: Write lays out the trainer's files, byte for byte the
+// embedded ones, with the entry point among them; no torch needed.
+func TestWrite(t *testing.T) {
+	dir := t.TempDir()
+	if err := Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"trainer/autocompress_torch.py", "trainer/acmodel.py", "trainer/acio.py"} {
+		want, err := files.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(name)))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: not written as embedded (%v)", name, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(Entry))); err != nil {
+		t.Errorf("entry point %s: %v", Entry, err)
+	}
+	// Writing again over a job directory replaces the files.
+	if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(Entry)), []byte("stale"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, filepath.FromSlash(Entry))); string(b) == "stale" {
+		t.Error("a second Write left the stale entry point")
+	}
+}

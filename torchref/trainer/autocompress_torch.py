@@ -11,7 +11,8 @@ variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), as
 torchrun sets them or as launch.sh sets them by hand where torchrun is
 broken (Debian's torch 1.13 under Python 3.11); without them it runs as one
 rank. CPU ranks talk over gloo and train with DDP; CUDA ranks over NCCL,
-with FSDP2 sharding when torch >= 2.4 and bf16 autocast.
+with FSDP2 sharding and bf16 compute when torch >= 2.4 has it, else DDP
+with bf16 autocast.
 
 The second form writes each model's float32 logits on the first B x T
 tokens of a shard as tensor "logits.I" (I: the model's place in the list),
@@ -120,8 +121,13 @@ class Job:
     def __init__(self, path, ranks):
         self.path = os.path.abspath(path)
         self.dir = os.path.dirname(self.path)
-        with open(self.path) as f:
-            self.c = json.load(f)
+        try:
+            with open(self.path) as f:
+                self.c = json.load(f)
+        except (OSError, ValueError) as e:
+            raise Refused(f"{path}: cannot read the contract: {e}") from e
+        if not isinstance(self.c, dict):
+            raise Refused(f"{path}: the contract is not a JSON object")
         self.ranks = ranks
         c = self.c
         self.kind = c.get("kind")
