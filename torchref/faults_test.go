@@ -203,3 +203,28 @@ func jsonEqual(a, b any) bool {
 	y, _ := json.Marshal(b)
 	return bytes.Equal(x, y)
 }
+
+// TestStopForwardOnly: SIGTERM stops an importance job (nothing to
+// checkpoint) at once: exit 0, result.json "stopped".
+func TestStopForwardOnly(t *testing.T) {
+	needTorch(t)
+	const T = 32
+	j := newJob(t, "importance", 1, map[string]any{"seq_len": T, "batch": 4})
+	j.model("model", mustParent(t))
+	j.rows("valid", parentRows(t, 32, T))
+	// The first progress line comes after the calibration pass; 24 skip
+	// passes of 8 forward passes each follow it (hundreds of times the
+	// signal's latency).
+	cmds := startUntil(t, j, 1, 32)
+	sent := time.Now()
+	cmds[0].Process.Signal(syscall.SIGTERM)
+	cmds[0].Wait()
+	if code := cmds[0].ProcessState.ExitCode(); code != 0 {
+		t.Errorf("exit %d after SIGTERM, want 0", code)
+	}
+	res := j.result()
+	t.Logf("stopped %.2fs after the signal: %v", time.Since(sent).Seconds(), res["error"])
+	if res["status"] != "stopped" {
+		t.Errorf("result %v, want status stopped", res)
+	}
+}

@@ -701,8 +701,17 @@ def load_state(job, student, opt, tag):
 STOP = {"flag": False}
 
 
+class Stopped(Exception):
+    """A forward-only job (importance, eval, proxy) stopped by a signal: it
+    keeps no state, and a rerun starts it over."""
+
+
 def on_signal(signum, frame):
     STOP["flag"] = True
+
+
+def on_signal_stop(signum, frame):
+    raise Stopped(f"stopped by signal {signum} before the end; run it again to start over")
 
 
 def save_out(job, student, student_dir, ranks):
@@ -892,6 +901,10 @@ def main(argv):
     try:
         job = Job(argv[1], ranks)
         job.check()
+        if job.kind != "distill":
+            # Nothing to checkpoint: stop at once.
+            signal.signal(signal.SIGTERM, on_signal_stop)
+            signal.signal(signal.SIGINT, on_signal_stop)
         ranks.join()
         err = ""
         if ranks.rank == 0:
@@ -904,6 +917,10 @@ def main(argv):
         run = {"distill": run_distill, "importance": run_importance, "eval": run_eval, "proxy": run_proxy}[job.kind]
         code = run(job, ranks)
         return code or EXIT_DONE
+    except Stopped as e:
+        sys.stderr.write(f"autocompress_torch: {e}\n")
+        write_result(job, dict(status="stopped", error=str(e)))
+        return EXIT_STOPPED
     except (Refused, acmodel.ConfigError, acio.FormatError) as e:
         sys.stderr.write(f"autocompress_torch: {e}\n")
         if job is not None:
