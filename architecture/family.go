@@ -56,6 +56,10 @@ type Family struct {
 	// Hybrid is true when a native layer may lack attention or a
 	// feed-forward block (Nemotron-H's one-mixer layers).
 	Hybrid bool
+	// NoRoPE is true when the class's attention has no rotary embedding
+	// (Nemotron-H): rope_theta is then written only where the config read
+	// had it, never added.
+	NoRoPE bool
 	// DeciLMBlocks is true when the layers are Llama blocks that DeciLM
 	// block_configs can hold: a child with per-layer shapes is then written
 	// as DeciLM.

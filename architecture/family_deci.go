@@ -234,13 +234,18 @@ func (w *ConfigWriter) deciLM() error {
 				att["window_length"] = a.SlidingWindow
 			}
 		}
-		ffn := map[string]any{"ffn_mult": nil, "no_op": true, "replace_with_linear": false, "sparsify": nil}
+		// Both ffn_mult and intermediate_size: vLLM, SGLang, TensorRT-LLM
+		// and llama.cpp read ffn_mult, NVIDIA's newer block_config.py only
+		// intermediate_size (and the older one drops it with a warning);
+		// they agree because the width round-trips (prune/PLAN.md).
+		ffn := map[string]any{"ffn_mult": nil, "intermediate_size": nil, "no_op": true, "replace_with_linear": false, "sparsify": nil}
 		if x := l.MLP; x != nil {
 			mult, ok := ffnMult(x.Width, m.Hidden)
 			if !ok {
 				return &FormatError{Format: DeciLMFormat, Layer: i, Msg: fmt.Sprintf("FFN width %d has no ffn_mult that maps back to it at hidden size %d", x.Width, m.Hidden)}
 			}
 			ffn["ffn_mult"] = mult
+			ffn["intermediate_size"] = x.Width
 			ffn["no_op"] = false
 			mlpBias = x.Bias
 			act = x.Activation
@@ -265,10 +270,10 @@ func (w *ConfigWriter) deciLM() error {
 		o["sliding_window"] = nil
 	}
 	if _, ok := o["auto_map"]; !ok || w.m.Arch != DeciLM {
-		o["auto_map"] = map[string]any{
-			"AutoConfig":           "configuration_decilm.DeciLMConfig",
-			"AutoModelForCausalLM": "modeling_decilm.DeciLMForCausalLM",
-		}
+		// The configuration module prune writes beside the weights
+		// (package prune/remotecode); a modeling module is named only by
+		// a writer that ships one (ConfigOptions.AutoMap).
+		o["auto_map"] = map[string]any{"AutoConfig": "configuration_decilm.DeciLMConfig"}
 	}
 	return nil
 }

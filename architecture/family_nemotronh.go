@@ -21,7 +21,9 @@ func init() {
 		Attention: AttentionRule{Bias: AttentionBias},
 		Windows:   OneWindow,
 		Hybrid:    true,
-		Engine:    EngineSupport{Reason: "Mamba2 mixers, mixture-of-experts layers and backbone.* tensor names"},
+		// vLLM nemotron_h.py NemotronHAttention builds no rotary embedding.
+		NoRoPE: true,
+		Engine: EngineSupport{Reason: "Mamba2 mixers, mixture-of-experts layers and backbone.* tensor names"},
 	})
 }
 
@@ -209,6 +211,7 @@ func (w *ConfigWriter) nemotronH() error {
 		if x.ChunkSize > 0 {
 			o["chunk_size"] = x.ChunkSize
 		}
+		w.mambaExpand(x)
 	}
 	bias := -1
 	setBias := func(v bool) error {
@@ -265,6 +268,33 @@ func (w *ConfigWriter) nemotronH() error {
 		o["mlp_hidden_act"] = act
 	}
 	return nil
+}
+
+// mambaExpand keeps Nemotron-H's expand (or its alias mamba_expand) true.
+// No loader reads it: vLLM nemotron_h.py (NemotronHMambaDecoderLayer) and
+// HF modeling_nemotron_h.py size the mixer as mamba_num_heads ·
+// mamba_head_dim. HF's NemotronHConfig declares it `expand: int` under
+// @strict, so a fraction would fail there. When the Mamba width or the
+// hidden size changed from the config read, the key is rewritten as
+// width/hidden where that is an integer and dropped otherwise; an unchanged
+// model keeps the value it was read with (NVIDIA's Nano-30B states
+// expand 2 for a width of 64·64 at hidden 2688).
+func (w *ConfigWriter) mambaExpand(x *Mamba) {
+	raw := &fields{m: w.raw}
+	width := x.Heads * x.HeadDim
+	if raw.intOr("mamba_num_heads", 0)*raw.intOr("mamba_head_dim", 0) == width && raw.intOr("hidden_size", 0) == w.m.Hidden {
+		return
+	}
+	for _, k := range []string{"expand", "mamba_expand"} {
+		if !w.RawHas(k) {
+			continue
+		}
+		if w.m.Hidden > 0 && width%w.m.Hidden == 0 {
+			w.out[k] = width / w.m.Hidden
+		} else {
+			delete(w.out, k)
+		}
+	}
 }
 
 func (b *TensorList) mamba(p string, i int, h int64, x *Mamba) {

@@ -14,6 +14,10 @@ type ConfigOptions struct {
 	// Drop lists keys of m.Raw not to carry over, e.g. "quantization_config"
 	// when the weights were written dequantised.
 	Drop []string
+	// AutoMap, when not nil, is written as config.json's auto_map in place
+	// of the one the format would keep or write: the remote-code modules
+	// the checkpoint directory really contains (prune writes DeciLM's).
+	AutoMap map[string]string
 }
 
 // FormatFor returns the format Config uses by default: Native when the model
@@ -76,6 +80,13 @@ func (m *Model) Config(opts ConfigOptions) ([]byte, error) {
 		return nil, err
 	}
 	w.globals(opts.DType)
+	if opts.AutoMap != nil {
+		am := map[string]any{}
+		for k, v := range opts.AutoMap {
+			am[k] = v
+		}
+		out["auto_map"] = am
+	}
 	return encodeJSON(out)
 }
 
@@ -123,6 +134,9 @@ func (w *ConfigWriter) rope() {
 	if p, ok := o["rope_parameters"].(map[string]any); ok {
 		p["rope_theta"] = r.Theta
 		return
+	}
+	if familyOf(w.m.Arch).NoRoPE && !w.RawHas("rope_theta") {
+		return // no RoPE: a rope_theta would be invented
 	}
 	o["rope_theta"] = r.Theta
 	if r.PartialFactor != 1 || w.RawHas("partial_rotary_factor") {

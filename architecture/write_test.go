@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -181,6 +182,52 @@ func TestNemotronHDepthPruneSlicesPattern(t *testing.T) {
 	}
 	if !sameModel(m, back) {
 		t.Errorf("changed: %s", diffModel(m, back))
+	}
+}
+
+// TestNemotronHCleanFields: a Nemotron-H child keeps expand true (the
+// Mamba width over the hidden size, or no key when that is no integer) and
+// gains no rope_theta, since its attention has no RoPE; an unchanged model
+// keeps both as read.
+func TestNemotronHCleanFields(t *testing.T) {
+	const base = `{"architectures":["NemotronHForCausalLM"],"hidden_size":64,"vocab_size":100,"hybrid_override_pattern":"M*M-",
+	  "mamba_num_heads":8,"mamba_head_dim":16,"ssm_state_size":4,"n_groups":2,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":16,
+	  "intermediate_size":96,"expand":2%s}`
+	cases := []struct {
+		name       string
+		extra      string
+		mambaHeads int
+		hidden     int
+		expand     any // nil: no key; else the number as read back
+		rope       bool
+	}{
+		{"unchanged", "", 8, 64, 2, false},
+		{"a fraction drops expand; rope_theta read is kept", `,"rope_theta":10000`, 6, 64, nil, true},
+		{"heads halved: expand 1", "", 4, 64, 1, false},
+		{"heads cut to a fraction: no expand", "", 2, 64, nil, false},
+		{"hidden halved: expand 4", "", 8, 32, 4, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m, err := FromConfig([]byte(strings.Replace(base, "%s", c.extra, 1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Hidden = c.hidden
+			for _, l := range m.Layers {
+				if l.Mamba != nil {
+					l.Mamba.Heads = c.mambaHeads
+				}
+			}
+			back, _ := roundTrip(t, m, ConfigOptions{})
+			e, ok := back.Raw["expand"]
+			if c.expand == nil && ok || c.expand != nil && fmt.Sprint(e) != fmt.Sprint(c.expand) {
+				t.Errorf("expand %v (present %v), want %v", e, ok, c.expand)
+			}
+			if _, ok := back.Raw["rope_theta"]; ok != c.rope {
+				t.Errorf("rope_theta present %v, want %v", ok, c.rope)
+			}
+		})
 	}
 }
 

@@ -137,7 +137,7 @@ func ValidateDirWith(dir, engine string, opt Options) (*Report, error) {
 	r, m := validateConfig(data, caps)
 	r.Dir = dir
 	if caps.RemoteCode && m != nil && m.Family().PerLayer {
-		checkRemoteCode(r, dir, m)
+		checkRemoteCode(r, dir, m, caps)
 	}
 	if m == nil {
 		return r, nil
@@ -422,17 +422,29 @@ func checkDeciLMRaw(r *Report, raw map[string]any, caps Capabilities) {
 	}
 }
 
-// checkRemoteCode verifies that the auto_map Python files are present.
-// transformers has no DeciLM class of its own (model_type nemotron-nas is
-// not in CONFIG_MAPPING_NAMES, src/transformers/models/auto/
-// configuration_auto.py), so AutoConfig.from_pretrained loads it only
-// through auto_map, and dynamic_module_utils.get_class_from_dynamic_module
-// reads a "module.Class" reference from module.py in the checkpoint
-// directory, a "repo--module.Class" one from that Hub repository.
-func checkRemoteCode(r *Report, dir string, m *architecture.Model) {
+// checkRemoteCode verifies that the Python files config.json's auto_map
+// needs are present: each "module.Class" module (a "repo--module.Class"
+// reference is fetched from that Hub repository instead) and, recursively,
+// every module it imports relatively, as transformers copies them
+// (dynamic_module_utils.get_relative_import_files over
+// get_relative_imports: lines "import .x" and "from .x import ...", each
+// x.py beside the importing file). transformers has no DeciLM class of its
+// own (model_type nemotron-nas is not in CONFIG_MAPPING_NAMES,
+// models/auto/configuration_auto.py), so AutoConfig.from_pretrained loads
+// it only through auto_map.AutoConfig, and get_class_from_dynamic_module
+// reads module.py from the checkpoint directory. An engine that picks the
+// model class through transformers' Auto classes (ByModelType: hf) needs
+// auto_map.AutoModelForCausalLM besides; the serving engines use their own
+// DeciLM classes and need only the configuration.
+func checkRemoteCode(r *Report, dir string, m *architecture.Model, caps Capabilities) {
 	am, _ := m.Raw["auto_map"].(map[string]any)
 	if am == nil {
 		return // reported by checkDeciLMRaw
+	}
+	if _, ok := am["AutoModelForCausalLM"]; !ok && caps.ByModelType {
+		r.violate(-1, "", "remote-code", "transformers builds DeciLMForCausalLM only through auto_map.AutoModelForCausalLM, and config.json has none: "+
+			"autocompress writes only the configuration module (configuration_decilm.py), which the serving engines need; add a modeling_decilm.py "+
+			"(e.g. from nvidia/Llama-3_1-Nemotron-51B-Instruct, after checking its licence) when pruning, and prune names it in auto_map")
 	}
 	keys := make([]string, 0, len(am))
 	for k := range am {
@@ -445,16 +457,75 @@ func checkRemoteCode(r *Report, dir string, m *architecture.Model) {
 		if v == "" || strings.Contains(v, "--") { // "repo--module.Class" refers to a hub repository
 			continue
 		}
-		mod := v[:max(strings.LastIndex(v, "."), 0)]
-		file := mod + ".py"
+		file := v[:max(strings.LastIndex(v, "."), 0)] + ".py"
 		if seen[file] {
 			continue
 		}
 		seen[file] = true
 		if _, err := os.Stat(filepath.Join(dir, file)); err != nil {
 			r.violate(-1, "", "remote-code", "auto_map.%s needs %s beside the weights (transformers loads DeciLM through remote code); copy it from the parent's model repository (e.g. nvidia/Llama-3_1-Nemotron-51B-Instruct) after checking its licence", k, file)
+			continue
+		}
+		missing, err := RemoteCodeImports(dir, file)
+		if err != nil {
+			r.violate(-1, "", "remote-code", "auto_map.%s: %v", k, err)
+			continue
+		}
+		for _, mi := range missing {
+			if seen[mi.File] {
+				continue
+			}
+			seen[mi.File] = true
+			if !mi.Present {
+				r.violate(-1, "", "remote-code", "%s (named by auto_map.%s) imports %s relatively, which is not beside the weights; transformers copies and imports it with the module, so add it too", mi.By, k, mi.File)
+			}
 		}
 	}
+}
+
+// RemoteImport is one file a remote-code module needs through relative
+// imports: File (e.g. "block_config.py"), the module file By that imports
+// it, and whether it is Present in the directory.
+type RemoteImport struct {
+	File, By string
+	Present  bool
+}
+
+// relativeImport matches transformers' get_relative_imports
+// (dynamic_module_utils.py): `import .x` alone on a line, or `from .x import`.
+var relativeImport = regexp.MustCompile(`(?m)^\s*import\s+\.(\S+)\s*$|^\s*from\s+\.(\S+)\s+import`)
+
+// RemoteCodeImports follows the relative imports of the module file (in
+// dir) recursively, as transformers' get_relative_import_files does, and
+// returns every file they name, in the order found, each once: a module x
+// is x.py beside the importing file ("from .a.b import" names a/b.py). A
+// file that is absent is listed with Present false and not followed.
+func RemoteCodeImports(dir, file string) ([]RemoteImport, error) {
+	var out []RemoteImport
+	seen := map[string]bool{file: true}
+	queue := []string{file}
+	for len(queue) > 0 {
+		f := queue[0]
+		queue = queue[1:]
+		b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(f)))
+		if err != nil {
+			return nil, fmt.Errorf("reading remote-code module %s: %w", f, err)
+		}
+		for _, m := range relativeImport.FindAllStringSubmatch(string(b), -1) {
+			mod := m[1] + m[2]
+			name := strings.ReplaceAll(mod, ".", "/") + ".py"
+			if seen[name] {
+				continue
+			}
+			seen[name] = true
+			_, err := os.Stat(filepath.Join(dir, filepath.FromSlash(name)))
+			out = append(out, RemoteImport{File: name, By: f, Present: err == nil})
+			if err == nil {
+				queue = append(queue, name)
+			}
+		}
+	}
+	return out, nil
 }
 
 var layerOf = regexp.MustCompile(`\.layers\.(\d+)\.`)

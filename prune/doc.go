@@ -31,5 +31,9 @@
 // block_configs (Llama family, per-layer KV groups and FFN widths padded to
 // multiples of 256, removed sub-blocks), or made uniform by zero-padding
 // every layer to the widest one (FormatPadded), which leaves the function
-// unchanged.
+// unchanged. A DeciLM child gets autocompress's own configuration module
+// (package remotecode: configuration_decilm.py and block_config.py), which
+// vLLM, SGLang and TensorRT-LLM load through transformers' AutoConfig; its
+// auto_map names only modules the child contains (PLAN.md, "Remote code of
+// a DeciLM child").
 package prune

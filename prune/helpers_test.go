@@ -54,7 +54,7 @@ func nemotronHCfg() map[string]any {
 		"vocab_size": 80, "hidden_size": 32, "intermediate_size": 40,
 		"num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "attention_head_dim": 8,
 		"hybrid_override_pattern": "M*M-M-", "num_hidden_layers": 6,
-		"mamba_num_heads": 8, "mamba_head_dim": 4, "n_groups": 2, "ssm_state_size": 4,
+		"mamba_num_heads": 8, "mamba_head_dim": 4, "n_groups": 2, "ssm_state_size": 4, "expand": 1,
 		"conv_kernel": 3, "use_conv_bias": true, "use_bias": false, "chunk_size": 16,
 		"mlp_hidden_act": "relu2", "mlp_bias": false, "attention_bias": false,
 		"layer_norm_epsilon": 1e-5, "rms_norm_eps": 1e-5, "tie_word_embeddings": false,

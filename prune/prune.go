@@ -14,6 +14,7 @@ import (
 	"github.com/autocompress/autocompress/checkpoint"
 	"github.com/autocompress/autocompress/export"
 	"github.com/autocompress/autocompress/internal/progress"
+	"github.com/autocompress/autocompress/prune/remotecode"
 )
 
 // Options configures Prune.
@@ -28,9 +29,11 @@ type Options struct {
 	// Format and Engine override the plan's output_format and engine when
 	// not empty; Engine may list several ("vllm,llamacpp") or be "all".
 	Format, Engine string
-	// ExtraFiles are copied into the child directory (by base name), e.g.
-	// the DeciLM remote-code files configuration_decilm.py and
-	// modeling_decilm.py that transformers needs.
+	// ExtraFiles are copied into the child directory (by base name), after
+	// the files prune writes, e.g. a DeciLM modeling_decilm.py that
+	// transformers' AutoModelForCausalLM needs (prune writes the
+	// configuration module itself and names a modeling module in auto_map
+	// only when the child contains one).
 	ExtraFiles []string
 	// Progress receives the tensor bytes written (stage "prune", unit "B");
 	// nil = none.
@@ -111,7 +114,13 @@ func Prune(ctx context.Context, opt Options) (res *Result, err error) {
 	if err := checkAgainstConfig(lay.Child, childInfos, "child"); err != nil {
 		return nil, fmt.Errorf("prune: internal error, the sliced tensors disagree with the child config: %w", err)
 	}
-	cfg, err := childConfig(lay)
+	aux, err := checkpoint.AuxFiles(opt.Model)
+	if err != nil {
+		return nil, fmt.Errorf("prune: %w", err)
+	}
+	deci := lay.Format == FormatDeciLM // a DeciLM parent's children are too (Resolve)
+	copyNames := auxToCopy(aux, deci)
+	cfg, err := childConfig(lay, deciLMAutoMap(deci, copyNames, opt.ExtraFiles))
 	if err != nil {
 		return nil, fmt.Errorf("prune: writing child config: %w", err)
 	}
@@ -218,18 +227,13 @@ func Prune(ctx context.Context, opt Options) (res *Result, err error) {
 	if err := os.WriteFile(filepath.Join(tmp, "config.json"), cfg, 0o666); err != nil { //output:inside
 		return nil, fmt.Errorf("prune: %w", err)
 	}
-	aux, err := checkpoint.AuxFiles(opt.Model)
-	if err != nil {
-		return nil, fmt.Errorf("prune: %w", err)
-	}
-	var copyNames []string
-	for _, a := range aux {
-		if a != "config.json" {
-			copyNames = append(copyNames, a)
-		}
-	}
 	if err := checkpoint.CopyFiles(tmp, opt.Model, copyNames); err != nil {
 		return nil, fmt.Errorf("prune: %w", err)
+	}
+	if deci {
+		if err := remotecode.WriteDeciLM(tmp); err != nil {
+			return nil, fmt.Errorf("prune: %w", err)
+		}
 	}
 	for _, f := range opt.ExtraFiles {
 		if err := checkpoint.CopyFiles(tmp, filepath.Dir(f), []string{filepath.Base(f)}); err != nil {

@@ -132,7 +132,7 @@ func (r *Report) Serving() Serving {
 		sv.Notes = append(sv.Notes, "precision "+prec+" is served from a checkpoint quantized to it (e.g. with ModelOpt or llm-compressor) after pruning")
 	}
 	if deci && sp.ServeOn.RemoteCode {
-		sv.Notes = append(sv.Notes, "DeciLM: copy configuration_decilm.py and modeling_decilm.py beside the weights (prune --add-files)")
+		sv.Notes = append(sv.Notes, "DeciLM: prune writes the configuration module (configuration_decilm.py, block_config.py) that --trust-remote-code loads")
 	}
 	return sv
 }

@@ -47,7 +47,7 @@ so the native architecture can hold them; the function is unchanged).`,
 			engine := fs.String("engine", "", "serving engine(s) the child must load in: "+strings.Join(export.Engines(), ", ")+", a comma-separated list, or all (default: the plan's, else only config/tensor agreement is checked)")
 			format := fs.String("format", "", "output format: native, decilm or padded (default: the plan's, else native)")
 			force := fs.Bool("force", false, "replace an existing --out (and --write-plan file)")
-			addFiles := fs.String("add-files", "", "comma-separated `files` to copy into the child, e.g. the DeciLM remote code configuration_decilm.py,modeling_decilm.py for --engine hf")
+			addFiles := fs.String("add-files", "", "comma-separated `files` to copy into the child, e.g. a DeciLM modeling_decilm.py for --engine hf (prune writes the configuration module itself)")
 			tp := intArg(fs, "tp", 0, 1, maxGPUs, "tensor-parallel size the child will be served with (checks head and width divisibility)")
 			asJSON := fs.Bool("json", false, "print the result as JSON")
 			scores := fs.String("scores", "", "build the plan from an importance `file` (autocompress importance output) instead of --plan")

@@ -90,16 +90,19 @@ not fail. --engine accepts a comma-separated list or "all". The exit status is
 // remoteCodeHint says how a DeciLM child comes to load in transformers.
 // transformers has no class of its own for DeciLM: model_type nemotron-nas
 // is not in CONFIG_MAPPING_NAMES (src/transformers/models/auto/
-// configuration_auto.py), so AutoConfig.from_pretrained loads it only
-// through config.json's auto_map, whose "module.Class" references
+// configuration_auto.py), so it loads the child only through config.json's
+// auto_map, whose "module.Class" references
 // dynamic_module_utils.get_class_from_dynamic_module reads from module.py
 // in the checkpoint directory ("repo--module.Class" from that Hub
-// repository instead). prune cannot ship NVIDIA's module files, so a
-// DeciLM child fails hf until they are added; the verdict is right, and
-// this says what to do.
+// repository instead). prune writes the configuration module itself
+// (package prune/remotecode), which is all the serving engines need; the
+// modeling module AutoModelForCausalLM needs is not ours to ship, so a
+// DeciLM child fails hf until one is added; the verdict is right, and this
+// says what to do.
 const remoteCodeHint = "transformers has no built-in DeciLM (model_type nemotron-nas): it loads the child only with trust_remote_code " +
-	"and the auto_map modules beside the weights; add them when pruning (autocompress prune ... --add-files configuration_decilm.py,modeling_decilm.py, " +
-	"from the parent's model repository, e.g. nvidia/Llama-3_1-Nemotron-51B-Instruct, after checking its licence), " +
+	"and the auto_map modules beside the weights; prune writes the configuration module (configuration_decilm.py), " +
+	"and transformers' AutoModelForCausalLM needs a modeling module besides: add it when pruning (autocompress prune ... --add-files modeling_decilm.py, " +
+	"from a DeciLM model repository, e.g. nvidia/Llama-3_1-Nemotron-51B-Instruct, after checking its licence; prune then names it in auto_map), " +
 	"or leave hf out of --engine when the child is served by vLLM, SGLang, TensorRT-LLM or llama.cpp"
 
 // needsRemoteCode reports whether r fails for the remote-code files only.

@@ -17,10 +17,12 @@ import (
 // CONFIG_MAPPING_NAMES, models/auto/configuration_auto.py), so
 // AutoConfig.from_pretrained loads it only through auto_map, whose modules
 // dynamic_module_utils.get_class_from_dynamic_module reads from the
-// checkpoint directory, and prune cannot ship NVIDIA's files. So: hf fails
-// for the remote-code files and nothing else, the other engines pass, the
-// output says how to add them, and with them (or with auto_map naming a
-// Hub repository) hf passes.
+// checkpoint directory. prune writes the configuration module itself
+// (issue 19), but transformers' AutoModelForCausalLM needs a modeling module
+// too, which is not ours to ship. So: hf fails for the remote code and
+// nothing else, the other engines pass, the output says how to add the
+// modeling module, and with it (or with auto_map naming a Hub repository)
+// hf passes.
 func TestValidateAllDeciLMChildHF(t *testing.T) {
 	pdir, err := parent.Dir()
 	if err != nil {
@@ -49,7 +51,7 @@ func TestValidateAllDeciLMChildHF(t *testing.T) {
 				t.Errorf("a violation other than the remote code: %s", line)
 			}
 		case strings.HasPrefix(line, "  hint: "):
-			if !strings.Contains(line, "--add-files configuration_decilm.py,modeling_decilm.py") {
+			if !strings.Contains(line, "--add-files modeling_decilm.py") {
 				t.Errorf("hint: %s", line)
 			}
 		case strings.HasPrefix(line, "  warning: "):
@@ -63,15 +65,15 @@ func TestValidateAllDeciLMChildHF(t *testing.T) {
 		t.Errorf("no hint for the remote code:\n%s", out)
 	}
 
-	// With the modules beside the weights, hf loads it.
-	withCode := filepath.Join(t.TempDir(), "with-code")
-	if err := os.CopyFS(withCode, os.DirFS(child)); err != nil {
+	// With a modeling module added when pruning, prune names it in
+	// auto_map and hf loads it.
+	modeling := filepath.Join(t.TempDir(), "modeling_decilm.py")
+	if err := os.WriteFile(modeling, []byte("# remote code\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"configuration_decilm.py", "modeling_decilm.py"} {
-		if err := os.WriteFile(filepath.Join(withCode, f), []byte("# remote code\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	withCode := filepath.Join(t.TempDir(), "with-code")
+	if _, err := prune.Prune(context.Background(), prune.Options{Model: pdir, Plan: plan, Out: withCode, ExtraFiles: []string{modeling}}); err != nil {
+		t.Fatal(err)
 	}
 	if code, out, errs := evalRun("validate", "--model", withCode, "--engine", "all"); code != 0 {
 		t.Errorf("with the remote code: exit %d:\n%s%s", code, out, errs)
@@ -86,8 +88,8 @@ func TestValidateAllDeciLMChildHF(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg = []byte(strings.ReplaceAll(string(cfg), `"configuration_decilm.`, `"nvidia/Llama-3_1-Nemotron-51B-Instruct--configuration_decilm.`))
-	cfg = []byte(strings.ReplaceAll(string(cfg), `"modeling_decilm.`, `"nvidia/Llama-3_1-Nemotron-51B-Instruct--modeling_decilm.`))
+	cfg = []byte(strings.ReplaceAll(string(cfg), `"AutoConfig": "configuration_decilm.DeciLMConfig"`,
+		`"AutoConfig": "configuration_decilm.DeciLMConfig", "AutoModelForCausalLM": "nvidia/Llama-3_1-Nemotron-51B-Instruct--modeling_decilm.DeciLMForCausalLM"`))
 	if err := os.WriteFile(filepath.Join(hub, "config.json"), cfg, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -65,11 +65,12 @@ var allowed = map[string][]string{
 	"train":              {"architecture", "checkpoint", "corpus", "dataset", "engine", "internal/output", "internal/progress", "tokenizer"},
 
 	// Compressing: pruning, the search, recovery.
-	"prune":          {"architecture", "checkpoint", "export", "importance", "internal/progress"},
-	"proxy":          {"engine", "engine/blas", "internal/parallel", "internal/progress", "prune"},
-	"search":         {"architecture", "checkpoint", "engine", "estimate", "export", "hardware", "importance", "internal/human", "internal/progress", "proxy", "prune", "workload"},
-	"distill":        {"checkpoint", "dataset", "engine", "export", "internal/fastmath", "internal/output", "internal/parallel", "internal/progress", "parent", "tokenizer", "train"},
-	"search/trained": {"dataset", "distill", "engine", "internal/progress", "proxy", "prune", "search", "train"},
+	"prune":            {"architecture", "checkpoint", "export", "importance", "internal/progress", "prune/remotecode"},
+	"prune/remotecode": {},
+	"proxy":            {"engine", "engine/blas", "internal/parallel", "internal/progress", "prune"},
+	"search":           {"architecture", "checkpoint", "engine", "estimate", "export", "hardware", "importance", "internal/human", "internal/progress", "proxy", "prune", "workload"},
+	"distill":          {"checkpoint", "dataset", "engine", "export", "internal/fastmath", "internal/output", "internal/parallel", "internal/progress", "parent", "tokenizer", "train"},
+	"search/trained":   {"dataset", "distill", "engine", "internal/progress", "proxy", "prune", "search", "train"},
 
 	// Glue: the pipeline, the commands.
 	"pipeline": {"architecture", "checkpoint", "corpus", "dataset", "distill", "engine", "estimate", "eval", "export", "hardware", "importance", "internal/output", "internal/progress", "modelref", "prune", "report", "search", "search/trained", "servebench", "tokenizer", "train", "workload"},
