@@ -23,6 +23,17 @@ resumable checkpoint (result.json: status "stopped"; run it again to
 resume); 1 failed (result.json says why); 2 the contract or its files were
 refused before any work.
 
+A forward-only job (importance, eval, proxy) keeps no state: SIGTERM stops
+it at once (status "stopped", exit 0) and a rerun starts it over.
+
+Beyond job/CONTRACT.md v1, the trainer reads these optional recipe keys
+(package job's Recipe has none of them yet): "activation_checkpointing"
+(recompute each block in backward; what an 8B distillation at sequence
+4096 needs on one GPU), "fsdp" (false: DDP even where FSDP2 exists),
+"shared_vocab" (KD over ids [0, n); default the smaller vocabulary),
+and for importance "skip_rows", "no_skip_loss", "no_subblock_skip_loss"
+(importance.Options' SkipRows, NoSkipLoss, NoSubBlockSkipLoss).
+
 Everything that decides the next step (the student's float32 weights, both
 AdamW moments, the step) is in JOB/resume/state.safetensors, written
 atomically every checkpoint_every steps and on SIGTERM; the data position is
