@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/autocompress/autocompress/dataset"
@@ -145,6 +146,33 @@ func TestDistillParity(t *testing.T) {
 	}
 	t.Logf("losses: step 1 torch %.5f native %.5f; step %d torch %.5f native %.5f; worst %.2g relative",
 		got[0], want[0], len(want), got[len(got)-1], want[len(want)-1], worst)
+
+	// result.json and progress.jsonl as job/CONTRACT.md has them.
+	if res["engine"] != "torch" || res["device"] != "cpu" || res["checkpoint"] != "out" {
+		t.Errorf("result engine %v, device %v, checkpoint %v", res["engine"], res["device"], res["checkpoint"])
+	}
+	sums, _ := res["sha256"].(map[string]any)
+	for _, name := range []string{"out/config.json", "out/model.safetensors", "out/tokenizer.json"} {
+		if sums[name] != contractHash(t, j.dir, name) {
+			t.Errorf("result.json's hash of %s is %v, the file's %s", name, sums[name], contractHash(t, j.dir, name))
+		}
+	}
+	var vals []float64
+	var checkpoints []int
+	for _, l := range progressLines(t, j) {
+		if v, ok := l["val_loss"].(float64); ok {
+			vals = append(vals, v)
+		}
+		if l["event"] == "checkpoint" {
+			checkpoints = append(checkpoints, int(l["step"].(float64)))
+		}
+	}
+	if len(vals) != 2 || vals[1] != res["loss"] {
+		t.Errorf("val_loss lines %v (want one before the first step, one after the last = result loss %v)", vals, res["loss"])
+	}
+	if !slices.Equal(checkpoints, []int{10, 20, 30, 40, 50}) {
+		t.Errorf("checkpoint events at steps %v, want every 10", checkpoints)
+	}
 
 	out := filepath.Join(j.dir, "out")
 	if err := export.CheckDir(out, ""); err != nil {

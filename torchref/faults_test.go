@@ -33,6 +33,25 @@ func progressSteps(t testing.TB, j *testJob) []int {
 	return steps
 }
 
+// progressLines returns the job's progress.jsonl lines, decoded.
+func progressLines(t testing.TB, j *testJob) []map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(j.dir, "progress.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]any
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		var l map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatalf("progress.jsonl: %q: %v", sc.Text(), err)
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
 // startUntil starts the ranks of j and returns them once progress.jsonl
 // reports step at least `step`.
 func startUntil(t testing.TB, j *testJob, world, step int) []*exec.Cmd {
