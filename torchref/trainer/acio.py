@@ -82,32 +82,51 @@ def read_safetensors(path, names=None):
     return out, meta
 
 
+_CONV = {"F32": (torch.float32, 4), "BF16": (torch.bfloat16, 2), "F16": (torch.float16, 2)}
+
+
 def write_safetensors(path, tensors, dtype="F32", metadata=None):
     """Writes {name: tensor} (in insertion order) in dtype F32, BF16 or F16,
     to a temporary name, synced and renamed into place."""
-    conv = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
-    if dtype not in conv:
+    specs = [(n, list(t.shape)) for n, t in tensors.items()]
+    write_safetensors_stream(path, specs, lambda n: tensors[n], dtype, metadata)
+
+
+def write_safetensors_stream(path, specs, get, dtype="F32", metadata=None, write=True):
+    """Writes the tensors specs names ([(name, shape)], in order), asking
+    get(name) for each one only when its turn comes, so that at most one
+    tensor is converted at a time (a 5B student's weights and moments are
+    never all in memory twice). With write false, get is still called for
+    every name in order but nothing is written: the other ranks' part of a
+    collective get (FSDP2's full_tensor)."""
+    if dtype not in _CONV:
         raise ValueError(f"safetensors dtype {dtype}: want F32, BF16 or F16")
-    header, blobs, off = {}, [], 0
-    for name, t in tensors.items():
-        t = t.detach().to("cpu", conv[dtype]).contiguous()
-        if dtype == "BF16":
-            raw = t.view(torch.int16).numpy().tobytes()
-        else:
-            raw = t.numpy().tobytes()
-        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [off, off + len(raw)]}
-        blobs.append(raw)
-        off += len(raw)
+    conv, size = _CONV[dtype]
+    header, off = {}, 0
+    for name, shape in specs:
+        n = 1
+        for d in shape:
+            n *= d
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [off, off + n * size]}
+        off += n * size
     if metadata:
         header["__metadata__"] = {k: str(v) for k, v in metadata.items()}
     h = json.dumps(header, separators=(",", ":")).encode()
     h += b" " * ((8 - len(h) % 8) % 8)
+    if not write:
+        for name, _ in specs:
+            get(name)
+        return
     tmp = path + ".tmp"
     with open(tmp, "wb") as f:
         f.write(struct.pack("<Q", len(h)))
         f.write(h)
-        for b in blobs:
-            f.write(b)
+        for name, shape in specs:
+            t = get(name).detach().to("cpu", conv).contiguous()
+            if list(t.shape) != list(shape):
+                raise ValueError(f"tensor {name}: shape {list(t.shape)}, announced {list(shape)}")
+            raw = t.view(torch.int16) if dtype == "BF16" else t
+            f.write(raw.numpy().tobytes())
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)

@@ -670,16 +670,17 @@ def save_state(job, student, opt, step, losses, tag, ranks):
     """Writes JOB/state/state.safetensors atomically (rank 0): float32
     weights ("p."), moments ("m.", "v."), step and losses in metadata."""
     named = dict(student.named_parameters())
-    t = {}
+    src, specs = {}, []
     for n in acmodel.hf_names(student.arch):
-        t["p." + n] = full(named[n].detach())
-        t["m." + n] = full(opt.m[n])
-        t["v." + n] = full(opt.v[n])
+        for key, t in (("p." + n, named[n]), ("m." + n, opt.m[n]), ("v." + n, opt.v[n])):
+            src[key] = t
+            specs.append((key, list(t.shape)))
+    meta = dict(version=STATE_VERSION, step=step, adam_t=opt.t, tag=tag, losses=json.dumps(losses),
+                world_size=job.world)
     if ranks.rank == 0:
         os.makedirs(job.state, exist_ok=True)
-        meta = dict(version=STATE_VERSION, step=step, adam_t=opt.t, tag=tag, losses=json.dumps(losses),
-                    world_size=job.world)
-        acio.write_safetensors(os.path.join(job.state, "state.safetensors"), t, "F32", meta)
+    acio.write_safetensors_stream(os.path.join(job.state, "state.safetensors"), specs,
+                                  lambda k: full(src[k].detach()), "F32", meta, write=ranks.rank == 0)
     ranks.barrier()
 
 
@@ -729,8 +730,10 @@ def save_out(job, student, student_dir, ranks):
     """The student as a HF checkpoint in JOB/out: its config.json and other
     files copied, the weights in the student's dtype."""
     named = dict(student.named_parameters())
-    tensors = {n: full(named[n].detach()).float().cpu() for n in acmodel.hf_names(student.arch)}
+    specs = [(n, list(named[n].shape)) for n in acmodel.hf_names(student.arch)]
+    get = lambda n: full(named[n].detach())  # noqa: E731
     if ranks.rank != 0:
+        acio.write_safetensors_stream(None, specs, get, write=False)  # the collectives of full()
         return {}
     dtype = acio.safetensors_dtype(acio.checkpoint_files(student_dir)[0])
     if dtype not in ("F32", "BF16", "F16"):
@@ -744,7 +747,7 @@ def save_out(job, student, student_dir, ranks):
         src = os.path.join(student_dir, n)
         if os.path.isfile(src):
             shutil.copyfile(src, os.path.join(tmp, n))
-    acio.write_safetensors(os.path.join(tmp, "model.safetensors"), tensors, dtype, {"format": "pt"})
+    acio.write_safetensors_stream(os.path.join(tmp, "model.safetensors"), specs, get, dtype, {"format": "pt"})
     shutil.rmtree(job.out, ignore_errors=True)
     os.replace(tmp, job.out)
     rel = os.path.relpath(job.out, job.dir)
