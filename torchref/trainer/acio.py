@@ -50,11 +50,20 @@ def read_safetensors_header(path):
 
 def read_safetensors(path, names=None):
     """Returns {name: float32 tensor} (BF16/F16 converted) and the metadata."""
+    out = dict(iter_safetensors(path, names))
+    header, _ = read_safetensors_header(path)
+    return out, header.get("__metadata__") or {}
+
+
+def iter_safetensors(path, names=None):
+    """Yields (name, float32 tensor) one tensor at a time, in file order
+    (only those in names, when given), so that a caller copying them into
+    place never holds a second copy of the whole model."""
     header, base = read_safetensors_header(path)
-    meta = header.pop("__metadata__", {}) or {}
-    out = {}
+    header.pop("__metadata__", None)
+    items = sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0])
     with open(path, "rb") as f:
-        for name, info in header.items():
+        for name, info in items:
             if names is not None and name not in names:
                 continue
             dt = info["dtype"]
@@ -70,6 +79,8 @@ def read_safetensors(path, names=None):
                 raise FormatError(f"{path}: tensor {name}: {e - b} bytes for shape {shape} of {dt}")
             f.seek(base + b)
             buf = bytearray(f.read(e - b))
+            if len(buf) != e - b:
+                raise FormatError(f"{path}: tensor {name} runs past the end of the file")
             if count == 0:
                 t = torch.zeros(shape, dtype=torch.float32)
             else:
@@ -78,8 +89,7 @@ def read_safetensors(path, names=None):
                     t = t.view(torch.bfloat16)
                 if t.is_floating_point():
                     t = t.float()
-            out[name] = t
-    return out, meta
+            yield name, t
 
 
 _CONV = {"F32": (torch.float32, 4), "BF16": (torch.bfloat16, 2), "F16": (torch.float16, 2)}

@@ -459,18 +459,22 @@ def load(d, device="cpu", dtype=torch.float32):
     arch = Arch(load_config(d))
     m = Model(arch)
     want = dict(m.named_parameters())
-    got = {}
+    # Every shape is checked before any weight is read.
+    shapes = {}
     for f in acio.checkpoint_files(d):
-        t, _ = acio.read_safetensors(f, names=want)
-        got.update(t)
+        header, _ = acio.read_safetensors_header(f)
+        shapes.update({n: tuple(i["shape"]) for n, i in header.items() if n != "__metadata__"})
     for name, p in want.items():
-        if name not in got:
+        if name not in shapes:
             raise ConfigError(f"{d}: missing tensor {name!r} that config.json implies")
-        if tuple(got[name].shape) != tuple(p.shape):
-            raise ConfigError(f"{d}: tensor {name!r} has shape {list(got[name].shape)}, config.json implies {list(p.shape)}")
-        with torch.no_grad():
-            p.copy_(got[name])
-    return m.to(dtype).to(device)
+        if shapes[name] != tuple(p.shape):
+            raise ConfigError(f"{d}: tensor {name!r} has shape {list(shapes[name])}, config.json implies {list(p.shape)}")
+    m = m.to(dtype)
+    with torch.no_grad():
+        for f in acio.checkpoint_files(d):
+            for name, t in acio.iter_safetensors(f, names=want):
+                want[name].copy_(t)
+    return m.to(device)
 
 
 def state_in_order(m):

@@ -690,7 +690,8 @@ def load_state(job, student, opt, tag):
     path = os.path.join(job.state, "state.safetensors")
     if not os.path.exists(path):
         return 0, []
-    t, meta = acio.read_safetensors(path)
+    header, _ = acio.read_safetensors_header(path)
+    meta = header.get("__metadata__") or {}
     if meta.get("tag") != tag or int(meta.get("version", 0)) != STATE_VERSION:
         raise Refused(f"{os.path.relpath(path, job.dir)} is the state of another job (its contract differs); "
                       f"remove the state directory to start over")
@@ -698,14 +699,24 @@ def load_state(job, student, opt, tag):
         raise Refused(f"{os.path.relpath(path, job.dir)} was written with world size {meta.get('world_size')}, "
                       f"the contract has {job.world}")
     named = dict(student.named_parameters())
+    stores = {}
+    for n in acmodel.hf_names(student.arch):
+        stores.update({"p." + n: named[n], "m." + n: opt.m[n], "v." + n: opt.v[n]})
+    missing = set(stores)
     with torch.no_grad():
-        for n in acmodel.hf_names(student.arch):
-            for store, key in ((named[n], "p." + n), (opt.m[n], "m." + n), (opt.v[n], "v." + n)):
-                src = t[key].to(store.device)
-                if hasattr(store, "device_mesh"):  # FSDP2 DTensor: keep our shard
-                    from torch.distributed._tensor import distribute_tensor
-                    src = distribute_tensor(src, store.device_mesh, store.placements)
-                store.copy_(src)
+        for key, t in acio.iter_safetensors(path, names=stores):
+            store = stores[key]
+            if tuple(t.shape) != tuple(store.shape):
+                raise Refused(f"{os.path.relpath(path, job.dir)}: {key} has shape {list(t.shape)}, the student's "
+                              f"{list(store.shape)}; remove the state directory to start over")
+            src = t.to(store.device)
+            if hasattr(store, "device_mesh"):  # FSDP2 DTensor: keep our shard
+                from torch.distributed._tensor import distribute_tensor
+                src = distribute_tensor(src, store.device_mesh, store.placements)
+            store.copy_(src)
+            missing.discard(key)
+    if missing:
+        raise Refused(f"{os.path.relpath(path, job.dir)} lacks {sorted(missing)[0]}; remove the state directory to start over")
     opt.t = int(meta["adam_t"])
     return int(meta["step"]), json.loads(meta["losses"])
 
