@@ -25,7 +25,11 @@
 // mmap is unavailable), so that reading a tensor costs no copy and memory
 // stays bounded whatever the model size. Bytes returns a zero-copy view;
 // Float32 converts F32, F16, BF16, F64, F8_E4M3 and F8_E5M2 to float32.
-// NewReader reads one file from any io.ReaderAt (tests, fuzzing, archives).
+// Uint16s and Float32View give 16-bit and F32 tensors as typed zero-copy
+// views (the engine reads bf16 weights in place through them), and Release
+// gives a tensor's mapped pages back to the operating system
+// (madvise DONTNEED), so that a reader streaming through a model larger
+// than memory keeps a bounded resident set. NewReader reads one file from any io.ReaderAt (tests, fuzzing, archives).
 //
 // # Writing
 //

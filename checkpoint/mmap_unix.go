@@ -17,3 +17,6 @@ func mmapFile(f *os.File, size int64) ([]byte, error) {
 }
 
 func munmap(b []byte) error { return syscall.Munmap(b) }
+
+// dontNeed drops b's pages from the resident set (b is page-aligned).
+func dontNeed(b []byte) error { return syscall.Madvise(b, syscall.MADV_DONTNEED) }

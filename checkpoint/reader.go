@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"unsafe"
 )
 
 // Standard file names of a HuggingFace checkpoint directory.
@@ -404,4 +405,82 @@ func (r *Reader) Float32Into(dst []float32, name string) error {
 		return fmt.Errorf("checkpoint: tensor %q: %w", name, err)
 	}
 	return nil
+}
+
+// Uint16s returns the data of a 16-bit tensor (BF16, F16, I16, U16) as
+// little-endian words. When the file is memory-mapped, the machine is
+// little-endian and the data is 2-byte aligned, the slice is a zero-copy,
+// read-only view valid until Close (writing to it crashes the program);
+// otherwise it is a fresh copy.
+func (r *Reader) Uint16s(name string) ([]uint16, error) {
+	t, _, err := r.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	if t.DType.Size() != 2 {
+		return nil, fmt.Errorf("checkpoint: tensor %q is %s, not a 16-bit type: %w", name, t.DType, ErrUnsupported)
+	}
+	b, err := r.Bytes(name)
+	if err != nil {
+		return nil, err
+	}
+	if u, ok := u16View(b); ok {
+		return u, nil
+	}
+	out := make([]uint16, len(b)/2)
+	for i := range out {
+		out[i] = uint16(b[2*i]) | uint16(b[2*i+1])<<8
+	}
+	return out, nil
+}
+
+// Float32View returns the data of an F32 tensor as a zero-copy, read-only
+// view into the mapping (valid until Close; writing to it crashes the
+// program), and false when there is none: the tensor is not F32, the file
+// is not mapped, the machine is big-endian or the data is not 4-byte
+// aligned. Use Float32 then.
+func (r *Reader) Float32View(name string) ([]float32, bool) {
+	t, s, err := r.lookup(name)
+	if err != nil || t.DType != F32 || s.data == nil || t.Size < 4 || !littleEndian {
+		return nil, false
+	}
+	b := s.data[t.Offset : t.Offset+t.Size]
+	if uintptr(unsafe.Pointer(&b[0]))%4 != 0 {
+		return nil, false
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4), true
+}
+
+// Release tells the operating system that the named tensor's mapped pages
+// are not needed for now (madvise MADV_DONTNEED on the page range, rounded
+// out to whole pages): they leave the process's resident set and are read
+// again from the file (usually from the page cache) on the next use. It
+// changes no data: the mapping is read-only. Without a mapping it does
+// nothing.
+func (r *Reader) Release(name string) error {
+	t, s, err := r.lookup(name)
+	if err != nil {
+		return err
+	}
+	if s.data == nil || t.Size == 0 {
+		return nil
+	}
+	page := int64(os.Getpagesize())
+	lo := t.Offset &^ (page - 1)
+	hi := min((t.Offset+t.Size+page-1)&^(page-1), int64(len(s.data)))
+	if err := dontNeed(s.data[lo:hi]); err != nil {
+		return fmt.Errorf("checkpoint: %s: releasing tensor %q: %w", s.path, name, err)
+	}
+	return nil
+}
+
+// Mapped reports whether every file of the checkpoint is memory-mapped (so
+// that Uint16s and Float32View are zero-copy and Release frees pages).
+func (r *Reader) Mapped() bool {
+	for _, s := range r.shards {
+		if s.data == nil {
+			return false
+		}
+	}
+	return len(r.shards) > 0
 }

@@ -185,10 +185,13 @@ func Run(ctx context.Context, c Config) (*Summary, error) {
 	if err != nil {
 		return nil, fmt.Errorf("distill: student: %w", err)
 	}
-	teacher, err := engine.Load(c.Teacher)
+	// The teacher runs forward only: its weights are read in place, in the
+	// checkpoint's dtype (a bf16 teacher holds its file size, not twice it).
+	teacher, err := engine.LoadWith(c.Teacher, engine.LoadOptions{Mapped: true})
 	if err != nil {
 		return nil, fmt.Errorf("distill: teacher: %w", err)
 	}
+	defer teacher.Close()
 	student, err := engine.Load(c.Student)
 	if err != nil {
 		return nil, fmt.Errorf("distill: student: %w", err)

@@ -176,17 +176,17 @@ func (m *Model) Step(caches []*Cache, tokens [][]int32, all bool) ([][]float32, 
 	b.ln = grow(b.ln, R*H)
 	b.tmp = grow(b.tmp, R*H)
 	b.rstd = grow(b.rstd, R)
-	embeddingForward(b.x, m.p.embed, flat, H)
+	embeddingForward(b.x, m.embedMat(), flat, H)
 	pos := func(r int) int { return rowPos[r] }
 	for l, d := range m.dims {
-		w := &m.p.layers[l]
+		w, wm := &m.p.layers[l], m.mats(l)
 		if d.attn {
 			b.q, b.k, b.v = grow(b.q, R*d.qd), grow(b.k, R*d.kd), grow(b.v, R*d.kd)
 			b.ao = grow(b.ao, R*d.qd)
 			rmsnormForward(b.ln, b.rstd, b.x, w.inNorm, R, H, m.eps)
-			linearForward(b.q, b.ln, w.q, w.qb, R, H, d.qd)
-			linearForward(b.k, b.ln, w.k, w.kb, R, H, d.kd)
-			linearForward(b.v, b.ln, w.v, w.vb, R, H, d.kd)
+			linearForward(b.q, b.ln, wm.q, w.qb, R, H, d.qd)
+			linearForward(b.k, b.ln, wm.k, w.kb, R, H, d.kd)
+			linearForward(b.v, b.ln, wm.v, w.vb, R, H, d.kd)
 			if d.qkNorm {
 				b.qrstd = grow(b.qrstd, R*d.heads)
 				rmsnormForward(b.q, b.qrstd, b.q, w.qNorm, R*d.heads, d.hd, m.eps)
@@ -206,7 +206,7 @@ func (m *Model) Step(caches []*Cache, tokens [][]int32, all bool) ([][]float32, 
 				copy(c.v[l][c.n*d.kd:(c.n+n)*d.kd], b.v[start[i]*d.kd:start[i+1]*d.kd])
 			}
 			cachedAttention(b.ao, b.q, caches, l, start, d)
-			linearForward(b.tmp, b.ao, w.o, w.ob, R, d.qd, H)
+			linearForward(b.tmp, b.ao, wm.o, w.ob, R, d.qd, H)
 			residualAdd(b.x, b.tmp)
 		}
 		if d.mlp {
@@ -217,13 +217,14 @@ func (m *Model) Step(caches []*Cache, tokens [][]int32, all bool) ([][]float32, 
 			if d.gated {
 				b.gate = grow(b.gate, R*F)
 				gate = b.gate
-				linearForward(gate, b.ln, w.gate, w.gateB, R, H, F)
+				linearForward(gate, b.ln, wm.gate, w.gateB, R, H, F)
 			}
-			linearForward(b.up, b.ln, w.up, w.upB, R, H, F)
+			linearForward(b.up, b.ln, wm.up, w.upB, R, H, F)
 			activationForward(b.h, gate, b.up, R, F, d.act)
-			linearForward(b.tmp, b.h, w.down, w.downB, R, F, H)
+			linearForward(b.tmp, b.h, wm.down, w.downB, R, F, H)
 			residualAdd(b.x, b.tmp)
 		}
+		m.releaseLayer(l)
 	}
 	for i, c := range caches {
 		c.n += start[i+1] - start[i]
@@ -246,7 +247,8 @@ func (m *Model) Step(caches []*Cache, tokens [][]int32, all bool) ([][]float32, 
 	}
 	rmsnormForward(sel, b.rstd, sel, m.p.norm, len(rows), H, m.eps)
 	b.logits = grow(b.logits, len(rows)*V)
-	linearForward(b.logits, sel, m.p.head, nil, len(rows), H, V)
+	linearForward(b.logits, sel, m.headMat(), nil, len(rows), H, V)
+	m.releaseHead()
 	if cap(b.out) < len(tokens) {
 		b.out = make([][]float32, len(tokens))
 	}

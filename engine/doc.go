@@ -22,6 +22,21 @@
 //	m, err := engine.Load("path/to/hf-model")   // or engine.New(arch, seed)
 //	logits, err := m.Forward(tokens, B, T)      // (B·T, vocab)
 //
+// # Weights in their checkpoint dtype
+//
+// Load converts every tensor to float32. LoadWith(dir, LoadOptions{Mapped:
+// true}) instead reads the weight matrices (embedding, projections, MLP, LM
+// head) in place from the memory-mapped checkpoint in their stored dtype
+// (BF16, F16 or F32): each product converts one tile of weights at a time
+// (blas.SgemmHalf) and accumulates in float32, so a bf16 parent's forward
+// pass holds about its file size plus activations, and its logits are
+// bit-identical to those of the checkpoint converted to float32 first
+// (TestMappedBitExact). Norms and biases are float32 in the slab. Such a
+// model is forward-only (importance, evaluation, generation, serving, a
+// distillation teacher); Stream additionally releases each layer's pages
+// after it has run, bounding the resident set to about one layer. A tensor
+// whose dtype the engine cannot read (integers) is a *DTypeError.
+//
 // # Parameters and gradients
 //
 // All parameters live in ONE contiguous []float32 slab, Params(); gradients
@@ -72,7 +87,11 @@
 // identities in forward and backward, to measure the loss increase when a
 // layer is removed; SetSkipBlock(BlockAttention or BlockMLP, layers...) does
 // the same for one sub-block (with its norm), which computes exactly what a
-// child with that sub-block removed computes.
+// child with that sub-block removed computes. ForwardLossFrom(l, hidden,
+// ...) reruns only layers l.. from a layer input an observer cached
+// (SiteLayerInput), bit for bit the loss of the whole pass with the same
+// skips, at the cost ForwardFLOPsFrom gives: importance scores every skip
+// that way.
 //
 // # Generation and serving
 //

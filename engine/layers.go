@@ -11,11 +11,10 @@ import (
 // gradients of their parameters and inputs unless stated otherwise.
 
 // embeddingForward: out (N,C) = table[tokens[i]] for each row; table is (V,C).
-func embeddingForward(out, table []float32, tokens []int32, C int) {
+func embeddingForward(out []float32, table matrix, tokens []int32, C int) {
 	parallelFor(len(tokens), 64, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			t := int(tokens[i])
-			copy(out[i*C:(i+1)*C], table[t*C:(t+1)*C])
+			table.row(out[i*C:(i+1)*C], int(tokens[i]), C)
 		}
 	})
 }
@@ -78,8 +77,8 @@ func rmsnormBackward(dx, dw, dout, x, w, rstd []float32, N, C int) {
 
 // linearForward: y (N,out) = x (N,in) · Wᵀ + b, with W (out,in) in HF layout
 // and b (out) or nil.
-func linearForward(y, x, w, b []float32, N, in, out int) {
-	blas.Sgemm(false, true, N, out, in, 1, x, in, w, in, 0, y, out)
+func linearForward(y, x []float32, w matrix, b []float32, N, in, out int) {
+	w.mul(y, x, N, in, out)
 	if b != nil {
 		addBias(y, b, N, out)
 	}

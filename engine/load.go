@@ -38,9 +38,21 @@ func (e *MissingTensorError) Error() string {
 // model.safetensors or a sharded set) into a float32 model. BF16, F16 and
 // other float weights are converted. Every tensor the config implies must be
 // present with exactly the implied shape, or Load fails with a
-// *MissingTensorError or *ShapeError naming it; tensors the engine does not
-// use (e.g. rotary inv_freq buffers) are ignored.
-func Load(dir string) (*Model, error) {
+// *MissingTensorError or *ShapeError naming it, and in a dtype the engine
+// reads, or it fails with a *DTypeError; weights that cannot fit in the
+// memory available (float32 with gradients, or for LoadOptions.Stream one
+// layer at a time) are a *MemoryError saying what they need, before
+// anything is allocated. Tensors the engine does not use (e.g. rotary
+// inv_freq buffers) are ignored.
+func Load(dir string) (*Model, error) { return LoadWith(dir, LoadOptions{}) }
+
+// LoadWith is Load with options: LoadOptions.Mapped reads the weight
+// matrices in place, in the checkpoint's dtype, for forward-only work.
+// Close the model when done with it.
+func LoadWith(dir string, o LoadOptions) (_ *Model, err error) {
+	if err := o.EnsureDefaults().Validate(); err != nil {
+		return nil, err
+	}
 	arch, err := architecture.Load(dir)
 	if err != nil {
 		return nil, err
@@ -49,7 +61,12 @@ func Load(dir string) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer r.Close()
+	keep := false
+	defer func() {
+		if !keep {
+			r.Close()
+		}
+	}()
 	specs, err := TensorSpecs(arch)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
@@ -64,6 +81,20 @@ func Load(dir string) (*Model, error) {
 		if !sameShape(s.Shape, info.Shape) {
 			return nil, &ShapeError{File: info.File, Tensor: s.Name, Want: s.Shape, Got: info.Shape}
 		}
+		if !readable(info.DType) {
+			return nil, &DTypeError{File: info.File, Tensor: s.Name, DType: info.DType}
+		}
+	}
+	if err := checkLoadFits(dir, specs, r, o); err != nil {
+		return nil, err
+	}
+	if o.Mapped {
+		m, err := newMapped(arch, r, o.Stream)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", dir, err)
+		}
+		keep = true
+		return m, nil
 	}
 	m, err := newEmpty(arch)
 	if err != nil {
@@ -76,6 +107,45 @@ func Load(dir string) (*Model, error) {
 		}
 	}
 	return m, nil
+}
+
+// checkLoadFits refuses, before anything is allocated, weights that do not
+// fit in the memory available: as float32 with gradients (Load), or
+// streamed one layer at a time (the least a forward pass can hold). Weights
+// mapped in place but not streamed are not checked: pages the kernel can
+// drop and read again are not a hard limit.
+func checkLoadFits(dir string, specs []TensorSpec, r *checkpoint.Reader, o LoadOptions) error {
+	if !o.Mapped {
+		var n int64
+		for _, s := range specs {
+			n += int64(s.Size())
+		}
+		return checkFits(dir, "the model as float32 with gradients", 8*n,
+			"forward-only work can read the weights in place in their checkpoint dtype (mapped), or stream them one layer at a time")
+	}
+	if !o.Stream {
+		return nil
+	}
+	var slab, global int64
+	layer := map[int]int64{}
+	for _, s := range specs {
+		info, _ := r.Tensor(s.Name)
+		_, half := halfKind(info.DType)
+		switch {
+		case !s.isMatrix() || !(half || info.DType == checkpoint.F32):
+			slab += 4 * int64(s.Size())
+		case s.layer < 0:
+			global += info.Size
+		default:
+			layer[s.layer] += info.Size
+		}
+	}
+	var most int64
+	for _, b := range layer {
+		most = max(most, b)
+	}
+	return checkFits(dir, "the model streamed one layer at a time", slab+global+most,
+		"it does not fit even streamed: use a machine with more memory")
 }
 
 func sameShape(want []int, got []int64) bool {
@@ -144,8 +214,13 @@ func (m *Model) WriteFiles(dir string, dtype checkpoint.DType) error {
 	if err != nil {
 		return err
 	}
-	for _, s := range m.specs {
-		if err := w.WriteFloat32(s.Name, m.Tensor(s.Name)); err != nil {
+	for i, s := range m.specs {
+		t, err := m.tensorF32(i)
+		if err != nil {
+			w.Abort()
+			return err
+		}
+		if err := w.WriteFloat32(s.Name, t); err != nil {
 			w.Abort()
 			return err
 		}

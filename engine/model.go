@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"math/rand/v2"
-
 	"github.com/autocompress/autocompress/architecture"
 )
 
@@ -30,6 +28,11 @@ type Model struct {
 	// (SetSkipBlock).
 	skipAttn, skipMLP []bool
 
+	numParams int
+	// mapped holds the matrices read in place from a mapped checkpoint
+	// (LoadOptions.Mapped); nil when every tensor is in the slab.
+	mapped *mapped
+
 	a    *acts
 	step *stepBufs
 	// freeCaches are KV caches of finished Serve requests, for reuse.
@@ -39,25 +42,16 @@ type Model struct {
 
 // New builds a model of architecture arch with random weights: matrices and
 // embeddings from N(0, 0.02²) drawn from a PCG seeded with seed, norm weights
-// 1, biases 0.
+// 1, biases 0. Init writes the same weights as a checkpoint without holding
+// them.
 func New(arch *architecture.Model, seed uint64) (*Model, error) {
 	m, err := newEmpty(arch)
 	if err != nil {
 		return nil, err
 	}
-	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	r := initRand(seed)
 	for i, s := range m.specs {
-		t := m.params[m.offsets[i] : m.offsets[i]+s.Size()]
-		switch {
-		case len(s.Shape) == 2:
-			for j := range t {
-				t[j] = float32(r.NormFloat64() * 0.02)
-			}
-		case s.isNorm():
-			for j := range t {
-				t[j] = 1
-			}
-		}
+		fillInit(r, s, m.params[m.offsets[i]:m.offsets[i]+s.Size()])
 	}
 	return m, nil
 }
@@ -84,23 +78,37 @@ func newEmpty(arch *architecture.Model) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newSlab(arch, dims, tensorSpecs(arch), nil, true)
+}
+
+// newSlab builds a model whose parameter slab holds every tensor of specs
+// but those marked in inPlace (matrices read from a mapped checkpoint,
+// offset -1), with a gradient slab when grads.
+func newSlab(arch *architecture.Model, dims []layerDims, specs []TensorSpec, inPlace []bool, grads bool) (*Model, error) {
 	m := &Model{arch: arch.Clone(), dims: dims, index: map[string]int{}, rope: map[int]*ropeTable{}}
 	m.eps = float32(arch.NormEps)
 	if m.eps <= 0 {
 		m.eps = 1e-6
 	}
-	m.specs = tensorSpecs(arch)
+	m.specs = specs
 	m.offsets = make([]int, len(m.specs))
 	total := 0
 	for i, s := range m.specs {
-		m.offsets[i] = total
 		m.index[s.Name] = i
+		m.numParams += s.Size()
+		if inPlace != nil && inPlace[i] {
+			m.offsets[i] = -1
+			continue
+		}
+		m.offsets[i] = total
 		total += s.Size()
 	}
 	m.params = make([]float32, total)
-	m.grads = make([]float32, total)
 	m.p = bindViews(m.params, m.specs, m.offsets, len(dims), arch.TiedEmbeddings)
-	m.g = bindViews(m.grads, m.specs, m.offsets, len(dims), arch.TiedEmbeddings)
+	if grads {
+		m.grads = make([]float32, total)
+		m.g = bindViews(m.grads, m.specs, m.offsets, len(dims), arch.TiedEmbeddings)
+	}
 	m.skip = make([]bool, len(dims))
 	m.skipAttn, m.skipMLP = make([]bool, len(dims)), make([]bool, len(dims))
 	for _, d := range dims {
@@ -117,11 +125,13 @@ func (m *Model) Arch() *architecture.Model { return m.arch.Clone() }
 // Specs returns the parameter tensors in slab order.
 func (m *Model) Specs() []TensorSpec { return append([]TensorSpec(nil), m.specs...) }
 
-// NumParams returns the number of parameters (len(Params())).
-func (m *Model) NumParams() int { return len(m.params) }
+// NumParams returns the number of parameters: len(Params()), and for a
+// model whose matrices are read in place (LoadOptions.Mapped) those too.
+func (m *Model) NumParams() int { return m.numParams }
 
 // Params returns the parameter slab. Every tensor is a contiguous range of
-// it (see Tensor and Offset); the optimiser may update it in place.
+// it (see Tensor and Offset); the optimiser may update it in place. The
+// matrices of a model loaded with LoadOptions.Mapped are not in it.
 func (m *Model) Params() []float32 { return m.params }
 
 // Grads returns the gradient slab, laid out exactly like Params.
@@ -132,10 +142,11 @@ func (m *Model) Grads() []float32 { return m.grads }
 func (m *Model) ZeroGrad() { clear(m.grads) }
 
 // Tensor returns the view of the parameter named name (HF name, row-major
-// HF shape), or nil when there is no such tensor.
+// HF shape), or nil when there is no such tensor or it is a matrix read in
+// place (LoadOptions.Mapped).
 func (m *Model) Tensor(name string) []float32 {
 	i, ok := m.index[name]
-	if !ok {
+	if !ok || m.offsets[i] < 0 {
 		return nil
 	}
 	return m.params[m.offsets[i] : m.offsets[i]+m.specs[i].Size() : m.offsets[i]+m.specs[i].Size()]
@@ -144,17 +155,17 @@ func (m *Model) Tensor(name string) []float32 {
 // Grad returns the view of the gradient of the parameter named name.
 func (m *Model) Grad(name string) []float32 {
 	i, ok := m.index[name]
-	if !ok {
+	if !ok || m.offsets[i] < 0 || m.grads == nil {
 		return nil
 	}
 	return m.grads[m.offsets[i] : m.offsets[i]+m.specs[i].Size() : m.offsets[i]+m.specs[i].Size()]
 }
 
 // Offset returns where the tensor named name starts in the slabs, and
-// whether it exists.
+// whether it exists there (a matrix read in place does not).
 func (m *Model) Offset(name string) (int, bool) {
 	i, ok := m.index[name]
-	if !ok {
+	if !ok || m.offsets[i] < 0 {
 		return 0, false
 	}
 	return m.offsets[i], true
@@ -439,9 +450,49 @@ func (m *Model) Forward(tokens []int32, B, T int) ([]float32, error) {
 	}
 	m.a.hasLoss = false
 	copy(m.a.tokens, tokens)
-	m.forward()
+	m.forward(-1)
 	return m.a.logits, nil
 }
+
+// ForwardLossFrom runs layers layer..L-1, the final norm and the LM head on
+// hidden, the input of layer `layer` (B·T, hidden) as a forward pass of
+// the same model produced it (SiteLayerInput), and returns the mean
+// cross-entropy against targets, as ForwardLoss would on the tokens that
+// produced hidden: bit for bit the same, since the layers before `layer`
+// compute the same whatever the skips of later ones. Skips and observers
+// apply to the layers it runs. The cost is ForwardFLOPsFrom(layer, B, T).
+// Backward does not follow it (ErrNoForward).
+func (m *Model) ForwardLossFrom(layer int, hidden []float32, targets []int32, B, T int) (float32, error) {
+	L := len(m.dims)
+	if layer < 0 || layer > L {
+		return 0, &InputError{fmt.Sprintf("forward from layer %d: model has layers 0..%d", layer, L-1)}
+	}
+	if err := m.checkTokens("targets", targets, B, T, true); err != nil {
+		return 0, err
+	}
+	if want := B * T * m.arch.Hidden; len(hidden) != want {
+		return 0, &InputError{fmt.Sprintf("hidden state of %d values for batch %d × sequence %d × hidden %d (want %d)", len(hidden), B, T, m.arch.Hidden, want)}
+	}
+	if m.a == nil || m.a.B != B || m.a.T != T || m.a.inference != m.inference {
+		m.a = nil
+		m.a = m.allocActs(B, T)
+	}
+	m.a.hasLoss = false
+	copy(m.a.res[layer], hidden)
+	m.forward(layer)
+	copy(m.a.targets, targets)
+	sum, count := crossEntropyForward(m.a.lse, m.a.logits, m.a.targets, B*T, m.arch.Vocab)
+	if count == 0 {
+		return 0, &InputError{"every target is negative (ignored): no loss to compute"}
+	}
+	// The activations of the layers before `layer` are not this pass's:
+	// no backward from here.
+	m.a.count = count
+	return float32(sum / float64(count)), nil
+}
+
+// Inference reports whether inference mode is on (SetInference).
+func (m *Model) Inference() bool { return m.inference }
 
 // ForwardLoss runs Forward and returns the mean cross-entropy of the logits
 // against targets (same layout as tokens; a negative target is ignored).
@@ -476,6 +527,9 @@ func (m *Model) Backward() error {
 	if m.a.inference {
 		return ErrInference
 	}
+	if m.mapped != nil {
+		return ErrMapped
+	}
 	b := m.backBufs()
 	crossEntropyBackward(b.dlogits, m.a.logits, m.a.lse, m.a.targets, m.a.B*m.a.T, m.arch.Vocab, 1/float32(m.a.count))
 	m.backward(b.dlogits)
@@ -492,6 +546,9 @@ func (m *Model) BackwardFromLogits(dlogits []float32) error {
 	if m.a.inference {
 		return ErrInference
 	}
+	if m.mapped != nil {
+		return ErrMapped
+	}
 	if want := m.a.B * m.a.T * m.arch.Vocab; len(dlogits) != want {
 		return &InputError{fmt.Sprintf("dlogits has %d values, the last forward produced %d logits", len(dlogits), want)}
 	}
@@ -507,12 +564,18 @@ func (m *Model) observe(layer int, site Site, data []float32, width, heads, hd i
 	m.observer.Observe(&Activation{Layer: layer, Site: site, Data: data, B: m.a.B, T: m.a.T, Width: width, Heads: heads, HeadDim: hd})
 }
 
-func (m *Model) forward() {
+// forward runs the model from layer start, whose input is in a.res[start]
+// (start -1: from the embeddings of a.tokens).
+func (m *Model) forward(start int) {
 	a := m.a
 	N, T, H, V := a.B*a.T, a.T, m.arch.Hidden, m.arch.Vocab
-	embeddingForward(a.res[0], m.p.embed, a.tokens, H)
+	if start < 0 {
+		embeddingForward(a.res[0], m.embedMat(), a.tokens, H)
+		start = 0
+	}
 	pos := func(row int) int { return row % T }
-	for l, d := range m.dims {
+	for l := start; l < len(m.dims); l++ {
+		d := m.dims[l]
 		in, out := a.res[l], a.res[l+1]
 		m.observe(l, SiteLayerInput, in, H, 0, 0)
 		if m.skip[l] {
@@ -520,15 +583,15 @@ func (m *Model) forward() {
 			m.observe(l, SiteLayerOutput, out, H, 0, 0)
 			continue
 		}
-		la, w := &a.layers[l], &m.p.layers[l]
+		la, w, wm := &a.layers[l], &m.p.layers[l], m.mats(l)
 		attn, mlp := d.attn && !m.skipAttn[l], d.mlp && !m.skipMLP[l]
 		parallelCopy(la.mid, in)
 		if attn {
 			rmsnormForward(la.ln1, la.rstd1, in, w.inNorm, N, H, m.eps)
 			m.observe(l, SiteAttnNorm, la.ln1, H, 0, 0)
-			linearForward(la.q, la.ln1, w.q, w.qb, N, H, d.qd)
-			linearForward(la.k, la.ln1, w.k, w.kb, N, H, d.kd)
-			linearForward(la.v, la.ln1, w.v, w.vb, N, H, d.kd)
+			linearForward(la.q, la.ln1, wm.q, w.qb, N, H, d.qd)
+			linearForward(la.k, la.ln1, wm.k, w.kb, N, H, d.kd)
+			linearForward(la.v, la.ln1, wm.v, w.vb, N, H, d.kd)
 			if d.qkNorm {
 				rmsnormForward(la.qr, la.qrstd, la.q, w.qNorm, N*d.heads, d.hd, m.eps)
 				rmsnormForward(la.kr, la.krstd, la.k, w.kNorm, N*d.kvH, d.hd, m.eps)
@@ -543,7 +606,7 @@ func (m *Model) forward() {
 			shape := attnShape{B: a.B, T: T, heads: d.heads, kvH: d.kvH, hd: d.hd, window: d.window}
 			attentionForward(la.ao, la.qr, la.kr, la.v, shape)
 			m.observe(l, SiteAttnHeads, la.ao, d.qd, d.heads, d.hd)
-			linearForward(out, la.ao, w.o, w.ob, N, d.qd, H)
+			linearForward(out, la.ao, wm.o, w.ob, N, d.qd, H)
 			residualAdd(la.mid, out)
 		}
 		m.observe(l, SiteAttnResidual, la.mid, H, 0, 0)
@@ -553,20 +616,22 @@ func (m *Model) forward() {
 			rmsnormForward(la.ln2, la.rstd2, la.mid, w.postNorm, N, H, m.eps)
 			m.observe(l, SiteMLPNorm, la.ln2, H, 0, 0)
 			if d.gated {
-				linearForward(la.gate, la.ln2, w.gate, w.gateB, N, H, d.ffn)
+				linearForward(la.gate, la.ln2, wm.gate, w.gateB, N, H, d.ffn)
 			}
-			linearForward(la.up, la.ln2, w.up, w.upB, N, H, d.ffn)
+			linearForward(la.up, la.ln2, wm.up, w.upB, N, H, d.ffn)
 			activationForward(la.h, la.gate, la.up, N, d.ffn, d.act)
 			m.observe(l, SiteMLPAct, la.h, d.ffn, 0, 0)
-			linearForward(out, la.h, w.down, w.downB, N, d.ffn, H)
+			linearForward(out, la.h, wm.down, w.downB, N, d.ffn, H)
 			residualAdd(out, la.mid)
 		}
 		m.observe(l, SiteLayerOutput, out, H, 0, 0)
+		m.releaseLayer(l)
 	}
 	L := len(m.dims)
 	rmsnormForward(a.lnf, a.rstdf, a.res[L], m.p.norm, N, H, m.eps)
 	m.observe(L, SiteFinalNorm, a.lnf, H, 0, 0)
-	linearForward(a.logits, a.lnf, m.p.head, nil, N, H, V)
+	linearForward(a.logits, a.lnf, m.headMat(), nil, N, H, V)
+	m.releaseHead()
 }
 
 func (m *Model) backward(dlogits []float32) {
@@ -636,11 +701,15 @@ func (m *Model) backward(dlogits []float32) {
 // training step (forward + backward) counts 3× this. The engine performs
 // slightly more (whole 64-row blocks on the diagonal) and, in backward,
 // recomputes the attention scores; neither is counted.
-func (m *Model) ForwardFLOPs(B, T int) float64 {
+func (m *Model) ForwardFLOPs(B, T int) float64 { return m.ForwardFLOPsFrom(0, B, T) }
+
+// ForwardFLOPsFrom is ForwardFLOPs counting only layers layer..L-1 and the
+// LM head: the cost of ForwardLossFrom(layer, ...).
+func (m *Model) ForwardFLOPsFrom(layer, B, T int) float64 {
 	N := float64(B * T)
 	H := float64(m.arch.Hidden)
 	f := 2 * N * H * float64(m.arch.Vocab)
-	for _, d := range m.dims {
+	for _, d := range m.dims[min(max(layer, 0), len(m.dims)):] {
 		if d.attn {
 			f += 2 * N * H * float64(2*d.qd+2*d.kd)
 			f += 4 * float64(B*d.heads) * causalPairs(T, d.window) * float64(d.hd)

@@ -210,6 +210,9 @@ type views struct {
 func bindViews(slab []float32, specs []TensorSpec, offsets []int, nLayers int, tied bool) views {
 	v := views{layers: make([]layerParams, nLayers)}
 	for i, s := range specs {
+		if offsets[i] < 0 {
+			continue // read in place (LoadOptions.Mapped)
+		}
 		t := slab[offsets[i] : offsets[i]+s.Size() : offsets[i]+s.Size()]
 		if s.layer < 0 {
 			switch s.kind {

@@ -40,6 +40,21 @@
 // Items are in file order and --limit keeps the first N (per MMLU subject
 // and quiz file), so a quick run is a fixed sample.
 //
+// # Generation
+//
+// A Generation task (GSM8K, HumanEval, MBPP) is answered by greedy
+// generation from each item's context and scored by the task's own scorer
+// (GenSpec), with lm-evaluation-harness's prompts, stop sequences and
+// metrics (each task's file names the harness task it follows).
+// EngineLM.Generate runs the prompts with continuous batching on the KV
+// cache (engine.Serve's scheduler over Model.Step, many sequences per
+// step, a shared few-shot prefix run once), until a stop sequence, EOS or
+// the token limit (256 new tokens, the harness's default); a prompt too
+// long for the window less that limit is cut from the left, as the harness
+// does. The code tasks run each completion with its tests in
+// internal/sandbox; a program that fails in any way scores 0, and pass@1
+// is the share that pass.
+//
 // EngineLM scores requests on the native engine: choices sharing a
 // context run it once on the KV cache and continue from copies of it, and
 // many questions go through one engine step.

@@ -64,6 +64,12 @@ var TaskKinds = map[string]TaskKind{
 		defer f.Close()
 		return ParseSuite(path, f)
 	}},
+	"gsm8k": {"GSM8K 8-shot chain of thought (generation): JSON lines {question, answer} (openai/grade-school-math test.jsonl)",
+		one(func(p string) (*Task, error) { return readFileTask(p, ParseGSM8K) })},
+	"humaneval": {"HumanEval pass@1 (generation, programs run in a sandbox): JSON lines, optionally .gz (openai/human-eval HumanEval.jsonl.gz)",
+		one(func(p string) (*Task, error) { return openMaybeGzip(p, ParseHumanEval) })},
+	"mbpp": {"MBPP pass@1, 3-shot, test problems 11-510 (generation, programs run in a sandbox): JSON lines (google-research mbpp.jsonl)",
+		one(func(p string) (*Task, error) { return openMaybeGzip(p, ParseMBPP) })},
 }
 
 // TaskList returns the known task names, sorted.

@@ -28,11 +28,18 @@ const (
 	// exp(−mean over items of the continuation's log-likelihood), as the
 	// harness reports for LAMBADA.
 	Cloze
+	// Generation items are answered by greedy generation from the context
+	// (until a stop sequence, the end-of-text token or the task's token
+	// limit), and the task's Gen.Score scores the completions (generate.go).
+	Generation
 )
 
 func (k Kind) String() string {
-	if k == Cloze {
+	switch k {
+	case Cloze:
 		return "cloze"
+	case Generation:
+		return "generation"
 	}
 	return "multiple-choice"
 }
@@ -47,6 +54,10 @@ type Item struct {
 	Gold int
 	// Group is a subtask (an MMLU subject, a quiz file); "" for none.
 	Group string
+	// Ref is what a generation task's scorer checks the completion against,
+	// of the task's own type (GSM8K's answer, a program's tests); nil for
+	// log-likelihood tasks.
+	Ref any
 }
 
 // Task is a list of items scored one way.
@@ -60,6 +71,8 @@ type Task struct {
 	// Norm reports acc_norm as well as acc (multiple choice).
 	Norm  bool
 	Items []Item
+	// Gen holds a Generation task's settings and scorer; nil otherwise.
+	Gen *GenSpec
 }
 
 // Metric is one aggregate score with its standard error.
@@ -209,6 +222,9 @@ func (s *Scorer) Evaluate(ctx context.Context, t *Task, o TaskOptions) (*TaskRes
 	t = t.Limit(o.Limit)
 	if len(t.Items) == 0 {
 		return nil, fmt.Errorf("eval: task %s has no items", t.Name)
+	}
+	if t.Kind == Generation {
+		return s.evaluateGeneration(ctx, t, o)
 	}
 	reqs, err := s.Requests(t)
 	if err != nil {

@@ -19,7 +19,12 @@
 // them: vllm, sglang, trtllm, llamacpp, hf, native) and returns a *Report listing
 // every violation, each naming the layer, the rule and what to change.
 // Capabilities are data (Capabilities), not code, so the search can use the
-// same table to avoid proposing shapes an engine cannot load.
+// same table to avoid proposing shapes an engine cannot load. The rules an
+// engine's loader applies to DeciLM children beyond the format (SGLang's
+// uniform KV groups, vLLM's and SGLang's first-block attention, llama.cpp's
+// attention without FFN and its converter's tokenizer path) are LoaderRule
+// facts of its entry, each saying what the loader does, as read in its
+// source (prune/PLAN.md, "Engine load rules").
 package export
 
 import (
@@ -44,9 +49,26 @@ type Capabilities struct {
 	EngineFamilies bool
 	// DeciLM: loads DeciLMForCausalLM / nemotron-nas block_configs.
 	DeciLM bool
-	// FFNIntermediateSize: reads block_configs[i].ffn.intermediate_size;
-	// engines without it read only ffn_mult.
+	// FFNIntermediateSize: builds an FFN's width from
+	// block_configs[i].ffn.intermediate_size when the block gives it;
+	// engines without it build it from ffn_mult (FFNMultReader says how).
 	FFNIntermediateSize bool
+	// FFNMultReader says, for an engine without FFNIntermediateSize, how
+	// its loader reads the FFN width, as read in its source (the message
+	// of an intermediate_size-only block).
+	FFNMultReader string
+	// FFNMultAttribute: the engine reads ffn_mult as an attribute of the
+	// configuration module's block object, and the module prune writes
+	// derives it from an intermediate_size that round-trips (prune/PLAN.md,
+	// "Remote code of a DeciLM child"); so an intermediate_size-only block
+	// of such a width is a warning (another module may not derive it), not
+	// a violation.
+	FFNMultAttribute bool
+	// FFNMultFirst (nil: none): the engine reads intermediate_size only
+	// where the block object has no ffn_mult attribute, which depends on
+	// the configuration module beside the weights, so FFNIntermediateSize
+	// is only half true: an intermediate_size-only block is a warning.
+	FFNMultFirst *LoaderRule
 	// LinearAttention / LinearFFN: loads replace_with_linear sub-blocks.
 	LinearAttention, LinearFFN bool
 	// DeciLMBias: honours attention_bias in DeciLM checkpoints.
@@ -57,8 +79,36 @@ type Capabilities struct {
 	// KVPageRatios: prefers per-layer KV-group counts whose cache pages
 	// divide each other (older vLLM V1 page-size unification); a warning.
 	KVPageRatios bool
-	// RemoteCode: DeciLM needs the auto_map Python files beside the weights.
+	// RemoteCode: the engine builds a DeciLM config through transformers'
+	// AutoConfig with the child's auto_map, so the configuration module
+	// (and what it imports) must be beside the weights; its loader then
+	// reads block_configs as the objects that module builds
+	// (prune/PLAN.md, "Engine load rules").
 	RemoteCode bool
+	// DeciLMUniformKV, DeciLMFirstAttention and DeciLMAttentionNeedsFFN
+	// are the loader's rules on DeciLM block shapes (nil: the engine has
+	// no such rule); each says what the loader does with a child that
+	// breaks it. Loads applies them, so the search never proposes such a
+	// child.
+	//
+	// DeciLMUniformKV: every attention block must have the same KV groups.
+	DeciLMUniformKV *LoaderRule
+	// DeciLMFirstAttention: the first block must keep its attention when
+	// it keeps its FFN.
+	DeciLMFirstAttention *LoaderRule
+	// DeciLMAttentionNeedsFFN: a block whose FFN is removed must have its
+	// attention removed too (the whole layer removed).
+	DeciLMAttentionNeedsFFN *LoaderRule
+	// DeciLMFloatFFNMult: the converter asserts that the first block's
+	// ffn_mult is a float, so a JSON integer there (4, not 4.0) fails.
+	// It needs the number as written, so the config checks (ValidateConfig,
+	// ValidateDir) apply it, not Loads.
+	DeciLMFloatFFNMult *LoaderRule
+	// DeciLMTokenizer is the converter's rule on the tokenizer of a DeciLM
+	// child (nil: none). It needs the child's tokenizer.json, so only
+	// ValidateDir checks it; PerLayer assumes a parent whose vocabulary
+	// takes that path fails it.
+	DeciLMTokenizer *TokenizerRule
 	// ByModelType: picks the model class from config.json's model_type
 	// (transformers' Auto classes); the serving engines and llama.cpp's
 	// converter read architectures[0] and refuse a config without it.
@@ -73,19 +123,100 @@ type Capabilities struct {
 	ShardsTP bool
 }
 
+// A LoaderRule is one rule an engine's loader applies to a DeciLM child,
+// as read in the engine's source: its id in reports, what the loader does
+// with a child that breaks it (file and function, and the commit read),
+// and how to make a child that passes.
+type LoaderRule struct {
+	ID   string
+	Does string
+	Fix  string
+}
+
+// A TokenizerRule is a converter's rule on a DeciLM child's tokenizer:
+// with vocab_size KeptVocab it takes the tokenizer as it is; with any
+// other, tokenizer.json must have model type ModelType, byte_fallback
+// when ByteFallback, and decoder type Decoder.
+type TokenizerRule struct {
+	LoaderRule
+	KeptVocab    int
+	ModelType    string
+	ByteFallback bool
+	Decoder      string
+}
+
+// The loaders' rules, as read in their source (versions of mid-2026, the
+// commit in brackets; prune/PLAN.md "Engine load rules" has each in full).
+var (
+	// SGLang: ModelConfig.get_total_num_kv_heads collects the KV-head
+	// count of every attention block that is not a no_op into a set and
+	// raises when it has more than one.
+	sglangUniformKV = &LoaderRule{ID: "decilm-uniform-kv",
+		Does: `SGLang's ModelConfig.get_total_num_kv_heads (python/sglang/srt/configs/model_config.py, 001adf56) raises ValueError "Variable GQA (VGQA) is not yet supported for nemotron-nas in sglang" when the attention blocks' KV-head counts differ`,
+		Fix:  "give every attention block the same KV groups (n_heads_in_group), or serve on vllm or trtllm, which load per-layer KV groups"}
+	// vLLM and SGLang: the model starts with residual = None and only an
+	// attention block sets it; a first block without attention hands
+	// None to post_attention_layernorm, which then returns one tensor
+	// where two are unpacked.
+	vllmFirstAttention = &LoaderRule{ID: "decilm-first-attention",
+		Does: "vLLM's DeciLMDecoderLayer.forward (vllm/model_executor/models/nemotron_nas.py, 00bd1493) sets the residual only in an attention block, so with attention no_op in the first block it calls post_attention_layernorm(hidden_states, None), which returns one tensor where two are unpacked: the forward pass fails",
+		Fix:  "keep the first layer's attention (remove its MLP or the whole layer instead)"}
+	sglangFirstAttention = &LoaderRule{ID: "decilm-first-attention",
+		Does: "SGLang's DeciLMDecodeLayer.forward (python/sglang/srt/models/nemotron_nas.py, 15a024d4) sets the residual only in an attention block, so with attention no_op in the first block it calls post_attention_layernorm(hidden_states, None), which returns one tensor where two are unpacked: the forward pass fails",
+		Fix:  "keep the first layer's attention (remove its MLP or the whole layer instead)"}
+	// vLLM: DeciLMDecoderLayer.__init__ tests hasattr(ffn, "ffn_mult").
+	vllmFFNMultFirst = &LoaderRule{ID: "decilm-ffn-mult-first",
+		Does: `vLLM's DeciLMDecoderLayer.__init__ (vllm/model_executor/models/nemotron_nas.py, 00bd1493) reads ffn.intermediate_size only where the block object has no ffn_mult attribute (hasattr): the configuration module autocompress writes leaves it unset here, but NVIDIA's configuration_decilm.py gives every block ffn_mult=None, and vLLM then fails computing the width`,
+		Fix:  "write ffn_mult beside intermediate_size, as prune does"}
+	// llama.cpp: llm_build_deci `continue`s on n_ff == 0 before the
+	// residual add and before inpL = cur.
+	llamacppAttentionNeedsFFN = &LoaderRule{ID: "decilm-attention-needs-ffn",
+		Does: "llama.cpp's llm_build_deci (src/models/deci.cpp, 75dc8f64) skips the rest of a layer whose n_ff is 0 (`if (n_ff == 0) continue;`) before adding the attention output to the residual and before passing it on, so this layer's attention output is thrown away (in the last layer the output-row gather too): it loads, but computes another model",
+		Fix:  "keep the layer's MLP, remove its attention too (the whole layer), or write the child with output_format padded"}
+	// llama.cpp's converter: DeciModel.__init__ collects the blocks'
+	// ffn_mult values and asserts isinstance(_ffn_multipliers[0], float).
+	llamacppFloatFFNMult = &LoaderRule{ID: "decilm-ffn-mult-float",
+		Does: "llama.cpp's DeciModel.__init__ (conversion/deci.py, 2bbcf7fc) asserts isinstance(_ffn_multipliers[0], float), and Python's json reads a number written without a point as an int: the conversion to GGUF fails",
+		Fix:  "write the first block's ffn_mult with a decimal point (4.0, as prune writes it)"}
+	// llama.cpp's converter: DeciModel.set_vocab takes the Llama 3 path
+	// only for vocab_size 128256; otherwise _set_vocab_llama_hf, whose
+	// LlamaHfVocab refuses anything but a Llama BPE tokenizer.
+	llamacppDeciLMTokenizer = &TokenizerRule{
+		LoaderRule: LoaderRule{ID: "decilm-tokenizer",
+			Does: "llama.cpp's converter takes the tokenizer of a DeciLM checkpoint as it is only for vocab_size 128256 (DeciModel.set_vocab, conversion/deci.py, 2bbcf7fc); for any other it calls _set_vocab_llama_hf, whose LlamaHfVocab (gguf-py/gguf/vocab.py, 85f9d68b) raises FileNotFoundError \"Cannot find Llama BPE tokenizer\" (TypeError for a Llama 3 one) unless tokenizer.json is BPE with byte_fallback and a Sequence decoder: the conversion to GGUF fails",
+			Fix:  "export the child in the parent's native format (uniform widths, or output_format padded), or serve it on another engine"},
+		KeptVocab: 128256, ModelType: "BPE", ByteFallback: true, Decoder: "Sequence"}
+)
+
 var nativeAll = []string{
 	architecture.Llama, architecture.Mistral, architecture.Qwen2, architecture.Qwen3,
 	architecture.Qwen3MoE, architecture.Mixtral, architecture.NemotronH, architecture.GptOss,
 }
 
+// The pool engines (vLLM: HFConfigParser.parse in
+// vllm/transformers_utils/config.py, 0036026e; TensorRT-LLM:
+// ModelConfig.from_pretrained; SGLang, which ships no nemotron-nas config
+// class) build a DeciLM config through transformers'
+// AutoConfig.from_pretrained, which loads model_type nemotron-nas only
+// through auto_map: RemoteCode.
 var engines = map[string]Capabilities{
-	"vllm": {Name: "vllm", Native: nativeAll, DeciLM: true, FFNIntermediateSize: true,
-		DeciLMBias: true, KVPageRatios: true, ShardsTP: true},
-	"sglang": {Name: "sglang", Native: nativeAll, DeciLM: true, DeciLMBias: true, ShardsTP: true},
-	"trtllm": {Name: "trtllm", Native: nativeAll, DeciLM: true,
+	// vLLM reads ffn.intermediate_size only where the block object has no
+	// ffn_mult attribute (DeciLMDecoderLayer.__init__, hasattr): half of
+	// FFNIntermediateSize (FFNMultFirst).
+	"vllm": {Name: "vllm", Native: nativeAll, DeciLM: true, FFNIntermediateSize: true, FFNMultFirst: vllmFFNMultFirst,
+		DeciLMBias: true, KVPageRatios: true, RemoteCode: true, ShardsTP: true,
+		DeciLMFirstAttention: vllmFirstAttention},
+	"sglang": {Name: "sglang", Native: nativeAll, DeciLM: true, DeciLMBias: true, RemoteCode: true, ShardsTP: true,
+		FFNMultReader: "SGLang's DeciLMDecodeLayer (python/sglang/srt/models/nemotron_nas.py, 15a024d4) reads only ffn.ffn_mult", FFNMultAttribute: true,
+		DeciLMUniformKV: sglangUniformKV, DeciLMFirstAttention: sglangFirstAttention},
+	"trtllm": {Name: "trtllm", Native: nativeAll, DeciLM: true, RemoteCode: true,
+		FFNMultReader: "TensorRT-LLM's NemotronNASDecoderLayer (tensorrt_llm/_torch/models/modeling_nemotron_nas.py, 0193dbd4) reads only ffn.ffn_mult", FFNMultAttribute: true,
 		LinearAttention: true, LinearFFN: true, ShardsTP: true},
 	"llamacpp": {Name: "llamacpp", Native: nativeAll, DeciLM: true,
-		LinearAttention: true, DeciLMBias: true, DeciLMHeadDimRule: true},
+		FFNMultReader:   "llama.cpp's DeciModel.__init__ (conversion/deci.py, 2bbcf7fc) reads only the ffn_mult key",
+		LinearAttention: true, DeciLMBias: true, DeciLMHeadDimRule: true,
+		DeciLMAttentionNeedsFFN: llamacppAttentionNeedsFFN, DeciLMTokenizer: llamacppDeciLMTokenizer,
+		DeciLMFloatFFNMult: llamacppFloatFFNMult},
 	"hf": {Name: "hf", Native: nativeAll, DeciLM: true, FFNIntermediateSize: true,
 		LinearAttention: true, LinearFFN: true, DeciLMBias: true, RemoteCode: true, ByModelType: true},
 	// autocompress's own engine (package engine): Llama-family blocks with

@@ -17,15 +17,17 @@ func ExampleFFNMult() {
 	// 14080
 }
 
-// Validating a config for SGLang, which reads only ffn_mult.
+// Validating a config for the native engine, which reads intermediate_size,
+// and llama.cpp, whose converter reads only ffn_mult.
 func ExampleValidateConfig() {
 	cfg := []byte(`{"architectures": ["DeciLMForCausalLM"], "model_type": "nemotron-nas",
 	  "hidden_size": 64, "num_attention_heads": 8, "head_dim": 8, "vocab_size": 100,
 	  "num_hidden_layers": 2, "rms_norm_eps": 1e-5,
+	  "auto_map": {"AutoConfig": "configuration_decilm.DeciLMConfig"},
 	  "block_configs": [
 	    {"attention": {"n_heads_in_group": 2, "no_op": false}, "ffn": {"ffn_mult": 6.0, "no_op": false}},
 	    {"attention": {"no_op": true}, "ffn": {"intermediate_size": 256, "no_op": false}}]}`)
-	for _, engine := range []string{"vllm", "sglang"} {
+	for _, engine := range []string{"native", "llamacpp"} {
 		r, err := export.ValidateConfig(cfg, engine)
 		if err != nil {
 			fmt.Println(err)
@@ -37,7 +39,7 @@ func ExampleValidateConfig() {
 		}
 	}
 	// Output:
-	// vllm true
-	// sglang false
-	//   layer 1: sglang reads only ffn.ffn_mult, but this block gives ffn.intermediate_size 256; write ffn_mult = 6 [decilm-ffn-mult-only]
+	// native true
+	// llamacpp false
+	//   layer 1: this block gives ffn.intermediate_size 256 but no ffn_mult: llama.cpp's DeciModel.__init__ (conversion/deci.py, 2bbcf7fc) reads only the ffn_mult key; write ffn_mult = 6 [decilm-ffn-mult-only]
 }

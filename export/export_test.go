@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -37,12 +38,23 @@ func TestFFNMultRoundTrip(t *testing.T) {
 	}
 }
 
+// pyNum is f as prune writes it: with a decimal point when integral, as
+// Python writes a float (encoding/json would write 12 for 12.0, which
+// Python reads as an int).
+func pyNum(f float64) json.Number {
+	s := strconv.FormatFloat(f, 'g', -1, 64)
+	if !strings.ContainsAny(s, ".e") {
+		s += ".0"
+	}
+	return json.Number(s)
+}
+
 func deciConfig(mod func(c map[string]any, blocks []map[string]any)) []byte {
 	blocks := []map[string]any{}
 	for range 3 {
 		blocks = append(blocks, map[string]any{
 			"attention": map[string]any{"n_heads_in_group": 2, "no_op": false, "replace_with_linear": false},
-			"ffn":       map[string]any{"ffn_mult": FFNMult(512, 64), "no_op": false, "replace_with_linear": false},
+			"ffn":       map[string]any{"ffn_mult": pyNum(FFNMult(512, 64)), "no_op": false, "replace_with_linear": false},
 		})
 	}
 	c := map[string]any{
@@ -72,13 +84,13 @@ func TestValidateConfigRules(t *testing.T) {
 		{"clean", deciConfig(nil), "", -1, nil},
 		{"intermediate_size only", deciConfig(func(c map[string]any, b []map[string]any) {
 			b[1]["ffn"] = map[string]any{"intermediate_size": 512, "no_op": false}
-		}), "decilm-ffn-mult-only", 1, []string{"sglang", "trtllm", "llamacpp"}},
+		}), "decilm-ffn-mult-only", 1, []string{"llamacpp"}}, // a warning for sglang and trtllm: 512 round-trips
 		{"width not multiple of 256", deciConfig(func(c map[string]any, b []map[string]any) {
 			b[2]["ffn"] = map[string]any{"intermediate_size": 300, "no_op": false}
 		}), "decilm-ffn-multiple", 2, []string{"sglang", "trtllm", "llamacpp"}},
 		{"ffn_mult and intermediate_size disagree", deciConfig(func(c map[string]any, b []map[string]any) {
-			b[0]["ffn"] = map[string]any{"ffn_mult": FFNMult(512, 64), "intermediate_size": 500, "no_op": false}
-		}), "decilm-ffn-round-trip", 0, []string{"vllm", "hf", "native"}},
+			b[0]["ffn"] = map[string]any{"ffn_mult": pyNum(FFNMult(512, 64)), "intermediate_size": 500, "no_op": false}
+		}), "decilm-ffn-round-trip", 0, []string{"vllm", "sglang", "trtllm", "llamacpp", "hf", "native"}},
 		{"linear attention", deciConfig(func(c map[string]any, b []map[string]any) {
 			b[1]["attention"] = map[string]any{"replace_with_linear": true, "no_op": false}
 		}), "decilm-linear", 1, []string{"vllm", "sglang", "native"}},
@@ -90,7 +102,13 @@ func TestValidateConfigRules(t *testing.T) {
 		{"n_heads_in_group", deciConfig(func(c map[string]any, b []map[string]any) {
 			b[1]["attention"] = map[string]any{"n_heads_in_group": 3, "no_op": false}
 		}), "decilm-n-heads-in-group", 1, []string{"vllm", "sglang", "trtllm", "llamacpp", "hf", "native"}},
-		{"no auto_map", deciConfig(func(c map[string]any, b []map[string]any) { delete(c, "auto_map") }), "remote-code", -1, []string{"hf"}},
+		{"first ffn_mult written as an integer", []byte(strings.Replace(string(deciConfig(func(c map[string]any, b []map[string]any) {
+			b[0]["ffn"] = map[string]any{"ffn_mult": "MULT", "no_op": false}
+		})), `"MULT"`, "12", 1)), "decilm-ffn-mult-float", 0, []string{"llamacpp"}},
+		{"first ffn_mult written as a float", []byte(strings.Replace(string(deciConfig(func(c map[string]any, b []map[string]any) {
+			b[0]["ffn"] = map[string]any{"ffn_mult": "MULT", "no_op": false}
+		})), `"MULT"`, "12.0", 1)), "decilm-ffn-mult-float", 0, nil},
+		{"no auto_map", deciConfig(func(c map[string]any, b []map[string]any) { delete(c, "auto_map") }), "remote-code", -1, []string{"vllm", "sglang", "trtllm", "hf"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -117,6 +135,15 @@ func TestValidateConfigRules(t *testing.T) {
 				}
 			}
 		})
+	}
+	// vLLM reads an intermediate_size-only block only with a configuration
+	// module that leaves ffn_mult unset: a warning naming the rule.
+	r, err := ValidateConfig(deciConfig(func(c map[string]any, b []map[string]any) {
+		b[1]["ffn"] = map[string]any{"intermediate_size": 512, "no_op": false}
+	}), "vllm")
+	if err != nil || !r.OK() || len(r.Warnings) != 1 || r.Warnings[0].Rule != "decilm-ffn-mult-first" || r.Warnings[0].Layer != 1 ||
+		!strings.Contains(r.Warnings[0].Msg, "hasattr") {
+		t.Errorf("vllm, intermediate_size only: %v %v (%v)", r.Violations, r.Warnings, err)
 	}
 	if _, err := ValidateConfig(deciConfig(nil), "ollama"); err == nil {
 		t.Error("unknown engine accepted")
@@ -163,6 +190,18 @@ func TestValidateRealConfigs(t *testing.T) {
 	}
 }
 
+// llamaBPETokenizer is the part of a tokenizer.json that llama.cpp's
+// LlamaHfVocab checks (a Llama 2 style BPE tokenizer), so that DeciLM
+// fixtures with a vocabulary other than 128256 convert.
+const llamaBPETokenizer = `{"model": {"type": "BPE", "byte_fallback": true}, "decoder": {"type": "Sequence"}}`
+
+// loadableFiles are the files beside config.json that DeciLM fixtures need
+// to load everywhere: the auto_map modules (stand-ins) and a tokenizer.
+func loadableFiles() map[string][]byte {
+	return map[string][]byte{"configuration_decilm.py": []byte("#"), "modeling_decilm.py": []byte("#"),
+		"tokenizer.json": []byte(llamaBPETokenizer)}
+}
+
 // writeDeci writes a checkpoint whose tensors follow cfg (optionally edited).
 func writeDeci(t *testing.T, cfg []byte, edit func([]checkpoint.TensorSpec) []checkpoint.TensorSpec, files map[string][]byte) string {
 	t.Helper()
@@ -193,9 +232,9 @@ func writeDeci(t *testing.T, cfg []byte, edit func([]checkpoint.TensorSpec) []ch
 func TestValidateDirTensors(t *testing.T) {
 	cfg := deciConfig(func(c map[string]any, b []map[string]any) {
 		b[1]["attention"] = map[string]any{"no_op": true}
-		b[2]["ffn"] = map[string]any{"ffn_mult": FFNMult(768, 64), "no_op": false}
+		b[2]["ffn"] = map[string]any{"ffn_mult": pyNum(FFNMult(768, 64)), "no_op": false}
 	})
-	remote := map[string][]byte{"configuration_decilm.py": []byte("#"), "modeling_decilm.py": []byte("#")}
+	remote := loadableFiles()
 	dir := writeDeci(t, cfg, nil, remote)
 	for _, e := range Engines() {
 		r, err := ValidateDir(dir, e)
@@ -206,11 +245,15 @@ func TestValidateDirTensors(t *testing.T) {
 			t.Errorf("%s: %v", e, r.Err())
 		}
 	}
-	// hf without the remote-code files.
-	dir = writeDeci(t, cfg, nil, nil)
-	r, _ := ValidateDir(dir, "hf")
-	if r.OK() || r.Violations[0].Rule != "remote-code" || !strings.Contains(r.Violations[0].Msg, "modeling_decilm.py") && !strings.Contains(r.Violations[0].Msg, "configuration_decilm.py") {
-		t.Errorf("hf without remote code: %v", r.Violations)
+	// Without the remote-code files: every engine that builds the config
+	// through transformers' AutoConfig.
+	dir = writeDeci(t, cfg, nil, map[string][]byte{"tokenizer.json": []byte(llamaBPETokenizer)})
+	var r *Report
+	for _, e := range []string{"hf", "vllm", "sglang", "trtllm"} {
+		r, _ = ValidateDir(dir, e)
+		if r.OK() || r.Violations[0].Rule != "remote-code" || !strings.Contains(r.Violations[0].Msg, "modeling_decilm.py") && !strings.Contains(r.Violations[0].Msg, "configuration_decilm.py") {
+			t.Errorf("%s without remote code: %v", e, r.Violations)
+		}
 	}
 	// Wrong width in layer 2, a q_norm in layer 0, a missing k_proj in layer 0.
 	dir = writeDeci(t, cfg, func(s []checkpoint.TensorSpec) []checkpoint.TensorSpec {
@@ -274,7 +317,7 @@ func TestTensorParallel(t *testing.T) {
 		b[1]["attention"] = map[string]any{"n_heads_in_group": 8, "no_op": false} // 1 KV head: replicates
 		b[2]["attention"] = map[string]any{"n_heads_in_group": 4, "no_op": false} // 2 KV heads
 	})
-	dir := writeDeci(t, cfg, nil, nil)
+	dir := writeDeci(t, cfg, nil, loadableFiles())
 	for _, c := range []struct {
 		tp    int
 		rules string // tp-* violations in layer order

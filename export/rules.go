@@ -59,9 +59,15 @@ func (c Capabilities) Check(m *architecture.Model, tp int) *Report {
 
 // PerLayer reports whether the engine loads per-layer shapes (FFN widths,
 // KV groups, removed sub-blocks) for parent m: only through DeciLM
-// block_configs, hence only for Llama-family layers.
+// block_configs, hence only for Llama-family layers. Where the engine's
+// converter takes a DeciLM child's tokenizer only for one vocabulary size
+// (DeciLMTokenizer), a parent of another is assumed to fail it: its
+// tokenizer is not part of the shape (ValidateDir reads it).
 func (c Capabilities) PerLayer(m *architecture.Model) bool {
 	if !c.DeciLM {
+		return false
+	}
+	if tr := c.DeciLMTokenizer; tr != nil && m.Vocab != tr.KeptVocab {
 		return false
 	}
 	p := m

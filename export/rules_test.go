@@ -1,6 +1,8 @@
 package export
 
 import (
+	"reflect"
+	"regexp"
 	"testing"
 
 	"github.com/autocompress/autocompress/architecture"
@@ -103,7 +105,16 @@ func TestLoadsAgreesWithValidators(t *testing.T) {
 		{"per-layer query heads", llama(t, 4, func(m *architecture.Model) { m.Layers[1].Attention.Heads = 16 }), 1,
 			map[string]bool{"vllm": false, "llamacpp": false, "native": false}},
 		{"per-layer KV groups", llama(t, 4, func(m *architecture.Model) { m.Layers[2].Attention.KVHeads = 4 }), 1,
-			map[string]bool{"vllm": true, "sglang": true, "llamacpp": true, "native": true}},
+			map[string]bool{"vllm": true, "sglang": false, "trtllm": true, "llamacpp": true, "native": true}},
+		{"attention removed in layer 0", llama(t, 4, func(m *architecture.Model) { m.Layers[0].Attention = nil }), 1,
+			map[string]bool{"vllm": false, "sglang": false, "trtllm": true, "llamacpp": true, "hf": true, "native": true}},
+		{"layer 0 without attention or MLP, then attention removed in layer 1", llama(t, 4, func(m *architecture.Model) {
+			m.Layers[0].Attention, m.Layers[0].MLP, m.Layers[1].Attention = nil, nil, nil
+		}), 1, map[string]bool{"vllm": false, "sglang": false, "trtllm": true}},
+		{"attention removed in layer 2", llama(t, 4, func(m *architecture.Model) { m.Layers[2].Attention = nil }), 1,
+			map[string]bool{"vllm": true, "sglang": true, "trtllm": true, "llamacpp": true}},
+		{"MLP removed in layer 2", llama(t, 4, func(m *architecture.Model) { m.Layers[2].MLP = nil }), 1,
+			map[string]bool{"vllm": true, "sglang": true, "trtllm": true, "llamacpp": false, "hf": true, "native": true}},
 		{"KV groups not divisible by TP", llama(t, 4, func(m *architecture.Model) {
 			for i := range m.Layers {
 				m.Layers[i].Attention.KVHeads = 4
@@ -150,5 +161,45 @@ func TestPerLayer(t *testing.T) {
 		if c.PerLayer(qwen) || c.PerLayer(nemo) {
 			t.Errorf("%s: per-layer shapes for Qwen3 or Nemotron-H", e)
 		}
+	}
+}
+
+// TestLoaderRulesCiteTheirSource: every loader rule of the table has an
+// id, says what the loader does with the function, the file (a path) and
+// the commit read, and says how to fix the child; one id means one rule.
+func TestLoaderRulesCiteTheirSource(t *testing.T) {
+	source := regexp.MustCompile(`[\w./-]+\.(py|cpp)[^()]*, [0-9a-f]{8}\)`)                     // (file, commit)
+	function := regexp.MustCompile(`[A-Z]\w*\.(__init__|forward|[gs]et_\w+)\b|\bllm_build_\w+`) // Class.method or graph builder
+	seen := map[string]string{}
+	n := 0
+	for _, e := range Engines() {
+		c, _ := Lookup(e)
+		v := reflect.ValueOf(c)
+		for i := range v.NumField() {
+			var lr *LoaderRule
+			switch x := v.Field(i).Interface().(type) {
+			case *LoaderRule:
+				lr = x
+			case *TokenizerRule:
+				if x != nil {
+					lr = &x.LoaderRule
+				}
+			}
+			if lr == nil {
+				continue
+			}
+			n++
+			field := v.Type().Field(i).Name
+			if lr.ID == "" || lr.Fix == "" || !source.MatchString(lr.Does) || !function.MatchString(lr.Does) {
+				t.Errorf("%s.%s: id %q, fix %q, does %q: want an id, a fix and a citation (function, file, commit)", e, field, lr.ID, lr.Fix, lr.Does)
+			}
+			if f, ok := seen[lr.ID]; ok && f != field {
+				t.Errorf("rule id %s names both %s and %s", lr.ID, f, field)
+			}
+			seen[lr.ID] = field
+		}
+	}
+	if n < 6 {
+		t.Errorf("%d loader rules in the table, want at least 6", n)
 	}
 }

@@ -75,6 +75,27 @@ func (r *Report) violate(layer int, tensor, rule, format string, a ...any) {
 	r.Violations = append(r.Violations, Violation{Layer: layer, Tensor: tensor, Rule: rule, Msg: fmt.Sprintf(format, a...)})
 }
 
+// violateRule records a break of a loader rule: what is wrong, what the
+// loader does with it and how to fix it, under the rule's id.
+func (r *Report) violateRule(layer int, lr *LoaderRule, format string, a ...any) {
+	if r.quiet {
+		r.failed++
+		return
+	}
+	r.Violations = append(r.Violations, Violation{Layer: layer, Rule: lr.ID,
+		Msg: fmt.Sprintf(format, a...) + ": " + lr.Does + "; " + lr.Fix})
+}
+
+// warnRule is violateRule for a rule whose break depends on what the
+// report cannot see (which configuration module is beside the weights).
+func (r *Report) warnRule(layer int, lr *LoaderRule, format string, a ...any) {
+	if r.quiet {
+		return
+	}
+	r.Warnings = append(r.Warnings, Violation{Layer: layer, Rule: lr.ID,
+		Msg: fmt.Sprintf(format, a...) + ": " + lr.Does + "; " + lr.Fix})
+}
+
 func (r *Report) warn(layer int, tensor, rule, format string, a ...any) {
 	if r.quiet {
 		return
@@ -141,6 +162,9 @@ func ValidateDirWith(dir, engine string, opt Options) (*Report, error) {
 	}
 	if m == nil {
 		return r, nil
+	}
+	if caps.DeciLMTokenizer != nil && m.Family().PerLayer {
+		checkTokenizer(r, dir, m, caps.DeciLMTokenizer)
 	}
 	checkTP(r, m, caps, opt.TP)
 	ck, err := checkpoint.Open(dir)
@@ -231,6 +255,9 @@ func validateConfig(data []byte, caps Capabilities) (*Report, *architecture.Mode
 	}
 	if perLayerConfig(r.Arch, raw) {
 		checkDeciLMRaw(r, raw, caps)
+		if lr := caps.DeciLMFloatFFNMult; lr != nil {
+			checkFloatFFNMult(r, data, lr)
+		}
 	}
 	if err != nil {
 		var ua *architecture.UnsupportedArchError
@@ -323,6 +350,9 @@ func checkModel(r *Report, m *architecture.Model, caps Capabilities, raw map[str
 			}
 		}
 	}
+	if deci {
+		checkLoaderRules(r, m, caps)
+	}
 	if deci && caps.KVPageRatios && len(kvs) > 1 {
 		mx := 0
 		for _, k := range kvs {
@@ -334,6 +364,112 @@ func checkModel(r *Report, m *architecture.Model, caps Capabilities, raw map[str
 			}
 		}
 	}
+}
+
+// checkLoaderRules applies the engine loader's rules on DeciLM block
+// shapes (Capabilities.DeciLMUniformKV, DeciLMFirstAttention,
+// DeciLMAttentionNeedsFFN).
+func checkLoaderRules(r *Report, m *architecture.Model, caps Capabilities) {
+	if lr := caps.DeciLMUniformKV; lr != nil {
+		first := firstAttention(m)
+		for i, l := range m.Layers {
+			if a := l.Attention; a != nil && i > first && a.KVHeads != m.Layers[first].Attention.KVHeads {
+				r.violateRule(i, lr, "%d KV heads, but layer %d has %d", a.KVHeads, first, m.Layers[first].Attention.KVHeads)
+			}
+		}
+	}
+	if lr := caps.DeciLMFirstAttention; lr != nil {
+		// Blocks with neither attention nor MLP pass the residual on unset.
+		for i, l := range m.Layers {
+			if l.Attention == nil && l.MLP == nil {
+				continue
+			}
+			if l.Attention == nil {
+				r.violateRule(i, lr, "the first block has its attention removed (attention.no_op) and keeps its MLP")
+			}
+			break
+		}
+	}
+	if lr := caps.DeciLMAttentionNeedsFFN; lr != nil {
+		for i, l := range m.Layers {
+			if l.Attention != nil && l.MLP == nil {
+				r.violateRule(i, lr, "the MLP is removed (ffn.no_op) but the attention is kept")
+			}
+		}
+	}
+}
+
+// checkTokenizer applies a converter's rule on a DeciLM child's tokenizer
+// (Capabilities.DeciLMTokenizer), reading dir/tokenizer.json.
+func checkTokenizer(r *Report, dir string, m *architecture.Model, tr *TokenizerRule) {
+	vocab := tr.KeptVocab // the converter's default when vocab_size is absent
+	if v, ok := m.Raw["vocab_size"]; ok && v != nil {
+		vocab = intOf(v)
+	}
+	if vocab == tr.KeptVocab {
+		return
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		r.violateRule(-1, &tr.LoaderRule, "vocab_size is %d (not %d) and tokenizer.json cannot be read (%v)", vocab, tr.KeptVocab, errors.Unwrap(err))
+		return
+	}
+	var tok struct {
+		Model struct {
+			Type         string `json:"type"`
+			ByteFallback bool   `json:"byte_fallback"`
+		} `json:"model"`
+		Decoder *struct {
+			Type string `json:"type"`
+		} `json:"decoder"`
+	}
+	if err := json.Unmarshal(data, &tok); err != nil {
+		r.violateRule(-1, &tr.LoaderRule, "vocab_size is %d (not %d) and tokenizer.json is not valid JSON (%v)", vocab, tr.KeptVocab, err)
+		return
+	}
+	decoder := "none"
+	if tok.Decoder != nil {
+		decoder = tok.Decoder.Type
+	}
+	if tok.Model.Type != tr.ModelType || tok.Model.ByteFallback != tr.ByteFallback || decoder != tr.Decoder {
+		r.violateRule(-1, &tr.LoaderRule, "vocab_size is %d (not %d) and tokenizer.json is model type %s with byte_fallback %v and decoder %s (the converter needs %s, byte_fallback %v, decoder %s)",
+			vocab, tr.KeptVocab, tok.Model.Type, tok.Model.ByteFallback, decoder, tr.ModelType, tr.ByteFallback, tr.Decoder)
+	}
+}
+
+// checkFloatFFNMult applies Capabilities.DeciLMFloatFFNMult: the first
+// block's ffn_mult, read as written, must be a JSON number with a point or
+// an exponent (Python reads any other as an int) or null.
+func checkFloatFFNMult(r *Report, data []byte, lr *LoaderRule) {
+	var cfg struct {
+		Blocks []struct {
+			FFN struct {
+				Mult json.RawMessage `json:"ffn_mult"`
+			} `json:"ffn"`
+		} `json:"block_configs"`
+	}
+	if json.Unmarshal(data, &cfg) != nil || len(cfg.Blocks) == 0 {
+		return // reported by the other rules
+	}
+	m := strings.TrimSpace(string(cfg.Blocks[0].FFN.Mult))
+	if _, err := strconv.Atoi(m); err == nil {
+		r.violateRule(0, lr, "ffn_mult is written %s, an integer to Python", m)
+	}
+}
+
+// roundTrips reports whether an FFN width w survives ffn_mult at hidden
+// size h (a multiple of 256; DeciLMFFNWidth(FFNMult(w, h), h) == w).
+func roundTrips(w, h int) bool {
+	return w > 0 && h > 0 && w%DeciLMFFNMultiple == 0 && DeciLMFFNWidth(FFNMult(w, h), h) == w
+}
+
+// ffnMultReader says how an engine without FFNIntermediateSize reads an
+// FFN's width.
+func ffnMultReader(caps Capabilities) string {
+	if caps.FFNMultReader != "" {
+		return caps.FFNMultReader
+	}
+	return caps.Name + " reads only ffn.ffn_mult"
 }
 
 // checkTP applies the tensor-parallel divisibility rules.
@@ -368,7 +504,7 @@ func checkDeciLMRaw(r *Report, raw map[string]any, caps Capabilities) {
 	heads := intOf(raw["num_attention_heads"])
 	if caps.Name != "" && caps.RemoteCode {
 		if _, ok := raw["auto_map"]; !ok {
-			r.violate(-1, "", "remote-code", "DeciLM loads in transformers only through remote code, but config.json has no auto_map (add auto_map for configuration_decilm.DeciLMConfig / modeling_decilm.DeciLMForCausalLM and ship those files)")
+			r.violate(-1, "", "remote-code", "%s builds a DeciLM config through transformers' AutoConfig, which loads model_type nemotron-nas only through remote code, but config.json has no auto_map (add auto_map for configuration_decilm.DeciLMConfig / modeling_decilm.DeciLMForCausalLM and ship those files)", caps.Name)
 		}
 	}
 	for i, b := range blocks {
@@ -398,8 +534,13 @@ func checkDeciLMRaw(r *Report, raw map[string]any, caps Capabilities) {
 			hasIS = hasIS && is != nil
 			hasMult = hasMult && mult != nil
 			switch {
+			case !hasMult && hasIS && caps.FFNMultFirst != nil:
+				r.warnRule(i, caps.FFNMultFirst, "this block gives ffn.intermediate_size %v but no ffn_mult", is)
+			case !hasMult && hasIS && !caps.FFNIntermediateSize && caps.FFNMultAttribute && roundTrips(intOf(is), hidden):
+				r.warn(i, "", "decilm-ffn-mult-only", "this block gives ffn.intermediate_size %v but no ffn_mult: %s; the configuration module prune writes derives ffn_mult = %s from it, another one (NVIDIA's) may not: write ffn_mult too",
+					is, ffnMultReader(caps), strconv.FormatFloat(FFNMult(intOf(is), max(hidden, 1)), 'g', -1, 64))
 			case !hasMult && hasIS && !caps.FFNIntermediateSize:
-				r.violate(i, "", "decilm-ffn-mult-only", "%s reads only ffn.ffn_mult, but this block gives ffn.intermediate_size %v; write ffn_mult = %s", caps.Name, is, strconv.FormatFloat(FFNMult(intOf(is), max(hidden, 1)), 'g', -1, 64))
+				r.violate(i, "", "decilm-ffn-mult-only", "this block gives ffn.intermediate_size %v but no ffn_mult: %s; write ffn_mult = %s", is, ffnMultReader(caps), strconv.FormatFloat(FFNMult(intOf(is), max(hidden, 1)), 'g', -1, 64))
 			case hasMult && hidden > 0:
 				f, ok := numOf(mult)
 				if !ok {
@@ -407,9 +548,10 @@ func checkDeciLMRaw(r *Report, raw map[string]any, caps Capabilities) {
 					continue
 				}
 				w := DeciLMFFNWidth(f, hidden)
-				if hasIS && intOf(is) != w && caps.FFNIntermediateSize {
+				if hasIS && intOf(is) != w {
 					// Engines that read intermediate_size and those that read
-					// ffn_mult would build different widths.
+					// ffn_mult would build different widths; the weights
+					// have intermediate_size's.
 					r.violate(i, "", "decilm-ffn-round-trip", "ffn_mult %v gives width %d under round_up(int(2·ffn_mult·hidden/3), 256) but intermediate_size is %v", f, w, is)
 				}
 				if exact := 2 * f * float64(hidden) / 3; math.Abs(exact-float64(w)) >= 1 {

@@ -2,19 +2,36 @@ package importance
 
 import (
 	"context"
+	"math"
 
 	"github.com/autocompress/autocompress/dataset"
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/internal/output"
 )
 
+// sameSkipRows reports whether old's skip losses were scored on the rows
+// o would score them on (scores with none measured match any).
+func sameSkipRows(old *Scores, m *engine.Model, rows [][]int32, o Options) bool {
+	if o.NoSkipLoss || len(rows) == 0 {
+		return true
+	}
+	measured := false
+	for _, v := range old.LayerSkipLoss {
+		measured = measured || !math.IsNaN(v)
+	}
+	k, t := o.SkipScope(m, len(rows), len(rows[0])-1)
+	return !measured || old.SkipSequences == k && old.SkipTokens == t
+}
+
 // Cached returns the scores of m, loaded from the checkpoint directory
 // dir, on rows. When path already holds scores of the same model
 // (HashModelDir(dir)) and data (dataset.HashRows(rows)) they are returned as they
 // are, with reused set, unless force; otherwise they are computed
 // (Compute with o), keyed by the model's hash and saved to path
-// (atomically). Without force, only an importance file (stale scores) is
-// replaced: anything else at path is an *output.ExistsError before any work.
+// (atomically). Scores whose skip losses were measured on other rows than
+// o asks for (another pass budget) are recomputed too. Without force, only
+// an importance file (stale scores) is replaced: anything else at path is
+// an *output.ExistsError before any work.
 func Cached(ctx context.Context, m *engine.Model, dir string, rows [][]int32, path string, o Options, force bool) (s *Scores, reused bool, err error) {
 	modelHash, err := HashModelDir(dir)
 	if err != nil {
@@ -22,7 +39,7 @@ func Cached(ctx context.Context, m *engine.Model, dir string, rows [][]int32, pa
 	}
 	if !force {
 		old, err := Load(path)
-		if err == nil && old.Matches(modelHash, dataset.HashRows(rows)) {
+		if err == nil && old.Matches(modelHash, dataset.HashRows(rows)) && sameSkipRows(old, m, rows, o) {
 			return old, true, nil
 		}
 		if err != nil {

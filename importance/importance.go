@@ -34,14 +34,32 @@
 //     increase when only that sub-block (with its norm) is skipped, which is
 //     what a child with that sub-block removed (DeciLM no_op) computes.
 //
+// # Cost
+//
+// One calibration pass over every row gives all the activation scores and
+// caches each layer's input. A skip loss then reruns only the layers from
+// the skipped one on (engine.ForwardLossFrom, bit-identical to a whole
+// pass with that skip), so scoring every row costs 1 + Σ_passes
+// ForwardFLOPsFrom(layer)/ForwardFLOPs equivalent forward passes, about
+// half of the 1 + 3·L whole passes. With a pass budget (Options.Passes) the
+// skip losses are scored on the first quarter (at least 32 tokens) of as
+// many rows spread evenly over the set as the budget allows (SkipScope,
+// Scored), their layer inputs gathered from the calibration pass into
+// batches, so the cost stays within a few passes whatever the depth.
+// Scores.Passes records what a computation cost, Scores.SkipSequences and
+// SkipTokens what was scored. The approximation is measured by
+// TestBudgetOrderings (Spearman of the layer, attention and MLP orderings
+// against every row scored).
+//
 // # Storage and reuse
 //
 // Scores are a safetensors file (float32 tensors "hidden", "layer_bi",
 // "layer_skip_loss", "attn_bi", "mlp_bi", "attn_skip_loss",
 // "mlp_skip_loss", "layers.N.heads", "layers.N.head_channels",
 // "layers.N.neurons") with provenance in __metadata__: the model hash, the
-// calibration-data hash, sequence length, sequences, tokens, the base loss
-// and the format version. Load reads it back; Matches tells whether a file
+// calibration-data hash, sequence length, sequences, tokens, the base loss,
+// the sequences the skip losses were scored on, the equivalent passes and
+// the format version. Load reads it back; Matches tells whether a file
 // can be reused for a (model, data) pair without a new pass.
 //
 // Version 1 files (before sub-block scores) still load: their sub-block
@@ -93,6 +111,15 @@ type Scores struct {
 
 	BaseLoss float64 // mean cross-entropy of the full model (nats/token)
 
+	// SkipSequences is the number of calibration sequences (spread evenly,
+	// Scored) the skip losses were measured on, SkipTokens the positions of
+	// each (its first ones; SeqLen for whole sequences); Passes what the
+	// whole computation cost in equivalent forward passes over all
+	// Sequences (0 when unknown: a file written before they were recorded).
+	SkipSequences int
+	SkipTokens    int
+	Passes        float64
+
 	ModelHash string
 	DataHash  string
 	SeqLen    int
@@ -113,8 +140,17 @@ type Options struct {
 	// NoSubBlockSkipLoss keeps the layer skip loss but leaves out the two
 	// sub-block skip passes per layer.
 	NoSubBlockSkipLoss bool
-	// SkipRows limits the rows used for the skip-loss passes (0 = all).
+	// SkipRows limits the rows used for the skip-loss passes (0 = all, or
+	// what Passes allows): SkipRows calibration sequences spread evenly
+	// over the set (Scored).
 	SkipRows int
+	// Passes is a budget for the whole computation in equivalent forward
+	// passes over all rows (0: none). With a budget, the skip losses are
+	// scored on prefixes of calibration sequences spread evenly over the
+	// set, as many as the budget allows (at least one): see SkipScope and
+	// Scored. Every other score uses all
+	// rows. It cannot be combined with SkipRows.
+	Passes float64
 	// Progress receives every forward pass (stage "importance", unit "seq"):
 	// the sequences run so far of the total Compute will run (calibration
 	// plus skip-loss passes); nil = none.
@@ -136,6 +172,10 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("importance: batch %d: want at least 1 sequence per forward pass", o.Batch)
 	case o.SkipRows < 0:
 		return fmt.Errorf("importance: skip rows %d: want >= 0 (0: all)", o.SkipRows)
+	case o.Passes != 0 && !(o.Passes >= 1 && o.Passes <= 1e9):
+		return fmt.Errorf("importance: pass budget %g: want 0 (none) or at least 1 (the calibration pass itself)", o.Passes)
+	case o.Passes != 0 && o.SkipRows != 0:
+		return fmt.Errorf("importance: a pass budget (%g) and a number of skip rows (%d) both given: give one", o.Passes, o.SkipRows)
 	}
 	return nil
 }
@@ -281,38 +321,64 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 	c := &collector{hidden: make([]*accum, 2*L), heads: make([]*accum, L), neurons: make([]*accum, L),
 		bi: make([]float64, L), attnBI: make([]float64, L), mlpBI: make([]float64, L), rows: make([]int64, L),
 		in: make([][]float32, L), mid: make([][]float32, L)}
-	skipRows := rows
-	if o.SkipRows > 0 && o.SkipRows < len(rows) {
-		skipRows = rows[:o.SkipRows]
+	passes := skipPasses(m, o)
+	K, Tk := o.SkipScope(m, len(rows), T)
+	if len(passes) == 0 {
+		K, Tk = 0, 0
 	}
-	// The skip passes: every layer, then each sub-block of the layers that
-	// have both (a lone sub-block skipped is the layer skipped: measured
-	// once, reported for both).
-	type skipPass struct {
-		layer int
-		block engine.Block // used when sub
-		sub   bool
-	}
-	var passes []skipPass
-	if !o.NoSkipLoss {
-		for l := 0; l < L; l++ {
-			passes = append(passes, skipPass{layer: l})
+	pr := progress.Start(o.Progress, progress.Event{Stage: "importance", Total: int64(len(rows)) + int64(len(passes)*K), Unit: "seq"})
+	// Forward passes only, with one set of layer buffers whatever the depth.
+	defer m.SetInference(m.Inference())
+	m.SetInference(true)
+	defer func() {
+		m.SetObserver(nil)
+		m.SetSkip()
+		m.SetSkipBlock(engine.BlockAttention)
+		m.SetSkipBlock(engine.BlockMLP)
+	}()
+	full := m.ForwardFLOPs(len(rows), T)
+	sk := newSkipScorer(m, passes, o.Batch, Tk, pr)
+	H := arch.Hidden
+	var base float64
+	var n int
+	in := make([]int32, 0, o.Batch*T)
+	tg := make([]int32, 0, o.Batch*T)
+	for i := 0; i < len(rows); i += o.Batch {
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
-		if !o.NoSubBlockSkipLoss {
-			for l, layer := range arch.Layers {
-				if layer.Attention != nil && layer.MLP != nil {
-					passes = append(passes, skipPass{l, engine.BlockAttention, true}, skipPass{l, engine.BlockMLP, true})
-				}
+		part := rows[i:min(i+o.Batch, len(rows))]
+		in, tg = in[:0], tg[:0]
+		for _, r := range part {
+			in = append(in, r[:T]...)
+			tg = append(tg, r[1:]...)
+		}
+		m.SetObserver(c)
+		l, err := m.ForwardLoss(in, tg, len(part), T)
+		m.SetObserver(nil)
+		if err != nil {
+			return nil, fmt.Errorf("importance: sequences %d..%d: %w", i, i+len(part)-1, err)
+		}
+		base += float64(l) * float64(len(part)*T)
+		n += len(part) * T
+		pr.Add(int64(len(part)))
+		// The collector holds every layer's input of this pass: the scored
+		// rows' first Tk positions are gathered into batches for the skip
+		// passes.
+		for r := range part {
+			if !Scored(i+r, K, len(rows)) {
+				continue
+			}
+			if err := sk.add(ctx, c.in, tg[r*T:r*T+Tk], r*T*H, (r*T+Tk)*H); err != nil {
+				return nil, err
 			}
 		}
 	}
-	pr := progress.Start(o.Progress, progress.Event{Stage: "importance", Total: int64(len(rows)) + int64(len(passes)*len(skipRows)), Unit: "seq"})
-	m.SetObserver(c)
-	base, err := meanLoss(ctx, m, rows, o.Batch, pr)
-	m.SetObserver(nil)
-	if err != nil {
+	if err := sk.flush(ctx); err != nil {
 		return nil, err
 	}
+	cost := full + sk.flops
+	base /= float64(n)
 	nan := func() []float64 {
 		v := make([]float64, L)
 		for i := range v {
@@ -325,7 +391,7 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 		KVHeads: make([]int, L), Neurons: make([][]float64, L), LayerBI: make([]float64, L), LayerSkipLoss: nan(),
 		AttnBI: nan(), MLPBI: nan(), AttnSkipLoss: nan(), MLPSkipLoss: nan(),
 		BaseLoss: base, DataHash: dataset.HashRows(rows), SeqLen: T, Sequences: len(rows),
-		Tokens: int64(len(rows) * T), Version: Version,
+		Tokens: int64(len(rows) * T), Version: Version, SkipSequences: K, SkipTokens: Tk, Passes: cost / full,
 	}
 	for _, h := range c.hidden {
 		if h == nil {
@@ -365,33 +431,9 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 	if len(passes) == 0 {
 		return s, nil
 	}
-	skipBase := base
-	if len(skipRows) != len(rows) {
-		if skipBase, err = meanLoss(ctx, m, skipRows, o.Batch, nil); err != nil {
-			return nil, err
-		}
-	}
-	defer func() {
-		m.SetSkip()
-		m.SetSkipBlock(engine.BlockAttention)
-		m.SetSkipBlock(engine.BlockMLP)
-	}()
-	for _, p := range passes {
-		what := fmt.Sprintf("layer %d", p.layer)
-		if p.sub {
-			what = fmt.Sprintf("the %s of layer %d", p.block, p.layer)
-			err = m.SetSkipBlock(p.block, p.layer)
-		} else {
-			err = m.SetSkip(p.layer)
-		}
-		if err != nil {
-			return nil, err
-		}
-		loss, err := meanLoss(ctx, m, skipRows, o.Batch, pr)
-		if err != nil {
-			return nil, fmt.Errorf("importance: skipping %s: %w", what, err)
-		}
-		d := loss - skipBase
+	skipBase := sk.base / float64(sk.tokens)
+	for j, p := range passes {
+		d := sk.sums[j]/float64(sk.tokens) - skipBase
 		layer := arch.Layers[p.layer]
 		switch {
 		case !p.sub:
@@ -403,16 +445,193 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 			if layer.Attention == nil && layer.MLP != nil && !o.NoSubBlockSkipLoss {
 				s.MLPSkipLoss[p.layer] = d
 			}
-			m.SetSkip()
 		case p.block == engine.BlockAttention:
 			s.AttnSkipLoss[p.layer] = d
-			m.SetSkipBlock(engine.BlockAttention)
 		default:
 			s.MLPSkipLoss[p.layer] = d
-			m.SetSkipBlock(engine.BlockMLP)
 		}
 	}
 	return s, nil
+}
+
+// skipPass is one skip-loss measurement: layer skipped, or one sub-block
+// of it.
+type skipPass struct {
+	layer int
+	block engine.Block // used when sub
+	sub   bool
+}
+
+// skipPasses lists the skip passes: every layer, then each sub-block of the
+// layers that have both (a lone sub-block skipped is the layer skipped:
+// measured once, reported for both).
+func skipPasses(m *engine.Model, o Options) []skipPass {
+	var passes []skipPass
+	if o.NoSkipLoss {
+		return nil
+	}
+	arch := m.Arch()
+	for l := range arch.Layers {
+		passes = append(passes, skipPass{layer: l})
+	}
+	if !o.NoSubBlockSkipLoss {
+		for l, layer := range arch.Layers {
+			if layer.Attention != nil && layer.MLP != nil {
+				passes = append(passes, skipPass{l, engine.BlockAttention, true}, skipPass{l, engine.BlockMLP, true})
+			}
+		}
+	}
+	return passes
+}
+
+// Scored reports whether Compute scores the skip losses on calibration
+// sequence j of rows when it scores k of them: the rows j with
+// ⌊(j+1)·k/rows⌋ > ⌊j·k/rows⌋, k rows spread evenly over the set (every
+// one when k = rows, every other when k = rows/2).
+func Scored(j, k, rows int) bool {
+	return int64(j+1)*int64(k)/int64(rows) > int64(j)*int64(k)/int64(rows)
+}
+
+// SkipScope returns what Compute scores the skip losses on, for rows
+// calibration sequences of T tokens: k sequences spread evenly over the set
+// (Scored), each on its first tokens positions (the model is causal: the
+// calibration pass's layer inputs at those positions are exactly what a
+// pass over the prefix computes).
+//
+// SkipRows, when set, scores that many sequences (at most rows) in full;
+// without a pass budget every sequence is scored in full. With a budget,
+// the prefix is a quarter of each sequence (at least 32 tokens, at most T)
+// and k the most sequences whose cost keeps the whole computation within
+// Passes equivalent forward passes (at least one, even if that exceeds
+// it); when every sequence fits, the prefix grows as far as the budget
+// allows. Many short prefixes estimate the skip losses better than a few
+// whole sequences at the same cost (TestBudgetOrderings).
+//
+// A skip pass reruns only the layers from the skipped one on, from the
+// layer input that the calibration pass cached, and the scored rows' base
+// loss reruns the last layer, so scoring k prefixes of t tokens costs
+// k · (Σ_passes ForwardFLOPsFrom(layer, 1, t) + ForwardFLOPsFrom(L−1, 1, t))
+// / ForwardFLOPs(rows, T) passes beyond the calibration pass. The budget
+// counts model FLOPs, as ForwardFLOPs does.
+func (o Options) SkipScope(m *engine.Model, rows, T int) (k, tokens int) {
+	o.EnsureDefaults()
+	if o.SkipRows > 0 {
+		return min(o.SkipRows, rows), T
+	}
+	if o.Passes == 0 || rows == 0 {
+		return rows, T
+	}
+	passes := skipPasses(m, o)
+	full := m.ForwardFLOPs(rows, T)
+	cost := func(k, t int) float64 { return 1 + float64(k)*perRowFLOPs(m, passes, t)/full }
+	t := min(T, max(32, (T+3)/4))
+	if cost(rows, t) > o.Passes {
+		k := int(math.Floor((o.Passes - 1) * full / perRowFLOPs(m, passes, t)))
+		return min(rows, max(1, k)), t
+	}
+	for t < T && cost(rows, t+1) <= o.Passes {
+		t++
+	}
+	return rows, t
+}
+
+// perRowFLOPs is the model FLOPs of scoring one sequence's first t tokens.
+func perRowFLOPs(m *engine.Model, passes []skipPass, t int) float64 {
+	if len(passes) == 0 {
+		return 0
+	}
+	f := m.ForwardFLOPsFrom(m.Arch().NumLayers()-1, 1, t)
+	for _, p := range passes {
+		f += m.ForwardFLOPsFrom(p.layer, 1, t)
+	}
+	return f
+}
+
+// skipScorer runs the skip passes of Compute on batches of scored rows,
+// each from the cached input of the skipped layer, and sums their losses.
+type skipScorer struct {
+	m      *engine.Model
+	passes []skipPass
+	batch  int
+	T      int
+	sums   []float64 // per pass: Σ loss·tokens
+	base   float64   // Σ base loss·tokens over the scored rows
+	tokens int       // scored
+	flops  float64   // model FLOPs of the skip passes
+	pr     *progress.Task
+	// The gathered batch: every layer's input, the targets, the rows.
+	in   [][]float32
+	tg   []int32
+	rows int
+}
+
+func newSkipScorer(m *engine.Model, passes []skipPass, batch, T int, pr *progress.Task) *skipScorer {
+	return &skipScorer{m: m, passes: passes, batch: batch, T: T, sums: make([]float64, len(passes)), pr: pr,
+		in: make([][]float32, m.Arch().NumLayers())}
+}
+
+// add gathers one scored row: [lo, hi) of every layer input in layerIn,
+// and its targets; a full batch is scored at once.
+func (sk *skipScorer) add(ctx context.Context, layerIn [][]float32, targets []int32, lo, hi int) error {
+	for l := range sk.in {
+		sk.in[l] = append(sk.in[l], layerIn[l][lo:hi]...)
+	}
+	sk.tg = append(sk.tg, targets...)
+	if sk.rows++; sk.rows == sk.batch {
+		return sk.flush(ctx)
+	}
+	return nil
+}
+
+// flush runs the base loss and every skip pass on the gathered rows.
+func (sk *skipScorer) flush(ctx context.Context) error {
+	B := sk.rows
+	if B == 0 {
+		return nil
+	}
+	defer func() {
+		for l := range sk.in {
+			sk.in[l] = sk.in[l][:0]
+		}
+		sk.tg, sk.rows = sk.tg[:0], 0
+	}()
+	tokens := float64(B * sk.T)
+	L := len(sk.in)
+	base, err := sk.m.ForwardLossFrom(L-1, sk.in[L-1], sk.tg, B, sk.T)
+	if err != nil {
+		return fmt.Errorf("importance: %w", err)
+	}
+	sk.base += float64(base) * tokens
+	sk.tokens += B * sk.T
+	sk.flops += sk.m.ForwardFLOPsFrom(L-1, B, sk.T)
+	for j, p := range sk.passes {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		what := fmt.Sprintf("layer %d", p.layer)
+		if p.sub {
+			what = fmt.Sprintf("the %s of layer %d", p.block, p.layer)
+			err = sk.m.SetSkipBlock(p.block, p.layer)
+		} else {
+			err = sk.m.SetSkip(p.layer)
+		}
+		if err != nil {
+			return err
+		}
+		loss, err := sk.m.ForwardLossFrom(p.layer, sk.in[p.layer], sk.tg, B, sk.T)
+		if p.sub {
+			sk.m.SetSkipBlock(p.block)
+		} else {
+			sk.m.SetSkip()
+		}
+		if err != nil {
+			return fmt.Errorf("importance: skipping %s: %w", what, err)
+		}
+		sk.sums[j] += float64(loss) * tokens
+		sk.flops += sk.m.ForwardFLOPsFrom(p.layer, B, sk.T)
+		sk.pr.Add(int64(B))
+	}
+	return nil
 }
 
 // meanLoss is the token-weighted mean cross-entropy over rows.
@@ -563,7 +782,8 @@ func (s *Scores) Save(path string) error {
 		"format": "autocompress-importance", "version": s.Version, "model_hash": s.ModelHash, "data_hash": s.DataHash,
 		"seq_len": strconv.Itoa(s.SeqLen), "sequences": strconv.Itoa(s.Sequences), "tokens": strconv.FormatInt(s.Tokens, 10),
 		"base_loss": strconv.FormatFloat(s.BaseLoss, 'g', -1, 64), "layers": strconv.Itoa(len(s.LayerBI)),
-		"kv_heads":    strings.Join(kv, ","),
+		"kv_heads":       strings.Join(kv, ","),
+		"skip_sequences": strconv.Itoa(s.SkipSequences), "skip_tokens": strconv.Itoa(s.SkipTokens), "equivalent_passes": strconv.FormatFloat(s.Passes, 'g', -1, 64),
 		"aggregation": "mean over tokens, L2 over sequences (Minitron); hidden = sum over norm sites; heads = L2 over head_dim; layer_bi = mean over tokens of 1-cos(in,out); attn_bi, mlp_bi = the same across each sub-block (in to mid, mid to out); *_skip_loss = loss(skip) - base; NaN = absent or not measured",
 	}
 	w, err := checkpoint.Create(path, specs, meta)
@@ -624,6 +844,24 @@ func Load(path string) (*Scores, error) {
 	s.Tokens = int64(tok)
 	if s.BaseLoss, err = strconv.ParseFloat(md["base_loss"], 64); err != nil {
 		return nil, bad("metadata base_loss = %q", md["base_loss"])
+	}
+	// Recorded since the pass budget: files before it scored every
+	// sequence (or a number they did not record) at an unrecorded cost.
+	s.SkipSequences, s.SkipTokens = s.Sequences, s.SeqLen
+	if _, ok := md["skip_sequences"]; ok {
+		if s.SkipSequences, err = atoi("skip_sequences"); err != nil {
+			return nil, err
+		}
+	}
+	if _, ok := md["skip_tokens"]; ok {
+		if s.SkipTokens, err = atoi("skip_tokens"); err != nil {
+			return nil, err
+		}
+	}
+	if v, ok := md["equivalent_passes"]; ok {
+		if s.Passes, err = strconv.ParseFloat(v, 64); err != nil || s.Passes < 0 {
+			return nil, bad("metadata equivalent_passes = %q", v)
+		}
 	}
 	kv := strings.Split(md["kv_heads"], ",")
 	if len(kv) != L {

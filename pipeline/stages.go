@@ -366,10 +366,12 @@ func (b *builder) importance() Stage {
 		Importance Importance
 	}{c.Model, c.Data, c.Importance}, Files: append([]string{t.parent}, dataFiles(c.Data)...),
 		Run: func(ctx context.Context, env *Env) error {
-			m, err := engine.Load(t.parent)
+			// Forward only: the parent's weights are read in place.
+			m, err := engine.LoadWith(t.parent, engine.LoadOptions{Mapped: true})
 			if err != nil {
 				return err
 			}
+			defer m.Close()
 			rr, err := rows(ctx, t, c.Data, c.Assets, c.Importance.SeqLen, c.Importance.Seqs, "importance.seq_len")
 			if err != nil {
 				return err
@@ -595,10 +597,11 @@ func (b *builder) report(st []Stage) Stage {
 func runEval(ctx context.Context, env *Env, t *target, c *Config, child string) error {
 	var models []eval.Model
 	for _, m := range []struct{ name, dir string }{{"parent", t.parent}, {"child", child}} {
-		em, err := engine.Load(m.dir)
+		em, err := engine.LoadWith(m.dir, engine.LoadOptions{Mapped: true})
 		if err != nil {
 			return err
 		}
+		defer em.Close()
 		tok, err := tokenizer.Load(filepath.Join(m.dir, "tokenizer.json"))
 		if err != nil {
 			return err

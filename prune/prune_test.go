@@ -441,7 +441,11 @@ func TestDeciLM(t *testing.T) {
 	plan.Layers[0].Heads = ints(1, 3, 5, 7)
 	plan.Layers[3].Heads = ints(2, 3, 6, 7)
 	plan.Layers[3].KVHeads = ints(1, 3)
-	for _, engine := range []string{"vllm", "sglang", "trtllm"} {
+	// SGLang refuses the per-layer KV groups (4, 4, -, 2): nothing written.
+	if err := pruneErr(t, dir, withEngine(plan, "sglang")); !strings.Contains(err.Error(), "[decilm-uniform-kv]") || !strings.Contains(err.Error(), "layer 3") {
+		t.Errorf("sglang with per-layer KV groups: %v", err)
+	}
+	for _, engine := range []string{"vllm", "trtllm"} {
 		t.Run(engine, func(t *testing.T) {
 			out, res := runPrune(t, dir, plan, engine)
 			child, err := architecture.Load(out)
@@ -540,7 +544,18 @@ func TestDeciLMEngineRules(t *testing.T) {
 	} else if _, err := os.Stat(filepath.Join(hfOut, "modeling_decilm.py")); err != nil {
 		t.Error("remote code not copied")
 	}
-	for _, e := range []string{"llamacpp", "vllm", "sglang", "trtllm", "hf"} {
+	// llama.cpp's converter takes a DeciLM vocabulary other than 128256
+	// only from a Llama BPE tokenizer (byte_fallback): the synthetic
+	// parent's byte-level one fails, a Llama 2 style one converts.
+	if err := pruneErr(t, dir, withEngine(ffnOnly, "llamacpp")); !strings.Contains(err.Error(), "[decilm-tokenizer]") {
+		t.Errorf("llamacpp with a byte-level BPE tokenizer: %v", err)
+	}
+	tok := filepath.Join(t.TempDir(), "tokenizer.json")
+	must(t, os.WriteFile(tok, []byte(`{"model": {"type": "BPE", "byte_fallback": true}, "decoder": {"type": "Sequence"}}`), 0o644))
+	if _, err := Prune(context.Background(), Options{Model: dir, Plan: withEngine(ffnOnly, "llamacpp"), Out: filepath.Join(t.TempDir(), "cpp"), ExtraFiles: []string{tok}}); err != nil {
+		t.Errorf("llamacpp with a Llama BPE tokenizer: %v", err)
+	}
+	for _, e := range []string{"vllm", "sglang", "trtllm", "hf"} {
 		if e == "hf" {
 			// transformers needs the remote-code files the parent lacks.
 			err := pruneErr(t, dir, withEngine(ffnOnly, e))

@@ -11,9 +11,10 @@ import (
 )
 
 // global is a global shape: hidden size, query heads, the
-// uniform MLP width (uniform spaces; 0 when per layer) and Mamba heads.
+// uniform MLP width (uniform spaces; 0 when per layer), Mamba heads and the
+// KV-group count of every attention block (Space.UniformKV; 0: per layer).
 type global struct {
-	hidden, heads, mlp, mamba int
+	hidden, heads, mlp, mamba, kv int
 }
 
 // option is one choice for one parent layer under a global shape.
@@ -169,22 +170,45 @@ func (e *evaluator) globals() []global {
 	if len(mambas) == 0 {
 		mambas = []int{0}
 	}
+	kvs := []int{0}
+	if sp.UniformKV {
+		kvs = sp.KVGroups
+	}
+	fits := func(q, kv int) bool {
+		for i := range sp.Parent.Layers {
+			if a := sp.Parent.Layers[i].Attention; a != nil && !kvFits(a, q, kv) {
+				return false
+			}
+		}
+		return true
+	}
 	var out []global
 	for _, h := range sp.Hidden {
 		for _, q := range hpgs {
-			for _, m := range mlps {
-				for _, mb := range mambas {
-					g := global{h, q, m, mb}
-					if e.allowed(g) {
-						out = append(out, g)
-					} else {
-						e.refused++
+			for _, kv := range kvs {
+				if kv > 0 && !fits(q, kv) {
+					continue // kv groups cannot hold q queries: not a shape
+				}
+				for _, m := range mlps {
+					for _, mb := range mambas {
+						g := global{h, q, m, mb, kv}
+						if e.allowed(g) {
+							out = append(out, g)
+						} else {
+							e.refused++
+						}
 					}
 				}
 			}
 		}
 	}
 	return out
+}
+
+// kvFits reports whether k KV groups hold heads query heads under parent
+// attention a: heads/k each, at most the parent's per group.
+func kvFits(a *architecture.Attention, heads, k int) bool {
+	return k > 0 && heads%k == 0 && heads/k <= a.Heads/a.KVHeads
 }
 
 // allowed asks the serve-on engine's load predicate (the one export's
@@ -199,6 +223,9 @@ func (e *evaluator) allowed(g global) bool {
 		s := LayerShape{MambaHeads: g.mamba}
 		if a := pl.Attention; a != nil {
 			s.KVGroups = a.KVHeads
+			if g.kv > 0 {
+				s.KVGroups = g.kv // globals checked that it fits
+			}
 		}
 		if x := pl.MLP; x != nil {
 			s.MLP = x.Width
@@ -339,11 +366,14 @@ func (e *evaluator) shapes(dst []LayerShape, l int, g global) []LayerShape {
 	kvs := []int{0}
 	if a := pl.Attention; a != nil {
 		kvs = []int{a.KVHeads}
-		if sp.PerLayer {
+		switch {
+		case g.kv > 0:
+			kvs = []int{g.kv} // globals checked that it fits
+		case sp.PerLayer:
 			// k groups keep heads/k queries each: at most the parent's.
 			kvs = kvs[:0]
 			for _, k := range sp.KVGroups {
-				if g.heads%k == 0 && g.heads/k <= a.Heads/a.KVHeads {
+				if kvFits(a, g.heads, k) {
 					kvs = append(kvs, k)
 				}
 			}
@@ -369,15 +399,20 @@ func (e *evaluator) shapes(dst []LayerShape, l int, g global) []LayerShape {
 			dst = append(dst, LayerShape{KVGroups: kv, MLP: wd, MambaHeads: mb})
 		}
 	}
+	keepAttn := sp.KeepAttention != nil && sp.KeepAttention[l]
 	if sp.PerLayer && sp.RemoveSubBlocks && sp.Removable[l] && pl.Attention != nil && pl.MLP != nil {
-		for _, wd := range ws {
-			dst = append(dst, LayerShape{MLP: wd})
+		if !keepAttn {
+			for _, wd := range ws {
+				dst = append(dst, LayerShape{MLP: wd})
+			}
 		}
-		for _, kv := range kvs {
-			dst = append(dst, LayerShape{KVGroups: kv})
+		if !sp.AttentionNeedsMLP {
+			for _, kv := range kvs {
+				dst = append(dst, LayerShape{KVGroups: kv})
+			}
 		}
 	}
-	if sp.Removable[l] && sp.MaxRemoved > 0 {
+	if sp.Removable[l] && sp.MaxRemoved > 0 && !keepAttn {
 		dst = append(dst, LayerShape{Removed: true})
 	}
 	return dst

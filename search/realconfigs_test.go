@@ -32,6 +32,7 @@ var realScenarios = []realScenario{
 	{"Llama-3.1-8B, RTX 5070 game character, llama.cpp", "meta-llama--Meta-Llama-3.1-8B.json", "rtx-5070", estimate.LlamaCPP, "game-character", []string{"q4_k_m", "q8_0"}, Budgets{MaxMemory: 11 << 30, MaxE2E: 3}, false},
 	{"Qwen3-8B, RTX 5070 game character, vLLM", "Qwen--Qwen3-8B.json", "rtx-5070", estimate.VLLM, "game-character", []string{"fp8", "nvfp4"}, Budgets{MaxMemory: 11 << 30, MaxE2E: 3}, false},
 	{"Llama-3.1-8B, RTX 5070 game character, vLLM", "meta-llama--Meta-Llama-3.1-8B.json", "rtx-5070", estimate.VLLM, "game-character", []string{"fp8", "nvfp4"}, Budgets{MaxMemory: 11 << 30, MaxE2E: 3}, false},
+	{"Llama-3.1-8B, RTX 5070 game character, SGLang", "meta-llama--Meta-Llama-3.1-8B.json", "rtx-5070", estimate.SGLang, "game-character", []string{"fp8", "nvfp4"}, Budgets{MaxMemory: 11 << 30, MaxE2E: 3}, false},
 	{"Qwen3-8B, RTX 5080 long-context coding, vLLM", "Qwen--Qwen3-8B.json", "rtx-5080", estimate.VLLM, "long-context-coding", []string{"fp8", "nvfp4"}, Budgets{MaxMemory: 13.96 * (1 << 30), MaxE2E: 11.5}, true},
 	{"Llama-3.1-8B, RTX 5080 long-context coding, vLLM", "meta-llama--Meta-Llama-3.1-8B.json", "rtx-5080", estimate.VLLM, "long-context-coding", []string{"fp8", "nvfp4"}, Budgets{MaxMemory: 13.96 * (1 << 30), MaxE2E: 11.5}, false},
 	{"Nemotron-H-56B, one B200 at 128K, vLLM", "nvidia--Nemotron-H-56B-Base-8K.json", "b200", estimate.VLLM, "long-context-coding", []string{"bf16"}, Budgets{MaxMemory: 178e9}, true},

@@ -291,6 +291,9 @@ func (e *evaluator) parentOf(si int) Candidate {
 	if len(e.sp.Mamba) > 0 {
 		g.mamba = e.sp.Mamba[0]
 	}
+	if e.sp.UniformKV {
+		g.kv = e.sp.KVGroups[0]
+	}
 	menus := e.menus(g, si)
 	idx := make([]int, len(menus)) // option 0 of every layer is the parent's
 	c := e.price(si, g, menus, idx)

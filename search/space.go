@@ -76,6 +76,17 @@ type Space struct {
 	MLP, KVGroups, Mamba []int
 	// RemoveSubBlocks allows removing attention or MLP alone (PerLayer).
 	RemoveSubBlocks bool
+	// The serve-on engine's loader rules on per-layer (DeciLM) shapes
+	// (export.Capabilities.DeciLMUniformKV, DeciLMFirstAttention,
+	// DeciLMAttentionNeedsFFN), so that no candidate breaks them:
+	// UniformKV makes the KV-group count one global choice (the same in
+	// every attention block); KeepAttention marks the layers whose
+	// attention stays (neither its attention nor the layer is removed);
+	// AttentionNeedsMLP drops the options that remove a layer's MLP but
+	// keep its attention.
+	UniformKV         bool
+	KeepAttention     []bool
+	AttentionNeedsMLP bool
 	// Removable marks layers that may be removed; MaxRemoved bounds how many.
 	Removable  []bool
 	MaxRemoved int
@@ -191,6 +202,10 @@ func NewSpace(parent *architecture.Model, o SpaceOptions) (*Space, error) {
 		sp.AlignHidden = 256
 	}
 	sp.PerLayer = !o.Uniform && o.ServeOn.PerLayer(parent)
+	if tr := o.ServeOn.DeciLMTokenizer; !o.Uniform && !sp.PerLayer && tr != nil && parent.Family().DeciLMBlocks && parent.Vocab != tr.KeptVocab {
+		sp.Notes = append(sp.Notes, fmt.Sprintf("no per-layer shapes: they are written as DeciLM block_configs, and %s's converter takes a DeciLM vocabulary other than %d only from a Llama BPE tokenizer with byte_fallback (this parent's vocabulary is %d) [%s]",
+			o.ServeOn.Name, tr.KeptVocab, parent.Vocab, tr.ID))
+	}
 	mlpAlign := sp.AlignMLP
 	if sp.PerLayer {
 		mlpAlign = export.DeciLMFFNMultiple
@@ -245,6 +260,19 @@ func NewSpace(parent *architecture.Model, o SpaceOptions) (*Space, error) {
 			sp.RemoveSubBlocks = true
 			sp.Notes = append(sp.Notes, fmt.Sprintf("per-layer MLP widths (multiples of %d), KV groups %v and removed attention or MLP sub-blocks: %s loads DeciLM block_configs",
 				export.DeciLMFFNMultiple, sp.KVGroups, o.ServeOn.Name))
+			if lr := o.ServeOn.DeciLMUniformKV; lr != nil {
+				sp.UniformKV = true
+				sp.Notes = append(sp.Notes, fmt.Sprintf("KV groups the same in every attention block, chosen from %v: %s refuses per-layer KV groups [%s]", sp.KVGroups, o.ServeOn.Name, lr.ID))
+			}
+			if lr := o.ServeOn.DeciLMFirstAttention; lr != nil {
+				sp.KeepAttention = make([]bool, n)
+				sp.KeepAttention[0] = true
+				sp.Notes = append(sp.Notes, fmt.Sprintf("layer 0 keeps its attention and is not removed: %s fails on a first block without attention [%s]", o.ServeOn.Name, lr.ID))
+			}
+			if lr := o.ServeOn.DeciLMAttentionNeedsFFN; lr != nil {
+				sp.AttentionNeedsMLP = true
+				sp.Notes = append(sp.Notes, fmt.Sprintf("no layer loses its MLP but keeps its attention: %s would drop that attention's output [%s]", o.ServeOn.Name, lr.ID))
+			}
 		} else if !o.Uniform {
 			sp.Notes = append(sp.Notes, fmt.Sprintf("uniform widths: %s loads no per-layer shapes for %s (only whole layers are removed)", o.ServeOn.Name, parent.Arch))
 		}

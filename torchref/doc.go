@@ -46,13 +46,13 @@ func Write(dir string) error {
 		}
 		dst := filepath.Join(dir, filepath.FromSlash(p))
 		if d.IsDir() {
-			return os.MkdirAll(dst, 0o755)
+			return os.MkdirAll(dst, 0o755) //output:inside the job directory the caller assembles
 		}
 		b, err := files.ReadFile(p)
 		if err != nil {
 			return fmt.Errorf("torchref: reading embedded %s: %w", p, err)
 		}
-		if err := os.WriteFile(dst, b, 0o644); err != nil {
+		if err := os.WriteFile(dst, b, 0o644); err != nil { //output:inside the job directory the caller assembles
 			return fmt.Errorf("torchref: writing %s: %w", dst, err)
 		}
 		return nil

@@ -80,10 +80,11 @@ thread per goroutine so nothing is oversubscribed.`,
 				if err != nil {
 					return err
 				}
-				m, err := engine.Load(dir)
+				m, err := engine.LoadWith(dir, engine.LoadOptions{Mapped: true})
 				if err != nil {
 					return err
 				}
+				defer m.Close()
 				what := "the " + wp.Name + " workload's requests"
 				if wl.Preset() == "" {
 					what = fmt.Sprintf("--isl %d + --osl %d", wp.Input.MaxValue(), wp.Output.MaxValue())

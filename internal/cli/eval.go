@@ -52,6 +52,12 @@ log-likelihood with lm-evaluation-harness's conventions:
   mmlu=DIR         5-shot acc over test/*_test.csv with dev/*_dev.csv shots
   quiz=DIR         the Debian bsdgames quiz files: acc, acc_norm of 4 choices
   suite=FILE       an in-domain suite from --build: cloze and choice
+and by greedy generation (many prompts per engine step, until the task's
+stop sequences or 256 new tokens; programs run by /usr/bin/python3 in a
+sandbox: own process group, no network, CPU, memory and wall limits):
+  gsm8k=FILE       8-shot chain of thought: exact match, strict and flexible
+  humaneval=FILE   pass@1 (HumanEval.jsonl or .jsonl.gz)
+  mbpp=FILE        3-shot pass@1 on the test problems 11-510 (mbpp.jsonl)
 --limit N keeps the first N items (per MMLU subject and quiz file); items
 are always in file order. Every accuracy is printed with its standard error
 (the harness's: √(p(1−p)/(n−1)); perplexity: bootstrap).
@@ -87,6 +93,7 @@ still show differences (eval.BuildSuite). Score it with --task suite=FILE.
 			intVar(fs, &o.Batch, "batch", 8, 1, maxBatch, "windows per forward pass")
 			jsonOut := fs.Bool("json", false, "print the result as JSON")
 			allowLong := fs.Bool("allow-long-context", false, "allow --seq-len past the model's max_position_embeddings")
+			stream := fs.Bool("stream-layers", false, "release each layer's weight pages after it has run, so a model larger than memory still runs (at disk speed)")
 			return func(ctx context.Context, env *Env, args []string) error {
 				data := append(*dataFiles, args...)
 				if *build != "" {
@@ -124,10 +131,11 @@ still show differences (eval.BuildSuite). Score it with --task suite=FILE.
 				}
 				var ms []eval.Model
 				for i, name := range models {
-					m, err := engine.Load(dirs[i])
+					m, err := engine.LoadWith(dirs[i], engine.LoadOptions{Mapped: true, Stream: *stream})
 					if err != nil {
 						return err
 					}
+					defer m.Close()
 					w := workload.FixedClosed(o.SeqLen, 0, 1)
 					if _, err := w.FitContext(workload.ContextRule{MaxPositions: m.Arch().MaxPositions, AllowLong: *allowLong, AllowFlag: allowLongFlag, What: fmt.Sprintf("--seq-len %d", o.SeqLen)}); err != nil {
 						return Usagef("%v", err)

@@ -38,6 +38,7 @@ func TestExitCodesEveryCommand(t *testing.T) {
 		"generate":         {model: []string{"--model", "M", "--prompt", "The"}, file: []string{"--model", missing, "--prompt", "The"}},
 		"importance":       {model: []string{"--model", "M", "--data", text, "--out", out}, file: []string{"--model", "parent", "--data", missing, "--out", out}},
 		"inspect":          {model: []string{"--model", "M"}, file: []string{"--model", missing}},
+		"init":             {file: []string{"--config", missing, "--out", out}},
 		"prune":            {model: []string{"--model", "M", "--plan", text, "--out", out}, file: []string{"--model", "parent", "--plan", missing, "--out", out}},
 		"calibrate-native": {file: []string{"--from-rows", missing, "--out", out + ".json"}},
 		"validate-native":  {file: []string{"--rows", missing}},

@@ -94,10 +94,11 @@ A summary (tokens, time, tokens/s, the sgemm backend) goes to standard error;
 				if *prompt != "" && tok == nil {
 					return fmt.Errorf("%s has no tokenizer.json, so --prompt cannot be encoded; pass token ids with --ids instead", *model)
 				}
-				m, err := engine.Load(dir)
+				m, err := engine.LoadWith(dir, engine.LoadOptions{Mapped: true})
 				if err != nil {
 					return err
 				}
+				defer m.Close()
 				arch := m.Arch()
 				switch {
 				case *prompt != "":

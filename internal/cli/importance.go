@@ -36,6 +36,14 @@ parent:validation (parent:test, parent:train-sample) is that part of the
 embedded parent's text, each of its documents ended by the end-of-text
 token; parent:train is read from the corpora under --assets.
 
+The skip losses rerun only the layers after the skipped one, from each
+layer's input cached by the calibration pass, and are scored on the first
+quarter (at least 32 tokens) of as many sequences, spread evenly over the
+set, as --passes allows (default 4 equivalent forward passes over all
+sequences, whatever the depth; the summary says what was scored and what it
+cost). --passes 0 scores every sequence in full (the exhaustive scores, about
+1 + 1.5·layers passes); --skip-seqs N scores N sequences in full.
+
 The scores are written as safetensors with provenance in __metadata__ (model
 hash, data hash, sequence length, token count, version). When --out already
 holds scores for the same model and data they are reused without a new pass
@@ -51,12 +59,14 @@ other file at --out only with --force.`,
 			seqs := intArg(fs, "seqs", 64, 1, maxCount, "calibration sequences")
 			seqLen := intArg(fs, "seq-len", 128, 1, maxTokens, "tokens per sequence")
 			batch := intArg(fs, "batch", 8, 1, maxBatch, "sequences per forward pass")
-			skipSeqs := intArg(fs, "skip-seqs", 0, 0, maxCount, "sequences for the per-layer skip-loss passes (0: all)")
+			skipSeqs := intArg(fs, "skip-seqs", 0, 0, maxCount, "sequences (spread evenly) for the per-layer skip-loss passes (0: as --passes allows)")
+			passes := floatArg(fs, "passes", 4, floatRange{min: 0, max: 1e9}, "budget in equivalent forward passes over all sequences: the skip losses are scored on as many sequences as it allows (0: every sequence, the exhaustive scores)")
 			noSkip := fs.Bool("no-skip-loss", false, "do not measure the skip losses (saves up to three passes per layer)")
 			noSub := fs.Bool("no-sub-block-skip-loss", false, "measure the layer skip loss but not the attention and MLP ones (saves two passes per layer)")
 			force := fs.Bool("force", false, "recompute even if --out holds matching scores; replace a file at --out that is not scores")
 			jsonOut := fs.Bool("json", false, "print a summary as JSON")
 			allowLong := fs.Bool("allow-long-context", false, "allow --seq-len past the model's max_position_embeddings")
+			stream := fs.Bool("stream-layers", false, "release each layer's weight pages after it has run, so a model larger than memory still runs (at disk speed)")
 			return func(ctx context.Context, env *Env, args []string) error {
 				data := append(*dataFiles, args...)
 				switch {
@@ -67,14 +77,24 @@ other file at --out only with --force.`,
 				case *seqs < 1 || *seqLen < 1 || *batch < 1 || *skipSeqs < 0:
 					return Usagef("--seqs, --seq-len and --batch must be positive")
 				}
+				budget := *passes
+				switch {
+				case flagGiven(fs, "skip-seqs") && flagGiven(fs, "passes") && *passes != 0:
+					return Usagef("give --skip-seqs or --passes, not both")
+				case flagGiven(fs, "skip-seqs"):
+					budget = 0
+				case budget != 0 && budget < 1:
+					return Usagef("--passes %g: want 0 (every sequence) or at least 1 (the calibration pass itself)", budget)
+				}
 				dir, err := engineCheckpoint("--model", *model)
 				if err != nil {
 					return err
 				}
-				m, err := engine.Load(dir)
+				m, err := engine.LoadWith(dir, engine.LoadOptions{Mapped: true, Stream: *stream})
 				if err != nil {
 					return err
 				}
+				defer m.Close()
 				o := dataset.ForModel(m.Arch(), dir)
 				o.SeqLen, o.MaxRows, o.IDs, o.Assets, o.TokenizerFile, o.AllowLong = *seqLen, *seqs, *ids, *assets, *tokPath, *allowLong
 				packed, err := dataRows(ctx, data, o)
@@ -86,7 +106,7 @@ other file at --out only with --force.`,
 				}
 				term := progress.NewTerminal(env.Stderr)
 				s, reused, err := importance.Cached(ctx, m, dir, packed.Rows, *out, importance.Options{Batch: *batch, NoSkipLoss: *noSkip, NoSubBlockSkipLoss: *noSub,
-					SkipRows: *skipSeqs, Progress: term.Report}, *force)
+					SkipRows: *skipSeqs, Passes: budget, Progress: term.Report}, *force)
 				term.End()
 				if err != nil {
 					return err
@@ -110,6 +130,9 @@ type importanceJSON struct {
 	Sequences     int        `json:"sequences"`
 	Tokens        int64      `json:"tokens"`
 	BaseLoss      float64    `json:"base_loss"`
+	SkipSequences int        `json:"skip_sequences"`
+	SkipTokens    int        `json:"skip_tokens"`
+	Passes        float64    `json:"equivalent_passes"`
 	LayerBI       []float64  `json:"layer_bi"`
 	LayerBIOrder  []int      `json:"layer_bi_order"`
 	LayersLeast   []int      `json:"layers_least"`
@@ -127,6 +150,7 @@ func importanceReport(env *Env, s *importance.Scores, path string, reused, asJSO
 		out := importanceJSON{
 			Out: path, Reused: reused, ModelHash: s.ModelHash, DataHash: s.DataHash,
 			SeqLen: s.SeqLen, Sequences: s.Sequences, Tokens: s.Tokens, BaseLoss: s.BaseLoss,
+			SkipSequences: s.SkipSequences, SkipTokens: s.SkipTokens, Passes: s.Passes,
 			LayerBI: s.LayerBI, LayerBIOrder: layerOrder,
 			LayersLeast: importance.LeastImportant(s.LayerBI, len(s.LayerBI)),
 			HiddenLeast: importance.LeastImportant(s.Hidden, 8),
@@ -145,6 +169,13 @@ func importanceReport(env *Env, s *importance.Scores, path string, reused, asJSO
 	}
 	w := env.Stdout
 	fmt.Fprintf(w, "importance of %d layers over %d sequences × %d tokens (base loss %.4f) → %s\n", len(s.LayerBI), s.Sequences, s.SeqLen, s.BaseLoss, path)
+	if !importanceAllNaN(s.LayerSkipLoss) {
+		fmt.Fprintf(w, "skip losses on %d of %d sequences × %d of %d tokens", s.SkipSequences, s.Sequences, s.SkipTokens, s.SeqLen)
+		if s.Passes > 0 {
+			fmt.Fprintf(w, "; cost %.2f equivalent forward passes", s.Passes)
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintf(w, "                 layer            attention               MLP\n")
 	fmt.Fprintf(w, "layer  block-influence  skip-loss  influence  skip-loss  influence  skip-loss\n")
 	for l := range s.LayerBI {

@@ -51,9 +51,23 @@ func TestImportanceCommand(t *testing.T) {
 		Reused bool      `json:"reused"`
 		BI     []float64 `json:"layer_bi"`
 		Tokens int       `json:"tokens"`
+		Skip   int       `json:"skip_sequences"`
+		Passes float64   `json:"equivalent_passes"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &sum); err != nil || !sum.Reused || len(sum.BI) != 3 || sum.Tokens != 192 {
 		t.Errorf("json %v: %s", err, stdout)
+	}
+	// The default budget of 4 passes scores the skip losses on fewer rows
+	// and says what it cost; --passes 0 scores every row.
+	if sum.Skip != s.SkipSequences || sum.Skip < 1 || sum.Skip >= 6 || sum.Passes > 4 || sum.Passes < 1 {
+		t.Errorf("default budget: %d of 6 sequences scored at %g passes", sum.Skip, sum.Passes)
+	}
+	code, stdout, errs = evalRun(append(args, "--passes", "0")...)
+	if code != 0 || strings.Contains(errs, "reusing") || !strings.Contains(stdout, "skip losses on 6 of 6 sequences × 32 of 32 tokens; cost") {
+		t.Errorf("--passes 0: exit %d: %s\n%s", code, errs, stdout)
+	}
+	if code, _, errs := evalRun(append(args, "--passes", "2", "--skip-seqs", "3")...); code != 2 || !strings.Contains(errs, "not both") {
+		t.Errorf("--passes with --skip-seqs: exit %d: %s", code, errs)
 	}
 	// Other data: recomputed.
 	code, _, errs = evalRun("importance", "--model", dir, "--data", text, "--out", out, "--seqs", "4", "--seq-len", "32", "--no-skip-loss")

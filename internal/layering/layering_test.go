@@ -27,6 +27,7 @@ var allowed = map[string][]string{
 	"internal/suggest":           {},
 	"internal/parallel":          {},
 	"internal/shareddata":        {},
+	"internal/sandbox":           {},
 	"internal/shareddata/sdtest": {"internal/shareddata"},
 	"internal/browsertest":       {},
 	"internal/layering":          {},
@@ -56,10 +57,10 @@ var allowed = map[string][]string{
 	"export":               {"architecture", "checkpoint", "estimate"},
 
 	// Running models.
-	"engine":             {"architecture", "checkpoint", "engine/blas", "internal/fastmath", "internal/parallel"},
+	"engine":             {"architecture", "checkpoint", "engine/blas", "internal/fastmath", "internal/parallel", "internal/progress"},
 	"servebench":         {"engine", "engine/blas", "internal/progress", "workload"},
 	"estimate/nativecal": {"architecture", "checkpoint", "engine", "engine/blas", "estimate", "hardware", "internal/progress", "servebench", "workload"},
-	"eval":               {"corpus", "engine", "engine/blas", "internal/progress"},
+	"eval":               {"corpus", "engine", "engine/blas", "internal/progress", "internal/sandbox"},
 	"importance":         {"checkpoint", "dataset", "engine", "internal/output", "internal/progress"},
 	"torchref":           {},
 	"train":              {"architecture", "checkpoint", "corpus", "dataset", "engine", "internal/output", "internal/progress", "tokenizer"},

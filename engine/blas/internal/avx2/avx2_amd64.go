@@ -36,6 +36,13 @@ func Dot(x, y *float32, n int) float32
 //go:noescape
 func Dot4(x, b0, b1, b2, b3 *float32, n int, out *float32)
 
+// BF16ToF32 sets dst[i] to the float32 whose upper half is src[i] (bfloat16
+// widened exactly) for the first n − n%8 elements; the caller does the
+// tail.
+//
+//go:noescape
+func BF16ToF32(dst *float32, src *uint16, n int)
+
 // Axpy sets y[i] += alpha·x[i] over the first n − n%8 elements; the caller
 // does the last n%8.
 //

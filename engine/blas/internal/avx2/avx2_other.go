@@ -22,6 +22,9 @@ func Kernel6x16Store(kk int, a, b, c *float32, ldc int, alpha float32) { panic("
 // Dot is never called where Available is false.
 func Dot(x, y *float32, n int) float32 { panic("avx2: not available") }
 
+// BF16ToF32 is never called where Available is false.
+func BF16ToF32(dst *float32, src *uint16, n int) { panic("avx2: not available") }
+
 // Axpy is never called where Available is false.
 func Axpy(alpha float32, x, y *float32, n int) { panic("avx2: not available") }
 
