@@ -177,22 +177,39 @@ func vecErr(t *testing.T, what string, got, want []float64) float64 {
 // removed sub-blocks (the parent without -short).
 func TestImportanceParity(t *testing.T) {
 	needTorch(t)
-	const T, batch = 32, 4
-	rows := parentRows(t, 8, T)
-	for _, c := range []struct{ name, dir string }{{"decilm-child", deciChild(t)}, {"parent", mustParent(t)}} {
+	const batch = 4
+	cases := []struct {
+		name, dir string
+		T         int
+		opt       importance.Options
+		recipe    map[string]any
+	}{
+		// Skip losses on 4 of the 8 rows, spread evenly (importance.Scored).
+		{"decilm-child", deciChild(t), 32, importance.Options{SkipRows: 4}, map[string]any{"skip_rows": 4}},
+		// A budget of 4 equivalent passes: prefixes of 32 of 128 tokens.
+		{"parent-budget", mustParent(t), 128, importance.Options{Passes: 4}, map[string]any{"skip_passes": 4}},
+	}
+	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if testing.Short() && c.name == "parent" {
+			if testing.Short() && c.name != "decilm-child" {
 				t.Skip("-short: the DeciLM child (removed sub-blocks included) covers the short run")
 			}
+			T := c.T
+			rows := parentRows(t, 8, T)
 			m, err := engine.Load(c.dir)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, err := importance.Compute(context.Background(), m, rows, importance.Options{Batch: batch, SkipRows: 4})
+			c.opt.Batch = batch
+			want, err := importance.Compute(context.Background(), m, rows, c.opt)
 			if err != nil {
 				t.Fatal(err)
 			}
-			j := newJob(t, "importance", 2, map[string]any{"seq_len": T, "batch": batch, "skip_rows": 4})
+			recipe := map[string]any{"seq_len": T, "batch": batch}
+			for k, v := range c.recipe {
+				recipe[k] = v
+			}
+			j := newJob(t, "importance", 2, recipe)
 			j.model("model", c.dir)
 			j.rows("valid", rows)
 			contract, entry := j.write()
@@ -234,6 +251,13 @@ func TestImportanceParity(t *testing.T) {
 				if !slices.EqualFunc(got.HeadOrder(l), want.HeadOrder(l), slices.Equal[[]int]) {
 					t.Errorf("layer %d: head order %v, native %v", l, got.HeadOrder(l), want.HeadOrder(l))
 				}
+			}
+			if got.SkipSequences != want.SkipSequences || got.SkipTokens != want.SkipTokens || rel1(got.Passes, want.Passes) > 1e-9 {
+				t.Errorf("skip losses scored on %d rows × %d tokens (%g passes), native %d × %d (%g)",
+					got.SkipSequences, got.SkipTokens, got.Passes, want.SkipSequences, want.SkipTokens, want.Passes)
+			}
+			if c.opt.Passes > 0 && want.SkipTokens >= T {
+				t.Errorf("the budget case scored whole sequences (%d tokens): it tests no prefix", want.SkipTokens)
 			}
 			if e := rel1(got.BaseLoss, want.BaseLoss); e > 1e-6 {
 				t.Errorf("base loss %v, native %v", got.BaseLoss, want.BaseLoss)

@@ -488,12 +488,13 @@ def no_decay(name):
     return name.endswith(".bias") or name.endswith("norm.weight")
 
 
-def forward_flops(arch, B, T):
-    """engine.Model.ForwardFLOPs: 2 per multiply-add of every projection and
-    the LM head, plus 4*head_dim per causal (query, key) pair and head."""
+def forward_flops(arch, B, T, first=0):
+    """engine.Model.ForwardFLOPs (ForwardFLOPsFrom with first > 0: the
+    layers from first on): 2 per multiply-add of every projection and the
+    LM head, plus 4*head_dim per causal (query, key) pair and head."""
     N, H = B * T, arch.hidden
     f = 2 * N * H * arch.vocab
-    for l in arch.layers:
+    for l in arch.layers[min(max(first, 0), len(arch.layers)):]:
         if l.attention:
             qd, kd = l.heads * l.head_dim, l.kv_heads * l.head_dim
             f += 2 * N * H * (2 * qd + 2 * kd)

@@ -31,8 +31,9 @@ Beyond job/CONTRACT.md v1, the trainer reads these optional recipe keys
 (recompute each block in backward; what an 8B distillation at sequence
 4096 needs on one GPU), "fsdp" (false: DDP even where FSDP2 exists),
 "shared_vocab" (KD over ids [0, n); default the smaller vocabulary),
-and for importance "skip_rows", "no_skip_loss", "no_subblock_skip_loss"
-(importance.Options' SkipRows, NoSkipLoss, NoSubBlockSkipLoss).
+and for importance "skip_rows", "skip_passes", "no_skip_loss",
+"no_subblock_skip_loss"
+(importance.Options' SkipRows, Passes, NoSkipLoss, NoSubBlockSkipLoss).
 
 Everything that decides the next step (the student's float32 weights, both
 AdamW moments, the step) is in JOB/resume/state.safetensors, written
@@ -483,16 +484,16 @@ def run_importance(job, ranks):
             for l, lay in enumerate(arch.layers):
                 if lay.attention and lay.mlp:
                     passes += [("attention", l), ("mlp", l)]
-    skip_rows = rows
-    sr = int(job.recipe.get("skip_rows", 0))
-    if 0 < sr < rows.shape[0]:
-        skip_rows = rows[:sr]
+    K, Tk = skip_scope(arch, passes, rows.shape[0], T, int(job.recipe.get("skip_rows") or 0),
+                       float(job.recipe.get("skip_passes") or 0))
+    scored = [j for j in range(rows.shape[0]) if int((j + 1) * K // rows.shape[0]) > int(j * K // rows.shape[0])]
+    skip_rows = rows[scored][:, :Tk + 1]
     total = rows.shape[0] + len(passes) * skip_rows.shape[0]
     done = rows.shape[0]
     prog.tokens = done * T
     prog.line(step=done, steps=total, loss=base)
     skip_base = base
-    if passes and skip_rows.shape[0] != rows.shape[0]:
+    if passes and (K != rows.shape[0] or Tk != T):
         s, n = ce_sum(m, skip_rows, batch, ranks)
         skip_base = s / n
     sub = not job.recipe.get("no_subblock_skip_loss")
@@ -513,16 +514,50 @@ def run_importance(job, ranks):
         else:
             sc["mlp_skip_loss"][l] = dl
         done += skip_rows.shape[0]
-        prog.tokens += skip_rows.shape[0] * T
+        prog.tokens += skip_rows.shape[0] * Tk
         prog.line(step=done, steps=total)
     m.skip, m.skip_attn, m.skip_mlp = set(), set(), set()
     if ranks.rank == 0:
         rel = "importance.safetensors"
+        K, Tk = (skip_rows.shape[0], Tk) if passes else (0, 0)
+        cost = 1 + (K * skip_row_flops(arch, passes, Tk) / acmodel.forward_flops(arch, rows.shape[0], T) if passes else 0)
         save_scores(job.file(rel), sc, dict(model_hash=model_hash(d), data_hash=rows_hash(rows), seq_len=T,
                                             sequences=rows.shape[0], tokens=rows.shape[0] * T, base_loss=repr(base),
-                                            layers=L))
+                                            layers=L, skip_sequences=K, skip_tokens=Tk, equivalent_passes=repr(cost)))
         write_result(job, dict(status="done", tokens=rows.shape[0] * T, loss=base, importance=rel,
                                sha256={rel: acio.contract_hash(job.dir, rel)}, **prog.rate()))
+
+
+def skip_scope(arch, passes, rows, T, skip_rows, budget):
+    """importance.Options.SkipScope: how many calibration sequences (k,
+    spread evenly over the set: importance.Scored) the skip losses are
+    scored on, and on how many of their first tokens. skip_rows > 0 scores
+    that many in full; a budget of equivalent forward passes scores the
+    first quarter (at least 32 tokens) of as many rows as fit, or longer
+    prefixes of all of them."""
+    if skip_rows > 0:
+        return min(skip_rows, rows), T
+    if budget == 0 or rows == 0:
+        return rows, T
+    def per_row(t):
+        return skip_row_flops(arch, passes, t)
+    full = acmodel.forward_flops(arch, rows, T)
+    t = min(T, max(32, (T + 3) // 4))
+    if 1 + rows * per_row(t) / full > budget:
+        k = int(math.floor((budget - 1) * full / per_row(t)))
+        return min(rows, max(1, k)), t
+    while t < T and 1 + rows * per_row(t + 1) / full <= budget:
+        t += 1
+    return rows, t
+
+
+def skip_row_flops(arch, passes, t):
+    """The model FLOPs of scoring one sequence's first t tokens: the base
+    loss (the last layer rerun) and every pass from its layer on."""
+    if not passes:
+        return 0
+    f = acmodel.forward_flops(arch, 1, t, len(arch.layers) - 1)
+    return f + sum(acmodel.forward_flops(arch, 1, t, l) for _, l in passes)
 
 
 def acc_keys(arch):
