@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/checkpoint"
 	"github.com/autocompress/autocompress/dataset"
 	"github.com/autocompress/autocompress/engine"
@@ -95,10 +96,15 @@ type Summary struct {
 
 	Elapsed         float64 `json:"elapsed_s"` // this invocation's training time
 	TokensPerSecond float64 `json:"tokens_per_s"`
-	CacheFile       string  `json:"cache_file,omitempty"`
-	CacheHits       int64   `json:"cache_hit_rows,omitempty"`
-	CacheMisses     int64   `json:"cache_miss_rows,omitempty"`
-	Log             string  `json:"log"`
+	// Engine, WorldSize and Device say what ran the training when it was not this
+	// binary (a PyTorch job, package job): empty for a native run.
+	Engine      string `json:"engine,omitempty"`
+	WorldSize   int    `json:"world_size,omitempty"`
+	Device      string `json:"device,omitempty"` // what the job's ranks ran on: cpu, cuda
+	CacheFile   string `json:"cache_file,omitempty"`
+	CacheHits   int64  `json:"cache_hit_rows,omitempty"`
+	CacheMisses int64  `json:"cache_miss_rows,omitempty"`
+	Log         string `json:"log"`
 }
 
 // EnsureDefaults fills unset fields and returns c.
@@ -213,27 +219,10 @@ func Run(ctx context.Context, c Config) (*Summary, error) {
 			return nil, fmt.Errorf("distill: sequence length %d exceeds a model's max_position_embeddings %d", c.Train.SeqLen, mp)
 		}
 	}
-	sep, err := separator(stok)
+	// Data.
+	rows, evalRows, err := packData(ctx, &c, stok, shared)
 	if err != nil {
 		return nil, err
-	}
-
-	// Data.
-	do := dataset.Options{Assets: c.Assets, Tokenizer: stok}
-	do.SeqLen, do.Sep, do.Vocab = c.Train.SeqLen, sep, shared
-	packed, err := dataset.Rows(ctx, c.Data, do)
-	if err != nil {
-		return nil, fmt.Errorf("distill: data: %w", err)
-	}
-	rows := packed.Rows
-	var evalRows [][]int32
-	if len(c.EvalData) > 0 {
-		do.MaxRows = c.Train.EvalRows
-		ep, err := dataset.Rows(ctx, c.EvalData, do)
-		if err != nil {
-			return nil, fmt.Errorf("distill: held-out data: %w", err)
-		}
-		evalRows = ep.Rows
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -391,6 +380,59 @@ func separator(t *tokenizer.Tokenizer) (int32, error) {
 		return int32(id), nil
 	}
 	return 0, errors.New("distill: the student's tokenizer has no end-of-text token (no eos_token in tokenizer_config.json, no <|endoftext|>) to separate documents with")
+}
+
+// packData tokenizes and packs the training and held-out data as Run
+// trains on them: rows of SeqLen+1 ids of the student's tokenizer,
+// documents separated by its end-of-text id, ids below shared.
+func packData(ctx context.Context, c *Config, stok *tokenizer.Tokenizer, shared int) (rows, evalRows [][]int32, err error) {
+	sep, err := separator(stok)
+	if err != nil {
+		return nil, nil, err
+	}
+	do := dataset.Options{Assets: c.Assets, Tokenizer: stok}
+	do.SeqLen, do.Sep, do.Vocab = c.Train.SeqLen, sep, shared
+	packed, err := dataset.Rows(ctx, c.Data, do)
+	if err != nil {
+		return nil, nil, fmt.Errorf("distill: data: %w", err)
+	}
+	if len(c.EvalData) > 0 {
+		do.MaxRows = c.Train.EvalRows
+		ep, err := dataset.Rows(ctx, c.EvalData, do)
+		if err != nil {
+			return nil, nil, fmt.Errorf("distill: held-out data: %w", err)
+		}
+		evalRows = ep.Rows
+	}
+	return packed.Rows, evalRows, nil
+}
+
+// Data returns the training and held-out rows Run would train and
+// evaluate on for c (after EnsureDefaults), without loading the weights:
+// what a PyTorch job of the same distillation is given (package job).
+func Data(ctx context.Context, c Config) (rows, evalRows [][]int32, err error) {
+	c.EnsureDefaults()
+	ttok, err := tokenizer.Load(c.Teacher)
+	if err != nil {
+		return nil, nil, fmt.Errorf("distill: teacher: %w", err)
+	}
+	stok, err := tokenizer.Load(c.Student)
+	if err != nil {
+		return nil, nil, fmt.Errorf("distill: student: %w", err)
+	}
+	ta, err := architecture.Load(c.Teacher)
+	if err != nil {
+		return nil, nil, fmt.Errorf("distill: teacher: %w", err)
+	}
+	sa, err := architecture.Load(c.Student)
+	if err != nil {
+		return nil, nil, fmt.Errorf("distill: student: %w", err)
+	}
+	shared, _, err := SharedVocab(ttok, stok, ta.Vocab, sa.Vocab)
+	if err != nil {
+		return nil, nil, err
+	}
+	return packData(ctx, &c, stok, shared)
 }
 
 // weightDType is the dtype of a checkpoint's weights (the first tensor's);

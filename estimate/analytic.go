@@ -543,6 +543,7 @@ func compile(hw *hardware.GPU, eng Engine, o Options, w *workload.Workload, co *
 			c.family = "native@" + src
 		}
 		c.r.natTokens = c.isl + c.osl
+		c.r.natISL = c.isl
 		// engine.Serve runs min(clients, MaxBatch) sequences at once (a
 		// closed loop's limit defaults to its clients above); the other
 		// clients' requests wait for a free slot.

@@ -96,6 +96,7 @@ type resolved struct {
 	// (mean prompt + output; 0 = the context).
 	nat       *NativeCoeffs
 	natTokens float64
+	natISL    float64 // prompt tokens per request (the MemWork term)
 	natSteps  float64 // garbage basis: steps of a bench-serve run (requests/slots × (output + 1)) × √slots
 	natSlots  int     // sequences in flight: min(clients, --max-num-seqs), the clients when unset
 }

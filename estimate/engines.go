@@ -52,6 +52,11 @@ type EngineSpec struct {
 	// QuantConfig: an empty precision takes what the checkpoint's
 	// quantization_config says (ConfigPrecision).
 	QuantConfig bool
+	// ConfigPrecisionAs, for an engine without QuantConfig, maps the
+	// precision a checkpoint's quantization_config says to the one the
+	// engine serves that checkpoint in; an empty precision takes it
+	// (PrecisionFromConfig), a config not in the map the default.
+	ConfigPrecisionAs map[string]string
 	// GGUF: it serves the GGUF weight formats (llama.cpp), not the HF ones.
 	GGUF bool
 	// DefaultPrecision is what an empty precision means (an engine with a
@@ -312,8 +317,11 @@ var engineTable = map[Engine]*EngineSpec{
 	LlamaCPP: {
 		Name: LlamaCPP, Aliases: []string{"llama.cpp", "llama-cpp", "ollama"},
 		Backends: []hardware.Backend{hardware.CUDA, hardware.Metal, hardware.CPU},
-		GGUF:     true, DefaultPrecision: "f16", PrecisionAs: map[string]string{"bf16": "f16", "fp16": "f16"},
-		KVRefused: map[string]string{"fp8": "llamacpp has no fp8 KV cache"}, KVValid: []string{"auto", "f16", "q8_0", "q4_0"},
+		// A checkpoint in MXFP4 (gpt-oss) is served from its GGUF, whose
+		// experts stay MXFP4 (precision mxfp4_moe).
+		GGUF: true, DefaultPrecision: "f16", PrecisionAs: map[string]string{"bf16": "f16", "fp16": "f16", "mxfp4": "mxfp4_moe"},
+		ConfigPrecisionAs: map[string]string{"mxfp4": "mxfp4_moe"},
+		KVRefused:         map[string]string{"fp8": "llamacpp has no fp8 KV cache"}, KVValid: []string{"auto", "f16", "q8_0", "q4_0"},
 		KVAs: map[string]string{"bf16": "f16"},
 		Defaults: Defaults{MaxSeqs: 1, MaxSeqsBig: 1, BatchedTokens: 2048, BatchedTokensBig: 2048,
 			MemFraction: []FractionTier{{0, 1}}, MicroBatch: ubatchLlama, SeqsFromClients: true},

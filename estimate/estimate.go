@@ -116,15 +116,20 @@ func Estimate(m *architecture.Model, hw *hardware.GPU, eng Engine, o Options, w 
 // EstimateWith is Estimate with the coefficients of cf (nil: the embedded
 // ones) and, with analyticOnly, no simulation (Latency is then Analytic).
 // An empty o.Precision on an engine with a KV pool takes what the
-// checkpoint's quantization_config says (PrecisionFromConfig), else bf16.
+// checkpoint's quantization_config says (PrecisionFromConfig), else bf16;
+// on llama.cpp an MXFP4 checkpoint (gpt-oss) is priced as its GGUF,
+// mxfp4_moe (EngineSpec.ConfigPrecisionAs).
 // A model that does not fit returns the memory plan with a *FitError; a
 // --tp that does not split the model an *architecture.TPError.
 func EstimateWith(m *architecture.Model, hw *hardware.GPU, eng Engine, o Options, w *workload.Workload, cf *CoeffFile, analyticOnly bool) (*Result, error) {
 	fromConfig := false
-	if sp, ok := eng.Spec(); ok && sp.QuantConfig && o.Precision == "" {
+	if sp, ok := eng.Spec(); ok && (sp.QuantConfig || sp.ConfigPrecisionAs != nil) && o.Precision == "" {
 		p, err := ConfigPrecision(m.Raw)
-		if err != nil {
+		if err != nil && sp.QuantConfig {
 			return nil, fmt.Errorf("%s: %w", m.Name, err)
+		}
+		if !sp.QuantConfig {
+			p = sp.ConfigPrecisionAs[p] // "" (the default) when not mapped, or unreadable
 		}
 		o.Precision, fromConfig = p, p != ""
 	}

@@ -71,8 +71,8 @@ type NativeCoeffs struct {
 	CacheBytes float64 `json:"cache_bytes,omitempty"`
 
 	// Peak memory (bench-serve's VmHWM) = MemFixed + MemHeap × float32
-	// weights + MemBuffers × (KV cache + step buffers) + MemGarbage ×
-	// layers × steps × √slots, where slots = min(clients, sequence limit)
+	// weights + MemBuffers × (KV cache + step buffers) + MemWork × slots ×
+	// prompt tokens + MemGarbage × layers × steps × √slots, where slots = min(clients, sequence limit)
 	// and steps = requests per slot × (output + 1) of a run (with a slot
 	// per client, as in every calibration row, slots = clients): the
 	// engine's parallel kernels allocate a little
@@ -85,6 +85,14 @@ type NativeCoeffs struct {
 	MemHeap    float64 `json:"mem_heap"`
 	MemBuffers float64 `json:"mem_buffers"`
 	MemGarbage float64 `json:"mem_garbage_bytes"`
+	// MemWork is the workload's term of the memory rule: bytes per prompt
+	// token in flight (slots × prompt length), the growth long prompts ×
+	// many clients showed beyond the KV cache and step buffers (25–44 %
+	// low at 384-token prompts × 8 clients without it; estimate/nativecal/
+	// ACCURACY.md). Fitted by the quick probe, whose points include such a
+	// workload (nativecal.FitTransfer); 0 (absent) in a fit whose rows have
+	// none, as the committed sweep's.
+	MemWork float64 `json:"mem_work_bytes,omitempty"`
 
 	// Held-out figures written by calibrate-native: median APE (fractions).
 	ErrTTFT       float64 `json:"err_ttft,omitempty"`
@@ -152,7 +160,7 @@ func (c *NativeCoeffs) check() error {
 		return fmt.Errorf("sgemm_flops %g and bandwidth_bps %g must be positive", c.SgemmFLOPS, c.BandwidthBps)
 	}
 	v := c.TimeVector()
-	all := append(v[:], c.MemFixed, c.MemHeap, c.MemBuffers, c.MemGarbage, c.CacheBytes)
+	all := append(v[:], c.MemFixed, c.MemHeap, c.MemBuffers, c.MemGarbage, c.MemWork, c.CacheBytes)
 	for i, x := range all {
 		if math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
 			name := "memory"
@@ -202,18 +210,63 @@ func NativeCoeffsPath() (string, error) {
 	return filepath.Join(d, "autocompress", "native_coefficients.json"), nil
 }
 
+// NativeCacheEnv names the environment variable that points at the
+// directory of per-host native calibrations (the quick probe's, one file
+// per host fingerprint) instead of <user config dir>/autocompress/hosts.
+const NativeCacheEnv = "AUTOCOMPRESS_NATIVE_CACHE"
+
+// NativeCacheDir returns the directory of per-host native calibrations:
+// $AUTOCOMPRESS_NATIVE_CACHE when set, else
+// <user config dir>/autocompress/hosts (on Linux
+// ~/.config/autocompress/hosts).
+func NativeCacheDir() (string, error) {
+	if p := os.Getenv(NativeCacheEnv); p != "" {
+		return p, nil
+	}
+	d, err := os.UserConfigDir()
+	if err != nil {
+		return "", fmt.Errorf("native calibration cache: %w", err)
+	}
+	return filepath.Join(d, "autocompress", "hosts"), nil
+}
+
 var activeNative struct {
 	once sync.Once
 	f    *NativeCoeffFile
 	src  string
 	err  error
+	// set is the coefficients UseNativeCoeffs chose for this process (a
+	// per-host calibration), used instead of the file lookup.
+	mu     sync.Mutex
+	set    *NativeCoeffFile
+	setSrc string
 }
 
-// ActiveNativeCoeffs returns the native coefficients estimate uses: the
-// file at NativeCoeffsPath when it exists (a local calibration), else the
-// embedded one, and where they came from ("embedded" or the path). It is
-// read once per process; a malformed override is an error, not ignored.
-func ActiveNativeCoeffs() (*NativeCoeffFile, string, error) {
+// UseNativeCoeffs makes f (named src: where it came from, as the
+// estimates' family "native@src" names it) the native coefficients every
+// later estimate in this process uses, in place of ActiveNativeCoeffs's
+// file lookup: the per-host calibration estimate/nativecal.Resolve chose.
+// It returns a function that restores the previous choice (for tests). f
+// must have passed ParseNativeCoeffs.
+func UseNativeCoeffs(f *NativeCoeffFile, src string) (restore func()) {
+	a := &activeNative
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	old, oldSrc := a.set, a.setSrc
+	a.set, a.setSrc = f, src
+	return func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		a.set, a.setSrc = old, oldSrc
+	}
+}
+
+// FileNativeCoeffs returns the native coefficients of the file lookup
+// alone, whatever UseNativeCoeffs chose: the file at NativeCoeffsPath when
+// it exists (a local calibration), else the embedded one, and where they
+// came from ("embedded" or the path). It is read once per process; a
+// malformed override is an error, not ignored.
+func FileNativeCoeffs() (*NativeCoeffFile, string, error) {
 	a := &activeNative
 	a.once.Do(func() {
 		a.f, a.src = defaultNative, "embedded"
@@ -241,6 +294,20 @@ func ActiveNativeCoeffs() (*NativeCoeffFile, string, error) {
 		a.f, a.src = f, p
 	})
 	return a.f, a.src, a.err
+}
+
+// ActiveNativeCoeffs returns the native coefficients estimate uses and
+// where they came from: those UseNativeCoeffs chose for this process (a
+// per-host calibration) when it was called, else FileNativeCoeffs's.
+func ActiveNativeCoeffs() (*NativeCoeffFile, string, error) {
+	a := &activeNative
+	a.mu.Lock()
+	f, src := a.set, a.setSrc
+	a.mu.Unlock()
+	if f != nil {
+		return f, src, nil
+	}
+	return FileNativeCoeffs()
 }
 
 // Machine returns the coefficients for hardware name, falling back to
@@ -482,7 +549,7 @@ func nativeMemory(rep *MemoryReport, s *Summary, hwName string, dev float64, r *
 	act := nativeStepBytes(s, n, reqTokens, float64(r.budgetToks), float64(max(c.Threads, 1)))
 	rep.WeightsBytes = c.MemHeap * s.WeightBytes
 	rep.KVPoolBytes = c.MemBuffers * kv
-	rep.ActivationBytes = c.MemBuffers * act
+	rep.ActivationBytes = c.MemBuffers*act + c.MemWork*n*r.natISL
 	rep.OverheadBytes = c.MemFixed + c.MemGarbage*r.natSteps*float64(s.Layers)
 	rep.KVCapacityTokens = reqTokens * n
 	rep.NeededBytes = rep.TotalBytes()

@@ -28,7 +28,11 @@ type Precision struct {
 	// router, shared experts) in BF16, as gpt-oss's MXFP4 checkpoints do
 	// (quantization_config.modules_to_not_convert); dense layers use LinearBPW.
 	ExpertsOnly bool
-	Note        string
+	// OtherBPW, when > 0, holds every projection that is not a routed
+	// expert's — attention, router, shared experts, dense MLPs, Mamba — at
+	// OtherBPW instead (llama.cpp's MXFP4_MOE: Q8_0).
+	OtherBPW float64
+	Note     string
 }
 
 // Effective bits per weight (costmodel.md §3.1). Embeddings and the LM head
@@ -46,6 +50,17 @@ var precisions = map[string]Precision{
 		Note: "4 bits + one FP8 scale per 16"},
 	"mxfp4": {Name: "mxfp4", LinearBPW: 4.25, EmbedBPW: 16, HeadBPW: 16, SmallBPW: 16, Compute: "fp4", ExpertsOnly: true,
 		Note: "4 bits + one E8M0 scale per 32; in MoE layers only the experts (gpt-oss keeps attention and router in BF16)"},
+	// llama.cpp's MXFP4_MOE file type, as gpt-oss's GGUFs ship
+	// (ggml-org/llama.cpp @007dbbf3fd17eefe9b47fee45f48f7ba5e62b714 :
+	// src/llama-quant.cpp, llama_tensor_get_type_impl: "MoE tensors ->
+	// MXFP4, other tensors -> Q8_0", the output tensor Q8_0;
+	// tensor_allows_quantization keeps norms and the router
+	// ffn_gate_inp unquantized): MXFP4 (17 B per 32 weights) for the
+	// routed experts, Q8_0 (34 B per 32) for every other matrix and the
+	// embedding and head, norms F32.
+	"mxfp4_moe": {Name: "mxfp4_moe", LinearBPW: 4.25, EmbedBPW: 8.5, HeadBPW: 8.5, SmallBPW: 32, Compute: "bf16", GGUF: true,
+		ExpertsOnly: true, OtherBPW: 8.5,
+		Note: "GGUF MXFP4_MOE: routed experts MXFP4, every other matrix Q8_0, norms F32"},
 	"int4-awq": {Name: "int4-awq", LinearBPW: 4.156, EmbedBPW: 16, HeadBPW: 16, SmallBPW: 16, Compute: "bf16",
 		Note: "W4A16, group 128: FP16 scale + 4-bit zero per group (derived)"},
 	"int4-gptq": {Name: "int4-gptq", LinearBPW: 4.156, EmbedBPW: 16, HeadBPW: 16, SmallBPW: 16, Compute: "bf16",

@@ -2,13 +2,16 @@ package estimate_test
 
 import (
 	"errors"
+	"math"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/estimate"
+	"github.com/autocompress/autocompress/hardware"
 	"github.com/autocompress/autocompress/internal/shareddata"
+	"github.com/autocompress/autocompress/workload"
 )
 
 // llamaConfig is Meta-Llama-3.1-8B's config.json (../shared/data/configs)
@@ -133,5 +136,59 @@ func TestConfigPrecisionShared(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatalf("no configs in %s", dir)
+	}
+}
+
+// gptOSS20bGGUF is the size of gpt-oss-20b's MXFP4 GGUF
+// (lmstudio-community/gpt-oss-20b-GGUF/gpt-oss-20b-MXFP4.gguf, 12,109,565,632
+// bytes, as docusealco/rllama @e8baf3b91daf30b02e11fcc0ec0338ea87406a18 :
+// lib/rllama/cli.rb, POPULAR_MODELS, lists it): the weights plus a few MB
+// of metadata and vocabulary.
+const gptOSS20bGGUF = 12_109_565_632
+
+// TestLlamaCppMXFP4: on llama.cpp a gpt-oss checkpoint (quantization_config
+// MXFP4) is priced as its GGUF, mxfp4_moe — the routed experts MXFP4,
+// every other matrix Q8_0 (ggml-org/llama.cpp src/llama-quant.cpp,
+// llama_tensor_get_type_impl) — not as f16: gpt-oss-20b's weights within
+// 2 % of the published GGUF's size, and it fits a 32 GB card. An explicit
+// --precision still wins; a dense model refuses mxfp4_moe.
+func TestLlamaCppMXFP4(t *testing.T) {
+	dir, ok := shareddata.Path("configs")
+	if !ok {
+		t.Skip("shared data configs/ not found (../shared/data or $AUTOCOMPRESS_SHARED_DATA); skipping")
+	}
+	m, err := architecture.Load(dir + "/openai--gpt-oss-20b.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hw, err := hardware.Lookup("rtx-5090")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := workload.FixedClosed(1024, 256, 1)
+	r, err := estimate.Estimate(m, hw, estimate.LlamaCPP, estimate.Options{}, &w)
+	if err != nil {
+		t.Fatalf("gpt-oss-20b on an RTX 5090 with llama.cpp: %v", err)
+	}
+	if !r.PrecisionFromConfig || r.Memory.Precision != "mxfp4_moe" {
+		t.Errorf("precision %q (from config %v), want mxfp4_moe from the config", r.Memory.Precision, r.PrecisionFromConfig)
+	}
+	if got := r.Memory.WeightsBytes; math.Abs(got/gptOSS20bGGUF-1) > 0.02 {
+		t.Errorf("weights %.3f GB, the published GGUF %.3f GB", got/1e9, gptOSS20bGGUF/1e9)
+	}
+	f16, err := estimate.Estimate(m, hw, estimate.LlamaCPP, estimate.Options{Precision: "f16"}, &w)
+	if err == nil || f16 == nil || f16.Memory.WeightsBytes < 3*r.Memory.WeightsBytes {
+		t.Errorf("--precision f16: %v; want the f16 weights (≈ 39 GiB), which do not fit", err)
+	}
+	dense, err := architecture.Load(dir + "/meta-llama--Meta-Llama-3.1-8B.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ue *estimate.UnsupportedError
+	if _, err := estimate.Estimate(dense, hw, estimate.LlamaCPP, estimate.Options{Precision: "mxfp4_moe"}, &w); !errors.As(err, &ue) {
+		t.Errorf("a dense model in mxfp4_moe: %v", err)
+	}
+	if r, err := estimate.Estimate(dense, hw, estimate.LlamaCPP, estimate.Options{}, &w); err != nil || r.Memory.Precision != "f16" {
+		t.Errorf("a dense model without quantization_config: %v, precision %q; want f16", err, r.Memory.Precision)
 	}
 }

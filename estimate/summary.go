@@ -109,6 +109,11 @@ func sumLayers(s *Summary, layers []architecture.Layer, h int, p *Precision, kv 
 	lastKV, lastKVPer := -1, 0.0 // memo of the KV-head rounding (integer division)
 	prevKV, prevKVPer := -1, 0.0
 	expertsOnly, bf16TP, fmtTP := p.ExpertsOnly, 2/ftp, linTP
+	if p.OtherBPW > 0 {
+		// Every projection but the routed experts' at OtherBPW.
+		bf16TP = p.OtherBPW / 8 / ftp
+		fmtTP = bf16TP
+	}
 	// Attention and dense-MLP elements are summed raw (linN: in the
 	// deployed format, linN16: BF16 ones of MoE layers under ExpertsOnly;
 	// smN: small vectors) and converted to bytes and FLOPs once after the

@@ -1,7 +1,13 @@
 // Package eval measures language-model quality: perplexity and bits per
 // byte on held-out text, and log-likelihood tasks (LAMBADA, HellaSwag,
-// PIQA, MMLU 5-shot, the bsdgames quiz files, an in-domain suite cut from
-// the user's own text) scored with lm-evaluation-harness's conventions.
+// PIQA, MMLU 5-shot, ARC-Challenge and ARC-Easy, Winogrande, TruthfulQA
+// MC1 and MC2, the bsdgames quiz files, an in-domain suite cut from the
+// user's own text) scored with lm-evaluation-harness's conventions;
+// generation-scored tasks (GSM8K, HumanEval, MBPP, IFEval); named suites
+// of tests averaged as a
+// paper reports them (avg8); and the hand-off to lm-evaluation-harness
+// itself for models too large for the native engine (HarnessScript,
+// ImportHarness).
 //
 // # Windows
 //
@@ -42,7 +48,7 @@
 //
 // # Generation
 //
-// A Generation task (GSM8K, HumanEval, MBPP) is answered by greedy
+// A Generation task (GSM8K, HumanEval, MBPP, IFEval) is answered by greedy
 // generation from each item's context and scored by the task's own scorer
 // (GenSpec), with lm-evaluation-harness's prompts, stop sequences and
 // metrics (each task's file names the harness task it follows).
@@ -53,11 +59,26 @@
 // long for the window less that limit is cut from the left, as the harness
 // does. The code tasks run each completion with its tests in
 // internal/sandbox; a program that fails in any way scores 0, and pass@1
-// is the share that pass.
+// is the share that pass. IFEval's responses (up to 1280 tokens, no stop
+// sequence) are scored by its instruction checkers (ifeval.go).
 //
 // EngineLM scores requests on the native engine: choices sharing a
 // context run it once on the KV cache and continue from copies of it, and
 // many questions go through one engine step.
+//
+// Winogrande gives each choice its own context (Item.Contexts: the
+// sentence up to the blank, filled with each option) and scores the same
+// rest of the sentence; TruthfulQA MC2 is the ProbMass kind, the
+// normalised probability of the true answers.
+//
+// # Suites
+//
+// A Suite (Suites: avg8) is a list of tests, each a task, its file in the
+// suite's directory and the metric averaged. LoadSuite loads what this
+// build can score and names the rest unavailable, with the reason;
+// Report.ScoreSuite puts each test's score per model side by side, marks
+// the models within two standard errors of chance, and averages the tests
+// measured.
 //
 // Run evaluates several models (a parent and its children) on the same
 // text and tasks; Report prints one table, side by side, with the standard

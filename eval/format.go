@@ -86,7 +86,7 @@ func TaskList() []string {
 type UnknownTaskError struct{ Name string }
 
 func (e *UnknownTaskError) Error() string {
-	return fmt.Sprintf("eval: unknown task %q (known: %s)", e.Name, strings.Join(TaskList(), ", "))
+	return fmt.Sprintf("eval: unknown task %q (known: %s; suites: %s)", e.Name, strings.Join(TaskList(), ", "), strings.Join(SuiteList(), ", "))
 }
 
 // LoadTask reads the task name from path. A suite file gives one task per

@@ -3,6 +3,7 @@ package eval
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // EnsureDefaults fills the unset (zero) fields and returns o. Stride keeps
@@ -97,6 +98,21 @@ func (o *SuiteOptions) Validate() error {
 		return fmt.Errorf("eval: continuation words %d: want at least 1", o.ContWords)
 	case o.Choices < 2:
 		return fmt.Errorf("eval: choices %d: want at least 2 per item (the true one and a wrong one)", o.Choices)
+	}
+	return nil
+}
+
+// Validate reports the first invalid option.
+func (o *HarnessOptions) Validate() error {
+	switch {
+	case Suites[o.Suite] == nil:
+		return &UnknownTaskError{Name: o.Suite}
+	case o.Model == "" || o.Output == "":
+		return errors.New("eval: the harness command needs the model and an output directory")
+	case o.Limit < 0:
+		return fmt.Errorf("eval: limit %d: want >= 0 items per task (0: all)", o.Limit)
+	case o.Endpoint != "" && !strings.HasPrefix(o.Endpoint, "http://") && !strings.HasPrefix(o.Endpoint, "https://"):
+		return fmt.Errorf("eval: endpoint %q: want an http:// or https:// URL of a completions endpoint (http://HOST:8000/v1/completions)", o.Endpoint)
 	}
 	return nil
 }

@@ -67,6 +67,8 @@ type ModelReport struct {
 // Report is the outcome of Run, one entry per model in the order given.
 type Report struct {
 	Models []ModelReport `json:"models"`
+	// Suite is a named suite's table (avg8), when one was run.
+	Suite *SuiteScores `json:"suite,omitempty"`
 }
 
 // Run measures every model on cfg.Data and cfg.Tasks.
@@ -140,7 +142,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	header := []string{"task", "metric", "items"}
 	if len(r.Models) == 1 {
 		header = append(header, "value", "± stderr", "chance")
-		fmt.Fprintf(tw, "%s (%s parameters)\n", r.Models[0].Model, thousands(r.Models[0].Params))
+		if r.Models[0].Params > 0 {
+			fmt.Fprintf(tw, "%s (%s parameters)\n", r.Models[0].Model, thousands(r.Models[0].Params))
+		} else { // imported results
+			fmt.Fprintf(tw, "%s\n", r.Models[0].Model)
+		}
 	} else {
 		for _, m := range r.Models {
 			header = append(header, m.Model)

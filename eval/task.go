@@ -28,6 +28,11 @@ const (
 	// exp(−mean over items of the continuation's log-likelihood), as the
 	// harness reports for LAMBADA.
 	Cloze
+	// ProbMass items have several true choices (Item.Correct): acc is the
+	// mean over items of the probability mass on the true choices, each
+	// choice's probability exp(log-likelihood) normalised over the item's
+	// choices (TruthfulQA MC2, the harness's process_results_mc2).
+	ProbMass
 	// Generation items are answered by greedy generation from the context
 	// (until a stop sequence, the end-of-text token or the task's token
 	// limit), and the task's Gen.Score scores the completions (generate.go).
@@ -38,6 +43,8 @@ func (k Kind) String() string {
 	switch k {
 	case Cloze:
 		return "cloze"
+	case ProbMass:
+		return "probability-mass"
 	case Generation:
 		return "generation"
 	}
@@ -54,10 +61,25 @@ type Item struct {
 	Gold int
 	// Group is a subtask (an MMLU subject, a quiz file); "" for none.
 	Group string
+	// Contexts, when set, gives every choice its own context (one per
+	// choice): choice k is Choices[k] scored after Contexts[k], and Context
+	// is unused. Winogrande's partial scoring fills the blank with each
+	// option in the context and scores the same rest of the sentence.
+	Contexts []string
+	// Correct lists the true choices of a ProbMass item.
+	Correct []int
 	// Ref is what a generation task's scorer checks the completion against,
 	// of the task's own type (GSM8K's answer, a program's tests); nil for
 	// log-likelihood tasks.
 	Ref any
+}
+
+// contextOf returns the context choice k is scored after.
+func (it *Item) contextOf(k int) string {
+	if it.Contexts != nil {
+		return it.Contexts[k]
+	}
+	return it.Context
 }
 
 // Task is a list of items scored one way.
@@ -171,8 +193,11 @@ func (s *Scorer) Requests(t *Task) ([]Request, error) {
 		if len(it.Choices) == 0 || it.Gold < 0 || it.Gold >= len(it.Choices) {
 			return nil, fmt.Errorf("eval: %s item %d: gold %d of %d choices", t.Name, i, it.Gold, len(it.Choices))
 		}
+		if it.Contexts != nil && len(it.Contexts) != len(it.Choices) {
+			return nil, fmt.Errorf("eval: %s item %d: %d contexts for %d choices", t.Name, i, len(it.Contexts), len(it.Choices))
+		}
 		for k, ch := range it.Choices {
-			c, cont := splitSpaces(it.Context, t.Delimiter+ch)
+			c, cont := splitSpaces(it.contextOf(k), t.Delimiter+ch)
 			ctxIDs, ok := ctxCache[c]
 			if !ok {
 				ids, err := s.Tok.Encode(c, false)
@@ -287,6 +312,14 @@ func aggregate(name string, t *Task, scores [][]LogLik, sel []int) *TaskResult {
 		r.Metrics = append(r.Metrics, meanMetric("acc", acc))
 		ppl := func(x []float64) float64 { return math.Exp(-mean(x)) }
 		r.Metrics = append(r.Metrics, Metric{Name: "perplexity", Value: ppl(lls), Stderr: bootstrapStderr(lls, ppl)})
+	case ProbMass:
+		for j, i := range sel {
+			it := t.Items[i]
+			acc[j] = trueMass(scores[i], it.Correct)
+			r.Chance += float64(len(it.Correct)) / float64(len(it.Choices))
+		}
+		r.Chance /= float64(len(sel))
+		r.Metrics = append(r.Metrics, meanMetric("acc", acc))
 	default:
 		norm := make([]float64, len(sel))
 		for j, i := range sel {
@@ -310,6 +343,25 @@ func aggregate(name string, t *Task, scores [][]LogLik, sel []int) *TaskResult {
 		}
 	}
 	return r
+}
+
+// trueMass is the share of the choices' probability, exp(log-likelihood)
+// normalised over all of them, that falls on the choices correct. The
+// largest log-likelihood is subtracted first, which changes nothing but
+// keeps long answers from underflowing to 0/0.
+func trueMass(lls []LogLik, correct []int) float64 {
+	top := math.Inf(-1)
+	for _, l := range lls {
+		top = max(top, l.LogProb)
+	}
+	var all, right float64
+	for _, l := range lls {
+		all += math.Exp(l.LogProb - top)
+	}
+	for _, k := range correct {
+		right += math.Exp(lls[k].LogProb - top)
+	}
+	return right / all
 }
 
 // argmaxBy returns the first index of the largest f(k), k < n (the

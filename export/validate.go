@@ -350,6 +350,7 @@ func checkModel(r *Report, m *architecture.Model, caps Capabilities, raw map[str
 			}
 		}
 	}
+	checkMoE(r, m, caps, raw)
 	if deci {
 		checkLoaderRules(r, m, caps)
 	}

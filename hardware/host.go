@@ -3,6 +3,9 @@ package hardware
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,12 +17,29 @@ import (
 // Host identifies the CPU machine a measurement was taken on, as far as a
 // calibration records it: what a figure measured there (the native
 // engine's error band) is about, and what a later run compares with its
-// own to say whether that figure applies to it. A zero field is "not
+// own to say whether that figure applies to it. It is the fingerprint a
+// per-host native calibration is cached under (Key). A zero field is "not
 // recorded".
 type Host struct {
 	CPU      string `json:"cpu,omitempty"`       // model name (/proc/cpuinfo)
 	CPUs     int    `json:"cpus,omitempty"`      // logical CPUs the process could use
 	LLCBytes int64  `json:"llc_bytes,omitempty"` // last-level cache
+	// L1DBytes and L2Bytes are the first core's level-1 data and level-2
+	// caches (sysfs).
+	L1DBytes int64 `json:"l1d_bytes,omitempty"`
+	L2Bytes  int64 `json:"l2_bytes,omitempty"`
+	// Backend is the BLAS backend the native engine's products run on
+	// (engine/blas.Backend; the caller fills it: this package does not
+	// know the engine).
+	Backend string `json:"backend,omitempty"`
+}
+
+// Key is a short stable name of the fingerprint, for a file name: the
+// first 16 hex digits of the SHA-256 of its JSON.
+func (h Host) Key() string {
+	b, _ := json.Marshal(h)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
 }
 
 // Zero reports whether nothing of the host is recorded.
@@ -37,10 +57,20 @@ func (h Host) String() string {
 	if h.LLCBytes > 0 {
 		llc = fmt.Sprintf("%s last-level cache", formatCache(h.LLCBytes))
 	}
-	return cpu + ", " + cpus + ", " + llc
+	out := cpu + ", " + cpus + ", " + llc
+	if h.L1DBytes > 0 || h.L2Bytes > 0 {
+		out += fmt.Sprintf(" (L1d %s, L2 %s)", formatCache(h.L1DBytes), formatCache(h.L2Bytes))
+	}
+	if h.Backend != "" {
+		out += ", BLAS " + h.Backend
+	}
+	return out
 }
 
 func formatCache(b int64) string {
+	if b < 1<<20 && b%(1<<10) == 0 {
+		return fmt.Sprintf("%d KiB", b>>10)
+	}
 	if b%(1<<20) == 0 {
 		return fmt.Sprintf("%d MiB", b>>20)
 	}
@@ -71,6 +101,17 @@ func (h Host) Compare(cur Host) (HostMatch, string) {
 	if h.LLCBytes > 0 && cur.LLCBytes > 0 && h.LLCBytes != cur.LLCBytes {
 		diff = append(diff, fmt.Sprintf("last-level cache %s, recorded %s", formatCache(cur.LLCBytes), formatCache(h.LLCBytes)))
 	}
+	for _, c := range []struct {
+		name     string
+		rec, cur int64
+	}{{"L1d cache", h.L1DBytes, cur.L1DBytes}, {"L2 cache", h.L2Bytes, cur.L2Bytes}} {
+		if c.rec > 0 && c.cur > 0 && c.rec != c.cur {
+			diff = append(diff, fmt.Sprintf("%s %s, recorded %s", c.name, formatCache(c.cur), formatCache(c.rec)))
+		}
+	}
+	if h.Backend != "" && cur.Backend != "" && h.Backend != cur.Backend {
+		diff = append(diff, fmt.Sprintf("BLAS backend %s, recorded %s", cur.Backend, h.Backend))
+	}
 	if len(diff) > 0 {
 		return OtherHost, "this host has " + strings.Join(diff, "; ")
 	}
@@ -90,8 +131,9 @@ func (h Host) Compare(cur Host) (HostMatch, string) {
 }
 
 // ThisHost returns the current machine's identity: the CPU model and the
-// largest cache from /proc/cpuinfo and sysfs (Linux; elsewhere only the
-// CPU count), and the CPUs the process may run on.
+// caches from /proc/cpuinfo and sysfs (Linux; elsewhere only the CPU
+// count), and the CPUs the process may run on. Backend is left for the
+// caller.
 func ThisHost() Host {
 	h := Host{CPUs: runtime.NumCPU()}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
@@ -99,10 +141,30 @@ func ThisHost() Host {
 		h.CPU, cacheKB = parseCPUInfo(b)
 		h.LLCBytes = cacheKB << 10
 	}
-	if llc := sysfsLLC("/sys/devices/system/cpu/cpu0/cache"); llc > 0 {
+	const dir = "/sys/devices/system/cpu/cpu0/cache"
+	if llc := sysfsLLC(dir); llc > 0 {
 		h.LLCBytes = llc
 	}
+	h.L1DBytes, h.L2Bytes = sysfsLevel(dir, 1), sysfsLevel(dir, 2)
 	return h
+}
+
+// sysfsLevel returns the size of the data or unified cache of the given
+// level listed under dir (0 when none can be read).
+func sysfsLevel(dir string, level int) int64 {
+	idx, _ := filepath.Glob(filepath.Join(dir, "index*"))
+	for _, d := range idx {
+		lb, err1 := os.ReadFile(filepath.Join(d, "level"))
+		sb, err2 := os.ReadFile(filepath.Join(d, "size"))
+		tb, _ := os.ReadFile(filepath.Join(d, "type"))
+		if err1 != nil || err2 != nil || strings.TrimSpace(string(tb)) == "Instruction" {
+			continue
+		}
+		if l, err := strconv.Atoi(strings.TrimSpace(string(lb))); err == nil && l == level {
+			return parseCacheSize(strings.TrimSpace(string(sb)))
+		}
+	}
+	return 0
 }
 
 // parseCPUInfo returns the first processor's model name and its "cache

@@ -62,6 +62,17 @@
 // the format version. Load reads it back; Matches tells whether a file
 // can be reused for a (model, data) pair without a new pass.
 //
+// # Experts
+//
+// Routed experts of MoE layers are ranked by ExpertScores, a file of their
+// own in the same safetensors-with-provenance style (format
+// "autocompress-expert-scores"; its kind says what was measured: REAP's
+// router-weighted activation norm, routing frequency, or the structural
+// prior). The native engine does not run MoE layers, so Compute does not
+// produce them: StructuralExperts computes the prior from the weights (the
+// router row norm times the expert's weight norm), and REAP or frequency
+// scores computed elsewhere are read with LoadExperts.
+//
 // Version 1 files (before sub-block scores) still load: their sub-block
 // scores are NaN, and their layer_bi is a sum over forward calls rather
 // than a mean (the same ranking of layers, scaled by the number of calls);

@@ -62,21 +62,24 @@ type Workload struct {
 // Budgets are the limits the child must meet, as the search takes them
 // (values with units; empty: no budget).
 type Budgets struct {
-	MaxMemory     string `yaml:"max_memory" flag:"max-memory" help:"the engine's whole footprint, e.g. 13.96GiB, 64MiB"`
-	MaxTTFT       string `yaml:"max_ttft" flag:"max-ttft" help:"time to first token, e.g. 500ms"`
-	MaxTPOT       string `yaml:"max_tpot" flag:"max-tpot" help:"time per output token, e.g. 40ms"`
-	MaxE2E        string `yaml:"max_e2e" flag:"max-e2e" help:"end-to-end request latency, e.g. 11.5s"`
-	MinThroughput string `yaml:"min_throughput" flag:"min-throughput" help:"output throughput, e.g. 2000tok/s"`
+	MaxMemory     string `yaml:"max_memory" flag:"max-memory" help:"the engine's whole footprint, e.g. 13.96GiB, 64MiB, or 0.8x (of the parent's: measured on this machine when it is the target, else estimated)"`
+	MaxTTFT       string `yaml:"max_ttft" flag:"max-ttft" help:"time to first token, e.g. 500ms or 0.5x (of the parent's)"`
+	MaxTPOT       string `yaml:"max_tpot" flag:"max-tpot" help:"time per output token, e.g. 40ms or 0.6x (of the parent's)"`
+	MaxE2E        string `yaml:"max_e2e" flag:"max-e2e" help:"end-to-end request latency, e.g. 11.5s or 0.7x (of the parent's)"`
+	MinThroughput string `yaml:"min_throughput" flag:"min-throughput" help:"output throughput, e.g. 2000tok/s or 1.5x (of the parent's)"`
 	MaxParams     string `yaml:"max_params" flag:"max-params" help:"parameters, e.g. 3B, 2.5M"`
 	P90           bool   `yaml:"p90" flag:"p90" help:"latency budgets apply to the p90 rather than the mean"`
 	// Margin is search.ParseMargin's spec ("" is auto).
-	Margin string `yaml:"margin" flag:"margin" help:"allowance for the estimator's error: auto or empty (its calibrated held-out error), a fraction or percentage for every cost (0 disables), or per cost, e.g. tpot=15%,memory=5%"`
+	Margin string `yaml:"margin" flag:"margin" help:"allowance for the estimator's error: auto or empty (GPU engines: the q90 of the held-out shortfall of the deployment's class; native: its calibrated held-out error), q50/q80/q90, a fraction or percentage for every cost (0 disables), or per cost, e.g. tpot=15%,memory=5%"`
 }
 
 // Importance configures the importance pass.
 type Importance struct {
 	Seqs   int `yaml:"seqs" flag:"importance-seqs" help:"calibration sequences" min:"1" max:"1048576"`
 	SeqLen int `yaml:"seq_len" flag:"importance-seq-len" help:"tokens per calibration sequence" min:"2" max:"1048576"`
+	// Engine computes the scores: native ("" is native) or torch, a
+	// PyTorch job run here (package job).
+	Engine string `yaml:"engine" flag:"importance-engine" help:"what computes importance: native, or torch (a PyTorch job run here)" json:",omitempty"`
 }
 
 // Search configures the architecture search.
@@ -103,11 +106,19 @@ type Distill struct {
 	KDWeight    float64 `yaml:"kd_weight" flag:"kd-weight" help:"weight of KL(parent ‖ child)" min:"0" max:"1000"`
 	CEWeight    float64 `yaml:"ce_weight" flag:"ce-weight" help:"weight of cross-entropy on the data" min:"0" max:"1000"`
 	Seed        int64   `yaml:"seed" flag:"distill-seed" help:"seed of recovery"`
+	// Engine runs the recovery: native (this binary; "" is native) or a
+	// PyTorch engine of package job, launched here as a local job whose
+	// checked result the stage takes (job/CONTRACT.md).
+	Engine    string `yaml:"engine" flag:"distill-engine" help:"what runs recovery: native, or a PyTorch job run here (torch; automodel and megatron-bridge are emitted by the distill command, not run by the pipeline)" json:",omitempty"`
+	WorldSize int    `yaml:"world_size" flag:"distill-world-size" help:"ranks of a PyTorch recovery (the batch must be a multiple)" min:"0" max:"65536" json:",omitempty"`
 }
 
 // Eval configures the evaluation.
 type Eval struct {
 	Limit int `yaml:"limit" flag:"eval-limit" help:"examples per task (0: all)" min:"0" max:"16777216"`
+	// Suite is a named suite and the directory of its files, NAME=DIR
+	// (eval.Suites; avg8=../shared/data/eval); "" for none.
+	Suite string `yaml:"suite" flag:"eval-suite" help:"also score parent and child on a named suite, NAME=DIR (avg8=DIR: the paper's eight tests, files named as in ../shared/data/eval); the report shows it" json:",omitempty"`
 }
 
 // Measure configures the measurement of the child on the target.
@@ -122,8 +133,9 @@ type Measure struct {
 	GapSeconds  float64 `yaml:"gap_s" flag:"measure-gap" help:"seconds of pause between two invocations" min:"0" max:"3600"`
 	// Rounds is how many times the search may re-choose after measuring
 	// the pruned child (before distillation: the costs do not depend on
-	// the weights) and finding a budget missed (0: no check).
-	Rounds int `yaml:"rounds" flag:"measure-rounds" help:"re-choices after measuring the pruned child before distillation, each with the missed budgets scaled by estimated/measured, measured being the worst invocation (0: no check)" min:"0" max:"100"`
+	// the weights) and finding a budget missed or met with room (0: no
+	// check).
+	Rounds int `yaml:"rounds" flag:"measure-rounds" help:"re-choices after measuring the pruned child before distillation: a missed budget tightened and a met one loosened by estimated/measured (measured being the worst invocation), then bisected between the loosest limit that measured met and the tightest that missed (0: no check)" min:"0" max:"100"`
 }
 
 // DefaultConfig is the embedded demo: the embedded parent on this machine's
@@ -426,8 +438,10 @@ func DemoConfig() Config {
 	c := DefaultConfig()
 	c.Dir = "autocompress-demo"
 	c.Data = []string{"parent:train-sample"}
-	c.Budgets.MaxMemory = "45MiB"
-	c.Budgets.MaxTPOT = "3ms"
+	// Relative to the parent measured on this host, so that they mean the
+	// same on every machine.
+	c.Budgets.MaxMemory = "0.8x"
+	c.Budgets.MaxTPOT = "0.6x"
 	c.Distill.Tokens = 200_000
 	c.Eval.Limit = 100
 	return c

@@ -49,13 +49,13 @@ func TestBudgetErrorsNameTheField(t *testing.T) {
 		{Budgets{MaxMemory: "1GiB", P90: true}, "budgets.p90"},
 		{Budgets{}, "budgets"},
 	} {
-		_, err := tc.b.parse()
+		_, err := tc.b.parse(false)
 		var ce *ConfigError
 		if !errors.As(err, &ce) || ce.Path != tc.want {
 			t.Errorf("%+v: %v, want a ConfigError for %s", tc.b, err, tc.want)
 		}
 	}
-	got, err := Budgets{MaxMemory: "45MiB", MaxTPOT: "3ms", P90: true}.parse()
+	got, err := Budgets{MaxMemory: "45MiB", MaxTPOT: "3ms", P90: true}.parse(false)
 	if err != nil || got.MaxMemory != 45<<20 || got.MaxTPOT != 3e-3 || !got.P90 {
 		t.Errorf("%+v, %v", got, err)
 	}

@@ -156,6 +156,12 @@ func roundNote(r Round, views []budgetView) string {
 	if len(parts) == 0 {
 		parts = append(parts, "no budgeted cost measurable here")
 	}
+	if r.ReusedFrom > 0 {
+		verdict += fmt.Sprintf(" (the child of check %d again: its measurement reused)", r.ReusedFrom)
+	}
+	if r.Chosen {
+		verdict += "; this child was kept"
+	}
 	return fmt.Sprintf("check %d (the pruned child measured before distillation): %s; %s", r.Round, strings.Join(parts, "; "), verdict)
 }
 
@@ -234,6 +240,17 @@ func buildReport(out Outputs, t *target, c *Config) (*report.Data, error) {
 		return nil, err
 	}
 	d.Deployment.Settings = chosenSettings(&sv, t.engine, t.workload.Concurrency)
+	var rb ResolvedBudgets
+	if err := readJSONFile(filepath.Join(searchDir, BudgetsFile), &rb); err == nil {
+		for v, lim := range rb.Limits {
+			setLimit(&t.budgets, v, lim)
+		}
+		for _, v := range rb.views() {
+			d.Notes = append(d.Notes, fmt.Sprintf("budget %s: %s × the parent's %s (%s)", v, report.FormatNumber(rb.Multiple[v]), v, rb.Source))
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
 	var rounds []Round
 	views := budgetViews(t.budgets)
 	if err := readJSONFile(out.Rounds(), &rounds); err == nil {
@@ -285,6 +302,11 @@ func buildReport(out Outputs, t *target, c *Config) (*report.Data, error) {
 			return nil, err
 		}
 		recovery(d, &ds)
+		engine, world, device := ds.Engine, ds.WorldSize, ds.Device
+		if engine == "" { // native distill: one process on this machine's CPU
+			engine, world, device = "native", 1, "cpu"
+		}
+		d.Recovery = report.NewRecoveryCost(ds.Tokens, engine, max(world, 1), device, ds.TokensPerSecond, d.Parent.Params, d.Child.Params)
 	}
 	if s, err := importance.Load(out.Scores()); err == nil {
 		d.Tokens.Importance = s.Tokens
@@ -425,6 +447,9 @@ func estimatorOf(t *target, comp *estimate.Compiled, rows []report.Budget, this 
 		if f, _, err := estimate.ActiveNativeCoeffs(); err == nil {
 			nc, _ := f.Machine(t.gpu.Name)
 			bands["memory"] = nc.ErrMemory
+			if strings.HasPrefix(nc.Source, "quick probe") {
+				e.Coefficients = "the " + b.Family + " coefficients, this host's quick probe (the committed calibration scaled to this host; no held-out rows of its own)"
+			}
 		}
 	} else {
 		e.Coefficients += ", fitted to published serving measurements"
@@ -532,7 +557,42 @@ func evalTable(er *eval.Report) report.EvalTable {
 			t.Rows = append(t.Rows, row)
 		}
 	}
+	t.Suite = suiteTable(er.Suite)
 	return t
+}
+
+// suiteTable turns a suite's scores into the report's: the note of a row
+// names the models at chance, or why the test was not measured.
+func suiteTable(s *eval.SuiteScores) *report.EvalSuite {
+	if s == nil {
+		return nil
+	}
+	out := &report.EvalSuite{Name: s.Suite, About: s.About, Measured: s.Measured}
+	for _, r := range s.Rows {
+		row := report.EvalSuiteRow{Category: r.Category, Task: r.Task, Metric: r.Metric, Shots: r.Shots, Chance: r.Chance}
+		var at []string
+		for i, m := range r.Scores {
+			if m == nil {
+				row.Values = append(row.Values, nil)
+				continue
+			}
+			row.Values = append(row.Values, &report.EvalValue{Value: m.Value, StdErr: m.Stderr})
+			if i < len(r.AtChance) && r.AtChance[i] {
+				at = append(at, s.Models[i])
+			}
+		}
+		switch {
+		case r.Unavailable != "":
+			row.Note = "unavailable: " + r.Unavailable
+		case len(at) > 0:
+			row.Note = "at chance: " + strings.Join(at, ", ")
+		}
+		out.Rows = append(out.Rows, row)
+	}
+	for _, a := range s.Average {
+		out.Average = append(out.Average, report.EvalValue{Value: a.Value, StdErr: a.Stderr})
+	}
+	return out
 }
 
 // writeReport writes the HTML, Markdown and JSON report into dir.

@@ -63,6 +63,10 @@ type target struct {
 	parent   string          // checkpoint directory
 	arch     *architecture.Model
 	local    bool // the target is this machine (cpu-local, native): measurable
+	// relative are the budgets given relative to the parent ("0.6x"):
+	// budgets holds them resolved on the parent's estimate, and the search
+	// stage resolves them again on the parent measured on this host.
+	relative relative
 }
 
 // resolve checks the config and resolves its names; every error names the
@@ -113,8 +117,22 @@ func resolve(c *Config) (*target, error) {
 	if t.workload, err = c.Workload.build(); err != nil {
 		return nil, err
 	}
-	if t.budgets, err = c.Budgets.parse(); err != nil {
+	abs, rel, err := splitRelative(c.Budgets)
+	if err != nil {
 		return nil, err
+	}
+	if t.budgets, err = abs.parse(len(rel) > 0); err != nil {
+		return nil, err
+	}
+	if len(rel) > 0 {
+		t.relative = rel
+		fig, err := parentEstimated(t)
+		if err != nil {
+			return nil, &ConfigError{Path: "budgets", Msg: err.Error(), Err: err}
+		}
+		if _, err := rel.apply(&t.budgets, fig, "estimated"); err != nil {
+			return nil, &ConfigError{Path: "budgets", Msg: err.Error(), Err: err}
+		}
 	}
 	if t.margin, err = search.ParseMargin(c.Budgets.Margin); err != nil {
 		return nil, &ConfigError{Path: "budgets.margin", Msg: err.Error(), Err: err}
@@ -124,12 +142,20 @@ func resolve(c *Config) (*target, error) {
 		return nil, &ConfigError{Path: "data", Msg: "no calibration and distillation text"}
 	case len(c.EvalData) == 0:
 		return nil, &ConfigError{Path: "eval_data", Msg: "no held-out text for evaluation"}
+	case c.Eval.Suite != "" && evalSuiteError(c.Eval.Suite) != nil:
+		return nil, &ConfigError{Path: "eval.suite", Msg: evalSuiteError(c.Eval.Suite).Error()}
 	case c.Search.Strategy != search.AutoCompress && c.Search.Strategy != search.Minitron:
 		return nil, &ConfigError{Path: "search.strategy", Msg: fmt.Sprintf("%q: want %s", c.Search.Strategy, strings.Join(search.Strategies(), " or "))}
 	case c.Importance.Seqs < 1 || c.Importance.SeqLen < 2:
 		return nil, &ConfigError{Path: "importance", Msg: "seqs must be ≥ 1 and seq_len ≥ 2"}
 	case c.Distill.Tokens < 0 || c.Distill.SeqLen < 2 || c.Distill.Batch < 1 || c.Distill.LR <= 0:
 		return nil, &ConfigError{Path: "distill", Msg: "tokens must be ≥ 0, seq_len ≥ 2, batch ≥ 1 and lr > 0"}
+	case !pipelineEngine(c.Distill.Engine):
+		return nil, &ConfigError{Path: "distill.engine", Msg: fmt.Sprintf("%q: want native or torch (automodel and megatron-bridge jobs are written by the distill command and run elsewhere)", c.Distill.Engine)}
+	case !pipelineEngine(c.Importance.Engine):
+		return nil, &ConfigError{Path: "importance.engine", Msg: fmt.Sprintf("%q: want native or torch", c.Importance.Engine)}
+	case c.Distill.WorldSize > 0 && c.Distill.Batch%c.Distill.WorldSize != 0:
+		return nil, &ConfigError{Path: "distill.world_size", Msg: fmt.Sprintf("%d ranks do not divide the batch of %d sequences: choose a batch that is a multiple of it", c.Distill.WorldSize, c.Distill.Batch)}
 	case c.Distill.KDWeight < 0 || c.Distill.CEWeight < 0 || c.Distill.KDWeight+c.Distill.CEWeight == 0:
 		return nil, &ConfigError{Path: "distill", Msg: "kd_weight and ce_weight must be ≥ 0 and not both 0"}
 	case c.Search.Strategy == search.Minitron && c.Search.TopKTrainTokens > 0 && (len(c.Search.ProxyData) == 0 || c.Search.ProxyRows < 1):
@@ -169,12 +195,15 @@ func (w Workload) build() (*workload.Workload, error) {
 }
 
 // parse reads the budgets (search.ParseBudgets); every error is a
-// ConfigError naming the field.
-func (b Budgets) parse() (search.Budgets, error) {
+// ConfigError naming the field. none allows no absolute budget (the others
+// are relative to the parent).
+func (b Budgets) parse(none bool) (search.Budgets, error) {
 	out, err := search.ParseBudgets(search.BudgetText{MaxMemory: b.MaxMemory, MaxTTFT: b.MaxTTFT, MaxTPOT: b.MaxTPOT,
 		MaxE2E: b.MaxE2E, MinThroughput: b.MinThroughput, MaxParams: b.MaxParams, P90: b.P90})
 	var be *search.BudgetError
 	switch {
+	case errors.Is(err, search.ErrNoBudget) && none:
+		return search.Budgets{P90: b.P90}, nil
 	case errors.Is(err, search.ErrNoBudget):
 		return out, &ConfigError{Path: "budgets", Msg: "give at least one budget (max_memory, max_ttft, max_tpot, max_e2e, min_throughput, max_params)"}
 	case errors.As(err, &be):
@@ -366,6 +395,9 @@ func (b *builder) importance() Stage {
 		Importance Importance
 	}{c.Model, c.Data, c.Importance}, Files: append([]string{t.parent}, dataFiles(c.Data)...),
 		Run: func(ctx context.Context, env *Env) error {
+			if !native(c.Importance.Engine) {
+				return importanceJob(ctx, env, t, c)
+			}
 			// Forward only: the parent's weights are read in place.
 			m, err := engine.LoadWith(t.parent, engine.LoadOptions{Mapped: true})
 			if err != nil {
@@ -382,6 +414,21 @@ func (b *builder) importance() Stage {
 				Progress: env.Progress()}, true)
 			return err
 		}}
+}
+
+// nativeIdentity names the native coefficients a native target's search
+// prices with ("" for the other engines): where they came from and when
+// they were measured.
+func nativeIdentity(t *target) string {
+	if !t.engine.Local() {
+		return ""
+	}
+	f, src, err := estimate.ActiveNativeCoeffs()
+	if err != nil {
+		return ""
+	}
+	co, _ := f.Machine(t.gpu.Name)
+	return src + " " + co.Measured
 }
 
 // topKTrain is Minitron++'s brief training of its top-k: the recovery
@@ -426,7 +473,11 @@ func (b *builder) search() Stage {
 		Train *trained.Options `json:",omitempty"`
 		Data  []string         `json:",omitempty"`
 		M     Measure          // the measured checks (rounds) of a local target
-	}{c.Deployment, c.Workload, c.Budgets, searchParams, c.Search.ProxyData, topKTrain, trainData(topKTrain, c.Data), check}, Files: searchFiles,
+		// Native names the native calibration the search prices with
+		// (which coefficients, measured when): a stage searched under
+		// another host's calibration is not reused after this host's.
+		Native string `json:",omitempty"`
+	}{c.Deployment, c.Workload, c.Budgets, searchParams, c.Search.ProxyData, topKTrain, trainData(topKTrain, c.Data), check, nativeIdentity(t)}, Files: searchFiles,
 		Check: func(ctx context.Context) error { return checkBudgets(ctx, t.searchRequest(c)) },
 		Run: func(ctx context.Context, env *Env) error {
 			scores, err := importance.Load(b.outputs(env).Scores())
@@ -448,6 +499,32 @@ func (b *builder) search() Stage {
 				}
 				req.TopKMeasurer = trained.NewFactory(trainRows, *topKTrain)
 				env.Note("minitron: each top-k candidate distilled for %d tokens (%d rows of data) before choosing by held-out loss", topKTrain.Rows()*topKTrain.SeqLen, len(trainRows))
+			}
+			if len(t.relative) > 0 {
+				// The budgets relative to the parent: on the parent measured
+				// here when this machine is the target, else on its estimate.
+				var rb ResolvedBudgets
+				if t.local && c.Measure.Enabled {
+					inv, err := measureParent(ctx, env, t, c, b.self)
+					if err != nil {
+						return fmt.Errorf("measuring the parent for the budgets relative to it: %w", err)
+					}
+					if rb, err = t.relative.apply(&req.Budgets, parentMeasured(t.relative, inv, c.Budgets.P90), "measured"); err != nil {
+						return err
+					}
+				} else {
+					fig, err := parentEstimated(t)
+					if err != nil {
+						return err
+					}
+					if rb, err = t.relative.apply(&req.Budgets, fig, "estimated"); err != nil {
+						return err
+					}
+				}
+				env.Note("budgets relative to the parent (%s): %s", rb.Source, req.Budgets.String())
+				if err := writeJSONFile(filepath.Join(env.Dir, BudgetsFile), rb); err != nil {
+					return err
+				}
 			}
 			rep, err := search.Execute(ctx, req)
 			if err != nil {
@@ -498,6 +575,9 @@ func (b *builder) distill() Stage {
 		Distill Distill
 	}{c.Data, c.EvalData, c.Distill}, Files: append([]string{t.parent}, dataFiles(c.Data)...),
 		Run: func(ctx context.Context, env *Env) error {
+			if !native(c.Distill.Engine) {
+				return distillJob(ctx, env, t, c)
+			}
 			state := env.StateDir()
 			dc := distill.Config{Teacher: t.parent, Student: filepath.Join(env.Input(StagePrune), ChildDir),
 				Out: filepath.Join(env.Dir, ChildDir), Data: c.Data, EvalData: c.EvalData, Assets: c.Assets,
@@ -593,7 +673,9 @@ func (b *builder) report(st []Stage) Stage {
 }
 
 // runEval scores the parent and the child on the held-out text and on an
-// in-domain suite cut from it (fixed seed), side by side.
+// in-domain suite cut from it (fixed seed), side by side, and on the named
+// suite of eval.suite when one is set (its table goes into eval.json and
+// the report).
 func runEval(ctx context.Context, env *Env, t *target, c *Config, child string) error {
 	var models []eval.Model
 	for _, m := range []struct{ name, dir string }{{"parent", t.parent}, {"child", child}} {
@@ -633,12 +715,44 @@ func runEval(ctx context.Context, env *Env, t *target, c *Config, child string) 
 	if cfg.Tasks, err = eval.ParseSuite("in-domain", bytes.NewReader(b.Bytes())); err != nil {
 		return err
 	}
+	var named string
+	var unavailable []eval.Unavailable
+	if c.Eval.Suite != "" {
+		var dir string
+		named, dir, _ = strings.Cut(c.Eval.Suite, "=")
+		ts, un, err := eval.LoadSuite(named, dir)
+		if err != nil {
+			return err
+		}
+		cfg.Tasks, unavailable = append(cfg.Tasks, ts...), un
+	}
 	cfg.Progress = env.Progress()
 	rep, err := eval.Run(ctx, models, cfg)
 	if err != nil {
 		return err
 	}
+	if named != "" {
+		if rep.Suite, err = rep.ScoreSuite(named, unavailable); err != nil {
+			return err
+		}
+	}
 	return writeJSONFile(filepath.Join(env.Dir, EvalFile), rep)
+}
+
+// evalSuiteError checks a NAME=DIR suite setting before any stage runs:
+// a known suite and a directory that exists.
+func evalSuiteError(spec string) error {
+	name, dir, ok := strings.Cut(spec, "=")
+	if !ok || dir == "" {
+		return fmt.Errorf("%q: want NAME=DIR with NAME one of %s", spec, strings.Join(eval.SuiteList(), ", "))
+	}
+	if eval.Suites[name] == nil {
+		return fmt.Errorf("unknown suite %q (known: %s)", name, strings.Join(eval.SuiteList(), ", "))
+	}
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return fmt.Errorf("%s: not a directory (want the directory holding the suite's files)", dir)
+	}
+	return nil
 }
 
 // BenchServeArgs is the command line (after the program name) with which

@@ -5,11 +5,14 @@
 //
 // A Plan (JSON, version 1, documented in PLAN.md) lists the kept hidden
 // channels and, per parent layer, the kept query heads, KV groups, MLP
-// neurons and Mamba heads, and which layers or sub-blocks are removed.
-// ReadPlan checks its structure; Resolve checks it against the parent model
-// (grouped-query and Mamba groups kept evenly, indices in range, formats) and
-// computes the child's Layout. PlanFromScores builds a plan from importance
-// scores and target widths.
+// neurons, Mamba heads and the channels within them, and routed experts,
+// and which layers or sub-blocks are removed. ReadPlan checks its
+// structure; Resolve checks it against the parent model (grouped-query and
+// Mamba groups kept evenly, the same expert count in every MoE layer and
+// at least the router's top-k unless the plan lowers it, indices in range,
+// formats) and computes the child's Layout. PlanFromScores builds a plan
+// from importance scores and target widths, KeepExperts adds the experts
+// kept by expert scores (importance.ExpertScores).
 //
 // # Slicing
 //

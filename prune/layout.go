@@ -1,6 +1,7 @@
 package prune
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -20,6 +21,9 @@ type Layout struct {
 	Hidden []int
 	// Layers has one entry per child layer.
 	Layers []LayerLayout
+	// Notes say what the pruner changed beyond what the plan lists (a
+	// router's top-k lowered to the experts kept).
+	Notes []string
 }
 
 // LayerLayout maps one child layer onto its parent layer.
@@ -32,6 +36,12 @@ type LayerLayout struct {
 	Neurons []int
 	// MambaHeads lists parent Mamba heads.
 	MambaHeads []int
+	// MambaChannels lists the channels kept within every Mamba head (nil:
+	// all).
+	MambaChannels []int
+	// Experts lists the parent's routed experts kept, in child order (MoE
+	// layers only).
+	Experts []int
 	// ZeroAttention and ZeroMLP mark sub-blocks removed by the plan but kept
 	// as all-zero weights in the padded format.
 	ZeroAttention, ZeroMLP bool
@@ -54,7 +64,10 @@ func (l *Layout) identity() bool {
 		if p.MLP != nil && !isRange(ll.Neurons, p.MLP.Width) {
 			return false
 		}
-		if p.Mamba != nil && !isRange(ll.MambaHeads, p.Mamba.Heads) {
+		if p.Mamba != nil && (!isRange(ll.MambaHeads, p.Mamba.Heads) || ll.MambaChannels != nil && !isRange(ll.MambaChannels, p.Mamba.HeadDim)) {
+			return false
+		}
+		if p.MoE != nil && !isRange(ll.Experts, p.MoE.Experts) {
 			return false
 		}
 	}
@@ -154,6 +167,8 @@ func Resolve(parent *architecture.Model, p *Plan) (*Layout, error) {
 		heads, kv  []int
 		neurons    []int
 		mambaHeads []int
+		mambaChans []int
+		experts    []int
 		zeroAttn   bool
 		zeroMLP    bool
 	}
@@ -205,7 +220,7 @@ func Resolve(parent *architecture.Model, p *Plan) (*Layout, error) {
 		}
 		if lp.Neurons != nil && pl.MLP == nil {
 			if pl.MoE != nil {
-				e.add(li, "neurons", "MoE expert pruning is not supported; the layer has no dense MLP")
+				e.add(li, "neurons", "the layer has an MoE block and no dense MLP: list the routed experts it keeps in \"experts\" (expert widths are not pruned)")
 			} else {
 				e.add(li, "neurons", "the layer has no MLP block")
 			}
@@ -218,6 +233,14 @@ func Resolve(parent *architecture.Model, p *Plan) (*Layout, error) {
 				k.neurons = lp.Neurons
 			}
 		}
+		if lp.MambaHeadDim != nil && pl.Mamba == nil {
+			e.add(li, "mamba_head_dim", "the layer has no Mamba block")
+		} else if pl.Mamba != nil && lp.MambaHeadDim != nil {
+			if last := lp.MambaHeadDim[len(lp.MambaHeadDim)-1]; last >= pl.Mamba.HeadDim {
+				e.add(li, "mamba_head_dim", "index %d out of range (mamba_head_dim %d: channels 0 to %d within each head)", last, pl.Mamba.HeadDim, pl.Mamba.HeadDim-1)
+			}
+			k.mambaChans = lp.MambaHeadDim
+		}
 		if lp.MambaHeads != nil && pl.Mamba == nil {
 			e.add(li, "mamba_heads", "the layer has no Mamba block")
 		} else if pl.Mamba != nil {
@@ -225,6 +248,11 @@ func Resolve(parent *architecture.Model, p *Plan) (*Layout, error) {
 			if lp.MambaHeads != nil {
 				k.mambaHeads = resolveGrouped(e, li, "mamba_heads", lp.MambaHeads, pl.Mamba.Heads, pl.Mamba.Groups, "mamba_num_heads", "n_groups")
 			}
+		}
+		if lp.Experts != nil && pl.MoE == nil {
+			e.add(li, "experts", "the layer has no MoE block")
+		} else if x := pl.MoE; x != nil {
+			k.experts = resolveExperts(e, li, lp.Experts, x, p.LowerTopK, parent.Raw)
 		}
 		ks = append(ks, k)
 	}
@@ -302,10 +330,21 @@ func Resolve(parent *architecture.Model, p *Plan) (*Layout, error) {
 			m := *k.mamba
 			ll.MambaHeads = k.mambaHeads
 			m.Heads = len(ll.MambaHeads)
+			if k.mambaChans != nil {
+				ll.MambaChannels = k.mambaChans
+				m.HeadDim = len(k.mambaChans)
+			}
 			cl.Mamba = &m
 		}
 		if k.moe != nil {
 			m := *k.moe
+			ll.Experts = k.experts
+			m.Experts = len(k.experts)
+			if m.TopK > m.Experts {
+				// resolveExperts refused this unless the plan allows it.
+				lay.Notes = append(lay.Notes, fmt.Sprintf("layer %d: num_experts_per_tok lowered from %d to %d, the routed experts kept (lower_top_k)", k.parent, m.TopK, m.Experts))
+				m.TopK = m.Experts
+			}
 			cl.MoE = &m
 		}
 		child.Layers[ci] = cl
@@ -443,9 +482,9 @@ func resolveGrouped(e *PlanError, li int, field string, idx []int, n, groups int
 // checkFormatShape verifies that the child can be written in the format.
 func checkFormatShape(e *PlanError, child *architecture.Model, lay *Layout, format string) error {
 	var first struct {
-		attn, mlp, mamba *int
+		attn, mlp, mamba, moe *int
 	}
-	var a0, m0, mb0 int
+	var a0, m0, mb0, e0 int
 	for ci, l := range child.Layers {
 		pi := lay.Layers[ci].Parent
 		if l.Attention != nil {
@@ -472,6 +511,15 @@ func checkFormatShape(e *PlanError, child *architecture.Model, lay *Layout, form
 					l.MLP.Width, lay.Layers[*first.mlp].Parent, f.Width)
 			}
 		}
+		if l.MoE != nil {
+			if first.moe == nil {
+				e0 = ci
+				first.moe = &e0
+			} else if f := child.Layers[*first.moe].MoE; f.Experts != l.MoE.Experts {
+				e.add(pi, "experts", "keeps %d routed experts but layer %d keeps %d; every MoE layer must keep the same number: the config has one num_experts, and no engine loads per-layer expert counts (export's capability table); zero-padded experts would still be routed to",
+					l.MoE.Experts, lay.Layers[*first.moe].Parent, f.Experts)
+			}
+		}
 		if l.Mamba != nil {
 			if first.mamba == nil {
 				mb0 = ci
@@ -479,6 +527,9 @@ func checkFormatShape(e *PlanError, child *architecture.Model, lay *Layout, form
 			} else if f := child.Layers[*first.mamba].Mamba; f.Heads != l.Mamba.Heads {
 				e.add(pi, "mamba_heads", "keeps %d Mamba heads but layer %d keeps %d; mamba_num_heads is global, and zero-padding Mamba heads would change the grouped RMSNorm, so every Mamba layer must keep the same number",
 					l.Mamba.Heads, lay.Layers[*first.mamba].Parent, f.Heads)
+			} else if f.HeadDim != l.Mamba.HeadDim {
+				e.add(pi, "mamba_head_dim", "keeps %d channels per Mamba head but layer %d keeps %d; mamba_head_dim is global, so every Mamba layer must keep the same number",
+					l.Mamba.HeadDim, lay.Layers[*first.mamba].Parent, f.HeadDim)
 			}
 		}
 	}
@@ -490,4 +541,42 @@ func formatName(format string, m *architecture.Model) string {
 		return "DeciLM (global num_attention_heads)"
 	}
 	return "the native " + m.Arch + " format"
+}
+
+// resolveExperts checks the routed experts one MoE layer keeps and returns
+// them (all when unset): indices in range, at least the router's top-k of
+// them unless lowerTopK allows fewer, and, for a grouped router (n_group >
+// 1 in the config: experts in n_group contiguous groups, topk_group of
+// them chosen per token), the same number kept in every group.
+func resolveExperts(e *PlanError, li int, kept []int, x *architecture.MoE, lowerTopK bool, raw map[string]any) []int {
+	if kept == nil {
+		return seq(x.Experts)
+	}
+	if last := kept[len(kept)-1]; last >= x.Experts {
+		e.add(li, "experts", "index %d out of range: the layer has %d routed experts (valid indices 0 to %d)", last, x.Experts, x.Experts-1)
+		return nil
+	}
+	if len(kept) < x.TopK && !lowerTopK {
+		e.add(li, "experts", "keeps %d routed experts but the router sends every token to num_experts_per_tok = %d: keep at least %d, or set \"lower_top_k\": true to lower the top-k to the experts kept", len(kept), x.TopK, x.TopK)
+		return nil
+	}
+	if g := rawInt(raw, "n_group"); g > 1 {
+		return resolveGrouped(e, li, "experts", kept, x.Experts, g, "n_routed_experts", "n_group")
+	}
+	return kept
+}
+
+// rawInt reads an integer key of a parent's config.json (0 when absent or
+// not a number).
+func rawInt(raw map[string]any, key string) int {
+	switch v := raw[key].(type) {
+	case json.Number:
+		n, _ := v.Int64()
+		return int(n)
+	case float64:
+		return int(v)
+	case int:
+		return v
+	}
+	return 0
 }

@@ -41,7 +41,8 @@ const (
 //	    {"layer": 3, "remove": true},
 //	    {"layer": 5, "remove_attention": true},
 //	    {"layer": 7, "kv_heads": [0, 2], "heads": [0, 1, 4, 5]},
-//	    {"layer": 9, "mamba_heads": [0, 1, 2, 3, 8, 9, 10, 11]}
+//	    {"layer": 9, "mamba_heads": [0, 1, 2, 3, 8, 9, 10, 11]},
+//	    {"layer": 10, "experts": [0, 2, 3, 5]}   // kept routed experts (MoE)
 //	  ],
 //	  "output_format": "native",               // optional: native | decilm | padded
 //	  "engine": "vllm"                         // optional: vllm | sglang | trtllm | llamacpp | hf
@@ -66,6 +67,10 @@ type Plan struct {
 	// comma-separated list or "all"; prune checks the child's config against
 	// their rules before writing and the finished output after.
 	Engine string `json:"engine,omitempty"`
+	// LowerTopK lets a plan keep fewer routed experts than the router's
+	// top-k (num_experts_per_tok): the child's top-k is then lowered to
+	// the experts kept, with a note. Without it such a plan is refused.
+	LowerTopK bool `json:"lower_top_k,omitempty"`
 }
 
 // LayerPlan is what one parent layer keeps.
@@ -90,6 +95,15 @@ type LayerPlan struct {
 	// MambaHeads lists the kept Mamba2 heads; the same number must be kept
 	// in every Mamba group (n_groups).
 	MambaHeads []int `json:"mamba_heads,omitempty"`
+	// MambaHeadDim lists the channels kept within every Mamba2 head
+	// (indices below mamba_head_dim; the same channels in every head, and
+	// the same count in every Mamba layer, since mamba_head_dim is global).
+	MambaHeadDim []int `json:"mamba_head_dim,omitempty"`
+	// Experts lists the kept routed experts of an MoE layer: their weights
+	// and their router rows (and router biases) are kept, in this order;
+	// shared experts are always kept. Every MoE layer must keep the same
+	// number (num_experts is one config value in every engine).
+	Experts []int `json:"experts,omitempty"`
 }
 
 // PlanError reports every problem found in a plan; each Issue names the
@@ -239,7 +253,7 @@ func (p *Plan) Validate() error {
 			e.add(lp.Layer, "layer", "more than one entry for this layer (entry %d)", i)
 		}
 		seen[lp.Layer] = true
-		if lp.Remove && (lp.RemoveAttention || lp.RemoveMLP || lp.Heads != nil || lp.KVHeads != nil || lp.Neurons != nil || lp.MambaHeads != nil) {
+		if lp.Remove && (lp.RemoveAttention || lp.RemoveMLP || lp.Heads != nil || lp.KVHeads != nil || lp.Neurons != nil || lp.MambaHeads != nil || lp.MambaHeadDim != nil || lp.Experts != nil) {
 			e.add(lp.Layer, "remove", "a removed layer cannot also list kept indices or sub-block removals")
 		}
 		if lp.RemoveAttention && (lp.Heads != nil || lp.KVHeads != nil) {
@@ -252,6 +266,8 @@ func (p *Plan) Validate() error {
 		checkList(e, lp.Layer, "kv_heads", lp.KVHeads)
 		checkList(e, lp.Layer, "neurons", lp.Neurons)
 		checkList(e, lp.Layer, "mamba_heads", lp.MambaHeads)
+		checkList(e, lp.Layer, "experts", lp.Experts)
+		checkList(e, lp.Layer, "mamba_head_dim", lp.MambaHeadDim)
 	}
 	return e.errOrNil()
 }
@@ -271,6 +287,10 @@ func checkList(e *PlanError, layer int, field string, idx []int) {
 			what = "every neuron; use \"remove_mlp\": true to drop the MLP"
 		case "mamba_heads":
 			what = "every Mamba head; use \"remove\": true to drop the layer"
+		case "mamba_head_dim":
+			what = "every channel of the Mamba heads; use \"remove\": true to drop the layer"
+		case "experts":
+			what = "every routed expert of the layer; keep at least num_experts_per_tok of them (or one, with lower_top_k), or use \"remove\": true to drop the layer"
 		case "hidden":
 			what = "every hidden channel"
 		}

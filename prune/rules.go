@@ -2,6 +2,7 @@ package prune
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -110,6 +111,14 @@ func (l *Layout) Map(names []string, shapes map[string][]int) ([]TensorMap, erro
 		ci := cis[0]
 		k := keyOf(t)
 		k.layer = ci
+		if t.Expert >= 0 {
+			// A per-expert tensor: named by the expert's child index, or
+			// dropped with its expert.
+			k.expert = slices.Index(l.Layers[ci].Experts, t.Expert)
+			if k.expert < 0 {
+				continue
+			}
+		}
 		dst, ok := childNames[k]
 		if !ok && t.Kind == "norm" {
 			// The norm of a layer left with no sub-block (a one-mixer
@@ -252,13 +261,13 @@ func (l *Layout) layerSel(ci int, t architecture.TensorSpec, hid []int) (sel Sel
 		dIn := mb.DInner()
 		gs := mb.Groups * mb.StateSize
 		h := ll.MambaHeads
-		x := expand(h, hd, 0)
+		x := expandWithin(h, hd, ll.MambaChannels, 0)
 		switch t.Kind {
 		case "mamba_in", "mamba_in_bias":
 			// rows: [z (d_inner) | x (d_inner) | B (groups·state) | C (groups·state) | dt (heads)]
 			rows := make([]int, 0, 2*len(x)+2*gs+len(h))
 			rows = append(rows, x...)
-			rows = append(rows, expand(h, hd, dIn)...)
+			rows = append(rows, expandWithin(h, hd, ll.MambaChannels, dIn)...)
 			rows = append(rows, span(2*dIn, 2*gs)...)
 			rows = append(rows, expand(h, 1, 2*dIn+2*gs)...)
 			if t.Kind == "mamba_in_bias" {
@@ -278,11 +287,31 @@ func (l *Layout) layerSel(ci int, t architecture.TensorSpec, hid []int) (sel Sel
 		case "mamba_out_bias":
 			return Selection{Rows: hid}, false, nil
 		}
+	case architecture.BlockMoE:
+		if hid != nil {
+			break // refused by Resolve; kept as a guard
+		}
+		ex := ll.Experts
+		switch {
+		case t.Kind == "moe_router", t.Kind == "moe_router_bias", t.Kind == "moe_router_correction":
+			// One router row (and bias, and score correction) per expert.
+			return Selection{Rows: ex}, false, nil
+		case t.Expert >= 0:
+			// One expert's own tensor, kept whole (Map renames it).
+			return Selection{}, false, nil
+		case t.Experts > 0:
+			// Experts stacked along dimension 0 (gpt-oss's fused
+			// gate_up_proj and down_proj, and their biases).
+			return Selection{Rows: ex}, false, nil
+		default:
+			// Shared experts and LatentMoE projections: every token uses them.
+			return Selection{}, false, nil
+		}
 	default:
 		if hid == nil {
-			// A block the plan cannot prune (e.g. MoE experts) whose shapes
-			// do not depend on anything the plan changes: carried through.
-			// The child's tensors are checked against its config afterwards.
+			// A block the plan cannot prune whose shapes do not depend on
+			// anything the plan changes: carried through. The child's
+			// tensors are checked against its config afterwards.
 			return Selection{}, false, nil
 		}
 	}

@@ -190,3 +190,52 @@ func PlanFromScores(m *architecture.Model, s Scores, t Targets) (*Plan, error) {
 	}
 	return p, nil
 }
+
+// KeepExperts adds to p the routed experts every MoE layer of m keeps:
+// the keep highest by scores (one vector per layer, nil for a layer
+// without MoE: importance.ExpertScores.Layers), sorted ascending. Layers
+// p removes are left alone; keep equal to a layer's count adds nothing.
+func KeepExperts(p *Plan, m *architecture.Model, keep int, scores [][]float64) error {
+	if len(scores) != len(m.Layers) {
+		return fmt.Errorf("expert scores for %d layers, the model has %d", len(scores), len(m.Layers))
+	}
+	any := false
+	for l, layer := range m.Layers {
+		x := layer.MoE
+		if x == nil {
+			continue
+		}
+		any = true
+		if keep > x.Experts {
+			return fmt.Errorf("layer %d: keep %d experts of %d: want 1..%d", l, keep, x.Experts, x.Experts)
+		}
+		if keep == x.Experts {
+			continue
+		}
+		if len(scores[l]) != x.Experts {
+			return fmt.Errorf("layer %d: %d expert scores, the layer has %d routed experts", l, len(scores[l]), x.Experts)
+		}
+		sc := make([]float32, len(scores[l]))
+		for i, v := range scores[l] {
+			sc[i] = float32(v)
+		}
+		k, err := TopK(sc, keep)
+		if err != nil {
+			return fmt.Errorf("layer %d experts: %w", l, err)
+		}
+		lp := p.layerPlan(l)
+		if lp == nil {
+			p.Layers = append(p.Layers, LayerPlan{Layer: l})
+			lp = &p.Layers[len(p.Layers)-1]
+		}
+		if lp.Remove {
+			continue
+		}
+		lp.Experts = k
+	}
+	if !any {
+		return fmt.Errorf("%s has no MoE layer: there are no experts to keep", m.Arch)
+	}
+	p.sortLayers()
+	return p.Validate()
+}

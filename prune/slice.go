@@ -168,6 +168,21 @@ func expand(idx []int, size, base int) []int {
 	return out
 }
 
+// expandWithin is expand keeping only the channels within (nil: all) of
+// each block: block b gives base+b*size+c for each c of within.
+func expandWithin(idx []int, size int, within []int, base int) []int {
+	if within == nil {
+		return expand(idx, size, base)
+	}
+	out := make([]int, 0, len(idx)*len(within))
+	for _, b := range idx {
+		for _, c := range within {
+			out = append(out, base+b*size+c)
+		}
+	}
+	return out
+}
+
 // span returns base, base+1, ..., base+n-1.
 func span(base, n int) []int {
 	out := make([]int, n)

@@ -53,6 +53,9 @@ type Data struct {
 	Tokens        Tokens         `json:"tokens"`
 	Stages        []Stage        `json:"stages,omitempty"`
 	Notes         []string       `json:"notes,omitempty"`
+
+	// Recovery is what the distillation cost (nil: no distillation).
+	Recovery *RecoveryCost `json:"recovery_cost,omitempty"`
 }
 
 // Deployment is the target the child was chosen for.
@@ -265,6 +268,33 @@ type HeldOutPoint struct {
 type EvalTable struct {
 	Models []string  `json:"models"`
 	Rows   []EvalRow `json:"rows"`
+	// Suite is a named suite's table (avg8: the paper's eight tests), when
+	// the run scored one.
+	Suite *EvalSuite `json:"suite,omitempty"`
+}
+
+// EvalSuite is a named suite's scores: a row per test and the average.
+type EvalSuite struct {
+	Name  string         `json:"name"`
+	About string         `json:"about"`
+	Rows  []EvalSuiteRow `json:"rows"`
+	// Average per model, over the tests measured (Measured of len(Rows)).
+	Average  []EvalValue `json:"average"`
+	Measured []int       `json:"measured"`
+}
+
+// EvalSuiteRow is one test of a suite for every model.
+type EvalSuiteRow struct {
+	Category string `json:"category"`
+	Task     string `json:"task"`
+	Metric   string `json:"metric"`
+	Shots    int    `json:"shots"`
+	// Values per model, nil where the test was not measured.
+	Values []*EvalValue `json:"values"`
+	Chance float64      `json:"chance,omitempty"`
+	// Note says which models are at chance, or why the test is
+	// unavailable.
+	Note string `json:"note,omitempty"`
 }
 
 // EvalRow is one metric of one task for every model.
@@ -285,6 +315,49 @@ type Tokens struct {
 	Importance int64 `json:"importance"` // calibration tokens for the importance pass
 	Selection  int64 `json:"selection"`  // tokens spent choosing the architecture
 	Recovery   int64 `json:"recovery"`   // distillation tokens
+}
+
+// RecoveryCost is what recovery took: its tokens, the engine and ranks
+// that ran it, the rate measured, and the device-hours its token budget
+// takes at that rate and at a stated GPU assumption.
+type RecoveryCost struct {
+	Tokens    int64  `json:"tokens"`
+	Engine    string `json:"engine"`
+	WorldSize int    `json:"world_size"`
+	Device    string `json:"device"` // what the ranks ran on: cpu or cuda
+	// TokensPerSecond is the training tokens per second over all ranks,
+	// measured (0: not measured).
+	TokensPerSecond float64 `json:"tokens_per_s"`
+	// DeviceHours is Tokens at that rate, times the ranks (0: no rate).
+	DeviceHours float64 `json:"device_hours"`
+	// AssumedGPUHours is Tokens at AssumedGPUFLOPs per GPU, counting
+	// 2 FLOPs per teacher and 6 per student parameter per token.
+	AssumedGPUHours float64 `json:"assumed_gpu_hours"`
+	Assumption      string  `json:"assumption"`
+}
+
+// AssumedGPUFLOPs is the effective FLOP rate per GPU a recovery's
+// GPU-hours are priced at when it was not measured on GPUs: NVIDIA's
+// Qwen3-8B → 6B recovery, 50B tokens in ~3,000 GPU-hours (NVIDIA
+// Model-Optimizer PR #861), is 4,630 tokens/s per GPU, and at 2 FLOPs per
+// teacher parameter (8.2B, forward) and 6 per student parameter (6B,
+// forward and backward) per token that is 2.4e14 FLOP/s.
+const AssumedGPUFLOPs = 2.4e14
+
+// AssumedGPUSource says where AssumedGPUFLOPs comes from, for the page.
+const AssumedGPUSource = "an effective 2.4e14 FLOP/s per GPU (NVIDIA's Qwen3-8B → 6B recovery: 50B tokens in ~3,000 GPU-hours, Model-Optimizer PR #861), 2 FLOPs per teacher and 6 per student parameter per token"
+
+// NewRecoveryCost prices a recovery of tokens run by engine on world ranks
+// at tokensPerSecond (all ranks), with the teacher's and the student's
+// parameter counts for the assumption.
+func NewRecoveryCost(tokens int64, engine string, world int, device string, tokensPerSecond float64, teacherParams, studentParams int64) *RecoveryCost {
+	r := &RecoveryCost{Tokens: tokens, Engine: engine, WorldSize: world, Device: device, TokensPerSecond: tokensPerSecond, Assumption: AssumedGPUSource}
+	if tokensPerSecond > 0 {
+		r.DeviceHours = float64(tokens) / tokensPerSecond / 3600 * float64(world)
+	}
+	flops := float64(tokens) * float64(2*teacherParams+6*studentParams)
+	r.AssumedGPUHours = flops / AssumedGPUFLOPs / 3600
+	return r
 }
 
 // Stage is one pipeline stage's outcome.

@@ -51,6 +51,16 @@ type evalRow struct {
 	Cells        []evalCell
 }
 
+// suiteRow is a row of a suite's table; a cell without a value is a test
+// not measured.
+type suiteRow struct {
+	Category, Task, Metric, Shots, Note string
+	Cells                               []evalCell
+	Missing                             []bool
+	Chance                              cell
+	HasChance                           bool
+}
+
 type layerRow struct {
 	Index                                int
 	PHeads, PKV, PFFN, CHeads, CKV, CFFN string
@@ -62,6 +72,9 @@ type page struct {
 	Charts       []chartView
 	Budgets      []budgetRow
 	Eval         []evalRow
+	Suite        []suiteRow
+	SuiteAvg     []evalCell
+	SuiteNote    string
 	Layers       []layerRow
 	Memory       []cell
 	MemoryNames  []string
@@ -88,6 +101,9 @@ type page struct {
 	AnyUnstable   bool
 	AnyRange      bool
 	TrainingFinal string
+	// Recovery is the recovery cost's row (nil: no distillation).
+	Recovery   []cell
+	RecoveryOn string
 }
 
 type chartView struct {
@@ -175,6 +191,35 @@ func build(d *Data) (*page, error) {
 		}
 		pg.Eval = append(pg.Eval, er)
 	}
+	if su := d.Eval.Suite; su != nil {
+		for i, row := range su.Rows {
+			sr := suiteRow{Category: row.Category, Task: row.Task, Metric: row.Metric, Shots: fmt.Sprint(row.Shots), Note: row.Note,
+				Chance: num(row.Chance, fmt.Sprintf("eval.suite.rows.%d.chance", i)), HasChance: row.Chance > 0}
+			for j, v := range row.Values {
+				p := fmt.Sprintf("eval.suite.rows.%d.values.%d.", i, j)
+				if v == nil {
+					sr.Cells, sr.Missing = append(sr.Cells, evalCell{Value: cell{Text: "—"}}), append(sr.Missing, true)
+					continue
+				}
+				sr.Cells = append(sr.Cells, evalCell{Value: num(v.Value, p+"value"), StdErr: num(v.StdErr, p+"stderr"), HasErr: v.StdErr > 0})
+				sr.Missing = append(sr.Missing, false)
+			}
+			pg.Suite = append(pg.Suite, sr)
+		}
+		var short []string
+		for j, a := range su.Average {
+			p := fmt.Sprintf("eval.suite.average.%d.", j)
+			pg.SuiteAvg = append(pg.SuiteAvg, evalCell{Value: num(a.Value, p+"value"), StdErr: num(a.StdErr, p+"stderr"), HasErr: a.StdErr > 0})
+			if j < len(su.Measured) && su.Measured[j] < len(su.Rows) && j < len(d.Eval.Models) {
+				short = append(short, fmt.Sprintf("%s %d", d.Eval.Models[j], su.Measured[j]))
+			}
+		}
+		pg.SuiteNote = fmt.Sprintf("%s: %s. The average is over the tests measured", su.Name, su.About)
+		if len(short) > 0 {
+			pg.SuiteNote += fmt.Sprintf(" (%s of %d), so it is not comparable with a full average", strings.Join(short, ", "), len(su.Rows))
+		}
+		pg.SuiteNote += "; ± is one standard error. At chance: within two standard errors of a uniform guess, where a small model sits on these public tests."
+	}
 	aligned := d.Child.Aligned(len(d.Parent.Layers))
 	n := len(aligned)
 	w := func(v int) string {
@@ -205,6 +250,12 @@ func build(d *Data) (*page, error) {
 	}
 	pg.Tokens = []cell{num(float64(d.Tokens.Importance), "tokens.importance"),
 		num(float64(d.Tokens.Selection), "tokens.selection"), num(float64(d.Tokens.Recovery), "tokens.recovery")}
+	if r := d.Recovery; r != nil {
+		pg.Recovery = []cell{num(float64(r.Tokens), "recovery_cost.tokens"), num(float64(r.WorldSize), "recovery_cost.world_size"),
+			num(r.TokensPerSecond, "recovery_cost.tokens_per_s"), num(r.DeviceHours, "recovery_cost.device_hours"),
+			num(r.AssumedGPUHours, "recovery_cost.assumed_gpu_hours")}
+		pg.RecoveryOn = r.Engine + " on " + r.Device
+	}
 	if k := len(d.Training); k > 0 {
 		pg.TrainingFinal = fmt.Sprintf("final training loss %s after %s tokens", fmtNum(d.Training[k-1].Loss), fmtNum(float64(d.Training[k-1].Tokens)))
 	}
@@ -359,6 +410,11 @@ figcaption { color: #444; font-size: .95rem; }
 {{range .Eval}}<tr><td>{{.Task}}</td><td>{{.Metric}}</td>{{range .Cells}}<td><span data-json="{{.Value.Path}}">{{.Value.Text}}</span>{{if .HasErr}} ± <span data-json="{{.StdErr.Path}}">{{.StdErr.Text}}</span>{{end}}</td>{{end}}</tr>
 {{end}}</table><p class="note">Measured: each model run on the evaluation data; ± is one standard error.</p>
 {{else}}<p class="note">No evaluation.</p>{{end}}
+{{if .Suite}}<h3>{{.D.Eval.Suite.Name}}</h3><table>
+<tr><th>category</th><th>task</th><th>metric</th><th>shots</th>{{range .D.Eval.Models}}<th>{{.}}</th>{{end}}<th>chance</th><th>note</th></tr>
+{{range .Suite}}<tr><td>{{.Category}}</td><td>{{.Task}}</td><td>{{.Metric}}</td><td>{{.Shots}}</td>{{range .Cells}}<td>{{if .Value.Path}}<span data-json="{{.Value.Path}}">{{.Value.Text}}</span>{{if .HasErr}} ± <span data-json="{{.StdErr.Path}}">{{.StdErr.Text}}</span>{{end}}{{else}}{{.Value.Text}}{{end}}</td>{{end}}<td>{{if .HasChance}}<span data-json="{{.Chance.Path}}">{{.Chance.Text}}</span>{{end}}</td><td>{{.Note}}</td></tr>
+{{end}}<tr><th colspan="4">average</th>{{range .SuiteAvg}}<td><span data-json="{{.Value.Path}}">{{.Value.Text}}</span>{{if .HasErr}} ± <span data-json="{{.StdErr.Path}}">{{.StdErr.Text}}</span>{{end}}</td>{{end}}<td></td><td></td></tr>
+</table><p class="note">{{.SuiteNote}}</p>{{end}}
 </section>
 <section id="tokens">
 <h2>Tokens spent</h2>
@@ -367,6 +423,12 @@ figcaption { color: #444; font-size: .95rem; }
 <tr>{{range .Tokens}}<td data-json="{{.Path}}">{{.Text}}</td>{{end}}</tr>
 </table>
 <p class="note">Counted{{if .TrainingFinal}}; {{.TrainingFinal}}{{end}}.</p>
+{{if .Recovery}}<h3>Recovery cost</h3>
+<table>
+<tr><th>engine</th><th>tokens</th><th>ranks</th><th>tokens/s (measured)</th><th>device-hours at that rate</th><th>GPU-hours at the assumption</th></tr>
+<tr><td>{{.RecoveryOn}}</td>{{range .Recovery}}<td data-json="{{.Path}}">{{.Text}}</td>{{end}}</tr>
+</table>
+<p class="note">Device-hours: the recovery's tokens at the measured rate, times the ranks. GPU-hours at the assumption: {{.D.Recovery.Assumption}}.</p>{{end}}
 </section>
 {{if .D.Stages}}<section id="stages">
 <h2>Stages</h2>
@@ -538,6 +600,35 @@ func WriteMarkdown(w io.Writer, d *Data) error {
 			b.WriteString("\n")
 		}
 		b.WriteString("\nMeasured: each model run on the evaluation data; ± is one standard error.\n\n")
+		if len(pg.Suite) > 0 {
+			fmt.Fprintf(&b, "### %s\n\n| category | task | metric | shots |", d.Eval.Suite.Name)
+			for _, m := range d.Eval.Models {
+				b.WriteString(" " + m + " |")
+			}
+			b.WriteString(" chance | note |\n|---|---|---|---|" + strings.Repeat("---|", len(d.Eval.Models)) + "---|---|\n")
+			cellText := func(c evalCell) string {
+				if c.HasErr {
+					return c.Value.Text + " ± " + c.StdErr.Text
+				}
+				return c.Value.Text
+			}
+			for _, r := range pg.Suite {
+				fmt.Fprintf(&b, "| %s | %s | %s | %s |", r.Category, r.Task, r.Metric, r.Shots)
+				for _, c := range r.Cells {
+					b.WriteString(" " + cellText(c) + " |")
+				}
+				chance := ""
+				if r.HasChance {
+					chance = r.Chance.Text
+				}
+				fmt.Fprintf(&b, " %s | %s |\n", chance, r.Note)
+			}
+			b.WriteString("| average | | | |")
+			for _, c := range pg.SuiteAvg {
+				b.WriteString(" " + cellText(c) + " |")
+			}
+			b.WriteString(" | |\n\n" + pg.SuiteNote + "\n\n")
+		}
 	}
 	if len(d.HeldOut) > 0 {
 		b.WriteString("## Recovery\n\nHeld-out cross-entropy of the child (nats per token, measured):")
@@ -558,6 +649,10 @@ func WriteMarkdown(w io.Writer, d *Data) error {
 		b.WriteString(".\n\n")
 	}
 	fmt.Fprintf(&b, "## Tokens spent\n\nimportance %s, choosing the architecture %s, recovery %s.\n", pg.Tokens[0].Text, pg.Tokens[1].Text, pg.Tokens[2].Text)
+	if r := pg.Recovery; r != nil {
+		fmt.Fprintf(&b, "\nRecovery cost: %s tokens on %s, %s rank(s), %s tokens/s measured: %s device-hours at that rate; %s GPU-hours at %s.\n",
+			r[0].Text, pg.RecoveryOn, r[1].Text, r[2].Text, r[3].Text, r[4].Text, d.Recovery.Assumption)
+	}
 	if len(d.Notes) > 0 {
 		b.WriteString("\n## Notes\n\n")
 		for _, n := range d.Notes {

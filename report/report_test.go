@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -312,3 +313,35 @@ func TestReportConsistentWithBudgets(t *testing.T) {
 }
 
 func ptr(v float64) *float64 { return &v }
+
+// TestRecoveryCost: the recovery's cost is priced at the measured rate and
+// at the stated assumption, and shown on the page (each number marked for
+// CheckNumbers) and in the Markdown.
+func TestRecoveryCost(t *testing.T) {
+	r := NewRecoveryCost(72_000, "torch", 2, "cpu", 2_000, 4_000_000, 2_000_000)
+	if want := 72_000.0 / 2_000 / 3600 * 2; math.Abs(r.DeviceHours-want) > 1e-12 {
+		t.Errorf("device-hours %g, want %g", r.DeviceHours, want)
+	}
+	if want := 72_000 * (2*4e6 + 6*2e6) / AssumedGPUFLOPs / 3600; math.Abs(r.AssumedGPUHours-want) > 1e-15 {
+		t.Errorf("assumed GPU-hours %g, want %g", r.AssumedGPUHours, want)
+	}
+	if z := NewRecoveryCost(100, "native", 1, "cpu", 0, 1, 1); z.DeviceHours != 0 {
+		t.Errorf("no rate measured, but %g device-hours", z.DeviceHours)
+	}
+	d := sample(t)
+	d.Recovery = r
+	page := html(t, d)
+	for _, want := range []string{"Recovery cost", "torch on cpu", "Model-Optimizer PR #861", `data-json="recovery_cost.assumed_gpu_hours"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	browsertest.CheckNumbers(t, page, d, FormatNumber)
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, d); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "Recovery cost: 72") || !strings.Contains(md.String(), "tokens on torch on cpu, 2 rank(s)") {
+		t.Errorf("the Markdown lacks the recovery cost:\n%s", md.String())
+	}
+}

@@ -18,6 +18,11 @@ type LayerShape struct {
 	MLP int `json:"mlp,omitempty"`
 	// MambaHeads is the Mamba2 heads kept (Mamba layers).
 	MambaHeads int `json:"mamba_heads,omitempty"`
+	// MambaHeadDim is the channels kept per Mamba2 head (Mamba layers;
+	// 0: all).
+	MambaHeadDim int `json:"mamba_head_dim,omitempty"`
+	// Experts is the routed experts kept (MoE layers; 0: all).
+	Experts int `json:"experts,omitempty"`
 }
 
 // Candidate is one point of the space: a global shape, one LayerShape per
@@ -87,10 +92,16 @@ func (r *reshaped) set(pl *architecture.Layer, heads int, s LayerShape) *archite
 		if s.MambaHeads > 0 {
 			r.mamba.Heads = s.MambaHeads
 		}
+		if s.MambaHeadDim > 0 {
+			r.mamba.HeadDim = s.MambaHeadDim
+		}
 		r.l.Mamba = &r.mamba
 	}
 	if x := pl.MoE; x != nil {
 		r.moe = *x
+		if s.Experts > 0 {
+			r.moe.Experts = s.Experts
+		}
 		r.l.MoE = &r.moe
 	}
 	return &r.l
@@ -112,7 +123,10 @@ func (sp *Space) IsParent(c *Candidate) bool {
 		if m := pl.MLP; m != nil && ls.MLP != m.Width {
 			return false
 		}
-		if m := pl.Mamba; m != nil && ls.MambaHeads != m.Heads {
+		if m := pl.Mamba; m != nil && (ls.MambaHeads != m.Heads || ls.MambaHeadDim > 0 && ls.MambaHeadDim != m.HeadDim) {
+			return false
+		}
+		if x := pl.MoE; x != nil && ls.Experts > 0 && ls.Experts != x.Experts {
 			return false
 		}
 	}
@@ -132,7 +146,8 @@ func (sp *Space) Describe(c *Candidate) string {
 	kept, noAttn, noMLP := 0, 0, 0
 	minW, maxW := 1<<62, 0
 	minKV, maxKV := 1<<62, 0
-	mamba := 0
+	mamba, experts, parentExperts := 0, 0, 0
+	mambaDim, parentMambaDim := 0, 0
 	var parentHeads int
 	for i, pl := range sp.Parent.Layers {
 		ls := c.Layers[i]
@@ -157,6 +172,12 @@ func (sp *Space) Describe(c *Candidate) string {
 		}
 		if pl.Mamba != nil {
 			mamba = ls.MambaHeads
+			if ls.MambaHeadDim > 0 {
+				mambaDim, parentMambaDim = ls.MambaHeadDim, pl.Mamba.HeadDim
+			}
+		}
+		if pl.MoE != nil && ls.Experts > 0 {
+			experts, parentExperts = ls.Experts, pl.MoE.Experts
 		}
 	}
 	n := len(sp.Parent.Layers)
@@ -180,6 +201,12 @@ func (sp *Space) Describe(c *Candidate) string {
 	}
 	if mamba > 0 {
 		parts = append(parts, fmt.Sprintf("%d Mamba heads", mamba))
+	}
+	if mambaDim > 0 && mambaDim != parentMambaDim {
+		parts = append(parts, fmt.Sprintf("Mamba head_dim %d→%d", parentMambaDim, mambaDim))
+	}
+	if experts > 0 && experts != parentExperts {
+		parts = append(parts, fmt.Sprintf("experts %d→%d", parentExperts, experts))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -11,10 +11,13 @@ import (
 )
 
 // global is a global shape: hidden size, query heads, the
-// uniform MLP width (uniform spaces; 0 when per layer), Mamba heads and the
-// KV-group count of every attention block (Space.UniformKV; 0: per layer).
+// uniform MLP width (uniform spaces; 0 when per layer), Mamba heads and
+// their head dimension, the KV-group count of every attention block
+// (Space.UniformKV; 0: per layer) and routed experts (every MoE layer
+// keeps the same number: no engine loads per-layer expert counts,
+// export.Capabilities.PerLayerExperts).
 type global struct {
-	hidden, heads, mlp, mamba, kv int
+	hidden, heads, mlp, mamba, kv, mambaDim, experts int
 }
 
 // option is one choice for one parent layer under a global shape.
@@ -170,6 +173,14 @@ func (e *evaluator) globals() []global {
 	if len(mambas) == 0 {
 		mambas = []int{0}
 	}
+	experts := sp.Experts
+	if len(experts) == 0 {
+		experts = []int{0}
+	}
+	mambaDims := sp.MambaHeadDim
+	if len(mambaDims) == 0 {
+		mambaDims = []int{0}
+	}
 	kvs := []int{0}
 	if sp.UniformKV {
 		kvs = sp.KVGroups
@@ -191,11 +202,15 @@ func (e *evaluator) globals() []global {
 				}
 				for _, m := range mlps {
 					for _, mb := range mambas {
-						g := global{h, q, m, mb, kv}
-						if e.allowed(g) {
-							out = append(out, g)
-						} else {
-							e.refused++
+						for _, md := range mambaDims {
+							for _, ex := range experts {
+								g := global{h, q, m, mb, kv, md, ex}
+								if e.allowed(g) {
+									out = append(out, g)
+								} else {
+									e.refused++
+								}
+							}
 						}
 					}
 				}
@@ -220,7 +235,10 @@ func (e *evaluator) allowed(g global) bool {
 	c := Candidate{Hidden: g.hidden, Heads: g.heads, Layers: make([]LayerShape, len(sp.Parent.Layers))}
 	for l := range sp.Parent.Layers {
 		pl := &sp.Parent.Layers[l]
-		s := LayerShape{MambaHeads: g.mamba}
+		s := LayerShape{MambaHeads: g.mamba, MambaHeadDim: g.mambaDim}
+		if pl.MoE != nil {
+			s.Experts = g.experts
+		}
 		if a := pl.Attention; a != nil {
 			s.KVGroups = a.KVHeads
 			if g.kv > 0 {
@@ -349,10 +367,13 @@ func (e *evaluator) value(l int, g global, s LayerShape) float64 {
 	} else if pl.Attention == nil {
 		v = 1 // Mamba or MoE-only layer
 		if pl.Mamba != nil {
-			v = p.Mamba(l, s.MambaHeads)
+			v = p.Mamba(l, s.MambaHeads, s.MambaHeadDim)
+		}
+		if pl.MoE != nil {
+			v = p.MoE(l, s.Experts)
 		}
 	} else if pl.MoE != nil {
-		v += 1 - a
+		v += (1 - a) * p.MoE(l, s.Experts)
 	}
 	return p.LayerWeight(l) * v
 }
@@ -390,13 +411,16 @@ func (e *evaluator) shapes(dst []LayerShape, l int, g global) []LayerShape {
 			ws = []int{m.Width}
 		}
 	}
-	mb := 0
+	mb, md, ex := 0, 0, 0
 	if pl.Mamba != nil {
-		mb = g.mamba
+		mb, md = g.mamba, g.mambaDim
+	}
+	if pl.MoE != nil {
+		ex = g.experts
 	}
 	for _, kv := range kvs {
 		for _, wd := range ws {
-			dst = append(dst, LayerShape{KVGroups: kv, MLP: wd, MambaHeads: mb})
+			dst = append(dst, LayerShape{KVGroups: kv, MLP: wd, MambaHeads: mb, MambaHeadDim: md, Experts: ex})
 		}
 	}
 	keepAttn := sp.KeepAttention != nil && sp.KeepAttention[l]

@@ -30,6 +30,12 @@ type Request struct {
 	// Scores are the parent's importance scores (nil: the structural
 	// prior). Their model hash must be Dir's.
 	Scores *importance.Scores
+	// ExpertScores rank the routed experts of an MoE parent (REAP,
+	// routing frequency, or the structural prior; nil: the structural
+	// prior computed from Dir's weights, or, for a config, the plan keeps
+	// the lowest-index experts and the notes say so). Their model hash,
+	// when they have one, must be Dir's.
+	ExpertScores *importance.ExpertScores
 
 	GPU      *hardware.GPU
 	Engine   estimate.Engine
@@ -110,8 +116,12 @@ func Execute(ctx context.Context, r Request) (*Report, error) {
 			return nil, fmt.Errorf("search: %w (model hash %.12s, %s has %.12s): score this model with autocompress importance", ErrScoresMismatch, r.Scores.ModelHash, r.Dir, h)
 		}
 	}
-	if r.Margin == nil {
-		m, err := DefaultMargins(r.GPU, r.Engine, r.Workload)
+	if r.Margin == nil || r.Margin.Quantile > 0 {
+		q := MarginQuantile
+		if r.Margin != nil {
+			q = r.Margin.Quantile
+		}
+		m, err := DefaultMarginsFor(r.GPU, r.Engine, r.Workload, r.Parent, q)
 		if err != nil {
 			return nil, err
 		}
@@ -128,6 +138,11 @@ func Execute(ctx context.Context, r Request) (*Report, error) {
 	px, err := NewProxy(r.Parent, r.Scores)
 	if err != nil {
 		return nil, err
+	}
+	if len(sp.Experts) > 0 {
+		if err := r.expertScores(ctx, sp, px); err != nil {
+			return nil, err
+		}
 	}
 	opt := Options{Strategy: r.Strategy, GPU: r.GPU, Workload: r.Workload, Budgets: r.Budgets, TopK: r.TopK,
 		Estimate: estimate.Options{MaxModelLen: r.MaxModelLen, MaxBatchedTokens: r.MaxBatchedTokens},
@@ -174,6 +189,48 @@ func Execute(ctx context.Context, r Request) (*Report, error) {
 	}
 	return &Report{Model: name, Space: sp, Result: res, Scores: r.Scores, Budgets: r.Budgets, GPU: r.GPU,
 		Workload: r.Workload, Estimate: opt.Estimate}, nil
+}
+
+// ExpertScoresError is Request.ExpertScores that do not fit the parent.
+type ExpertScoresError struct{ Err error }
+
+func (e *ExpertScoresError) Error() string { return "search: expert scores: " + e.Err.Error() }
+
+func (e *ExpertScoresError) Unwrap() error { return e.Err }
+
+// expertScores sets the ranking of the routed experts the space's plans
+// keep and the proxy counts: the request's, or the structural prior of
+// the checkpoint's weights; a config has neither, and the notes say the
+// plan then keeps the lowest-index experts.
+func (r *Request) expertScores(ctx context.Context, sp *Space, px *Proxy) error {
+	es := r.ExpertScores
+	if es != nil && es.ModelHash != "" && r.Dir != "" {
+		h, err := importance.HashModelDir(r.Dir)
+		if err != nil {
+			return err
+		}
+		if es.ModelHash != h {
+			return &ExpertScoresError{Err: fmt.Errorf("computed for another model (model hash %.12s, %s has %.12s)", es.ModelHash, r.Dir, h)}
+		}
+	}
+	if es == nil && r.Dir != "" {
+		var err error
+		if es, err = importance.StructuralExperts(ctx, r.Dir, r.Parent); err != nil {
+			return fmt.Errorf("search: the experts' structural prior: %w", err)
+		}
+	}
+	if es == nil {
+		sp.Notes = append(sp.Notes, "experts: no expert scores and no weights (a config): the proxy uses the structural prior f^0.5 and the plan keeps the lowest-index experts; prune a checkpoint with expert scores (REAP or routing frequency from a file, or the structural prior of its weights)")
+		return nil
+	}
+	if err := px.SetExpertScores(es); err != nil {
+		if r.ExpertScores == nil {
+			return fmt.Errorf("search: the experts' structural prior: %w", err)
+		}
+		return &ExpertScoresError{Err: err}
+	}
+	sp.ExpertScores = es
+	return nil
 }
 
 // fitContext checks the request's context by the one context rule

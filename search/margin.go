@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/hardware"
 	"github.com/autocompress/autocompress/workload"
@@ -24,7 +25,20 @@ type Margins struct {
 	Throughput float64 `json:"throughput"`
 	// Source says where the margins come from.
 	Source string `json:"source,omitempty"`
+	// Quantile, when set (ParseMargin's "q80"), asks for the margins
+	// covering that share of the held-out rows of the deployment's class
+	// instead of the default MarginQuantile: Execute derives them
+	// (DefaultMarginsFor) and the fields above are ignored.
+	Quantile float64 `json:"quantile,omitempty"`
 }
+
+// MarginQuantile is the share of the held-out rows of the deployment's
+// error class the default margins cover (GPU engines).
+const MarginQuantile = 0.9
+
+// marginQuantiles are the quantiles ParseMargin accepts ("q50" ...), the
+// ones estimate/margins.json holds.
+var marginQuantiles = map[string]float64{"q50": 0.5, "q80": 0.8, "q90": 0.9}
 
 // Of returns the margin of a budget by its name (BudgetTPOT, ...): 0 for
 // nil Margins and for a budget without one.
@@ -59,7 +73,9 @@ func (m *Margins) String(b *Budgets) string {
 const MarginAuto = "auto"
 
 // ParseMargin reads a margin spec: "auto" or "" (nil: the estimator's
-// calibrated error band, DefaultMargins), one value for every cost
+// calibrated error band, DefaultMargins), "q50", "q80" or "q90" (the
+// margins covering that share of the held-out rows of the deployment's
+// class; GPU engines), one value for every cost
 // ("0" disables them, "10%" or "0.1"), or per cost
 // "tpot=15%,memory=5%" (names memory, ttft, tpot, e2e, throughput; the
 // costs not named get no margin).
@@ -67,6 +83,9 @@ func ParseMargin(s string) (*Margins, error) {
 	s = strings.TrimSpace(s)
 	if s == "" || s == MarginAuto {
 		return nil, nil
+	}
+	if q, ok := marginQuantiles[s]; ok {
+		return &Margins{Quantile: q}, nil
 	}
 	frac := func(v string) (float64, error) {
 		v = strings.TrimSpace(v)
@@ -119,23 +138,40 @@ func ParseMargin(s string) (*Margins, error) {
 	return m, nil
 }
 
-// DefaultMargins are the estimator's calibrated held-out error bands for
-// the deployment: for the native engine the median absolute errors of its
-// calibration on this machine's held-out rows (estimate/nativecal: TTFT,
-// TPOT, throughput, peak memory; E2E takes the larger of TTFT's and
-// TPOT's); for the other engines the 90th percentiles of the held-out
-// errors of the coefficient family (the median where no p90 was fitted),
-// as estimate --json reports them in error_band, and no memory margin (the
-// memory plan has no calibrated error).
+// DefaultMargins is DefaultMarginsFor without a parent (E2E takes the
+// larger of TTFT's and TPOT's margins) at MarginQuantile.
 func DefaultMargins(hw *hardware.GPU, eng estimate.Engine, w *workload.Workload) (*Margins, error) {
+	return DefaultMarginsFor(hw, eng, w, nil, MarginQuantile)
+}
+
+// DefaultMarginsFor are the allowances for the estimator's error that fit
+// the deployment. For the native engine: the median absolute errors of
+// its calibration on the held-out rows (estimate/nativecal: TTFT, TPOT,
+// throughput, peak memory; E2E the larger of TTFT's and TPOT's). For the
+// other engines: per metric, the q-quantile of the held-out shortfall of
+// the estimates of the deployment's error class (engine family, GPU
+// class, metric, workload regime; estimate/margins.json, pooled over GPU
+// classes or regimes where the class has too few rows), E2E weighted by
+// the share of the parent's estimated E2E that is TTFT (the larger of the
+// two without a parent), and no memory margin (the memory plan has no
+// calibrated error). A family the table lacks takes its coefficients'
+// p90 held-out error bands (the median where no p90 was fitted).
+func DefaultMarginsFor(hw *hardware.GPU, eng estimate.Engine, w *workload.Workload, parent *architecture.Model, q float64) (*Margins, error) {
 	c, err := estimate.Compile(hw, eng, estimate.Options{}, w, nil)
 	if err != nil {
 		return nil, fmt.Errorf("search: margins: %w", err)
 	}
 	if eng.Local() {
 		n := c.NativeCoeffs()
+		src := fmt.Sprintf("the native estimator's held-out median error on %s", hw.Name)
+		if n.ErrTTFT == 0 && n.ErrTPOT == 0 && n.ErrThroughput == 0 && n.ErrMemory == 0 {
+			// A quick probe of this host has no held-out rows of its own:
+			// the committed calibration's errors stand in.
+			n, _ = estimate.DefaultNativeCoeffs().Machine(hw.Name)
+			src = "the committed native calibration's held-out median error (this host's quick probe has none of its own)"
+		}
 		return &Margins{Memory: n.ErrMemory, TTFT: n.ErrTTFT, TPOT: n.ErrTPOT, E2E: math.Max(n.ErrTTFT, n.ErrTPOT), Throughput: n.ErrThroughput,
-			Source: fmt.Sprintf("the native estimator's held-out median error on %s", hw.Name)}, nil
+			Source: src}, nil
 	}
 	co := c.Coeffs()
 	or := func(p90, median float64) float64 {
@@ -144,8 +180,35 @@ func DefaultMargins(hw *hardware.GPU, eng estimate.Engine, w *workload.Workload)
 		}
 		return median
 	}
-	m := &Margins{TTFT: or(co.ErrTTFTP90, co.ErrTTFT), TPOT: or(co.ErrTPOTP90, co.ErrTPOT), Throughput: or(co.ErrThroughputP90, co.ErrThroughput),
-		Source: fmt.Sprintf("the p90 held-out error of the %s coefficients", c.Family())}
+	m := &Margins{TTFT: or(co.ErrTTFTP90, co.ErrTTFT), TPOT: or(co.ErrTPOTP90, co.ErrTPOT), Throughput: or(co.ErrThroughputP90, co.ErrThroughput)}
+	class := estimate.ErrorClass{Family: c.Family(), GPUClass: estimate.GPUClass(hw), Regime: estimate.Regime(w.Concurrency)}
+	table := estimate.DefaultMarginFile()
+	var from []string
+	for _, x := range []struct {
+		metric string
+		v      *float64
+	}{{"ttft", &m.TTFT}, {"tpot", &m.TPOT}, {"throughput", &m.Throughput}} {
+		class.Metric = x.metric
+		if v, why, ok := table.MarginFor(class, q); ok {
+			*x.v = v
+			from = append(from, x.metric+" from "+why)
+		}
+	}
+	if len(from) == 0 {
+		m.E2E = math.Max(m.TTFT, m.TPOT)
+		m.Source = fmt.Sprintf("the p90 held-out error of the %s coefficients", c.Family())
+		return m, nil
+	}
 	m.E2E = math.Max(m.TTFT, m.TPOT)
+	e2e := "E2E the larger of TTFT's and TPOT's"
+	if parent != nil {
+		if r, err := estimate.Estimate(parent, hw, eng, estimate.Options{}, w); err == nil && r.Analytic.E2E > 0 {
+			share := math.Min(r.Analytic.TTFT/r.Analytic.E2E, 1)
+			m.E2E = share*m.TTFT + (1-share)*m.TPOT
+			e2e = fmt.Sprintf("E2E weighted by the parent's estimated TTFT share of it (%.0f %%)", 100*share)
+		}
+	}
+	m.Source = fmt.Sprintf("the q%.0f of the held-out shortfall of %s on %s GPUs, %s workload (%s; %s)", 100*q, class.Family, class.GPUClass, class.Regime,
+		strings.Join(from, ", "), e2e)
 	return m, nil
 }

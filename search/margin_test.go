@@ -137,13 +137,58 @@ func TestDefaultMargins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	co := gc.Coeffs()
-	wantTPOT := co.ErrTPOTP90
-	if wantTPOT == 0 {
-		wantTPOT = co.ErrTPOT
+	class := estimate.ErrorClass{Family: gc.Family(), GPUClass: "datacenter", Metric: "tpot", Regime: estimate.Regime(chat.Concurrency)}
+	wantTPOT, _, ok := estimate.DefaultMarginFile().MarginFor(class, MarginQuantile)
+	if !ok || g.Memory != 0 || g.TPOT != wantTPOT || g.TPOT <= 0 || !strings.Contains(g.Source, "q90") || !strings.Contains(g.Source, "datacenter") {
+		t.Errorf("vLLM margins %+v: want the q90 of class %+v, %g", g, class, wantTPOT)
 	}
-	if g.Memory != 0 || g.TPOT != wantTPOT || g.TPOT <= 0 {
-		t.Errorf("vLLM margins %+v, coefficients %+v", g, co)
+}
+
+// TestMarginsFitTheClass: the default margins of a GPU deployment are the
+// held-out shortfall of its class — its own rows where it has enough,
+// else pooled over GPU classes (a consumer card, with no held-out rows of
+// its own, says so), larger at q90 than at q50; E2E follows the parent's
+// TTFT share between the TTFT and TPOT margins; "q80" asks for another
+// quantile; a family without held-out rows keeps its coefficients' band.
+func TestMarginsFitTheClass(t *testing.T) {
+	chat := wl(t, "chat")
+	q90, err := DefaultMargins(gpu(t, "h100-sxm"), estimate.VLLM, chat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q50, err := DefaultMarginsFor(gpu(t, "h100-sxm"), estimate.VLLM, chat, nil, 0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(q50.TTFT < q90.TTFT) || !(q50.TPOT < q90.TPOT) || !strings.Contains(q50.Source, "q50") {
+		t.Errorf("q50 %+v, q90 %+v", q50, q90)
+	}
+	rtx, err := DefaultMargins(gpu(t, "rtx-5080"), estimate.VLLM, chat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rtx.Source, "no consumer rows held out") || !(rtx.TPOT > 0) {
+		t.Errorf("rtx-5080 margins %+v", rtx)
+	}
+	p := embedded(t)
+	withParent, err := DefaultMarginsFor(gpu(t, "h100-sxm"), estimate.VLLM, chat, p, MarginQuantile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo, hi := math.Min(withParent.TTFT, withParent.TPOT), math.Max(withParent.TTFT, withParent.TPOT)
+	if withParent.E2E < lo || withParent.E2E > hi || !strings.Contains(withParent.Source, "TTFT share") {
+		t.Errorf("E2E margin %g outside [%g, %g]: %s", withParent.E2E, lo, hi, withParent.Source)
+	}
+	m, err := ParseMargin("q80")
+	if err != nil || m == nil || m.Quantile != 0.8 {
+		t.Errorf("q80: %+v, %v", m, err)
+	}
+	ll, err := DefaultMargins(gpu(t, "rtx-4090"), estimate.LlamaCPP, chat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(ll.Source, "p90 held-out error") {
+		t.Errorf("llama.cpp margins %+v: want the coefficients' band (no held-out class rows)", ll)
 	}
 }
 

@@ -435,9 +435,16 @@ func layerText(pl *architecture.Layer, ls LayerShape, heads int) string {
 	}
 	if m := pl.Mamba; m != nil {
 		parts = append(parts, fmt.Sprintf("Mamba heads %d → %d", m.Heads, ls.MambaHeads))
+		if ls.MambaHeadDim > 0 && ls.MambaHeadDim != m.HeadDim {
+			parts = append(parts, fmt.Sprintf("head_dim %d → %d", m.HeadDim, ls.MambaHeadDim))
+		}
 	}
-	if pl.MoE != nil {
-		parts = append(parts, fmt.Sprintf("MoE %d experts (kept whole)", pl.MoE.Experts))
+	if x := pl.MoE; x != nil {
+		if ls.Experts > 0 && ls.Experts != x.Experts {
+			parts = append(parts, fmt.Sprintf("MoE experts %d → %d", x.Experts, ls.Experts))
+		} else {
+			parts = append(parts, fmt.Sprintf("MoE %d experts (all kept)", x.Experts))
+		}
 	}
 	return strings.Join(parts, ", ")
 }

@@ -12,7 +12,9 @@ import (
 // applies: with scores, the highest-scoring hidden channels, KV groups,
 // query heads (within their groups) and neurons, as the proxy counted them;
 // without scores (the structural prior), the lowest indices, which the
-// prior cannot tell apart (score the parent before pruning weights). The
+// prior cannot tell apart (score the parent before pruning weights).
+// Routed experts are the highest by the space's ExpertScores, or without
+// them the lowest indices (the space's notes say so). The
 // output format is DeciLM for per-layer Llama-family shapes, native
 // otherwise; the plan names the serve-on engine for prune to validate
 // against, unless it is the native engine (estimate.EngineSpec.Local).
@@ -87,6 +89,10 @@ func (sp *Space) Plan(c *Candidate, s *importance.Scores) (*prune.Plan, error) {
 				}
 			}
 		}
+		if x := pl.Mamba; x != nil && ls.MambaHeadDim > 0 && ls.MambaHeadDim != x.HeadDim {
+			// No scores rank the channels within a head: the lowest.
+			lp.MambaHeadDim = seq(ls.MambaHeadDim)
+		}
 		if x := pl.Mamba; x != nil && ls.MambaHeads > 0 && ls.MambaHeads != x.Heads {
 			per, keep := x.Heads/x.Groups, ls.MambaHeads/x.Groups
 			for g := range x.Groups {
@@ -95,7 +101,18 @@ func (sp *Space) Plan(c *Candidate, s *importance.Scores) (*prune.Plan, error) {
 				}
 			}
 		}
-		if lp.RemoveAttention || lp.RemoveMLP || lp.Heads != nil || lp.KVHeads != nil || lp.Neurons != nil || lp.MambaHeads != nil {
+		if x := pl.MoE; x != nil && ls.Experts > 0 && ls.Experts != x.Experts {
+			if es := sp.ExpertScores; es != nil && l < len(es.Layers) && len(es.Layers[l]) == x.Experts {
+				k, err := prune.TopK(f32(es.Layers[l]), ls.Experts)
+				if err != nil {
+					return nil, fmt.Errorf("layer %d experts: %w", l, err)
+				}
+				lp.Experts = k
+			} else {
+				lp.Experts = seq(ls.Experts)
+			}
+		}
+		if lp.RemoveAttention || lp.RemoveMLP || lp.Heads != nil || lp.KVHeads != nil || lp.Neurons != nil || lp.MambaHeads != nil || lp.MambaHeadDim != nil || lp.Experts != nil {
 			p.Layers = append(p.Layers, lp)
 		}
 	}

@@ -43,6 +43,7 @@ type Proxy struct {
 	hiddenCum         []float64   // [k] = share kept by the top k channels; nil: prior
 	neuronCum         [][]float64 // per layer, like hiddenCum
 	heads             [][]float64 // per layer, per head score; nil: prior
+	expertCum         [][]float64 // per layer, like hiddenCum over routed experts; nil: prior
 	kvHeads           []int
 	parent            *architecture.Model
 }
@@ -60,6 +61,11 @@ func NewProxy(parent *architecture.Model, s *importance.Scores) (*Proxy, error) 
 		}
 		if m := l.MLP; m != nil {
 			mp = 3 * float64(parent.Hidden) * float64(m.Width)
+		}
+		if x := l.MoE; x != nil {
+			// The feed-forward parameters a token uses: top-k experts and
+			// the shared ones.
+			mp += 3 * float64(parent.Hidden) * float64(x.TopK*x.ExpertWidth+x.SharedWidth)
 		}
 		if ap+mp > 0 {
 			p.attnShare[i] = ap / (ap + mp)
@@ -313,13 +319,52 @@ func headChoice(s []float64, groups, kv, hpg int) (keptGroups, keptHeads []int, 
 	return keptGroups, keptHeads, kept / total
 }
 
-// Mamba is the share of a Mamba layer's importance kept by heads heads
-// (the structural prior: the importance stage does not score Mamba heads).
-func (p *Proxy) Mamba(l, heads int) float64 {
+// Mamba is the share of a Mamba layer's importance kept by heads heads of
+// headDim channels each (0: the parent's): the structural prior of the
+// kept share of d_inner (the importance stage does not score Mamba heads).
+func (p *Proxy) Mamba(l, heads, headDim int) float64 {
 	if m := p.parent.Layers[l].Mamba; m != nil {
-		return prior(heads, m.Heads)
+		if headDim <= 0 {
+			headDim = m.HeadDim
+		}
+		return prior(heads*headDim, m.Heads*m.HeadDim)
 	}
 	return 1
+}
+
+// MoE is the share of an MoE block's importance kept with experts routed
+// experts (0: all): the shared experts' share s of the parameters a token
+// uses is always kept, and of the routed experts' share 1 − s the
+// fraction the kept experts hold, by the expert scores when the proxy has
+// them (the highest-scoring kept, as Plan keeps them), else the
+// structural prior f^PriorGamma of the kept fraction f.
+func (p *Proxy) MoE(l, experts int) float64 {
+	x := p.parent.Layers[l].MoE
+	if x == nil || experts <= 0 || experts >= x.Experts {
+		return 1
+	}
+	shared := float64(x.SharedWidth) / float64(x.SharedWidth+x.TopK*x.ExpertWidth)
+	routed := prior(experts, x.Experts)
+	if p.expertCum != nil && l < len(p.expertCum) && p.expertCum[l] != nil {
+		routed = p.expertCum[l][experts]
+	}
+	return shared + (1-shared)*routed
+}
+
+// SetExpertScores makes the proxy rank experts by s (checked against the
+// parent) instead of the structural prior.
+func (p *Proxy) SetExpertScores(s *importance.ExpertScores) error {
+	if err := s.Check(p.parent); err != nil {
+		return err
+	}
+	p.expertCum = make([][]float64, len(s.Layers))
+	for l, v := range s.Layers {
+		if v != nil {
+			p.expertCum[l] = cumShare(v)
+		}
+	}
+	p.Source = append(p.Source, "experts: "+s.Describe())
+	return nil
 }
 
 // LayerWeight is w_l; AttnShare is a_l.

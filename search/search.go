@@ -13,14 +13,17 @@
 //
 // NewSpace builds it from the parent and the serve-on engine's load rules
 // (export.Capabilities, the same predicate export's validators use):
-// global hidden size, query heads per KV group and Mamba heads; per layer
+// global hidden size, query heads per KV group, Mamba heads and their
+// head dimension (Minitron-SSM), and routed
+// experts (the same count in every MoE layer: no engine loads per-layer
+// counts, ranked by expert scores or the structural prior); per layer
 // the MLP width, the KV groups, the attention or MLP sub-block removed
 // (only where the engine loads per-layer shapes: DeciLM block_configs for
 // Llama-family parents) and whole layers removed (never --keep-layers);
 // and the engine settings left free (precisions and KV types listed, the
 // pool engines' memory fraction when memory is budgeted, llama.cpp's
 // slots). Widths are aligned to the target's kernels; head_dim never
-// changes; MoE experts are kept whole.
+// changes.
 //
 // # Strategies
 //
@@ -290,6 +293,12 @@ func (e *evaluator) parentOf(si int) Candidate {
 	}
 	if len(e.sp.Mamba) > 0 {
 		g.mamba = e.sp.Mamba[0]
+	}
+	if len(e.sp.Experts) > 0 {
+		g.experts = e.sp.Experts[0]
+	}
+	if len(e.sp.MambaHeadDim) > 0 {
+		g.mambaDim = e.sp.MambaHeadDim[0]
 	}
 	if e.sp.UniformKV {
 		g.kv = e.sp.KVGroups[0]

@@ -8,6 +8,7 @@ import (
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/export"
+	"github.com/autocompress/autocompress/importance"
 )
 
 // Settings are the engine settings of one deployment that the search may
@@ -72,8 +73,17 @@ type Space struct {
 	Hidden, Heads []int
 	// MLP lists the MLP widths (per layer when PerLayer, else uniform);
 	// KVGroups the per-layer KV-group counts (PerLayer only; otherwise the
-	// parent's count); Mamba the Mamba heads per layer (uniform).
-	MLP, KVGroups, Mamba []int
+	// parent's count); Mamba the Mamba heads per layer (uniform); Experts
+	// the routed experts every MoE layer keeps (uniform: no engine loads
+	// per-layer expert counts).
+	MLP, KVGroups, Mamba, Experts []int
+	// MambaHeadDim lists the channels per Mamba head (uniform:
+	// mamba_head_dim is global), Minitron-SSM's head-dimension pruning.
+	MambaHeadDim []int
+	// ExpertScores rank the experts Plan keeps (nil: the lowest indices,
+	// and Notes say so); Execute sets them from the request or, for a
+	// checkpoint, from the structural prior.
+	ExpertScores *importance.ExpertScores
 	// RemoveSubBlocks allows removing attention or MLP alone (PerLayer).
 	RemoveSubBlocks bool
 	// The serve-on engine's loader rules on per-layer (DeciLM) shapes
@@ -216,14 +226,14 @@ func NewSpace(parent *architecture.Model, o SpaceOptions) (*Space, error) {
 	if !sp.PerLayer && !o.Uniform {
 		sp.Hidden = coarse(sp.Hidden, 12)
 	}
-	moe := false
+	var moe *architecture.MoE
 	var attn *architecture.Attention
 	var mlp *architecture.MLP
 	var mamba *architecture.Mamba
 	for i := range parent.Layers {
 		l := &parent.Layers[i]
-		if l.MoE != nil {
-			moe = true
+		if l.MoE != nil && moe == nil {
+			moe = l.MoE
 		}
 		if l.Attention != nil && attn == nil {
 			attn = l.Attention
@@ -301,12 +311,62 @@ func NewSpace(parent *architecture.Model, o SpaceOptions) (*Space, error) {
 			sp.Mamba = coarse(sp.Mamba, 6)
 		}
 		sp.Notes = append(sp.Notes, fmt.Sprintf("Mamba heads per layer (the same in every Mamba layer) from %d to %d in steps of %d", sp.Mamba[0], sp.Mamba[len(sp.Mamba)-1], step))
+		sp.MambaHeadDim = widths(mamba.HeadDim, mambaHeadDimStep, o.MinWidth, 1)
+		if !o.Uniform {
+			sp.MambaHeadDim = coarse(sp.MambaHeadDim, 4)
+		}
+		sp.Notes = append(sp.Notes, fmt.Sprintf("Mamba head_dim (global) from %v", sp.MambaHeadDim))
 	}
-	if moe {
-		sp.Notes = append(sp.Notes, "MoE layers: experts are kept whole (expert pruning is not implemented); only the shared dimensions and whole layers are searched")
+	if moe != nil {
+		sp.Experts = expertCounts(moe, parent, o)
+		sp.Notes = append(sp.Notes, fmt.Sprintf("routed experts from %d to %d, the same in every MoE layer (%s loads one num_experts; per-layer expert counts load nowhere); the top-k (%d), the expert width and the shared experts are kept",
+			sp.Experts[0], sp.Experts[len(sp.Experts)-1], o.ServeOn.Name, moe.TopK))
 	}
 	sp.Settings = settingsFor(o, precs)
 	return sp, nil
+}
+
+// mambaHeadDimStep is the granularity of Mamba head-dimension pruning
+// (ModelOpt's Minitron searches mamba_head_dim in steps of 8: 64, 56, 48).
+const mambaHeadDimStep = 8
+
+// expertCounts lists the routed-expert counts of the space, descending
+// from the parent's: steps of 1/16 of the parent's count (at least 1,
+// multiples of 8 from 64 experts, and of the config's n_group for a
+// grouped router), never fewer than the top-k or MinWidth of the parent's,
+// and at least TP (vLLM's Qwen3MoeSparseMoeBlock refuses fewer experts
+// than the TP size).
+func expertCounts(x *architecture.MoE, parent *architecture.Model, o SpaceOptions) []int {
+	step := max(1, x.Experts/16)
+	if x.Experts >= 64 {
+		step = max(8, step/8*8)
+	}
+	if g := rawInt(parent.Raw, "n_group"); g > 1 {
+		step = lcm(step, g)
+	}
+	floor := max(x.TopK, int(float64(x.Experts)*o.MinWidth+0.5), o.TP, 1)
+	out := []int{x.Experts}
+	for n := (x.Experts - 1) / step * step; n >= floor; n -= step {
+		out = append(out, n)
+	}
+	if !o.Uniform {
+		out = coarse(out, 8)
+	}
+	return out
+}
+
+// rawInt reads an integer key of a config (0 when absent).
+func rawInt(raw map[string]any, key string) int {
+	switch v := raw[key].(type) {
+	case float64:
+		return int(v)
+	case int:
+		return v
+	case interface{ Int64() (int64, error) }:
+		n, _ := v.Int64()
+		return int(n)
+	}
+	return 0
 }
 
 func lcm(a, b int) int {

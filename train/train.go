@@ -245,8 +245,7 @@ func (t *Trainer) nextBatch() {
 			t.State.Index = 0
 		}
 		if t.permEpoch != t.State.Epoch {
-			r := rand.New(rand.NewPCG(t.State.Seed, uint64(t.State.Epoch)))
-			t.perm = r.Perm(len(t.train))
+			t.perm = epochOrder(t.State.Seed, t.State.Epoch, len(t.train))
 			t.permEpoch = t.State.Epoch
 		}
 		t.rows[b] = t.perm[t.State.Index]
@@ -255,6 +254,25 @@ func (t *Trainer) nextBatch() {
 		copy(t.inputs[b*T:], row[:T])
 		copy(t.targets[b*T:], row[1:])
 	}
+}
+
+// epochOrder is the order of n training rows in epoch e of a run seeded
+// with seed: a fresh permutation every epoch.
+func epochOrder(seed uint64, e, n int) []int {
+	return rand.New(rand.NewPCG(seed, uint64(e))).Perm(n)
+}
+
+// RowOrder returns the training rows (indices into n rows) that the first
+// count sequences of a run seeded with seed take, in the order its steps
+// take them (Batch per step): what a PyTorch job of the same run reads
+// sequentially (package job).
+func RowOrder(n int, seed uint64, count int) []int {
+	out := make([]int, 0, count)
+	for e := 0; len(out) < count && n > 0; e++ {
+		p := epochOrder(seed, e, n)
+		out = append(out, p[:min(n, count-len(out))]...)
+	}
+	return out
 }
 
 // Evaluate returns the mean cross-entropy (nats per token) over the first

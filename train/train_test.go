@@ -333,3 +333,23 @@ func TestParentArch(t *testing.T) {
 		t.Errorf("arch %+v", a)
 	}
 }
+
+// TestRowOrder: RowOrder lists the rows nextBatch takes, step after step,
+// across epochs (what a PyTorch job reads in order).
+func TestRowOrder(t *testing.T) {
+	o := Options{Steps: 25, Batch: 3, SeqLen: 16, LR: 5e-3, Seed: 11}
+	tr := newTrainer(t, o)
+	n := len(tr.train)
+	var got []int
+	for range o.Steps {
+		tr.nextBatch()
+		got = append(got, tr.rows[:o.Batch]...)
+	}
+	want := RowOrder(n, o.Seed, o.Steps*o.Batch)
+	if !slices.Equal(got, want) {
+		t.Fatalf("nextBatch took %v, RowOrder gives %v", got, want)
+	}
+	if o.Steps*o.Batch <= n {
+		t.Fatalf("only %d rows for %d sequences: the test must cross an epoch", n, o.Steps*o.Batch)
+	}
+}

@@ -46,3 +46,32 @@ func TestCommittedCoefficientsReproduce(t *testing.T) {
 		t.Errorf("vllm family records no GPUs or dates: %v, %q", v.GPUs, v.Measured)
 	}
 }
+
+// TestCommittedMarginsReproduce: estimate/margins.json is, byte for byte,
+// what validate-estimator --margins-out writes from the shared ground
+// truth (its default 200 iterations).
+func TestCommittedMarginsReproduce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the held-out protocol (minutes); runs without -short")
+	}
+	dir := sdtest.Require(t, "groundtruth")
+	ps, _, err := Load(dir, true, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Margins(context.Background(), ps, estimate.PriorCoeffs(), 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := MarginJSON(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(filepath.Join("..", "margins.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("the held-out margins differ from estimate/margins.json; regenerate with\n  %s", MarginsCommand)
+	}
+}

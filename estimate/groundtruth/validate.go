@@ -50,51 +50,16 @@ type key struct {
 // percentage errors on the held-out rows only.
 func Validate(ctx context.Context, rows []*Prepared, prior *estimate.CoeffFile, maxIter int) (*Report, error) {
 	apes := map[key][]float64{}
-	for _, fam := range Families(rows) {
-		sub := filter(rows, func(p *Prepared) bool { return p.Family == fam })
-		for _, hold := range []string{"gpu", "model"} {
-			groupOf := func(p *Prepared) string {
-				if hold == "gpu" {
-					return p.Row.GPU
-				}
-				return p.Group
-			}
-			groups := map[string]bool{}
-			for _, p := range sub {
-				groups[groupOf(p)] = true
-			}
-			if len(groups) < 2 {
-				continue
-			}
-			names := make([]string, 0, len(groups))
-			for g := range groups {
-				names = append(names, g)
-			}
-			sort.Strings(names)
-			for _, g := range names {
-				if err := ctx.Err(); err != nil {
-					return nil, err
-				}
-				train := filter(sub, func(p *Prepared) bool { return groupOf(p) != g })
-				test := filter(sub, func(p *Prepared) bool { return groupOf(p) == g })
-				pc := startFor(ctx, rows, fam, prior, maxIter, func(p *Prepared) bool { return groupOf(p) != g })
-				co, _ := Fit(ctx, train, fam, pc, maxIter)
-				for _, p := range test {
-					for _, m := range Metrics {
-						pred, meas, ok := p.Predict(co, m)
-						if !ok {
-							continue
-						}
-						ape := math.Abs(pred-meas) / meas
-						if math.IsNaN(ape) {
-							ape = math.Inf(1)
-						}
-						k := key{fam, p.Row.GPU, m, hold}
-						apes[k] = append(apes[k], ape)
-					}
-				}
-			}
+	err := heldOut(ctx, rows, prior, maxIter, func(fam, hold string, p *Prepared, m Metric, pred, meas float64) {
+		ape := math.Abs(pred-meas) / meas
+		if math.IsNaN(ape) {
+			ape = math.Inf(1)
 		}
+		k := key{fam, p.Row.GPU, m, hold}
+		apes[k] = append(apes[k], ape)
+	})
+	if err != nil {
+		return nil, err
 	}
 	rep := &Report{Rows: len(rows), Targets: DefaultTargets}
 	pooled := map[key][]float64{}
@@ -128,6 +93,53 @@ func Validate(ctx context.Context, rows []*Prepared, prior *estimate.CoeffFile, 
 		})
 	}
 	return rep, nil
+}
+
+// heldOut runs Validate's protocol — per family, each GPU held out in
+// turn and each model held out in turn, the coefficients refitted on the
+// rest — and calls visit with every held-out row's prediction and
+// measurement of every metric.
+func heldOut(ctx context.Context, rows []*Prepared, prior *estimate.CoeffFile, maxIter int, visit func(fam, hold string, p *Prepared, m Metric, pred, meas float64)) error {
+	for _, fam := range Families(rows) {
+		sub := filter(rows, func(p *Prepared) bool { return p.Family == fam })
+		for _, hold := range []string{"gpu", "model"} {
+			groupOf := func(p *Prepared) string {
+				if hold == "gpu" {
+					return p.Row.GPU
+				}
+				return p.Group
+			}
+			groups := map[string]bool{}
+			for _, p := range sub {
+				groups[groupOf(p)] = true
+			}
+			if len(groups) < 2 {
+				continue
+			}
+			names := make([]string, 0, len(groups))
+			for g := range groups {
+				names = append(names, g)
+			}
+			sort.Strings(names)
+			for _, g := range names {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				train := filter(sub, func(p *Prepared) bool { return groupOf(p) != g })
+				test := filter(sub, func(p *Prepared) bool { return groupOf(p) == g })
+				pc := startFor(ctx, rows, fam, prior, maxIter, func(p *Prepared) bool { return groupOf(p) != g })
+				co, _ := Fit(ctx, train, fam, pc, maxIter)
+				for _, p := range test {
+					for _, m := range Metrics {
+						if pred, meas, ok := p.Predict(co, m); ok {
+							visit(fam, hold, p, m, pred, meas)
+						}
+					}
+				}
+			}
+		}
+	}
+	return nil
 }
 
 func cell(k key, v []float64) Cell {

@@ -11,6 +11,12 @@
 // The measured rows of the last calibration are committed (sweep.csv,
 // embedded), so the held-out report and the fit can be reproduced without
 // measuring: "autocompress validate-native" and this package's tests do.
+//
+// Every other host gets its own calibration without asking (Resolve): a
+// quick probe (QuickProbe: the sgemm rate, a GEMV working-set sweep for
+// the cache cliff, a few short bench-serve points) scales the committed
+// fit to the host (FitTransfer), cached per host fingerprint under the
+// user's configuration directory.
 package nativecal
 
 import (

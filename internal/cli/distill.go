@@ -6,10 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 
 	"github.com/autocompress/autocompress/distill"
 	"github.com/autocompress/autocompress/internal/output"
 	"github.com/autocompress/autocompress/internal/progress"
+	"github.com/autocompress/autocompress/job"
 	"github.com/autocompress/autocompress/parent"
 )
 
@@ -49,7 +51,16 @@ evaluation is logged to --log (JSON lines, default OUT.log.jsonl).
 --top-k K distils from the teacher's K largest logits per position instead of
 the full distribution, cached on disk (--cache-dir, default the user cache
 directory) under a hash of the teacher, the data and the settings: a second
-student distilled on the same data reads the teacher from the cache.`,
+student distilled on the same data reads the teacher from the cache.
+
+--engine torch|automodel|megatron-bridge hands the run to PyTorch instead
+(job/CONTRACT.md): a self-contained job directory (--emit, default OUT.job)
+with the models, the data as token shards in native distill's step order,
+the engine's recipe, requirements.txt, launch.sh and launch.sbatch. --launch
+print says how to run it, local runs it here (Ctrl-C checkpoints it; the
+same command again resumes it) and copies the checked result to --out, and
+slurm submits it (autocompress job wait DIR follows it). automodel and
+megatron-bridge jobs are only written and checked here, never run.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 			var (
 				c        distill.Config
@@ -85,6 +96,7 @@ student distilled on the same data reads the teacher from the cache.`,
 			intVar(fs, &c.TopK, "top-k", 0, 0, maxVocab, "distil from the teacher's K largest logits per position, cached on disk (0: full distribution)")
 			fs.StringVar(&c.CacheDir, "cache-dir", "", "`directory` of the teacher top-k cache (default: the user cache directory)")
 			intVar(fs, &c.Train.StopAt, "stop-at", 0, 0, maxSteps, "stop after this step with a checkpoint (resume later)")
+			jf := addJobFlags(fs)
 			return func(ctx context.Context, env *Env, args []string) error {
 				data = append(data, args...)
 				c.Tokens = int64(*tokens)
@@ -109,6 +121,12 @@ student distilled on the same data reads the teacher from the cache.`,
 					return Usagef("--kd-weight %g, --ce-weight %g: want >= 0 and not both 0", *kdW, *ceW)
 				case c.TopK < 0 || c.Train.EvalEvery < 0 || c.Train.EvalRows < 1 || c.Train.CheckpointEvery < 0:
 					return Usagef("--top-k, --eval-every and --save-every must be >= 0 and --eval-rows positive")
+				}
+				if err := jf.check(filepath.Clean(c.Out) + ".job"); err != nil {
+					return err
+				}
+				if !jf.native() {
+					return distillJob(ctx, env, jf, &c, *teacher, *student, data, evalData, *lr, *minLR, *warmup, *wd, *clip, *kdW, *ceW, *jsonOut)
 				}
 				var err error
 				if c.Teacher, err = engineCheckpoint("--teacher", *teacher); err != nil {
@@ -156,6 +174,42 @@ student distilled on the same data reads the teacher from the cache.`,
 			}
 		},
 	})
+}
+
+// distillJob hands the distillation to a PyTorch engine (--engine).
+func distillJob(ctx context.Context, env *Env, jf *jobFlags, c *distill.Config, teacher, student string, data, evalData []string, lr, minLR float64, warmup int, wd, clip, kdW, ceW float64, asJSON bool) error {
+	td, err := checkpointDir(teacher)
+	if err != nil {
+		return err
+	}
+	sd, err := checkpointDir(student)
+	if err != nil {
+		return err
+	}
+	r := job.Recipe{Tokens: c.Tokens, SeqLen: c.Train.SeqLen, Batch: c.Train.Batch, LR: lr, MinLR: minLR, Warmup: warmup,
+		WeightDecay: wd, Clip: clip, Temperature: c.Temperature, KDWeight: kdW, CEWeight: ceW, TopK: c.TopK,
+		Seed: c.Train.Seed, EvalRows: c.Train.EvalRows}
+	ec := job.EmitConfig{Kind: job.Distill, Teacher: td, Student: sd, Data: data, EvalData: evalData, Assets: c.Assets,
+		Recipe: r, CheckpointEvery: c.Train.CheckpointEvery, Force: c.Force}
+	res, err := jf.run(ctx, env, ec, c.Out, c.Force, asJSON)
+	if err != nil || res == nil || res.Ingested == nil || asJSON {
+		return err
+	}
+	jr := res.Ingested.Result
+	fmt.Fprintf(env.Stdout, "saved %s: %d steps, %d tokens on %d rank(s) of %s, %.0f tok/s, last training loss %s\n",
+		res.Out, jr.Steps, jr.Tokens, jr.WorldSize, jf.engine, jr.TokensPerS, lastLoss(jr.Losses))
+	if jr.Perplexity != nil {
+		fmt.Fprintf(env.Stdout, "held-out perplexity %.2f\n", *jr.Perplexity)
+	}
+	fmt.Fprintf(env.Stdout, "job: %s\n", jf.emit)
+	return nil
+}
+
+func lastLoss(v []float64) string {
+	if len(v) == 0 {
+		return "(none logged)"
+	}
+	return fmt.Sprintf("%.4f", v[len(v)-1])
 }
 
 func distillPrint(w io.Writer, s *distill.Summary) {

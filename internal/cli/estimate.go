@@ -73,7 +73,7 @@ type estFlags struct {
 	model, gpu, gpuFile, engine, precision, kvDType string
 	tp, gpus, maxSeqs, maxBatched                   int
 	memFraction                                     float64
-	jsonOut, analytic, allowLong, force             bool
+	jsonOut, analytic, allowLong, force, offline    bool
 	scenarios, out, coeffs                          string
 	wl                                              workloadFlags
 }
@@ -85,7 +85,7 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 	intVar(fs, &f.gpus, "gpus", 0, 1, maxGPUs, "GPUs in the node (bounds --tp; default: --tp); the same as a GPU name ending in xN")
 	fs.StringVar(&f.gpuFile, "gpu-file", "", "YAML or JSON file adding devices to the catalog")
 	fs.StringVar(&f.engine, "engine", estDefaultEngine, "serving engine: "+strings.Join(estimate.Engines(), ", "))
-	fs.StringVar(&f.precision, "precision", "", "weight precision: bf16, fp16, fp8, fp8-block, nvfp4, mxfp4, int4-awq, int4-gptq, q4_0, q4_k_m, q5_k_m, q6_k, q8_0, f16 (default: what a checkpoint's quantization_config says, else bf16; f16 for llamacpp)")
+	fs.StringVar(&f.precision, "precision", "", "weight precision: bf16, fp16, fp8, fp8-block, nvfp4, mxfp4, int4-awq, int4-gptq, q4_0, q4_k_m, q5_k_m, q6_k, q8_0, f16, mxfp4_moe (default: what a checkpoint's quantization_config says, else bf16; f16 for llamacpp, mxfp4_moe there for an MXFP4 checkpoint)")
 	fs.StringVar(&f.kvDType, "kv-dtype", "auto", "KV cache type: auto, bf16, fp16, fp8 (llamacpp: f16, q8_0, q4_0)")
 	intVar(fs, &f.tp, "tp", 1, 1, maxGPUs, "tensor-parallel degree")
 	f.wl = workloadFlags{DefaultPreset: estDefaultWorkload}
@@ -96,6 +96,7 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 	floatVar(fs, &f.memFraction, "mem-fraction", 0, fraction, "gpu_memory_utilization / mem_fraction_static / free_gpu_memory_fraction (default: the engine's)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print JSON")
 	fs.BoolVar(&f.analytic, "analytic", false, "use the analytic steady state only (no simulation)")
+	fs.BoolVar(&f.offline, offlineFlag, false, offlineHelp)
 	fs.StringVar(&f.scenarios, "scenarios", "", "batch mode: input CSV of scenarios")
 	fs.StringVar(&f.out, "out", "", "batch mode: output CSV")
 	fs.BoolVar(&f.force, "force", false, "batch mode: replace an existing --out")
@@ -139,6 +140,9 @@ func estimateFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []
 		}
 		m, err := modelArch(f.model)
 		if err != nil {
+			return err
+		}
+		if err := useHostCalibration(ctx, env, eng, hw, f.offline); err != nil {
 			return err
 		}
 		what := ""
@@ -327,14 +331,20 @@ func printEstimate(w io.Writer, r *estimate.Result, hw *hardware.GPU, analyticOn
 // measured, and plainly whether that is the device priced (for the native
 // engine: this host).
 func printBand(w io.Writer, b estimate.Band, native bool) {
-	if !b.Fitted {
+	switch {
+	case !b.Fitted && native:
+		// A quick probe of this host (estimate/nativecal.Resolve): fitted on
+		// its few points, with no held-out rows of its own.
+		c := estimate.DefaultNativeCoeffs().Machines["cpu-local"]
+		fmt.Fprintf(w, "Error band: %s is a quick probe of this host, with no held-out rows of its own (the committed fit's held-out median on its host: TPOT %s, TTFT %s, throughput %s)\n",
+			b.Family, band(c.ErrTPOT), band(c.ErrTTFT), band(c.ErrThroughput))
+	case !b.Fitted:
 		fmt.Fprintf(w, "Error band: %s has no fitted data (priors only); expect ±30%% or worse\n", b.Family)
 		return
-	}
-	if native {
+	case native:
 		fmt.Fprintf(w, "Error band (held-out APE for %s, median): TPOT %s, TTFT %s, throughput %s\n",
 			b.Family, band(b.TPOT), band(b.TTFT), band(b.Throughput))
-	} else {
+	default:
 		fmt.Fprintf(w, "Error band (held-out APE for %s, median / p90): TPOT %s / %s, TTFT %s / %s, throughput %s / %s\n",
 			b.Family, band(b.TPOT), bandP90(b.TPOTP90), band(b.TTFT), bandP90(b.TTFTP90), band(b.Throughput), bandP90(b.ThroughputP90))
 	}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/autocompress/autocompress/dataset"
@@ -13,6 +15,7 @@ import (
 	"github.com/autocompress/autocompress/eval"
 	"github.com/autocompress/autocompress/internal/output"
 	"github.com/autocompress/autocompress/internal/progress"
+	"github.com/autocompress/autocompress/job"
 	"github.com/autocompress/autocompress/parent"
 	"github.com/autocompress/autocompress/workload"
 )
@@ -24,7 +27,7 @@ const evalParentData = parent.DataPrefix
 func init() {
 	Register(&Command{
 		Name:  "eval",
-		Usage: "--model DIR [--model DIR...] [--data FILE|parent:SPLIT] [--task NAME=PATH...] [--limit N] [--seq-len N] [--stride N] [--json]\n       eval --build SUITE.jsonl --data FILE|parent:SPLIT [--seed N] [--items N] [--force]",
+		Usage: "--model DIR [--model DIR...] [--data FILE|parent:SPLIT] [--task NAME=PATH...] [--limit N] [--seq-len N] [--stride N] [--json]\n       eval --build SUITE.jsonl --data FILE|parent:SPLIT [--seed N] [--items N] [--force]\n       eval --engine lm-eval --emit DIR --model DIR|NAME [--endpoint URL] [--task avg8] [--limit N] [--force]\n       eval --import [NAME=]RESULTS.json... [--task avg8] [--json]",
 		Short: "perplexity, bits per byte and log-likelihood tasks (LAMBADA, HellaSwag, PIQA, MMLU, quiz, in-domain)",
 		Long: `Scores HuggingFace checkpoint directories with the native engine.
 
@@ -52,12 +55,27 @@ log-likelihood with lm-evaluation-harness's conventions:
   mmlu=DIR         5-shot acc over test/*_test.csv with dev/*_dev.csv shots
   quiz=DIR         the Debian bsdgames quiz files: acc, acc_norm of 4 choices
   suite=FILE       an in-domain suite from --build: cloze and choice
+  arc_challenge=FILE, arc_easy=FILE
+                   acc, acc_norm (AI2's ARC-*-Test.jsonl)
+  winogrande=FILE  acc, the harness's partial scoring (dev.jsonl)
+  truthfulqa=FILE  truthfulqa_mc1 (acc) and truthfulqa_mc2 (probability
+                   mass on the true answers) from mc_task.json
 and by greedy generation (many prompts per engine step, until the task's
 stop sequences or 256 new tokens; programs run by /usr/bin/python3 in a
 sandbox: own process group, no network, CPU, memory and wall limits):
   gsm8k=FILE       8-shot chain of thought: exact match, strict and flexible
   humaneval=FILE   pass@1 (HumanEval.jsonl or .jsonl.gz)
   mbpp=FILE        3-shot pass@1 on the test problems 11-510 (mbpp.jsonl)
+  ifeval=FILE      IFEval's instruction checks on the responses: prompt- and
+                   instruction-level accuracy, strict and loose
+                   (google-research's input_data.jsonl)
+and as a named suite:
+  avg8=DIR         the paper's eight tests (GSM8K, ARC-Challenge,
+                   Winogrande, HumanEval, MBPP, MMLU, TruthfulQA MC2,
+                   IFEval) from DIR, which holds the files by the names of
+                   ../shared/data/eval; prints every score ± stderr, parent
+                   and children side by side, the average, and the tests
+                   this build cannot score
 --limit N keeps the first N items (per MMLU subject and quiz file); items
 are always in file order. Every accuracy is printed with its standard error
 (the harness's: √(p(1−p)/(n−1)); perplexity: bootstrap).
@@ -66,14 +84,23 @@ are always in file order. Every accuracy is printed with its standard error
 column is usually the parent, the others its children). With one --model
 and only --data the output is as it has always been; --json then prints one
 object, and with several models or tasks an object per model under
-"models" (a list of eval.ModelReport).
+"models" (a list of eval.ModelReport), with a suite's table under "suite".
 
 --build SUITE.jsonl writes an in-domain suite from --data: --items
 last-word cloze and --items pick-the-true-continuation questions, drawn
 with --seed, so that small models that sit at chance on the public tasks
 still show differences (eval.BuildSuite). Score it with --task suite=FILE.
 
---model parent scores the embedded parent model (package parent).`,
+--model parent scores the embedded parent model (package parent).
+
+A model too large for the native engine is scored by lm-evaluation-harness:
+--engine lm-eval --emit DIR writes DIR/lm_eval.sh, the harness's commands
+for the suite (--task avg8, the default) on --model, run by vLLM inside the
+harness or, with --endpoint http://HOST:8000/v1/completions, against a
+served model; tasks, few-shot counts and greedy decoding match the native
+ones (eval.HarnessScript). --import RESULTS.json (repeatable; NAME=FILE
+names the model, files of one model merge) reads the harness's results
+files back into the same tables.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, *Env, []string) error {
 			var models, tasks stringList
 			fs.Var(&models, "model", "model `directory` (HF checkpoint), or \"parent\"; repeat for a side-by-side table")
@@ -92,10 +119,29 @@ still show differences (eval.BuildSuite). Score it with --task suite=FILE.
 			intVar(fs, &o.Stride, "stride", 0, 0, maxTokens, "sliding-window stride (0: packed windows)")
 			intVar(fs, &o.Batch, "batch", 8, 1, maxBatch, "windows per forward pass")
 			jsonOut := fs.Bool("json", false, "print the result as JSON")
+			engineName := fs.String("engine", "native", "`engine` that scores: native, or lm-eval (with --emit)")
+			emit := fs.String("emit", "", "with --engine lm-eval: write the harness's commands into this `directory`")
+			endpoint := fs.String("endpoint", "", "with --engine lm-eval: an OpenAI-compatible completions `URL` serving --model")
+			var imports stringList
+			fs.Var(&imports, "import", "`[NAME=]FILE` lm-evaluation-harness results file to read (repeatable)")
 			allowLong := fs.Bool("allow-long-context", false, "allow --seq-len past the model's max_position_embeddings")
 			stream := fs.Bool("stream-layers", false, "release each layer's weight pages after it has run, so a model larger than memory still runs (at disk speed)")
+			jf := addJobFlags(fs)
 			return func(ctx context.Context, env *Env, args []string) error {
 				data := append(*dataFiles, args...)
+				if len(imports) > 0 {
+					return evalImport(env, imports, tasks, *jsonOut)
+				}
+				switch *engineName {
+				case "native":
+					if *emit != "" || *endpoint != "" {
+						return Usagef("--emit and --endpoint go with --engine lm-eval")
+					}
+				case "lm-eval":
+					return evalEmit(env, *emit, models, *endpoint, *tokPath, tasks, *limit, *force)
+				default:
+					return Usagef("--engine %q: want native or lm-eval", *engineName)
+				}
 				if *build != "" {
 					if len(data) != 1 {
 						return Usagef("--build needs --data: one file or parent:SPLIT to cut the suite from (got %d)", len(data))
@@ -108,6 +154,27 @@ still show differences (eval.BuildSuite). Score it with --task suite=FILE.
 				if len(models) == 0 || (len(data) == 0 && len(tasks) == 0) {
 					return Usagef("--model and --data are required (or --task NAME=PATH instead of --data, or --build)")
 				}
+				if err := jf.check(""); err != nil {
+					return err
+				}
+				if !jf.native() {
+					if len(models) != 1 || len(tasks) > 0 || o.Stride != 0 {
+						return Usagef("--engine %s runs perplexity of one --model on --data in packed windows (no --task, no --stride)", jf.engine)
+					}
+					dir, err := checkpointDir(models[0])
+					if err != nil {
+						return err
+					}
+					ec := job.EmitConfig{Kind: job.Eval, Model: dir, Data: data, Assets: *assets, Rows: jobEvalRows,
+						Recipe: job.Recipe{SeqLen: o.SeqLen, Batch: o.Batch}}
+					res, err := jf.run(ctx, env, ec, "", false, *jsonOut)
+					if err != nil || res == nil || res.Ingested == nil || *jsonOut {
+						return err
+					}
+					r := res.Ingested.Result
+					fmt.Fprintf(env.Stdout, "%s on %s (%s, %d rank(s)): perplexity %.3f (loss %.4f nats per token)\n", models[0], strings.Join(data, ", "), jf.engine, r.WorldSize, *r.Perplexity, *r.Loss)
+					return nil
+				}
 				dirs := make([]string, len(models))
 				for i, name := range models {
 					var err error
@@ -116,7 +183,17 @@ still show differences (eval.BuildSuite). Score it with --task suite=FILE.
 					}
 				}
 				cfg := eval.Config{Windows: o, Limit: *limit}
+				suite, unavailable := "", []eval.Unavailable(nil)
 				for _, t := range tasks {
+					if name, dir, ok := strings.Cut(t, "="); ok && eval.Suites[name] != nil {
+						ts, un, err := eval.LoadSuite(name, dir)
+						if err != nil {
+							return err
+						}
+						suite, unavailable = name, un
+						cfg.Tasks = append(cfg.Tasks, ts...)
+						continue
+					}
 					ts, err := eval.LoadTaskSpec(t)
 					if errors.As(err, new(*eval.SpecError)) {
 						return Usagef("%v", err)
@@ -157,16 +234,33 @@ still show differences (eval.BuildSuite). Score it with --task suite=FILE.
 				}
 				term := progress.NewTerminal(env.Stderr)
 				cfg.Progress = term.Report
-				rep, err := eval.Run(ctx, ms, cfg)
+				var rep *eval.Report
+				var err error
+				if len(cfg.Tasks) > 0 || len(cfg.Data) > 0 {
+					rep, err = eval.Run(ctx, ms, cfg)
+				} else { // a suite none of whose tests this build scores
+					rep = &eval.Report{}
+					for _, m := range ms {
+						rep.Models = append(rep.Models, eval.ModelReport{Model: m.Name, Params: m.Model.NumParams()})
+					}
+				}
 				term.End()
 				if err != nil {
 					return err
 				}
-				return evalPrint(env, rep, len(ms) == 1 && len(cfg.Tasks) == 0, *jsonOut)
+				if suite != "" {
+					if rep.Suite, err = rep.ScoreSuite(suite, unavailable); err != nil {
+						return err
+					}
+				}
+				return evalPrint(env, rep, len(ms) == 1 && len(cfg.Tasks) == 0 && suite == "", *jsonOut)
 			}
 		},
 	})
 }
+
+// jobEvalRows bounds the rows of a PyTorch perplexity job.
+const jobEvalRows = maxCount
 
 // evalPrint writes the report: with one model and perplexity only, the
 // output autocompress eval has always printed.
@@ -178,7 +272,14 @@ func evalPrint(env *Env, rep *eval.Report, plain, jsonOut bool) error {
 		return writeJSON(env.Stdout, rep)
 	}
 	if !plain {
-		return rep.WriteText(env.Stdout)
+		if rep.Suite != nil && len(rep.Models) > 0 && len(rep.Models[0].Tasks) == 0 && rep.Models[0].PerplexityResult == nil {
+			return rep.Suite.WriteText(env.Stdout)
+		}
+		if err := rep.WriteText(env.Stdout); err != nil || rep.Suite == nil {
+			return err
+		}
+		fmt.Fprintln(env.Stdout)
+		return rep.Suite.WriteText(env.Stdout)
 	}
 	m := rep.Models[0]
 	res := m.PerplexityResult
@@ -191,6 +292,77 @@ func evalPrint(env *Env, rep *eval.Report, plain, jsonOut bool) error {
 		fmt.Fprintf(env.Stdout, "bits per byte %.4f (%d bytes)\n", res.BitsPerByte, res.Bytes)
 	}
 	return nil
+}
+
+// evalSuiteName is the suite named by --task (NAME or NAME=DIR), avg8 when
+// no --task is given; a --task that is not a suite is a usage error.
+func evalSuiteName(tasks []string, with string) (string, error) {
+	if len(tasks) == 0 {
+		return "avg8", nil
+	}
+	if len(tasks) > 1 {
+		return "", Usagef("%s takes one --task, a suite (%s); got %d", with, strings.Join(eval.SuiteList(), ", "), len(tasks))
+	}
+	name, _, _ := strings.Cut(tasks[0], "=")
+	if eval.Suites[name] == nil {
+		return "", Usagef("--task %s: %s takes a suite: %s", tasks[0], with, strings.Join(eval.SuiteList(), ", "))
+	}
+	return name, nil
+}
+
+// evalEmit writes the lm-evaluation-harness commands for the suite into
+// dir/lm_eval.sh.
+func evalEmit(env *Env, dir string, models []string, endpoint, tokenizer string, tasks []string, limit int, force bool) error {
+	if dir == "" {
+		return Usagef("--engine lm-eval needs --emit DIR: where to write the harness's commands")
+	}
+	if len(models) != 1 {
+		return Usagef("--engine lm-eval takes one --model: the checkpoint directory vLLM loads, or with --endpoint the served model's name (got %d)", len(models))
+	}
+	if models[0] == "parent" {
+		return Usagef("--model parent: the embedded parent is scored natively (eval --model parent --task avg8=DIR); the harness needs a checkpoint directory")
+	}
+	suite, err := evalSuiteName(tasks, "--engine lm-eval")
+	if err != nil {
+		return err
+	}
+	script, err := eval.HarnessScript(eval.HarnessOptions{Suite: suite, Model: models[0], Endpoint: endpoint, Tokenizer: tokenizer,
+		Output: filepath.Join(dir, "results"), Limit: limit})
+	if err != nil {
+		return err
+	}
+	out := filepath.Join(dir, "lm_eval.sh")
+	if err := output.Check(out, force); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := output.WriteFile(out, []byte(script), force); err != nil {
+		return fmt.Errorf("--emit: %w", err)
+	}
+	if err := os.Chmod(out, 0o755); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "%s: lm-evaluation-harness commands for the %s suite on %s\nrun it where lm_eval (and vLLM) are installed, then read the results with the eval --import line it names\n", out, suite, models[0])
+	return nil
+}
+
+// evalImport reads lm-evaluation-harness results files and prints them
+// with the suite's table.
+func evalImport(env *Env, specs, tasks []string, jsonOut bool) error {
+	suite, err := evalSuiteName(tasks, "--import")
+	if err != nil {
+		return err
+	}
+	rep, err := eval.ImportHarness(specs)
+	if err != nil {
+		return err
+	}
+	if rep.Suite, err = rep.ScoreSuite(suite, nil); err != nil {
+		return err
+	}
+	return evalPrint(env, rep, false, jsonOut)
 }
 
 // evalData reads --data (dataset.ReadWhole); an unknown parent: split is a

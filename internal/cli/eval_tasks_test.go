@@ -70,7 +70,7 @@ func TestEvalTaskErrors(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{"unknown task", []string{"eval", "--model", dir, "--task", "nosuchtask=x"}, 2, `unknown task "nosuchtask" (known: ` + strings.Join(eval.TaskList(), ", ") + ")"},
+		{"unknown task", []string{"eval", "--model", dir, "--task", "nosuchtask=x"}, 2, `unknown task "nosuchtask" (known: ` + strings.Join(eval.TaskList(), ", ") + "; suites: avg8)"},
 		{"no path", []string{"eval", "--model", dir, "--task", "lambada"}, 2, "want NAME=PATH"},
 		{"format", []string{"eval", "--model", dir, "--task", "lambada=" + bad}, 1, bad + `:2: the JSON object has no "text" field`},
 		{"split", []string{"eval", "--model", dir, "--data", "parent:dev"}, 2, "want parent:test, parent:validation, parent:train-sample or parent:train"},

@@ -42,6 +42,7 @@ func TestExitCodesEveryCommand(t *testing.T) {
 		"prune":            {model: []string{"--model", "M", "--plan", text, "--out", out}, file: []string{"--model", "parent", "--plan", missing, "--out", out}},
 		"calibrate-native": {file: []string{"--from-rows", missing, "--out", out + ".json"}},
 		"validate-native":  {file: []string{"--rows", missing}},
+		"job":              {file: []string{"status", missing}},
 		"distill":          {file: []string{"--teacher", "parent", "--student", "parent", "--data", missing, "--tokens", "64", "--out", out}},
 		"run":              {model: []string{"--model", "M", "--dir", out}, file: []string{"--config", missing, "--dir", out}},
 		"demo":             {model: []string{"--model", "M", "--dir", out}, file: []string{"--config", missing, "--dir", out}},

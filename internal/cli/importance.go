@@ -10,6 +10,7 @@ import (
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/importance"
 	"github.com/autocompress/autocompress/internal/progress"
+	"github.com/autocompress/autocompress/job"
 )
 
 func init() {
@@ -67,6 +68,7 @@ other file at --out only with --force.`,
 			jsonOut := fs.Bool("json", false, "print a summary as JSON")
 			allowLong := fs.Bool("allow-long-context", false, "allow --seq-len past the model's max_position_embeddings")
 			stream := fs.Bool("stream-layers", false, "release each layer's weight pages after it has run, so a model larger than memory still runs (at disk speed)")
+			jf := addJobFlags(fs)
 			return func(ctx context.Context, env *Env, args []string) error {
 				data := append(*dataFiles, args...)
 				switch {
@@ -85,6 +87,25 @@ other file at --out only with --force.`,
 					budget = 0
 				case budget != 0 && budget < 1:
 					return Usagef("--passes %g: want 0 (every sequence) or at least 1 (the calibration pass itself)", budget)
+				}
+				if err := jf.check(*out + ".job"); err != nil {
+					return err
+				}
+				if !jf.native() {
+					if flagGiven(fs, "passes") || flagGiven(fs, "skip-seqs") || *stream {
+						return Usagef("--passes, --skip-seqs and --stream-layers are the native engine's; the torch job scores every sequence exhaustively")
+					}
+					dir, err := checkpointDir(*model)
+					if err != nil {
+						return err
+					}
+					ec := job.EmitConfig{Kind: job.Importance, Model: dir, Data: data, Assets: *assets, Rows: *seqs,
+						Recipe: job.Recipe{SeqLen: *seqLen, Batch: *batch}, Force: *force}
+					res, err := jf.run(ctx, env, ec, *out, *force, *jsonOut)
+					if err != nil || res == nil || res.Ingested == nil || *jsonOut {
+						return err
+					}
+					return importanceReport(env, res.Ingested.Scores, *out, false, false)
 				}
 				dir, err := engineCheckpoint("--model", *model)
 				if err != nil {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/autocompress/autocompress/estimate"
+	"github.com/autocompress/autocompress/hardware"
 	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/pipeline"
 )
@@ -16,7 +18,7 @@ import (
 func init() {
 	Register(&Command{
 		Name:  "run",
-		Usage: "[--config pipeline.yaml] [--print-config] [--dir DIR] [--force] [--until STAGE] [any config field as a flag] [--json]",
+		Usage: "[--config pipeline.yaml] [--print-config] [--dir DIR] [--force] [--until STAGE] [--offline] [any config field as a flag] [--json]",
 		Short: "the whole pipeline: importance → search → prune → distill → eval → validate → measure → report",
 		Long: `Runs every stage of a compression in one run directory (--dir) and writes its
 report (report.html, self-contained, and report.md) in the report stage's
@@ -69,6 +71,7 @@ func runFlags(fs *flag.FlagSet, def pipeline.Config, demo bool) func(context.Con
 	force := fs.Bool("force", false, "rerun every stage, even those whose inputs are unchanged")
 	until := fs.String("until", "", "stop after this `stage`")
 	jsonOut := fs.Bool("json", false, "print the stages' outcome as JSON")
+	offline := fs.Bool(offlineFlag, false, offlineHelp)
 	scratch := def
 	apply := pipeline.BindFlags(fs, &scratch)
 	return func(ctx context.Context, env *Env, args []string) error {
@@ -103,6 +106,19 @@ func runFlags(fs *flag.FlagSet, def pipeline.Config, demo bool) func(context.Con
 				return Usagef("%v", err)
 			}
 			return err
+		}
+		// The search prices the native engine on this CPU with this host's
+		// calibration: found (or probed) before the first stage, and the
+		// stages built again on it (the search stage's inputs name it).
+		if eng, err := estimate.LookupEngine(c.Deployment.Engine); err == nil {
+			if hw, err := hardware.Default().Lookup(c.Deployment.GPU); err == nil {
+				if err := useHostCalibration(ctx, env, eng, hw, *offline); err != nil {
+					return err
+				}
+				if st, err = pipeline.Stages(c, self); err != nil {
+					return err
+				}
+			}
 		}
 		term := progress.NewTerminal(env.Stderr)
 		start := time.Now()

@@ -48,11 +48,14 @@ with --p90), throughput tok/s or req/s, parameters K/M/B.
 
 --margin allows for the estimator's error: the child's estimate × (1 + margin) must
 stay within each ceiling (throughput: estimate ÷ (1 + margin) at or above the floor).
-The default, auto, is the estimator's calibrated held-out error for the deployment
-(native on cpu-local: the calibration's median error per metric; the other engines:
-the p90 error band that estimate --json reports as error_band, no memory margin);
-one value (10%, 0.1; 0 disables) or per cost (tpot=15%,memory=5%) overrides it. The
-summary says the margins used.
+The default, auto, fits the estimator's held-out error for the deployment (native on
+cpu-local: the calibration's median error per metric; the other engines: the q90 of the
+held-out shortfall of the deployment's error class — engine, GPU class, metric, workload
+regime — from estimate/margins.json, pooled where the class has too few rows; E2E
+weighted by the parent's TTFT share; no memory margin); q50, q80 or q90 asks for another
+share of the held-out rows covered; one value (10%, 0.1; 0 disables) or per cost
+(tpot=15%,memory=5%) overrides it. The summary says the margins used and where they
+come from.
 
 The space: hidden size and query heads (global), per layer the MLP width, KV groups
 and removed attention/MLP sub-blocks where the --serve-on engine loads per-layer
@@ -110,11 +113,12 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 	fs.StringVar(&b.ttft, "max-ttft", "", "time-to-first-token budget, e.g. 500ms")
 	fs.StringVar(&b.tpot, "max-tpot", "", "time-per-output-token budget, e.g. 40ms")
 	fs.BoolVar(&b.p90, "p90", false, "latency budgets apply to the p90 instead of the mean")
-	margin := fs.String("margin", search.MarginAuto, "allowance for the estimator's error: auto (its calibrated held-out error), a fraction or percentage for every cost (0 disables), or per cost, e.g. tpot=15%,memory=5%")
+	margin := fs.String("margin", search.MarginAuto, "allowance for the estimator's error: auto (GPU engines: the q90 of the held-out shortfall of the deployment's class; native: its calibrated held-out error), q50/q80/q90 (another quantile), a fraction or percentage for every cost (0 disables), or per cost, e.g. tpot=15%,memory=5%")
 	fs.StringVar(&b.throughput, "min-throughput", "", "throughput floor, e.g. 2000tok/s or 3req/s")
 	fs.StringVar(&b.params, "max-params", "", "parameter budget, e.g. 3B")
 	fs.StringVar(&b.active, "max-active-params", "", "active-parameter budget (MoE), e.g. 3B")
 	importancePath := fs.String("importance", "", "importance scores (.safetensors) of the parent; default: a structural prior")
+	expertPath := fs.String("expert-scores", "", "expert scores (.safetensors, prune/PLAN.md#experts: REAP, routing frequency or structural) ranking an MoE parent's routed experts; default: the structural prior of --model's weights")
 	strategy := fs.String("strategy", search.AutoCompress, "search strategy: autocompress or minitron")
 	serveOn := fs.String("serve-on", "", "engine the child must load in: "+strings.Join(export.Engines(), ", ")+" (default: --engine)")
 	keep := fs.String("keep-layers", "", "comma-separated parent layers never removed (autocompress)")
@@ -129,6 +133,7 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 	out := fs.String("out", "", "output `directory`")
 	force := fs.Bool("force", false, "replace an existing --out")
 	jsonOut := fs.Bool("json", false, "print the summary as JSON")
+	fs.BoolVar(&f.offline, offlineFlag, false, offlineHelp)
 	return func(ctx context.Context, env *Env, args []string) error {
 		if len(args) > 0 {
 			return Usagef("unexpected arguments: %s", strings.Join(args, " "))
@@ -199,6 +204,9 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 		} else if err != nil {
 			return Usagef("--out %s: %v", *out, err)
 		}
+		if err := useHostCalibration(ctx, env, eng, hw, f.offline); err != nil {
+			return err
+		}
 		dir, m, err := searchModel(f.model)
 		if err != nil {
 			return err
@@ -209,6 +217,12 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 				return Usagef("--importance: %v", err)
 			}
 		}
+		var experts *importance.ExpertScores
+		if *expertPath != "" {
+			if experts, err = importance.LoadExperts(*expertPath); err != nil {
+				return Usagef("--expert-scores: %v", err)
+			}
+		}
 		keepIdx, err := parseLayerList(*keep)
 		if err != nil {
 			return err
@@ -216,7 +230,7 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 		req := search.Request{Parent: m, Name: m.Name, Dir: dir, Scores: scores, GPU: hw, Engine: eng, ServeOn: caps,
 			Workload: &w, Budgets: budgets, TP: f.tp, Precisions: precs, KVDTypes: kvs, MaxNumSeqs: f.maxSeqs,
 			MemFraction: f.memFraction, MaxBatchedTokens: f.maxBatched, MaxModelLen: f.wl.limit, AllowLongContext: *allowLong, KeepLayers: keepIdx,
-			Strategy: *strategy, TopK: *topK, Margin: margins}
+			Strategy: *strategy, TopK: *topK, Margin: margins, ExpertScores: experts}
 		if req.Name == "" {
 			req.Name = f.model
 		}
@@ -250,8 +264,11 @@ func searchFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []st
 		term.End()
 		var ke *search.KeepLayersError
 		var se *search.ScoresError
+		var ee *search.ExpertScoresError
 		var ce *workload.ContextError
 		switch {
+		case errors.As(err, &ee):
+			return Usagef("--expert-scores %s: %v", *expertPath, ee.Err)
 		case errors.As(err, &ke):
 			return Usagef("%v", err)
 		case errors.As(err, &ce):

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,12 +13,13 @@ import (
 	"github.com/autocompress/autocompress/estimate"
 	"github.com/autocompress/autocompress/estimate/groundtruth"
 	"github.com/autocompress/autocompress/estimate/scenarios"
+	"github.com/autocompress/autocompress/internal/output"
 )
 
 func init() {
 	Register(&Command{
 		Name:  "validate-estimator",
-		Usage: "[--groundtruth DIR] [--user FILE.csv] [--iter N] [--json]",
+		Usage: "[--groundtruth DIR] [--user FILE.csv] [--iter N] [--json] [--margins-out FILE.json [--force]]",
 		Short: "report the estimator's error on held-out GPUs and models",
 		Long: `Validate-estimator refits the coefficients with each GPU held out in turn
 (leave-one-GPU-out) and with each model held out in turn (leave-one-model-out), per engine
@@ -40,6 +42,12 @@ decode rows, each GPU predicted by the llamacpp-cuda / llamacpp-metal terms refi
 other GPUs (targets: prompt median ≤ 15 %, decode ≤ 10 %). All these data sets are
 embedded; their sources are in estimate/groundtruth/testdata/*.md.
 
+--margins-out writes, instead of the report, the held-out shortfall of the estimates by error
+class (engine family, GPU class, metric, workload regime: up to 4 clients or more), whose q90
+is the search's default margin for a deployment of that class; the embedded table is
+reproduced with:
+  autocompress validate-estimator --margins-out estimate/margins.json --force
+
 The protocol, the latest figures and the error analysis are in estimate/ACCURACY.md.`,
 		Flags: validateEstimatorFlags,
 	})
@@ -48,6 +56,8 @@ The protocol, the latest figures and the error analysis are in estimate/ACCURACY
 func validateEstimatorFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
 	var g gtFlags
 	g.register(fs, 200)
+	marginsOut := fs.String("margins-out", "", "write the held-out margins by error class here (JSON) instead of the report")
+	force := fs.Bool("force", false, "replace an existing --margins-out")
 	return func(ctx context.Context, env *Env, args []string) error {
 		if len(args) > 0 {
 			return Usagef("unexpected arguments: %s", strings.Join(args, " "))
@@ -55,9 +65,31 @@ func validateEstimatorFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env
 		if g.iter < 10 {
 			return Usagef("--iter must be ≥ 10")
 		}
+		if *marginsOut != "" {
+			if err := output.Check(*marginsOut, *force); errors.As(err, new(*output.ExistsError)) {
+				return err
+			} else if err != nil {
+				return Usagef("--margins-out %s: %v", *marginsOut, err)
+			}
+		}
 		ps, skipped, err := g.load(env.Stderr)
 		if err != nil {
 			return err
+		}
+		if *marginsOut != "" {
+			f, err := groundtruth.Margins(ctx, ps, estimate.PriorCoeffs(), g.iter)
+			if err != nil {
+				return err
+			}
+			b, err := groundtruth.MarginJSON(f)
+			if err != nil {
+				return err
+			}
+			if err := output.WriteFile(*marginsOut, b, *force); err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Stderr, "wrote %s (%d classes)\n", *marginsOut, len(f.Cells))
+			return nil
 		}
 		rep, err := groundtruth.Validate(ctx, ps, estimate.PriorCoeffs(), g.iter)
 		if err != nil {

@@ -14,7 +14,7 @@ import (
 // thisHost is the identity of the machine the command runs on, which the
 // native error bands are compared with; tests replace it to stand in for
 // another host.
-var thisHost = hardware.ThisHost
+var thisHost = nativecal.ThisHost
 
 func init() {
 	Register(&Command{

@@ -59,9 +59,9 @@ var allowed = map[string][]string{
 	// Running models.
 	"engine":             {"architecture", "checkpoint", "engine/blas", "internal/fastmath", "internal/parallel", "internal/progress"},
 	"servebench":         {"engine", "engine/blas", "internal/progress", "workload"},
-	"estimate/nativecal": {"architecture", "checkpoint", "engine", "engine/blas", "estimate", "hardware", "internal/progress", "servebench", "workload"},
+	"estimate/nativecal": {"architecture", "checkpoint", "engine", "engine/blas", "estimate", "hardware", "internal/output", "internal/progress", "servebench", "workload"},
 	"eval":               {"corpus", "engine", "engine/blas", "internal/progress", "internal/sandbox"},
-	"importance":         {"checkpoint", "dataset", "engine", "internal/output", "internal/progress"},
+	"importance":         {"architecture", "checkpoint", "dataset", "engine", "internal/output", "internal/progress"},
 	"torchref":           {},
 	"train":              {"architecture", "checkpoint", "corpus", "dataset", "engine", "internal/output", "internal/progress", "tokenizer"},
 
@@ -70,14 +70,15 @@ var allowed = map[string][]string{
 	"prune/remotecode": {},
 	"proxy":            {"engine", "engine/blas", "internal/parallel", "internal/progress", "prune"},
 	"search":           {"architecture", "checkpoint", "engine", "estimate", "export", "hardware", "importance", "internal/human", "internal/progress", "proxy", "prune", "workload"},
-	"distill":          {"checkpoint", "dataset", "engine", "export", "internal/fastmath", "internal/output", "internal/parallel", "internal/progress", "parent", "tokenizer", "train"},
+	"distill":          {"architecture", "checkpoint", "dataset", "engine", "export", "internal/fastmath", "internal/output", "internal/parallel", "internal/progress", "parent", "tokenizer", "train"},
+	"job":              {"architecture", "checkpoint", "dataset", "distill", "engine", "importance", "internal/output", "internal/progress", "torchref", "train"},
 	"search/trained":   {"dataset", "distill", "engine", "internal/progress", "proxy", "prune", "search", "train"},
 
 	// Glue: the pipeline, the commands.
-	"pipeline": {"architecture", "checkpoint", "corpus", "dataset", "distill", "engine", "estimate", "eval", "export", "hardware", "importance", "internal/output", "internal/progress", "modelref", "prune", "report", "search", "search/trained", "servebench", "tokenizer", "train", "workload"},
+	"pipeline": {"architecture", "checkpoint", "corpus", "dataset", "distill", "engine", "estimate", "eval", "export", "hardware", "importance", "internal/output", "job", "internal/progress", "modelref", "prune", "report", "search", "search/trained", "servebench", "tokenizer", "train", "workload"},
 	"internal/cli": {"architecture", "checkpoint", "corpus", "dataset", "distill", "engine", "engine/blas", "estimate",
 		"estimate/groundtruth", "estimate/nativecal", "estimate/scenarios", "eval", "export", "hardware", "importance",
-		"internal/human", "internal/output", "internal/progress", "internal/shareddata", "modelref", "parent", "pipeline", "prune", "search",
+		"internal/human", "internal/output", "internal/progress", "internal/shareddata", "job", "modelref", "parent", "pipeline", "prune", "search",
 		"search/trained", "servebench", "tokenizer", "train", "workload"},
 	"cmd/autocompress": {"internal/cli"},
 

@@ -1,0 +1,83 @@
+package export
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/autocompress/autocompress/architecture"
+)
+
+// TestMoERules: per-layer expert counts, a top-k above the experts kept
+// and an expert count n_group does not divide are refused by every
+// serving engine, with the rule and what to change; a uniform expert cut
+// loads.
+func TestMoERules(t *testing.T) {
+	for _, preset := range []string{"Qwen/Qwen3-30B-A3B", "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8", "mistralai/Mixtral-8x7B-v0.1", "openai/gpt-oss-20b"} {
+		parent, err := architecture.Load(preset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		moe := func(f func(i int, x *architecture.MoE)) *architecture.Model {
+			m := parent.Clone()
+			n := 0
+			for i := range m.Layers {
+				if x := m.Layers[i].MoE; x != nil {
+					f(n, x)
+					n++
+				}
+			}
+			return m
+		}
+		cases := []struct {
+			name string
+			m    *architecture.Model
+			rule string // "" loads
+		}{
+			{"uniform half", moe(func(_ int, x *architecture.MoE) { x.Experts /= 2 }), ""},
+			{"per layer", moe(func(i int, x *architecture.MoE) {
+				if i == 1 {
+					x.Experts /= 2
+				}
+			}), "moe-per-layer-experts"},
+			{"top-k above experts", moe(func(_ int, x *architecture.MoE) { x.Experts = x.TopK - 1 }), "moe-top-k"},
+		}
+		for _, c := range cases {
+			for _, e := range []string{"vllm", "sglang", "trtllm", "llamacpp", "hf"} {
+				caps, _ := Lookup(e)
+				r := caps.Check(c.m, 1)
+				if loads := caps.Loads(c.m, 1); loads != (c.rule == "") {
+					t.Errorf("%s %s %s: Loads = %v", preset, c.name, e, loads)
+				}
+				if c.rule == "" {
+					if len(r.Violations) > 0 {
+						t.Errorf("%s %s %s: %v", preset, c.name, e, r.Violations)
+					}
+					continue
+				}
+				found := false
+				for _, v := range r.Violations {
+					found = found || v.Rule == c.rule && strings.Contains(v.Msg, "keep")
+				}
+				if !found {
+					t.Errorf("%s %s %s: violations %v lack rule %s", preset, c.name, e, r.Violations, c.rule)
+				}
+			}
+		}
+	}
+	// A grouped router: n_group must divide the experts kept.
+	m, err := architecture.Load("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Report{}
+	c := m.Clone()
+	for i := range c.Layers {
+		if x := c.Layers[i].MoE; x != nil {
+			x.Experts = 510
+		}
+	}
+	checkMoE(r, c, Capabilities{Name: "vllm"}, map[string]any{"n_group": 4.0})
+	if len(r.Violations) == 0 || r.Violations[0].Rule != "moe-n-group" {
+		t.Errorf("510 experts in 4 groups: %v", r.Violations)
+	}
+}

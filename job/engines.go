@@ -1,0 +1,126 @@
+package job
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// EngineInfo is what autocompress knows of one PyTorch engine: what the
+// job directory holds for it, what it needs installed, which jobs and
+// which children it takes. The table (Engines) is the one place these
+// facts live.
+type EngineInfo struct {
+	Name string
+	// Kinds are the job kinds the engine runs.
+	Kinds []Kind
+	// Shards is the data format its reader takes.
+	Shards string
+	// Config is the engine's own recipe file in the job directory ("" for
+	// torch, whose recipe is the contract).
+	Config string
+	// Modules are the Python modules a local launch imports (checked
+	// before any work).
+	Modules []string
+	// Requirements are requirements.txt's lines.
+	Requirements []string
+	// Classes are the config.json classes of uniform models it reads.
+	Classes []string
+	// PerLayer is true when it reads per-layer (DeciLM block_configs)
+	// children; PerLayerNote says why not, otherwise.
+	PerLayer     bool
+	PerLayerNote string
+	// Run is true when the engine has been run in this repository's tests
+	// (false: only emitted; README says so).
+	Run bool
+}
+
+// llamaClasses are the Llama-family classes package engine and the torch
+// reference trainer run.
+var llamaClasses = []string{"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"}
+
+// Engines is the table of job engines.
+var Engines = []EngineInfo{
+	{
+		Name: "torch", Kinds: Kinds, Shards: ShardNanoGPT,
+		Modules:      []string{"torch"},
+		Requirements: []string{"# the autocompress reference trainer (trainer/): torch only", "# Debian bookworm's python3-torch 1.13 (CPU, gloo) or torch 2.x (CUDA, NCCL, FSDP2)", "torch>=1.13.1,<3"},
+		Classes:      llamaClasses, PerLayer: true, Run: true,
+	},
+	{
+		// nemo_automodel/recipes/llm/kd.py; docs/guides/llm/knowledge-distillation.mdx.
+		Name: "automodel", Kinds: []Kind{Distill}, Shards: ShardNanoGPT, Config: "recipe.yaml",
+		Modules: []string{"torch", "nemo_automodel"},
+		// pyproject.toml of NVIDIA-NeMo/Automodel: torch>=2.6.0, transformers==5.12.1.
+		Requirements: []string{"nemo-automodel==0.7.0", "transformers==5.12.1", "torch>=2.6.0"},
+		Classes:      llamaClasses,
+		// _transformers/auto_model.py's trust_remote_code shim for DeciLM.
+		PerLayer: true,
+	},
+	{
+		// Model-Optimizer examples/megatron_bridge/distill.py.
+		Name: "megatron-bridge", Kinds: []Kind{Distill}, Shards: ShardMegatron, Config: "distill.sh",
+		Modules:      []string{"torch", "megatron.bridge", "modelopt"},
+		Requirements: []string{"megatron-bridge==0.6.2", "nvidia-modelopt==0.47.0", "# distill.py is Model-Optimizer's examples/megatron_bridge/distill.py (in the NeMo container); set DISTILL_PY to it"},
+		Classes:      llamaClasses,
+		PerLayerNote: "Megatron-Bridge reads per-layer students only as ModelOpt Puzzletron AnyModel checkpoints (plugins for Llama and Qwen3 only, modelopt/torch/puzzletron/plugins/mbridge), not DeciLM block_configs, and its DeciLM bridge is to be removed in 0.7.0",
+	},
+}
+
+// LookupEngine returns the named job engine.
+func LookupEngine(name string) (EngineInfo, bool) {
+	for _, e := range Engines {
+		if e.Name == name {
+			return e, true
+		}
+	}
+	return EngineInfo{}, false
+}
+
+// EngineNames lists the job engines' names, sorted.
+func EngineNames() []string {
+	var n []string
+	for _, e := range Engines {
+		n = append(n, e.Name)
+	}
+	sort.Strings(n)
+	return n
+}
+
+// Runs reports whether the engine runs kind k.
+func (e EngineInfo) Runs(k Kind) bool {
+	for _, x := range e.Kinds {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+// RepresentError is a model the chosen engine cannot read.
+type RepresentError struct {
+	Engine string
+	Role   string
+	Msg    string
+}
+
+func (e *RepresentError) Error() string {
+	return fmt.Sprintf("job: engine %s cannot take the %s: %s", e.Engine, e.Role, e.Msg)
+}
+
+// Represent checks that the engine reads a model of shape s in role (teacher,
+// student, model), and says what to do instead when it does not.
+func (e EngineInfo) Represent(role string, s Shape) error {
+	if s.Format == FormatDeciLM {
+		if !e.PerLayer {
+			return &RepresentError{e.Name, role, e.PerLayerNote + "; choose engine torch or automodel, or a uniform child"}
+		}
+		return nil
+	}
+	for _, c := range e.Classes {
+		if c == s.Arch {
+			return nil
+		}
+	}
+	return &RepresentError{e.Name, role, fmt.Sprintf("%s is not among the classes it reads here (%s)", s.Arch, strings.Join(e.Classes, ", "))}
+}
