@@ -27,7 +27,7 @@ A forward-only job (importance, eval, proxy) keeps no state: SIGTERM stops
 it at once (status "stopped", exit 0) and a rerun starts it over.
 
 Beyond job/CONTRACT.md v1, the trainer reads these optional recipe keys
-(package job's Recipe has none of them yet): "activation_checkpointing"
+(package job's Recipe names them too): "activation_checkpointing"
 (recompute each block in backward; what an 8B distillation at sequence
 4096 needs on one GPU), "fsdp" (false: DDP even where FSDP2 exists),
 "shared_vocab" (KD over ids [0, n); default the smaller vocabulary),
