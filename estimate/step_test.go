@@ -140,3 +140,41 @@ func TestLlamaCPPSlotPadding(t *testing.T) {
 		t.Errorf("10 slots of 410 tokens: %g cells, want 5120 (10 × 512)", rep.KVCapacityTokens)
 	}
 }
+
+// TestMoEDecodeWeightsEveryEngine checks that a decode step's weight
+// traffic is the dense bytes plus the expected distinct experts the batch
+// routes to, E·(1 − (1 − k/E)^B) per MoE layer group, for every GPU engine
+// family's coefficients and every batch size, not the active experts of one
+// token (k) nor all of them (E).
+func TestMoEDecodeWeightsEveryEngine(t *testing.T) {
+	h := gpu(t, "rtx-5090")
+	p, _ := LookupPrecision("bf16")
+	s := summarize(moeModel(), "bf16", "auto", 1)
+	if s.nMoE != 1 {
+		t.Fatalf("%d MoE groups, want 1", s.nMoE)
+	}
+	g := s.moe[0]
+	E, k := float64(g.Experts), float64(g.TopK)
+	for _, fam := range []string{"vllm", "sglang", "trtllm", "llamacpp-cuda"} {
+		co, got := DefaultCoeffs().Family(fam)
+		if got != fam {
+			t.Fatalf("%s: coefficients fall back to %s", fam, got)
+		}
+		sm := newStepModel(&s, h, &p, co)
+		prev := 0.0
+		for _, b := range []float64{1, 2, 4, 8, 16, 64, 256} {
+			w := sm.terms(Batch{Decode: b, DecodeCtx: b * 512}).Weights
+			want := sm.wPerBW * (s.DenseBytes + g.Bytes*E*(1-math.Pow(1-k/E, b)))
+			if math.Abs(w-want) > 1e-9*want {
+				t.Errorf("%s, batch %g: weights %.6g s, want %.6g s", fam, b, w, want)
+			}
+			if lo, hi := sm.wPerBW*(s.DenseBytes+g.Bytes*k), sm.wPerBW*(s.DenseBytes+g.Bytes*math.Min(E, k*b)); w < lo*(1-1e-9) || w > hi*(1+1e-9) {
+				t.Errorf("%s, batch %g: weights %.4g s outside [k experts %.4g, min(E, kB) experts %.4g]", fam, b, w, lo, hi)
+			}
+			if w <= prev && b > 1 && k*b < E*4 {
+				t.Errorf("%s, batch %g: weights %.4g s did not grow from %.4g s", fam, b, w, prev)
+			}
+			prev = w
+		}
+	}
+}

@@ -188,6 +188,23 @@ type Recipe struct {
 	TopK        int     `json:"top_k"`
 	Seed        uint64  `json:"seed"`
 	EvalRows    int     `json:"eval_rows"`
+
+	// Optional keys the torch reference trainer reads (torchref):
+	// ActivationCheckpointing recomputes each block in backward (what an
+	// 8B job at sequence 4096 on one GPU needs); FSDP false keeps DDP
+	// where FSDP2 exists (nil: FSDP2 where torch has it); SharedVocab is the KD vocabulary [0, n) (0: the
+	// smaller model's). For importance, as package importance's Options:
+	// SkipRows scores the skip losses on that many whole sequences,
+	// SkipPasses is the budget in equivalent forward passes (0 with
+	// SkipRows 0: every sequence), NoSkipLoss and NoSubBlockSkipLoss
+	// leave skip losses out.
+	ActivationCheckpointing bool    `json:"activation_checkpointing,omitempty"`
+	FSDP                    *bool   `json:"fsdp,omitempty"`
+	SharedVocab             int     `json:"shared_vocab,omitempty"`
+	SkipRows                int     `json:"skip_rows,omitempty"`
+	SkipPasses              float64 `json:"skip_passes,omitempty"`
+	NoSkipLoss              bool    `json:"no_skip_loss,omitempty"`
+	NoSubBlockSkipLoss      bool    `json:"no_subblock_skip_loss,omitempty"`
 }
 
 // Outputs names what the job writes, relative to the job directory.
@@ -466,6 +483,14 @@ func (r *Recipe) validate(k Kind, world int, d Data) error {
 		return bad("recipe.kd_weight", "kd_weight %g, ce_weight %g: want >= 0 and not both 0", r.KDWeight, r.CEWeight)
 	case r.TopK < 0:
 		return bad("recipe.top_k", "%d: want >= 0 (0: the full distribution)", r.TopK)
+	case r.SharedVocab < 0:
+		return bad("recipe.shared_vocab", "%d: want >= 0 (0: the smaller model's vocabulary)", r.SharedVocab)
+	case r.SkipRows < 0:
+		return bad("recipe.skip_rows", "%d: want >= 0 (0: as skip_passes says)", r.SkipRows)
+	case r.SkipPasses != 0 && r.SkipPasses < 1:
+		return bad("recipe.skip_passes", "%g: want 0 (every sequence) or at least 1 (the calibration pass itself)", r.SkipPasses)
+	case r.SkipRows > 0 && r.SkipPasses > 0:
+		return bad("recipe.skip_rows", "skip_rows %d and skip_passes %g: give one, not both", r.SkipRows, r.SkipPasses)
 	}
 	return nil
 }

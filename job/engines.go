@@ -67,6 +67,13 @@ var Engines = []EngineInfo{
 	},
 }
 
+// Native names the engine in this binary (package engine) where a command
+// or stage takes a job engine's name; "" means it too.
+const Native = "native"
+
+// IsNative reports whether name means this binary rather than a job engine.
+func IsNative(name string) bool { return name == "" || name == Native }
+
 // LookupEngine returns the named job engine.
 func LookupEngine(name string) (EngineInfo, bool) {
 	for _, e := range Engines {

@@ -13,7 +13,7 @@ import (
 )
 
 // native reports whether a stage's engine setting means this binary.
-func native(engine string) bool { return engine == "" || engine == "native" }
+func native(engine string) bool { return job.IsNative(engine) }
 
 // pipelineEngine reports whether a stage can run on engine: native, or
 // torch, the job engine the pipeline launches here (automodel and

@@ -3,6 +3,22 @@
 // engine is "torch" (see package job and job/CONTRACT.md). The trainer runs
 // the Llama family as package engine runs it, on torch 1.13 (Debian's
 // python3-torch, CPU, gloo) and on torch 2.x (CUDA, NCCL, FSDP2).
+//
+// The files (trainer/): acmodel.py, the model and its config.json readers
+// (Llama, Mistral, Qwen2, Qwen3, DeciLM block_configs); acio.py,
+// safetensors, nanoGPT token shards and the contract's hashes, by hand;
+// autocompress_torch.py, the entry point that runs a contract's kind
+// (distill, importance, eval, proxy) on env:// ranks, with its resumable
+// state and SIGTERM handling.
+//
+// The package's tests are the trainer's parity evidence against the
+// native stages, run on Debian's torch 1.13 with two gloo ranks started
+// by hand (they skip without /usr/bin/python3 and its torch): logits
+// (TestLogitsParity), importance scores (TestImportanceParity),
+// perplexity (TestPerplexityParity), the proxy KL (TestProxyParity),
+// distillation losses step by step (TestDistillParity, TestDistillTopKParity),
+// bit-identical resumption after SIGKILL and SIGTERM (TestFaults), and
+// contracts refused before any work (TestRefusals).
 package torchref
 
 import (

@@ -29,6 +29,13 @@ import (
 //go:embed testdata/independent_serving.csv
 var independentCSV []byte
 
+// consumerCSV holds published serving measurements on consumer GPUs
+// (GeForce RTX), in the independent-table format; provenance in
+// testdata/consumer_serving.md. Like the independent tables, no fit sees them.
+//
+//go:embed testdata/consumer_serving.csv
+var consumerCSV []byte
+
 // Arrival modes of an independent row.
 const (
 	// ModeOffline is a max-throughput run with every request queued at
@@ -196,6 +203,13 @@ func ReadIndependentFile(path string) ([]IndependentRow, error) {
 // (testdata/independent_serving.csv).
 func IndependentTables() ([]IndependentRow, error) {
 	return ReadIndependent(strings.NewReader(string(independentCSV)), "independent_serving.csv")
+}
+
+// ConsumerTables returns the rows of the embedded consumer-GPU tables
+// (testdata/consumer_serving.csv), scored like the independent tables by
+// ScoreIndependent: each source is a held-out group, never fitted.
+func ConsumerTables() ([]IndependentRow, error) {
+	return ReadIndependent(strings.NewReader(string(consumerCSV)), "consumer_serving.csv")
 }
 
 // MetricError is the error of one predicted metric against its published value.

@@ -119,6 +119,29 @@ type ResolveOptions struct {
 	File func() (*estimate.NativeCoeffFile, string, error)
 }
 
+// EnsureDefaults fills the coefficient-file lookup and the clock.
+func (o *ResolveOptions) EnsureDefaults() {
+	if o.File == nil {
+		o.File = estimate.FileNativeCoeffs
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Validate reports options Resolve cannot work with: a host fingerprint
+// with nothing recorded (the cache would be keyed on nothing) or a
+// negative CPU count.
+func (o *ResolveOptions) Validate() error {
+	if o.Host.Zero() {
+		return fmt.Errorf("nativecal: the host fingerprint records nothing: fill it with ThisHost")
+	}
+	if o.Host.CPUs < 0 {
+		return fmt.Errorf("nativecal: negative CPU count %d in the host fingerprint", o.Host.CPUs)
+	}
+	return nil
+}
+
 // Resolve finds the native calibration for this host, in order: a local
 // calibration (calibrate-native's output at estimate.NativeCoeffsPath); the
 // committed coefficients when the host they record is this one; this
@@ -127,11 +150,11 @@ type ResolveOptions struct {
 // committed coefficients with a warning that the estimate comes from
 // another host. It does not make the choice active (HostCalibration.Use).
 func Resolve(ctx context.Context, o ResolveOptions) (*HostCalibration, error) {
-	lookup := o.File
-	if lookup == nil {
-		lookup = estimate.FileNativeCoeffs
+	o.EnsureDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
-	file, src, err := lookup()
+	file, src, err := o.File()
 	if err != nil {
 		return nil, err
 	}
@@ -176,10 +199,7 @@ func Resolve(ctx context.Context, o ResolveOptions) (*HostCalibration, error) {
 		cal.Warning = fmt.Sprintf("this host has no native calibration and %s: the estimate comes from another host's coefficients (%s), and can be several times off here; run without $%s (or the offline choice) to probe this host (under a minute), or autocompress calibrate-native for the thorough fit", reason, why, OfflineEnv)
 		return cal, nil
 	}
-	now := time.Now
-	if o.Now != nil {
-		now = o.Now
-	}
+	now := o.Now
 	start := now().UTC()
 	pc, err := o.Probe(ctx)
 	if err != nil {

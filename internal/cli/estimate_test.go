@@ -219,9 +219,9 @@ func TestCalibrateUserFile(t *testing.T) {
 }
 
 // TestValidateEstimatorIndependentChecks runs validate-estimator on a user
-// file alone (no shared data) and checks that the two checks on published
-// data nobody fits — the TensorRT-LLM tables and the engines' KV-capacity
-// logs, both embedded — are printed and are valid JSON (no NaN or Inf).
+// file alone (no shared data) and checks that the checks on published
+// data nobody fits — the TensorRT-LLM tables, the consumer-GPU tables and
+// the engines' KV-capacity logs, all embedded — are printed and are valid JSON (no NaN or Inf).
 func TestValidateEstimatorIndependentChecks(t *testing.T) {
 	dir := t.TempDir()
 	user := writeUserMeasurements(t, dir)
@@ -229,7 +229,8 @@ func TestValidateEstimatorIndependentChecks(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"Independent published tables, never fitted", "trtllm-perf-v0.17", "KV capacity against published engine start-up logs", "Qwen/Qwen3-235B-A22B-FP8"} {
+	for _, want := range []string{"Independent published tables, never fitted", "trtllm-perf-v0.17", "KV capacity against published engine start-up logs", "Qwen/Qwen3-235B-A22B-FP8",
+		"Consumer GPUs: published serving measurements, never fitted", "mushfiq-4090-mistral7b"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -244,6 +245,10 @@ func TestValidateEstimatorIndependentChecks(t *testing.T) {
 			Rows  int              `json:"rows"`
 			Cells []map[string]any `json:"cells"`
 		} `json:"independent"`
+		Consumer struct {
+			Priced int              `json:"priced"`
+			Cells  []map[string]any `json:"cells"`
+		} `json:"consumer_gpus"`
 		KV struct {
 			Scored  int              `json:"scored"`
 			Results []map[string]any `json:"results"`
@@ -252,8 +257,10 @@ func TestValidateEstimatorIndependentChecks(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("--json output is not JSON: %v\n%s", err, out)
 	}
-	if len(doc.Overall) == 0 || doc.Independent.Rows < 100 || len(doc.Independent.Cells) == 0 || doc.KV.Scored == 0 || len(doc.KV.Results) == 0 {
-		t.Errorf("--json document incomplete: %d overall cells, %d independent rows, %d KV rows scored", len(doc.Overall), doc.Independent.Rows, doc.KV.Scored)
+	if len(doc.Overall) == 0 || doc.Independent.Rows < 100 || len(doc.Independent.Cells) == 0 || doc.KV.Scored == 0 || len(doc.KV.Results) == 0 ||
+		doc.Consumer.Priced == 0 || len(doc.Consumer.Cells) == 0 {
+		t.Errorf("--json document incomplete: %d overall cells, %d independent rows, %d KV rows scored, %d consumer rows priced",
+			len(doc.Overall), doc.Independent.Rows, doc.KV.Scored, doc.Consumer.Priced)
 	}
 }
 

@@ -119,28 +119,30 @@ files back into the same tables.`,
 			intVar(fs, &o.Stride, "stride", 0, 0, maxTokens, "sliding-window stride (0: packed windows)")
 			intVar(fs, &o.Batch, "batch", 8, 1, maxBatch, "windows per forward pass")
 			jsonOut := fs.Bool("json", false, "print the result as JSON")
-			engineName := fs.String("engine", "native", "`engine` that scores: native, or lm-eval (with --emit)")
-			emit := fs.String("emit", "", "with --engine lm-eval: write the harness's commands into this `directory`")
 			endpoint := fs.String("endpoint", "", "with --engine lm-eval: an OpenAI-compatible completions `URL` serving --model")
 			var imports stringList
 			fs.Var(&imports, "import", "`[NAME=]FILE` lm-evaluation-harness results file to read (repeatable)")
 			allowLong := fs.Bool("allow-long-context", false, "allow --seq-len past the model's max_position_embeddings")
 			stream := fs.Bool("stream-layers", false, "release each layer's weight pages after it has run, so a model larger than memory still runs (at disk speed)")
 			jf := addJobFlags(fs)
+			fs.Lookup("engine").Usage += "; or lm-eval: write lm-evaluation-harness's commands into --emit DIR"
+			fs.Lookup("emit").Usage += "; with --engine lm-eval: where the harness's commands go"
 			return func(ctx context.Context, env *Env, args []string) error {
 				data := append(*dataFiles, args...)
 				if len(imports) > 0 {
 					return evalImport(env, imports, tasks, *jsonOut)
 				}
-				switch *engineName {
-				case "native":
-					if *emit != "" || *endpoint != "" {
-						return Usagef("--emit and --endpoint go with --engine lm-eval")
-					}
-				case "lm-eval":
-					return evalEmit(env, *emit, models, *endpoint, *tokPath, tasks, *limit, *force)
-				default:
-					return Usagef("--engine %q: want native or lm-eval", *engineName)
+				if jf.engine == "lm-eval" {
+					return evalEmit(env, jf.emit, models, *endpoint, *tokPath, tasks, *limit, *force)
+				}
+				if _, ok := job.LookupEngine(jf.engine); !ok && !jf.native() {
+					return Usagef("--engine %q: want native, lm-eval or %s", jf.engine, strings.Join(job.EngineNames(), ", "))
+				}
+				if *endpoint != "" {
+					return Usagef("--endpoint goes with --engine lm-eval")
+				}
+				if jf.native() && jf.emit != "" {
+					return Usagef("--emit goes with --engine lm-eval or a PyTorch engine (%s)", strings.Join(job.EngineNames(), ", "))
 				}
 				if *build != "" {
 					if len(data) != 1 {

@@ -118,8 +118,8 @@ func TestEvalSuiteUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"eval", "--engine", "vllm", "--model", "m"}, "want native or lm-eval"},
-		{[]string{"eval", "--emit", "d", "--model", "m", "--task", "avg8=x"}, "--emit and --endpoint go with --engine lm-eval"},
+		{[]string{"eval", "--engine", "vllm", "--model", "m"}, "want native, lm-eval or"},
+		{[]string{"eval", "--emit", "d", "--model", "m", "--task", "avg8=x"}, "--emit goes with --engine lm-eval"},
 		{[]string{"eval", "--engine", "lm-eval", "--model", "m"}, "needs --emit DIR"},
 		{[]string{"eval", "--engine", "lm-eval", "--emit", "d", "--model", "parent"}, "embedded parent"},
 		{[]string{"eval", "--engine", "lm-eval", "--emit", "d", "--model", "m", "--task", "mmlu=x"}, "takes a suite: avg8"},

@@ -121,15 +121,16 @@ other file at --out only with --force.`,
 					}
 				}
 				if !jf.native() {
-					if flagGiven(fs, "passes") || flagGiven(fs, "skip-seqs") || *stream {
-						return Usagef("--passes, --skip-seqs and --stream-layers are the native engine's; the torch job scores every sequence exhaustively")
+					if *stream {
+						return Usagef("--stream-layers is the native engine's: a PyTorch job holds its model on its devices")
 					}
 					dir, err := checkpointDir(*model)
 					if err != nil {
 						return err
 					}
 					ec := job.EmitConfig{Kind: job.Importance, Model: dir, Data: data, Assets: *assets, Rows: *seqs,
-						Recipe: job.Recipe{SeqLen: *seqLen, Batch: *batch}, Force: *force}
+						Recipe: job.Recipe{SeqLen: *seqLen, Batch: *batch, SkipRows: *skipSeqs, SkipPasses: budget,
+							NoSkipLoss: *noSkip, NoSubBlockSkipLoss: *noSub}, Force: *force}
 					res, err := jf.run(ctx, env, ec, *out, *force, *jsonOut)
 					if err != nil || res == nil || res.Ingested == nil || *jsonOut {
 						return err

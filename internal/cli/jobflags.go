@@ -21,11 +21,11 @@ type jobFlags struct {
 }
 
 // engineNames is the --engine choice: native and the job engines.
-func engineNames() string { return "native|" + strings.Join(job.EngineNames(), "|") }
+func engineNames() string { return job.Native + "|" + strings.Join(job.EngineNames(), "|") }
 
 func addJobFlags(fs *flag.FlagSet) *jobFlags {
 	j := &jobFlags{}
-	fs.StringVar(&j.engine, "engine", "native", "what runs the model: "+engineNames()+" (all but native write a PyTorch job directory, see --emit)")
+	fs.StringVar(&j.engine, "engine", job.Native, "what runs the model: "+engineNames()+" (all but native write a PyTorch job directory, see --emit)")
 	fs.StringVar(&j.launch, "launch", job.LaunchPrint, "with a PyTorch --engine: print (the commands), local (run it here, streaming progress; Ctrl-C checkpoints it, a rerun resumes) or slurm (sbatch)")
 	fs.StringVar(&j.emit, "emit", "", "with a PyTorch --engine: the job `directory` to write (default OUT.job)")
 	fs.StringVar(&j.python, "python", "", "with --launch local: the Python interpreter (default /usr/bin/python3 where it exists, else python3)")
@@ -38,7 +38,7 @@ func addJobFlags(fs *flag.FlagSet) *jobFlags {
 }
 
 // native reports whether the command runs in this binary.
-func (j *jobFlags) native() bool { return j.engine == "native" }
+func (j *jobFlags) native() bool { return job.IsNative(j.engine) }
 
 // check is the usage error of a bad --engine or --launch; defaultDir is
 // the job directory when --emit is not given ("" when there is none).

@@ -30,12 +30,13 @@ overall, against the targets (median APE ≤ 8 % TPOT, ≤ 15 % TTFT, ≤ 10 % t
 Throughput of the AIConfigurator rows is derived from their TTFT and TPOT
 (concurrency × osl ÷ E2E); Argonne's throughput is measured.
 
-Then two checks on published data that no fit ever sees, scored with the shipped
+Then checks on published data that no fit ever sees, scored with the shipped
 coefficients: TensorRT-LLM's performance-overview tables (max-load throughput and
 online-serving TTFT/ITL), and the KV capacity (tokens or GiB) and weight memory that
 engines printed at start-up in public logs. The max-load tables are also priced through
 estimate --scenarios, once with the setting columns empty and once with the FP8 KV cache and
-0.95 memory fraction they state.
+0.95 memory fraction they state. Then consumer GPUs (GeForce RTX): published serving
+measurements by source and metric (estimate/groundtruth/testdata/consumer_serving.md).
 
 Last, llama.cpp on GeForce and Apple GPUs: published llama-bench prompt-processing and
 decode rows, each GPU predicted by the llamacpp-cuda / llamacpp-metal terms refitted on the
@@ -100,13 +101,17 @@ func validateEstimatorFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env
 		if err != nil {
 			return err
 		}
+		cons, err := consumerCheck()
+		if err != nil {
+			return err
+		}
 		lb, err := llamaBenchCheck(g.iter)
 		if err != nil {
 			return err
 		}
 		where := groundtruth.WhereMeasured(ps)
 		if g.jsonOut {
-			return writeJSON(env.Stdout, validationJSON{Report: rep, Measured: where, Independent: ind.json(), KVCapacity: kv.json(), LlamaBench: lb.cells})
+			return writeJSON(env.Stdout, validationJSON{Report: rep, Measured: where, Independent: ind.json(), Consumer: cons.json(), KVCapacity: kv.json(), LlamaBench: lb.cells})
 		}
 		printValidation(env.Stdout, rep)
 		fmt.Fprintf(env.Stdout, "\nWhere and when the rows were measured (every error above is about these GPUs at these dates)\n")
@@ -118,6 +123,7 @@ func validateEstimatorFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env
 			fmt.Fprintf(env.Stdout, "%-20s %s; %s\n", m.Family, when, strings.Join(m.GPUs, ", "))
 		}
 		ind.print(env.Stdout)
+		cons.printConsumer(env.Stdout)
 		kv.print(env.Stdout)
 		lb.print(env.Stdout)
 		return nil
@@ -194,6 +200,30 @@ func (ind *independent) print(w io.Writer) {
 	}
 }
 
+// consumerCheck scores the published consumer-GPU tables (GeForce RTX)
+// with the shipped coefficients: no fit sees them, so each source is held out.
+func consumerCheck() (*independent, error) {
+	rows, err := groundtruth.ConsumerTables()
+	if err != nil {
+		return nil, fmt.Errorf("consumer-GPU serving tables: %w", err)
+	}
+	c := &independent{}
+	c.res, c.sum = groundtruth.ScoreIndependent(rows)
+	return c, nil
+}
+
+func (ind *independent) printConsumer(w io.Writer) {
+	s := &ind.sum
+	fmt.Fprintf(w, "\nConsumer GPUs: published serving measurements, never fitted (%d rows, %d priced; shipped coefficients; sources in estimate/groundtruth/testdata/consumer_serving.md)\n", s.Rows, s.Priced)
+	fmt.Fprintf(w, "%-8s %-24s %-10s %5s %8s %8s %8s\n", "engine", "source", "metric", "n", "median", "p90", "bias")
+	for _, c := range s.Cells {
+		fmt.Fprintf(w, "%-8s %-24s %-10s %5d %8s %8s %8s\n", c.Engine, c.Source, c.Metric, c.N, pct(c.Median), pct(c.P90), signedPct(c.Bias))
+	}
+	if len(s.Skipped) > 0 {
+		fmt.Fprintf(w, "not priced: %s\n", s.Skipped.String())
+	}
+}
+
 func (kv *kvCheck) print(w io.Writer) {
 	s := &kv.sum
 	fmt.Fprintf(w, "\nKV capacity against published engine start-up logs (%d rows, %d scored; estimate/groundtruth/testdata/kv_capacity.md)\n", s.Rows, s.Scored)
@@ -241,6 +271,7 @@ type validationJSON struct {
 	*groundtruth.Report
 	Measured    []groundtruth.Measured       `json:"measured"`
 	Independent independentJSON              `json:"independent"`
+	Consumer    independentJSON              `json:"consumer_gpus"`
 	KVCapacity  kvJSON                       `json:"kv_capacity"`
 	LlamaBench  []groundtruth.LlamaBenchCell `json:"llama_bench"`
 }

@@ -1,0 +1,505 @@
+"""The Llama family as autocompress's native engine (package engine) runs it.
+
+One decoder layer is
+
+    mid = x + o_proj(attention(rope(qk_norm(q, k)), v))   (x if no attention)
+    out = mid + down_proj(silu(gate_proj(n2)) * up_proj(n2)) (mid if no MLP)
+
+with n1 = input_layernorm(x) feeding q, k, v and n2 =
+post_attention_layernorm(mid); RMSNorm is x * rsqrt(mean(x^2) + eps) * w.
+Attention is grouped-query (query head h reads KV head h // (heads /
+kv_heads)), causal, optionally sliding-window, scaled by 1/sqrt(head_dim);
+RoPE is HF's rotate_half on the first rot = partial * head_dim dims of each
+head, with "linear" or "llama3" frequency scaling. Layers may differ in KV
+heads and FFN width and may lack attention or MLP (DeciLM block_configs,
+"no_op"). The attention is written with matmul + mask + softmax, so it runs
+on torch 1.13 (no scaled_dot_product_attention, no nn.RMSNorm).
+
+Config readers follow package architecture: LlamaForCausalLM,
+MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM and
+DeciLMForCausalLM.
+"""
+import json
+import math
+import os
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import acio
+
+
+class ConfigError(Exception):
+    """A config.json the reference trainer cannot run."""
+
+
+# Per-class defaults (transformers' configuration classes, as package
+# architecture records them) and attention rules.
+FAMILIES = {
+    "LlamaForCausalLM": dict(theta=10000, eps=1e-6, kv=None, head_dim=0, bias="attention_bias", qk_norm=False, windows="none"),
+    "MistralForCausalLM": dict(theta=10000, eps=1e-6, kv=8, head_dim=0, bias="none", qk_norm=False, windows="one"),
+    "Qwen2ForCausalLM": dict(theta=10000, eps=1e-6, kv=32, head_dim=0, bias="qkv", qk_norm=False, windows="qwen"),
+    "Qwen3ForCausalLM": dict(theta=10000, eps=1e-6, kv=32, head_dim=128, bias="attention_bias", qk_norm=True, windows="qwen"),
+    "DeciLMForCausalLM": dict(theta=10000, eps=1e-6, kv=None, head_dim=0, bias="attention_bias", qk_norm=False, windows="none"),
+}
+MODEL_TYPES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
+               "qwen3": "Qwen3ForCausalLM", "nemotron-nas": "DeciLMForCausalLM"}
+
+
+class Layer:
+    """One decoder layer's shape: attention (None when absent) and MLP."""
+
+    def __init__(self, heads=0, kv_heads=0, head_dim=0, qkv_bias=False, out_bias=False, qk_norm=False,
+                 window=0, ffn=0, mlp_bias=False, act="silu", attention=True, mlp=True):
+        self.attention, self.mlp = attention, mlp
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
+        self.qkv_bias, self.out_bias, self.qk_norm, self.window = qkv_bias, out_bias, qk_norm, window
+        self.ffn, self.mlp_bias, self.act = ffn, mlp_bias, act
+
+
+class Arch:
+    """A model description: the globals and one Layer per decoder layer."""
+
+    def __init__(self, cfg):
+        self.raw = cfg
+        cls = (cfg.get("architectures") or [None])[0]
+        if cls is None:
+            cls = MODEL_TYPES.get(cfg.get("model_type", ""))
+        if cls not in FAMILIES:
+            raise ConfigError(f"architecture {cls!r} is not one the reference trainer runs "
+                              f"(supported: {', '.join(sorted(FAMILIES))})")
+        fam = FAMILIES[cls]
+        self.cls = cls
+        self.hidden = _req(cfg, "hidden_size")
+        self.vocab = _req(cfg, "vocab_size")
+        self.tied = bool(cfg.get("tie_word_embeddings", False))
+        eps = _first(cfg, ("rms_norm_eps", "layer_norm_epsilon", "norm_eps"), fam["eps"])
+        self.eps = eps if eps and eps > 0 else 1e-6
+        self.max_positions = cfg.get("max_position_embeddings") or 0
+        self.rope_theta, self.rope_partial, self.rope_scaling = _rope(cfg, fam["theta"])
+        act = cfg.get("hidden_act", "silu") or "silu"
+        if act.lower() not in ("silu", "swish"):
+            raise ConfigError(f"hidden_act {act!r}: the reference trainer runs SwiGLU (silu) MLPs only")
+        heads = _req(cfg, "num_attention_heads")
+        if "num_key_value_heads" in cfg:
+            kv = cfg["num_key_value_heads"] if cfg["num_key_value_heads"] is not None else heads
+        else:
+            kv = heads if fam["kv"] is None else fam["kv"]
+        hd = cfg.get("head_dim") or cfg.get("attention_head_dim") or fam["head_dim"] or self.hidden // heads
+        if fam["bias"] == "qkv":
+            qkv_bias, out_bias = True, False
+        elif fam["bias"] == "none":
+            qkv_bias = out_bias = False
+        else:
+            qkv_bias = out_bias = bool(cfg.get("attention_bias", False))
+        mlp_bias = bool(cfg.get("mlp_bias", False)) if cls in ("LlamaForCausalLM", "DeciLMForCausalLM") else False
+        if cls == "DeciLMForCausalLM":
+            self.layers = _deci_layers(cfg, heads, hd, qkv_bias, mlp_bias, self.hidden)
+            return
+        n = _req(cfg, "num_hidden_layers")
+        width = _req(cfg, "intermediate_size")
+        windows = _windows(cfg, fam["windows"], n)
+        self.layers = [Layer(heads, kv, hd, qkv_bias, out_bias, fam["qk_norm"], windows[i], width, mlp_bias)
+                       for i in range(n)]
+        for i, l in enumerate(self.layers):
+            if l.heads % l.kv_heads:
+                raise ConfigError(f"layer {i}: {l.heads} heads are not a multiple of {l.kv_heads} KV heads")
+
+    def shape(self):
+        """The contract's shape record (job/CONTRACT.md) of this model."""
+        layers = [{"attention": {"heads": l.heads, "kv_heads": l.kv_heads, "head_dim": l.head_dim} if l.attention else None,
+                   "mlp": {"width": l.ffn} if l.mlp else None} for l in self.layers]
+        return {"arch": self.cls, "vocab": self.vocab, "hidden": self.hidden, "tied": self.tied, "layers": layers}
+
+
+def _req(cfg, key):
+    v = cfg.get(key)
+    if not isinstance(v, int) or v <= 0:
+        raise ConfigError(f"config.json: {key} = {v!r}, want a positive integer")
+    return v
+
+
+def _first(cfg, keys, default):
+    for k in keys:
+        if cfg.get(k) is not None:
+            return float(cfg[k])
+    return default
+
+
+def _rope(cfg, theta):
+    theta = float(cfg.get("rope_theta", theta) or theta)
+    partial = float(cfg.get("partial_rotary_factor", 1) or 1)
+    s = cfg.get("rope_scaling")
+    if s is None and isinstance(cfg.get("rope_parameters"), dict):  # transformers 5
+        p = cfg["rope_parameters"]
+        theta = float(p.get("rope_theta", theta))
+        if p.get("rope_type", "default") != "default":
+            s = p
+    if not s:
+        return theta, partial, None
+    kind = (s.get("rope_type") or s.get("type") or "").lower()
+    factor = float(s.get("factor") or 0)
+    if kind == "default" and factor == 0:
+        return theta, partial, None
+    if kind not in ("", "default", "linear", "llama3"):
+        raise ConfigError(f"rope_scaling type {kind!r} (supported: linear, llama3)")
+    return theta, partial, dict(type=kind, factor=factor, low=float(s.get("low_freq_factor") or 0),
+                                high=float(s.get("high_freq_factor") or 0),
+                                old=float(s.get("original_max_position_embeddings") or 0))
+
+
+def _windows(cfg, rule, n):
+    if rule == "one":
+        w = cfg["sliding_window"] if "sliding_window" in cfg else 4096
+        return [w or 0] * n
+    if rule == "qwen":
+        window = cfg.get("sliding_window") or 4096
+        types = cfg.get("layer_types")
+        if types:
+            return [window if t == "sliding_attention" else 0 for t in types]
+        if not cfg.get("use_sliding_window") or cfg.get("sliding_window") is None:
+            return [0] * n
+        mwl = cfg.get("max_window_layers", 28)
+        return [window if i >= mwl else 0 for i in range(n)]
+    return [0] * n
+
+
+def ffn_mult_to_width(mult, hidden):
+    """DeciLM's rule: round_up(int(2 * ffn_mult * hidden / 3), 256)."""
+    w = int(2 * mult * hidden / 3)
+    return (w + 255) // 256 * 256
+
+
+def _deci_layers(cfg, heads, hd, bias, mlp_bias, hidden):
+    blocks = cfg.get("block_configs")
+    if not isinstance(blocks, list) or not blocks:
+        raise ConfigError("config.json: DeciLM needs a non-empty block_configs")
+    layers = []
+    for i, b in enumerate(blocks):
+        a, x = b.get("attention") or {}, b.get("ffn") or {}
+        for sub, name in ((a, "attention"), (x, "ffn")):
+            for k in ("replace_with_linear", "sparsify", "num_sink_tokens", "parallel_blocks", "mamba", "moe"):
+                if sub.get(k):
+                    raise ConfigError(f"block_configs[{i}].{name}.{k} is set: not supported")
+        l = Layer(heads=heads, head_dim=hd, qkv_bias=bias, out_bias=bias, mlp_bias=mlp_bias)
+        if a.get("no_op"):
+            l.attention = False
+        else:
+            if a.get("num_key_value_heads"):
+                l.kv_heads = a["num_key_value_heads"]
+            elif a.get("n_heads_in_group"):
+                l.kv_heads = heads // a["n_heads_in_group"]
+            else:
+                raise ConfigError(f"block_configs[{i}].attention: no n_heads_in_group")
+            l.window = a.get("window_length") or 0
+        if x.get("no_op"):
+            l.mlp = False
+        elif x.get("intermediate_size"):
+            l.ffn = x["intermediate_size"]
+        elif x.get("ffn_mult"):
+            l.ffn = ffn_mult_to_width(float(x["ffn_mult"]), hidden)
+        else:
+            raise ConfigError(f"block_configs[{i}].ffn: no ffn_mult")
+        layers.append(l)
+    return layers
+
+
+def inv_freq(arch, hd):
+    """Inverse frequencies (float64) of HF's rotary embedding, as engine/rope.go."""
+    rot = int(round(hd * (arch.rope_partial if 0 < arch.rope_partial <= 1 else 1)))
+    theta = arch.rope_theta if arch.rope_theta > 0 else 10000
+    f = [1 / theta ** (2 * i / rot) for i in range(rot // 2)]
+    s = arch.rope_scaling
+    if s and s["factor"] > 0:
+        if s["type"] == "linear":
+            f = [x / s["factor"] for x in f]
+        elif s["type"] == "llama3":
+            low, high, old = s["low"] or 1, s["high"] or 4, s["old"] or 8192
+            low_wave, high_wave = old / low, old / high
+            out = []
+            for x in f:
+                wave = 2 * math.pi / x
+                if wave < high_wave:
+                    out.append(x)
+                elif wave > low_wave:
+                    out.append(x / s["factor"])
+                else:
+                    smooth = (old / wave - low) / (high - low)
+                    out.append((1 - smooth) * x / s["factor"] + smooth * x)
+            f = out
+    return torch.tensor(f, dtype=torch.float64)
+
+
+def rms_norm(x, w, eps):
+    xf = x.float()
+    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return (y * w.float()).to(x.dtype) if x.dtype != torch.float32 else y * w
+
+
+class Norm(nn.Module):
+    def __init__(self, n, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n))
+        self.eps = eps
+
+    def forward(self, x):
+        return rms_norm(x, self.weight, self.eps)
+
+
+class Attention(nn.Module):
+    def __init__(self, arch, l):
+        super().__init__()
+        H, hd = arch.hidden, l.head_dim
+        self.heads, self.kv_heads, self.hd, self.window = l.heads, l.kv_heads, hd, l.window
+        self.q_proj = nn.Linear(H, l.heads * hd, bias=l.qkv_bias)
+        self.k_proj = nn.Linear(H, l.kv_heads * hd, bias=l.qkv_bias)
+        self.v_proj = nn.Linear(H, l.kv_heads * hd, bias=l.qkv_bias)
+        self.o_proj = nn.Linear(l.heads * hd, H, bias=l.out_bias)
+        if l.qk_norm:
+            self.q_norm = Norm(hd, arch.eps)
+            self.k_norm = Norm(hd, arch.eps)
+        else:
+            self.q_norm = self.k_norm = None
+
+    def forward(self, x, rope, observe=None, layer=0):
+        B, T, _ = x.shape
+        q = self.q_proj(x).view(B, T, self.heads, self.hd)
+        k = self.k_proj(x).view(B, T, self.kv_heads, self.hd)
+        v = self.v_proj(x).view(B, T, self.kv_heads, self.hd)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        cos, sin = rope
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, h, T, hd)
+        g = self.heads // self.kv_heads
+        if g > 1:
+            k = k.repeat_interleave(g, dim=1)
+            v = v.repeat_interleave(g, dim=1)
+        i = torch.arange(T, device=x.device)
+        allowed = i[None, :] <= i[:, None]
+        if self.window > 0:
+            allowed = allowed & (i[:, None] - i[None, :] < self.window)
+        if x.is_cuda and hasattr(F, "scaled_dot_product_attention"):
+            # torch >= 2.0 on GPU: the fused kernel (flash attention for the
+            # causal case), which never holds the T x T scores.
+            if self.window > 0:
+                o = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+            else:
+                o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            # Everywhere else (torch 1.13, CPU): matmul, mask, softmax.
+            s = torch.matmul(q, k.transpose(-1, -2)) * (1 / math.sqrt(self.hd))
+            s = s.masked_fill(~allowed, float("-inf"))
+            p = torch.softmax(s.float(), dim=-1).to(v.dtype)
+            o = torch.matmul(p, v)
+        o = o.transpose(1, 2).reshape(B, T, self.heads * self.hd)
+        if observe is not None:
+            observe(layer, "attn_heads", o)
+        return self.o_proj(o)
+
+
+def apply_rope(x, cos, sin):
+    """Rotates the first 2*half dims of every head of x (B, T, h, hd)."""
+    half = cos.shape[-1]
+    if half == 0:
+        return x
+    a, b, rest = x[..., :half], x[..., half:2 * half], x[..., 2 * half:]
+    c, s = cos[None, :, None, :].to(x.dtype), sin[None, :, None, :].to(x.dtype)
+    return torch.cat([a * c - b * s, b * c + a * s, rest], dim=-1)
+
+
+class MLP(nn.Module):
+    def __init__(self, arch, l):
+        super().__init__()
+        H = arch.hidden
+        self.gate_proj = nn.Linear(H, l.ffn, bias=l.mlp_bias)
+        self.up_proj = nn.Linear(H, l.ffn, bias=l.mlp_bias)
+        self.down_proj = nn.Linear(l.ffn, H, bias=l.mlp_bias)
+
+    def forward(self, x, observe=None, layer=0):
+        h = F.silu(self.gate_proj(x)) * self.up_proj(x)
+        if observe is not None:
+            observe(layer, "mlp_act", h)
+        return self.down_proj(h)
+
+
+class Block(nn.Module):
+    def __init__(self, arch, l):
+        super().__init__()
+        self.eps = arch.eps
+        if l.attention:
+            self.input_layernorm = Norm(arch.hidden, arch.eps)
+            self.self_attn = Attention(arch, l)
+        else:
+            self.input_layernorm = self.self_attn = None
+        if l.mlp:
+            self.post_attention_layernorm = Norm(arch.hidden, arch.eps)
+            self.mlp = MLP(arch, l)
+        else:
+            self.post_attention_layernorm = self.mlp = None
+        self.hd = l.head_dim
+
+    def forward(self, x, ropes, observe=None, layer=0, skip_attn=False, skip_mlp=False):
+        mid = x
+        if self.self_attn is not None and not skip_attn:
+            n1 = self.input_layernorm(x)
+            if observe is not None:
+                observe(layer, "attn_norm", n1)
+            mid = x + self.self_attn(n1, ropes[self.hd], observe, layer)
+        if observe is not None:
+            observe(layer, "attn_residual", mid)
+        if self.mlp is None or skip_mlp:
+            return mid
+        n2 = self.post_attention_layernorm(mid)
+        if observe is not None:
+            observe(layer, "mlp_norm", n2)
+        return mid + self.mlp(n2, observe, layer)
+
+
+class Inner(nn.Module):
+    """HF's "model." prefix: embed_tokens, layers, norm."""
+
+    def __init__(self, arch):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(arch.vocab, arch.hidden)
+        self.layers = nn.ModuleList([Block(arch, l) for l in arch.layers])
+        self.norm = Norm(arch.hidden, arch.eps)
+
+
+class Model(nn.Module):
+    """A causal LM whose state_dict names are the HF checkpoint's."""
+
+    def __init__(self, arch):
+        super().__init__()
+        self.arch = arch
+        self.model = Inner(arch)
+        self.lm_head = None if arch.tied else nn.Linear(arch.hidden, arch.vocab, bias=False)
+        self.inv = {}
+        for l in arch.layers:
+            if l.attention and l.head_dim not in self.inv:
+                self.inv[l.head_dim] = inv_freq(arch, l.head_dim)
+        # skip sets, as engine.SetSkip / SetSkipBlock
+        self.skip, self.skip_attn, self.skip_mlp = set(), set(), set()
+        # checkpointing recomputes each block's activations in backward
+        # (activation checkpointing) instead of keeping them.
+        self.checkpointing = False
+
+    def ropes(self, T, device):
+        out = {}
+        pos = torch.arange(T, dtype=torch.float32)
+        for hd, inv in self.inv.items():
+            # HF and the engine take the angle in float32.
+            ang = pos[:, None] * inv.float()[None, :]
+            out[hd] = (torch.cos(ang).to(device), torch.sin(ang).to(device))
+        return out
+
+    def forward(self, tokens, observe=None):
+        """tokens (B, T) int64 -> logits (B, T, vocab). observe(layer,
+        site, tensor), when given, sees every activation the native
+        engine's Observer sees (sites as engine/observer.go names them)."""
+        B, T = tokens.shape
+        ropes = self.ropes(T, tokens.device)
+        x = self.model.embed_tokens(tokens)
+        for i, blk in enumerate(self.model.layers):
+            if observe is not None:
+                observe(i, "layer_input", x)
+            if i in self.skip:
+                pass
+            elif self.checkpointing and self.training and torch.is_grad_enabled() and observe is None:
+                from torch.utils.checkpoint import checkpoint
+                x = checkpoint(blk, x, ropes, None, i, i in self.skip_attn, i in self.skip_mlp, use_reentrant=False)
+            else:
+                x = blk(x, ropes, observe, i, i in self.skip_attn, i in self.skip_mlp)
+            if observe is not None:
+                observe(i, "layer_output", x)
+        x = self.model.norm(x)
+        w = self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+        return F.linear(x, w)
+
+
+def hf_names(arch):
+    """The tensor names of a checkpoint of arch, in architecture.Tensors order."""
+    names = ["model.embed_tokens.weight"]
+    for i, l in enumerate(arch.layers):
+        p = f"model.layers.{i}."
+        if l.attention:
+            names.append(p + "input_layernorm.weight")
+            for proj in ("q", "k", "v"):
+                names.append(p + f"self_attn.{proj}_proj.weight")
+                if l.qkv_bias:
+                    names.append(p + f"self_attn.{proj}_proj.bias")
+            names.append(p + "self_attn.o_proj.weight")
+            if l.out_bias:
+                names.append(p + "self_attn.o_proj.bias")
+            if l.qk_norm:
+                names += [p + "self_attn.q_norm.weight", p + "self_attn.k_norm.weight"]
+        if l.mlp:
+            names.append(p + "post_attention_layernorm.weight")
+            for proj in ("gate", "up", "down"):
+                names.append(p + f"mlp.{proj}_proj.weight")
+                if l.mlp_bias:
+                    names.append(p + f"mlp.{proj}_proj.bias")
+    names.append("model.norm.weight")
+    if not arch.tied:
+        names.append("lm_head.weight")
+    return names
+
+
+def load_config(d):
+    path = os.path.join(d, "config.json")
+    with open(path) as f:
+        # Python's json takes bare NaN/Infinity as transformers writes them.
+        return json.load(f)
+
+
+def load(d, device="cpu", dtype=torch.float32):
+    """Loads a HF checkpoint directory into a Model (float32 unless dtype
+    says otherwise), on device."""
+    arch = Arch(load_config(d))
+    m = Model(arch)
+    want = dict(m.named_parameters())
+    # Every shape is checked before any weight is read.
+    shapes = {}
+    for f in acio.checkpoint_files(d):
+        header, _ = acio.read_safetensors_header(f)
+        shapes.update({n: tuple(i["shape"]) for n, i in header.items() if n != "__metadata__"})
+    for name, p in want.items():
+        if name not in shapes:
+            raise ConfigError(f"{d}: missing tensor {name!r} that config.json implies")
+        if shapes[name] != tuple(p.shape):
+            raise ConfigError(f"{d}: tensor {name!r} has shape {list(shapes[name])}, config.json implies {list(p.shape)}")
+    m = m.to(dtype)
+    with torch.no_grad():
+        for f in acio.checkpoint_files(d):
+            for name, t in acio.iter_safetensors(f, names=want):
+                want[name].copy_(t)
+    return m.to(device)
+
+
+def state_in_order(m):
+    """{HF name: tensor} in checkpoint order (for writing)."""
+    sd = dict(m.named_parameters())
+    return {n: sd[n] for n in hf_names(m.arch)}
+
+
+def no_decay(name):
+    """train.NoDecay: norm weights and biases are not decayed."""
+    return name.endswith(".bias") or name.endswith("norm.weight")
+
+
+def forward_flops(arch, B, T, first=0):
+    """engine.Model.ForwardFLOPs (ForwardFLOPsFrom with first > 0: the
+    layers from first on): 2 per multiply-add of every projection and the
+    LM head, plus 4*head_dim per causal (query, key) pair and head."""
+    N, H = B * T, arch.hidden
+    f = 2 * N * H * arch.vocab
+    for l in arch.layers[min(max(first, 0), len(arch.layers)):]:
+        if l.attention:
+            qd, kd = l.heads * l.head_dim, l.kv_heads * l.head_dim
+            f += 2 * N * H * (2 * qd + 2 * kd)
+            pairs = T * (T + 1) / 2 if l.window <= 0 or l.window >= T else l.window * (l.window + 1) / 2 + (T - l.window) * l.window
+            f += 4 * B * l.heads * pairs * l.head_dim
+        if l.mlp:
+            f += 2 * N * H * l.ffn * 3
+    return f
