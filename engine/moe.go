@@ -29,7 +29,8 @@ import (
 // and the experts' outputs are added into the block's output in expert
 // order, as Qwen3MoeSparseMoeBlock.forward's index_add_ loop does. Backward
 // is not implemented (ErrMoEBackward): training or distilling an MoE model
-// goes through the PyTorch reference trainer.
+// is to go through the PyTorch reference trainer (package torchref), which
+// does not have MoE layers yet.
 
 // moeDims are the widths and rule of one MoE block.
 type moeDims struct {
@@ -44,7 +45,7 @@ type expertMats struct{ gate, up, down matrix }
 
 // ErrMoEBackward is returned by the backward passes of a model with
 // mixture-of-experts layers.
-var ErrMoEBackward = errors.New("engine: backward through mixture-of-experts layers is not implemented (the native engine runs them forward only: importance, proxy, eval, serving); train or distill an MoE model with the PyTorch reference trainer")
+var ErrMoEBackward = errors.New("engine: backward through mixture-of-experts layers is not implemented (the native engine runs them forward only: importance, proxy, eval, serving); training or distilling an MoE model is for the PyTorch reference trainer, which does not have MoE layers yet either")
 
 // checkMoE validates an MoE block against what the engine runs.
 func checkMoE(a *architecture.Model, x *architecture.MoE) (*moeDims, error) {
@@ -309,7 +310,7 @@ func CheckTrain(a *architecture.Model) error {
 	}
 	for i, d := range dims {
 		if d.moe != nil {
-			return &UnsupportedError{Layer: i, Feature: "training through mixture-of-experts layers (the native engine runs them forward only: importance, eval, the proxy, serving; train or distill an MoE model with the PyTorch reference trainer)"}
+			return &UnsupportedError{Layer: i, Feature: "training through mixture-of-experts layers (the native engine runs them forward only: importance, eval, the proxy, serving; training an MoE model is for the PyTorch reference trainer, which does not have MoE layers yet either)"}
 		}
 	}
 	return nil
