@@ -12,6 +12,7 @@ import (
 
 	"github.com/autocompress/autocompress/dataset"
 	"github.com/autocompress/autocompress/engine"
+	"github.com/autocompress/autocompress/engine/blas"
 	"github.com/autocompress/autocompress/parent"
 )
 
@@ -137,7 +138,15 @@ func TestPassBudget(t *testing.T) {
 		m.SetSkip(1)
 		loss, _ := meanLoss(context.Background(), m, scored, 4, nil)
 		m.SetSkip()
-		if s.LayerSkipLoss[1] != loss-base {
+		// Bit for bit on the pure-Go sgemm, whose sums do not depend on how
+		// many rows a product has; OpenBLAS blocks a product by its shape,
+		// so the cached rerun (fewer rows per product) may differ in the
+		// last bits there.
+		tol := 0.0
+		if blas.Backend() != "go" {
+			tol = 1e-5 * math.Max(1, math.Abs(loss-base))
+		}
+		if math.Abs(s.LayerSkipLoss[1]-(loss-base)) > tol {
 			t.Errorf("budget %g: layer 1 skip loss %v, whole passes over the %d scored prefixes of %d tokens %v", budget, s.LayerSkipLoss[1], k, tk, loss-base)
 		}
 		if budget == 100 && (k != len(data) || tk != T) {
