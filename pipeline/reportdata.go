@@ -241,7 +241,7 @@ func buildReport(out Outputs, t *target, c *Config) (*report.Data, error) {
 	}
 	d.Deployment.Settings = chosenSettings(&sv, t.engine, t.workload.Concurrency)
 	var rb ResolvedBudgets
-	if err := readJSONFile(filepath.Join(searchDir, BudgetsFile), &rb); err == nil {
+	if err := readJSONFile(out.Budgets(), &rb); err == nil {
 		for v, lim := range rb.Limits {
 			setLimit(&t.budgets, v, lim)
 		}

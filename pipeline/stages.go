@@ -329,6 +329,10 @@ func (o Outputs) Scores() string { return o.in(StageImportance, ScoresFile) }
 // Search is the search stage's report directory (search.Report.Write).
 func (o Outputs) Search() string { return o.in(StageSearch, SearchDir) }
 
+// Budgets is the search stage's resolved relative budgets (BudgetsFile;
+// absent when no budget is relative).
+func (o Outputs) Budgets() string { return o.in(StageSearch, BudgetsFile) }
+
 // Rounds is the search stage's measured rounds (a local target only).
 func (o Outputs) Rounds() string { return o.in(StageSearch, RoundsFile) }
 
