@@ -194,23 +194,7 @@ func TestKeepEverythingMoEAndHybrid(t *testing.T) {
 		for pi, p := range []*Plan{{Version: 1}, full} {
 			t.Run(fmt.Sprintf("%s/%d", s.name, pi), func(t *testing.T) {
 				out, _ := runPrune(t, dir, p, "")
-				rp, err := checkpoint.Open(dir)
-				must(t, err)
-				defer rp.Close()
-				rc, err := checkpoint.Open(out)
-				must(t, err)
-				defer rc.Close()
-				if len(rc.Tensors()) != len(rp.Tensors()) {
-					t.Fatalf("%d tensors, the parent has %d", len(rc.Tensors()), len(rp.Tensors()))
-				}
-				for _, ti := range rp.Tensors() {
-					a, err := rp.Bytes(ti.Name)
-					must(t, err)
-					b, err := rc.Bytes(ti.Name)
-					if err != nil || !bytes.Equal(a, b) {
-						t.Errorf("%s: not the parent's bytes (%v)", ti.Name, err)
-					}
-				}
+				compareTensorsBitForBit(t, dir, out)
 			})
 		}
 	}
