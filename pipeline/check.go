@@ -191,8 +191,11 @@ func setLimit(b *search.Budgets, view string, x float64) {
 // settled, at most maxRounds times. A child that an earlier round measured
 // is not measured again. It returns the report of the last round that met
 // every measured budget (the last round's when none did) and every round,
-// that one marked Chosen.
-func checkRounds(ctx context.Context, env *Env, req search.Request, rep *search.Report, maxRounds int,
+// that one marked Chosen. user are the budgets the measurements are judged
+// by; req.Budgets are the limits the search ran under, which may differ
+// (a budget relative to the parent: the search's on the parent's
+// estimate, the judged one on its measurement).
+func checkRounds(ctx context.Context, env *Env, req search.Request, user search.Budgets, rep *search.Report, maxRounds int,
 	measure func(rep *search.Report, round int) (*servebench.Invocations, error)) (*search.Report, []Round, error) {
 	type measured struct {
 		child *search.Candidate
@@ -203,7 +206,7 @@ func checkRounds(ctx context.Context, env *Env, req search.Request, rep *search.
 		rounds []Round
 		seen   []measured
 	)
-	user, bs := req.Budgets, brackets{}
+	bs := brackets{}
 	chosen, chosenRep := -1, rep
 	for i := 1; ; i++ {
 		var meas *servebench.Invocations

@@ -73,7 +73,7 @@ func TestCheckRoundsRechooses(t *testing.T) {
 	fake := func(rep *search.Report, _ int) (*servebench.Invocations, error) {
 		return combine(t, &servebench.Report{Summary: map[string]servebench.Spread{"tpot_mean_s": {Median: slow * rep.Result.Best.Costs.TPOT}}}), nil
 	}
-	last, rounds, err := checkRounds(context.Background(), &Env{}, req, rep, 3, fake)
+	last, rounds, err := checkRounds(context.Background(), &Env{}, req, req.Budgets, rep, 3, fake)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestCheckRoundsLoosens(t *testing.T) {
 		return combine(t, &servebench.Report{Summary: map[string]servebench.Spread{"tpot_mean_s": {Median: fast * rep.Result.Best.Costs.TPOT}}}), nil
 	}
 	const maxRounds = 4
-	last, rounds, err := checkRounds(context.Background(), &Env{}, req, rep, maxRounds, fake)
+	last, rounds, err := checkRounds(context.Background(), &Env{}, req, req.Budgets, rep, maxRounds, fake)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestCheckRoundsBisects(t *testing.T) {
 		return combine(t, &servebench.Report{Summary: map[string]servebench.Spread{"tpot_mean_s": {Median: m}}}), nil
 	}
 	const maxRounds = 6
-	last, rounds, err := checkRounds(context.Background(), &Env{}, req, rep, maxRounds, fake)
+	last, rounds, err := checkRounds(context.Background(), &Env{}, req, req.Budgets, rep, maxRounds, fake)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -504,16 +504,28 @@ func (b *builder) search() Stage {
 				req.TopKMeasurer = trained.NewFactory(trainRows, *topKTrain)
 				env.Note("minitron: each top-k candidate distilled for %d tokens (%d rows of data) before choosing by held-out loss", topKTrain.Rows()*topKTrain.SeqLen, len(trainRows))
 			}
+			user := req.Budgets
 			if len(t.relative) > 0 {
-				// The budgets relative to the parent: on the parent measured
-				// here when this machine is the target, else on its estimate.
+				// The budgets relative to the parent: judged on the parent
+				// measured here when this machine is the target, else on its
+				// estimate. The search itself always prices the multiple of
+				// the parent's estimate, so that an estimator off by a
+				// factor on this host is off by the same factor on both
+				// sides; the measured rounds then move its limits.
 				var rb ResolvedBudgets
 				if t.local && c.Measure.Enabled {
 					inv, err := measureParent(ctx, env, t, c, b.self)
 					if err != nil {
 						return fmt.Errorf("measuring the parent for the budgets relative to it: %w", err)
 					}
-					if rb, err = t.relative.apply(&req.Budgets, parentMeasured(t.relative, inv, c.Budgets.P90), "measured"); err != nil {
+					if rb, err = t.relative.apply(&user, parentMeasured(t.relative, inv, c.Budgets.P90), "measured"); err != nil {
+						return err
+					}
+					fig, err := parentEstimated(t)
+					if err != nil {
+						return err
+					}
+					if _, err = t.relative.apply(&req.Budgets, fig, "estimated"); err != nil {
 						return err
 					}
 				} else {
@@ -524,8 +536,9 @@ func (b *builder) search() Stage {
 					if rb, err = t.relative.apply(&req.Budgets, fig, "estimated"); err != nil {
 						return err
 					}
+					user = req.Budgets
 				}
-				env.Note("budgets relative to the parent (%s): %s", rb.Source, req.Budgets.String())
+				env.Note("budgets relative to the parent (%s): %s", rb.Source, user.String())
 				if err := writeJSONFile(filepath.Join(env.Dir, BudgetsFile), rb); err != nil {
 					return err
 				}
@@ -536,7 +549,7 @@ func (b *builder) search() Stage {
 			}
 			if check.Rounds > 0 {
 				var rounds []Round
-				rep, rounds, err = checkRounds(ctx, env, req, rep, check.Rounds, func(rep *search.Report, round int) (*servebench.Invocations, error) {
+				rep, rounds, err = checkRounds(ctx, env, req, user, rep, check.Rounds, func(rep *search.Report, round int) (*servebench.Invocations, error) {
 					return measureChoice(ctx, env, t, c, rep, round, b.self)
 				})
 				if err != nil {
