@@ -79,6 +79,23 @@ func SuiteList() []string {
 	return names
 }
 
+// SuiteFiles returns the paths of suite name's files that dir holds (a
+// test's File may be a directory), in the suite's order: what a cache of
+// the suite's scores must hash, since LoadSuite reads exactly these. An
+// unknown suite has none.
+func SuiteFiles(name, dir string) []string {
+	var out []string
+	if s, ok := Suites[name]; ok {
+		for _, st := range s.Tests {
+			path := filepath.Join(dir, st.File)
+			if _, err := os.Stat(path); err == nil {
+				out = append(out, path)
+			}
+		}
+	}
+	return out
+}
+
 // Unavailable is a test of a suite that this build cannot score, and why.
 type Unavailable struct {
 	Task   string `json:"task"`

@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -55,5 +57,54 @@ func TestSuiteTable(t *testing.T) {
 	}
 	if tab.Average[1].Value != 0.26 || tab.Measured[1] != 1 {
 		t.Errorf("average %+v measured %v", tab.Average, tab.Measured)
+	}
+}
+
+// TestEvalSuiteFilesInKey: the eval stage's key hashes the suite's files,
+// not only the NAME=DIR setting, so a changed, added or removed file reruns
+// it instead of reusing scores of other data.
+func TestEvalSuiteFilesInKey(t *testing.T) {
+	dir := t.TempDir()
+	arc := filepath.Join(dir, "arc_challenge_test.jsonl")
+	key := func() string {
+		t.Helper()
+		c := DemoConfig()
+		c.Eval.Suite = "avg8=" + dir
+		st, err := Stages(c, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range st {
+			if s.Name == StageEval {
+				k, _, err := stageKey(s, map[string]string{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return k
+			}
+		}
+		t.Fatal("no eval stage")
+		return ""
+	}
+	empty := key()
+	if err := os.WriteFile(arc, []byte(`{"id":"a"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	added := key()
+	if err := os.WriteFile(arc, []byte(`{"id":"b"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	changed := key()
+	if err := os.Remove(arc); err != nil {
+		t.Fatal(err)
+	}
+	if empty == added || added == changed {
+		t.Errorf("eval key did not follow the suite's files: empty %s, added %s, changed %s", empty, added, changed)
+	}
+	if got := key(); got != empty {
+		t.Errorf("eval key after removing the file %s, want the empty directory's %s", got, empty)
+	}
+	if got := eval.SuiteFiles("avg8", dir); len(got) != 0 {
+		t.Errorf("SuiteFiles of an empty directory: %v", got)
 	}
 }

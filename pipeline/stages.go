@@ -635,7 +635,7 @@ func (b *builder) eval() Stage {
 	return Stage{Name: StageEval, Deps: []string{b.childFrom}, Params: struct {
 		Eval []string
 		E    Eval
-	}{c.EvalData, c.Eval}, Files: append([]string{t.parent}, dataFiles(c.EvalData)...),
+	}{c.EvalData, c.Eval}, Files: append(append([]string{t.parent}, dataFiles(c.EvalData)...), suiteFiles(c.Eval.Suite)...),
 		Run: func(ctx context.Context, env *Env) error {
 			return runEval(ctx, env, t, c, b.outputs(env).Child())
 		}}
@@ -754,6 +754,17 @@ func runEval(ctx context.Context, env *Env, t *target, c *Config, child string) 
 		}
 	}
 	return writeJSONFile(filepath.Join(env.Dir, EvalFile), rep)
+}
+
+// suiteFiles are the files a NAME=DIR suite setting reads, so that the eval
+// stage reruns when one of them changes, appears or goes (the setting names
+// only the directory).
+func suiteFiles(spec string) []string {
+	if spec == "" {
+		return nil
+	}
+	name, dir, _ := strings.Cut(spec, "=")
+	return eval.SuiteFiles(name, dir)
 }
 
 // evalSuiteError checks a NAME=DIR suite setting before any stage runs:
