@@ -261,6 +261,8 @@ func checkRounds(ctx context.Context, env *Env, req search.Request, user search.
 		chosen, chosenRep = len(rounds)-1, rep
 	}
 	rounds[chosen].Chosen = true
+	judged := user
+	chosenRep.Judged = &judged
 	return chosenRep, rounds, nil
 }
 

@@ -167,6 +167,7 @@ func TestCheckRoundsLoosens(t *testing.T) {
 	if measured > len(rounds) {
 		t.Errorf("%d measurements for %d rounds", measured, len(rounds))
 	}
+	checkJudgedWhy(t, req, last)
 	t.Logf("%d rounds, %d measured; params %.0f → %.0f", len(rounds), measured, rep.Result.Best.Costs.Params, last.Result.Best.Costs.Params)
 }
 
@@ -234,6 +235,7 @@ func TestCheckRoundsBisects(t *testing.T) {
 	if !(last.Result.Best.Costs.Params >= rep.Result.Best.Costs.Params) {
 		t.Errorf("kept %.0f parameters, fewer than the first choice's %.0f", last.Result.Best.Costs.Params, rep.Result.Best.Costs.Params)
 	}
+	checkJudgedWhy(t, req, last)
 	for _, r := range rounds {
 		t.Logf("round %d: searched %.4g ms, estimated %.4g, measured %.4g, %s to %.4g ms (reused %d, chosen %v)", r.Round,
 			1e3*r.Searched["tpot"], 1e3*r.Estimated["tpot"], 1e3*r.Measured["tpot"], r.Step["tpot"], 1e3*r.Next["tpot"], r.ReusedFrom, r.Chosen)
@@ -433,5 +435,25 @@ func TestSearchStageNamesTheCalibration(t *testing.T) {
 	defer restore()
 	if after := params(); after == before || !strings.Contains(after, "/probe/this-host.json") {
 		t.Errorf("another calibration, the same search stage inputs: %s", after)
+	}
+}
+
+// checkJudgedWhy: the report of a re-chosen round names the user's TPOT
+// limit as the binding budget, and the limit it was searched under beside
+// it when the rounds moved it.
+func checkJudgedWhy(t *testing.T, req search.Request, last *search.Report) {
+	t.Helper()
+	why := strings.Join(last.Why(), "\n")
+	user := req.Budgets.Format("max-tpot", req.Budgets.MaxTPOT)
+	searched := last.Budgets.Format("max-tpot", last.Budgets.MaxTPOT)
+	want := "binding budget: --max-tpot " + user + " (searched under " + searched
+	switch {
+	case last.Result.ParentMeets:
+		want = "max-tpot " + user + " (latency on the mean); searched under max-tpot " + searched
+	case user == searched:
+		want = "binding budget: --max-tpot " + user + ";"
+	}
+	if !strings.Contains(why, want) {
+		t.Errorf("why:\n%s\nwant it to contain %q", why, want)
 	}
 }

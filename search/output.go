@@ -33,6 +33,12 @@ type Report struct {
 	Workload *workload.Workload
 	// Estimate holds the fixed deployment options (context, batched tokens).
 	Estimate estimate.Options
+	// Judged, when not nil, are the budgets the child is judged by where
+	// they differ from Budgets, the limits the search ran under: after a
+	// measured re-choice moved the limits, or for a budget relative to the
+	// parent priced on its estimate. Why names the judged limit and the
+	// searched one beside it.
+	Judged *Budgets
 }
 
 // Files written into the output directory.
@@ -150,7 +156,11 @@ func (r *Report) Why() []string {
 	res, sp, b := r.Result, r.Space, &r.Budgets
 	best := &res.Best
 	if res.ParentMeets {
-		return []string{"the parent already meets every budget (" + b.String() + "): nothing is cut"}
+		limits := b.String()
+		if r.Judged != nil && r.Judged.String() != limits {
+			limits = r.Judged.String() + "; searched under " + limits + ", the limits priced on this host's estimates"
+		}
+		return []string{"the parent already meets every budget (" + limits + "): nothing is cut"}
 	}
 	var out []string
 	if res.Binding != "" {
@@ -164,8 +174,14 @@ func (r *Report) Why() []string {
 		if m := b.Margin.Of(res.Binding); m > 0 {
 			used = fmt.Sprintf("%.0f %% of the limit with the %.1f %% margin for the estimator's error, %.0f %% without", 100*res.BindingUsage, 100*m, 100*res.BindingUsage/(1+m))
 		}
+		limit := b.Format(res.Binding, lim)
+		if r.Judged != nil {
+			if _, jl := r.Judged.value(res.Binding, &best.Costs); jl != lim && jl > 0 {
+				limit = fmt.Sprintf("%s (searched under %s: the limit priced on this host's estimates)", r.Judged.Format(res.Binding, jl), limit)
+			}
+		}
 		out = append(out, fmt.Sprintf("binding budget: --%s %s; the parent %s, the child %s (%s)",
-			res.Binding, b.Format(res.Binding, lim), pstr, b.Format(res.Binding, v), used))
+			res.Binding, limit, pstr, b.Format(res.Binding, v), used))
 	}
 	pp, cp := componentParams(sp.Parent), componentParams(sp.Model(best))
 	var cuts []string
