@@ -33,6 +33,11 @@ type EngineInfo struct {
 	// Run is true when the engine has been run in this repository's tests
 	// (false: only emitted; README says so).
 	Run bool
+	// Local is true when the engine runs on any machine this binary runs
+	// on (CPU included), so that a pipeline stage can launch its job here
+	// and go on; the others need GPUs and installs of their own, and their
+	// jobs are emitted for the user to launch.
+	Local bool
 }
 
 // llamaClasses are the Llama-family classes package engine and the torch
@@ -43,7 +48,7 @@ var llamaClasses = []string{"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForC
 var Engines = []EngineInfo{
 	{
 		Name: "torch", Kinds: Kinds, Shards: ShardNanoGPT,
-		Modules:      []string{"torch"},
+		Modules: []string{"torch"}, Local: true,
 		Requirements: []string{"# the autocompress reference trainer (trainer/): torch only", "# Debian bookworm's python3-torch 1.13 (CPU, gloo) or torch 2.x (CUDA, NCCL, FSDP2)", "torch>=1.13.1,<3"},
 		Classes:      llamaClasses, PerLayer: true, Run: true,
 	},

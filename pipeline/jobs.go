@@ -15,11 +15,17 @@ import (
 // native reports whether a stage's engine setting means this binary.
 func native(engine string) bool { return job.IsNative(engine) }
 
-// pipelineEngine reports whether a stage can run on engine: native, or
-// torch, the job engine the pipeline launches here (automodel and
-// megatron-bridge need GPUs and their own installs: the distill command
-// writes their jobs).
-func pipelineEngine(engine string) bool { return native(engine) || engine == "torch" }
+// pipelineEngine reports whether a stage can run on engine: native, or a
+// job engine the pipeline launches here (job.EngineInfo.Local: torch;
+// automodel and megatron-bridge need GPUs and their own installs: the
+// distill command writes their jobs).
+func pipelineEngine(engine string) bool {
+	if native(engine) {
+		return true
+	}
+	e, ok := job.LookupEngine(engine)
+	return ok && e.Local
+}
 
 // runJob emits the stage's job into its state directory (so that an
 // interrupted stage resumes it) and runs it here, then ingests it.
