@@ -219,6 +219,10 @@ func (ind *independent) printConsumer(w io.Writer) {
 	for _, c := range s.Cells {
 		fmt.Fprintf(w, "%-8s %-24s %-10s %5d %8s %8s %8s\n", c.Engine, c.Source, c.Metric, c.N, pct(c.Median), pct(c.P90), signedPct(c.Bias))
 	}
+	fmt.Fprintf(w, "By deployment class (weight format, dense or MoE), every source together:\n")
+	for _, c := range s.Classes {
+		fmt.Fprintf(w, "%-8s %-24s %-10s %5d %8s %8s %8s\n", "all", "class: "+c.Class, c.Metric, c.N, pct(c.Median), pct(c.P90), signedPct(c.Bias))
+	}
 	if len(s.Skipped) > 0 {
 		fmt.Fprintf(w, "not priced: %s\n", s.Skipped.String())
 	}
@@ -343,6 +347,8 @@ type independentJSON struct {
 	Priced  int                 `json:"priced"`
 	Skipped map[string]int      `json:"skipped"`
 	Cells   []independentCellJS `json:"cells"`
+	// Classes are the cells per deployment class (RowClass), every source together.
+	Classes []independentCellJS `json:"classes,omitempty"`
 	// Scenario is the max-load throughput through the batch CSV, with the
 	// settings columns empty and with the stated settings.
 	Scenario []independentCellJS `json:"scenario_csv,omitempty"`
@@ -363,6 +369,9 @@ func (ind *independent) json() independentJSON {
 	out := independentJSON{Rows: ind.sum.Rows, Priced: ind.sum.Priced, Skipped: ind.sum.Skipped}
 	for _, c := range ind.sum.Cells {
 		out.Cells = append(out.Cells, independentCellJS{c.Engine, c.Source, c.Metric, c.N, num(c.Median), num(c.P90), num(c.Bias), c.Unbounded})
+	}
+	for _, c := range ind.sum.Classes {
+		out.Classes = append(out.Classes, independentCellJS{"all", "class: " + c.Class, c.Metric, c.N, num(c.Median), num(c.P90), num(c.Bias), c.Unbounded})
 	}
 	if st := ind.settings; st != nil {
 		for _, c := range []struct {
