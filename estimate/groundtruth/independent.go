@@ -395,6 +395,12 @@ func SummariseAPE(apes, ratios []float64) IndependentCell {
 }
 
 func scoreIndependentRow(r *IndependentRow) IndependentResult {
+	return scoreIndependentRowWith(r, nil)
+}
+
+// scoreIndependentRowWith prices r with the coefficients co (nil: the
+// shipped ones for the row's engine and GPU).
+func scoreIndependentRowWith(r *IndependentRow, co *estimate.Coeffs) IndependentResult {
 	res := IndependentResult{Row: r}
 	hw, err := hardware.Lookup(r.GPU)
 	if err != nil {
@@ -416,7 +422,7 @@ func scoreIndependentRow(r *IndependentRow) IndependentResult {
 		w.Concurrency = r.Concurrency
 	}
 	o := estimate.Options{Precision: r.Precision, KVDType: r.KVDType, TP: r.TP, MemFraction: r.MemFraction}
-	c, err := estimate.Compile(hw, r.Engine, o, &w, nil)
+	c, err := estimate.Compile(hw, r.Engine, o, &w, co)
 	if err != nil {
 		res.Skip = "cannot compile: " + firstWords(err.Error(), 6)
 		return res
