@@ -66,6 +66,17 @@ type Coeffs struct {
 	// W4A16 formats (AWQ, GPTQ), which unpack every weight to BF16 inside
 	// the GEMM. 1 = as fast as native kernels; 0 reads as 1.
 	Dequant float64 `json:"dequant,omitempty"`
+	// GDDR multiplies the memory-traffic terms (weights, KV cache, recurrent
+	// state) on consumer GPUs (GPUClass "consumer": GeForce cards, whose
+	// GDDR6X/GDDR7 reaches less of its peak than the HBM of the datacenter
+	// GPUs the pool engines' families are fitted on); GDDRGPUs overrides it
+	// per catalog GPU. calibrate sets both from the published consumer
+	// serving rows of the family's engine (groundtruth.FitConsumer: one
+	// constant over each GPU's measured decode bandwidth efficiency;
+	// validate-estimator holds each source out in turn). 0 reads as 1: no
+	// consumer rows for the family.
+	GDDR     float64            `json:"gddr,omitempty"`
+	GDDRGPUs map[string]float64 `json:"gddr_gpus,omitempty"`
 	// FirstSteps is how many decode steps a new request's first token
 	// waits beyond its own prefill: engines that schedule one step ahead
 	// (TRT-LLM's overlap scheduler, vLLM's async scheduling) return the
@@ -148,7 +159,11 @@ func ParseCoeffs(b []byte) (*CoeffFile, error) {
 		}
 		f.Families[name] = c
 		vec := c.vector()
-		for _, v := range append(vec[:], c.GEMM, c.Quant) {
+		vals := append(vec[:], c.GEMM, c.Quant, c.GDDR)
+		for _, v := range c.GDDRGPUs {
+			vals = append(vals, v)
+		}
+		for _, v := range vals {
 			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
 				return nil, fmt.Errorf("coefficient file: family %s has an invalid value %g", name, v)
 			}
@@ -203,6 +218,22 @@ const NumCoeffs = 19
 
 // CoeffNames names the entries of the coefficient vector.
 var CoeffNames = [NumCoeffs]string{"comp", "weight", "kv", "state", "tp", "tp_latency", "layer", "step", "req", "moe", "alpha0", "queue", "comp_low", "ctx", "burst", "block", "dequant", "first_steps", "alpha_tok"}
+
+// GDDRFactor returns the memory-traffic factor of hw under c: GDDRGPUs's
+// entry for hw, else GDDR, on consumer GPUs; 1 elsewhere or when unset.
+func (c *Coeffs) GDDRFactor(hw *hardware.GPU) float64 {
+	if GPUClass(hw) != "consumer" {
+		return 1
+	}
+	f := c.GDDR
+	if v, ok := c.GDDRGPUs[hw.Name]; ok && v > 0 {
+		f = v
+	}
+	if f <= 0 {
+		return 1
+	}
+	return f
+}
 
 // Vector returns the coefficients in CoeffNames order.
 func (c Coeffs) Vector() [NumCoeffs]float64 { return c.vector() }

@@ -58,6 +58,7 @@ func newStepModel(s *Summary, hw *hardware.GPU, p *Precision, co Coeffs) stepMod
 		link = 32e9
 	}
 	m := stepModel{s: s, co: co, peak: hw.PeakFLOPS(p.Compute), peakAttn: hw.BF16FLOPS, bw: hw.BandwidthBps, link: link, tp: float64(max(s.TP, 1))}
+	m.bw /= co.GDDRFactor(hw)
 	m.linMul = co.Comp
 	if m.peak > hw.BF16FLOPS {
 		m.linMul *= co.CompLow

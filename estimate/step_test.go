@@ -178,3 +178,57 @@ func TestMoEDecodeWeightsEveryEngine(t *testing.T) {
 		}
 	}
 }
+
+// TestGDDRFactor checks the consumer-GPU memory-traffic factor: it divides
+// the bandwidth of the weight and KV terms on GeForce cards only, leaves
+// compute and overheads alone, and a factor of 0 (no consumer rows) is 1.
+func TestGDDRFactor(t *testing.T) {
+	p, _ := LookupPrecision("bf16")
+	co, _ := DefaultCoeffs().Family("vllm")
+	b := Batch{Decode: 8, DecodeCtx: 8 * 1000}
+	s := summarize(llama8B(), "bf16", "bf16", 1)
+	for _, tc := range []struct {
+		gpu   string
+		scale bool
+	}{{"rtx-4090", true}, {"rtx-5080", true}, {"h100-sxm", false}, {"l40s", false}, {"rtx-pro-6000", false}} {
+		h := gpu(t, tc.gpu)
+		step := func(g float64) Terms {
+			co.GDDR, co.GDDRGPUs = g, nil
+			m := newStepModel(&s, h, &p, co)
+			return m.terms(b)
+		}
+		base := step(0)
+		if one := step(1); one != base {
+			t.Errorf("%s: GDDR 1 changes the step: %+v vs %+v", tc.gpu, one, base)
+		}
+		got := step(1.25)
+		want := 1.0
+		if tc.scale {
+			want = 1.25
+		}
+		// The KV term also holds the per-context-token latency (Ctx), which
+		// is not memory traffic: it grows by less than the factor.
+		kv := got.KV / base.KV
+		if math.Abs(got.Weights/base.Weights-want) > 1e-12 || kv > want+1e-12 || (want > 1) != (kv > 1) {
+			t.Errorf("%s: weights ×%.4f, KV ×%.4f; want ×%g", tc.gpu, got.Weights/base.Weights, kv, want)
+		}
+		if got.Compute != base.Compute || got.Overhead != base.Overhead || got.Comm != base.Comm {
+			t.Errorf("%s: compute or fixed terms changed: %+v vs %+v", tc.gpu, got, base)
+		}
+	}
+	// A per-GPU entry overrides the class value for its GPU only.
+	co.GDDR, co.GDDRGPUs = 1.25, map[string]float64{"rtx-4090": 1.5}
+	if a, b := co.GDDRFactor(gpu(t, "rtx-4090")), co.GDDRFactor(gpu(t, "rtx-5080")); a != 1.5 || b != 1.25 {
+		t.Errorf("factors: rtx-4090 %g (want 1.5), rtx-5080 %g (want 1.25)", a, b)
+	}
+	shipped := DefaultCoeffs().Families["vllm"]
+	vals := []float64{shipped.GDDR}
+	for _, g := range shipped.GDDRGPUs {
+		vals = append(vals, g)
+	}
+	for _, g := range vals {
+		if g <= 1 || g > 1.5 {
+			t.Errorf("shipped vllm GDDR factors %g %v, want fitted values in (1, 1.5]", shipped.GDDR, shipped.GDDRGPUs)
+		}
+	}
+}

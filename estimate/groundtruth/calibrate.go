@@ -57,13 +57,17 @@ func Load(dir string, required bool, user string) ([]*Prepared, Skipped, error) 
 }
 
 // Calibrate fits the coefficients of every family to rows from prior
-// (FitAll) and, with validate, records each family's held-out errors in
+// (FitAll), then the consumer-GPU memory-traffic factor of the families
+// with published consumer rows (FitConsumer), and, with validate, records each family's held-out errors in
 // them (Validate's pooled medians and 90th percentiles, with maxIter/2
 // iterations per refit); a base family copied from an era ("vllm" from
 // "vllm@0.19") inherits the era's errors.
 func Calibrate(ctx context.Context, rows []*Prepared, prior *estimate.CoeffFile, maxIter int, validate bool) (*estimate.CoeffFile, error) {
 	cf, err := FitAll(ctx, rows, prior, maxIter)
 	if err != nil {
+		return nil, err
+	}
+	if _, err := FitConsumer(cf); err != nil {
 		return nil, err
 	}
 	if !validate {

@@ -2,6 +2,7 @@ package groundtruth
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -11,8 +12,9 @@ import (
 )
 
 // TestConsumerTables checks the embedded consumer-GPU tables: every row
-// parses, is on a consumer GPU of the catalog and is priced, and every
-// source has a per-source cell for each metric it publishes.
+// parses, is on a consumer GPU of the catalog and is priced, every source
+// has a per-source cell for each metric it publishes, and every row's
+// class a per-class cell.
 func TestConsumerTables(t *testing.T) {
 	rows, err := ConsumerTables()
 	if err != nil {
@@ -22,7 +24,18 @@ func TestConsumerTables(t *testing.T) {
 		t.Fatal("no consumer-GPU rows")
 	}
 	sources := map[string]bool{}
-	for _, r := range rows {
+	published := map[string]map[Metric]bool{}
+	classes := map[string]bool{}
+	for i, r := range rows {
+		if published[r.Source] == nil {
+			published[r.Source] = map[Metric]bool{}
+		}
+		for m, v := range map[Metric]float64{Throughput: r.OutputTokS, TTFT: r.TTFTms, TPOT: r.TPOTms} {
+			if v > 0 {
+				published[r.Source][m] = true
+			}
+		}
+		classes[RowClass(&rows[i])] = true
 		hw, err := hardware.Lookup(r.GPU)
 		if err != nil {
 			t.Fatalf("line %d: %v", r.Line, err)
@@ -41,11 +54,17 @@ func TestConsumerTables(t *testing.T) {
 		}
 	}
 	for src := range sources {
-		for _, m := range []Metric{Throughput, TTFT} {
+		for m := range published[src] {
 			if _, ok := sum.Cell("all", src, m); !ok {
 				t.Errorf("no %s cell for source %s", m, src)
 			}
 		}
+	}
+	for _, c := range sum.Classes {
+		delete(classes, c.Class)
+	}
+	if len(classes) > 0 {
+		t.Errorf("classes without a cell: %v", classes)
 	}
 	md, err := os.ReadFile("testdata/consumer_serving.md")
 	if err != nil {
@@ -58,16 +77,31 @@ func TestConsumerTables(t *testing.T) {
 	}
 }
 
-// consumerREADMETable is the README's table of held-out errors on consumer
-// GPUs: one row per source and metric, as validate-estimator prints them.
-func consumerREADMETable(sum IndependentSummary) string {
+// consumerREADMETable is the README's table of errors on consumer GPUs, as
+// validate-estimator prints them: first each source held out of the fit of
+// the consumer memory-traffic factor (per metric, before and after it),
+// then every row with the shipped coefficients by source and by deployment
+// class (in-sample for the factor on its 16-bit rows, held out otherwise).
+func consumerREADMETable(fits []GDDRFit, sum IndependentSummary) string {
 	var b strings.Builder
-	b.WriteString("  | source | metric | n | median APE | p90 APE | bias |\n  |---|---|---|---|---|---|\n")
+	b.WriteString("  | held-out source | metric | n | factor fitted without it | median APE before | after | bias after |\n  |---|---|---|---|---|---|---|\n")
+	for _, fit := range fits {
+		for _, f := range fit.Folds {
+			for i := range f.Before {
+				x, y := f.Before[i], f.After[i]
+				fmt.Fprintf(&b, "  | `%s` | %s | %d | %.3f ÷ efficiency | %.1f %% | %.1f %% | %+.1f %% |\n", f.Source, x.Metric, x.N, f.Const, x.Median*100, y.Median*100, y.Bias*100)
+			}
+		}
+	}
+	b.WriteString("\n  | shipped coefficients: source or class | metric | n | median APE | p90 APE | bias |\n  |---|---|---|---|---|---|\n")
 	for _, c := range sum.Cells {
 		if c.Engine != "all" || c.Source == "all" {
 			continue
 		}
 		fmt.Fprintf(&b, "  | `%s` | %s | %d | %.1f %% | %.1f %% | %+.1f %% |\n", c.Source, c.Metric, c.N, c.Median*100, c.P90*100, c.Bias*100)
+	}
+	for _, c := range sum.Classes {
+		fmt.Fprintf(&b, "  | class: %s | %s | %d | %.1f %% | %.1f %% | %+.1f %% |\n", c.Class, c.Metric, c.N, c.Median*100, c.P90*100, c.Bias*100)
 	}
 	return b.String()
 }
@@ -92,7 +126,59 @@ func TestConsumerREADME(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, sum := ScoreIndependent(rows)
-	if want := consumerREADMETable(sum); got != want {
+	fits, err := ConsumerHeldOut(estimate.DefaultCoeffs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := consumerREADMETable(fits, sum); got != want {
 		t.Errorf("README's consumer-GPU errors are stale; replace the block with:\n%s\ngot:\n%s", want, got)
+	}
+}
+
+// TestConsumerDerivedLengths checks the one derived value of the consumer
+// tables: zhjunqin-3090-llama3-8b's isl and osl are the page's stated token
+// totals divided by its request count, rounded (consumer_serving.md).
+func TestConsumerDerivedLengths(t *testing.T) {
+	rows, err := ConsumerTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type run struct {
+		precision     string
+		rate          float64
+		n             int
+		input, output int // the table's "Total input tokens", "Total generated tokens"
+		tpot          float64
+	}
+	stated := []run{
+		{"bf16", 1, 100, 22925, 21789, 24.68},
+		{"bf16", 2, 200, 42889, 44132, 29.64},
+		{"bf16", 5, 1000, 213987, 199774, 82.95},
+		{"bf16", 8, 1000, 213987, 199774, 104.71},
+		{"int4-awq", 5, 1000, 213987, 199771, 139.76},
+	}
+	found := 0
+	for _, r := range rows {
+		if r.Source != "zhjunqin-3090-llama3-8b" {
+			continue
+		}
+		found++
+		ok := false
+		for _, s := range stated {
+			if s.precision == r.Precision && s.rate == r.RequestRate {
+				ok = true
+				wantISL := int(math.Round(float64(s.input) / float64(s.n)))
+				wantOSL := int(math.Round(float64(s.output) / float64(s.n)))
+				if r.ISL != wantISL || r.OSL != wantOSL || r.NumRequests != s.n || r.TPOTms != s.tpot || r.Mode != ModePoisson {
+					t.Errorf("line %d: isl %d osl %d n %d tpot %g mode %s; want %d %d %d %g poisson", r.Line, r.ISL, r.OSL, r.NumRequests, r.TPOTms, r.Mode, wantISL, wantOSL, s.n, s.tpot)
+				}
+			}
+		}
+		if !ok {
+			t.Errorf("line %d: no stated run for %s at %g req/s", r.Line, r.Precision, r.RequestRate)
+		}
+	}
+	if found != len(stated) {
+		t.Errorf("%d zhjunqin rows, want %d", found, len(stated))
 	}
 }

@@ -214,6 +214,36 @@ func TestHeldOutErrors(t *testing.T) {
 	if len(rep.Overall) != 3 {
 		t.Errorf("overall cells: %+v", rep.Overall)
 	}
+	// The architecture × client-band split holds every held-out TPOT and
+	// throughput error once, MoE rows included.
+	n := map[Metric]int{}
+	moe := 0
+	for _, c := range rep.Batch {
+		n[c.Metric] += c.N
+		if c.Arch == "moe" {
+			moe += c.N
+		}
+		t.Logf("%s %s %s clients %s: n=%d median %.1f%% bias %+.1f%%", c.Family, c.Metric, c.Arch, c.Band, c.N, c.Median*100, c.Bias*100)
+	}
+	for _, c := range rep.Overall {
+		if c.Metric != TTFT && n[c.Metric] != c.N {
+			t.Errorf("%s: %d errors by band, %d overall", c.Metric, n[c.Metric], c.N)
+		}
+	}
+	if moe == 0 {
+		t.Error("no held-out MoE rows in the band split")
+	}
+}
+
+func TestClientBand(t *testing.T) {
+	for _, tc := range []struct {
+		r    Row
+		want string
+	}{{Row{Concurrency: 1}, "1"}, {Row{Concurrency: 4}, "2-4"}, {Row{Concurrency: 5}, "5-16"}, {Row{Batch: 64}, "17-64"}, {Row{Concurrency: 128}, "65+"}, {Row{}, "1"}} {
+		if got := clientBand(&tc.r); got != tc.want {
+			t.Errorf("%+v: band %s, want %s", tc.r, got, tc.want)
+		}
+	}
 }
 
 // Held-out medians reached: 12.3 % TPOT, 28.9 % TTFT, 9.3 % throughput at

@@ -244,6 +244,9 @@ type IndependentResult struct {
 type IndependentCell struct {
 	Engine string // engine, or "all"
 	Source string // source_id, or "all"
+	// Class is the deployment class of the rows (RowClass: weight format
+	// and dense/MoE), or "" in the per-engine and per-source cells.
+	Class  string `json:",omitempty"`
 	Metric Metric
 	N      int
 	Median float64 // median APE (unbounded errors included, as +Inf)
@@ -262,6 +265,39 @@ type IndependentSummary struct {
 	// Cells per engine × metric (Source "all"), per source × metric and
 	// overall (Engine and Source "all"), sorted.
 	Cells []IndependentCell
+	// Classes are the cells per deployment class × metric (RowClass;
+	// Engine and Source "all"), sorted by class and metric.
+	Classes []IndependentCell
+}
+
+// RowClass names the deployment class of a row for the error report: its
+// weight format (16-bit, W4A16 for AWQ/GPTQ, FP8, FP4, GGUF) and whether
+// the model has MoE layers ("W4A16 MoE"). Rows of one class share the
+// kernels whose cost the estimator's terms price together.
+func RowClass(r *IndependentRow) string {
+	format := "16-bit"
+	if p, err := estimate.LookupPrecision(r.Precision); err == nil {
+		switch {
+		case p.GGUF:
+			format = "GGUF"
+		case p.Compute == "fp4":
+			format = "FP4"
+		case p.Compute == "fp8":
+			format = "FP8"
+		case p.LinearBPW < 15:
+			format = "W4A16"
+		}
+	}
+	arch := "dense"
+	if m, ok := published.DescribePublished(r.Model); ok {
+		for _, l := range m.Layers {
+			if l.MoE != nil {
+				arch = "MoE"
+				break
+			}
+		}
+	}
+	return format + " " + arch
 }
 
 // Cell returns the cell for engine, source and metric ("all" for any).
@@ -289,6 +325,8 @@ func ScoreIndependent(rows []IndependentRow) ([]IndependentResult, IndependentSu
 	}
 	apes := map[gk][]float64{}
 	ratios := map[gk][]float64{}
+	classAPEs := map[gk][]float64{}
+	classRatios := map[gk][]float64{}
 	for i := range rows {
 		r := &rows[i]
 		res[i] = scoreIndependentRow(r)
@@ -300,13 +338,29 @@ func ScoreIndependent(rows []IndependentRow) ([]IndependentResult, IndependentSu
 		if res[i].Saturated {
 			sum.Saturated++
 		}
+		class := RowClass(r)
 		for _, e := range res[i].Errors {
 			for _, k := range []gk{{string(r.Engine), "all", e.Metric}, {"all", r.Source, e.Metric}, {"all", "all", e.Metric}} {
 				apes[k] = append(apes[k], e.APE)
 				ratios[k] = append(ratios[k], e.Predicted/e.Published-1)
 			}
+			k := gk{"all", class, e.Metric}
+			classAPEs[k] = append(classAPEs[k], e.APE)
+			classRatios[k] = append(classRatios[k], e.Predicted/e.Published-1)
 		}
 	}
+	for k, v := range classAPEs {
+		c := SummariseAPE(v, classRatios[k])
+		c.Engine, c.Source, c.Class, c.Metric = "all", "all", k.src, k.m
+		sum.Classes = append(sum.Classes, c)
+	}
+	sort.Slice(sum.Classes, func(i, j int) bool {
+		a, b := sum.Classes[i], sum.Classes[j]
+		if a.Class != b.Class {
+			return a.Class < b.Class
+		}
+		return a.Metric < b.Metric
+	})
 	for k, v := range apes {
 		c := SummariseAPE(v, ratios[k])
 		c.Engine, c.Source, c.Metric = k.eng, k.src, k.m
@@ -341,6 +395,12 @@ func SummariseAPE(apes, ratios []float64) IndependentCell {
 }
 
 func scoreIndependentRow(r *IndependentRow) IndependentResult {
+	return scoreIndependentRowWith(r, nil)
+}
+
+// scoreIndependentRowWith prices r with the coefficients co (nil: the
+// shipped ones for the row's engine and GPU).
+func scoreIndependentRowWith(r *IndependentRow, co *estimate.Coeffs) IndependentResult {
 	res := IndependentResult{Row: r}
 	hw, err := hardware.Lookup(r.GPU)
 	if err != nil {
@@ -362,7 +422,7 @@ func scoreIndependentRow(r *IndependentRow) IndependentResult {
 		w.Concurrency = r.Concurrency
 	}
 	o := estimate.Options{Precision: r.Precision, KVDType: r.KVDType, TP: r.TP, MemFraction: r.MemFraction}
-	c, err := estimate.Compile(hw, r.Engine, o, &w, nil)
+	c, err := estimate.Compile(hw, r.Engine, o, &w, co)
 	if err != nil {
 		res.Skip = "cannot compile: " + firstWords(err.Error(), 6)
 		return res

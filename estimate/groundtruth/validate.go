@@ -27,6 +27,43 @@ type Report struct {
 	Pooled  []Cell  `json:"pooled"` // per family and metric, both hold-outs together
 	Overall []Cell  `json:"overall"`
 	Targets Targets `json:"targets"`
+	// Batch splits the held-out TPOT and throughput errors of every family
+	// by architecture (dense or MoE) and client band: an MoE decode step
+	// streams the experts its batch touches (estimate.Summary.StreamedBytes),
+	// so a wrong expert-traffic term shows as a bias that moves with the
+	// band on MoE rows and not on dense ones.
+	Batch []BatchCell `json:"by_batch"`
+}
+
+// BatchCell is the held-out error of one (family, architecture, client
+// band, metric) group, both hold-outs together.
+type BatchCell struct {
+	Family string  `json:"engine"`
+	Arch   string  `json:"arch"`    // "dense" or "moe"
+	Band   string  `json:"clients"` // ClientBands
+	Metric Metric  `json:"metric"`
+	N      int     `json:"n"`
+	Median float64 `json:"median_ape"`
+	// Bias is the median of predicted/measured − 1 (negative: the estimate
+	// is low).
+	Bias float64 `json:"bias"`
+}
+
+// ClientBands are the client-count bands of BatchCell, by upper bound.
+var ClientBands = []struct {
+	Name string
+	Max  int
+}{{"1", 1}, {"2-4", 4}, {"5-16", 16}, {"17-64", 64}, {"65+", math.MaxInt}}
+
+// clientBand returns the band of a row's clients (closed loop) or static batch.
+func clientBand(r *Row) string {
+	n := max(r.Concurrency, r.Batch, 1)
+	for _, b := range ClientBands {
+		if n <= b.Max {
+			return b.Name
+		}
+	}
+	return ClientBands[len(ClientBands)-1].Name
 }
 
 // Targets are the median-APE goals of the issue.
@@ -50,6 +87,11 @@ type key struct {
 // percentage errors on the held-out rows only.
 func Validate(ctx context.Context, rows []*Prepared, prior *estimate.CoeffFile, maxIter int) (*Report, error) {
 	apes := map[key][]float64{}
+	type bk struct {
+		fam, arch, band string
+		m               Metric
+	}
+	bApes, bRatios := map[bk][]float64{}, map[bk][]float64{}
 	err := heldOut(ctx, rows, prior, maxIter, func(fam, hold string, p *Prepared, m Metric, pred, meas float64) {
 		ape := math.Abs(pred-meas) / meas
 		if math.IsNaN(ape) {
@@ -57,6 +99,15 @@ func Validate(ctx context.Context, rows []*Prepared, prior *estimate.CoeffFile, 
 		}
 		k := key{fam, p.Row.GPU, m, hold}
 		apes[k] = append(apes[k], ape)
+		if m != TTFT {
+			arch := "dense"
+			if p.s.MoELayers > 0 {
+				arch = "moe"
+			}
+			b := bk{fam, arch, clientBand(p.Row), m}
+			bApes[b] = append(bApes[b], ape)
+			bRatios[b] = append(bRatios[b], pred/meas-1)
+		}
 	})
 	if err != nil {
 		return nil, err
@@ -77,6 +128,28 @@ func Validate(ctx context.Context, rows []*Prepared, prior *estimate.CoeffFile, 
 	for k, v := range overall {
 		rep.Overall = append(rep.Overall, cell(k, v))
 	}
+	band := map[string]int{}
+	for i, b := range ClientBands {
+		band[b.Name] = i
+	}
+	for k, v := range bApes {
+		med, _ := quantiles(v)
+		bias, _ := quantiles(bRatios[k])
+		rep.Batch = append(rep.Batch, BatchCell{Family: k.fam, Arch: k.arch, Band: k.band, Metric: k.m, N: len(v), Median: med, Bias: bias})
+	}
+	sort.Slice(rep.Batch, func(i, j int) bool {
+		a, b := rep.Batch[i], rep.Batch[j]
+		if a.Family != b.Family {
+			return a.Family < b.Family
+		}
+		if a.Metric != b.Metric {
+			return a.Metric < b.Metric
+		}
+		if a.Arch != b.Arch {
+			return a.Arch < b.Arch
+		}
+		return band[a.Band] < band[b.Band]
+	})
 	for _, cs := range [][]Cell{rep.Cells, rep.Pooled, rep.Overall} {
 		sort.Slice(cs, func(i, j int) bool {
 			a, b := cs[i], cs[j]

@@ -36,7 +36,9 @@ online-serving TTFT/ITL), and the KV capacity (tokens or GiB) and weight memory 
 engines printed at start-up in public logs. The max-load tables are also priced through
 estimate --scenarios, once with the setting columns empty and once with the FP8 KV cache and
 0.95 memory fraction they state. Then consumer GPUs (GeForce RTX): published serving
-measurements by source and metric (estimate/groundtruth/testdata/consumer_serving.md).
+measurements by source, metric and deployment class, and the memory-traffic factor they fit
+(a constant over each GPU's llama-bench decode efficiency) with each source held out of its
+fit in turn (estimate/groundtruth/testdata/consumer_serving.md).
 
 Last, llama.cpp on GeForce and Apple GPUs: published llama-bench prompt-processing and
 decode rows, each GPU predicted by the llamacpp-cuda / llamacpp-metal terms refitted on the
@@ -149,6 +151,11 @@ func printValidation(w io.Writer, rep *groundtruth.Report) {
 		}
 		fmt.Fprintf(w, "%-10s n=%5d median %5.1f%%  p90 %5.1f%%  target ≤ %.0f%%: %s\n", c.Metric, c.N, c.Median*100, c.P90*100, target*100, verdict)
 	}
+	fmt.Fprintf(w, "\nBy architecture and clients (held out, both hold-outs; an MoE step streams the experts its batch touches: a wrong expert-traffic term biases MoE rows by client band and not dense ones)\n")
+	fmt.Fprintf(w, "%-20s %-10s %-6s %-7s %5s %8s %8s\n", "engine", "metric", "arch", "clients", "n", "median", "bias")
+	for _, c := range rep.Batch {
+		fmt.Fprintf(w, "%-20s %-10s %-6s %-7s %5d %8s %8s\n", c.Family, c.Metric, c.Arch, c.Band, c.N, pct(c.Median), signedPct(c.Bias))
+	}
 }
 
 // independent holds the two checks on data that no fit ever sees: the
@@ -158,6 +165,9 @@ type independent struct {
 	res      []groundtruth.IndependentResult
 	sum      groundtruth.IndependentSummary
 	settings *settingsCheck
+	// gddr is the consumer check's memory-traffic factor, each source
+	// held out of its fit in turn.
+	gddr []groundtruth.GDDRFit
 }
 
 type kvCheck struct {
@@ -209,15 +219,33 @@ func consumerCheck() (*independent, error) {
 	}
 	c := &independent{}
 	c.res, c.sum = groundtruth.ScoreIndependent(rows)
+	if c.gddr, err = groundtruth.ConsumerHeldOut(estimate.DefaultCoeffs()); err != nil {
+		return nil, fmt.Errorf("consumer-GPU memory-traffic factor: %w", err)
+	}
 	return c, nil
 }
 
 func (ind *independent) printConsumer(w io.Writer) {
 	s := &ind.sum
-	fmt.Fprintf(w, "\nConsumer GPUs: published serving measurements, never fitted (%d rows, %d priced; shipped coefficients; sources in estimate/groundtruth/testdata/consumer_serving.md)\n", s.Rows, s.Priced)
+	fmt.Fprintf(w, "\nConsumer GPUs: published serving measurements (%d rows, %d priced; sources in estimate/groundtruth/testdata/consumer_serving.md)\n", s.Rows, s.Priced)
+	for _, fit := range ind.gddr {
+		fmt.Fprintf(w, "%s on GeForce: memory traffic × constant ÷ the GPU's llama-bench decode efficiency; constant %.3f fitted on %d rows (16-bit weights); each source held out of the fit that predicts it:\n", fit.Engine, fit.Const, fit.Rows)
+		fmt.Fprintf(w, "%-24s %-10s %5s %9s %8s %8s %8s\n", "held-out source", "metric", "n", "constant", "before", "after", "bias")
+		for _, f := range fit.Folds {
+			for i := range f.Before {
+				x, y := f.Before[i], f.After[i]
+				fmt.Fprintf(w, "%-24s %-10s %5d %9.3f %8s %8s %8s\n", f.Source, x.Metric, x.N, f.Const, pct(x.Median), pct(y.Median), signedPct(y.Bias))
+			}
+		}
+	}
+	fmt.Fprintf(w, "With the shipped coefficients (in-sample for that factor on its 16-bit rows; every other row never fitted):\n")
 	fmt.Fprintf(w, "%-8s %-24s %-10s %5s %8s %8s %8s\n", "engine", "source", "metric", "n", "median", "p90", "bias")
 	for _, c := range s.Cells {
 		fmt.Fprintf(w, "%-8s %-24s %-10s %5d %8s %8s %8s\n", c.Engine, c.Source, c.Metric, c.N, pct(c.Median), pct(c.P90), signedPct(c.Bias))
+	}
+	fmt.Fprintf(w, "By deployment class (weight format, dense or MoE), every source together:\n")
+	for _, c := range s.Classes {
+		fmt.Fprintf(w, "%-8s %-24s %-10s %5d %8s %8s %8s\n", "all", "class: "+c.Class, c.Metric, c.N, pct(c.Median), pct(c.P90), signedPct(c.Bias))
 	}
 	if len(s.Skipped) > 0 {
 		fmt.Fprintf(w, "not priced: %s\n", s.Skipped.String())
@@ -343,6 +371,8 @@ type independentJSON struct {
 	Priced  int                 `json:"priced"`
 	Skipped map[string]int      `json:"skipped"`
 	Cells   []independentCellJS `json:"cells"`
+	// Classes are the cells per deployment class (RowClass), every source together.
+	Classes []independentCellJS `json:"classes,omitempty"`
 	// Scenario is the max-load throughput through the batch CSV, with the
 	// settings columns empty and with the stated settings.
 	Scenario []independentCellJS `json:"scenario_csv,omitempty"`
@@ -363,6 +393,9 @@ func (ind *independent) json() independentJSON {
 	out := independentJSON{Rows: ind.sum.Rows, Priced: ind.sum.Priced, Skipped: ind.sum.Skipped}
 	for _, c := range ind.sum.Cells {
 		out.Cells = append(out.Cells, independentCellJS{c.Engine, c.Source, c.Metric, c.N, num(c.Median), num(c.P90), num(c.Bias), c.Unbounded})
+	}
+	for _, c := range ind.sum.Classes {
+		out.Classes = append(out.Classes, independentCellJS{"all", "class: " + c.Class, c.Metric, c.N, num(c.Median), num(c.P90), num(c.Bias), c.Unbounded})
 	}
 	if st := ind.settings; st != nil {
 		for _, c := range []struct {
