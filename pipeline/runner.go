@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"github.com/autocompress/autocompress/checkpoint"
+	"github.com/autocompress/autocompress/internal/human"
 	"github.com/autocompress/autocompress/internal/progress"
+	"github.com/autocompress/autocompress/servebench"
 )
 
 // ManifestName is the file, inside each stage's directory, that records what
@@ -160,6 +162,10 @@ type Manifest struct {
 	OutputHash string            `json:"output_hash"`
 	Started    time.Time         `json:"started"`
 	Seconds    float64           `json:"seconds"`
+	// PeakRSSBytes is the run process's peak resident set during the stage
+	// (VmHWM, reset when the stage starts; Linux, else 0). The bench-serve
+	// processes of a measuring stage report their own.
+	PeakRSSBytes int64 `json:"peak_rss_bytes,omitempty"`
 }
 
 // StageResult says what happened to one stage.
@@ -169,9 +175,11 @@ type StageResult struct {
 	Reused  bool    `json:"reused"`
 	Why     string  `json:"why,omitempty"` // why it ran (when not reused)
 	Seconds float64 `json:"seconds"`       // of this run (0 when reused)
-	// RunSeconds is the time the stage took when it was computed.
-	RunSeconds float64 `json:"run_seconds"`
-	OutputHash string  `json:"output_hash"`
+	// RunSeconds is the time the stage took when it was computed, and
+	// PeakRSSBytes the peak resident set of the process then (Manifest).
+	RunSeconds   float64 `json:"run_seconds"`
+	PeakRSSBytes int64   `json:"peak_rss_bytes,omitempty"`
+	OutputHash   string  `json:"output_hash"`
 }
 
 // Result is the outcome of Run.
@@ -268,7 +276,7 @@ func Run(ctx context.Context, dir string, stages []Stage, opt Options) (res *Res
 			if old != nil {
 				out[st.Name], outHash[st.Name] = sdir, old.OutputHash
 				res.Stages = append(res.Stages, StageResult{Name: st.Name, Dir: sdir, Reused: true,
-					RunSeconds: old.Seconds, OutputHash: old.OutputHash})
+					RunSeconds: old.Seconds, PeakRSSBytes: old.PeakRSSBytes, OutputHash: old.OutputHash})
 				p := base
 				p.State, p.Msg = progress.Reused, "unchanged inputs; reusing "+sdir
 				emit.Report(p)
@@ -309,6 +317,9 @@ func Run(ctx context.Context, dir string, stages []Stage, opt Options) (res *Res
 		res.Stages = append(res.Stages, *sr)
 		p = base
 		p.State, p.Elapsed = progress.Finished, time.Since(start)
+		if sr.PeakRSSBytes > 0 {
+			p.Msg = "peak RSS " + human.Bytes(sr.PeakRSSBytes)
+		}
 		emit.Report(p)
 		if opt.Until == st.Name {
 			break
@@ -444,8 +455,12 @@ func runStage(ctx context.Context, st Stage, sdir string, man *Manifest, out map
 	}
 	start := time.Now()
 	man.Started = start.UTC()
+	rss := servebench.ResetPeakRSS()
 	if err := st.Run(ctx, env); err != nil {
 		return nil, err
+	}
+	if rss {
+		man.PeakRSSBytes = servebench.PeakRSS()
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -467,7 +482,7 @@ func runStage(ctx context.Context, st Stage, sdir string, man *Manifest, out map
 		return nil, err
 	}
 	return &StageResult{Name: st.Name, Dir: sdir, Seconds: man.Seconds, RunSeconds: man.Seconds,
-		OutputHash: all}, nil
+		PeakRSSBytes: man.PeakRSSBytes, OutputHash: all}, nil
 }
 
 // hashOutputs hashes every regular file under dir except the manifest, and
