@@ -166,6 +166,10 @@ type Manifest struct {
 	// (VmHWM, reset when the stage starts; Linux, else 0). The bench-serve
 	// processes of a measuring stage report their own.
 	PeakRSSBytes int64 `json:"peak_rss_bytes,omitempty"`
+	// CPUSeconds is the CPU time (user and system) the run process spent
+	// on the stage: its cost apart from waiting for a shared machine's
+	// cores (the bench-serve processes of a measuring stage not counted).
+	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
 }
 
 // StageResult says what happened to one stage.
@@ -176,9 +180,11 @@ type StageResult struct {
 	Why     string  `json:"why,omitempty"` // why it ran (when not reused)
 	Seconds float64 `json:"seconds"`       // of this run (0 when reused)
 	// RunSeconds is the time the stage took when it was computed, and
-	// PeakRSSBytes the peak resident set of the process then (Manifest).
+	// PeakRSSBytes and CPUSeconds the process's peak resident set and CPU
+	// time then (Manifest).
 	RunSeconds   float64 `json:"run_seconds"`
 	PeakRSSBytes int64   `json:"peak_rss_bytes,omitempty"`
+	CPUSeconds   float64 `json:"cpu_seconds,omitempty"`
 	OutputHash   string  `json:"output_hash"`
 }
 
@@ -276,7 +282,7 @@ func Run(ctx context.Context, dir string, stages []Stage, opt Options) (res *Res
 			if old != nil {
 				out[st.Name], outHash[st.Name] = sdir, old.OutputHash
 				res.Stages = append(res.Stages, StageResult{Name: st.Name, Dir: sdir, Reused: true,
-					RunSeconds: old.Seconds, PeakRSSBytes: old.PeakRSSBytes, OutputHash: old.OutputHash})
+					RunSeconds: old.Seconds, PeakRSSBytes: old.PeakRSSBytes, CPUSeconds: old.CPUSeconds, OutputHash: old.OutputHash})
 				p := base
 				p.State, p.Msg = progress.Reused, "unchanged inputs; reusing "+sdir
 				emit.Report(p)
@@ -318,7 +324,7 @@ func Run(ctx context.Context, dir string, stages []Stage, opt Options) (res *Res
 		p = base
 		p.State, p.Elapsed = progress.Finished, time.Since(start)
 		if sr.PeakRSSBytes > 0 {
-			p.Msg = "peak RSS " + human.Bytes(sr.PeakRSSBytes)
+			p.Msg = fmt.Sprintf("%.0f CPU-s, peak RSS %s", sr.CPUSeconds, human.Bytes(sr.PeakRSSBytes))
 		}
 		emit.Report(p)
 		if opt.Until == st.Name {
@@ -455,13 +461,14 @@ func runStage(ctx context.Context, st Stage, sdir string, man *Manifest, out map
 	}
 	start := time.Now()
 	man.Started = start.UTC()
-	rss := servebench.ResetPeakRSS()
+	rss, cpu := servebench.ResetPeakRSS(), servebench.ProcessCPUSeconds()
 	if err := st.Run(ctx, env); err != nil {
 		return nil, err
 	}
 	if rss {
 		man.PeakRSSBytes = servebench.PeakRSS()
 	}
+	man.CPUSeconds = servebench.ProcessCPUSeconds() - cpu
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -482,7 +489,7 @@ func runStage(ctx context.Context, st Stage, sdir string, man *Manifest, out map
 		return nil, err
 	}
 	return &StageResult{Name: st.Name, Dir: sdir, Seconds: man.Seconds, RunSeconds: man.Seconds,
-		PeakRSSBytes: man.PeakRSSBytes, OutputHash: all}, nil
+		PeakRSSBytes: man.PeakRSSBytes, CPUSeconds: man.CPUSeconds, OutputHash: all}, nil
 }
 
 // hashOutputs hashes every regular file under dir except the manifest, and

@@ -103,10 +103,10 @@ func TestRunReusesUnchangedStages(t *testing.T) {
 		t.Fatalf("second run reused %v, want all", got)
 	}
 	if runtime.GOOS == "linux" {
-		// Each stage's peak resident set is recorded, and kept on reuse.
+		// Each stage's peak resident set and CPU time are recorded, and kept on reuse.
 		for i, s := range res.Stages {
-			if s.PeakRSSBytes <= 0 || s.PeakRSSBytes != first.Stages[i].PeakRSSBytes {
-				t.Errorf("stage %s: peak RSS %d, computed with %d", s.Name, s.PeakRSSBytes, first.Stages[i].PeakRSSBytes)
+			if s.PeakRSSBytes <= 0 || s.PeakRSSBytes != first.Stages[i].PeakRSSBytes || s.CPUSeconds != first.Stages[i].CPUSeconds {
+				t.Errorf("stage %s: peak RSS %d and %g CPU-s, computed with %d and %g", s.Name, s.PeakRSSBytes, s.CPUSeconds, first.Stages[i].PeakRSSBytes, first.Stages[i].CPUSeconds)
 			}
 		}
 	}

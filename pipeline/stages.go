@@ -932,11 +932,13 @@ func measureChild(ctx context.Context, env *Env, t *target, c *Config, child, se
 	if err := readJSONFile(filepath.Join(searchDir, search.ServingFile), &sv); err != nil {
 		return nil, err
 	}
-	m, err := engine.Load(child)
+	// The child's shape alone: its weights are read by whatever serves it
+	// (a float32 copy here would cost 4 bytes a parameter for nothing).
+	arch, err := architecture.Load(child)
 	if err != nil {
 		return nil, err
 	}
-	w, o, err := MeasureSetup(*t.workload, &sv, m.Arch().MaxPositions)
+	w, o, err := MeasureSetup(*t.workload, &sv, arch.MaxPositions)
 	if err != nil {
 		return nil, err
 	}
@@ -961,6 +963,12 @@ func measureChild(ctx context.Context, env *Env, t *target, c *Config, child, se
 			return &rep, nil
 		})
 	}
+	// In this process, as bench-serve does: the weights read in place.
+	m, err := engine.LoadWith(child, engine.LoadOptions{Mapped: true})
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
 	return measureRepeated(ctx, env, k, gap, func(ctx context.Context, _ int) (*servebench.Report, error) {
 		rep, err := servebench.Run(ctx, m, &w, o, nil)
 		if err != nil {
