@@ -18,6 +18,16 @@ import (
 // may be read in place (engine.LoadOptions.Mapped), so that a bf16 parent
 // is never held as float32 whole.
 func Child(parent *engine.Model, plan *prune.Plan) (*engine.Model, error) {
+	return child(parent, plan, true)
+}
+
+// ForwardChild is Child without gradients (engine.NewZeroForward): the
+// same weights in half the memory, for a candidate that is only scored.
+func ForwardChild(parent *engine.Model, plan *prune.Plan) (*engine.Model, error) {
+	return child(parent, plan, false)
+}
+
+func child(parent *engine.Model, plan *prune.Plan, grads bool) (*engine.Model, error) {
 	if parent == nil || plan == nil {
 		return nil, errors.New("proxy: child needs a parent model and a plan")
 	}
@@ -25,7 +35,11 @@ func Child(parent *engine.Model, plan *prune.Plan) (*engine.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	child, err := engine.NewZero(lay.Child)
+	newZero := engine.NewZeroForward
+	if grads {
+		newZero = engine.NewZero
+	}
+	child, err := newZero(lay.Child)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: the child of this plan: %w", err)
 	}

@@ -156,9 +156,10 @@ func TestChildEqualsPrunedCheckpoint(t *testing.T) {
 	}
 }
 
-// TestChildOfMappedParent: a child gathered from a bf16 parent read in
-// place (engine.LoadOptions.Mapped, as the search loads it) is, bit for
-// bit, the child of the same checkpoint converted to float32 whole.
+// TestChildOfMappedParent: a forward-only child gathered from a bf16 parent
+// read in place (engine.LoadOptions.Mapped), as the search builds its
+// candidates, is, bit for bit, the child of the same checkpoint converted
+// to float32 whole.
 func TestChildOfMappedParent(t *testing.T) {
 	par, _ := loadParent(t)
 	dir := filepath.Join(t.TempDir(), "bf16")
@@ -182,9 +183,13 @@ func TestChildOfMappedParent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := Child(mapped, plan)
+		// Forward only, as the search's measured proxy builds them.
+		b, err := ForwardChild(mapped, plan)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
+		}
+		if b.Grads() != nil {
+			t.Fatalf("%s: a forward-only child has a gradient slab", name)
 		}
 		pa, pb := a.Params(), b.Params()
 		if len(pa) != len(pb) {
