@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"time"
@@ -461,6 +462,10 @@ func runStage(ctx context.Context, st Stage, sdir string, man *Manifest, out map
 	}
 	start := time.Now()
 	man.Started = start.UTC()
+	// The stage's peak starts from what is live: the garbage of the stage
+	// before (gigabytes after a real-size parent's search) is given back
+	// to the operating system first.
+	debug.FreeOSMemory()
 	rss, cpu := servebench.ResetPeakRSS(), servebench.ProcessCPUSeconds()
 	if err := st.Run(ctx, env); err != nil {
 		return nil, err
