@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/autocompress/autocompress/internal/shareddata"
 	"github.com/autocompress/autocompress/internal/shareddata/sdtest"
 )
 
@@ -20,13 +21,18 @@ var publishedExtra = map[string]publishedCount{
 	"meta-llama--Llama-3.3-70B-Instruct.json": {total: 70_553_706_496},
 	"mistralai--Mistral-7B-v0.1.json":         {total: 7_241_732_096},
 	"Qwen--Qwen2-7B.json":                     {total: 7_615_616_512},
+	// meta-llama/Llama-3.2-1B (config.json of the HF repository, the fields
+	// the engines read; safetensors metadata 1,235,814,400 with the tied
+	// LM head counted once).
+	"meta-llama--Llama-3.2-1B.json": {total: 1_235_814_400},
 }
 
 func TestPresets(t *testing.T) {
 	names := Presets()
 	want := []string{"meta-llama/Llama-2-7b-hf", "meta-llama/Llama-2-13b-hf", "meta-llama/Llama-2-70b-hf", "meta-llama/Meta-Llama-3-8B",
 		"mistralai/Mistral-7B-v0.1", "Qwen/Qwen2-7B", "meta-llama/Llama-3.3-70B-Instruct", "meta-llama/Meta-Llama-3.1-8B",
-		"nvidia/Llama-3_3-Nemotron-Super-49B-v1", "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8", "openai/gpt-oss-20b", "Qwen/Qwen3-235B-A22B"}
+		"nvidia/Llama-3_3-Nemotron-Super-49B-v1", "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8", "openai/gpt-oss-20b", "Qwen/Qwen3-235B-A22B",
+		"meta-llama/Llama-3.2-1B", "Qwen/Qwen3-1.7B"}
 	for _, w := range want {
 		found := false
 		for _, n := range names {
@@ -105,6 +111,49 @@ func TestPresetsMatchShared(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
 	if n != len(files) {
 		t.Errorf("%d presets match shared configs, but there are %d configs", n, len(files))
+	}
+}
+
+// TestRealSizeParentPresets pins the shapes of the two small real-size
+// parents the CPU pipeline benchmarks use (RESULTS-1B.md), and compares each
+// with its real config.json when the shared configs hold it.
+func TestRealSizeParentPresets(t *testing.T) {
+	for _, c := range []struct {
+		name                          string
+		layers, hidden, inter, kv, hd int
+		vocab                         int
+		tied                          bool
+	}{
+		{"meta-llama/Llama-3.2-1B", 16, 2048, 8192, 8, 64, 128256, true},
+		{"Qwen/Qwen3-1.7B", 28, 2048, 6144, 8, 128, 151936, true},
+	} {
+		m, err := Preset(c.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := m.Layers[0]
+		if len(m.Layers) != c.layers || m.Hidden != c.hidden || l.MLP.Width != c.inter ||
+			l.Attention.KVHeads != c.kv || l.Attention.HeadDim != c.hd || m.Vocab != c.vocab || m.TiedEmbeddings != c.tied {
+			t.Errorf("%s: %d layers, hidden %d, intermediate %d, kv heads %d, head dim %d, vocab %d, tied %v; want %+v",
+				c.name, len(m.Layers), m.Hidden, l.MLP.Width, l.Attention.KVHeads, l.Attention.HeadDim, m.Vocab, m.TiedEmbeddings, c)
+		}
+		dir, ok := shareddata.Path("configs")
+		if !ok {
+			t.Logf("%s: no shared configs; shape checked only", c.name)
+			continue
+		}
+		file := filepath.Join(dir, presetFile(c.name))
+		if _, err := os.Stat(file); err != nil {
+			t.Logf("%s: no shared config %s; shape checked only", c.name, file)
+			continue
+		}
+		real, err := Load(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sameModel(real, m) {
+			t.Errorf("%s: preset differs from %s: %s", c.name, file, diffModel(real, m))
+		}
 	}
 }
 

@@ -166,6 +166,32 @@ func TestMappedIsForwardOnly(t *testing.T) {
 	if mm.Tensor("model.layers.0.self_attn.q_proj.weight") != nil {
 		t.Error("Tensor gave a view of a matrix read in place")
 	}
+	// TensorFloat32 gives a converted copy of it, equal to Load's.
+	whole, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"model.layers.0.self_attn.q_proj.weight", "model.layers.0.input_layernorm.weight"} {
+		got, err := mm.TensorFloat32(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bitEqual(t, name, got, whole.Tensor(name))
+	}
+	if _, err := mm.TensorFloat32("no.such.weight"); err == nil {
+		t.Error("TensorFloat32 of an unknown name gave no error")
+	}
+	// A model built without gradients refuses the backward passes.
+	fw, err := NewZeroForward(uniformArch())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fw.ForwardLoss(toks, toks, 1, 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.Backward(); !errors.Is(err, ErrNoGradients) || fw.Grads() != nil {
+		t.Fatalf("Backward of a forward-only model = %v (gradients %d), want ErrNoGradients", err, len(fw.Grads()))
+	}
 	if mm.Tensor("model.layers.0.input_layernorm.weight") == nil {
 		t.Error("a norm weight is not in the slab")
 	}

@@ -72,6 +72,21 @@ func isNormName(name string) bool {
 // memory from its parent's weights).
 func NewZero(arch *architecture.Model) (*Model, error) { return newEmpty(arch) }
 
+// NewZeroForward is NewZero without the gradient slab: a model that runs
+// forward only (half the memory of NewZero's; its backward passes return
+// ErrNoGradients), e.g. a candidate child scored and dropped.
+func NewZeroForward(arch *architecture.Model) (*Model, error) {
+	dims, err := checkArch(arch)
+	if err != nil {
+		return nil, err
+	}
+	return newSlab(arch, dims, tensorSpecs(arch), nil, false)
+}
+
+// ErrNoGradients is returned by the backward passes of a model built
+// without gradients (NewZeroForward).
+var ErrNoGradients = errors.New("engine: backward on a model built without gradients (forward only)")
+
 // newEmpty allocates the slabs for arch with zero parameters.
 func newEmpty(arch *architecture.Model) (*Model, error) {
 	dims, err := checkArch(arch)
@@ -534,6 +549,9 @@ func (m *Model) Backward() error {
 	if m.mapped != nil {
 		return ErrMapped
 	}
+	if m.grads == nil {
+		return ErrNoGradients
+	}
 	if m.hasMoE() {
 		return ErrMoEBackward
 	}
@@ -555,6 +573,9 @@ func (m *Model) BackwardFromLogits(dlogits []float32) error {
 	}
 	if m.mapped != nil {
 		return ErrMapped
+	}
+	if m.grads == nil {
+		return ErrNoGradients
 	}
 	if m.hasMoE() {
 		return ErrMoEBackward

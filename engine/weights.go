@@ -318,6 +318,19 @@ func (m *Model) Close() error {
 	return r.Close()
 }
 
+// TensorFloat32 returns the tensor named name as float32: the view of the
+// slab (Tensor), or, for a matrix read in place (LoadOptions.Mapped), a
+// converted copy of it, which the caller owns. Unlike Tensor it serves
+// mapped models, one tensor at a time: what a reader of a few tensors of a
+// parent needs without a float32 copy of the whole model.
+func (m *Model) TensorFloat32(name string) ([]float32, error) {
+	i, ok := m.index[name]
+	if !ok {
+		return nil, fmt.Errorf("engine: no tensor %q", name)
+	}
+	return m.tensorF32(i)
+}
+
 // tensorF32 returns tensor i as float32: the slab view, or a converted copy
 // of a matrix read in place.
 func (m *Model) tensorF32(i int) ([]float32, error) {

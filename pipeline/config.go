@@ -77,6 +77,11 @@ type Budgets struct {
 type Importance struct {
 	Seqs   int `yaml:"seqs" flag:"importance-seqs" help:"calibration sequences" min:"1" max:"1048576"`
 	SeqLen int `yaml:"seq_len" flag:"importance-seq-len" help:"tokens per calibration sequence" min:"2" max:"1048576"`
+	// Passes is the native computation's budget in equivalent forward
+	// passes over all rows (importance.Options.Passes): the skip losses
+	// are scored on as many row prefixes as it allows. 0 scores every row
+	// in full (the exhaustive scores, about 1 + 1.5·layers passes).
+	Passes float64 `yaml:"passes" flag:"importance-passes" help:"budget in equivalent forward passes over all sequences (0: every sequence in full, the exhaustive scores; importance --passes defaults to 4)" min:"0" max:"1e9" json:",omitempty"`
 	// Engine computes the scores: native ("" is native) or torch, a
 	// PyTorch job run here (package job).
 	Engine string `yaml:"engine" flag:"importance-engine" help:"what computes importance: native, or torch (a PyTorch job run here)" json:",omitempty"`

@@ -24,6 +24,8 @@ func TestStageEngineConfig(t *testing.T) {
 		{func(c *Config) { c.Distill.Engine = "megatron-bridge" }, "distill.engine", "written by the distill command"},
 		{func(c *Config) { c.Importance.Engine = "automodel" }, "importance.engine", "want native or torch"},
 		{func(c *Config) { c.Distill.Engine, c.Distill.WorldSize, c.Distill.Batch = "torch", 3, 8 }, "distill.world_size", "do not divide the batch of 8"},
+		{func(c *Config) { c.Importance.Passes = 0.5 }, "importance.passes", "at least 1"},
+		{func(c *Config) { c.Importance.Engine, c.Importance.Passes = "torch", 4 }, "importance.passes", "the torch job scores every sequence in full"},
 	} {
 		c := DefaultConfig()
 		c.Dir, c.Budgets.MaxParams = t.TempDir(), "3M"

@@ -11,12 +11,15 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/autocompress/autocompress/checkpoint"
+	"github.com/autocompress/autocompress/internal/human"
 	"github.com/autocompress/autocompress/internal/progress"
+	"github.com/autocompress/autocompress/servebench"
 )
 
 // ManifestName is the file, inside each stage's directory, that records what
@@ -160,6 +163,14 @@ type Manifest struct {
 	OutputHash string            `json:"output_hash"`
 	Started    time.Time         `json:"started"`
 	Seconds    float64           `json:"seconds"`
+	// PeakRSSBytes is the run process's peak resident set during the stage
+	// (VmHWM, reset when the stage starts; Linux, else 0). The bench-serve
+	// processes of a measuring stage report their own.
+	PeakRSSBytes int64 `json:"peak_rss_bytes,omitempty"`
+	// CPUSeconds is the CPU time (user and system) the run process spent
+	// on the stage: its cost apart from waiting for a shared machine's
+	// cores (the bench-serve processes of a measuring stage not counted).
+	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
 }
 
 // StageResult says what happened to one stage.
@@ -169,9 +180,13 @@ type StageResult struct {
 	Reused  bool    `json:"reused"`
 	Why     string  `json:"why,omitempty"` // why it ran (when not reused)
 	Seconds float64 `json:"seconds"`       // of this run (0 when reused)
-	// RunSeconds is the time the stage took when it was computed.
-	RunSeconds float64 `json:"run_seconds"`
-	OutputHash string  `json:"output_hash"`
+	// RunSeconds is the time the stage took when it was computed, and
+	// PeakRSSBytes and CPUSeconds the process's peak resident set and CPU
+	// time then (Manifest).
+	RunSeconds   float64 `json:"run_seconds"`
+	PeakRSSBytes int64   `json:"peak_rss_bytes,omitempty"`
+	CPUSeconds   float64 `json:"cpu_seconds,omitempty"`
+	OutputHash   string  `json:"output_hash"`
 }
 
 // Result is the outcome of Run.
@@ -268,7 +283,7 @@ func Run(ctx context.Context, dir string, stages []Stage, opt Options) (res *Res
 			if old != nil {
 				out[st.Name], outHash[st.Name] = sdir, old.OutputHash
 				res.Stages = append(res.Stages, StageResult{Name: st.Name, Dir: sdir, Reused: true,
-					RunSeconds: old.Seconds, OutputHash: old.OutputHash})
+					RunSeconds: old.Seconds, PeakRSSBytes: old.PeakRSSBytes, CPUSeconds: old.CPUSeconds, OutputHash: old.OutputHash})
 				p := base
 				p.State, p.Msg = progress.Reused, "unchanged inputs; reusing "+sdir
 				emit.Report(p)
@@ -309,6 +324,9 @@ func Run(ctx context.Context, dir string, stages []Stage, opt Options) (res *Res
 		res.Stages = append(res.Stages, *sr)
 		p = base
 		p.State, p.Elapsed = progress.Finished, time.Since(start)
+		if sr.PeakRSSBytes > 0 {
+			p.Msg = fmt.Sprintf("%.0f CPU-s, peak RSS %s", sr.CPUSeconds, human.Bytes(sr.PeakRSSBytes))
+		}
 		emit.Report(p)
 		if opt.Until == st.Name {
 			break
@@ -444,9 +462,18 @@ func runStage(ctx context.Context, st Stage, sdir string, man *Manifest, out map
 	}
 	start := time.Now()
 	man.Started = start.UTC()
+	// The stage's peak starts from what is live: the garbage of the stage
+	// before (gigabytes after a real-size parent's search) is given back
+	// to the operating system first.
+	debug.FreeOSMemory()
+	rss, cpu := servebench.ResetPeakRSS(), servebench.ProcessCPUSeconds()
 	if err := st.Run(ctx, env); err != nil {
 		return nil, err
 	}
+	if rss {
+		man.PeakRSSBytes = servebench.PeakRSS()
+	}
+	man.CPUSeconds = servebench.ProcessCPUSeconds() - cpu
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -467,7 +494,7 @@ func runStage(ctx context.Context, st Stage, sdir string, man *Manifest, out map
 		return nil, err
 	}
 	return &StageResult{Name: st.Name, Dir: sdir, Seconds: man.Seconds, RunSeconds: man.Seconds,
-		OutputHash: all}, nil
+		PeakRSSBytes: man.PeakRSSBytes, CPUSeconds: man.CPUSeconds, OutputHash: all}, nil
 }
 
 // hashOutputs hashes every regular file under dir except the manifest, and

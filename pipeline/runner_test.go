@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -96,9 +97,18 @@ func TestRunReusesUnchangedStages(t *testing.T) {
 	if got := res.Reused(); len(got) != 0 {
 		t.Fatalf("first run reused %v", got)
 	}
+	first := res
 	res = mustRun(t, dir, c)
 	if got := res.Reused(); !reflect.DeepEqual(got, []string{"a", "b", "c"}) {
 		t.Fatalf("second run reused %v, want all", got)
+	}
+	if runtime.GOOS == "linux" {
+		// Each stage's peak resident set and CPU time are recorded, and kept on reuse.
+		for i, s := range res.Stages {
+			if s.PeakRSSBytes <= 0 || s.PeakRSSBytes != first.Stages[i].PeakRSSBytes || s.CPUSeconds != first.Stages[i].CPUSeconds {
+				t.Errorf("stage %s: peak RSS %d and %g CPU-s, computed with %d and %g", s.Name, s.PeakRSSBytes, s.CPUSeconds, first.Stages[i].PeakRSSBytes, first.Stages[i].CPUSeconds)
+			}
+		}
 	}
 	if !reflect.DeepEqual(c.runs, map[string]int{"a": 1, "b": 1, "c": 1}) {
 		t.Fatalf("runs %v", c.runs)

@@ -154,6 +154,10 @@ func resolve(c *Config) (*target, error) {
 		return nil, &ConfigError{Path: "distill.engine", Msg: fmt.Sprintf("%q: want native or torch (automodel and megatron-bridge jobs are written by the distill command and run elsewhere)", c.Distill.Engine)}
 	case !pipelineEngine(c.Importance.Engine):
 		return nil, &ConfigError{Path: "importance.engine", Msg: fmt.Sprintf("%q: want native or torch", c.Importance.Engine)}
+	case c.Importance.Passes != 0 && c.Importance.Passes < 1:
+		return nil, &ConfigError{Path: "importance.passes", Msg: fmt.Sprintf("%g: want 0 (every sequence in full) or at least 1 (the calibration pass itself)", c.Importance.Passes)}
+	case c.Importance.Passes != 0 && !native(c.Importance.Engine):
+		return nil, &ConfigError{Path: "importance.passes", Msg: fmt.Sprintf("a pass budget is the native engine's; the %s job scores every sequence in full (set passes to 0)", c.Importance.Engine)}
 	case c.Distill.WorldSize > 0 && c.Distill.Batch%c.Distill.WorldSize != 0:
 		return nil, &ConfigError{Path: "distill.world_size", Msg: fmt.Sprintf("%d ranks do not divide the batch of %d sequences: choose a batch that is a multiple of it", c.Distill.WorldSize, c.Distill.Batch)}
 	case c.Distill.KDWeight < 0 || c.Distill.CEWeight < 0 || c.Distill.KDWeight+c.Distill.CEWeight == 0:
@@ -414,9 +418,15 @@ func (b *builder) importance() Stage {
 			}
 			env.Note("%d calibration rows of %d tokens", len(rr), c.Importance.SeqLen)
 			// The runner's manifest decides reuse: always compute here.
-			_, _, err = importance.Cached(ctx, m, t.parent, rr, filepath.Join(env.Dir, ScoresFile), importance.Options{Batch: ImportanceBatch,
-				Progress: env.Progress()}, true)
-			return err
+			sc, _, err := importance.Cached(ctx, m, t.parent, rr, filepath.Join(env.Dir, ScoresFile), importance.Options{Batch: ImportanceBatch,
+				Passes: c.Importance.Passes, Progress: env.Progress()}, true)
+			if err != nil {
+				return err
+			}
+			if c.Importance.Passes > 0 {
+				env.Note("skip losses on %d of %d sequences (%d tokens each): %.2f equivalent forward passes", sc.SkipSequences, len(rr), sc.SkipTokens, sc.Passes)
+			}
+			return nil
 		}}
 }
 
@@ -933,11 +943,13 @@ func measureChild(ctx context.Context, env *Env, t *target, c *Config, child, se
 	if err := readJSONFile(filepath.Join(searchDir, search.ServingFile), &sv); err != nil {
 		return nil, err
 	}
-	m, err := engine.Load(child)
+	// The child's shape alone: its weights are read by whatever serves it
+	// (a float32 copy here would cost 4 bytes a parameter for nothing).
+	arch, err := architecture.Load(child)
 	if err != nil {
 		return nil, err
 	}
-	w, o, err := MeasureSetup(*t.workload, &sv, m.Arch().MaxPositions)
+	w, o, err := MeasureSetup(*t.workload, &sv, arch.MaxPositions)
 	if err != nil {
 		return nil, err
 	}
@@ -962,6 +974,12 @@ func measureChild(ctx context.Context, env *Env, t *target, c *Config, child, se
 			return &rep, nil
 		})
 	}
+	// In this process, as bench-serve does: the weights read in place.
+	m, err := engine.LoadWith(child, engine.LoadOptions{Mapped: true})
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
 	return measureRepeated(ctx, env, k, gap, func(ctx context.Context, _ int) (*servebench.Report, error) {
 		rep, err := servebench.Run(ctx, m, &w, o, nil)
 		if err != nil {

@@ -14,8 +14,20 @@ import (
 // parent tensor with the selection prune.Layout.Map gives, so the child is
 // exactly the one "autocompress prune" writes for the same plan and the
 // engine loads (same rows and columns, same zero padding of the decilm and
-// padded formats, same layer renumbering). The parent is not modified.
+// padded formats, same layer renumbering). The parent is not modified; it
+// may be read in place (engine.LoadOptions.Mapped), so that a bf16 parent
+// is never held as float32 whole.
 func Child(parent *engine.Model, plan *prune.Plan) (*engine.Model, error) {
+	return child(parent, plan, true)
+}
+
+// ForwardChild is Child without gradients (engine.NewZeroForward): the
+// same weights in half the memory, for a candidate that is only scored.
+func ForwardChild(parent *engine.Model, plan *prune.Plan) (*engine.Model, error) {
+	return child(parent, plan, false)
+}
+
+func child(parent *engine.Model, plan *prune.Plan, grads bool) (*engine.Model, error) {
 	if parent == nil || plan == nil {
 		return nil, errors.New("proxy: child needs a parent model and a plan")
 	}
@@ -23,7 +35,11 @@ func Child(parent *engine.Model, plan *prune.Plan) (*engine.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	child, err := engine.NewZero(lay.Child)
+	newZero := engine.NewZeroForward
+	if grads {
+		newZero = engine.NewZero
+	}
+	child, err := newZero(lay.Child)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: the child of this plan: %w", err)
 	}
@@ -51,7 +67,11 @@ func Child(parent *engine.Model, plan *prune.Plan) (*engine.Model, error) {
 		if m.Zero {
 			continue // NewZero already holds the zeros of a padded sub-block
 		}
-		src := parent.Tensor(m.Src)
+		// A parent read in place gives a float32 copy of this one tensor.
+		src, err := parent.TensorFloat32(m.Src)
+		if err != nil {
+			return nil, fmt.Errorf("proxy: %w", err)
+		}
 		out, err := prune.Gather(f32Bytes(dst)[:0], f32Bytes(src), shapes[m.Src], 4, m.Sel)
 		if err != nil {
 			return nil, fmt.Errorf("proxy: gathering %s: %w", m.Src, err)

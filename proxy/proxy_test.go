@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/checkpoint"
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/internal/progress"
 	"github.com/autocompress/autocompress/parent"
@@ -152,6 +153,53 @@ func TestChildEqualsPrunedCheckpoint(t *testing.T) {
 				t.Fatalf("KL(parent ‖ child) = %g, want clearly positive", res.KL)
 			}
 		})
+	}
+}
+
+// TestChildOfMappedParent: a forward-only child gathered from a bf16 parent
+// read in place (engine.LoadOptions.Mapped), as the search builds its
+// candidates, is, bit for bit, the child of the same checkpoint converted
+// to float32 whole.
+func TestChildOfMappedParent(t *testing.T) {
+	par, _ := loadParent(t)
+	dir := filepath.Join(t.TempDir(), "bf16")
+	if err := par.Save(dir, checkpoint.BF16); err != nil {
+		t.Fatal(err)
+	}
+	whole, err := engine.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapped, err := engine.LoadWith(dir, engine.LoadOptions{Mapped: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mapped.Close()
+	if mapped.MappedBytes() == 0 {
+		t.Fatal("the bf16 parent was not read in place")
+	}
+	for name, plan := range testPlans() {
+		a, err := Child(whole, plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Forward only, as the search's measured proxy builds them.
+		b, err := ForwardChild(mapped, plan)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if b.Grads() != nil {
+			t.Fatalf("%s: a forward-only child has a gradient slab", name)
+		}
+		pa, pb := a.Params(), b.Params()
+		if len(pa) != len(pb) {
+			t.Fatalf("%s: %d and %d parameters", name, len(pa), len(pb))
+		}
+		for i := range pa {
+			if math.Float32bits(pa[i]) != math.Float32bits(pb[i]) {
+				t.Fatalf("%s: parameter %d: %v from the float32 parent, %v from the mapped one", name, i, pa[i], pb[i])
+			}
+		}
 	}
 }
 

@@ -151,10 +151,13 @@ func Execute(ctx context.Context, r Request) (*Report, error) {
 		if r.Dir == "" {
 			return nil, errors.New("search: the measured proxy needs a checkpoint with weights, not a config")
 		}
-		em, err := engine.Load(r.Dir)
+		// Forward passes and the candidates' tensors only: the parent's
+		// weights are read in place, in their checkpoint dtype.
+		em, err := engine.LoadWith(r.Dir, engine.LoadOptions{Mapped: true})
 		if err != nil {
 			return nil, fmt.Errorf("search: measured proxy: %w", err)
 		}
+		defer em.Close()
 		if r.Strategy == Minitron && r.TopKMeasurer != nil {
 			tm, err := r.TopKMeasurer(ctx, em, r.Rows, r.Progress)
 			if err != nil {

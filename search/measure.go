@@ -3,6 +3,7 @@ package search
 import (
 	"context"
 	"fmt"
+	"runtime"
 
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/proxy"
@@ -32,11 +33,15 @@ func NewKLMeasurer(ctx context.Context, parent *engine.Model, rows [][]int32, op
 
 // Measure scores the child plan makes of the parent.
 func (k *KLMeasurer) Measure(ctx context.Context, plan *prune.Plan) (Measurement, error) {
-	child, err := proxy.Child(k.parent, plan)
+	child, err := proxy.ForwardChild(k.parent, plan)
 	if err != nil {
 		return Measurement{}, err
 	}
 	r, err := k.ref.Score(ctx, child, k.opt)
+	// A real-size parent's candidate is gigabytes: collected now, before
+	// the next is built, two are never resident at once.
+	child = nil
+	runtime.GC()
 	if err != nil {
 		return Measurement{}, err
 	}

@@ -24,6 +24,7 @@ package train
 import (
 	"fmt"
 	"math"
+	"sort"
 	"strings"
 )
 
@@ -57,8 +58,10 @@ type AdamW struct {
 	Beta1, Beta2, Eps, WeightDecay float64
 	// M and V are the moment slabs, the same layout as the parameters.
 	M, V []float32
-	// Decay[i] tells whether parameter i is decayed.
-	Decay []bool
+	// Exempt are the ranges of parameters that are not decayed, sorted and
+	// disjoint: a few per layer, where a flag per parameter would cost a
+	// byte each (a gigabyte for a 1B student).
+	Exempt []Range
 	// T is the number of steps taken.
 	T int
 }
@@ -76,20 +79,28 @@ type Span struct {
 	Offset, Len int
 }
 
+// Range is the parameters [Lo, Hi) of a slab.
+type Range struct{ Lo, Hi int }
+
 // NewAdamW returns an optimiser for n parameters; spans name the ranges that
 // NoDecay exempts (ranges not covered are decayed).
 func NewAdamW(n int, spans []Span, beta1, beta2, eps, wd float64) *AdamW {
 	o := &AdamW{Beta1: beta1, Beta2: beta2, Eps: eps, WeightDecay: wd,
-		M: make([]float32, n), V: make([]float32, n), Decay: make([]bool, n)}
-	for i := range o.Decay {
-		o.Decay[i] = true
-	}
+		M: make([]float32, n), V: make([]float32, n)}
+	var ex []Range
 	for _, s := range spans {
-		if NoDecay(s.Name) {
-			for i := s.Offset; i < s.Offset+s.Len; i++ {
-				o.Decay[i] = false
-			}
+		lo, hi := max(s.Offset, 0), min(s.Offset+s.Len, n)
+		if NoDecay(s.Name) && lo < hi {
+			ex = append(ex, Range{lo, hi})
 		}
+	}
+	sort.Slice(ex, func(i, j int) bool { return ex[i].Lo < ex[j].Lo })
+	for _, r := range ex { // merge overlapping and adjacent ranges
+		if k := len(o.Exempt) - 1; k >= 0 && r.Lo <= o.Exempt[k].Hi {
+			o.Exempt[k].Hi = max(o.Exempt[k].Hi, r.Hi)
+			continue
+		}
+		o.Exempt = append(o.Exempt, r)
 	}
 	return o
 }
@@ -104,16 +115,26 @@ func (o *AdamW) Step(params, grads []float32, lr float64) error {
 	c1 := float32(1 / (1 - math.Pow(o.Beta1, float64(o.T))))
 	c2 := float32(1 / (1 - math.Pow(o.Beta2, float64(o.T))))
 	eps, lr32, wd := float32(o.Eps), float32(lr), float32(o.WeightDecay)
-	for i, g := range grads {
-		m := b1*o.M[i] + (1-b1)*g
-		v := b2*o.V[i] + (1-b2)*g*g
-		o.M[i], o.V[i] = m, v
-		u := m * c1 / (float32(math.Sqrt(float64(v*c2))) + eps)
-		if o.Decay[i] {
-			u += wd * params[i]
+	update := func(lo, hi int, decay bool) {
+		for i := lo; i < hi; i++ {
+			g := grads[i]
+			m := b1*o.M[i] + (1-b1)*g
+			v := b2*o.V[i] + (1-b2)*g*g
+			o.M[i], o.V[i] = m, v
+			u := m * c1 / (float32(math.Sqrt(float64(v*c2))) + eps)
+			if decay {
+				u += wd * params[i]
+			}
+			params[i] -= lr32 * u
 		}
-		params[i] -= lr32 * u
 	}
+	pos := 0
+	for _, r := range o.Exempt {
+		update(pos, r.Lo, true)
+		update(r.Lo, r.Hi, false)
+		pos = r.Hi
+	}
+	update(pos, len(grads), true)
 	return nil
 }
 

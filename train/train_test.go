@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -226,6 +227,27 @@ func TestAdamWByHand(t *testing.T) {
 	}
 	if err := o.Step(p, g[:1], 0.01); err == nil {
 		t.Error("length mismatch accepted")
+	}
+}
+
+// TestAdamWExemptRanges: the exempt ranges are the NoDecay spans, sorted
+// and merged, and only they go undecayed (zero gradients: a decayed
+// parameter shrinks, an exempt one stays).
+func TestAdamWExemptRanges(t *testing.T) {
+	spans := []Span{{"l1.w", 5, 2}, {"l0.input_layernorm.weight", 2, 1}, {"l0.w", 0, 2}, {"l0.q.bias", 3, 2}, {"model.norm.weight", 7, 1}}
+	o := NewAdamW(8, spans, 0.9, 0.99, 1e-8, 0.5)
+	if want := []Range{{2, 5}, {7, 8}}; !reflect.DeepEqual(o.Exempt, want) {
+		t.Fatalf("exempt %v, want %v", o.Exempt, want)
+	}
+	p := []float32{1, 1, 1, 1, 1, 1, 1, 1}
+	if err := o.Step(p, make([]float32, 8), 0.1); err != nil {
+		t.Fatal(err)
+	}
+	for i, x := range p {
+		exempt := i >= 2 && i < 5 || i == 7
+		if (x == 1) != exempt {
+			t.Errorf("parameter %d = %g after a step of zero gradient (exempt %v)", i, x, exempt)
+		}
 	}
 }
 

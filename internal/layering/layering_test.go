@@ -75,7 +75,7 @@ var allowed = map[string][]string{
 	"search/trained":   {"dataset", "distill", "engine", "internal/progress", "proxy", "prune", "search", "train"},
 
 	// Glue: the pipeline, the commands.
-	"pipeline": {"architecture", "checkpoint", "corpus", "dataset", "distill", "engine", "estimate", "eval", "export", "hardware", "importance", "internal/output", "job", "internal/progress", "modelref", "prune", "report", "search", "search/trained", "servebench", "tokenizer", "train", "workload"},
+	"pipeline": {"architecture", "checkpoint", "corpus", "dataset", "distill", "engine", "estimate", "eval", "export", "hardware", "importance", "internal/human", "internal/output", "job", "internal/progress", "modelref", "prune", "report", "search", "search/trained", "servebench", "tokenizer", "train", "workload"},
 	"internal/cli": {"architecture", "checkpoint", "corpus", "dataset", "distill", "engine", "engine/blas", "estimate",
 		"estimate/groundtruth", "estimate/nativecal", "estimate/scenarios", "eval", "export", "hardware", "importance",
 		"internal/human", "internal/output", "internal/progress", "internal/shareddata", "job", "modelref", "parent", "pipeline", "prune", "search",

@@ -326,6 +326,9 @@ func stateLine(e Event) string {
 	case Reused:
 		return fmt.Sprintf("%s reused: %s", l, e.Msg)
 	case Finished:
+		if e.Msg != "" {
+			return fmt.Sprintf("%s done in %s; %s", l, human.Duration(e.Elapsed), e.Msg)
+		}
 		return fmt.Sprintf("%s done in %s", l, human.Duration(e.Elapsed))
 	case Failed:
 		return fmt.Sprintf("%s failed after %s: %s", l, human.Duration(e.Elapsed), e.Msg)
