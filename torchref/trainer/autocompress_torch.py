@@ -428,6 +428,9 @@ def sum_cos(a, b):
 def run_importance(job, ranks):
     prog = Progress(job)
     d = job.model_dir("model")
+    if not isinstance(acmodel.Arch(acmodel.load_config(d)), acmodel.Arch):
+        raise Refused("the reference trainer scores Llama-family layers only: run the importance of this "
+                      "hybrid model in the native engine")
     m = job.load("model", ranks.device, infer_dtype(ranks)).eval()
     arch = m.arch
     L = len(arch.layers)
