@@ -15,8 +15,10 @@ computes it (NemotronHBlock.forward: out = x + mixer(norm(x))):
             y_h = state . C_g + D * x_h
         y = rmsnorm per group of d_inner / G (y * silu(z)) * norm.weight
         out = out_proj(y)
-    The scan is the plain sequential recurrence, for clarity (the chunked
-    SSD of torch_forward sums the same terms in another order);
+    The scan (ssd_scan) is torch_forward's chunked SSD in its plain form:
+    within a chunk a masked (T x T) decay matrix, across chunks the
+    carried state (the engine's sequential recurrence sums the same terms
+    in another order);
   - attention without rotary embedding (NemotronHAttention: grouped-query,
     causal, scaled by head_dim**-0.5), acmodel.Attention with no rotation;
   - MLP (NemotronHMLP): down_proj(relu(up_proj(x))**2), not gated.
@@ -180,6 +182,40 @@ class HybridArch:
         return f
 
 
+# SCAN_CHUNK is ssd_scan's chunk length: any value gives the same sums (up
+# to rounding); 32 keeps the within-chunk (T x T) terms small.
+SCAN_CHUNK = 32
+
+
+def ssd_scan(xdt, la, Bm, Cm, chunk):
+    """The recurrence state_t = exp(la_t) * state_{t-1} + xdt_t (outer) B_t,
+    y_t = state_t . C_t from a zero state, computed a chunk at a time as
+    torch_forward's SSD does: within a chunk, with a_t the cumulative sum
+    of la over the chunk up to t,
+        y_t = sum_{s <= t} exp(a_t - a_s) (C_t . B_s) xdt_s + exp(a_t) C_t . state_0
+        state_L = exp(a_L) state_0 + sum_s exp(a_L - a_s) xdt_s (outer) B_s
+    xdt (B, T, heads, hd) = dt * x; la (B, T, heads) = dt * A; Bm, Cm
+    (B, T, heads, N). Returns y (B, T, heads, hd)."""
+    Bsz, T, nh, hd = xdt.shape
+    state = xdt.new_zeros(Bsz, nh, hd, Bm.shape[-1])
+    ys = []
+    for c0 in range(0, T, chunk):
+        sl = slice(c0, min(c0 + chunk, T))
+        x, b, c = xdt[:, sl], Bm[:, sl], Cm[:, sl]
+        a = la[:, sl].cumsum(1)  # (B, L, heads)
+        L = a.shape[1]
+        causal = torch.ones(L, L, dtype=torch.bool, device=a.device).tril()
+        seg = (a[:, :, None, :] - a[:, None, :, :]).masked_fill(~causal[None, :, :, None], float("-inf"))
+        w = torch.exp(seg) * torch.einsum("bthn,bshn->btsh", c, b)  # (B, t, s, heads)
+        y = torch.einsum("btsh,bshp->bthp", w, x)
+        y = y + torch.einsum("bthn,bhpn->bthp", c, state) * torch.exp(a)[..., None]
+        last = a[:, -1]  # (B, heads)
+        tail = torch.exp(last[:, None, :] - a)  # (B, L, heads)
+        state = state * torch.exp(last)[:, :, None, None] + torch.einsum("bsh,bshp,bshn->bhpn", tail, x, b)
+        ys.append(y)
+    return torch.cat(ys, dim=1)
+
+
 class Mamba2Mixer(nn.Module):
     def __init__(self, arch, l):
         super().__init__()
@@ -208,17 +244,10 @@ class Mamba2Mixer(nn.Module):
         lo, hi = self.dt_limit
         dt = dt.clamp(min=lo) if math.isinf(hi) else dt.clamp(lo, hi)
         A = -torch.exp(self.A_log.float())
-        dA = torch.exp(dt * A)  # (B, T, heads)
         xs = xs.reshape(Bsz, T, nh, hd)
         Bm = Bm.reshape(Bsz, T, G, N).repeat_interleave(nh // G, dim=2)  # (B, T, heads, N)
         Cm = Cm.reshape(Bsz, T, G, N).repeat_interleave(nh // G, dim=2)
-        dBx = (dt[..., None] * xs)[..., None] * Bm[:, :, :, None, :]  # (B, T, heads, hd, N)
-        state = x.new_zeros(Bsz, nh, hd, N)
-        ys = []
-        for t in range(T):
-            state = state * dA[:, t, :, None, None] + dBx[:, t]
-            ys.append((state * Cm[:, t, :, None, :]).sum(-1))
-        y = torch.stack(ys, dim=1) + self.D[:, None] * xs  # (B, T, heads, hd)
+        y = ssd_scan(dt[..., None] * xs, dt * A, Bm, Cm, SCAN_CHUNK) + self.D[:, None] * xs  # (B, T, heads, hd)
         y = y.reshape(Bsz, T, self.di) * F.silu(z)
         g = y.view(Bsz, T, G, self.di // G)
         g = g * torch.rsqrt(g.pow(2).mean(-1, keepdim=True) + self.eps)
