@@ -23,7 +23,11 @@ func init() {
 		Hybrid:    true,
 		// vLLM nemotron_h.py NemotronHAttention builds no rotary embedding.
 		NoRoPE: true,
-		Engine: EngineSupport{Reason: "Mamba2 mixers, mixture-of-experts layers and backbone.* tensor names"},
+		// The native engine runs its Mamba2, attention and MLP layers
+		// forward (training goes through the PyTorch reference trainer:
+		// engine.CheckTrain); its sigmoid-routed MoE layers with shared
+		// experts are refused per layer (engine.Check).
+		Engine: EngineSupport{Runs: true},
 	})
 }
 

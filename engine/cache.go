@@ -7,22 +7,33 @@ import (
 	"github.com/autocompress/autocompress/engine/blas"
 )
 
-// Cache holds the keys and values of one sequence for incremental decoding.
+// Cache holds the keys and values of one sequence for incremental decoding,
+// and for each Mamba2 layer its recurrent state (the last conv_kernel−1
+// convolution inputs and the SSM state, a fixed size whatever the length).
 // Its capacity is fixed when it is made.
 type Cache struct {
 	n    int
 	cap  int
 	k, v [][]float32 // per layer (cap, kvHeads·head_dim); nil without attention
+	// conv and ssm are per Mamba layer ((conv_kernel−1)·conv_dim and
+	// heads·head_dim·state); nil for other layers. They are zeroed when a
+	// Step finds the cache empty (new, Reset or reused).
+	conv, ssm [][]float32
 }
 
 // NewCache returns an empty KV cache for up to capacity tokens of one
 // sequence.
 func (m *Model) NewCache(capacity int) *Cache {
-	c := &Cache{cap: capacity, k: make([][]float32, len(m.dims)), v: make([][]float32, len(m.dims))}
+	L := len(m.dims)
+	c := &Cache{cap: capacity, k: make([][]float32, L), v: make([][]float32, L), conv: make([][]float32, L), ssm: make([][]float32, L)}
 	for l, d := range m.dims {
 		if d.attn {
 			c.k[l] = make([]float32, capacity*d.kd)
 			c.v[l] = make([]float32, capacity*d.kd)
+		}
+		if x := d.mamba; x != nil {
+			c.conv[l] = make([]float32, (x.conv-1)*x.convDim())
+			c.ssm[l] = make([]float32, x.heads*x.headDim*x.state)
 		}
 	}
 	return c
@@ -86,6 +97,13 @@ func (c *Cache) CopyFrom(src *Cache) error {
 		copy(c.k[l], src.k[l][:src.n*kd])
 		copy(c.v[l], src.v[l][:src.n*kd])
 	}
+	for l := range src.conv {
+		if len(c.conv[l]) != len(src.conv[l]) || len(c.ssm[l]) != len(src.ssm[l]) {
+			return &InputError{fmt.Sprintf("cache copy: layer %d has another Mamba state", l)}
+		}
+		copy(c.conv[l], src.conv[l])
+		copy(c.ssm[l], src.ssm[l])
+	}
 	c.n = src.n
 	return nil
 }
@@ -94,7 +112,7 @@ func (c *Cache) CopyFrom(src *Cache) error {
 func (c *Cache) Bytes() int64 {
 	var n int64
 	for l := range c.k {
-		n += int64(len(c.k[l])+len(c.v[l])) * 4
+		n += int64(len(c.k[l])+len(c.v[l])+len(c.conv[l])+len(c.ssm[l])) * 4
 	}
 	return n
 }
@@ -105,6 +123,8 @@ type stepBufs struct {
 	q, k, v        []float32
 	rstd, qrstd    []float32
 	gate, up, h    []float32
+	mamba          mambaBufs
+	seqs           []mambaSeq
 	logits         []float32
 	// Per-step bookkeeping, reused.
 	flat          []int32
@@ -192,14 +212,16 @@ func (m *Model) Step(caches []*Cache, tokens [][]int32, all bool) ([][]float32, 
 				rmsnormForward(b.q, b.qrstd, b.q, w.qNorm, R*d.heads, d.hd, m.eps)
 				rmsnormForward(b.k, b.qrstd, b.k, w.kNorm, R*d.kvH, d.hd, m.eps)
 			}
-			tab := m.rope[d.hd]
-			maxPos := 0
-			for _, p := range rowPos {
-				maxPos = max(maxPos, p+1)
+			if !m.noRoPE {
+				tab := m.rope[d.hd]
+				maxPos := 0
+				for _, p := range rowPos {
+					maxPos = max(maxPos, p+1)
+				}
+				tab.ensure(maxPos)
+				ropeForward(b.q, R, d.heads, d.hd, tab, pos)
+				ropeForward(b.k, R, d.kvH, d.hd, tab, pos)
 			}
-			tab.ensure(maxPos)
-			ropeForward(b.q, R, d.heads, d.hd, tab, pos)
-			ropeForward(b.k, R, d.kvH, d.hd, tab, pos)
 			for i, c := range caches {
 				n := start[i+1] - start[i]
 				copy(c.k[l][c.n*d.kd:(c.n+n)*d.kd], b.k[start[i]*d.kd:start[i+1]*d.kd])
@@ -207,6 +229,21 @@ func (m *Model) Step(caches []*Cache, tokens [][]int32, all bool) ([][]float32, 
 			}
 			cachedAttention(b.ao, b.q, caches, l, start, d)
 			linearForward(b.tmp, b.ao, wm.o, w.ob, R, d.qd, H)
+			residualAdd(b.x, b.tmp)
+		}
+		if x := d.mamba; x != nil {
+			rmsnormForward(b.ln, b.rstd, b.x, w.inNorm, R, H, m.eps)
+			b.mamba.proj, b.mamba.y = grow(b.mamba.proj, R*x.projDim()), grow(b.mamba.y, R*x.dInner())
+			seqs := b.seqs[:0]
+			for i, c := range caches {
+				if c.n == 0 {
+					clear(c.conv[l])
+					clear(c.ssm[l])
+				}
+				seqs = append(seqs, mambaSeq{row: start[i], n: start[i+1] - start[i], conv: c.conv[l], ssm: c.ssm[l]})
+			}
+			b.seqs = seqs
+			mamba2Mix(b.tmp, b.ln, H, *x, w.mamba, seqs, b.mamba)
 			residualAdd(b.x, b.tmp)
 		}
 		if d.mlp {

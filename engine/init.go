@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -11,6 +12,9 @@ import (
 	"github.com/autocompress/autocompress/checkpoint"
 	"github.com/autocompress/autocompress/internal/progress"
 )
+
+// mambaDTBiasInit is softplus⁻¹(0.01) = log(e^0.01 − 1).
+var mambaDTBiasInit = float32(math.Log(math.Expm1(0.01)))
 
 // initStd is the standard deviation of New's and Init's random matrices.
 const initStd = 0.02
@@ -26,6 +30,22 @@ func initRand(seed uint64) *rand.Rand {
 // filling it at once.
 func fillInit(r *rand.Rand, s TensorSpec, t []float32) {
 	switch {
+	case s.kind == "mamba_conv":
+		// torch's Conv1d default (kaiming uniform, a = √5): std 1/√(3·kernel).
+		std := 1 / math.Sqrt(3*float64(s.Shape[len(s.Shape)-1]))
+		for j := range t {
+			t[j] = float32(r.NormFloat64() * std)
+		}
+	case s.kind == "mamba_d":
+		for j := range t {
+			t[j] = 1 // NemotronHMamba2Mixer: D = ones
+		}
+	case s.kind == "mamba_dt_bias":
+		// softplus⁻¹(0.01): dt at the geometric middle of NemotronHConfig's
+		// time_step_min..max (0.001..0.1); A_log stays 0 (A = −1).
+		for j := range t {
+			t[j] = mambaDTBiasInit
+		}
 	case len(s.Shape) == 2:
 		for j := range t {
 			t[j] = float32(r.NormFloat64() * initStd)

@@ -21,7 +21,9 @@ type Model struct {
 	params, grads []float32
 	p, g          views
 
-	rope     map[int]*ropeTable
+	rope map[int]*ropeTable
+	// noRoPE: the family's attention has no rotary embedding (Nemotron-H).
+	noRoPE   bool
 	observer Observer
 	skip     []bool
 	// skipAttn and skipMLP turn one sub-block of a layer into an identity
@@ -101,6 +103,7 @@ func newEmpty(arch *architecture.Model) (*Model, error) {
 // offset -1), with a gradient slab when grads.
 func newSlab(arch *architecture.Model, dims []layerDims, specs []TensorSpec, inPlace []bool, grads bool) (*Model, error) {
 	m := &Model{arch: arch.Clone(), dims: dims, index: map[string]int{}, rope: map[int]*ropeTable{}}
+	m.noRoPE = arch.Family().NoRoPE
 	m.eps = float32(arch.NormEps)
 	if m.eps <= 0 {
 		m.eps = 1e-6
@@ -264,6 +267,8 @@ type layerActs struct {
 	ao, mid         []float32
 	ln2, rstd2      []float32
 	gate, up, h     []float32
+	// mproj and my are a Mamba2 mixer's in_proj output and out_proj input.
+	mproj, my []float32
 }
 
 // acts holds every activation for one (B, T), plus backward scratch.
@@ -341,6 +346,7 @@ func (m *Model) allocActs(B, T int) *acts {
 			q: buf(slotQ), qr: buf(slotQr), k: buf(slotK), kr: buf(slotKr), v: buf(slotV),
 			qrstd: buf(slotQrstd), krstd: buf(slotKrstd), ao: buf(slotAo),
 			ln2: buf(slotLn2), rstd2: buf(slotRstd2), gate: buf(slotGate), up: buf(slotUp), h: buf(slotH),
+			mproj: buf(slotMambaProj), my: buf(slotMambaY),
 		}
 	}
 	a.lnf, a.rstdf = make([]float32, N*H), make([]float32, N)
@@ -367,6 +373,8 @@ const (
 	slotGate
 	slotUp
 	slotH
+	slotMambaProj
+	slotMambaY
 	numSlots
 )
 
@@ -386,6 +394,10 @@ func layerBufSizes(d layerDims, N, H int) [numSlots]int {
 	}
 	if d.moe != nil {
 		s[slotLn2], s[slotRstd2] = N*H, N
+	}
+	if x := d.mamba; x != nil {
+		s[slotLn1], s[slotRstd1] = N*H, N
+		s[slotMambaProj], s[slotMambaY] = N*x.projDim(), N*x.dInner()
 	}
 	if d.mlp {
 		s[slotLn2], s[slotRstd2] = N*H, N
@@ -552,8 +564,8 @@ func (m *Model) Backward() error {
 	if m.grads == nil {
 		return ErrNoGradients
 	}
-	if m.hasMoE() {
-		return ErrMoEBackward
+	if err := m.forwardOnly(); err != nil {
+		return err
 	}
 	b := m.backBufs()
 	crossEntropyBackward(b.dlogits, m.a.logits, m.a.lse, m.a.targets, m.a.B*m.a.T, m.arch.Vocab, 1/float32(m.a.count))
@@ -577,8 +589,8 @@ func (m *Model) BackwardFromLogits(dlogits []float32) error {
 	if m.grads == nil {
 		return ErrNoGradients
 	}
-	if m.hasMoE() {
-		return ErrMoEBackward
+	if err := m.forwardOnly(); err != nil {
+		return err
 	}
 	if want := m.a.B * m.a.T * m.arch.Vocab; len(dlogits) != want {
 		return &InputError{fmt.Sprintf("dlogits has %d values, the last forward produced %d logits", len(dlogits), want)}
@@ -630,14 +642,29 @@ func (m *Model) forward(start int) {
 				parallelCopy(la.qr, la.q)
 				parallelCopy(la.kr, la.k)
 			}
-			tab := m.rope[d.hd]
-			tab.ensure(T)
-			ropeForward(la.qr, N, d.heads, d.hd, tab, pos)
-			ropeForward(la.kr, N, d.kvH, d.hd, tab, pos)
+			if !m.noRoPE {
+				tab := m.rope[d.hd]
+				tab.ensure(T)
+				ropeForward(la.qr, N, d.heads, d.hd, tab, pos)
+				ropeForward(la.kr, N, d.kvH, d.hd, tab, pos)
+			}
 			shape := attnShape{B: a.B, T: T, heads: d.heads, kvH: d.kvH, hd: d.hd, window: d.window}
 			attentionForward(la.ao, la.qr, la.kr, la.v, shape)
 			m.observe(l, SiteAttnHeads, la.ao, d.qd, d.heads, d.hd)
 			linearForward(out, la.ao, wm.o, w.ob, N, d.qd, H)
+			residualAdd(la.mid, out)
+		}
+		if x := d.mamba; x != nil && !m.skipAttn[l] {
+			rmsnormForward(la.ln1, la.rstd1, in, w.inNorm, N, H, m.eps)
+			m.observe(l, SiteAttnNorm, la.ln1, H, 0, 0)
+			seqs := make([]mambaSeq, a.B)
+			for b := range seqs {
+				seqs[b] = mambaSeq{row: b * T, n: T}
+			}
+			mamba2Mix(out, la.ln1, H, *x, w.mamba, seqs, mambaBufs{proj: la.mproj, y: la.my})
+			if m.observer != nil {
+				m.observer.Observe(&Activation{Layer: l, Site: SiteMambaHeads, Data: la.my, B: a.B, T: T, Width: x.dInner(), Heads: x.heads, HeadDim: x.headDim, Groups: x.groups})
+			}
 			residualAdd(la.mid, out)
 		}
 		m.observe(l, SiteAttnResidual, la.mid, H, 0, 0)
@@ -713,9 +740,11 @@ func (m *Model) backward(dlogits []float32) {
 			clear(dv)
 			shape := attnShape{B: a.B, T: T, heads: d.heads, kvH: d.kvH, hd: d.hd, window: d.window}
 			attentionBackward(dqr, dkr, dv, dao, la.qr, la.kr, la.v, shape)
-			tab := m.rope[d.hd]
-			ropeBackward(dqr, N, d.heads, d.hd, tab, pos)
-			ropeBackward(dkr, N, d.kvH, d.hd, tab, pos)
+			if !m.noRoPE {
+				tab := m.rope[d.hd]
+				ropeBackward(dqr, N, d.heads, d.hd, tab, pos)
+				ropeBackward(dkr, N, d.kvH, d.hd, tab, pos)
+			}
 			dq, dk := dqr, dkr
 			if d.qkNorm {
 				dq, dk = b.dq[:N*qd], b.dk[:N*kd]
@@ -759,6 +788,9 @@ func (m *Model) ForwardFLOPsFrom(layer, B, T int) float64 {
 				mats = 3
 			}
 			f += 2 * N * H * float64(d.ffn) * mats
+		}
+		if x := d.mamba; x != nil {
+			f += mambaFLOPs(x, N, H)
 		}
 		if x := d.moe; x != nil {
 			// The router, and each row's k gated experts.

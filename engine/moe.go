@@ -309,6 +309,9 @@ func CheckTrain(a *architecture.Model) error {
 		return err
 	}
 	for i, d := range dims {
+		if d.mamba != nil {
+			return &UnsupportedError{Layer: i, Feature: "training through Mamba2 mixers (the native engine runs them forward only: importance, eval, the proxy, serving; training or distilling a hybrid model goes through the PyTorch reference trainer)"}
+		}
 		if d.moe != nil {
 			return &UnsupportedError{Layer: i, Feature: "training through mixture-of-experts layers (the native engine runs them forward only: importance, eval, the proxy, serving; training an MoE model is for the PyTorch reference trainer, which does not have MoE layers yet either)"}
 		}

@@ -32,9 +32,14 @@ const (
 	// (after SiteMLPNorm, before SiteLayerOutput; ExpertStats collects
 	// it).
 	SiteMoERouting
+	// SiteMambaHeads is a Mamba2 mixer's out_proj input, the gated-normed
+	// scan output, (B·T, heads·head_dim), head-major within a row, with
+	// Activation.Heads, HeadDim and Groups set (after SiteAttnNorm, which
+	// a Mamba layer's norm reports, and before SiteAttnResidual).
+	SiteMambaHeads
 )
 
-var siteNames = [...]string{"layer_input", "attn_norm", "attn_heads", "attn_residual", "mlp_norm", "mlp_act", "layer_output", "final_norm", "moe_routing"}
+var siteNames = [...]string{"layer_input", "attn_norm", "attn_heads", "attn_residual", "mlp_norm", "mlp_act", "layer_output", "final_norm", "moe_routing", "mamba_heads"}
 
 func (s Site) String() string {
 	if s >= 0 && int(s) < len(siteNames) {
@@ -52,8 +57,9 @@ type Activation struct {
 	Data  []float32
 	B, T  int
 	Width int
-	// Heads and HeadDim are set for SiteAttnHeads (Width = Heads·HeadDim).
-	Heads, HeadDim int
+	// Heads and HeadDim are set for SiteAttnHeads and SiteMambaHeads
+	// (Width = Heads·HeadDim); Groups for SiteMambaHeads (n_groups).
+	Heads, HeadDim, Groups int
 	// Routing is set for SiteMoERouting (owned by the model like Data).
 	Routing *Routing
 }

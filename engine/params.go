@@ -22,7 +22,7 @@ type TensorSpec struct {
 
 // isNorm reports whether the tensor is a norm weight (initialised to 1).
 func (s TensorSpec) isNorm() bool {
-	return s.kind == "norm" || s.kind == "attn_q_norm" || s.kind == "attn_k_norm"
+	return s.kind == "norm" || s.kind == "attn_q_norm" || s.kind == "attn_k_norm" || s.kind == "mamba_norm"
 }
 
 // Size returns the number of elements.
@@ -42,6 +42,8 @@ type layerParams struct {
 	// router and experts are an MoE layer's (moe.go).
 	router  []float32
 	experts []expertParams
+	// mamba is a Mamba2 mixer's (mamba.go); its norm is inNorm.
+	mamba mambaWeights
 }
 
 // dims are the derived widths of one layer.
@@ -61,6 +63,9 @@ type layerDims struct {
 	act        activation
 	// moe is set for a mixture-of-experts feed-forward block (moe.go).
 	moe *moeDims
+	// mamba is set for a Mamba2 mixer, the layer's sequence mixer in
+	// place of attention (mamba.go).
+	mamba *mambaDims
 }
 
 type activation int
@@ -124,10 +129,21 @@ func checkArch(a *architecture.Model) ([]layerDims, error) {
 	}
 	dims := make([]layerDims, len(a.Layers))
 	for i, l := range a.Layers {
-		if l.Mamba != nil {
-			return nil, &UnsupportedError{Layer: i, Feature: "Mamba2 mixer"}
-		}
 		d := &dims[i]
+		if l.Mamba != nil {
+			if l.Attention != nil {
+				return nil, &UnsupportedError{Layer: i, Feature: "attention beside a Mamba2 mixer in one layer"}
+			}
+			eps := float32(a.NormEps)
+			if eps <= 0 {
+				eps = 1e-6
+			}
+			md, err := checkMamba(l.Mamba, eps)
+			if err != nil {
+				return nil, &UnsupportedError{Layer: i, Feature: err.Error()}
+			}
+			d.mamba = md
+		}
 		if l.MoE != nil {
 			if l.MLP != nil {
 				return nil, &UnsupportedError{Layer: i, Feature: "a dense MLP beside mixture-of-experts in one layer"}
@@ -241,7 +257,7 @@ func bindViews(slab []float32, specs []TensorSpec, offsets []int, nLayers int, t
 		lp := &v.layers[s.layer]
 		switch s.kind {
 		case "norm":
-			if s.block == architecture.BlockAttention {
+			if s.block == architecture.BlockAttention || s.block == architecture.BlockMamba {
 				lp.inNorm = t
 			} else {
 				lp.postNorm = t
@@ -282,6 +298,8 @@ func bindViews(slab []float32, specs []TensorSpec, offsets []int, nLayers int, t
 			lp.router = t
 		case "expert_gate", "expert_up", "expert_down":
 			bindExpert(lp, s, t)
+		default:
+			bindMamba(lp, s.kind, t)
 		}
 	}
 	if tied {

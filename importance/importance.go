@@ -22,6 +22,12 @@
 //     viewed [heads, head_dim]; a head's score is the L2 norm over its
 //     head_dim channels. Heads are ranked within their KV group
 //     (HeadOrder), because KV groups are not pruned;
+//   - Mamba2 heads (Nemotron-H): the same over the mixer's out_proj input
+//     (the gated-normed scan output, engine.SiteMambaHeads), viewed
+//     [heads, head_dim], and ranked within their n_groups group
+//     (MambaHeadOrder): group-aware as Minitron-SSM (Taghibakhshi et al.,
+//     arXiv 2504.11409), which prunes the same number of heads in every
+//     group so that the grouped B, C and gated norm keep their layout;
 //   - layers: block influence BI_l = mean_{b,t} (1 − cos(x_in, x_out)) over
 //     the hidden states entering and leaving layer l (a mean over every
 //     calibration token, so it does not depend on the batch size), and the
@@ -109,6 +115,11 @@ type Scores struct {
 	HeadChannels [][]float64 // [layer][heads·head_dim]
 	KVHeads      []int       // [layer]: KV heads (groups), 0 without attention
 	Neurons      [][]float64 // [layer][ffn]
+	// MambaHeads and MambaHeadChannels are a Mamba2 layer's head scores
+	// (L2 over head_dim of its channel scores) and channel scores
+	// [heads·head_dim]; nil for other layers and in files written before
+	// they were scored.
+	MambaHeads, MambaHeadChannels [][]float64
 
 	LayerBI       []float64 // [layer]: mean over tokens of 1 − cos(in, out)
 	LayerSkipLoss []float64 // [layer]: loss(layer skipped) − base loss; NaN if not measured
@@ -229,6 +240,7 @@ type collector struct {
 	hidden  []*accum // per norm site, in observation order
 	heads   []*accum
 	neurons []*accum
+	mamba   []*accum
 	// Σ over token rows of 1 − cos for the layer, its attention and its
 	// MLP, and the rows counted.
 	bi, attnBI, mlpBI []float64
@@ -250,6 +262,11 @@ func (c *collector) Observe(a *engine.Activation) {
 			c.heads[l] = newAccum(a.Width)
 		}
 		c.heads[l].add(a.Data, a.B, a.T, a.Width)
+	case engine.SiteMambaHeads:
+		if c.mamba[l] == nil {
+			c.mamba[l] = newAccum(a.Width)
+		}
+		c.mamba[l].add(a.Data, a.B, a.T, a.Width)
 	case engine.SiteMLPAct:
 		if c.neurons[l] == nil {
 			c.neurons[l] = newAccum(a.Width)
@@ -329,7 +346,7 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 	}
 	arch := m.Arch()
 	L := arch.NumLayers()
-	c := &collector{hidden: make([]*accum, 2*L), heads: make([]*accum, L), neurons: make([]*accum, L),
+	c := &collector{hidden: make([]*accum, 2*L), heads: make([]*accum, L), neurons: make([]*accum, L), mamba: make([]*accum, L),
 		bi: make([]float64, L), attnBI: make([]float64, L), mlpBI: make([]float64, L), rows: make([]int64, L),
 		in: make([][]float32, L), mid: make([][]float32, L)}
 	passes := skipPasses(m, o)
@@ -399,7 +416,7 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 	}
 	s := &Scores{
 		Hidden: make([]float64, arch.Hidden), Heads: make([][]float64, L), HeadChannels: make([][]float64, L),
-		KVHeads: make([]int, L), Neurons: make([][]float64, L), LayerBI: make([]float64, L), LayerSkipLoss: nan(),
+		KVHeads: make([]int, L), Neurons: make([][]float64, L), MambaHeads: make([][]float64, L), MambaHeadChannels: make([][]float64, L), LayerBI: make([]float64, L), LayerSkipLoss: nan(),
 		AttnBI: nan(), MLPBI: nan(), AttnSkipLoss: nan(), MLPSkipLoss: nan(),
 		BaseLoss: base, DataHash: dataset.HashRows(rows), SeqLen: T, Sequences: len(rows),
 		Tokens: int64(len(rows) * T), Version: Version, SkipSequences: K, SkipTokens: Tk, Passes: cost / full,
@@ -437,6 +454,10 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 		}
 		if c.neurons[l] != nil {
 			s.Neurons[l] = c.neurons[l].sqrt()
+		}
+		if x := layer.Mamba; x != nil && c.mamba[l] != nil {
+			s.MambaHeadChannels[l] = c.mamba[l].sqrt()
+			s.MambaHeads[l] = headNorms(s.MambaHeadChannels[l], x.Heads, x.HeadDim)
 		}
 	}
 	if len(passes) == 0 {
@@ -721,6 +742,38 @@ func (s *Scores) HeadOrder(l int) [][]int {
 	return out
 }
 
+// MambaHeadOrder returns, for Mamba layer l with groups groups (n_groups),
+// the head indices of each group, most important first: head h belongs to
+// group h / (heads/groups), as in the Mamba2 mixer. Nil when the layer has
+// no Mamba head scores or groups does not divide them.
+func (s *Scores) MambaHeadOrder(l, groups int) [][]int {
+	if l < 0 || l >= len(s.MambaHeads) || s.MambaHeads[l] == nil || groups <= 0 || len(s.MambaHeads[l])%groups != 0 {
+		return nil
+	}
+	heads := s.MambaHeads[l]
+	per := len(heads) / groups
+	out := make([][]int, groups)
+	for g := range out {
+		for _, j := range Ranking(heads[g*per : (g+1)*per]) {
+			out[g] = append(out[g], g*per+j)
+		}
+	}
+	return out
+}
+
+// headNorms is the L2 norm over each head's head_dim channel scores.
+func headNorms(ch []float64, heads, hd int) []float64 {
+	out := make([]float64, heads)
+	for h := range out {
+		var q float64
+		for _, v := range ch[h*hd : (h+1)*hd] {
+			q += v * v
+		}
+		out[h] = math.Sqrt(q)
+	}
+	return out
+}
+
 // Ranking returns the indices of v sorted by decreasing score (ties by
 // index): the order in which a pruner keeps units.
 func Ranking(v []float64) []int {
@@ -780,6 +833,10 @@ func (s *Scores) Save(path string) error {
 		if s.Neurons[l] != nil {
 			ts = append(ts, tensor{fmt.Sprintf("layers.%d.neurons", l), s.Neurons[l]})
 		}
+		if l < len(s.MambaHeads) && s.MambaHeads[l] != nil {
+			ts = append(ts, tensor{fmt.Sprintf("layers.%d.mamba_heads", l), s.MambaHeads[l]},
+				tensor{fmt.Sprintf("layers.%d.mamba_head_channels", l), s.MambaHeadChannels[l]})
+		}
 	}
 	specs := make([]checkpoint.TensorSpec, len(ts))
 	for i, t := range ts {
@@ -795,7 +852,7 @@ func (s *Scores) Save(path string) error {
 		"base_loss": strconv.FormatFloat(s.BaseLoss, 'g', -1, 64), "layers": strconv.Itoa(len(s.LayerBI)),
 		"kv_heads":       strings.Join(kv, ","),
 		"skip_sequences": strconv.Itoa(s.SkipSequences), "skip_tokens": strconv.Itoa(s.SkipTokens), "equivalent_passes": strconv.FormatFloat(s.Passes, 'g', -1, 64),
-		"aggregation": "mean over tokens, L2 over sequences (Minitron); hidden = sum over norm sites; heads = L2 over head_dim; layer_bi = mean over tokens of 1-cos(in,out); attn_bi, mlp_bi = the same across each sub-block (in to mid, mid to out); *_skip_loss = loss(skip) - base; NaN = absent or not measured",
+		"aggregation": "mean over tokens, L2 over sequences (Minitron); hidden = sum over norm sites; heads, mamba_heads = L2 over head_dim; layer_bi = mean over tokens of 1-cos(in,out); attn_bi, mlp_bi = the same across each sub-block (in to mid, mid to out); *_skip_loss = loss(skip) - base; NaN = absent or not measured",
 	}
 	w, err := checkpoint.Create(path, specs, meta)
 	if err != nil {
@@ -933,7 +990,17 @@ func Load(path string) (*Scores, error) {
 		}
 	}
 	s.Heads, s.HeadChannels, s.Neurons = make([][]float64, L), make([][]float64, L), make([][]float64, L)
+	s.MambaHeads, s.MambaHeadChannels = make([][]float64, L), make([][]float64, L)
 	for l := 0; l < L; l++ {
+		if s.MambaHeads[l], err = get(fmt.Sprintf("layers.%d.mamba_heads", l), -1); err != nil {
+			return nil, err
+		}
+		if s.MambaHeadChannels[l], err = get(fmt.Sprintf("layers.%d.mamba_head_channels", l), -1); err != nil {
+			return nil, err
+		}
+		if h := s.MambaHeads[l]; (h == nil) != (s.MambaHeadChannels[l] == nil) || h != nil && (len(h) == 0 || len(s.MambaHeadChannels[l])%len(h) != 0) {
+			return nil, bad("layer %d: %d Mamba heads and %d Mamba head channels do not fit", l, len(h), len(s.MambaHeadChannels[l]))
+		}
 		if s.Heads[l], err = get(fmt.Sprintf("layers.%d.heads", l), -1); err != nil {
 			return nil, err
 		}

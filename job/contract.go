@@ -10,6 +10,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/autocompress/autocompress/architecture"
 )
 
 // Version is the contract version this package writes and reads.
@@ -83,6 +85,18 @@ type Shape struct {
 type LayerShape struct {
 	Attention *AttentionShape `json:"attention"`
 	MLP       *MLPShape       `json:"mlp"`
+	// Mamba is a hybrid's Mamba2 mixer (Nemotron-H), the layer's only
+	// block; absent from other layers.
+	Mamba *MambaShape `json:"mamba,omitempty"`
+}
+
+// MambaShape is a Mamba2 mixer's widths.
+type MambaShape struct {
+	Heads   int `json:"heads"`
+	HeadDim int `json:"head_dim"`
+	State   int `json:"state"`
+	Groups  int `json:"groups"`
+	Conv    int `json:"conv"`
 }
 
 // AttentionShape is a layer's attention widths.
@@ -103,8 +117,21 @@ const (
 	FormatDeciLM = "decilm"
 )
 
-// Uniform reports whether every layer has the first layer's shape.
+// Uniform reports whether every layer has the first layer's shape or, for
+// a hybrid family (architecture.Family.Hybrid: Nemotron-H, whose layers are
+// each one block), whether every block of a kind has one shape.
 func (s Shape) Uniform() bool {
+	if f, ok := architecture.Lookup(s.Arch); ok && f.Hybrid {
+		var a *AttentionShape
+		var m *MLPShape
+		var x *MambaShape
+		for _, l := range s.Layers {
+			if !sameBlock(&a, l.Attention) || !sameBlock(&m, l.MLP) || !sameBlock(&x, l.Mamba) {
+				return false
+			}
+		}
+		return true
+	}
 	for _, l := range s.Layers {
 		if !sameLayer(l, s.Layers[0]) {
 			return false
@@ -113,11 +140,24 @@ func (s Shape) Uniform() bool {
 	return true
 }
 
+// sameBlock reports whether block b (nil: absent) has the shape *first
+// holds, recording b as the first when none was seen.
+func sameBlock[T comparable](first **T, b *T) bool {
+	if b == nil {
+		return true
+	}
+	if *first == nil {
+		*first = b
+		return true
+	}
+	return **first == *b
+}
+
 func sameLayer(a, b LayerShape) bool {
-	if (a.Attention == nil) != (b.Attention == nil) || (a.MLP == nil) != (b.MLP == nil) {
+	if (a.Attention == nil) != (b.Attention == nil) || (a.MLP == nil) != (b.MLP == nil) || (a.Mamba == nil) != (b.Mamba == nil) {
 		return false
 	}
-	return (a.Attention == nil || *a.Attention == *b.Attention) && (a.MLP == nil || *a.MLP == *b.MLP)
+	return (a.Attention == nil || *a.Attention == *b.Attention) && (a.MLP == nil || *a.MLP == *b.MLP) && (a.Mamba == nil || *a.Mamba == *b.Mamba)
 }
 
 // Equal reports whether two shapes are the same, and if not, the first
@@ -144,6 +184,9 @@ func (l LayerShape) String() string {
 	}
 	if l.MLP != nil {
 		m = fmt.Sprintf("MLP %d", l.MLP.Width)
+	}
+	if x := l.Mamba; x != nil {
+		return fmt.Sprintf("Mamba2 %d heads of %d (%d groups, state %d, conv %d)", x.Heads, x.HeadDim, x.Groups, x.State, x.Conv)
 	}
 	return a + ", " + m
 }
@@ -380,6 +423,9 @@ func (m *Model) validate(role string) error {
 	for i, l := range s.Layers {
 		if a := l.Attention; a != nil && (a.Heads < 1 || a.KVHeads < 1 || a.HeadDim < 1 || a.Heads%a.KVHeads != 0) {
 			return bad(fmt.Sprintf("%s.layers[%d].attention", field, i), "%d heads, %d KV heads, head_dim %d: want positive with heads a multiple of kv_heads", a.Heads, a.KVHeads, a.HeadDim)
+		}
+		if x := l.Mamba; x != nil && (x.Heads < 1 || x.HeadDim < 1 || x.State < 1 || x.Groups < 1 || x.Conv < 1 || x.Heads%x.Groups != 0 || l.Attention != nil || l.MLP != nil) {
+			return bad(fmt.Sprintf("%s.layers[%d].mamba", field, i), "%d heads of %d in %d groups, state %d, conv %d (with attention %v, MLP %v): want positive widths, heads a multiple of groups, and no other block in the layer", x.Heads, x.HeadDim, x.Groups, x.State, x.Conv, l.Attention != nil, l.MLP != nil)
 		}
 		if l.MLP != nil && l.MLP.Width < 1 {
 			return bad(fmt.Sprintf("%s.layers[%d].mlp.width", field, i), "%d: want positive (a removed MLP is null)", l.MLP.Width)

@@ -233,7 +233,7 @@ func Emit(ctx context.Context, c EmitConfig) (*Emitted, error) {
 		if err != nil {
 			return nil, fmt.Errorf("job: %s: %w", r.name, err)
 		}
-		if err := eng.Represent(r.name, s); err != nil {
+		if err := eng.RepresentFor(c.Kind, r.name, s); err != nil {
 			return nil, err
 		}
 		shapes[r.name] = s

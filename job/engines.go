@@ -2,6 +2,7 @@ package job
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -38,6 +39,9 @@ type EngineInfo struct {
 	// and go on; the others need GPUs and installs of their own, and their
 	// jobs are emitted for the user to launch.
 	Local bool
+	// Unscored are classes among Classes that it runs but does not score
+	// (kind importance): their importance runs in the native engine.
+	Unscored []string
 }
 
 // llamaClasses are the Llama-family classes package engine and the torch
@@ -48,9 +52,13 @@ var llamaClasses = []string{"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForC
 var Engines = []EngineInfo{
 	{
 		Name: "torch", Kinds: Kinds, Shards: ShardNanoGPT,
-		Modules: []string{"torch"}, Local: true,
+		Modules:      []string{"torch"}, Local: true,
 		Requirements: []string{"# the autocompress reference trainer (trainer/): torch only", "# Debian bookworm's python3-torch 1.13 (CPU, gloo) or torch 2.x (CUDA, NCCL, FSDP2)", "torch>=1.13.1,<3"},
-		Classes:      llamaClasses, PerLayer: true, Run: true,
+		// acmamba.py runs the hybrid's Mamba2, attention and MLP layers.
+		// Its importance hooks are the Llama family's.
+		Classes:  append(append([]string(nil), llamaClasses...), "NemotronHForCausalLM"),
+		Unscored: []string{"NemotronHForCausalLM"},
+		PerLayer: true, Run: true,
 	},
 	{
 		// nemo_automodel/recipes/llm/kd.py; docs/guides/llm/knowledge-distillation.mdx.
@@ -118,6 +126,18 @@ type RepresentError struct {
 
 func (e *RepresentError) Error() string {
 	return fmt.Sprintf("job: engine %s cannot take the %s: %s", e.Engine, e.Role, e.Msg)
+}
+
+// RepresentFor is Represent for a job of kind k: an importance job also
+// needs a class the engine scores.
+func (e EngineInfo) RepresentFor(k Kind, role string, s Shape) error {
+	if err := e.Represent(role, s); err != nil {
+		return err
+	}
+	if k == Importance && slices.Contains(e.Unscored, s.Arch) {
+		return &RepresentError{e.Name, role, fmt.Sprintf("it runs %s but does not score it; run importance in the native engine", s.Arch)}
+	}
+	return nil
 }
 
 // Represent checks that the engine reads a model of shape s in role (teacher,

@@ -86,8 +86,16 @@ func resolve(c *Config) (*target, error) {
 	if t.arch, err = r.Arch(); err != nil {
 		return nil, &ConfigError{Path: "model", Msg: err.Error(), Err: err}
 	}
-	if err := engine.CheckTrain(t.arch); err != nil {
-		return nil, &ConfigError{Path: "model", Msg: "the pipeline runs and recovers the model in the native engine: " + err.Error()}
+	// The native engine runs the model in every stage (importance, the
+	// proxy, eval, measure); recovery needs its backward too unless a
+	// PyTorch job does it (distill.engine torch: hybrid and MoE parents).
+	if err := engine.Check(t.arch); err != nil {
+		return nil, &ConfigError{Path: "model", Msg: fmt.Sprintf("the pipeline runs the model in the native engine, which cannot run this %s: %v", t.arch.Arch, err)}
+	}
+	if native(c.Distill.Engine) {
+		if err := engine.CheckTrain(t.arch); err != nil {
+			return nil, &ConfigError{Path: "model", Msg: fmt.Sprintf("the pipeline recovers the child in the native engine (distill.engine native), which cannot train this %s: %v; set distill.engine: torch to recover it with the PyTorch reference trainer", t.arch.Arch, err)}
+		}
 	}
 	if t.gpu, err = hardware.Default().Lookup(c.Deployment.GPU); err != nil {
 		return nil, &ConfigError{Path: "deployment.gpu", Msg: err.Error(), Err: err}

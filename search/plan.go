@@ -2,6 +2,7 @@ package search
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/importance"
@@ -94,11 +95,25 @@ func (sp *Space) Plan(c *Candidate, s *importance.Scores) (*prune.Plan, error) {
 			lp.MambaHeadDim = seq(ls.MambaHeadDim)
 		}
 		if x := pl.Mamba; x != nil && ls.MambaHeads > 0 && ls.MambaHeads != x.Heads {
+			// Group-aware (Minitron-SSM): the same number in every group,
+			// the highest-scoring of each with Mamba head scores, else the
+			// lowest indices.
 			per, keep := x.Heads/x.Groups, ls.MambaHeads/x.Groups
+			var order [][]int
+			if s != nil && l < len(s.MambaHeads) && len(s.MambaHeads[l]) == x.Heads {
+				order = s.MambaHeadOrder(l, x.Groups)
+			}
 			for g := range x.Groups {
+				var kept []int
 				for j := range keep {
-					lp.MambaHeads = append(lp.MambaHeads, g*per+j)
+					if order != nil {
+						kept = append(kept, order[g][j])
+					} else {
+						kept = append(kept, g*per+j)
+					}
 				}
+				sort.Ints(kept)
+				lp.MambaHeads = append(lp.MambaHeads, kept...)
 			}
 		}
 		if x := pl.MoE; x != nil && ls.Experts > 0 && ls.Experts != x.Experts {

@@ -44,6 +44,7 @@ type Proxy struct {
 	neuronCum         [][]float64 // per layer, like hiddenCum
 	heads             [][]float64 // per layer, per head score; nil: prior
 	expertCum         [][]float64 // per layer, like hiddenCum over routed experts; nil: prior
+	mamba             [][]float64 // per Mamba layer, per head score; nil: prior
 	kvHeads           []int
 	parent            *architecture.Model
 }
@@ -52,7 +53,7 @@ type Proxy struct {
 func NewProxy(parent *architecture.Model, s *importance.Scores) (*Proxy, error) {
 	n := len(parent.Layers)
 	p := &Proxy{Prior: s == nil, parent: parent, layerW: make([]float64, n), attnShare: make([]float64, n),
-		neuronCum: make([][]float64, n), heads: make([][]float64, n), kvHeads: make([]int, n)}
+		neuronCum: make([][]float64, n), heads: make([][]float64, n), kvHeads: make([]int, n), mamba: make([][]float64, n)}
 	for i, l := range parent.Layers {
 		var ap, mp float64
 		if a := l.Attention; a != nil {
@@ -122,6 +123,9 @@ func NewProxy(parent *architecture.Model, s *importance.Scores) (*Proxy, error) 
 		}
 		if i < len(s.Heads) && s.Heads[i] != nil {
 			p.heads[i] = s.Heads[i]
+		}
+		if x := parent.Layers[i].Mamba; x != nil && i < len(s.MambaHeads) && len(s.MambaHeads[i]) == x.Heads {
+			p.mamba[i] = s.MambaHeads[i]
 		}
 	}
 	sub := "weighed by their parameters (the scores have no sub-block scores)"
@@ -320,16 +324,24 @@ func headChoice(s []float64, groups, kv, hpg int) (keptGroups, keptHeads []int, 
 }
 
 // Mamba is the share of a Mamba layer's importance kept by heads heads of
-// headDim channels each (0: the parent's): the structural prior of the
-// kept share of d_inner (the importance stage does not score Mamba heads).
+// headDim channels each (0: the parent's): with Mamba head scores, the
+// share of the best heads/n_groups heads of every group (as Plan keeps
+// them, group-aware), times the structural prior of the kept head_dim
+// (channels within a head are not scored); without, the structural prior
+// of the kept share of d_inner.
 func (p *Proxy) Mamba(l, heads, headDim int) float64 {
-	if m := p.parent.Layers[l].Mamba; m != nil {
-		if headDim <= 0 {
-			headDim = m.HeadDim
-		}
-		return prior(heads*headDim, m.Heads*m.HeadDim)
+	m := p.parent.Layers[l].Mamba
+	if m == nil {
+		return 1
 	}
-	return 1
+	if headDim <= 0 {
+		headDim = m.HeadDim
+	}
+	if s := p.mamba[l]; s != nil && heads > 0 && m.Groups > 0 && heads%m.Groups == 0 {
+		_, _, share := headChoice(s, m.Groups, m.Groups, heads/m.Groups)
+		return share * prior(headDim, m.HeadDim)
+	}
+	return prior(heads*headDim, m.Heads*m.HeadDim)
 }
 
 // MoE is the share of an MoE block's importance kept with experts routed

@@ -213,6 +213,13 @@ var familyConfigs = map[string]string{
 		{"attention":{"n_heads_in_group":4},"ffn":{"ffn_mult":6}},
 		{"attention":{"no_op":true},"ffn":{"ffn_mult":3}},
 		{"attention":{"n_heads_in_group":1},"ffn":{"no_op":true}}]}`,
+	// A hybrid: Mamba2 mixers (grouped heads, conv bias), attention
+	// without RoPE and relu² MLPs (acmamba.py).
+	"nemotron-h": `{"architectures":["NemotronHForCausalLM"],"model_type":"nemotron_h","hidden_size":64,
+		"hybrid_override_pattern":"M*-M-*","num_attention_heads":4,"num_key_value_heads":2,"head_dim":16,
+		"intermediate_size":96,"mlp_hidden_act":"relu2","mamba_num_heads":8,"mamba_head_dim":8,"ssm_state_size":16,
+		"n_groups":2,"conv_kernel":4,"use_conv_bias":true,"vocab_size":300,"layer_norm_epsilon":1e-5,
+		"tie_word_embeddings":false,"max_position_embeddings":512}`,
 }
 
 // randomModel writes a checkpoint of config cfg with every parameter

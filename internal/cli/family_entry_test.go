@@ -47,16 +47,24 @@ func TestCommandsRefuseUnsupportedFamilyAtEntry(t *testing.T) {
 	gptoss["num_local_experts"] = 4
 	gptoss["num_experts_per_tok"] = 2
 	nemotron := tinyFamilyConfig("NemotronHForCausalLM", "nemotron_h")
-	for k, v := range map[string]any{"hybrid_override_pattern": "M*", "mamba_num_heads": 4, "mamba_head_dim": 8,
-		"n_groups": 2, "ssm_state_size": 8, "conv_kernel": 4, "layer_norm_epsilon": 1e-5} {
+	hybrid := map[string]any{}
+	for k, v := range map[string]any{"hybrid_override_pattern": "M*E", "mamba_num_heads": 4, "mamba_head_dim": 8,
+		"n_groups": 2, "ssm_state_size": 8, "conv_kernel": 4, "layer_norm_epsilon": 1e-5,
+		"n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 8, "num_hidden_layers": 3} {
 		nemotron[k] = v
 	}
+	for k, v := range nemotron {
+		hybrid[k] = v
+	}
+	hybrid["hybrid_override_pattern"] = "M*-"
 	families := []struct {
 		name, arch, reason string
 		cfg                map[string]any
 	}{
 		{"moe", "GptOssForCausalLM", "attention sinks", gptoss},
-		{"mamba2", "NemotronHForCausalLM", "Mamba2", nemotron},
+		// The engine runs Nemotron-H's Mamba2, attention and MLP layers, not
+		// its sigmoid-routed experts.
+		{"nemotron-moe", "NemotronHForCausalLM", "mixture of experts", nemotron},
 	}
 	missing := filepath.Join(t.TempDir(), "no-such-data.txt")
 	commands := []struct {
@@ -110,7 +118,10 @@ func TestCommandsRefuseUnsupportedFamilyAtEntry(t *testing.T) {
 	// the engine cannot run.
 	llama := familyConfigDir(t, tinyFamilyConfig("LlamaForCausalLM", "llama"))
 	moe := familyConfigDir(t, mixtral)
+	mamba := familyConfigDir(t, hybrid)
 	for _, args := range [][]string{
+		{"eval", "--model", mamba, "--data", missing},
+		{"bench-serve", "--model", mamba},
 		{"generate", "--model", llama, "--ids", "1,2"},
 		{"eval", "--model", moe, "--data", missing},
 		{"importance", "--model", moe, "--data", missing, "--out", filepath.Join(t.TempDir(), "s.safetensors")},
@@ -134,6 +145,8 @@ func TestCommandsRefuseUnsupportedFamilyAtEntry(t *testing.T) {
 	}{
 		{[]string{"train", "--config", filepath.Join(moe, "config.json"), "--data", missing, "--out", filepath.Join(t.TempDir(), "o")}, "--config"},
 		{[]string{"distill", "--teacher", moe, "--student", moe, "--data", missing, "--tokens", "4096", "--out", filepath.Join(t.TempDir(), "o")}, "--student"},
+		{[]string{"train", "--config", filepath.Join(mamba, "config.json"), "--data", missing, "--out", filepath.Join(t.TempDir(), "o")}, "--config"},
+		{[]string{"distill", "--teacher", mamba, "--student", mamba, "--data", missing, "--tokens", "4096", "--out", filepath.Join(t.TempDir(), "o")}, "--student"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := Run(context.Background(), c.args, strings.NewReader(""), &stdout, &stderr)

@@ -58,7 +58,7 @@ func TestInitCommand(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--config", "nvidia/Nemotron-H-56B-Base-8K"}, "cannot run NemotronHForCausalLM"},
+		{[]string{"--config", "openai/gpt-oss-20b"}, "which cannot run"},
 		{[]string{"--config", cfg, "--dtype", "int8"}, "--dtype"},
 		{[]string{"--config", filepath.Join(base, "absent.json")}, "absent.json"},
 	} {

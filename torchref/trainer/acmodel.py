@@ -17,7 +17,8 @@ on torch 1.13 (no scaled_dot_product_attention, no nn.RMSNorm).
 
 Config readers follow package architecture: LlamaForCausalLM,
 MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM and
-DeciLMForCausalLM.
+DeciLMForCausalLM. The hybrid NemotronHForCausalLM lives in acmamba.py:
+Arch, load, hf_names and forward_flops hand it over there.
 """
 import json
 import math
@@ -60,6 +61,12 @@ class Layer:
 
 class Arch:
     """A model description: the globals and one Layer per decoder layer."""
+
+    def __new__(cls, cfg):
+        import acmamba  # the hybrid family has its own description
+        if cls is Arch and acmamba.handles(cfg):
+            return acmamba.HybridArch(cfg)
+        return super().__new__(cls)
 
     def __init__(self, cfg):
         self.raw = cfg
@@ -420,6 +427,8 @@ class Model(nn.Module):
 
 def hf_names(arch):
     """The tensor names of a checkpoint of arch, in architecture.Tensors order."""
+    if hasattr(arch, "hf_names"):
+        return arch.hf_names()
     names = ["model.embed_tokens.weight"]
     for i, l in enumerate(arch.layers):
         p = f"model.layers.{i}."
@@ -457,7 +466,7 @@ def load(d, device="cpu", dtype=torch.float32):
     """Loads a HF checkpoint directory into a Model (float32 unless dtype
     says otherwise), on device."""
     arch = Arch(load_config(d))
-    m = Model(arch)
+    m = getattr(arch, "model_class", Model)(arch)
     want = dict(m.named_parameters())
     # Every shape is checked before any weight is read.
     shapes = {}
@@ -484,14 +493,17 @@ def state_in_order(m):
 
 
 def no_decay(name):
-    """train.NoDecay: norm weights and biases are not decayed."""
-    return name.endswith(".bias") or name.endswith("norm.weight")
+    """train.NoDecay: norm weights and biases are not decayed (nor Mamba2's
+    A_log, D and dt_bias, which mamba_ssm marks _no_weight_decay)."""
+    return name.endswith(".bias") or name.endswith("norm.weight") or name.rsplit(".", 1)[-1] in ("A_log", "D", "dt_bias")
 
 
 def forward_flops(arch, B, T, first=0):
     """engine.Model.ForwardFLOPs (ForwardFLOPsFrom with first > 0: the
     layers from first on): 2 per multiply-add of every projection and the
     LM head, plus 4*head_dim per causal (query, key) pair and head."""
+    if hasattr(arch, "forward_flops"):
+        return arch.forward_flops(B, T, first)
     N, H = B * T, arch.hidden
     f = 2 * N * H * arch.vocab
     for l in arch.layers[min(max(first, 0), len(arch.layers)):]:

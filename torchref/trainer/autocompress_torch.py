@@ -428,6 +428,9 @@ def sum_cos(a, b):
 def run_importance(job, ranks):
     prog = Progress(job)
     d = job.model_dir("model")
+    if not isinstance(acmodel.Arch(acmodel.load_config(d)), acmodel.Arch):
+        raise Refused("the reference trainer scores Llama-family layers only: run the importance of this "
+                      "hybrid model in the native engine")
     m = job.load("model", ranks.device, infer_dtype(ranks)).eval()
     arch = m.arch
     L = len(arch.layers)
@@ -839,11 +842,13 @@ class DistillStep:
         return m(x)
 
     def __call__(self, x, tg, lr, clip):
-        with torch.no_grad():
-            zt = self.forward(self.teacher, x)
+        zt = None
+        if float(self.r.get("kd_weight", 1.0)):  # kd_weight 0: CE-only training, the teacher is not run
+            with torch.no_grad():
+                zt = self.forward(self.teacher, x)
         zs = self.forward(self.model, x)
-        loss = kd_loss(zs.float().reshape(-1, self.student.arch.vocab), zt.float().reshape(-1, self.teacher.arch.vocab),
-                       tg, self.r, self.shared)
+        loss = kd_loss(zs.float().reshape(-1, self.student.arch.vocab),
+                       None if zt is None else zt.float().reshape(-1, self.teacher.arch.vocab), tg, self.r, self.shared)
         for _, p in self.named:
             p.grad = None
         loss.backward()
