@@ -52,7 +52,7 @@ var llamaClasses = []string{"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForC
 var Engines = []EngineInfo{
 	{
 		Name: "torch", Kinds: Kinds, Shards: ShardNanoGPT,
-		Modules:      []string{"torch"}, Local: true,
+		Modules: []string{"torch"}, Local: true,
 		Requirements: []string{"# the autocompress reference trainer (trainer/): torch only", "# Debian bookworm's python3-torch 1.13 (CPU, gloo) or torch 2.x (CUDA, NCCL, FSDP2)", "torch>=1.13.1,<3"},
 		// acmamba.py runs the hybrid's Mamba2, attention and MLP layers.
 		// Its importance hooks are the Llama family's.

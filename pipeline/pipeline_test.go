@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -124,6 +125,10 @@ func TestPipelineEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	c := tinyConfig(t, dir)
 	c.Budgets = parentRelativeBudgets(t, c, 0.85, looseTPOT)
+	// TPOT as a multiple of the parent measured here (as loose as before:
+	// the search prices the multiple of the parent's estimate), so that the
+	// report's limit is checked against the one the search stage resolved.
+	c.Budgets.MaxTPOT = fmt.Sprintf("%dx", looseTPOT)
 	ctx := context.Background()
 	res, err := Execute(ctx, c, "", Options{})
 	if err != nil {
@@ -148,6 +153,21 @@ func TestPipelineEndToEnd(t *testing.T) {
 	}
 	if len(d.Budgets) != 2 {
 		t.Fatalf("budgets %+v, want memory and tpot", d.Budgets)
+	}
+	// The report judges by the relative budget as the search stage
+	// resolved it on the parent measured here (its budgets.json), not as
+	// the config resolved it on the estimate.
+	var rb ResolvedBudgets
+	if err := readJSONFile(filepath.Join(stageDir(t, res, "search"), BudgetsFile), &rb); err != nil {
+		t.Fatal(err)
+	}
+	if rb.Source != "measured" || rb.Multiple["tpot"] != looseTPOT {
+		t.Errorf("resolved budgets %+v: want tpot %dx the measured parent", rb, looseTPOT)
+	}
+	for _, b := range d.Budgets {
+		if want := 1e3 * rb.Limits["tpot"]; b.Name == "tpot" && math.Abs(b.Limit-want) > 1e-9*want {
+			t.Errorf("report TPOT limit %g ms, the search stage resolved %g ms", b.Limit, want)
+		}
 	}
 	// The report agrees with its budget table and says where its estimates
 	// come from; the recovery has its held-out loss from before the first
