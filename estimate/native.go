@@ -72,7 +72,8 @@ type NativeCoeffs struct {
 
 	// Peak memory (bench-serve's VmHWM) = MemFixed + MemHeap × float32
 	// weights + MemBuffers × (KV cache + step buffers) + MemWork × slots ×
-	// prompt tokens + MemGarbage × layers × steps × √slots, where slots = min(clients, sequence limit)
+	// prompt tokens + MemGarbage × layers × steps × √slots (at most
+	// MemGarbageCap × the buffers when that is set), where slots = min(clients, sequence limit)
 	// and steps = requests per slot × (output + 1) of a run (with a slot
 	// per client, as in every calibration row, slots = clients): the
 	// engine's parallel kernels allocate a little
@@ -93,6 +94,15 @@ type NativeCoeffs struct {
 	// workload (nativecal.FitTransfer); 0 (absent) in a fit whose rows have
 	// none, as the committed sweep's.
 	MemWork float64 `json:"mem_work_bytes,omitempty"`
+	// MemGarbageCap bounds the garbage term at this multiple of the live
+	// buffers (KV cache, step buffers and the workload term, as priced
+	// above): Go's collector lets garbage grow the heap to its goal, about
+	// GOGC/100 = 1 times the live heap beyond it, and collects there, so
+	// a long run's peak stops growing with its steps and its depth
+	// (measured with GODEBUG=gctrace=1: estimate/nativecal/ACCURACY.md).
+	// 0 (absent): no bound, as in the committed fit, whose rows are
+	// mostly short of it. The quick probe sets it to 1.
+	MemGarbageCap float64 `json:"mem_garbage_cap,omitempty"`
 
 	// Held-out figures written by calibrate-native: median APE (fractions).
 	ErrTTFT       float64 `json:"err_ttft,omitempty"`
@@ -160,7 +170,7 @@ func (c *NativeCoeffs) check() error {
 		return fmt.Errorf("sgemm_flops %g and bandwidth_bps %g must be positive", c.SgemmFLOPS, c.BandwidthBps)
 	}
 	v := c.TimeVector()
-	all := append(v[:], c.MemFixed, c.MemHeap, c.MemBuffers, c.MemGarbage, c.MemWork, c.CacheBytes)
+	all := append(v[:], c.MemFixed, c.MemHeap, c.MemBuffers, c.MemGarbage, c.MemWork, c.MemGarbageCap, c.CacheBytes)
 	for i, x := range all {
 		if math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
 			name := "memory"
@@ -550,7 +560,11 @@ func nativeMemory(rep *MemoryReport, s *Summary, hwName string, dev float64, r *
 	rep.WeightsBytes = c.MemHeap * s.WeightBytes
 	rep.KVPoolBytes = c.MemBuffers * kv
 	rep.ActivationBytes = c.MemBuffers*act + c.MemWork*n*r.natISL
-	rep.OverheadBytes = c.MemFixed + c.MemGarbage*r.natSteps*float64(s.Layers)
+	garbage := c.MemGarbage * r.natSteps * float64(s.Layers)
+	if c.MemGarbageCap > 0 {
+		garbage = math.Min(garbage, c.MemGarbageCap*(rep.KVPoolBytes+rep.ActivationBytes))
+	}
+	rep.OverheadBytes = c.MemFixed + garbage
 	rep.KVCapacityTokens = reqTokens * n
 	rep.NeededBytes = rep.TotalBytes()
 	rep.BudgetBytes = rep.NeededBytes

@@ -182,8 +182,10 @@ func TestCacheCliff(t *testing.T) {
 
 // TestFitTransferRecovers: rows priced by the committed coefficients with
 // each group scaled by a known factor (and a 3× sgemm rate) are fitted
-// back to those factors; the fixed memory cost and the workload term
-// (bytes per prompt token in flight) follow the rows' peak RSS.
+// back to those factors (without the shrinkage, which pulls them towards
+// one common factor: with it they lie between); the memory rule's fixed
+// cost, multipliers and workload term (bytes per prompt token in flight)
+// follow the rows' peak RSS, the garbage capped at the live buffers.
 func TestFitTransferRecovers(t *testing.T) {
 	a := parentArch(t)
 	m, err := newModel(a)
@@ -191,7 +193,7 @@ func TestFitTransferRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	prior := estimate.DefaultNativeCoeffs().Machines[Machine]
-	want := [3]float64{0.5, 2, 0.3}
+	want := [NumProbeGroups]float64{0.5, 2, 1.5, 0.3}
 	truth := prior
 	truth.SgemmFLOPS *= 3
 	truth.CacheBytes = 3 << 20
@@ -201,7 +203,9 @@ func TestFitTransferRecovers(t *testing.T) {
 	}
 	truth = truth.WithTimeVector(v)
 	truth.MemFixed += 7 << 20
+	truth.MemHeap, truth.MemBuffers = 0.5, 1.2
 	truth.MemWork = 8 << 10
+	truth.MemGarbageCap = 1
 	var rows []Row
 	for _, p := range ProbeSweep() {
 		r := Row{Point: p, SgemmFLOPS: truth.SgemmFLOPS}
@@ -212,6 +216,8 @@ func TestFitTransferRecovers(t *testing.T) {
 		r.TTFT, r.TPOT, r.OutputTPS, r.PeakRSSBytes = pr.TTFT, pr.TPOT, pr.OutputTPS, int64(pr.PeakBytes)
 		rows = append(rows, r)
 	}
+	defer func(w int) { probeShrink = w }(probeShrink)
+	probeShrink = 0
 	co, err := FitTransfer(a, rows, prior, prior.Threads, truth.CacheBytes)
 	if err != nil {
 		t.Fatal(err)
@@ -225,8 +231,28 @@ func TestFitTransferRecovers(t *testing.T) {
 	if co.SgemmFLOPS != truth.SgemmFLOPS || co.CacheBytes != truth.CacheBytes {
 		t.Errorf("sgemm %g, cache %g", co.SgemmFLOPS, co.CacheBytes)
 	}
-	if math.Abs(co.MemFixed-truth.MemFixed) > 0.01*truth.MemFixed || math.Abs(co.MemWork/truth.MemWork-1) > 0.01 {
-		t.Errorf("fixed memory %g, workload term %g B per prompt token in flight; want %g, %g", co.MemFixed, co.MemWork, truth.MemFixed, truth.MemWork)
+	near := func(got, want float64) bool { return math.Abs(got/want-1) < 0.01 }
+	if !near(co.MemFixed, truth.MemFixed) || !near(co.MemHeap, truth.MemHeap) || !near(co.MemBuffers, truth.MemBuffers) || !near(co.MemWork, truth.MemWork) || co.MemGarbageCap != 1 {
+		t.Errorf("memory: fixed %g, weights × %g, buffers × %g, %g B per prompt token in flight, cap %g; want %g, %g, %g, %g, 1",
+			co.MemFixed, co.MemHeap, co.MemBuffers, co.MemWork, co.MemGarbageCap, truth.MemFixed, truth.MemHeap, truth.MemBuffers, truth.MemWork)
+	}
+	// With the shrinkage every factor moves towards the others: each lies
+	// between its own value and the spread of the rest.
+	probeShrink = 3
+	shrunk, err := FitTransfer(a, rows, prior, prior.Threads, truth.CacheBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sg := TransferScales(shrunk, prior)
+	spread := func(s [NumProbeGroups]float64) float64 {
+		lo, hi := math.Inf(1), 0.0
+		for _, x := range s {
+			lo, hi = math.Min(lo, x), math.Max(hi, x)
+		}
+		return hi / lo
+	}
+	if !(spread(sg) < spread(got)) {
+		t.Errorf("shrunk factors %v spread no less than the free ones %v", sg, got)
 	}
 	// Without a row of long prompts × many clients the workload term
 	// cannot be told from the fixed cost: it is not fitted.
@@ -257,7 +283,7 @@ func TestQuickProbeRuns(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	sw := ProbeSweep()
-	pts := []Point{sw[3], sw[4]}
+	pts := []Point{sw[0], sw[1]}
 	for i := range pts {
 		pts[i].Requests = pts[i].Conc
 	}
@@ -296,4 +322,19 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestProbeSplit: the probed coefficients split the weights at the
+// measured cliff only when it is below the committed split.
+func TestProbeSplit(t *testing.T) {
+	for _, c := range []struct{ cliff, committed, want float64 }{
+		{8 << 20, 5.5 * (1 << 20), 5.5 * (1 << 20)},
+		{4 << 20, 5.5 * (1 << 20), 4 << 20},
+		{0, 5.5 * (1 << 20), 5.5 * (1 << 20)},
+		{4 << 20, 0, 4 << 20},
+	} {
+		if got := probeSplit(c.cliff, c.committed); got != c.want {
+			t.Errorf("probeSplit(%g, %g) = %g, want %g", c.cliff, c.committed, got, c.want)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -17,6 +18,9 @@ import (
 
 var probeAccuracy = flag.Bool("nativecal.probe-accuracy", false,
 	"TestProbeAccuracy: probe this host and score the probed fit against bench-serve on shapes it never saw (minutes; run on a quiet machine)")
+
+var probeRowsDir = flag.String("nativecal.rows-dir", "",
+	"TestProbeAccuracy: write the probe's rows and the held-out rows as CSV (probe.csv, heldout.csv) to this directory")
 
 // probeHeldOut are the shapes and workloads the probe's accuracy is
 // scored on: none is a probe point — the parent at other lengths and
@@ -80,11 +84,26 @@ func TestProbeAccuracy(t *testing.T) {
 	}
 	s := TransferScales(co, prior)
 	t.Logf("host %s (key %s), %s", ThisHost(), ThisHost().Key(), start.UTC().Format("2006-01-02 15:04 UTC"))
-	t.Logf("probe: %.1f s, sgemm %.1f GFLOP/s, cache cliff %.2f MiB, factors compute %.3f, weights %.3f, overheads %.3f, fixed memory %.1f MiB",
-		p.Took.Seconds(), p.SgemmFLOPS/1e9, p.CacheBytes/(1<<20), s[0], s[1], s[2], co.MemFixed/(1<<20))
+	t.Logf("probe: %.1f s (%d points measured again, contended), sgemm %.1f GFLOP/s, cache cliff %.2f MiB (split at %.2f), factors compute %.3f, weights %.3f, packed path %.3f, overheads %.3f; memory: fixed %.1f MiB, weights × %.3f, buffers × %.3f, %.0f B per prompt token in flight; load %s",
+		p.Took.Seconds(), p.Retried, p.SgemmFLOPS/1e9, p.CacheBytes/(1<<20), co.CacheBytes/(1<<20), s[0], s[1], s[2], s[3], co.MemFixed/(1<<20), co.MemHeap, co.MemBuffers, co.MemWork, loadavg())
 	rows, err := Measure(ctx, a, probeHeldOut(), Exec(bin), servebench.Options{Repeats: 3, MaxWarmup: 3}, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if *probeRowsDir != "" {
+		for name, rs := range map[string][]Row{"probe.csv": p.Rows, "heldout.csv": rows} {
+			f, err := os.Create(filepath.Join(*probeRowsDir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			prov := Provenance{Host: ThisHost(), Start: start, End: time.Now(), Load: loadavg()}
+			if err := WriteSweep(f, prov, rs); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	probed, err := Validate(a, rows, co)
 	if err != nil {
@@ -106,6 +125,7 @@ func TestProbeAccuracy(t *testing.T) {
 	fmt.Fprintf(&b, "median APE, probed: TTFT %.1f %%, TPOT %.1f %%, throughput %.1f %%, memory %.1f %%; committed: TTFT %.1f %%, TPOT %.1f %%, throughput %.1f %%, memory %.1f %%\n",
 		100*h.TTFT, 100*h.TPOT, 100*h.Throughput, 100*h.Memory, 100*ch.TTFT, 100*ch.TPOT, 100*ch.Throughput, 100*ch.Memory)
 	t.Log("\n" + b.String())
+	t.Logf("load average at the end: %s", loadavg())
 	if h.TPOT > probeTargetTime || h.Throughput > probeTargetTime {
 		t.Errorf("probed fit: TPOT %.1f %%, throughput %.1f %% median APE, target ≤ %.0f %%", 100*h.TPOT, 100*h.Throughput, 100*probeTargetTime)
 	}

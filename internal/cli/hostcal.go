@@ -66,8 +66,8 @@ func resolveHostCalibration(ctx context.Context, env *Env, offline bool) (*nativ
 			return co, err
 		}
 		s := nativecal.TransferScales(co, prior)
-		fmt.Fprintf(env.Stderr, "probed in %.0f s: sgemm %.0f GFLOP/s, cache cliff %.1f MiB; the committed coefficients scaled by %.2f (compute), %.2f (weights), %.2f (overheads)\n",
-			p.Took.Seconds(), p.SgemmFLOPS/1e9, p.CacheBytes/(1<<20), s[0], s[1], s[2])
+		fmt.Fprintf(env.Stderr, "probed in %.0f s: sgemm %.0f GFLOP/s, cache cliff %.1f MiB; the committed coefficients scaled by %.2f (compute), %.2f (weights), %.2f (packed path), %.2f (overheads)\n",
+			p.Took.Seconds(), p.SgemmFLOPS/1e9, p.CacheBytes/(1<<20), s[0], s[1], s[2], s[3])
 		return co, nil
 	}
 	return nativecal.Resolve(ctx, nativecal.ResolveOptions{Host: nativecal.ThisHost(), Probe: probe, Offline: offline})
