@@ -278,41 +278,77 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         cos, sin = rope
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, h, T, hd)
-        g = self.heads // self.kv_heads
-        if g > 1:
-            k = k.repeat_interleave(g, dim=1)
-            v = v.repeat_interleave(g, dim=1)
-        i = torch.arange(T, device=x.device)
-        allowed = i[None, :] <= i[:, None]
-        if self.window > 0:
-            allowed = allowed & (i[:, None] - i[None, :] < self.window)
         if x.is_cuda and hasattr(F, "scaled_dot_product_attention"):
             # torch >= 2.0 on GPU: the fused kernel (flash attention for the
             # causal case), which never holds the T x T scores.
+            q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, h, T, hd)
+            g = self.heads // self.kv_heads
+            if g > 1:
+                k = k.repeat_interleave(g, dim=1)
+                v = v.repeat_interleave(g, dim=1)
             if self.window > 0:
-                o = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+                o = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_bias(T, self.window, 1, x.dtype, x.device) == 0)
             else:
                 o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            o = o.transpose(1, 2).reshape(B, T, self.heads * self.hd)
         else:
-            # Everywhere else (torch 1.13, CPU): matmul, mask, softmax.
-            s = torch.matmul(q, k.transpose(-1, -2)) * (1 / math.sqrt(self.hd))
-            s = s.masked_fill(~allowed, float("-inf"))
-            p = torch.softmax(s.float(), dim=-1).to(v.dtype)
-            o = torch.matmul(p, v)
-        o = o.transpose(1, 2).reshape(B, T, self.heads * self.hd)
+            o = grouped_attention(q, k, v, self.window, 1 / math.sqrt(self.hd)).reshape(B, T, self.heads * self.hd)
         if observe is not None:
             observe(layer, "attn_heads", o)
         return self.o_proj(o)
 
 
+def grouped_attention(q, k, v, window, scale):
+    """Causal softmax attention of q (B, T, h, hd) over k, v (B, T, kv, hd),
+    query head i reading KV head i // (h / kv), as (B, T, h, hd); torch 1.13
+    and CPU (matmul, mask, softmax). The g = h / kv query heads of a group
+    are stacked along the sequence, so each group is one matrix product
+    against its own KV head (no repeated K or V), and the mask is added in
+    the same product (baddbmm: scale·q·kᵀ + bias, bias 0 or −inf)."""
+    B, T, h, hd = q.shape
+    kv = k.shape[2]
+    g = h // kv
+    qg = q.view(B, T, kv, g, hd).permute(0, 2, 3, 1, 4).reshape(B * kv, g * T, hd)
+    kg = k.permute(0, 2, 1, 3).reshape(B * kv, T, hd)
+    vg = v.permute(0, 2, 1, 3).reshape(B * kv, T, hd)
+    s = torch.baddbmm(causal_bias(T, window, g, q.dtype, q.device), qg, kg.transpose(1, 2), alpha=scale)
+    p = torch.softmax(s.float(), dim=-1).to(v.dtype)
+    o = torch.bmm(p, vg)  # (B·kv, g·T, hd)
+    return o.view(B, kv, g, T, hd).permute(0, 3, 1, 2, 4)
+
+
+_BIAS = {}
+
+
+def causal_bias(T, window, g, dtype, device):
+    """The additive attention mask (g·T, T): 0 where query t (row r, t = r
+    mod T) may read key u (u ≤ t, and t − u < window when window > 0),
+    −inf elsewhere; made once per shape."""
+    key = (T, window, g, dtype, str(device))
+    b = _BIAS.get(key)
+    if b is None:
+        i = torch.arange(T)
+        allowed = i[None, :] <= i[:, None]
+        if window > 0:
+            allowed = allowed & (i[:, None] - i[None, :] < window)
+        b = torch.zeros(T, T, dtype=dtype).masked_fill(~allowed, float("-inf")).repeat(g, 1).to(device)
+        _BIAS[key] = b
+    return b
+
+
 def apply_rope(x, cos, sin):
-    """Rotates the first 2*half dims of every head of x (B, T, h, hd)."""
+    """Rotates the first 2*half dims of every head of x (B, T, h, hd):
+    (a, b) -> (a·cos − b·sin, b·cos + a·sin), HF's rotate_half."""
     half = cos.shape[-1]
     if half == 0:
         return x
-    a, b, rest = x[..., :half], x[..., half:2 * half], x[..., 2 * half:]
     c, s = cos[None, :, None, :].to(x.dtype), sin[None, :, None, :].to(x.dtype)
+    if 2 * half == x.shape[-1]:
+        # The whole head turns: x·[cos, cos] + swap(x)·[−sin, sin], swap
+        # exchanging the halves (the same products and sums, bit for bit).
+        swapped = x.view(*x.shape[:-1], 2, half).flip(-2).reshape(x.shape)
+        return x * torch.cat([c, c], -1) + swapped * torch.cat([-s, s], -1)
+    a, b, rest = x[..., :half], x[..., half:2 * half], x[..., 2 * half:]
     return torch.cat([a * c - b * s, b * c + a * s, rest], dim=-1)
 
 
@@ -393,13 +429,19 @@ class Model(nn.Module):
         self.checkpointing = False
 
     def ropes(self, T, device):
-        out = {}
-        pos = torch.arange(T, dtype=torch.float32)
-        for hd, inv in self.inv.items():
-            # HF and the engine take the angle in float32.
-            ang = pos[:, None] * inv.float()[None, :]
-            out[hd] = (torch.cos(ang).to(device), torch.sin(ang).to(device))
-        return out
+        """{head_dim: (cos, sin)} of positions 0..T-1, made once per T."""
+        key = (T, str(device))
+        cache = self.__dict__.setdefault("_ropes", {})
+        if key not in cache:
+            out = {}
+            pos = torch.arange(T, dtype=torch.float32)
+            for hd, inv in self.inv.items():
+                # HF and the engine take the angle in float32.
+                ang = pos[:, None] * inv.float()[None, :]
+                out[hd] = (torch.cos(ang).to(device), torch.sin(ang).to(device))
+            cache.clear()
+            cache[key] = out
+        return cache[key]
 
     def forward(self, tokens, observe=None):
         """tokens (B, T) int64 -> logits (B, T, vocab). observe(layer,

@@ -54,6 +54,29 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+
+def cpu_threads():
+    """The CPU threads of this rank: OMP_NUM_THREADS, else the machine's
+    cores shared by the ranks on it (torch would give each all of them).
+    The count must not change between a run and its resumption for the two
+    to be bit-identical."""
+    if os.environ.get("OMP_NUM_THREADS"):
+        return max(1, int(os.environ["OMP_NUM_THREADS"]))
+    local = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("WORLD_SIZE") or 1)
+    return max(1, (os.cpu_count() or 1) // max(1, local))
+
+
+THREADS = cpu_threads()
+# Read once, when torch loads its OpenMP and BLAS libraries (a user's own
+# setting wins): OpenBLAS keeps a thread pool of its own (Debian's
+# python3-torch calls the pthread OpenBLAS), sized like torch's; and idle
+# workers of both pools sleep at once instead of spinning, so that neither
+# burns the cores the other (or another process) is computing on: with
+# two threads on two shared cores, spinning made a step 10× slower.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", str(THREADS))
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -681,14 +704,17 @@ def kd_loss(zs, zt, tg, r, shared):
     kdw, cew, k = float(r.get("kd_weight", 1.0)), float(r.get("ce_weight", 0.0)), int(r.get("top_k", 0))
     loss = zs.new_zeros(())
     if kdw:
-        lq = F.log_softmax(zs[:, :shared] / T, dim=-1)
-        t = zt[:, :shared].detach()
+        # No slice when every id is shared and no division at T = 1: the
+        # same values, without the full-size copies their backward makes.
+        s = zs if shared == zs.shape[1] else zs[:, :shared]
+        t = (zt if shared == zt.shape[1] else zt[:, :shared]).detach()
+        lq = F.log_softmax(s if T == 1 else s / T, dim=-1)
         if k > 0:
             vals, ids = t.topk(k, dim=-1)
-            lp = F.log_softmax(vals / T, dim=-1)
+            lp = F.log_softmax(vals if T == 1 else vals / T, dim=-1)
             kl = (lp.exp() * (lp - lq.gather(1, ids))).sum(-1)
         else:
-            lp = F.log_softmax(t / T, dim=-1)
+            lp = F.log_softmax(t if T == 1 else t / T, dim=-1)
             kl = (lp.exp() * (lp - lq)).sum(-1)
         loss = loss + kdw * T * T * kl.mean()
     if cew:
@@ -951,15 +977,7 @@ def main(argv):
         return EXIT_REFUSED
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    threads = os.environ.get("OMP_NUM_THREADS")
-    if threads:
-        torch.set_num_threads(int(threads))
-    else:
-        # CPU ranks on one machine share its cores (torch would give each
-        # all of them). The count must not change between a run and its
-        # resumption for the two to be bit-identical.
-        local = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("WORLD_SIZE") or 1)
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, local)))
+    torch.set_num_threads(THREADS)
     torch.manual_seed(0)
     ranks = Ranks()
     job = None
