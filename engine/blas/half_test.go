@@ -43,10 +43,14 @@ func TestHalfToFloat32(t *testing.T) {
 	}
 }
 
-// TestSgemmHalfBitExact: the half-weight product equals, bit for bit, the
-// float32 product on the weights converted first, for shapes that cross
-// every tile and column-group boundary, with each micro-kernel.
+// TestSgemmHalfBitExact: with the pure-Go backend the half-weight product
+// equals, bit for bit, the float32 product on the weights converted first,
+// for shapes that cross every tile and column-group boundary, with each
+// micro-kernel. (OpenBLAS's sum order depends on the columns around an
+// element, so a tile's product differs in the last bits from the whole
+// matrix's: TestSgemmHalfOpenBLAS bounds that difference instead.)
 func TestSgemmHalfBitExact(t *testing.T) {
+	defer ForceGo(ForceGo(true))
 	r := rand.New(rand.NewPCG(7, 8))
 	shapes := [][3]int{{1, 1, 1}, {1, 37, 19}, {3, 100, 64}, {4, 129, 300}, {5, 33, 17}, {17, 200, 130}, {64, 300, 1100}, {100, 70, 4096}, {2, 1030, 4096}}
 	modes := map[string]kernelMode{"default": mode, "portable": modeGo}
@@ -76,6 +80,32 @@ func TestSgemmHalfBitExact(t *testing.T) {
 			}
 		}
 		setMode(prev)
+	}
+}
+
+// TestSgemmHalfOpenBLAS: with the compiled-in backend (OpenBLAS under the
+// openblas tag) the half-weight product matches the float32 product to
+// float32 rounding.
+func TestSgemmHalfOpenBLAS(t *testing.T) {
+	if Backend() != "openblas" {
+		t.Skip("built without -tags openblas: TestSgemmHalfBitExact covers the Go backend")
+	}
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, s := range [][3]int{{1, 37, 19}, {2, 1030, 4096}, {17, 200, 130}, {64, 300, 1100}} {
+		m, n, k := s[0], s[1], s[2]
+		a := randSlice(r, m*k)
+		bh, bf := randHalf(r, BF16, n*k)
+		want, got := make([]float32, m*n), make([]float32, m*n)
+		Sgemm(false, true, m, n, k, 1, a, k, bf, k, 0, want, n)
+		SgemmHalf(m, n, k, a, k, bh, BF16, k, 0, got, n)
+		// The sums of k products of unit normals: float32 rounding of
+		// either order is within a few ulps of sqrt(k).
+		tol := 1e-5 * math.Sqrt(float64(k))
+		for i := range want {
+			if d := math.Abs(float64(want[i] - got[i])); d > tol*(1+math.Abs(float64(want[i]))) {
+				t.Fatalf("m=%d n=%d k=%d: C[%d] = %v, float32 path %v (|diff| %.3g > %.3g)", m, n, k, i, got[i], want[i], d, tol)
+			}
+		}
 	}
 }
 
