@@ -59,6 +59,8 @@
 // shape cannot be written, *ShapeError lists the tensors that do not match.
 package architecture
 
+import "fmt"
+
 // NormKind names the normalisation used by the model.
 type NormKind string
 
@@ -214,6 +216,44 @@ func (m *Model) Clone() *Model {
 		c.Layers[i] = l.Clone()
 	}
 	return &c
+}
+
+// StandIn returns a small model of m's shape for benchmarks and tests that
+// must finish anywhere: its first layers layers (or all of them, when
+// fewer), with the hidden size, vocabulary, attention and KV heads, MLP,
+// expert and shared-expert widths and Mamba heads divided by div (head
+// dimensions, expert counts and top-k kept; a KV head count that would reach
+// zero stays 1). It is an error when the result does not validate (a width
+// not divisible into a valid shape). It stands in for the shape's cost, never
+// for its weights.
+func (m *Model) StandIn(layers, div int) (*Model, error) {
+	if layers < 1 || div < 1 {
+		return nil, fmt.Errorf("architecture: a stand-in needs at least one layer and a divisor of at least 1, not %d and %d", layers, div)
+	}
+	c := m.Clone()
+	c.Hidden /= div
+	c.Vocab /= div
+	c.Layers = c.Layers[:min(layers, len(c.Layers))]
+	for i := range c.Layers {
+		l := &c.Layers[i]
+		if a := l.Attention; a != nil {
+			a.Heads, a.KVHeads = max(a.Heads/div, 1), max(a.KVHeads/div, 1)
+		}
+		if x := l.MLP; x != nil {
+			x.Width /= div
+		}
+		if x := l.MoE; x != nil {
+			x.ExpertWidth /= div
+			x.SharedWidth /= div
+		}
+		if x := l.Mamba; x != nil {
+			x.Heads = max(x.Heads/div, x.Groups)
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("architecture: %s divided by %d: %w", m.Arch, div, err)
+	}
+	return c, nil
 }
 
 // Clone returns a deep copy of the layer.

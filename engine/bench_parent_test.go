@@ -39,17 +39,11 @@ func tinyLlama8B(tb testing.TB) *architecture.Model {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	a.Hidden /= 8
-	a.Vocab /= 8
-	a.Layers = a.Layers[:2]
-	for i := range a.Layers {
-		l := &a.Layers[i]
-		at, ml := *l.Attention, *l.MLP
-		at.Heads, at.KVHeads = at.Heads/8, max(at.KVHeads/8, 1)
-		ml.Width /= 8
-		l.Attention, l.MLP = &at, &ml
+	s, err := a.StandIn(2, 8)
+	if err != nil {
+		tb.Fatal(err)
 	}
-	return a
+	return s
 }
 
 // parentDir returns the benchmark parent's checkpoint: -parent, or a bf16

@@ -42,15 +42,9 @@ func BenchmarkImportanceParent(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		a.Hidden /= 8
-		a.Vocab /= 8
-		a.Layers = a.Layers[:2]
-		for i := range a.Layers {
-			l := &a.Layers[i]
-			at, ml := *l.Attention, *l.MLP
-			at.Heads, at.KVHeads = at.Heads/8, max(at.KVHeads/8, 1)
-			ml.Width /= 8
-			l.Attention, l.MLP = &at, &ml
+		a, err = a.StandIn(2, 8)
+		if err != nil {
+			b.Fatal(err)
 		}
 		dir = filepath.Join(b.TempDir(), "parent")
 		if err := engine.Init(context.Background(), a, dir, engine.InitOptions{Seed: 1, DType: checkpoint.BF16}); err != nil {
