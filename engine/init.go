@@ -141,7 +141,7 @@ func Init(ctx context.Context, arch *architecture.Model, dir string, o InitOptio
 	if err != nil {
 		return err
 	}
-	pr := progress.Start(o.Progress, progress.Event{Stage: "init", Total: total, Unit: "B"})
+	pr := progress.Start(o.Progress, progress.Event{Stage: "init", Total: total, Unit: progress.Bytes})
 	src := &initReader{ctx: ctx, r: initRand(o.Seed), dt: dt, pr: pr,
 		f: make([]float32, initBlock), raw: make([]byte, initBlock*dt.Size())}
 	for _, s := range specs {

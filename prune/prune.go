@@ -201,7 +201,7 @@ func Prune(ctx context.Context, opt Options) (res *Result, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("prune: %w", err)
 	}
-	task := progress.Start(opt.Progress, progress.Event{Stage: "prune", Total: total, Unit: "B"})
+	task := progress.Start(opt.Progress, progress.Event{Stage: "prune", Total: total, Unit: progress.Bytes})
 	res = &Result{Dir: opt.Out, Layout: lay, Files: sp.Files}
 	for _, m := range order {
 		if err := ctx.Err(); err != nil {

@@ -338,6 +338,19 @@ func stateLine(e Event) string {
 	return l + " " + e.Msg
 }
 
+// Bytes is the Unit of an Event that counts bytes: its line writes sizes
+// in binary units ("1.12 GiB/14.96 GiB", "104.5 MiB/s") rather than as a
+// count followed by "B" (which would read as billions).
+const Bytes = "B"
+
+// amount writes v units: sizes for Bytes, else a count and the unit.
+func amount(v float64, unit string) string {
+	if unit == Bytes {
+		return human.Bytes(int64(math.Round(v)))
+	}
+	return strings.TrimSpace(human.Count(v) + " " + unit)
+}
+
 // Line returns the text of a running Event: its label, a bar and the
 // fraction when the total is known, the count, this process's rate, the ETA
 // and the message.
@@ -347,15 +360,19 @@ func Line(e Event) string {
 	if e.Total > 0 {
 		frac := math.Min(1, math.Max(0, float64(e.Done)/float64(e.Total)))
 		fill := int(frac * width)
-		parts = append(parts, fmt.Sprintf("%s [%s%s] %5.1f%% %s/%s %s", labelOf(e), strings.Repeat("#", fill), strings.Repeat(".", width-fill),
-			100*frac, human.Count(float64(e.Done)), human.Count(float64(e.Total)), e.Unit))
+		done, total := amount(float64(e.Done), e.Unit), amount(float64(e.Total), e.Unit)
+		if e.Unit != Bytes {
+			done, total = human.Count(float64(e.Done)), human.Count(float64(e.Total))+" "+e.Unit
+		}
+		parts = append(parts, fmt.Sprintf("%s [%s%s] %5.1f%% %s/%s", labelOf(e), strings.Repeat("#", fill), strings.Repeat(".", width-fill),
+			100*frac, done, strings.TrimSpace(total)))
 	} else if e.Done > 0 {
-		parts = append(parts, labelOf(e), strings.TrimSpace(human.Count(float64(e.Done))+" "+e.Unit))
+		parts = append(parts, labelOf(e), amount(float64(e.Done), e.Unit))
 	} else {
 		parts = append(parts, labelOf(e))
 	}
 	if r := e.Rate(); r > 0 && e.Unit != "" {
-		parts = append(parts, human.Count(r)+" "+e.Unit+"/s")
+		parts = append(parts, amount(r, e.Unit)+"/s")
 	}
 	if e.Total > 0 && e.Done < e.Total {
 		if eta, ok := e.ETA(); ok {

@@ -9,10 +9,23 @@ import (
 
 func TestLine(t *testing.T) {
 	got := Line(Event{Stage: "prune", Done: 500, Total: 1000, Unit: "B", Elapsed: 10 * time.Second})
-	for _, want := range []string{"prune", " 50.0%", "500/1000 B", "50 B/s", "ETA 10s", "############............"} {
+	for _, want := range []string{"prune", " 50.0%", "500 B/1000 B", "50 B/s", "ETA 10s", "############............"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("Line = %q, lacks %q", got, want)
 		}
+	}
+	// Bytes in binary units, never a count with "B" after it (billions).
+	got = Line(Event{Stage: "init", Done: 1_120_000_000, Total: 16_060_000_000, Unit: Bytes, Elapsed: 10 * time.Second})
+	for _, want := range []string{"1.04 GiB/14.96 GiB", "106.81 MiB/s"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Line = %q, lacks %q", got, want)
+		}
+	}
+	if strings.Contains(got, "B B") {
+		t.Errorf("Line = %q writes a count of bytes as billions", got)
+	}
+	if got := Line(Event{Stage: "train", Done: 30, Total: 100, Unit: "step", Elapsed: 10 * time.Second}); !strings.Contains(got, "30/100 step") || !strings.Contains(got, "3 step/s") {
+		t.Errorf("Line = %q", got)
 	}
 	if got := Line(Event{Stage: "x", Total: 10, Unit: "tok"}); !strings.Contains(got, "ETA ?") {
 		t.Errorf("nothing done yet: %q", got)
