@@ -57,6 +57,9 @@ type MoEResult struct {
 	// the dense part and of the experts one token touches), in GB: what
 	// shows the MXFP4 experts priced at 4.25 bits.
 	StreamedGB float64
+	// WeightGiB is the weights the row's GGUF holds as priced, in GiB
+	// (llama-bench prints the file's size beside every row).
+	WeightGiB float64
 }
 
 // MoECell summarises one source's (or "all" sources') rows of one test group.
@@ -83,7 +86,7 @@ func ScoreLlamaCPPMoE(rows []LlamaBenchRow, cf *estimate.CoeffFile) ([]MoEResult
 	for i, b := range cases {
 		co, _ := cf.Family(b.fam)
 		p := b.predict(co)
-		res[i] = MoEResult{Row: b.row, Predicted: p, APE: math.Abs(p-b.row.TokS) / b.row.TokS, StreamedGB: b.s.StreamedBytes(1) / 1e9}
+		res[i] = MoEResult{Row: b.row, Predicted: p, APE: math.Abs(p-b.row.TokS) / b.row.TokS, StreamedGB: b.s.StreamedBytes(1) / 1e9, WeightGiB: b.s.WeightBytes / (1 << 30)}
 		t := MoETest(b.row)
 		for _, src := range []string{b.row.Source, "all"} {
 			k := key{src, t}

@@ -388,7 +388,7 @@ func (m *moeCheck) print(w io.Writer) {
 			continue
 		}
 		seen[k] = true
-		fmt.Fprintf(w, "%s priced as %s: a one-token decode step streams %.2f GB\n", r.Row.Model, r.Row.Precision, r.StreamedGB)
+		fmt.Fprintf(w, "%s priced as %s: weights %.2f GiB, a one-token decode step streams %.2f GB\n", r.Row.Model, r.Row.Precision, r.WeightGiB, r.StreamedGB)
 	}
 }
 
