@@ -233,7 +233,7 @@ func TestValidateEstimatorIndependentChecks(t *testing.T) {
 	}
 	for _, want := range []string{"Independent published tables, never fitted", "trtllm-perf-v0.17", "KV capacity against published engine start-up logs", "Qwen/Qwen3-235B-A22B-FP8",
 		"Consumer GPUs: published serving measurements", "mushfiq-4090-mistral7b", "zhjunqin-3090-llama3-8b",
-		"each source held out of the fit that predicts it", "class: W4A16 dense",
+		"each source held out of the fit that predicts it", "class: W4A16 dense", "cloudrift-4090-qwen3coder-awq", "class: W4A16 MoE",
 		"By architecture and clients", "llama.cpp MoE on GeForce", "am17an-16834-4090", "openai/gpt-oss-20b priced as mxfp4_moe"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
