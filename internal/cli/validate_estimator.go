@@ -235,22 +235,22 @@ func (ind *independent) printConsumer(w io.Writer) {
 	fmt.Fprintf(w, "\nConsumer GPUs: published serving measurements (%d rows, %d priced; sources in estimate/groundtruth/testdata/consumer_serving.md)\n", s.Rows, s.Priced)
 	for _, fit := range ind.gddr {
 		fmt.Fprintf(w, "%s on GeForce: memory traffic × constant ÷ the GPU's llama-bench decode efficiency; constant %.3f fitted on %d rows (16-bit weights); each source held out of the fit that predicts it:\n", fit.Engine, fit.Const, fit.Rows)
-		fmt.Fprintf(w, "%-24s %-10s %5s %9s %8s %8s %8s\n", "held-out source", "metric", "n", "constant", "before", "after", "bias")
+		fmt.Fprintf(w, "%-32s %-10s %5s %9s %8s %8s %8s\n", "held-out source", "metric", "n", "constant", "before", "after", "bias")
 		for _, f := range fit.Folds {
 			for i := range f.Before {
 				x, y := f.Before[i], f.After[i]
-				fmt.Fprintf(w, "%-24s %-10s %5d %9.3f %8s %8s %8s\n", f.Source, x.Metric, x.N, f.Const, pct(x.Median), pct(y.Median), signedPct(y.Bias))
+				fmt.Fprintf(w, "%-32s %-10s %5d %9.3f %8s %8s %8s\n", f.Source, x.Metric, x.N, f.Const, pct(x.Median), pct(y.Median), signedPct(y.Bias))
 			}
 		}
 	}
 	fmt.Fprintf(w, "With the shipped coefficients (in-sample for that factor on its 16-bit rows; every other row never fitted):\n")
-	fmt.Fprintf(w, "%-8s %-24s %-10s %5s %8s %8s %8s\n", "engine", "source", "metric", "n", "median", "p90", "bias")
+	fmt.Fprintf(w, "%-8s %-32s %-10s %5s %8s %8s %8s\n", "engine", "source", "metric", "n", "median", "p90", "bias")
 	for _, c := range s.Cells {
-		fmt.Fprintf(w, "%-8s %-24s %-10s %5d %8s %8s %8s\n", c.Engine, c.Source, c.Metric, c.N, pct(c.Median), pct(c.P90), signedPct(c.Bias))
+		fmt.Fprintf(w, "%-8s %-32s %-10s %5d %8s %8s %8s\n", c.Engine, c.Source, c.Metric, c.N, pct(c.Median), pct(c.P90), signedPct(c.Bias))
 	}
 	fmt.Fprintf(w, "By deployment class (weight format, dense or MoE), every source together:\n")
 	for _, c := range s.Classes {
-		fmt.Fprintf(w, "%-8s %-24s %-10s %5d %8s %8s %8s\n", "all", "class: "+c.Class, c.Metric, c.N, pct(c.Median), pct(c.P90), signedPct(c.Bias))
+		fmt.Fprintf(w, "%-8s %-32s %-10s %5d %8s %8s %8s\n", "all", "class: "+c.Class, c.Metric, c.N, pct(c.Median), pct(c.P90), signedPct(c.Bias))
 	}
 	if len(s.Skipped) > 0 {
 		fmt.Fprintf(w, "not priced: %s\n", s.Skipped.String())
