@@ -54,7 +54,11 @@ type LlamaBenchRow struct {
 	Test      string // BenchPP or BenchTG
 	Tokens    int
 	TokS      float64
-	Note      string
+	// Ubatch is llama-bench's -ub (tokens per step, the logical batch
+	// -b set to at least as many); 0 when the row ran at the defaults
+	// (n_batch 2048, n_ubatch 512). Only the optional ubatch column sets it.
+	Ubatch int
+	Note   string
 }
 
 var llamaBenchColumns = []string{"source_id", "gpu", "model", "precision", "test", "tokens", "tok_s", "note"}
@@ -84,6 +88,13 @@ func ReadLlamaBench(r io.Reader, file string) ([]LlamaBenchRow, error) {
 			errs = append(errs, fmt.Sprintf("tok_s %q is not a positive number", t.get(rec, "tok_s")))
 		}
 		row.TokS = v
+		if u := t.get(rec, "ubatch"); u != "" {
+			if n, err := strconv.Atoi(u); err != nil || n < 1 || n > maxLength {
+				errs = append(errs, fmt.Sprintf("ubatch %q is not a whole number from 1 to %d", u, maxLength))
+			} else {
+				row.Ubatch = n
+			}
+		}
 		if row.Test != BenchPP && row.Test != BenchTG {
 			errs = append(errs, fmt.Sprintf("test %q is not pp or tg", row.Test))
 		}
@@ -122,16 +133,21 @@ func (r *LlamaBenchRow) Fitted() bool { return r.Test == BenchPP && r.Tokens <= 
 // prepareBench compiles each row (llama.cpp, one sequence); rows whose GPU
 // or model is unknown are an error, since the file is curated.
 func prepareBench(rows []LlamaBenchRow) ([]*benchCase, error) {
+	return prepareBenchFile(rows, "llama_bench.csv")
+}
+
+// prepareBenchFile is prepareBench for rows read from file (named in errors).
+func prepareBenchFile(rows []LlamaBenchRow, file string) ([]*benchCase, error) {
 	out := make([]*benchCase, 0, len(rows))
 	for i := range rows {
 		r := &rows[i]
 		hw, err := hardware.Lookup(r.GPU)
 		if err != nil {
-			return nil, fmt.Errorf("llama_bench.csv:%d: %w", r.Line, err)
+			return nil, fmt.Errorf("%s:%d: %w", file, r.Line, err)
 		}
 		m, ok := published.DescribePublished(r.Model)
 		if !ok {
-			return nil, fmt.Errorf("llama_bench.csv:%d: model %s not described", r.Line, r.Model)
+			return nil, fmt.Errorf("%s:%d: model %s not described", file, r.Line, r.Model)
 		}
 		isl, osl := 1, 1
 		if r.Test == BenchPP {
@@ -140,9 +156,13 @@ func prepareBench(rows []LlamaBenchRow) ([]*benchCase, error) {
 			osl = r.Tokens
 		}
 		w := workload.FixedClosed(isl, osl, 1)
-		c, err := estimate.Compile(hw, estimate.LlamaCPP, estimate.Options{Precision: r.Precision, MaxNumSeqs: 1}, &w, nil)
+		o := estimate.Options{Precision: r.Precision, MaxNumSeqs: 1}
+		if r.Ubatch > 0 { // every step processes Ubatch prompt tokens
+			o.MaxBatchedTokens, o.MicroBatch = r.Ubatch, r.Ubatch
+		}
+		c, err := estimate.Compile(hw, estimate.LlamaCPP, o, &w, nil)
 		if err != nil {
-			return nil, fmt.Errorf("llama_bench.csv:%d: %w", r.Line, err)
+			return nil, fmt.Errorf("%s:%d: %w", file, r.Line, err)
 		}
 		b := &benchCase{row: r, hw: hw, fam: estimate.LlamaCPP.Family(hw), c: c}
 		c.Summarize(&b.s, m)

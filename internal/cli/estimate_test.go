@@ -221,8 +221,9 @@ func TestCalibrateUserFile(t *testing.T) {
 // TestValidateEstimatorIndependentChecks runs validate-estimator on a user
 // file alone (no shared data) and checks that the checks on published
 // data nobody fits — the TensorRT-LLM tables and the engines' KV-capacity
-// logs — and the consumer-GPU tables (which fit one term, held out by
-// source), all embedded, are printed and are valid JSON (no NaN or Inf).
+// logs — the consumer-GPU tables (which fit one term, held out by source)
+// and the llama.cpp MoE rows on GeForce, all embedded, are printed and are
+// valid JSON (no NaN or Inf).
 func TestValidateEstimatorIndependentChecks(t *testing.T) {
 	dir := t.TempDir()
 	user := writeUserMeasurements(t, dir)
@@ -232,8 +233,8 @@ func TestValidateEstimatorIndependentChecks(t *testing.T) {
 	}
 	for _, want := range []string{"Independent published tables, never fitted", "trtllm-perf-v0.17", "KV capacity against published engine start-up logs", "Qwen/Qwen3-235B-A22B-FP8",
 		"Consumer GPUs: published serving measurements", "mushfiq-4090-mistral7b", "zhjunqin-3090-llama3-8b",
-		"each source held out of the fit that predicts it", "class: W4A16 dense",
-		"By architecture and clients"} {
+		"each source held out of the fit that predicts it", "class: W4A16 dense", "cloudrift-4090-qwen3coder-awq", "class: W4A16 MoE",
+		"By architecture and clients", "llama.cpp MoE on GeForce", "am17an-16834-4090", "openai/gpt-oss-20b priced as mxfp4_moe"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -256,14 +257,15 @@ func TestValidateEstimatorIndependentChecks(t *testing.T) {
 			Scored  int              `json:"scored"`
 			Results []map[string]any `json:"results"`
 		} `json:"kv_capacity"`
+		MoE []map[string]any `json:"llamacpp_moe_geforce"`
 	}
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("--json output is not JSON: %v\n%s", err, out)
 	}
 	if len(doc.Overall) == 0 || doc.Independent.Rows < 100 || len(doc.Independent.Cells) == 0 || doc.KV.Scored == 0 || len(doc.KV.Results) == 0 ||
-		doc.Consumer.Priced == 0 || len(doc.Consumer.Cells) == 0 {
-		t.Errorf("--json document incomplete: %d overall cells, %d independent rows, %d KV rows scored, %d consumer rows priced",
-			len(doc.Overall), doc.Independent.Rows, doc.KV.Scored, doc.Consumer.Priced)
+		doc.Consumer.Priced == 0 || len(doc.Consumer.Cells) == 0 || len(doc.MoE) == 0 {
+		t.Errorf("--json document incomplete: %d overall cells, %d independent rows, %d KV rows scored, %d consumer rows priced, %d llama.cpp MoE cells",
+			len(doc.Overall), doc.Independent.Rows, doc.KV.Scored, doc.Consumer.Priced, len(doc.MoE))
 	}
 }
 

@@ -111,9 +111,13 @@ func validateEstimatorFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env
 		if err != nil {
 			return err
 		}
+		moe, err := llamaCPPMoECheck()
+		if err != nil {
+			return err
+		}
 		where := groundtruth.WhereMeasured(ps)
 		if g.jsonOut {
-			return writeJSON(env.Stdout, validationJSON{Report: rep, Measured: where, Independent: ind.json(), Consumer: cons.json(), KVCapacity: kv.json(), LlamaBench: lb.cells})
+			return writeJSON(env.Stdout, validationJSON{Report: rep, Measured: where, Independent: ind.json(), Consumer: cons.json(), KVCapacity: kv.json(), LlamaBench: lb.cells, LlamaCPPMoE: moe.cells})
 		}
 		printValidation(env.Stdout, rep)
 		fmt.Fprintf(env.Stdout, "\nWhere and when the rows were measured (every error above is about these GPUs at these dates)\n")
@@ -128,6 +132,7 @@ func validateEstimatorFlags(fs *flag.FlagSet) func(ctx context.Context, env *Env
 		cons.printConsumer(env.Stdout)
 		kv.print(env.Stdout)
 		lb.print(env.Stdout)
+		moe.print(env.Stdout)
 		return nil
 	}
 }
@@ -230,22 +235,22 @@ func (ind *independent) printConsumer(w io.Writer) {
 	fmt.Fprintf(w, "\nConsumer GPUs: published serving measurements (%d rows, %d priced; sources in estimate/groundtruth/testdata/consumer_serving.md)\n", s.Rows, s.Priced)
 	for _, fit := range ind.gddr {
 		fmt.Fprintf(w, "%s on GeForce: memory traffic × constant ÷ the GPU's llama-bench decode efficiency; constant %.3f fitted on %d rows (16-bit weights); each source held out of the fit that predicts it:\n", fit.Engine, fit.Const, fit.Rows)
-		fmt.Fprintf(w, "%-24s %-10s %5s %9s %8s %8s %8s\n", "held-out source", "metric", "n", "constant", "before", "after", "bias")
+		fmt.Fprintf(w, "%-32s %-10s %5s %9s %8s %8s %8s\n", "held-out source", "metric", "n", "constant", "before", "after", "bias")
 		for _, f := range fit.Folds {
 			for i := range f.Before {
 				x, y := f.Before[i], f.After[i]
-				fmt.Fprintf(w, "%-24s %-10s %5d %9.3f %8s %8s %8s\n", f.Source, x.Metric, x.N, f.Const, pct(x.Median), pct(y.Median), signedPct(y.Bias))
+				fmt.Fprintf(w, "%-32s %-10s %5d %9.3f %8s %8s %8s\n", f.Source, x.Metric, x.N, f.Const, pct(x.Median), pct(y.Median), signedPct(y.Bias))
 			}
 		}
 	}
 	fmt.Fprintf(w, "With the shipped coefficients (in-sample for that factor on its 16-bit rows; every other row never fitted):\n")
-	fmt.Fprintf(w, "%-8s %-24s %-10s %5s %8s %8s %8s\n", "engine", "source", "metric", "n", "median", "p90", "bias")
+	fmt.Fprintf(w, "%-8s %-32s %-10s %5s %8s %8s %8s\n", "engine", "source", "metric", "n", "median", "p90", "bias")
 	for _, c := range s.Cells {
-		fmt.Fprintf(w, "%-8s %-24s %-10s %5d %8s %8s %8s\n", c.Engine, c.Source, c.Metric, c.N, pct(c.Median), pct(c.P90), signedPct(c.Bias))
+		fmt.Fprintf(w, "%-8s %-32s %-10s %5d %8s %8s %8s\n", c.Engine, c.Source, c.Metric, c.N, pct(c.Median), pct(c.P90), signedPct(c.Bias))
 	}
 	fmt.Fprintf(w, "By deployment class (weight format, dense or MoE), every source together:\n")
 	for _, c := range s.Classes {
-		fmt.Fprintf(w, "%-8s %-24s %-10s %5d %8s %8s %8s\n", "all", "class: "+c.Class, c.Metric, c.N, pct(c.Median), pct(c.P90), signedPct(c.Bias))
+		fmt.Fprintf(w, "%-8s %-32s %-10s %5d %8s %8s %8s\n", "all", "class: "+c.Class, c.Metric, c.N, pct(c.Median), pct(c.P90), signedPct(c.Bias))
 	}
 	if len(s.Skipped) > 0 {
 		fmt.Fprintf(w, "not priced: %s\n", s.Skipped.String())
@@ -302,6 +307,7 @@ type validationJSON struct {
 	Consumer    independentJSON              `json:"consumer_gpus"`
 	KVCapacity  kvJSON                       `json:"kv_capacity"`
 	LlamaBench  []groundtruth.LlamaBenchCell `json:"llama_bench"`
+	LlamaCPPMoE []groundtruth.MoECell        `json:"llamacpp_moe_geforce"`
 }
 
 // benchCheck is the llama-bench hold-out: llama.cpp prompt processing and
@@ -345,6 +351,45 @@ func (b *benchCheck) print(w io.Writer) {
 		fmt.Fprintf(w, "%s held-out: n=%d median %s (prior %s)  target ≤ %.0f%%: %s\n", t.name, c.N, pct(c.Median), priorMedian(b.cells, t.test), t.target*100, verdict)
 	}
 	fmt.Fprintf(w, "pp-long (prompts above 1024 tokens, builds without flash attention) is reported, not fitted and not in the target\n")
+}
+
+// moeCheck is the llama.cpp MoE check on GeForce: published llama-bench
+// rows of MoE models (gpt-oss in MXFP4, Qwen3-30B-A3B), never fitted,
+// priced with the shipped coefficients.
+type moeCheck struct {
+	rows  int
+	res   []groundtruth.MoEResult
+	cells []groundtruth.MoECell
+}
+
+func llamaCPPMoECheck() (*moeCheck, error) {
+	rows, err := groundtruth.LlamaCPPMoETables()
+	if err != nil {
+		return nil, fmt.Errorf("llama.cpp MoE tables: %w", err)
+	}
+	res, cells, err := groundtruth.ScoreLlamaCPPMoE(rows, estimate.DefaultCoeffs())
+	if err != nil {
+		return nil, fmt.Errorf("llama.cpp MoE tables: %w", err)
+	}
+	return &moeCheck{rows: len(rows), res: res, cells: cells}, nil
+}
+
+func (m *moeCheck) print(w io.Writer) {
+	fmt.Fprintf(w, "\nllama.cpp MoE on GeForce: published llama-bench rows (%d; estimate/groundtruth/testdata/llamacpp_moe.md), never fitted: each source held out, shipped coefficients\n", m.rows)
+	fmt.Fprintf(w, "%-20s %-8s %4s %8s %8s %8s\n", "held-out source", "test", "n", "median", "p90", "bias")
+	for _, c := range m.cells {
+		fmt.Fprintf(w, "%-20s %-8s %4d %8s %8s %8s\n", c.Source, c.Test, c.N, pct(c.Median), pct(c.P90), signedPct(c.Bias))
+	}
+	fmt.Fprintf(w, "tg: decode from an empty context; pp-step: a 4096-token prompt at ≤ %d tokens per step (-ub: the experts a step's tokens touch); pp-long: larger steps of that prompt (attention not priced, as pp-long above)\n", groundtruth.MoEStepTokens)
+	seen := map[string]bool{}
+	for _, r := range m.res {
+		k := r.Row.Model + " " + r.Row.Precision
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		fmt.Fprintf(w, "%s priced as %s: weights %.2f GiB, a one-token decode step streams %.2f GB\n", r.Row.Model, r.Row.Precision, r.WeightGiB, r.StreamedGB)
+	}
 }
 
 func priorMedian(cells []groundtruth.LlamaBenchCell, test string) string {
