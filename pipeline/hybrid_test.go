@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/autocompress/autocompress/architecture"
@@ -89,6 +90,16 @@ func TestPipelineHybridTorch(t *testing.T) {
 	}
 	if n := len(d.HeldOut); n < 2 || d.HeldOut[0].Step != 0 || d.HeldOut[n-1].Tokens != ds.Tokens {
 		t.Errorf("held-out points %+v: want before and after, the last at the %d tokens of recovery", d.HeldOut, ds.Tokens)
+	}
+	for _, sr := range res.Stages {
+		if sr.Name == StageDistill {
+			t.Logf("distill stage: %.1f CPU-s, peak RSS %d B", sr.CPUSeconds, sr.PeakRSSBytes)
+			// torch's import alone takes a second or more of CPU and over 150 MB;
+			// this process's share of the stage is a fraction of either.
+			if sr.CPUSeconds < 1 || runtime.GOOS == "linux" && sr.PeakRSSBytes < 150<<20 {
+				t.Errorf("distill stage: %.1f CPU-s, peak RSS %d B: the torch job's processes are not counted", sr.CPUSeconds, sr.PeakRSSBytes)
+			}
+		}
 	}
 	if d.Recovery == nil || d.Recovery.Engine != "torch" {
 		t.Errorf("recovery cost %+v", d.Recovery)
