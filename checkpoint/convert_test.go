@@ -258,7 +258,9 @@ func TestConversionErrors(t *testing.T) {
 }
 
 func TestParseDType(t *testing.T) {
-	for in, want := range map[string]DType{"BF16": BF16, "bfloat16": BF16, "torch.float16": F16, "float32": F32, "F8_E4M3": F8E4M3, "float8_e4m3fn": F8E4M3, "int64": I64} {
+	for in, want := range map[string]DType{"BF16": BF16, "bfloat16": BF16, "torch.float16": F16, "float32": F32, "F8_E4M3": F8E4M3, "float8_e4m3fn": F8E4M3, "int64": I64,
+		// the lower-case short names init --dtype documents
+		"bf16": BF16, "f16": F16, "f32": F32, "f64": F64} {
 		if got, err := ParseDType(in); err != nil || got != want {
 			t.Errorf("ParseDType(%q) = %q, %v; want %q", in, got, err, want)
 		}

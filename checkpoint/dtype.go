@@ -104,13 +104,13 @@ func ParseDType(s string) (DType, error) {
 		}
 	}
 	switch name {
-	case "float", "fp32":
+	case "float", "fp32", "f32":
 		return F32, nil
-	case "half", "fp16":
+	case "half", "fp16", "f16":
 		return F16, nil
 	case "bf16":
 		return BF16, nil
-	case "double":
+	case "double", "f64":
 		return F64, nil
 	}
 	return invalid, fmt.Errorf("checkpoint: unknown dtype %q (want one of F32, F16, BF16, F64, F8_E4M3, F8_E5M2, I64, I32, I16, I8, U8, BOOL or a torch name such as bfloat16)", s)

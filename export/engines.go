@@ -113,8 +113,9 @@ type Capabilities struct {
 	// (transformers' Auto classes); the serving engines and llama.cpp's
 	// converter read architectures[0] and refuse a config without it.
 	ByModelType bool
-	// NoMamba, NoMoE: the engine has no Mamba2 mixer / MoE block (the
-	// native engine).
+	// NoMamba, NoMoE: the engine has no Mamba2 mixer / MoE block (none
+	// of the engines here at present lacks a Mamba2 mixer: the native
+	// engine runs Nemotron-H's, engine/mamba.go).
 	NoMamba, NoMoE bool
 	// ShardsTP: the engine shards every layer over the tensor-parallel
 	// group, so the shape must split (architecture.Model.TPViolations);
@@ -220,12 +221,13 @@ var engines = map[string]Capabilities{
 	"hf": {Name: "hf", Native: nativeAll, DeciLM: true, FFNIntermediateSize: true,
 		LinearAttention: true, LinearFFN: true, DeciLMBias: true, RemoteCode: true, ByModelType: true},
 	// autocompress's own engine (package engine): Llama-family blocks with
-	// any per-layer widths and removed sub-blocks; no Mamba2 or MoE layers.
+	// any per-layer widths and removed sub-blocks, and Nemotron-H's Mamba2
+	// mixers (engine/mamba.go, forward only); no MoE layers.
 	// It reads the checkpoint through package architecture, which reads
 	// block_configs' intermediate_size. The classes it runs are the
 	// families' Engine facts.
 	"native": {Name: "native", EngineFamilies: true,
-		DeciLM: true, FFNIntermediateSize: true, DeciLMBias: true, NoMamba: true, NoMoE: true},
+		DeciLM: true, FFNIntermediateSize: true, DeciLMBias: true, NoMoE: true},
 }
 
 // Engines returns the engine names, sorted.

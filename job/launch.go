@@ -98,6 +98,12 @@ type Launched struct {
 	Commands []string `json:"commands,omitempty"` // print: what to run
 	JobID    string   `json:"slurm_job,omitempty"`
 	Result   *Result  `json:"result,omitempty"` // local: the job's result
+	// CPUSeconds (local) is the CPU time, user and system, of launch.sh
+	// and the ranks it waited for; PeakRSSBytes the largest peak resident
+	// set among them (Linux's ru_maxrss of a waited child; it counts this
+	// process's resident set at the fork too; 0 where unknown).
+	CPUSeconds   float64 `json:"cpu_seconds,omitempty"`
+	PeakRSSBytes int64   `json:"peak_rss_bytes,omitempty"`
 }
 
 // ModuleError is a Python module a local launch needs and the interpreter
@@ -311,22 +317,27 @@ loop:
 			return nil, rerr
 		}
 	}
+	l := &Launched{Mode: c.Mode, Result: res}
+	if ps := cmd.ProcessState; ps != nil {
+		l.CPUSeconds = (ps.UserTime() + ps.SystemTime()).Seconds()
+		l.PeakRSSBytes = peakRSS(ps)
+	}
 	if cancelled {
 		if res != nil && res.Status == StatusStopped {
 			c.Progress.Notef("job", "the job checkpointed and stopped at step %d; launch it again to resume", res.Steps)
 		}
-		return &Launched{Mode: c.Mode, Result: res}, ctx.Err()
+		return l, ctx.Err()
 	}
 	if res == nil {
 		return nil, fmt.Errorf("job: launch.sh ended (%v) without writing %s; its output is in %s: %s", waitErr, ct.Outputs.Result, filepath.Join(c.Dir, LaunchLog), tail(filepath.Join(c.Dir, LaunchLog)))
 	}
 	if res.Status == StatusFailed {
-		return &Launched{Mode: c.Mode, Result: res}, fmt.Errorf("job: the %s job failed: %s (output in %s)", ct.Kind, res.Error, filepath.Join(c.Dir, LaunchLog))
+		return l, fmt.Errorf("job: the %s job failed: %s (output in %s)", ct.Kind, res.Error, filepath.Join(c.Dir, LaunchLog))
 	}
 	if waitErr != nil && res.Status == StatusDone {
-		return &Launched{Mode: c.Mode, Result: res}, fmt.Errorf("job: launch.sh ended with %v after writing a done result: a rank failed (output in %s)", waitErr, filepath.Join(c.Dir, LaunchLog))
+		return l, fmt.Errorf("job: launch.sh ended with %v after writing a done result: a rank failed (output in %s)", waitErr, filepath.Join(c.Dir, LaunchLog))
 	}
-	return &Launched{Mode: c.Mode, Result: res}, nil
+	return l, nil
 }
 
 // tail returns the last lines of a file, for an error message.

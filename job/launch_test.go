@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -24,9 +25,15 @@ import (
 // two steps and on SIGTERM (then writes a stopped result and exits 0),
 // resumes from resume/step, and at the end copies the student to out/ and
 // writes a done result. With FAKE_HOLD_AT=N it waits after step N until
-// SIGTERM. Other ranks wait for the result.
+// SIGTERM. Other ranks wait for the result. With FAKE_BURN=1 rank 0
+// first spends CPU time and holds a 160 MB string.
 const fakeTrainer = `set -u
 steps=$(sed -n 's/^    "steps": \([0-9]*\),$/\1/p' contract.json)
+if [ "${FAKE_BURN:-0}" = 1 ] && [ "$RANK" = 0 ]; then
+  big=$(head -c 160000000 /dev/zero | tr '\0' a)
+  i=0; while [ $i -lt 300000 ]; do i=$((i + 1)); done
+  unset big
+fi
 if [ "$RANK" != 0 ]; then
   trap 'exit 0' TERM
   while [ ! -f result.json ]; do sleep 0.01; done
@@ -346,5 +353,23 @@ func TestLaunchGlooRanks(t *testing.T) {
 	}
 	if !strings.Contains(string(readFile(t, filepath.Join(e.Dir, "progress.jsonl"))), `"loss": 3.0`) {
 		t.Error("the two ranks did not all-reduce 1 + 2")
+	}
+}
+
+// TestLaunchUsage: a local launch reports the CPU time and the peak
+// resident set of the job's processes (the ranks under launch.sh), not
+// this process's: rank 0 here spends CPU time and holds 160 MB.
+func TestLaunchUsage(t *testing.T) {
+	t.Setenv("FAKE_BURN", "1")
+	e := fakeJob(t, 2)
+	l, err := Launch(context.Background(), LaunchConfig{Dir: e.Dir, Mode: LaunchLocal, Python: fakePython(t, ""), Poll: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.CPUSeconds < 0.1 {
+		t.Errorf("CPU %.3f s: the job's busy loop is not counted", l.CPUSeconds)
+	}
+	if runtime.GOOS == "linux" && l.PeakRSSBytes < 160e6 {
+		t.Errorf("peak RSS %d B: the rank's 160 MB string is not counted", l.PeakRSSBytes)
 	}
 }

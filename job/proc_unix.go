@@ -4,6 +4,7 @@ package job
 
 import (
 	"os"
+	"runtime"
 	"syscall"
 )
 
@@ -17,3 +18,16 @@ func terminate(p *os.Process) { _ = p.Signal(syscall.SIGTERM) }
 
 // killGroup kills the launcher's whole process group.
 func killGroup(p *os.Process) { _ = syscall.Kill(-p.Pid, syscall.SIGKILL) }
+
+// peakRSS is a waited child's ru_maxrss in bytes (KiB on Linux and the
+// BSDs, bytes on Darwin), 0 where the system does not say.
+func peakRSS(ps *os.ProcessState) int64 {
+	ru, ok := ps.SysUsage().(*syscall.Rusage)
+	if !ok || ru == nil {
+		return 0
+	}
+	if runtime.GOOS == "darwin" || runtime.GOOS == "ios" {
+		return int64(ru.Maxrss)
+	}
+	return int64(ru.Maxrss) << 10
+}

@@ -35,7 +35,11 @@ func runJob(ctx context.Context, env *Env, ec job.EmitConfig) (*job.RunResult, e
 	if _, err := os.Stat(filepath.Join(ec.Dir, job.ContractFile)); err == nil {
 		env.Note("resuming the %s job in %s", ec.Kind, ec.Dir)
 	}
-	return job.Run(ctx, job.RunConfig{Emit: ec, Launch: job.LaunchConfig{Mode: job.LaunchLocal}})
+	res, err := job.Run(ctx, job.RunConfig{Emit: ec, Launch: job.LaunchConfig{Mode: job.LaunchLocal}})
+	if res != nil && res.Launched != nil {
+		env.AddJobUsage(res.Launched.CPUSeconds, res.Launched.PeakRSSBytes)
+	}
+	return res, err
 }
 
 // distillJob is the distill stage on a PyTorch engine: the same recipe as

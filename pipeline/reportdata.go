@@ -206,6 +206,9 @@ func shapeOf(name string, m *architecture.Model, params int64) report.Shape {
 		if l.MLP != nil {
 			r.FFN = l.MLP.Width
 		}
+		if l.Mamba != nil {
+			r.MambaHeads, r.MambaHeadDim = l.Mamba.Heads, l.Mamba.HeadDim
+		}
 		s.Layers = append(s.Layers, r)
 	}
 	return s
@@ -482,7 +485,10 @@ func recovery(d *report.Data, ds *distill.Summary) {
 }
 
 // readTrainingLog reads distill's JSON-lines log: the training steps and
-// the held-out evaluations.
+// the held-out evaluations. A step logged again (a resumed PyTorch job
+// redoes the steps after its checkpoint) replaces the earlier line, and an
+// evaluation line without tokens (the torch trainer's, job/CONTRACT.md:
+// tokens is optional) takes those of the training step it follows.
 func readTrainingLog(path string) ([]report.TrainPoint, []report.HeldOutPoint, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -507,10 +513,25 @@ func readTrainingLog(path string) ([]report.TrainPoint, []report.HeldOutPoint, e
 			if l.LR != nil {
 				tp.LR = *l.LR
 			}
+			for len(steps) > 0 && steps[len(steps)-1].Step >= tp.Step {
+				steps = steps[:len(steps)-1]
+			}
 			steps = append(steps, tp)
 		}
 		if l.ValLoss != nil {
-			held = append(held, report.HeldOutPoint{Step: l.Step, Tokens: l.Tokens, Loss: *l.ValLoss})
+			hp := report.HeldOutPoint{Step: l.Step, Tokens: l.Tokens, Loss: *l.ValLoss}
+			if hp.Tokens == 0 && hp.Step > 0 {
+				for i := len(steps) - 1; i >= 0; i-- {
+					if steps[i].Step == hp.Step {
+						hp.Tokens = steps[i].Tokens
+						break
+					}
+				}
+			}
+			for len(held) > 0 && held[len(held)-1].Step >= hp.Step {
+				held = held[:len(held)-1]
+			}
+			held = append(held, hp)
 		}
 	}
 	return steps, held, sc.Err()

@@ -198,3 +198,35 @@ func TestReportRecoveryData(t *testing.T) {
 		t.Errorf("parent's held-out %v, objective %q", d.ParentHeldOut, d.Objective)
 	}
 }
+
+// TestReportRecoveryTorchLog: the torch trainer's progress lines (the
+// stage's log on distill.engine torch) give the held-out points their
+// tokens from the step they follow (its evaluation lines carry none), and
+// a step logged twice (a resumed job redoes the steps after its checkpoint)
+// is one point, the later.
+func TestReportRecoveryTorchLog(t *testing.T) {
+	log := filepath.Join(t.TempDir(), DistillLog)
+	lines := `{"step": 0, "steps": 3, "val_loss": 8.3, "elapsed_s": 1.0}
+{"step": 1, "steps": 3, "loss": 7.0, "lr": 0.001, "tokens": 1024}
+{"step": 2, "steps": 3, "loss": 6.5, "lr": 0.001, "tokens": 2048}
+{"event": "checkpoint", "step": 2}
+{"event": "resumed", "step": 1}
+{"step": 2, "steps": 3, "loss": 6.4, "lr": 0.001, "tokens": 2048}
+{"step": 3, "steps": 3, "loss": 6.0, "lr": 0.0001, "tokens": 3072}
+{"step": 3, "steps": 3, "val_loss": 6.1, "elapsed_s": 9.0}
+`
+	if err := os.WriteFile(log, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tr, held, err := readTrainingLog(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr) != 3 || tr[1].Loss != 6.4 || tr[2].Tokens != 3072 {
+		t.Errorf("training %+v: want steps 1, 2 (the resumed 6.4) and 3", tr)
+	}
+	want := []report.HeldOutPoint{{Step: 0, Loss: 8.3}, {Step: 3, Tokens: 3072, Loss: 6.1}}
+	if len(held) != 2 || held[0] != want[0] || held[1] != want[1] {
+		t.Errorf("held-out %+v, want %+v", held, want)
+	}
+}

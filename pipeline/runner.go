@@ -72,6 +72,17 @@ type Env struct {
 	report       progress.Func
 	name         string
 	runDir       string
+	// jobCPU and jobRSS are the CPU time and the largest peak resident set
+	// of the job processes the stage launched (AddJobUsage).
+	jobCPU float64
+	jobRSS int64
+}
+
+// AddJobUsage counts a launched job's processes in the stage's CPU time
+// and peak resident set (the largest of this process's and theirs).
+func (e *Env) AddJobUsage(cpuSeconds float64, peakRSS int64) {
+	e.jobCPU += cpuSeconds
+	e.jobRSS = max(e.jobRSS, peakRSS)
 }
 
 // StateDir returns a directory that survives an interrupted run of the
@@ -164,12 +175,14 @@ type Manifest struct {
 	Started    time.Time         `json:"started"`
 	Seconds    float64           `json:"seconds"`
 	// PeakRSSBytes is the run process's peak resident set during the stage
-	// (VmHWM, reset when the stage starts; Linux, else 0). The bench-serve
-	// processes of a measuring stage report their own.
+	// (VmHWM, reset when the stage starts; Linux, else 0), or a PyTorch
+	// job's largest process's where larger (Env.AddJobUsage). The
+	// bench-serve processes of a measuring stage report their own.
 	PeakRSSBytes int64 `json:"peak_rss_bytes,omitempty"`
 	// CPUSeconds is the CPU time (user and system) the run process spent
-	// on the stage: its cost apart from waiting for a shared machine's
-	// cores (the bench-serve processes of a measuring stage not counted).
+	// on the stage, with that of the PyTorch job processes it launched:
+	// its cost apart from waiting for a shared machine's cores (the
+	// bench-serve processes of a measuring stage not counted).
 	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
 }
 
@@ -471,9 +484,9 @@ func runStage(ctx context.Context, st Stage, sdir string, man *Manifest, out map
 		return nil, err
 	}
 	if rss {
-		man.PeakRSSBytes = servebench.PeakRSS()
+		man.PeakRSSBytes = max(servebench.PeakRSS(), env.jobRSS)
 	}
-	man.CPUSeconds = servebench.ProcessCPUSeconds() - cpu
+	man.CPUSeconds = servebench.ProcessCPUSeconds() - cpu + env.jobCPU
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -201,6 +201,10 @@ type Layer struct {
 	Heads   int `json:"heads"`    // query heads (0: no attention)
 	KVHeads int `json:"kv_heads"` // KV heads
 	FFN     int `json:"ffn"`      // MLP width (0: no MLP)
+	// MambaHeads and MambaHeadDim are a Mamba2 mixer's heads and channels
+	// per head (0: no Mamba2 mixer).
+	MambaHeads   int `json:"mamba_heads,omitempty"`
+	MambaHeadDim int `json:"mamba_head_dim,omitempty"`
 }
 
 // Pareto is the front of one budgeted cost against the quality proxy.

@@ -64,7 +64,10 @@ type suiteRow struct {
 type layerRow struct {
 	Index                                int
 	PHeads, PKV, PFFN, CHeads, CKV, CFFN string
-	Changed                              bool
+	// PMamba, CMamba: the Mamba2 mixer's heads × head_dim ("—": none);
+	// shown only when the parent has one (page.AnyMamba).
+	PMamba, CMamba string
+	Changed        bool
 }
 
 type page struct {
@@ -76,6 +79,7 @@ type page struct {
 	SuiteAvg     []evalCell
 	SuiteNote    string
 	Layers       []layerRow
+	AnyMamba     bool
 	Memory       []cell
 	MemoryNames  []string
 	MemTotal     cell
@@ -228,18 +232,27 @@ func build(d *Data) (*page, error) {
 		}
 		return fmt.Sprint(v)
 	}
+	mamba := func(l *Layer) string {
+		if l.MambaHeads == 0 {
+			return "—"
+		}
+		return fmt.Sprintf("%d×%d", l.MambaHeads, l.MambaHeadDim)
+	}
+	for _, l := range d.Parent.Layers {
+		pg.AnyMamba = pg.AnyMamba || l.MambaHeads > 0
+	}
 	for i := 0; i < n; i++ {
 		r := layerRow{Index: i, PHeads: "", CHeads: "removed"}
 		if i < len(d.Parent.Layers) {
 			l := d.Parent.Layers[i]
-			r.PHeads, r.PKV, r.PFFN = w(l.Heads), w(l.KVHeads), w(l.FFN)
+			r.PHeads, r.PKV, r.PFFN, r.PMamba = w(l.Heads), w(l.KVHeads), w(l.FFN), mamba(&l)
 		}
 		if l := aligned[i]; l != nil {
-			r.CHeads, r.CKV, r.CFFN = w(l.Heads), w(l.KVHeads), w(l.FFN)
+			r.CHeads, r.CKV, r.CFFN, r.CMamba = w(l.Heads), w(l.KVHeads), w(l.FFN), mamba(l)
 		} else {
-			r.CKV, r.CFFN = "removed", "removed"
+			r.CKV, r.CFFN, r.CMamba = "removed", "removed", "removed"
 		}
-		r.Changed = r.PHeads != r.CHeads || r.PKV != r.CKV || r.PFFN != r.CFFN
+		r.Changed = r.PHeads != r.CHeads || r.PKV != r.CKV || r.PFFN != r.CFFN || pg.AnyMamba && r.PMamba != r.CMamba
 		pg.Layers = append(pg.Layers, r)
 	}
 	memoryCells(pg, d)
@@ -382,8 +395,8 @@ figcaption { color: #444; font-size: .95rem; }
 <section id="shape">
 <h2>Shape per layer</h2>
 <table>
-<tr><th>layer</th><th>parent heads</th><th>parent KV</th><th>parent MLP</th><th>child heads</th><th>child KV</th><th>child MLP</th></tr>
-{{range .Layers}}<tr{{if .Changed}} class="changed"{{end}}><td>{{.Index}}</td><td>{{.PHeads}}</td><td>{{.PKV}}</td><td>{{.PFFN}}</td><td>{{.CHeads}}</td><td>{{.CKV}}</td><td>{{.CFFN}}</td></tr>
+<tr><th>layer</th><th>parent heads</th><th>parent KV</th><th>parent MLP</th>{{if .AnyMamba}}<th>parent Mamba heads×dim</th>{{end}}<th>child heads</th><th>child KV</th><th>child MLP</th>{{if .AnyMamba}}<th>child Mamba heads×dim</th>{{end}}</tr>
+{{range .Layers}}<tr{{if .Changed}} class="changed"{{end}}><td>{{.Index}}</td><td>{{.PHeads}}</td><td>{{.PKV}}</td><td>{{.PFFN}}</td>{{if $.AnyMamba}}<td>{{.PMamba}}</td>{{end}}<td>{{.CHeads}}</td><td>{{.CKV}}</td><td>{{.CFFN}}</td>{{if $.AnyMamba}}<td>{{.CMamba}}</td>{{end}}</tr>
 {{end}}</table>
 </section>
 <section id="charts">
@@ -577,8 +590,16 @@ func WriteMarkdown(w io.Writer, d *Data) error {
 		}
 		b.WriteString(".\n\n")
 	}
-	b.WriteString("## Shape per layer\n\n| layer | parent heads/KV/MLP | child heads/KV/MLP |\n|---|---|---|\n")
+	if pg.AnyMamba {
+		b.WriteString("## Shape per layer\n\n| layer | parent heads/KV/MLP/Mamba | child heads/KV/MLP/Mamba |\n|---|---|---|\n")
+	} else {
+		b.WriteString("## Shape per layer\n\n| layer | parent heads/KV/MLP | child heads/KV/MLP |\n|---|---|---|\n")
+	}
 	for _, r := range pg.Layers {
+		if pg.AnyMamba {
+			fmt.Fprintf(&b, "| %d | %s / %s / %s / %s | %s / %s / %s / %s |\n", r.Index, r.PHeads, r.PKV, r.PFFN, r.PMamba, r.CHeads, r.CKV, r.CFFN, r.CMamba)
+			continue
+		}
 		fmt.Fprintf(&b, "| %d | %s / %s / %s | %s / %s / %s |\n", r.Index, r.PHeads, r.PKV, r.PFFN, r.CHeads, r.CKV, r.CFFN)
 	}
 	b.WriteString("\n")

@@ -345,3 +345,40 @@ func TestRecoveryCost(t *testing.T) {
 		t.Errorf("the Markdown lacks the recovery cost:\n%s", md.String())
 	}
 }
+
+// TestShapeMambaColumn: a hybrid parent's shape table shows each Mamba2
+// mixer's heads × head_dim, parent and child, and marks a layer whose
+// Mamba heads were cut as changed; a parent without one keeps the
+// three-column table.
+func TestShapeMambaColumn(t *testing.T) {
+	d := &Data{Title: "hybrid",
+		Parent: Shape{Name: "p", Layers: []Layer{{MambaHeads: 8, MambaHeadDim: 32}, {FFN: 384}, {Heads: 4, KVHeads: 2}}},
+		Child:  Shape{Name: "c", Layers: []Layer{{MambaHeads: 6, MambaHeadDim: 32}, {FFN: 384}, {Heads: 4, KVHeads: 2}}}}
+	var b bytes.Buffer
+	if err := WriteMarkdown(&b, d); err != nil {
+		t.Fatal(err)
+	}
+	md := b.String()
+	for _, want := range []string{"parent heads/KV/MLP/Mamba", "| 0 | — / — / — / 8×32 | — / — / — / 6×32 |", "| 1 | — / — / 384 / — | — / — / 384 / — |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("Markdown lacks %q:\n%s", want, md)
+		}
+	}
+	b.Reset()
+	if err := WriteHTML(&b, d); err != nil {
+		t.Fatal(err)
+	}
+	h := b.String()
+	if !strings.Contains(h, "<th>child Mamba heads×dim</th>") || !strings.Contains(h, `<tr class="changed"><td>0</td><td>—</td><td>—</td><td>—</td><td>8×32</td>`) ||
+		strings.Contains(h, `<tr class="changed"><td>1</td>`) {
+		t.Errorf("HTML shape table: want a Mamba column and only layer 0 changed")
+	}
+	d.Parent.Layers, d.Child.Layers = d.Parent.Layers[1:], d.Child.Layers[1:]
+	b.Reset()
+	if err := WriteMarkdown(&b, d); err != nil {
+		t.Fatal(err)
+	}
+	if md := b.String(); strings.Contains(md, "Mamba") || !strings.Contains(md, "| 0 | — / — / 384 | — / — / 384 |") {
+		t.Errorf("a parent without Mamba2 mixers:\n%s", md)
+	}
+}
