@@ -149,7 +149,13 @@ func shape(t testing.TB, dir string) map[string]any {
 		if x := l.MLP; x != nil {
 			mlp = map[string]int{"width": x.Width}
 		}
-		layers = append(layers, map[string]any{"attention": att, "mlp": mlp})
+		ls := map[string]any{"attention": att, "mlp": mlp}
+		if x := l.MoE; x != nil {
+			// Qwen3-MoE and Mixtral route softmax, then top-k.
+			ls["moe"] = map[string]any{"experts": x.Experts, "top_k": x.TopK, "width": x.ExpertWidth,
+				"router": "softmax_topk", "norm_topk_prob": a.MoERouter().Renormalize}
+		}
+		layers = append(layers, ls)
 	}
 	return map[string]any{"arch": a.Arch, "format": format, "vocab": a.Vocab, "hidden": a.Hidden,
 		"tied": a.TiedEmbeddings, "layers": layers}

@@ -5,7 +5,7 @@ A block replaces a decoder layer's MLP (after post_attention_layernorm).
 For the normed hidden states x (N, hidden):
 
     router_logits = gate(x)                         (N, experts), no bias
-    p = softmax(router_logits, float32)             over every expert
+    p = softmax(router_logits, float32)             over every expert (float64 rows: float64)
     w, e = topk(p, k)                               the k largest per row
     w = w / sum(w)                                  when norm_topk_prob
     out[row] = sum over its k slots of w * expert_e(x[row])
@@ -119,7 +119,9 @@ class SparseMoE(nn.Module):
 
     def route(self, x):
         """(weights (N, k) in x's dtype, experts (N, k)) of rows x (N, hidden)."""
-        p = F.softmax(self.gate(x), dim=1, dtype=torch.float)
+        # float32 as transformers' dtype=torch.float for bf16, fp16 and
+        # float32 rows; float64 rows (gradcheck) keep float64.
+        p = F.softmax(self.gate(x), dim=1, dtype=torch.promote_types(x.dtype, torch.float32))
         w, e = torch.topk(p, self.top_k, dim=-1)
         if self.norm_topk_prob:
             w = w / w.sum(dim=-1, keepdim=True)
