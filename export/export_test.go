@@ -151,7 +151,7 @@ func TestValidateConfigRules(t *testing.T) {
 }
 
 // TestValidateRealConfigs: published configs load in every engine (the
-// native engine has no Mamba2 mixer, so Nemotron-H is checked without it). The
+// native engine runs Nemotron-H's Mamba2 mixers forward). The
 // Nemotron-Super-49B DeciLM config carries ffn_mult values such as 1.0 that
 // do not map to an exact width before rounding: legal (a warning), not a
 // violation.
@@ -164,9 +164,6 @@ func TestValidateRealConfigs(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, e := range Engines() {
-				if e == "native" && strings.Contains(name, "Nemotron-H") {
-					continue
-				}
 				r, err := ValidateConfig(data, e)
 				if err != nil {
 					t.Fatal(err)
