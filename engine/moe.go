@@ -28,9 +28,9 @@ import (
 // products are GEMMs (bf16 weights read in place like every other matrix),
 // and the experts' outputs are added into the block's output in expert
 // order, as Qwen3MoeSparseMoeBlock.forward's index_add_ loop does. Backward
-// is not implemented (ErrMoEBackward): training or distilling an MoE model
-// is to go through the PyTorch reference trainer (package torchref), which
-// does not have MoE layers yet.
+// is not implemented (ErrMoEBackward): training or distilling a Qwen3-MoE
+// or Mixtral model goes through the PyTorch reference trainer (package
+// torchref, trainer/acmoe.py), whose logits equal this forward's.
 
 // moeDims are the widths and rule of one MoE block.
 type moeDims struct {
@@ -45,7 +45,7 @@ type expertMats struct{ gate, up, down matrix }
 
 // ErrMoEBackward is returned by the backward passes of a model with
 // mixture-of-experts layers.
-var ErrMoEBackward = errors.New("engine: backward through mixture-of-experts layers is not implemented (the native engine runs them forward only: importance, proxy, eval, serving); training or distilling an MoE model is for the PyTorch reference trainer, which does not have MoE layers yet either")
+var ErrMoEBackward = errors.New("engine: backward through mixture-of-experts layers is not implemented (the native engine runs them forward only: importance, proxy, eval, serving); training or distilling a Qwen3-MoE or Mixtral model goes through the PyTorch reference trainer (engine torch)")
 
 // checkMoE validates an MoE block against what the engine runs.
 func checkMoE(a *architecture.Model, x *architecture.MoE) (*moeDims, error) {
@@ -313,7 +313,7 @@ func CheckTrain(a *architecture.Model) error {
 			return &UnsupportedError{Layer: i, Feature: "training through Mamba2 mixers (the native engine runs them forward only: importance, eval, the proxy, serving; training or distilling a hybrid model goes through the PyTorch reference trainer)"}
 		}
 		if d.moe != nil {
-			return &UnsupportedError{Layer: i, Feature: "training through mixture-of-experts layers (the native engine runs them forward only: importance, eval, the proxy, serving; training an MoE model is for the PyTorch reference trainer, which does not have MoE layers yet either)"}
+			return &UnsupportedError{Layer: i, Feature: "training through mixture-of-experts layers (the native engine runs them forward only: importance, eval, the proxy, serving; training or distilling a Qwen3-MoE or Mixtral model goes through the PyTorch reference trainer)"}
 		}
 	}
 	return nil

@@ -33,6 +33,7 @@ import (
 	"strings"
 
 	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/engine"
 )
 
 // Capabilities is what one serving engine loads, as read from its source
@@ -113,10 +114,12 @@ type Capabilities struct {
 	// (transformers' Auto classes); the serving engines and llama.cpp's
 	// converter read architectures[0] and refuse a config without it.
 	ByModelType bool
-	// NoMamba, NoMoE: the engine has no Mamba2 mixer / MoE block (none
-	// of the engines here at present lacks a Mamba2 mixer: the native
-	// engine runs Nemotron-H's, engine/mamba.go).
-	NoMamba, NoMoE bool
+	// Runs is the engine's own check of a model with Mamba2 mixers or MoE
+	// blocks (nil: it takes them as the family's config has them): the
+	// native engine's engine.Check, which runs Nemotron-H's Mamba2 mixers
+	// and Qwen3-MoE's and Mixtral's MoE blocks and refuses the others
+	// (gpt-oss routing, latent or sigmoid-routed experts, shared experts).
+	Runs func(*architecture.Model) error
 	// ShardsTP: the engine shards every layer over the tensor-parallel
 	// group, so the shape must split (architecture.Model.TPViolations);
 	// the others do not shard layers by TP and its rules are not checked.
@@ -221,13 +224,13 @@ var engines = map[string]Capabilities{
 	"hf": {Name: "hf", Native: nativeAll, DeciLM: true, FFNIntermediateSize: true,
 		LinearAttention: true, LinearFFN: true, DeciLMBias: true, RemoteCode: true, ByModelType: true},
 	// autocompress's own engine (package engine): Llama-family blocks with
-	// any per-layer widths and removed sub-blocks, and Nemotron-H's Mamba2
-	// mixers (engine/mamba.go, forward only); no MoE layers.
+	// any per-layer widths and removed sub-blocks, and the Mamba2 and MoE
+	// layers engine.Check takes (forward only).
 	// It reads the checkpoint through package architecture, which reads
 	// block_configs' intermediate_size. The classes it runs are the
 	// families' Engine facts.
 	"native": {Name: "native", EngineFamilies: true,
-		DeciLM: true, FFNIntermediateSize: true, DeciLMBias: true, NoMoE: true},
+		DeciLM: true, FFNIntermediateSize: true, DeciLMBias: true, Runs: engine.Check},
 }
 
 // Engines returns the engine names, sorted.

@@ -150,9 +150,8 @@ func TestValidateConfigRules(t *testing.T) {
 	}
 }
 
-// TestValidateRealConfigs: published configs load in every engine, the
-// native one included for the hybrid Nemotron-H (its Mamba2 mixer runs
-// there, engine/mamba.go). The
+// TestValidateRealConfigs: published configs load in every engine (the
+// native engine runs Nemotron-H's Mamba2 mixers forward). The
 // Nemotron-Super-49B DeciLM config carries ffn_mult values such as 1.0 that
 // do not map to an exact width before rounding: legal (a warning), not a
 // violation.

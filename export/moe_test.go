@@ -81,3 +81,36 @@ func TestMoERules(t *testing.T) {
 		t.Errorf("510 experts in 4 groups: %v", r.Violations)
 	}
 }
+
+// TestNativeLoadsMoE: the native engine's rules take the MoE blocks it
+// runs (Qwen3-MoE, Mixtral: engine.Check) and refuse those it does not
+// (gpt-oss's top-k-first router), naming the engine's reason.
+func TestNativeLoadsMoE(t *testing.T) {
+	caps, _ := Lookup("native")
+	for _, c := range []struct {
+		cfg  string
+		ok   bool
+		want string
+	}{
+		{`{"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "vocab_size": 64, "hidden_size": 16,
+			"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 4,
+			"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 8}`, true, ""},
+		{`{"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "vocab_size": 64, "hidden_size": 16,
+			"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+			"intermediate_size": 8, "num_local_experts": 4, "num_experts_per_tok": 2}`, true, ""},
+		{`{"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "vocab_size": 64, "hidden_size": 16,
+			"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 4,
+			"intermediate_size": 8, "num_local_experts": 4, "num_experts_per_tok": 2}`, false, "native does not run this model"},
+	} {
+		m, err := architecture.FromConfig([]byte(c.cfg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := caps.Loads(m, 1); got != c.ok {
+			t.Errorf("%s: Loads = %v, want %v (%v)", m.Arch, got, c.ok, caps.Check(m, 1).Err())
+		}
+		if err := caps.Check(m, 1).Err(); !c.ok && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: Check = %v, want %q", m.Arch, err, c.want)
+		}
+	}
+}

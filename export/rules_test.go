@@ -127,8 +127,7 @@ func TestLoadsAgreesWithValidators(t *testing.T) {
 		}), 2, map[string]bool{"vllm": false, "trtllm": false, "llamacpp": true}},
 		{"qwen3 uniform", qwen, 1, map[string]bool{"vllm": true, "native": true}},
 		{"qwen3 per-layer", perLayerQwen, 1, map[string]bool{"vllm": false, "llamacpp": false, "native": false}},
-		// native: its Mamba2 mixer (engine/mamba.go) runs the hybrid.
-		{"nemotron-h", nemo, 1, map[string]bool{"vllm": true, "trtllm": true, "native": true}},
+		{"nemotron-h", nemo, 1, map[string]bool{"vllm": true, "trtllm": true, "native": true}}, // the native engine runs its Mamba2 mixers (forward)
 	}
 	for _, c := range cases {
 		for e, want := range c.want {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/checkpoint"
+	"github.com/autocompress/autocompress/engine"
 )
 
 // Violation is one broken rule.
@@ -298,12 +299,14 @@ func checkModel(r *Report, m *architecture.Model, caps Capabilities, raw map[str
 			r.violate(-1, "", "format", "no checkpoint format holds this shape: %v", err)
 		}
 	}
-	for i, l := range m.Layers {
-		if l.Mamba != nil && caps.NoMamba {
-			r.violate(i, "", "mamba", "%s has no Mamba2 mixer", caps.Name)
-		}
-		if l.MoE != nil && caps.NoMoE {
-			r.violate(i, "", "moe", "%s has no mixture-of-experts block", caps.Name)
+	if caps.Runs != nil && slices.ContainsFunc(m.Layers, func(l architecture.Layer) bool { return l.Mamba != nil || l.MoE != nil }) {
+		if err := caps.Runs(m); err != nil {
+			layer := -1
+			var u *engine.UnsupportedError
+			if errors.As(err, &u) {
+				layer = u.Layer
+			}
+			r.violate(layer, "", "layers", "%s does not run this model: %v", caps.Name, err)
 		}
 	}
 	if deci && !caps.DeciLM {

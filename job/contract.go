@@ -14,8 +14,13 @@ import (
 	"github.com/autocompress/autocompress/architecture"
 )
 
-// Version is the contract version this package writes and reads.
-const Version = 1
+// Version is the contract version this package writes and reads (2:
+// layers may hold an MoE block).
+const Version = 2
+
+// ResultVersion is the version of result.json, which the contract's
+// version 2 left unchanged.
+const ResultVersion = 1
 
 // ContractFile is the contract's name in a job directory.
 const ContractFile = "contract.json"
@@ -88,7 +93,39 @@ type LayerShape struct {
 	// Mamba is a hybrid's Mamba2 mixer (Nemotron-H), the layer's only
 	// block; absent from other layers.
 	Mamba *MambaShape `json:"mamba,omitempty"`
+	// MoE is a mixture-of-experts feed-forward block (Qwen3-MoE,
+	// Mixtral), in place of MLP (which is then null); absent from other
+	// layers.
+	MoE *MoEShape `json:"moe,omitempty"`
 }
+
+// MoEShape is a mixture-of-experts block: Experts routed experts (the
+// ones kept), each a gated MLP of Width, TopK of them per token, chosen by
+// Router; SharedWidth is the shared experts' total width (0: none).
+type MoEShape struct {
+	Experts int    `json:"experts"`
+	TopK    int    `json:"top_k"`
+	Width   int    `json:"width"`
+	Router  string `json:"router"`
+	// NormTopKProb: the k weights are divided by their sum (Mixtral
+	// always; Qwen3-MoE when config.json's norm_topk_prob is true).
+	NormTopKProb bool `json:"norm_topk_prob"`
+	SharedWidth  int  `json:"shared_width,omitempty"`
+}
+
+// Router rules of an MoE block (MoEShape.Router), as
+// architecture.RouterRule describes them.
+const (
+	// RouterSoftmaxTopK: softmax over every expert in float32, then the k
+	// largest (Mixtral, Qwen3-MoE).
+	RouterSoftmaxTopK = "softmax_topk"
+	// RouterTopKSoftmax: the k largest logits, then softmax over them
+	// (gpt-oss).
+	RouterTopKSoftmax = "topk_softmax"
+	// RouterSigmoid: sigmoid scores with e_score_correction_bias
+	// (DeepSeek-V3, Nemotron-3).
+	RouterSigmoid = "sigmoid_corrected"
+)
 
 // MambaShape is a Mamba2 mixer's widths.
 type MambaShape struct {
@@ -118,15 +155,18 @@ const (
 )
 
 // Uniform reports whether every layer has the first layer's shape or, for
-// a hybrid family (architecture.Family.Hybrid: Nemotron-H, whose layers are
-// each one block), whether every block of a kind has one shape.
+// a family whose native config mixes layer kinds (a hybrid,
+// architecture.Family.Hybrid: Nemotron-H, whose layers are each one block;
+// an MoE family, whose config may keep dense MLP layers: Qwen3-MoE's
+// mlp_only_layers), whether every block of a kind has one shape.
 func (s Shape) Uniform() bool {
-	if f, ok := architecture.Lookup(s.Arch); ok && f.Hybrid {
+	if f, ok := architecture.Lookup(s.Arch); ok && (f.Hybrid || f.Router != architecture.RouterRule{}) {
 		var a *AttentionShape
 		var m *MLPShape
 		var x *MambaShape
+		var e *MoEShape
 		for _, l := range s.Layers {
-			if !sameBlock(&a, l.Attention) || !sameBlock(&m, l.MLP) || !sameBlock(&x, l.Mamba) {
+			if !sameBlock(&a, l.Attention) || !sameBlock(&m, l.MLP) || !sameBlock(&x, l.Mamba) || !sameBlock(&e, l.MoE) {
 				return false
 			}
 		}
@@ -154,10 +194,15 @@ func sameBlock[T comparable](first **T, b *T) bool {
 }
 
 func sameLayer(a, b LayerShape) bool {
-	if (a.Attention == nil) != (b.Attention == nil) || (a.MLP == nil) != (b.MLP == nil) || (a.Mamba == nil) != (b.Mamba == nil) {
-		return false
+	return samePtr(a.Attention, b.Attention) && samePtr(a.MLP, b.MLP) && samePtr(a.Mamba, b.Mamba) && samePtr(a.MoE, b.MoE)
+}
+
+// samePtr reports whether a and b are both absent or equal.
+func samePtr[T comparable](a, b *T) bool {
+	if a == nil || b == nil {
+		return a == b
 	}
-	return (a.Attention == nil || *a.Attention == *b.Attention) && (a.MLP == nil || *a.MLP == *b.MLP) && (a.Mamba == nil || *a.Mamba == *b.Mamba)
+	return *a == *b
 }
 
 // Equal reports whether two shapes are the same, and if not, the first
@@ -187,6 +232,12 @@ func (l LayerShape) String() string {
 	}
 	if x := l.Mamba; x != nil {
 		return fmt.Sprintf("Mamba2 %d heads of %d (%d groups, state %d, conv %d)", x.Heads, x.HeadDim, x.Groups, x.State, x.Conv)
+	}
+	if x := l.MoE; x != nil {
+		m = fmt.Sprintf("MoE %d experts of %d, top-%d (%s, norm_topk_prob %v)", x.Experts, x.Width, x.TopK, x.Router, x.NormTopKProb)
+		if x.SharedWidth > 0 {
+			m += fmt.Sprintf(", shared %d", x.SharedWidth)
+		}
 	}
 	return a + ", " + m
 }
@@ -426,6 +477,19 @@ func (m *Model) validate(role string) error {
 		}
 		if x := l.Mamba; x != nil && (x.Heads < 1 || x.HeadDim < 1 || x.State < 1 || x.Groups < 1 || x.Conv < 1 || x.Heads%x.Groups != 0 || l.Attention != nil || l.MLP != nil) {
 			return bad(fmt.Sprintf("%s.layers[%d].mamba", field, i), "%d heads of %d in %d groups, state %d, conv %d (with attention %v, MLP %v): want positive widths, heads a multiple of groups, and no other block in the layer", x.Heads, x.HeadDim, x.Groups, x.State, x.Conv, l.Attention != nil, l.MLP != nil)
+		}
+		if x := l.MoE; x != nil {
+			f := fmt.Sprintf("%s.layers[%d].moe", field, i)
+			switch {
+			case l.MLP != nil || l.Mamba != nil:
+				return bad(f, "with an MLP or a Mamba2 mixer: an MoE block takes the MLP's place (mlp null)")
+			case x.Experts < 1 || x.Width < 1 || x.SharedWidth < 0:
+				return bad(f, "%d experts of width %d, shared width %d: want at least one expert of positive width (a shared width >= 0)", x.Experts, x.Width, x.SharedWidth)
+			case x.TopK < 1 || x.TopK > x.Experts:
+				return bad(f+".top_k", "%d with %d experts: want 1 <= top_k <= experts (lower top_k when fewer experts than k are kept)", x.TopK, x.Experts)
+			case x.Router != RouterSoftmaxTopK && x.Router != RouterTopKSoftmax && x.Router != RouterSigmoid:
+				return bad(f+".router", "%q: want %s, %s or %s", x.Router, RouterSoftmaxTopK, RouterTopKSoftmax, RouterSigmoid)
+			}
 		}
 		if l.MLP != nil && l.MLP.Width < 1 {
 			return bad(fmt.Sprintf("%s.layers[%d].mlp.width", field, i), "%d: want positive (a removed MLP is null)", l.MLP.Width)

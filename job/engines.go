@@ -42,6 +42,13 @@ type EngineInfo struct {
 	// Unscored are classes among Classes that it runs but does not score
 	// (kind importance): their importance runs in the native engine.
 	Unscored []string
+	// Routers are the router rules (MoEShape.Router) of the
+	// mixture-of-experts blocks it runs, none for an engine without MoE
+	// layers here; SharedExperts is true when it runs shared experts too.
+	// MoENote says what it lacks, for the refusal.
+	Routers       []string
+	SharedExperts bool
+	MoENote       string
 }
 
 // llamaClasses are the Llama-family classes package engine and the torch
@@ -54,10 +61,13 @@ var Engines = []EngineInfo{
 		Name: "torch", Kinds: Kinds, Shards: ShardNanoGPT,
 		Modules: []string{"torch"}, Local: true,
 		Requirements: []string{"# the autocompress reference trainer (trainer/): torch only", "# Debian bookworm's python3-torch 1.13 (CPU, gloo) or torch 2.x (CUDA, NCCL, FSDP2)", "torch>=1.13.1,<3"},
-		// acmamba.py runs the hybrid's Mamba2, attention and MLP layers.
-		// Its importance hooks are the Llama family's.
-		Classes:  append(append([]string(nil), llamaClasses...), "NemotronHForCausalLM"),
-		Unscored: []string{"NemotronHForCausalLM"},
+		// acmamba.py runs the hybrid's Mamba2, attention and MLP layers;
+		// acmoe.py the MoE blocks of Qwen3-MoE and Mixtral (softmax, top-k,
+		// no shared experts). Its importance hooks are the Llama family's.
+		Classes:  append(append([]string(nil), llamaClasses...), "NemotronHForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM"),
+		Unscored: []string{"NemotronHForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM"},
+		Routers:  []string{RouterSoftmaxTopK},
+		MoENote:  "the reference trainer's acmoe.py runs softmax-then-top-k routers without shared experts (Qwen3-MoE, Mixtral)",
 		PerLayer: true, Run: true,
 	},
 	{
@@ -69,6 +79,7 @@ var Engines = []EngineInfo{
 		Classes:      llamaClasses,
 		// _transformers/auto_model.py's trust_remote_code shim for DeciLM.
 		PerLayer: true,
+		MoENote:  "its recipe is emitted here for Llama-family children only (no MoE layers)",
 	},
 	{
 		// Model-Optimizer examples/megatron_bridge/distill.py.
@@ -76,6 +87,7 @@ var Engines = []EngineInfo{
 		Modules:      []string{"torch", "megatron.bridge", "modelopt"},
 		Requirements: []string{"megatron-bridge==0.6.2", "nvidia-modelopt==0.47.0", "# distill.py is Model-Optimizer's examples/megatron_bridge/distill.py (in the NeMo container); set DISTILL_PY to it"},
 		Classes:      llamaClasses,
+		MoENote:      "its recipe is emitted here for Llama-family children only (no MoE layers)",
 		PerLayerNote: "Megatron-Bridge reads per-layer students only as ModelOpt Puzzletron AnyModel checkpoints (plugins for Llama and Qwen3 only, modelopt/torch/puzzletron/plugins/mbridge), not DeciLM block_configs, and its DeciLM bridge is to be removed in 0.7.0",
 	},
 }
@@ -143,6 +155,16 @@ func (e EngineInfo) RepresentFor(k Kind, role string, s Shape) error {
 // Represent checks that the engine reads a model of shape s in role (teacher,
 // student, model), and says what to do instead when it does not.
 func (e EngineInfo) Represent(role string, s Shape) error {
+	for i, l := range s.Layers {
+		x := l.MoE
+		switch {
+		case x == nil:
+		case !slices.Contains(e.Routers, x.Router):
+			return &RepresentError{e.Name, role, fmt.Sprintf("layer %d is a mixture of experts routed %s, and %s; choose engine torch for Qwen3-MoE or Mixtral children, or the native engine for forward-only work", i, x.Router, e.MoENote)}
+		case x.SharedWidth > 0 && !e.SharedExperts:
+			return &RepresentError{e.Name, role, fmt.Sprintf("layer %d has shared experts (width %d), and %s", i, x.SharedWidth, e.MoENote)}
+		}
+	}
 	if s.Format == FormatDeciLM {
 		if !e.PerLayer {
 			return &RepresentError{e.Name, role, e.PerLayerNote + "; choose engine torch or automodel, or a uniform child"}

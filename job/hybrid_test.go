@@ -55,9 +55,18 @@ func TestHybridShape(t *testing.T) {
 	if err := am.RepresentFor(Distill, "student", s); !errors.As(err, &re) {
 		t.Errorf("automodel of a hybrid = %v, want a RepresentError", err)
 	}
+	// Nemotron-3's MoE layers (sigmoid routing, shared experts) have a
+	// shape, which torch refuses.
 	moe := a.Clone()
-	moe.Layers[2] = architecture.Layer{MoE: &architecture.MoE{Experts: 4, TopK: 2, ExpertWidth: 8, Activation: "relu2"}}
-	if _, err := ShapeOf(moe); err == nil || !strings.Contains(err.Error(), "MoE") {
-		t.Errorf("ShapeOf with an MoE layer = %v, want a refusal", err)
+	moe.Layers[2] = architecture.Layer{MoE: &architecture.MoE{Experts: 4, TopK: 2, ExpertWidth: 8, SharedWidth: 16, Activation: "relu2", RouterCorrection: true}}
+	ms, err := ShapeOf(moe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x := ms.Layers[2].MoE; x == nil || x.Router != RouterSigmoid || x.SharedWidth != 16 {
+		t.Errorf("Nemotron-3 MoE layer shape %+v, want sigmoid_corrected with shared width 16", x)
+	}
+	if err := torch.RepresentFor(Distill, "student", ms); !errors.As(err, &re) || !strings.Contains(err.Error(), "sigmoid_corrected") {
+		t.Errorf("torch of a sigmoid-routed MoE = %v, want a RepresentError naming the router", err)
 	}
 }

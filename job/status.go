@@ -50,8 +50,8 @@ func ParseResult(b []byte) (*Result, error) {
 		return nil, fmt.Errorf("job: result.json: %w", err)
 	}
 	switch {
-	case r.Version != Version:
-		return nil, fmt.Errorf("job: result.json: version %d, want %d", r.Version, Version)
+	case r.Version != ResultVersion:
+		return nil, fmt.Errorf("job: result.json: version %d, want %d", r.Version, ResultVersion)
 	case r.Status != StatusDone && r.Status != StatusStopped && r.Status != StatusFailed:
 		return nil, fmt.Errorf("job: result.json: status %q: want done, stopped or failed", r.Status)
 	}

@@ -23,7 +23,7 @@ type testJob struct {
 func newJob(t testing.TB, kind string, world int, recipe map[string]any) *testJob {
 	t.Helper()
 	j := &testJob{t: t, dir: t.TempDir(), contract: map[string]any{
-		"version": 1, "kind": kind, "engine": "torch", "world_size": world, "recipe": recipe,
+		"version": 2, "kind": kind, "engine": "torch", "world_size": world, "recipe": recipe,
 		"checkpoint_every": 10,
 		"data": map[string]any{"format": "nanogpt-bin", "dtype": "uint16", "seq_len": recipe["seq_len"],
 			"sha256": map[string]string{}},
@@ -149,7 +149,13 @@ func shape(t testing.TB, dir string) map[string]any {
 		if x := l.MLP; x != nil {
 			mlp = map[string]int{"width": x.Width}
 		}
-		layers = append(layers, map[string]any{"attention": att, "mlp": mlp})
+		ls := map[string]any{"attention": att, "mlp": mlp}
+		if x := l.MoE; x != nil {
+			// Qwen3-MoE and Mixtral route softmax, then top-k.
+			ls["moe"] = map[string]any{"experts": x.Experts, "top_k": x.TopK, "width": x.ExpertWidth,
+				"router": "softmax_topk", "norm_topk_prob": a.MoERouter().Renormalize}
+		}
+		layers = append(layers, ls)
 	}
 	return map[string]any{"arch": a.Arch, "format": format, "vocab": a.Vocab, "hidden": a.Hidden,
 		"tied": a.TiedEmbeddings, "layers": layers}

@@ -220,6 +220,17 @@ var familyConfigs = map[string]string{
 		"intermediate_size":96,"mlp_hidden_act":"relu2","mamba_num_heads":8,"mamba_head_dim":8,"ssm_state_size":16,
 		"n_groups":2,"conv_kernel":4,"use_conv_bias":true,"vocab_size":300,"layer_norm_epsilon":1e-5,
 		"tie_word_embeddings":false,"max_position_embeddings":512}`,
+	// Mixture of experts (acmoe.py): Qwen3-MoE with a dense layer
+	// (mlp_only_layers) and its default norm_topk_prob false; Mixtral,
+	// whose router always renormalises the top-k weights.
+	"qwen3-moe": `{"architectures":["Qwen3MoeForCausalLM"],"model_type":"qwen3_moe","hidden_size":64,
+		"num_hidden_layers":3,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":16,"vocab_size":300,
+		"intermediate_size":96,"num_experts":6,"num_experts_per_tok":2,"moe_intermediate_size":32,"mlp_only_layers":[1],
+		"rms_norm_eps":1e-6,"rope_theta":1000000,"tie_word_embeddings":false,"max_position_embeddings":512}`,
+	"mixtral": `{"architectures":["MixtralForCausalLM"],"model_type":"mixtral","hidden_size":64,
+		"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"vocab_size":300,
+		"intermediate_size":48,"num_local_experts":4,"num_experts_per_tok":2,
+		"rms_norm_eps":1e-5,"rope_theta":1000000,"tie_word_embeddings":false,"max_position_embeddings":512}`,
 }
 
 // randomModel writes a checkpoint of config cfg with every parameter

@@ -17,7 +17,9 @@ on torch 1.13 (no scaled_dot_product_attention, no nn.RMSNorm).
 
 Config readers follow package architecture: LlamaForCausalLM,
 MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM and
-DeciLMForCausalLM. The hybrid NemotronHForCausalLM lives in acmamba.py:
+DeciLMForCausalLM, and the MoE classes Qwen3MoeForCausalLM and
+MixtralForCausalLM, whose mixture-of-experts blocks (in place of a layer's
+MLP) live in acmoe.py. The hybrid NemotronHForCausalLM lives in acmamba.py:
 Arch, load, hf_names and forward_flops hand it over there.
 """
 import json
@@ -29,6 +31,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import acio
+import acmoe
 
 
 class ConfigError(Exception):
@@ -43,17 +46,21 @@ FAMILIES = {
     "Qwen2ForCausalLM": dict(theta=10000, eps=1e-6, kv=32, head_dim=0, bias="qkv", qk_norm=False, windows="qwen"),
     "Qwen3ForCausalLM": dict(theta=10000, eps=1e-6, kv=32, head_dim=128, bias="attention_bias", qk_norm=True, windows="qwen"),
     "DeciLMForCausalLM": dict(theta=10000, eps=1e-6, kv=None, head_dim=0, bias="attention_bias", qk_norm=False, windows="none"),
+    "Qwen3MoeForCausalLM": dict(theta=10000, eps=1e-6, kv=4, head_dim=128, bias="attention_bias", qk_norm=True, windows="qwen"),
+    "MixtralForCausalLM": dict(theta=1e6, eps=1e-5, kv=8, head_dim=0, bias="none", qk_norm=False, windows="mixtral"),
 }
 MODEL_TYPES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
-               "qwen3": "Qwen3ForCausalLM", "nemotron-nas": "DeciLMForCausalLM"}
+               "qwen3": "Qwen3ForCausalLM", "nemotron-nas": "DeciLMForCausalLM",
+               "qwen3_moe": "Qwen3MoeForCausalLM", "mixtral": "MixtralForCausalLM"}
 
 
 class Layer:
-    """One decoder layer's shape: attention (None when absent) and MLP."""
+    """One decoder layer's shape: attention (None when absent) and MLP, or
+    in its place an MoE block (moe, an acmoe.Spec; mlp is then False)."""
 
     def __init__(self, heads=0, kv_heads=0, head_dim=0, qkv_bias=False, out_bias=False, qk_norm=False,
-                 window=0, ffn=0, mlp_bias=False, act="silu", attention=True, mlp=True):
-        self.attention, self.mlp = attention, mlp
+                 window=0, ffn=0, mlp_bias=False, act="silu", attention=True, mlp=True, moe=None):
+        self.attention, self.mlp, self.moe = attention, mlp and moe is None, moe
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
         self.qkv_bias, self.out_bias, self.qk_norm, self.window = qkv_bias, out_bias, qk_norm, window
         self.ffn, self.mlp_bias, self.act = ffn, mlp_bias, act
@@ -105,9 +112,10 @@ class Arch:
             self.layers = _deci_layers(cfg, heads, hd, qkv_bias, mlp_bias, self.hidden)
             return
         n = _req(cfg, "num_hidden_layers")
-        width = _req(cfg, "intermediate_size")
+        moe = acmoe.specs(cfg, cls, n, ConfigError)
+        width = _req(cfg, "intermediate_size") if None in moe else 0
         windows = _windows(cfg, fam["windows"], n)
-        self.layers = [Layer(heads, kv, hd, qkv_bias, out_bias, fam["qk_norm"], windows[i], width, mlp_bias)
+        self.layers = [Layer(heads, kv, hd, qkv_bias, out_bias, fam["qk_norm"], windows[i], width, mlp_bias, moe=moe[i])
                        for i in range(n)]
         for i, l in enumerate(self.layers):
             if l.heads % l.kv_heads:
@@ -117,6 +125,9 @@ class Arch:
         """The contract's shape record (job/CONTRACT.md) of this model."""
         layers = [{"attention": {"heads": l.heads, "kv_heads": l.kv_heads, "head_dim": l.head_dim} if l.attention else None,
                    "mlp": {"width": l.ffn} if l.mlp else None} for l in self.layers]
+        for s, l in zip(layers, self.layers):
+            if l.moe is not None:
+                s["moe"] = l.moe.shape()
         return {"arch": self.cls, "vocab": self.vocab, "hidden": self.hidden, "tied": self.tied, "layers": layers}
 
 
@@ -157,6 +168,8 @@ def _rope(cfg, theta):
 
 
 def _windows(cfg, rule, n):
+    if rule == "mixtral":  # MixtralConfig's sliding_window defaults to None
+        return [cfg.get("sliding_window") or 0] * n
     if rule == "one":
         w = cfg["sliding_window"] if "sliding_window" in cfg else 4096
         return [w or 0] * n
@@ -376,9 +389,17 @@ class Block(nn.Module):
             self.self_attn = Attention(arch, l)
         else:
             self.input_layernorm = self.self_attn = None
+        # ffn names the feed-forward block's attribute: mlp, or Mixtral's
+        # block_sparse_moe.
+        self.ffn = "mlp"
         if l.mlp:
             self.post_attention_layernorm = Norm(arch.hidden, arch.eps)
             self.mlp = MLP(arch, l)
+        elif l.moe is not None:
+            self.post_attention_layernorm = Norm(arch.hidden, arch.eps)
+            self.mlp = None
+            self.ffn = l.moe.attr
+            setattr(self, self.ffn, acmoe.SparseMoE(arch.hidden, l.moe))
         else:
             self.post_attention_layernorm = self.mlp = None
         self.hd = l.head_dim
@@ -392,12 +413,13 @@ class Block(nn.Module):
             mid = x + self.self_attn(n1, ropes[self.hd], observe, layer)
         if observe is not None:
             observe(layer, "attn_residual", mid)
-        if self.mlp is None or skip_mlp:
+        ffn = getattr(self, self.ffn)
+        if ffn is None or skip_mlp:
             return mid
         n2 = self.post_attention_layernorm(mid)
         if observe is not None:
             observe(layer, "mlp_norm", n2)
-        return mid + self.mlp(n2, observe, layer)
+        return mid + ffn(n2, observe, layer)
 
 
 class Inner(nn.Module):
@@ -491,6 +513,9 @@ def hf_names(arch):
                 names.append(p + f"mlp.{proj}_proj.weight")
                 if l.mlp_bias:
                     names.append(p + f"mlp.{proj}_proj.bias")
+        elif l.moe is not None:
+            names.append(p + "post_attention_layernorm.weight")
+            names += acmoe.hf_names(p, l.moe)
     names.append("model.norm.weight")
     if not arch.tied:
         names.append("lm_head.weight")
@@ -556,4 +581,6 @@ def forward_flops(arch, B, T, first=0):
             f += 4 * B * l.heads * pairs * l.head_dim
         if l.mlp:
             f += 2 * N * H * l.ffn * 3
+        if l.moe is not None:
+            f += acmoe.flops(l.moe, N, H)
     return f

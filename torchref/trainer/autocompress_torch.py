@@ -181,8 +181,8 @@ class Job:
     def check(self):
         """Refuses a contract this trainer cannot run, before any work."""
         c, ranks = self.c, self.ranks
-        if c.get("version") != 1:
-            raise Refused(f"contract version {c.get('version')!r}: this trainer reads version 1")
+        if c.get("version") != 2:
+            raise Refused(f"contract version {c.get('version')!r}: this trainer reads version 2")
         if self.kind not in ("distill", "importance", "eval", "proxy"):
             raise Refused(f"kind {self.kind!r}: the torch engine runs distill, importance, eval and proxy")
         if c.get("engine", "torch") != "torch":
@@ -451,9 +451,10 @@ def sum_cos(a, b):
 def run_importance(job, ranks):
     prog = Progress(job)
     d = job.model_dir("model")
-    if not isinstance(acmodel.Arch(acmodel.load_config(d)), acmodel.Arch):
+    a = acmodel.Arch(acmodel.load_config(d))
+    if not isinstance(a, acmodel.Arch) or any(l.moe is not None for l in a.layers):
         raise Refused("the reference trainer scores Llama-family layers only: run the importance of this "
-                      "hybrid model in the native engine")
+                      "hybrid or mixture-of-experts model in the native engine")
     m = job.load("model", ranks.device, infer_dtype(ranks)).eval()
     arch = m.arch
     L = len(arch.layers)
@@ -856,7 +857,9 @@ class DistillStep:
             self.sharded = True
         elif ranks.world > 1:
             from torch.nn.parallel import DistributedDataParallel as DDP
-            self.model = DDP(student, device_ids=[ranks.local] if ranks.cuda else None)
+            # An MoE step may route no token of a rank's rows to an expert.
+            moe = any(getattr(l, "moe", None) is not None for l in student.arch.layers)
+            self.model = DDP(student, device_ids=[ranks.local] if ranks.cuda else None, find_unused_parameters=moe)
         self.autocast = ranks.cuda and not self.sharded
         self.named = [(n, p) for n, p in student.named_parameters()]
         self.opt = AdamW(self.named, r)
@@ -878,6 +881,9 @@ class DistillStep:
         for _, p in self.named:
             p.grad = None
         loss.backward()
+        for _, p in self.named:
+            if p.grad is None:  # an expert no row of the step reached: its gradient is zero
+                p.grad = torch.zeros_like(p)
         lval = self.ranks.sum([loss.item()])[0].item() / self.ranks.world
         if not math.isfinite(lval):
             return lval, float("nan")
