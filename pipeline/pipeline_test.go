@@ -168,6 +168,14 @@ func TestPipelineEndToEnd(t *testing.T) {
 		if want := 1e3 * rb.Limits["tpot"]; b.Name == "tpot" && math.Abs(b.Limit-want) > 1e-9*want {
 			t.Errorf("report TPOT limit %g ms, the search stage resolved %g ms", b.Limit, want)
 		}
+		// The parent measured for the relative budget stands beside its
+		// estimate; the memory budget is absolute and has none.
+		if want := 1e3 * rb.Parent["tpot"]; b.Name == "tpot" && (b.ParentMeasured == nil || math.Abs(*b.ParentMeasured-want) > 1e-9*want) {
+			t.Errorf("report's parent TPOT measured %v, the search stage measured %g ms", b.ParentMeasured, want)
+		}
+		if b.Name == "memory" && b.ParentMeasured != nil {
+			t.Errorf("the absolute memory budget carries a parent measurement %g", *b.ParentMeasured)
+		}
 	}
 	// The report agrees with its budget table and says where its estimates
 	// come from; the recovery has its held-out loss from before the first

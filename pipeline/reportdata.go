@@ -284,6 +284,14 @@ func buildReport(out Outputs, t *target, c *Config) (*report.Data, error) {
 		d.Deployment.MeasuredUnder = settingsText(first.MaxNumSeqs, first.MaxBatchedTokens, first.ContextLimit)
 	}
 	d.Budgets = budgetRows(views, t.budgets, &sum, meas)
+	d.ChildMeasured = meas != nil
+	if rb.Source == "measured" {
+		for i, v := range views {
+			if p, ok := rb.Parent[v.name]; ok {
+				d.Budgets[i].ParentMeasured = ptr(p * v.scale)
+			}
+		}
+	}
 	if err := paretoFronts(d, searchDir, views, t.budgets, &sum); err != nil {
 		return nil, err
 	}

@@ -31,6 +31,10 @@ type Data struct {
 	RunDir     string     `json:"run_dir,omitempty"`
 	Deployment Deployment `json:"deployment"`
 	Budgets    []Budget   `json:"budgets"`
+	// ChildMeasured says the child was served by bench-serve on this
+	// machine (the measure stage ran), whether or not a budget is a cost
+	// it measured.
+	ChildMeasured bool `json:"child_measured,omitempty"`
 	// Estimator says where the estimated figures come from and how far
 	// they are to be trusted (nil: not known).
 	Estimator *Estimator `json:"estimator,omitempty"`
@@ -78,8 +82,11 @@ type Deployment struct {
 
 // Budget is one budgeted cost: its limit, the parent's and the chosen
 // child's estimated value and (where the target could be measured) the
-// child's measured value. The parent is never measured: its figure is the
-// estimator's, as is Estimated; ErrorBand is the estimator's held-out median
+// child's measured value. Parent is the estimator's figure for the parent,
+// as Estimated is the child's; ParentMeasured is the parent measured on
+// this machine (bench-serve, the worst invocation) where a budget relative
+// to the parent was resolved from that measurement (its Limit is a multiple
+// of it), nil otherwise. ErrorBand is the estimator's held-out median
 // error for this cost (a fraction, nil where none is known), measured where
 // the Data's Estimator says.
 // Max says the cost must stay at or below Limit; otherwise at or above
@@ -97,6 +104,7 @@ type Budget struct {
 	Max            bool     `json:"max"`
 	Limit          float64  `json:"limit"`
 	Parent         *float64 `json:"parent,omitempty"`
+	ParentMeasured *float64 `json:"parent_measured,omitempty"`
 	Estimated      *float64 `json:"estimated,omitempty"`
 	ErrorBand      *float64 `json:"error_band,omitempty"`
 	Measured       *float64 `json:"measured,omitempty"`

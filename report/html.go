@@ -28,6 +28,9 @@ func optNum(v *float64, path string) cell {
 type budgetRow struct {
 	Name, Unit, Sense                 string
 	Limit, Parent, Estimated, Measure cell
+	// ParentMeasured is the parent measured here, for a budget relative
+	// to it (Text "" otherwise).
+	ParentMeasured cell
 	// Band is the estimator's error band for this cost ("±7 %"; "" where
 	// none is known), shown beside each estimate.
 	Band string
@@ -99,12 +102,15 @@ type page struct {
 	BandFlag    bool // the band does not apply here (not merely unknown)
 	// Inconsistent lists figures that disagree with the budget table (a
 	// report built from one run has none; the page says so if it does).
-	Inconsistent  []string
-	AnyMeasured   bool
-	AnyDisagree   bool
-	AnyUnstable   bool
-	AnyRange      bool
-	TrainingFinal string
+	Inconsistent []string
+	AnyMeasured  bool
+	// NothingMeasured is the note shown when no budget was judged by a
+	// measurement.
+	NothingMeasured string
+	AnyDisagree     bool
+	AnyUnstable     bool
+	AnyRange        bool
+	TrainingFinal   string
 	// Recovery is the recovery cost's row (nil: no distillation).
 	Recovery   []cell
 	RecoveryOn string
@@ -143,6 +149,9 @@ func build(d *Data) (*page, error) {
 			Limit: num(b.Limit, p+"limit"), Parent: optNum(b.Parent, p+"parent"),
 			Estimated: optNum(b.Estimated, p+"estimated"), Measure: optNum(b.Measured, p+"measured"),
 			Flag: b.Disagrees(Tolerance), HasRange: b.HasRange(), Unstable: b.Unstable(Tolerance)}
+		if b.ParentMeasured != nil {
+			r.ParentMeasured = num(*b.ParentMeasured, p+"parent_measured")
+		}
 		anyBand = anyBand || r.Band != ""
 		if r.HasRange {
 			r.MinM, r.MaxM, r.MedianM = optNum(b.MeasuredMin, p+"measured_min"), optNum(b.MeasuredMax, p+"measured_max"), optNum(b.MeasuredMedian, p+"measured_median")
@@ -177,6 +186,7 @@ func build(d *Data) (*page, error) {
 		pg.Budgets = append(pg.Budgets, r)
 	}
 	pg.EstimateNote = estimateNote(d, anyBand)
+	pg.NothingMeasured = nothingMeasured(d)
 	if e := d.Estimator; anyBand && e != nil {
 		switch e.Applies {
 		case "different":
@@ -307,6 +317,26 @@ func memoryCells(pg *page, d *Data) {
 	}
 }
 
+// anyParentMeasured reports whether a budget carries the parent measured
+// here.
+func anyParentMeasured(d *Data) bool {
+	for _, b := range d.Budgets {
+		if b.ParentMeasured != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// nothingMeasured is the note of a report in which no budget was judged
+// by a measurement: why.
+func nothingMeasured(d *Data) string {
+	if d.ChildMeasured {
+		return "The child was served by bench-serve on this machine, but no budget is a cost it measures (latency, throughput or memory), so every status judges the estimator's figures."
+	}
+	return "Nothing was measured (the target is not this machine, or measuring was turned off), so every status judges an estimate."
+}
+
 // estimateNote says what the estimated figures are and how far to trust
 // them.
 func estimateNote(d *Data, anyBand bool) string {
@@ -314,7 +344,11 @@ func estimateNote(d *Data, anyBand bool) string {
 	if e := d.Estimator; e != nil && e.Coefficients != "" {
 		s += ", from " + e.Coefficients
 	}
-	s += "; the parent is not measured, every parent figure is an estimate."
+	if anyParentMeasured(d) {
+		s += "; the parent's figures are the estimator's too, and where a budget is relative to the parent, the parent measured on this machine (bench-serve, the worst invocation) is shown beside its estimate as \"measured\": the limit is that multiple of it."
+	} else {
+		s += "; the parent is not measured, every parent figure is an estimate."
+	}
 	switch src := d.Estimator.BandSource(); {
 	case anyBand && src != "":
 		s += " ± is the estimator's median error on held-out measurements, measured " + src + ": on another machine, or the same one under another load, the error can be larger."
@@ -382,11 +416,11 @@ figcaption { color: #444; font-size: .95rem; }
 <h2>Budgets</h2>
 {{if .Budgets}}<table>
 <tr><th>budget</th><th>limit</th><th>parent, estimated</th><th>child, estimated</th><th>child, measured</th><th>status</th></tr>
-{{range .Budgets}}<tr{{if .Binding}} class="binding"{{end}}><td>{{.Name}}{{if .Binding}} (binding){{end}}</td><td class="limit">{{.Sense}} <span data-json="{{.Limit.Path}}">{{.Limit.Text}}</span> {{.Unit}}</td><td><span data-json="{{.Parent.Path}}">{{.Parent.Text}}</span>{{if .Band}} <span class="band">{{.Band}}</span>{{end}}</td><td><span data-json="{{.Estimated.Path}}">{{.Estimated.Text}}</span>{{if .Band}} <span class="band">{{.Band}}</span>{{end}}</td><td><span data-json="{{.Measure.Path}}">{{.Measure.Text}}</span>{{if .HasRange}} <span class="range">(<span data-json="{{.MinM.Path}}">{{.MinM.Text}}</span> – <span data-json="{{.MaxM.Path}}">{{.MaxM.Text}}</span>, median <span data-json="{{.MedianM.Path}}">{{.MedianM.Text}}</span>, over {{.Invocations}} invocations)</span>{{end}}{{if .Unstable}} <span class="flag unstable" title="the invocations spread {{.SpreadText}}, more than 10 %">unstable on this machine</span>{{end}}{{if .Flag}} <span class="flag" title="estimate and measurement differ by more than 10 %">⚑</span>{{end}}</td><td class="{{.StatusClass}}">{{.Status}}</td></tr>
+{{range .Budgets}}<tr{{if .Binding}} class="binding"{{end}}><td>{{.Name}}{{if .Binding}} (binding){{end}}</td><td class="limit">{{.Sense}} <span data-json="{{.Limit.Path}}">{{.Limit.Text}}</span> {{.Unit}}</td><td><span data-json="{{.Parent.Path}}">{{.Parent.Text}}</span>{{if .Band}} <span class="band">{{.Band}}</span>{{end}}{{if .ParentMeasured.Text}} (measured <span data-json="{{.ParentMeasured.Path}}">{{.ParentMeasured.Text}}</span>){{end}}</td><td><span data-json="{{.Estimated.Path}}">{{.Estimated.Text}}</span>{{if .Band}} <span class="band">{{.Band}}</span>{{end}}</td><td><span data-json="{{.Measure.Path}}">{{.Measure.Text}}</span>{{if .HasRange}} <span class="range">(<span data-json="{{.MinM.Path}}">{{.MinM.Text}}</span> – <span data-json="{{.MaxM.Path}}">{{.MaxM.Text}}</span>, median <span data-json="{{.MedianM.Path}}">{{.MedianM.Text}}</span>, over {{.Invocations}} invocations)</span>{{end}}{{if .Unstable}} <span class="flag unstable" title="the invocations spread {{.SpreadText}}, more than 10 %">unstable on this machine</span>{{end}}{{if .Flag}} <span class="flag" title="estimate and measurement differ by more than 10 %">⚑</span>{{end}}</td><td class="{{.StatusClass}}">{{.Status}}</td></tr>
 {{end}}</table>
 <p class="note">{{.EstimateNote}}</p>
 {{if .BandWarning}}<p class="{{if .BandFlag}}flag{{else}}note{{end}} band-warning">{{.BandWarning}}</p>{{end}}
-{{if .AnyMeasured}}<p class="note">Measured: the child served by bench-serve on this machine{{if .AnyRange}}, the worst of separate invocations (the largest latency or memory, the smallest throughput), which the status judges; in brackets their range and median{{end}}. The status judges the measurement where there is one, else the estimate.</p>{{else}}<p class="note">Nothing was measured (the target is not this machine, or measuring was turned off), so every status judges an estimate.</p>{{end}}
+{{if .AnyMeasured}}<p class="note">Measured: the child served by bench-serve on this machine{{if .AnyRange}}, the worst of separate invocations (the largest latency or memory, the smallest throughput), which the status judges; in brackets their range and median{{end}}. The status judges the measurement where there is one, else the estimate.</p>{{else}}<p class="note">{{.NothingMeasured}}</p>{{end}}
 {{if .AnyUnstable}}<p class="flag">Unstable on this machine: the invocations of a measurement spread more than 10 % of their median, so one invocation alone would not have been a reliable figure.</p>{{end}}
 {{if .AnyDisagree}}<p class="flag">⚑ estimate and measurement differ by more than 10 %.</p>{{end}}
 {{range .Inconsistent}}<p class="flag inconsistent">This report contradicts itself: {{.}}.</p>
@@ -554,6 +588,9 @@ func WriteMarkdown(w io.Writer, d *Data) error {
 			if r.Band != "" {
 				par, est = par+" "+r.Band, est+" "+r.Band
 			}
+			if r.ParentMeasured.Text != "" {
+				par += " (measured " + r.ParentMeasured.Text + ")"
+			}
 			fmt.Fprintf(&b, "| %s | %s %s %s | %s | %s | %s | %s |\n", name, r.Sense, r.Limit.Text, r.Unit, par, est, m, r.Status)
 		}
 		b.WriteString("\n" + pg.EstimateNote + "\n")
@@ -563,7 +600,7 @@ func WriteMarkdown(w io.Writer, d *Data) error {
 		if pg.AnyRange {
 			b.WriteString("\nMeasured: the worst of separate bench-serve invocations (the largest latency or memory, the smallest throughput), which the status judges; in brackets their range and median.\n")
 		} else if !pg.AnyMeasured {
-			b.WriteString("\nNothing was measured (the target is not this machine, or measuring was turned off), so every status judges an estimate.\n")
+			b.WriteString("\n" + pg.NothingMeasured + "\n")
 		}
 		if pg.AnyUnstable {
 			b.WriteString("\nUnstable on this machine: the invocations of a measurement spread more than 10 % of their median, so one invocation alone would not have been a reliable figure.\n")

@@ -140,6 +140,15 @@ func TestReadJSONUnknownField(t *testing.T) {
 	}
 }
 
+func markdown(t *testing.T, d *Data) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := WriteMarkdown(&b, d); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
 func html(t *testing.T, d *Data) string {
 	t.Helper()
 	var b bytes.Buffer
@@ -149,8 +158,9 @@ func html(t *testing.T, d *Data) string {
 	return b.String()
 }
 
-// TestReportSaysWhatIsEstimated (issue 17, class 2): the parent is never
-// measured, so its column says it holds estimates; every estimate carries
+// TestReportSaysWhatIsEstimated (issue 17, class 2): the parent's column
+// holds estimates (with the parent measured beside them only where a budget
+// is relative to that measurement); every estimate carries
 // the estimator's error band and the page names the host and date the band
 // was measured on; each status says whether it judged a measurement or an
 // estimate; the charts of estimated costs say so on their axis.
@@ -226,6 +236,32 @@ func TestReportSaysWhatIsEstimated(t *testing.T) {
 	if strings.Contains(page, "met, measured") || strings.Contains(page, `class="band"`) {
 		t.Error("a report without measurements or bands shows one")
 	}
+	// The child served here with no serving budget (a parameter budget
+	// only): the page says it was measured and why no status uses it, not
+	// that nothing was measured.
+	e.ChildMeasured = true
+	if page := html(t, e); strings.Contains(page, "Nothing was measured") || !strings.Contains(page, "The child was served by bench-serve on this machine, but no budget is a cost it measures") {
+		t.Error("a measured child with no serving budget is said not to have been measured")
+	}
+	if md := markdown(t, e); strings.Contains(md, "Nothing was measured") {
+		t.Error("the Markdown says nothing was measured although the child was")
+	}
+	e.ChildMeasured = false
+
+	// A budget relative to the parent measured here: the parent's measured
+	// figure stands beside its estimate, and the note no longer says the
+	// parent is never measured.
+	r := sample(t)
+	r.Budgets[1].ParentMeasured = ptr(18.2)
+	page = html(t, r)
+	if strings.Contains(page, "every parent figure is an estimate") || !strings.Contains(page, `(measured <span data-json="budgets.1.parent_measured">18.2</span>)`) ||
+		!strings.Contains(page, "the parent measured on this machine (bench-serve, the worst invocation) is shown beside its estimate") {
+		t.Error("the parent measured for a relative budget is not shown as measured")
+	}
+	if md := markdown(t, r); !strings.Contains(md, "(measured 18.2)") || strings.Contains(md, "every parent figure is an estimate") {
+		t.Errorf("the Markdown does not show the parent measured for a relative budget")
+	}
+
 	// A band whose host is not known still says that it is not.
 	e.Budgets[0].ErrorBand = d.Budgets[0].ErrorBand
 	if page = html(t, e); !strings.Contains(page, "where and when they were taken is not recorded") {
