@@ -761,6 +761,30 @@ func (s *Scores) MambaHeadOrder(l, groups int) [][]int {
 	return out
 }
 
+// MambaChannelScores returns, for Mamba layer l of heads heads, the score
+// of each of the head_dim channel positions: the L2 norm over the heads of
+// that channel's score (MambaHeadChannels viewed [heads, head_dim]), since
+// a head_dim cut keeps the same channels in every head (the mixer's heads
+// share one head_dim). Nil when the layer has no channel scores or heads
+// does not divide them.
+func (s *Scores) MambaChannelScores(l, heads int) []float64 {
+	if l < 0 || l >= len(s.MambaHeadChannels) || s.MambaHeadChannels[l] == nil || heads <= 0 || len(s.MambaHeadChannels[l])%heads != 0 {
+		return nil
+	}
+	ch := s.MambaHeadChannels[l]
+	hd := len(ch) / heads
+	out := make([]float64, hd)
+	for h := range heads {
+		for j, v := range ch[h*hd : (h+1)*hd] {
+			out[j] += v * v
+		}
+	}
+	for j := range out {
+		out[j] = math.Sqrt(out[j])
+	}
+	return out
+}
+
 // headNorms is the L2 norm over each head's head_dim channel scores.
 func headNorms(ch []float64, heads, hd int) []float64 {
 	out := make([]float64, heads)

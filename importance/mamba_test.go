@@ -88,3 +88,17 @@ func TestMambaHeadScores(t *testing.T) {
 		t.Errorf("loaded order %v, saved %v", back.MambaHeadOrder(0, 2), order)
 	}
 }
+
+// TestMambaChannelScores: a channel position's score is the L2 norm of its
+// scores over the heads.
+func TestMambaChannelScores(t *testing.T) {
+	s := &Scores{MambaHeadChannels: [][]float64{nil, {3, 0, 4, 4, 1, 3}}}
+	if got := s.MambaChannelScores(1, 2); len(got) != 3 || got[0] != 5 || got[1] != 1 || got[2] != 5 {
+		t.Errorf("channel scores %v, want [5 1 5]", got)
+	}
+	for _, c := range []struct{ l, heads int }{{0, 2}, {1, 4}, {2, 2}, {1, 0}} {
+		if got := s.MambaChannelScores(c.l, c.heads); got != nil {
+			t.Errorf("layer %d, %d heads: %v, want nil", c.l, c.heads, got)
+		}
+	}
+}

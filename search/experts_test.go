@@ -3,6 +3,7 @@ package search
 import (
 	"context"
 	"errors"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -229,5 +230,97 @@ func TestMambaHeadDimSpace(t *testing.T) {
 	}
 	if !caps.Loads(sp.Model(c), 1) {
 		t.Errorf("vLLM does not load the head_dim-48 child: %v", caps.Check(sp.Model(c), 1).Violations)
+	}
+}
+
+// TestMambaHeadDimByChannelScores: with channel scores, a head_dim cut
+// keeps the channel positions that score highest over all heads (the same
+// in every head), and the proxy prices it by the share of channel scores
+// those positions hold, as it prices a head cut by the heads' share.
+func TestMambaHeadDimByChannelScores(t *testing.T) {
+	parent := preset(t, "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8")
+	caps, _ := export.ForEngine(estimate.VLLM)
+	sp, err := NewSpace(parent, SpaceOptions{Engine: estimate.VLLM, ServeOn: caps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(parent.Layers)
+	s := &importance.Scores{MambaHeads: make([][]float64, n), MambaHeadChannels: make([][]float64, n), LayerBI: make([]float64, n)}
+	ml := -1
+	for i, l := range parent.Layers {
+		s.LayerBI[i] = 1
+		x := l.Mamba
+		if x == nil {
+			continue
+		}
+		if ml < 0 {
+			ml = i
+		}
+		// Channel position j of every head scores 1 + (j*37 mod HeadDim):
+		// the best positions are not the lowest indices.
+		ch := make([]float64, x.Heads*x.HeadDim)
+		for h := range x.Heads {
+			for j := range x.HeadDim {
+				ch[h*x.HeadDim+j] = 1 + float64((j*37)%x.HeadDim)
+			}
+		}
+		s.MambaHeadChannels[i] = ch
+		s.MambaHeads[i] = make([]float64, x.Heads)
+		for h := range s.MambaHeads[i] {
+			s.MambaHeads[i][h] = 1
+		}
+	}
+	x := parent.Layers[ml].Mamba
+	c := &Candidate{Hidden: parent.Hidden, Heads: 32}
+	for _, l := range parent.Layers {
+		var ls LayerShape
+		switch {
+		case l.Mamba != nil:
+			ls.MambaHeads, ls.MambaHeadDim = x.Heads, 48
+		case l.Attention != nil:
+			ls.KVGroups = l.Attention.KVHeads
+		}
+		c.Layers = append(c.Layers, ls)
+	}
+	p, err := sp.Plan(c, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chans := s.MambaChannelScores(ml, x.Heads)
+	want, err := prune.TopK(f32(chans), 48)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	for _, lp := range p.Layers {
+		if lp.Layer == ml {
+			got = lp.MambaHeadDim
+		}
+	}
+	if !reflect.DeepEqual(got, want) || reflect.DeepEqual(got, seq(48)) {
+		t.Errorf("layer %d keeps channels %v, want the highest-scoring %v", ml, got, want)
+	}
+	px, err := NewProxy(parent, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept, total float64
+	for j, v := range chans {
+		total += v
+		if slices.Contains(want, j) {
+			kept += v
+		}
+	}
+	if g := px.Mamba(ml, x.Heads, 48); math.Abs(g-kept/total) > 1e-12 {
+		t.Errorf("proxy share of head_dim 48 = %.6f, the kept channels hold %.6f of the scores", g, kept/total)
+	}
+	// Without channel scores the prior prices it.
+	s.MambaHeadChannels = nil
+	px, err = NewProxy(parent, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, w := px.Mamba(ml, x.Heads, 48), prior(48, x.HeadDim); math.Abs(g-w) > 1e-12 {
+		t.Errorf("without channel scores: %.6f, want the prior %.6f", g, w)
 	}
 }

@@ -91,8 +91,19 @@ func (sp *Space) Plan(c *Candidate, s *importance.Scores) (*prune.Plan, error) {
 			}
 		}
 		if x := pl.Mamba; x != nil && ls.MambaHeadDim > 0 && ls.MambaHeadDim != x.HeadDim {
-			// No scores rank the channels within a head: the lowest.
+			// The same channels in every head: the highest-scoring
+			// channel positions over all heads (importance.Scores.
+			// MambaChannelScores), else the lowest.
 			lp.MambaHeadDim = seq(ls.MambaHeadDim)
+			if s != nil {
+				if c := s.MambaChannelScores(l, x.Heads); len(c) == x.HeadDim {
+					k, err := prune.TopK(f32(c), ls.MambaHeadDim)
+					if err != nil {
+						return nil, fmt.Errorf("layer %d Mamba head_dim: %w", l, err)
+					}
+					lp.MambaHeadDim = k
+				}
+			}
 		}
 		if x := pl.Mamba; x != nil && ls.MambaHeads > 0 && ls.MambaHeads != x.Heads {
 			// Group-aware (Minitron-SSM): the same number in every group,

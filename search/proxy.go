@@ -45,6 +45,7 @@ type Proxy struct {
 	heads             [][]float64 // per layer, per head score; nil: prior
 	expertCum         [][]float64 // per layer, like hiddenCum over routed experts; nil: prior
 	mamba             [][]float64 // per Mamba layer, per head score; nil: prior
+	mambaChanCum      [][]float64 // per Mamba layer, cumShare of its head_dim channel scores; nil: prior
 	kvHeads           []int
 	parent            *architecture.Model
 }
@@ -53,7 +54,7 @@ type Proxy struct {
 func NewProxy(parent *architecture.Model, s *importance.Scores) (*Proxy, error) {
 	n := len(parent.Layers)
 	p := &Proxy{Prior: s == nil, parent: parent, layerW: make([]float64, n), attnShare: make([]float64, n),
-		neuronCum: make([][]float64, n), heads: make([][]float64, n), kvHeads: make([]int, n), mamba: make([][]float64, n)}
+		neuronCum: make([][]float64, n), heads: make([][]float64, n), kvHeads: make([]int, n), mamba: make([][]float64, n), mambaChanCum: make([][]float64, n)}
 	for i, l := range parent.Layers {
 		var ap, mp float64
 		if a := l.Attention; a != nil {
@@ -126,6 +127,9 @@ func NewProxy(parent *architecture.Model, s *importance.Scores) (*Proxy, error) 
 		}
 		if x := parent.Layers[i].Mamba; x != nil && i < len(s.MambaHeads) && len(s.MambaHeads[i]) == x.Heads {
 			p.mamba[i] = s.MambaHeads[i]
+			if c := s.MambaChannelScores(i, x.Heads); len(c) == x.HeadDim {
+				p.mambaChanCum[i] = cumShare(c)
+			}
 		}
 	}
 	sub := "weighed by their parameters (the scores have no sub-block scores)"
@@ -326,9 +330,12 @@ func headChoice(s []float64, groups, kv, hpg int) (keptGroups, keptHeads []int, 
 // Mamba is the share of a Mamba layer's importance kept by heads heads of
 // headDim channels each (0: the parent's): with Mamba head scores, the
 // share of the best heads/n_groups heads of every group (as Plan keeps
-// them, group-aware), times the structural prior of the kept head_dim
-// (channels within a head are not scored); without, the structural prior
-// of the kept share of d_inner.
+// them, group-aware), times the share of the channel scores the best
+// headDim channel positions hold (MambaChannelScores, as Plan keeps them),
+// so that a cut of heads and a cut of head_dim are priced in the same
+// units (the structural prior of the kept head_dim only for scores without
+// channels); without head scores, the structural prior of the kept share
+// of d_inner. The product treats the head and channel scores as separable.
 func (p *Proxy) Mamba(l, heads, headDim int) float64 {
 	m := p.parent.Layers[l].Mamba
 	if m == nil {
@@ -339,6 +346,9 @@ func (p *Proxy) Mamba(l, heads, headDim int) float64 {
 	}
 	if s := p.mamba[l]; s != nil && heads > 0 && m.Groups > 0 && heads%m.Groups == 0 {
 		_, _, share := headChoice(s, m.Groups, m.Groups, heads/m.Groups)
+		if c := p.mambaChanCum[l]; c != nil && headDim < len(c) {
+			return share * c[headDim]
+		}
 		return share * prior(headDim, m.HeadDim)
 	}
 	return prior(heads*headDim, m.Heads*m.HeadDim)
