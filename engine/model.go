@@ -285,6 +285,8 @@ type acts struct {
 	rstdf     []float32
 	logits    []float32
 	lse       []float32 // per row log-sum-exp of the logits (ForwardLoss)
+	tokenLoss []float64 // per row cross-entropy (ForwardLoss, ForwardLossFrom; NaN: ignored)
+	lossValid bool      // tokenLoss is the last pass's
 	backward  *backBufs
 }
 
@@ -352,6 +354,7 @@ func (m *Model) allocActs(B, T int) *acts {
 	a.lnf, a.rstdf = make([]float32, N*H), make([]float32, N)
 	a.logits = make([]float32, N*m.arch.Vocab)
 	a.lse = make([]float32, N)
+	a.tokenLoss = make([]float64, N)
 	return a
 }
 
@@ -479,7 +482,7 @@ func (m *Model) Forward(tokens []int32, B, T int) ([]float32, error) {
 		m.a = nil // release before allocating the new size
 		m.a = m.allocActs(B, T)
 	}
-	m.a.hasLoss = false
+	m.a.hasLoss, m.a.lossValid = false, false
 	copy(m.a.tokens, tokens)
 	m.forward(-1)
 	return m.a.logits, nil
@@ -508,11 +511,12 @@ func (m *Model) ForwardLossFrom(layer int, hidden []float32, targets []int32, B,
 		m.a = nil
 		m.a = m.allocActs(B, T)
 	}
-	m.a.hasLoss = false
+	m.a.hasLoss, m.a.lossValid = false, false
 	copy(m.a.res[layer], hidden)
 	m.forward(layer)
 	copy(m.a.targets, targets)
-	sum, count := crossEntropyForward(m.a.lse, m.a.logits, m.a.targets, B*T, m.arch.Vocab)
+	sum, count := crossEntropyForward(m.a.lse, m.a.logits, m.a.targets, m.a.tokenLoss, B*T, m.arch.Vocab)
+	m.a.lossValid = true
 	if count == 0 {
 		return 0, &InputError{"every target is negative (ignored): no loss to compute"}
 	}
@@ -520,6 +524,20 @@ func (m *Model) ForwardLossFrom(layer int, hidden []float32, targets []int32, B,
 	// no backward from here.
 	m.a.count = count
 	return float32(sum / float64(count)), nil
+}
+
+// TokenLosses appends to dst the cross-entropy (nats) of every position
+// (B·T, row-major) of the last ForwardLoss or ForwardLossFrom, whose mean
+// over the positions with a target is the loss it returned, and returns
+// the extended slice; an ignored target (negative) gives NaN. It returns
+// ErrNoLoss when no loss pass is the model's last pass. The per-token
+// losses let a caller pair two passes over the same tokens (an ablation
+// against the base model) token by token.
+func (m *Model) TokenLosses(dst []float64) ([]float64, error) {
+	if m.a == nil || !m.a.lossValid {
+		return dst, ErrNoLoss
+	}
+	return append(dst, m.a.tokenLoss[:m.a.B*m.a.T]...), nil
 }
 
 // Inference reports whether inference mode is on (SetInference).
@@ -537,13 +555,18 @@ func (m *Model) ForwardLoss(tokens, targets []int32, B, T int) (float32, error) 
 		return 0, err
 	}
 	copy(m.a.targets, targets)
-	sum, count := crossEntropyForward(m.a.lse, logits, m.a.targets, B*T, m.arch.Vocab)
+	sum, count := crossEntropyForward(m.a.lse, logits, m.a.targets, m.a.tokenLoss, B*T, m.arch.Vocab)
+	m.a.lossValid = true
 	if count == 0 {
 		return 0, &InputError{"every target is negative (ignored): no loss to compute"}
 	}
 	m.a.count, m.a.hasLoss = count, true
 	return float32(sum / float64(count)), nil
 }
+
+// ErrNoLoss is returned by TokenLosses when the model's last pass computed
+// no loss.
+var ErrNoLoss = errors.New("engine: per-token losses need a preceding loss pass (ForwardLoss or ForwardLossFrom)")
 
 // ErrNoForward is returned by the backward passes when no matching forward
 // pass preceded them.
