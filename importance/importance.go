@@ -103,7 +103,7 @@ import (
 )
 
 // Version is the format version written to __metadata__.
-const Version = "2"
+const Version = "3"
 
 // Scores are the importance statistics of one model on one calibration set.
 // Every per-layer quantity is indexed by layer; a layer without attention
@@ -141,6 +141,12 @@ type Scores struct {
 	SkipSequences int
 	SkipTokens    int
 	Passes        float64
+	// LayerSkipRows, AttnSkipRows and MLPSkipRows are the sequences each
+	// skip loss was scored on (at least SkipSequences; more for the skips
+	// round two picked under a budget; 0 where not measured). Budget is
+	// the pass budget asked for (Options.Passes; 0: none).
+	LayerSkipRows, AttnSkipRows, MLPSkipRows []int
+	Budget                                   float64
 
 	ModelHash string
 	DataHash  string
@@ -354,7 +360,30 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 	if len(passes) == 0 {
 		K, Tk = 0, 0
 	}
-	pr := progress.Start(o.Progress, progress.Event{Stage: "importance", Total: int64(len(rows)) + int64(len(passes)*K), Unit: "seq"})
+	full := m.ForwardFLOPs(len(rows), T)
+	// Under a budget that does not afford every sequence, round one scores
+	// every pass on the first K of ScoreOrder and round two more of them
+	// for some passes: the cache holds the first positions of as many
+	// sequences as any pass can be scored on.
+	var rc *rowCache
+	var order []int
+	total := int64(len(rows)) + int64(len(passes)*K)
+	cacheRows := 0
+	if o.Passes > 0 && o.SkipRows == 0 && K < len(rows) && len(passes) > 0 {
+		order = ScoreOrder(len(rows))
+		left := (o.Passes-1)*full - float64(K)*perRowFLOPs(m, passes, Tk)
+		cheapest := math.Inf(1)
+		for _, p := range passes {
+			cheapest = min(cheapest, m.ForwardFLOPsFrom(p.layer, 1, Tk))
+		}
+		cacheRows = K + int(max(0, math.Floor(left/cheapest)))
+		cacheRows = min(len(rows), cacheRows)
+		rc = newRowCache(order, cacheRows, len(rows), L, Tk, arch.Hidden)
+		// Round two's sequences are known after round one: the total
+		// counts those the rest of the budget affords at the mean cost.
+		total += int64(max(0, left/(perRowFLOPs(m, passes, Tk)/float64(len(passes)))))
+	}
+	pr := progress.Start(o.Progress, progress.Event{Stage: "importance", Total: total, Unit: "seq"})
 	// Forward passes only, with one set of layer buffers whatever the depth.
 	defer m.SetInference(m.Inference())
 	m.SetInference(true)
@@ -364,11 +393,12 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 		m.SetSkipBlock(engine.BlockAttention)
 		m.SetSkipBlock(engine.BlockMLP)
 	}()
-	full := m.ForwardFLOPs(len(rows), T)
-	sk := newSkipScorer(m, passes, o.Batch, Tk, pr)
+	sk := newSkipScorer(m, passes, Tk, pr)
+	var sb streamBatch
 	H := arch.Hidden
 	var base float64
 	var n int
+	var tl []float64
 	in := make([]int32, 0, o.Batch*T)
 	tg := make([]int32, 0, o.Batch*T)
 	for i := 0; i < len(rows); i += o.Batch {
@@ -384,26 +414,44 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 		m.SetObserver(c)
 		l, err := m.ForwardLoss(in, tg, len(part), T)
 		m.SetObserver(nil)
+		if err == nil {
+			tl, err = m.TokenLosses(tl[:0])
+		}
 		if err != nil {
 			return nil, fmt.Errorf("importance: sequences %d..%d: %w", i, i+len(part)-1, err)
 		}
 		base += float64(l) * float64(len(part)*T)
 		n += len(part) * T
 		pr.Add(int64(len(part)))
+		if len(passes) == 0 {
+			continue
+		}
 		// The collector holds every layer's input of this pass: the scored
-		// rows' first Tk positions are gathered into batches for the skip
-		// passes.
+		// rows' first Tk positions are cached for the two rounds, or
+		// gathered into batches scored at once.
 		for r := range part {
+			if rc != nil {
+				rc.put(i+r, r, T, c.in, tg, tl)
+				continue
+			}
 			if !Scored(i+r, K, len(rows)) {
 				continue
 			}
-			if err := sk.add(ctx, c.in, tg[r*T:r*T+Tk], r*T*H, (r*T+Tk)*H); err != nil {
-				return nil, err
+			sb.add(c.in, tg[r*T:r*T+Tk], tl[r*T:r*T+Tk], r*T*H, (r*T+Tk)*H)
+			if sb.rows == o.Batch {
+				if err := sb.flush(ctx, sk); err != nil {
+					return nil, err
+				}
 			}
 		}
 	}
-	if err := sk.flush(ctx); err != nil {
+	if err := sb.flush(ctx, sk); err != nil {
 		return nil, err
+	}
+	if rc != nil {
+		if err := twoRounds(ctx, m, sk, rc, passes, orderings(m, passes, o), K, cacheRows, o.Batch, (o.Passes-1)*full); err != nil {
+			return nil, err
+		}
 	}
 	cost := full + sk.flops
 	base /= float64(n)
@@ -419,7 +467,7 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 		KVHeads: make([]int, L), Neurons: make([][]float64, L), MambaHeads: make([][]float64, L), MambaHeadChannels: make([][]float64, L), LayerBI: make([]float64, L), LayerSkipLoss: nan(),
 		AttnBI: nan(), MLPBI: nan(), AttnSkipLoss: nan(), MLPSkipLoss: nan(),
 		BaseLoss: base, DataHash: dataset.HashRows(rows), SeqLen: T, Sequences: len(rows),
-		Tokens: int64(len(rows) * T), Version: Version, SkipSequences: K, SkipTokens: Tk, Passes: cost / full,
+		Tokens: int64(len(rows) * T), Version: Version, SkipSequences: K, SkipTokens: Tk, Passes: cost / full, Budget: o.Passes,
 	}
 	for _, h := range c.hidden {
 		if h == nil {
@@ -463,207 +511,27 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 	if len(passes) == 0 {
 		return s, nil
 	}
-	skipBase := sk.base / float64(sk.tokens)
+	s.LayerSkipRows, s.AttnSkipRows, s.MLPSkipRows = make([]int, L), make([]int, L), make([]int, L)
 	for j, p := range passes {
-		d := sk.sums[j]/float64(sk.tokens) - skipBase
+		d, k := sk.loss(j), sk.rows[j]
 		layer := arch.Layers[p.layer]
 		switch {
 		case !p.sub:
-			s.LayerSkipLoss[p.layer] = d
+			s.LayerSkipLoss[p.layer], s.LayerSkipRows[p.layer] = d, k
 			// A layer with one sub-block: skipping it is skipping the layer.
 			if layer.MLP == nil && layer.Attention != nil && !o.NoSubBlockSkipLoss {
-				s.AttnSkipLoss[p.layer] = d
+				s.AttnSkipLoss[p.layer], s.AttnSkipRows[p.layer] = d, k
 			}
 			if layer.Attention == nil && layer.MLP != nil && !o.NoSubBlockSkipLoss {
-				s.MLPSkipLoss[p.layer] = d
+				s.MLPSkipLoss[p.layer], s.MLPSkipRows[p.layer] = d, k
 			}
 		case p.block == engine.BlockAttention:
-			s.AttnSkipLoss[p.layer] = d
+			s.AttnSkipLoss[p.layer], s.AttnSkipRows[p.layer] = d, k
 		default:
-			s.MLPSkipLoss[p.layer] = d
+			s.MLPSkipLoss[p.layer], s.MLPSkipRows[p.layer] = d, k
 		}
 	}
 	return s, nil
-}
-
-// skipPass is one skip-loss measurement: layer skipped, or one sub-block
-// of it.
-type skipPass struct {
-	layer int
-	block engine.Block // used when sub
-	sub   bool
-}
-
-// skipPasses lists the skip passes: every layer, then each sub-block of the
-// layers that have both (a lone sub-block skipped is the layer skipped:
-// measured once, reported for both).
-func skipPasses(m *engine.Model, o Options) []skipPass {
-	var passes []skipPass
-	if o.NoSkipLoss {
-		return nil
-	}
-	arch := m.Arch()
-	for l := range arch.Layers {
-		passes = append(passes, skipPass{layer: l})
-	}
-	if !o.NoSubBlockSkipLoss {
-		for l, layer := range arch.Layers {
-			if layer.Attention != nil && layer.MLP != nil {
-				passes = append(passes, skipPass{l, engine.BlockAttention, true}, skipPass{l, engine.BlockMLP, true})
-			}
-		}
-	}
-	return passes
-}
-
-// Scored reports whether Compute scores the skip losses on calibration
-// sequence j of rows when it scores k of them: the rows j with
-// ⌊(j+1)·k/rows⌋ > ⌊j·k/rows⌋, k rows spread evenly over the set (every
-// one when k = rows, every other when k = rows/2).
-func Scored(j, k, rows int) bool {
-	return int64(j+1)*int64(k)/int64(rows) > int64(j)*int64(k)/int64(rows)
-}
-
-// SkipScope returns what Compute scores the skip losses on, for rows
-// calibration sequences of T tokens: k sequences spread evenly over the set
-// (Scored), each on its first tokens positions (the model is causal: the
-// calibration pass's layer inputs at those positions are exactly what a
-// pass over the prefix computes).
-//
-// SkipRows, when set, scores that many sequences (at most rows) in full;
-// without a pass budget every sequence is scored in full. With a budget,
-// the prefix is a quarter of each sequence (at least 32 tokens, at most T)
-// and k the most sequences whose cost keeps the whole computation within
-// Passes equivalent forward passes (at least one, even if that exceeds
-// it); when every sequence fits, the prefix grows as far as the budget
-// allows. Many short prefixes estimate the skip losses better than a few
-// whole sequences at the same cost (TestBudgetOrderings).
-//
-// A skip pass reruns only the layers from the skipped one on, from the
-// layer input that the calibration pass cached, and the scored rows' base
-// loss reruns the last layer, so scoring k prefixes of t tokens costs
-// k · (Σ_passes ForwardFLOPsFrom(layer, 1, t) + ForwardFLOPsFrom(L−1, 1, t))
-// / ForwardFLOPs(rows, T) passes beyond the calibration pass. The budget
-// counts model FLOPs, as ForwardFLOPs does.
-func (o Options) SkipScope(m *engine.Model, rows, T int) (k, tokens int) {
-	o.EnsureDefaults()
-	if o.SkipRows > 0 {
-		return min(o.SkipRows, rows), T
-	}
-	if o.Passes == 0 || rows == 0 {
-		return rows, T
-	}
-	passes := skipPasses(m, o)
-	full := m.ForwardFLOPs(rows, T)
-	cost := func(k, t int) float64 { return 1 + float64(k)*perRowFLOPs(m, passes, t)/full }
-	t := min(T, max(32, (T+3)/4))
-	if cost(rows, t) > o.Passes {
-		k := int(math.Floor((o.Passes - 1) * full / perRowFLOPs(m, passes, t)))
-		return min(rows, max(1, k)), t
-	}
-	for t < T && cost(rows, t+1) <= o.Passes {
-		t++
-	}
-	return rows, t
-}
-
-// perRowFLOPs is the model FLOPs of scoring one sequence's first t tokens.
-func perRowFLOPs(m *engine.Model, passes []skipPass, t int) float64 {
-	if len(passes) == 0 {
-		return 0
-	}
-	f := m.ForwardFLOPsFrom(m.Arch().NumLayers()-1, 1, t)
-	for _, p := range passes {
-		f += m.ForwardFLOPsFrom(p.layer, 1, t)
-	}
-	return f
-}
-
-// skipScorer runs the skip passes of Compute on batches of scored rows,
-// each from the cached input of the skipped layer, and sums their losses.
-type skipScorer struct {
-	m      *engine.Model
-	passes []skipPass
-	batch  int
-	T      int
-	sums   []float64 // per pass: Σ loss·tokens
-	base   float64   // Σ base loss·tokens over the scored rows
-	tokens int       // scored
-	flops  float64   // model FLOPs of the skip passes
-	pr     *progress.Task
-	// The gathered batch: every layer's input, the targets, the rows.
-	in   [][]float32
-	tg   []int32
-	rows int
-}
-
-func newSkipScorer(m *engine.Model, passes []skipPass, batch, T int, pr *progress.Task) *skipScorer {
-	return &skipScorer{m: m, passes: passes, batch: batch, T: T, sums: make([]float64, len(passes)), pr: pr,
-		in: make([][]float32, m.Arch().NumLayers())}
-}
-
-// add gathers one scored row: [lo, hi) of every layer input in layerIn,
-// and its targets; a full batch is scored at once.
-func (sk *skipScorer) add(ctx context.Context, layerIn [][]float32, targets []int32, lo, hi int) error {
-	for l := range sk.in {
-		sk.in[l] = append(sk.in[l], layerIn[l][lo:hi]...)
-	}
-	sk.tg = append(sk.tg, targets...)
-	if sk.rows++; sk.rows == sk.batch {
-		return sk.flush(ctx)
-	}
-	return nil
-}
-
-// flush runs the base loss and every skip pass on the gathered rows.
-func (sk *skipScorer) flush(ctx context.Context) error {
-	B := sk.rows
-	if B == 0 {
-		return nil
-	}
-	defer func() {
-		for l := range sk.in {
-			sk.in[l] = sk.in[l][:0]
-		}
-		sk.tg, sk.rows = sk.tg[:0], 0
-	}()
-	tokens := float64(B * sk.T)
-	L := len(sk.in)
-	base, err := sk.m.ForwardLossFrom(L-1, sk.in[L-1], sk.tg, B, sk.T)
-	if err != nil {
-		return fmt.Errorf("importance: %w", err)
-	}
-	sk.base += float64(base) * tokens
-	sk.tokens += B * sk.T
-	sk.flops += sk.m.ForwardFLOPsFrom(L-1, B, sk.T)
-	for j, p := range sk.passes {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		what := fmt.Sprintf("layer %d", p.layer)
-		if p.sub {
-			what = fmt.Sprintf("the %s of layer %d", p.block, p.layer)
-			err = sk.m.SetSkipBlock(p.block, p.layer)
-		} else {
-			err = sk.m.SetSkip(p.layer)
-		}
-		if err != nil {
-			return err
-		}
-		loss, err := sk.m.ForwardLossFrom(p.layer, sk.in[p.layer], sk.tg, B, sk.T)
-		if p.sub {
-			sk.m.SetSkipBlock(p.block)
-		} else {
-			sk.m.SetSkip()
-		}
-		if err != nil {
-			return fmt.Errorf("importance: skipping %s: %w", what, err)
-		}
-		sk.sums[j] += float64(loss) * tokens
-		sk.flops += sk.m.ForwardFLOPsFrom(p.layer, B, sk.T)
-		sk.pr.Add(int64(B))
-	}
-	return nil
 }
 
 // meanLoss is the token-weighted mean cross-entropy over rows.
@@ -820,7 +688,18 @@ func (s *Scores) Save(path string) error {
 		data []float64
 	}
 	ts := []tensor{{"hidden", s.Hidden}, {"layer_bi", s.LayerBI}, {"layer_skip_loss", s.LayerSkipLoss}}
-	for _, t := range []tensor{{"attn_bi", s.AttnBI}, {"mlp_bi", s.MLPBI}, {"attn_skip_loss", s.AttnSkipLoss}, {"mlp_skip_loss", s.MLPSkipLoss}} {
+	counts := func(v []int) []float64 {
+		if v == nil {
+			return nil
+		}
+		out := make([]float64, len(v))
+		for i, k := range v {
+			out[i] = float64(k)
+		}
+		return out
+	}
+	for _, t := range []tensor{{"attn_bi", s.AttnBI}, {"mlp_bi", s.MLPBI}, {"attn_skip_loss", s.AttnSkipLoss}, {"mlp_skip_loss", s.MLPSkipLoss},
+		{"layer_skip_rows", counts(s.LayerSkipRows)}, {"attn_skip_rows", counts(s.AttnSkipRows)}, {"mlp_skip_rows", counts(s.MLPSkipRows)}} {
 		if t.data != nil {
 			ts = append(ts, t)
 		}
@@ -852,7 +731,8 @@ func (s *Scores) Save(path string) error {
 		"base_loss": strconv.FormatFloat(s.BaseLoss, 'g', -1, 64), "layers": strconv.Itoa(len(s.LayerBI)),
 		"kv_heads":       strings.Join(kv, ","),
 		"skip_sequences": strconv.Itoa(s.SkipSequences), "skip_tokens": strconv.Itoa(s.SkipTokens), "equivalent_passes": strconv.FormatFloat(s.Passes, 'g', -1, 64),
-		"aggregation": "mean over tokens, L2 over sequences (Minitron); hidden = sum over norm sites; heads, mamba_heads = L2 over head_dim; layer_bi = mean over tokens of 1-cos(in,out); attn_bi, mlp_bi = the same across each sub-block (in to mid, mid to out); *_skip_loss = loss(skip) - base; NaN = absent or not measured",
+		"pass_budget": strconv.FormatFloat(s.Budget, 'g', -1, 64),
+		"aggregation": "mean over tokens, L2 over sequences (Minitron); hidden = sum over norm sites; heads, mamba_heads = L2 over head_dim; layer_bi = mean over tokens of 1-cos(in,out); attn_bi, mlp_bi = the same across each sub-block (in to mid, mid to out); *_skip_loss = mean over the scored tokens of loss(skip) - loss(base) on the same token; *_skip_rows = the sequences each was scored on; NaN = absent or not measured",
 	}
 	w, err := checkpoint.Create(path, specs, meta)
 	if err != nil {
@@ -931,6 +811,11 @@ func Load(path string) (*Scores, error) {
 			return nil, bad("metadata equivalent_passes = %q", v)
 		}
 	}
+	if v, ok := md["pass_budget"]; ok {
+		if s.Budget, err = strconv.ParseFloat(v, 64); err != nil || s.Budget < 0 {
+			return nil, bad("metadata pass_budget = %q", v)
+		}
+	}
 	kv := strings.Split(md["kv_heads"], ",")
 	if len(kv) != L {
 		return nil, bad("kv_heads lists %d layers, want %d", len(kv), L)
@@ -986,6 +871,29 @@ func Load(path string) (*Scores, error) {
 			*t.dst = make([]float64, L)
 			for i := range *t.dst {
 				(*t.dst)[i] = math.NaN()
+			}
+		}
+	}
+	// The sequences each skip was scored on (version 3); before,
+	// SkipSequences for every measured skip.
+	for _, t := range []struct {
+		name string
+		loss []float64
+		dst  *[]int
+	}{{"layer_skip_rows", s.LayerSkipLoss, &s.LayerSkipRows}, {"attn_skip_rows", s.AttnSkipLoss, &s.AttnSkipRows}, {"mlp_skip_rows", s.MLPSkipLoss, &s.MLPSkipRows}} {
+		v, err := get(t.name, L)
+		if err != nil {
+			return nil, err
+		}
+		*t.dst = make([]int, L)
+		for l := range *t.dst {
+			switch {
+			case v != nil && !(v[l] >= 0 && v[l] <= float64(s.Sequences)):
+				return nil, bad("%s[%d] = %g is not a count of at most %d sequences", t.name, l, v[l], s.Sequences)
+			case v != nil:
+				(*t.dst)[l] = int(v[l])
+			case !math.IsNaN(t.loss[l]):
+				(*t.dst)[l] = s.SkipSequences
 			}
 		}
 	}
