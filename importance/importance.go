@@ -367,11 +367,12 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 	// sequences as any pass can be scored on.
 	var rc *rowCache
 	var order []int
+	var left float64 // model FLOPs of the budget after round one
 	total := int64(len(rows)) + int64(len(passes)*K)
 	cacheRows := 0
 	if o.Passes > 0 && o.SkipRows == 0 && K < len(rows) && len(passes) > 0 {
 		order = ScoreOrder(len(rows))
-		left := (o.Passes-1)*full - float64(K)*perRowFLOPs(m, passes, Tk)
+		left = (o.Passes-1)*full - float64(K)*perRowFLOPs(m, passes, Tk)
 		cheapest := math.Inf(1)
 		for _, p := range passes {
 			cheapest = min(cheapest, m.ForwardFLOPsFrom(p.layer, 1, Tk))
@@ -449,7 +450,7 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 		return nil, err
 	}
 	if rc != nil {
-		if err := twoRounds(ctx, m, sk, rc, passes, orderings(m, passes, o), K, cacheRows, o.Batch, (o.Passes-1)*full); err != nil {
+		if err := twoRounds(ctx, m, sk, rc, passes, orderings(m, passes, o), K, cacheRows, o.Batch, left); err != nil {
 			return nil, err
 		}
 	}

@@ -418,9 +418,8 @@ func allocate(d, v, cost []float64, groups [3][]int, n1, most, step int, left fl
 
 // twoRounds scores the cached sequences under a pass budget: round one
 // every pass on the first n1, round two more of them (up to most) for the
-// passes allocate picks, within extra model FLOPs beyond the calibration
-// pass in all.
-func twoRounds(ctx context.Context, m *engine.Model, sk *skipScorer, rc *rowCache, passes []skipPass, groups [3][]int, n1, most, batch int, extra float64) error {
+// passes allocate picks, within left model FLOPs after round one.
+func twoRounds(ctx context.Context, m *engine.Model, sk *skipScorer, rc *rowCache, passes []skipPass, groups [3][]int, n1, most, batch int, left float64) error {
 	upto := make([]int, len(passes))
 	for j := range upto {
 		upto[j] = n1
@@ -433,6 +432,6 @@ func twoRounds(ctx context.Context, m *engine.Model, sk *skipScorer, rc *rowCach
 		d[j], v[j], cost[j] = sk.loss(j), sk.spread(j), m.ForwardFLOPsFrom(p.layer, 1, rc.T)
 	}
 	step := max(1, (n1+1)/2)
-	upto = allocate(d, v, cost, groups, n1, most, step, extra-sk.flops)
+	upto = allocate(d, v, cost, groups, n1, most, step, left)
 	return rc.score(ctx, sk, n1, upto, batch)
 }

@@ -186,7 +186,8 @@ func TestImportanceParity(t *testing.T) {
 	}{
 		// Skip losses on 4 of the 8 rows, spread evenly (importance.Scored).
 		{"decilm-child", deciChild(t), 32, importance.Options{SkipRows: 4}, map[string]any{"skip_rows": 4}},
-		// A budget of 4 equivalent passes: prefixes of 32 of 128 tokens.
+		// A budget of 4 equivalent passes: prefixes of 32 of 128 tokens,
+		// two rounds.
 		{"parent-budget", mustParent(t), 128, importance.Options{Passes: 4}, map[string]any{"skip_passes": 4}},
 	}
 	for _, c := range cases {
@@ -255,6 +256,20 @@ func TestImportanceParity(t *testing.T) {
 			if got.SkipSequences != want.SkipSequences || got.SkipTokens != want.SkipTokens || rel1(got.Passes, want.Passes) > 1e-9 {
 				t.Errorf("skip losses scored on %d rows × %d tokens (%g passes), native %d × %d (%g)",
 					got.SkipSequences, got.SkipTokens, got.Passes, want.SkipSequences, want.SkipTokens, want.Passes)
+			}
+			for _, v := range []struct {
+				what      string
+				got, want []int
+			}{{"layer", got.LayerSkipRows, want.LayerSkipRows}, {"attention", got.AttnSkipRows, want.AttnSkipRows}, {"mlp", got.MLPSkipRows, want.MLPSkipRows}} {
+				if !slices.Equal(v.got, v.want) {
+					t.Errorf("%s skips scored on %v sequences, native %v", v.what, v.got, v.want)
+				}
+			}
+			if got.Budget != want.Budget {
+				t.Errorf("pass budget %g, native %g", got.Budget, want.Budget)
+			}
+			if c.opt.Passes > 0 && slices.Max(want.LayerSkipRows) == want.SkipSequences {
+				t.Errorf("the budget case scored every layer skip on round one's %d sequences: it tests no round two", want.SkipSequences)
 			}
 			if c.opt.Passes > 0 && want.SkipTokens >= T {
 				t.Errorf("the budget case scored whole sequences (%d tokens): it tests no prefix", want.SkipTokens)

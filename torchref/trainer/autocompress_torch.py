@@ -450,8 +450,8 @@ def sum_cos(a, b):
 
 def run_importance(job, ranks):
     prog = Progress(job)
-    d = job.model_dir("model")
-    if not isinstance(acmodel.Arch(acmodel.load_config(d)), acmodel.Arch):
+    d_ = job.model_dir("model")
+    if not isinstance(acmodel.Arch(acmodel.load_config(d_)), acmodel.Arch):
         raise Refused("the reference trainer scores Llama-family layers only: run the importance of this "
                       "hybrid model in the native engine")
     m = job.load("model", ranks.device, infer_dtype(ranks)).eval()
@@ -463,6 +463,7 @@ def run_importance(job, ranks):
     col = Collector(L)
     # Base pass with the collector; its sums are reduced over ranks below.
     s, n = 0.0, 0
+    base_tl = torch.zeros(rows.shape[0], T, dtype=torch.float64)  # per-token losses, summed over ranks below
     with torch.no_grad():
         for k, i in enumerate(range(0, rows.shape[0], batch)):
             if k % ranks.world != ranks.rank:
@@ -471,10 +472,12 @@ def run_importance(job, ranks):
             logits = m(part[:, :T], observe=col).reshape(-1, arch.vocab).double()
             tg = part[:, 1:].reshape(-1)
             per = torch.logsumexp(logits, -1) - logits.gather(1, tg[:, None])[:, 0]
+            base_tl[i:i + part.shape[0]] = per.view(part.shape[0], T).cpu()
             s += f32(per.mean().item()) * tg.numel()
             n += tg.numel()
     tot = ranks.sum([s, float(n)])
     base = tot[0].item() / tot[1].item()
+    base_tl = ranks.sum(base_tl)
     # Reduce every accumulator over ranks (each rank sees the same layers
     # and widths, so the keys agree).
     acc = {}
@@ -510,57 +513,183 @@ def run_importance(job, ranks):
             for l, lay in enumerate(arch.layers):
                 if lay.attention and lay.mlp:
                     passes += [("attention", l), ("mlp", l)]
-    K, Tk = skip_scope(arch, passes, rows.shape[0], T, int(job.recipe.get("skip_rows") or 0),
-                       float(job.recipe.get("skip_passes") or 0))
-    scored = [j for j in range(rows.shape[0]) if int((j + 1) * K // rows.shape[0]) > int(j * K // rows.shape[0])]
-    skip_rows = rows[scored][:, :Tk + 1]
-    total = rows.shape[0] + len(passes) * skip_rows.shape[0]
-    done = rows.shape[0]
+    budget = float(job.recipe.get("skip_passes") or 0)
+    K, Tk = skip_scope(arch, passes, rows.shape[0], T, int(job.recipe.get("skip_rows") or 0), budget)
+    if not passes:
+        K, Tk = 0, 0
+    N = rows.shape[0]
+    full = acmodel.forward_flops(arch, N, T)
+    # importance.Compute: without a budget (or when it affords every
+    # sequence) every pass on the K sequences importance.Scored picks;
+    # otherwise two rounds over the first sequences of score_order.
+    two = budget > 0 and K < N and passes
+    order = score_order(N) if two else [j for j in range(N) if int((j + 1) * K // N) > int(j * K // N)]
+    cost = [acmodel.forward_flops(arch, 1, Tk, l) for _, l in passes]
+    sums, tokens, nrows, rsum, rsq = ([0.0] * len(passes) for _ in range(5))
+    total = N + len(passes) * K
+    done = N
     prog.tokens = done * T
     prog.line(step=done, steps=total, loss=base)
-    skip_base = base
-    if passes and (K != rows.shape[0] or Tk != T):
-        s, n = ce_sum(m, skip_rows, batch, ranks)
-        skip_base = s / n
-    sub = not job.recipe.get("no_subblock_skip_loss")
-    for i, (what, l) in enumerate(passes):
+
+    def score(j, lo, hi):
+        """Pass j on order[lo:hi], prefixes of Tk tokens, against the
+        calibration pass's per-token losses (importance.skipScorer.run)."""
+        nonlocal done
+        if hi <= lo:
+            return
+        what, l = passes[j]
         m.skip, m.skip_attn, m.skip_mlp = set(), set(), set()
         {"layer": m.skip, "attention": m.skip_attn, "mlp": m.skip_mlp}[what].add(l)
-        s, n = ce_sum(m, skip_rows, batch, ranks)
-        dl = s / n - skip_base
+        idx = order[lo:hi]
+        d = token_losses(m, rows[idx][:, :Tk + 1], batch, ranks) - base_tl[idx][:, :Tk]
+        m.skip, m.skip_attn, m.skip_mlp = set(), set(), set()
+        for r in d.tolist():
+            s = 0.0
+            for v in r:
+                s += v
+            sums[j] += s
+            tokens[j] += len(r)
+            nrows[j] += 1
+            rsum[j] += s / len(r)
+            rsq[j] += (s / len(r)) * (s / len(r))
+        done += hi - lo
+        prog.tokens += (hi - lo) * Tk
+        prog.line(step=done, steps=total)
+
+    for j in range(len(passes)):
+        score(j, 0, K)
+    if two:
+        most = min(N, K + int(max(0, math.floor(((budget - 1) * full - K * sum(cost)) / min(cost)))))
+        d = [sums[j] / tokens[j] for j in range(len(passes))]
+        v = [1.0 if nrows[j] < 2 else max(0.0, (rsq[j] - rsum[j] * rsum[j] / nrows[j]) / (nrows[j] - 1)) for j in range(len(passes))]
+        upto = allocate(d, v, cost, orderings(arch, passes, not job.recipe.get("no_subblock_skip_loss")), K, most,
+                        max(1, (K + 1) // 2), (budget - 1) * full - K * sum(cost))
+        for j in range(len(passes)):
+            score(j, K, upto[j])
+    sub = not job.recipe.get("no_subblock_skip_loss")
+    rows_of = dict(layer=[0] * L, attention=[0] * L, mlp=[0] * L)
+    for j, (what, l) in enumerate(passes):
+        dl = sums[j] / tokens[j]
         lay = arch.layers[l]
         if what == "layer":
-            sc["layer_skip_loss"][l] = dl
+            sc["layer_skip_loss"][l], rows_of["layer"][l] = dl, nrows[j]
             if lay.attention and not lay.mlp and sub:
-                sc["attn_skip_loss"][l] = dl
+                sc["attn_skip_loss"][l], rows_of["attention"][l] = dl, nrows[j]
             if lay.mlp and not lay.attention and sub:
-                sc["mlp_skip_loss"][l] = dl
+                sc["mlp_skip_loss"][l], rows_of["mlp"][l] = dl, nrows[j]
         elif what == "attention":
-            sc["attn_skip_loss"][l] = dl
+            sc["attn_skip_loss"][l], rows_of["attention"][l] = dl, nrows[j]
         else:
-            sc["mlp_skip_loss"][l] = dl
-        done += skip_rows.shape[0]
-        prog.tokens += skip_rows.shape[0] * Tk
-        prog.line(step=done, steps=total)
-    m.skip, m.skip_attn, m.skip_mlp = set(), set(), set()
+            sc["mlp_skip_loss"][l], rows_of["mlp"][l] = dl, nrows[j]
+    if passes:
+        sc["layer_skip_rows"], sc["attn_skip_rows"], sc["mlp_skip_rows"] = rows_of["layer"], rows_of["attention"], rows_of["mlp"]
     if ranks.rank == 0:
         rel = "importance.safetensors"
-        K, Tk = (skip_rows.shape[0], Tk) if passes else (0, 0)
-        cost = 1 + (K * skip_row_flops(arch, passes, Tk) / acmodel.forward_flops(arch, rows.shape[0], T) if passes else 0)
-        save_scores(job.file(rel), sc, dict(model_hash=model_hash(d), data_hash=rows_hash(rows), seq_len=T,
-                                            sequences=rows.shape[0], tokens=rows.shape[0] * T, base_loss=repr(base),
-                                            layers=L, skip_sequences=K, skip_tokens=Tk, equivalent_passes=repr(cost)))
-        write_result(job, dict(status="done", tokens=rows.shape[0] * T, loss=base, importance=rel,
+        spent = sum(nrows[j] * cost[j] for j in range(len(passes)))
+        save_scores(job.file(rel), sc, dict(model_hash=model_hash(d_), data_hash=rows_hash(rows), seq_len=T,
+                                            sequences=N, tokens=N * T, base_loss=repr(base),
+                                            layers=L, skip_sequences=K, skip_tokens=Tk, equivalent_passes=repr(1 + spent / full),
+                                            pass_budget=repr(budget)))
+        write_result(job, dict(status="done", tokens=N * T, loss=base, importance=rel,
                                sha256={rel: acio.contract_hash(job.dir, rel)}, **prog.rate()))
 
 
+def token_losses(model, rows, batch, ranks):
+    """The per-token cross-entropy (float64, rows x T) of rows (T+1 ids
+    each) in batches of batch, batch k run by rank k % world and summed
+    over ranks (engine.Model.TokenLosses)."""
+    T = rows.shape[1] - 1
+    out = torch.zeros(rows.shape[0], T, dtype=torch.float64)
+    with torch.no_grad():
+        for k, i in enumerate(range(0, rows.shape[0], batch)):
+            if k % ranks.world != ranks.rank:
+                continue
+            part = rows[i:i + batch].to(ranks.device)
+            logits = model(part[:, :T]).float().reshape(-1, model.arch.vocab).double()
+            tg = part[:, 1:].reshape(-1)
+            per = torch.logsumexp(logits, -1) - logits.gather(1, tg[:, None])[:, 0]
+            out[i:i + part.shape[0]] = per.view(part.shape[0], T).cpu()
+    return ranks.sum(out)
+
+
+def score_order(rows):
+    """importance.ScoreOrder: the bit-reversal permutation of 0..rows-1."""
+    bits = 0
+    while (1 << bits) < rows:
+        bits += 1
+    out = []
+    for i in range(1 << bits):
+        r = 0
+        for b in range(bits):
+            if i & (1 << b):
+                r |= 1 << (bits - 1 - b)
+        if r < rows:
+            out.append(r)
+    return out
+
+
+def orderings(arch, passes, sub):
+    """importance.orderings: the passes of the layer, attention and MLP
+    orderings (a layer with one sub-block in the layer's and its own)."""
+    g = ([], [], [])
+    for j, (what, l) in enumerate(passes):
+        lay = arch.layers[l]
+        if what == "attention":
+            g[1].append(j)
+        elif what == "mlp":
+            g[2].append(j)
+        else:
+            g[0].append(j)
+            if not sub:
+                continue
+            if lay.attention and not lay.mlp:
+                g[1].append(j)
+            if lay.mlp and not lay.attention:
+                g[2].append(j)
+    return g
+
+
+def allocate(d, v, cost, groups, n1, most, step, left):
+    """importance.allocate: round two's sequences per pass, from n1 up to
+    most, within left model FLOPs, to the closest neighbours first."""
+    n = [n1] * len(d)
+    srt = [sorted(g, key=lambda j: d[j]) for g in groups]
+
+    def grow(j):
+        k = min(step, most - n[j])
+        while k > 0 and k * cost[j] > left:
+            k -= 1
+        return k
+    while True:
+        bj, bk, bz = -1, -1, math.inf
+        for s in srt:
+            for i in range(1, len(s)):
+                j, k = s[i - 1], s[i]
+                if grow(j) == 0 and grow(k) == 0:
+                    continue
+                se = math.sqrt(v[j] / n[j] + v[k] / n[k])
+                gap = abs(d[j] - d[k])
+                z = gap / se if se > 0 else (0.0 if gap == 0 else math.inf)
+                if z < bz:
+                    bj, bk, bz = j, k, z
+        if bj < 0:
+            return n
+        for j in (bj, bk):
+            g = grow(j)
+            if g > 0:
+                n[j] += g
+                left -= g * cost[j]
+
+
 def skip_scope(arch, passes, rows, T, skip_rows, budget):
-    """importance.Options.SkipScope: how many calibration sequences (k,
-    spread evenly over the set: importance.Scored) the skip losses are
-    scored on, and on how many of their first tokens. skip_rows > 0 scores
-    that many in full; a budget of equivalent forward passes scores the
-    first quarter (at least 32 tokens) of as many rows as fit, or longer
-    prefixes of all of them."""
+    """importance.Options.SkipScope: how many calibration sequences k every
+    skip loss is scored on, and on how many of their first tokens.
+    skip_rows > 0 scores that many in full (spread evenly: importance.Scored);
+    a budget of equivalent forward passes scores the first quarter (at
+    least 32 tokens) of every row, with longer prefixes if the budget
+    affords them, or else k rows of score_order in round one (what half the
+    budget beyond the calibration pass affords), round two giving more to
+    the skips whose ranks are uncertain (allocate)."""
     if skip_rows > 0:
         return min(skip_rows, rows), T
     if budget == 0 or rows == 0:
@@ -570,7 +699,10 @@ def skip_scope(arch, passes, rows, T, skip_rows, budget):
     full = acmodel.forward_flops(arch, rows, T)
     t = min(T, max(32, (T + 3) // 4))
     if 1 + rows * per_row(t) / full > budget:
-        k = int(math.floor((budget - 1) * full / per_row(t)))
+        affords = (budget - 1) * full / per_row(t)
+        k = int(math.floor(0.5 * affords))  # importance.roundOneShare
+        if k < 2:
+            k = min(2, int(math.floor(affords)))
         return min(rows, max(1, k)), t
     while t < T and 1 + rows * per_row(t + 1) / full <= budget:
         t += 1
@@ -578,12 +710,9 @@ def skip_scope(arch, passes, rows, T, skip_rows, budget):
 
 
 def skip_row_flops(arch, passes, t):
-    """The model FLOPs of scoring one sequence's first t tokens: the base
-    loss (the last layer rerun) and every pass from its layer on."""
-    if not passes:
-        return 0
-    f = acmodel.forward_flops(arch, 1, t, len(arch.layers) - 1)
-    return f + sum(acmodel.forward_flops(arch, 1, t, l) for _, l in passes)
+    """The model FLOPs of scoring every pass on one sequence's first t
+    tokens, each from its layer on (importance.perRowFLOPs)."""
+    return sum(acmodel.forward_flops(arch, 1, t, l) for _, l in passes)
 
 
 def acc_keys(arch):
@@ -608,13 +737,16 @@ def save_scores(path, sc, meta):
     t = {"hidden": sc["hidden"], "layer_bi": sc["layer_bi"], "layer_skip_loss": sc["layer_skip_loss"],
          "attn_bi": sc["attn_bi"], "mlp_bi": sc["mlp_bi"], "attn_skip_loss": sc["attn_skip_loss"],
          "mlp_skip_loss": sc["mlp_skip_loss"]}
+    for k in ("layer_skip_rows", "attn_skip_rows", "mlp_skip_rows"):
+        if k in sc:
+            t[k] = sc[k]
     for l in range(len(sc["layer_bi"])):
         if l in sc["heads"]:
             t[f"layers.{l}.heads"] = sc["heads"][l]
             t[f"layers.{l}.head_channels"] = sc["head_channels"][l]
         if l in sc["neurons"]:
             t[f"layers.{l}.neurons"] = sc["neurons"][l]
-    md = {"format": "autocompress-importance", "version": "2", "kv_heads": ",".join(str(k) for k in sc["kv_heads"]),
+    md = {"format": "autocompress-importance", "version": "3", "kv_heads": ",".join(str(k) for k in sc["kv_heads"]),
           "aggregation": "mean over tokens, L2 over sequences (Minitron); computed by the torch reference trainer"}
     md.update({k: str(v) for k, v in meta.items()})
     acio.write_safetensors(path, {k: torch.tensor(v, dtype=torch.float64) for k, v in t.items()}, "F32", md)
