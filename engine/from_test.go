@@ -143,3 +143,60 @@ func TestTokenLosses(t *testing.T) {
 		t.Errorf("TokenLosses after Forward: %v, want ErrNoLoss", err)
 	}
 }
+
+// TestFinalGradients: each position's gradient predicts, to first order,
+// how its own loss changes when a small vector is added to its final
+// hidden state (ForwardLossFrom past the last layer), and Backward cannot
+// follow (the logits are spent).
+func TestFinalGradients(t *testing.T) {
+	m, err := New(tinyArch(false), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	randomize(m, 5, 0.4)
+	m.SetInference(true)
+	r := rand.New(rand.NewPCG(5, 6))
+	const B, T = 2, 5
+	toks, tg := randTokens(r, B*T, 11), randTokens(r, B*T, 11)
+	L, H := m.Arch().NumLayers(), m.Arch().Hidden
+	var out []float32
+	m.SetObserver(ObserverFunc(func(a *Activation) {
+		if a.Site == SiteLayerOutput && a.Layer == L-1 {
+			out = append([]float32(nil), a.Data...)
+		}
+	}))
+	if _, err := m.ForwardLoss(toks, tg, B, T); err != nil {
+		t.Fatal(err)
+	}
+	m.SetObserver(nil)
+	base, _ := m.TokenLosses(nil)
+	g, err := m.FinalGradients(nil)
+	if err != nil || len(g) != B*T*H {
+		t.Fatalf("FinalGradients: %d values, %v", len(g), err)
+	}
+	if _, err := m.FinalGradients(nil); err != ErrNoLoss {
+		t.Errorf("FinalGradients twice: %v, want ErrNoLoss", err)
+	}
+	const eps = 1e-3
+	v := make([]float32, len(out))
+	for i := range v {
+		v[i] = float32(r.NormFloat64())
+	}
+	moved := append([]float32(nil), out...)
+	for i := range moved {
+		moved[i] += eps * v[i]
+	}
+	if _, err := m.ForwardLossFrom(L, moved, tg, B, T); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := m.TokenLosses(nil)
+	for p := 0; p < B*T; p++ {
+		var want float64
+		for k := p * H; k < (p+1)*H; k++ {
+			want += eps * float64(g[k]) * float64(v[k])
+		}
+		if got := after[p] - base[p]; math.Abs(got-want) > 0.05*math.Abs(want)+2e-6 {
+			t.Errorf("position %d: loss moved %.3g, the gradient predicts %.3g", p, got, want)
+		}
+	}
+}

@@ -273,21 +273,22 @@ type layerActs struct {
 
 // acts holds every activation for one (B, T), plus backward scratch.
 type acts struct {
-	B, T      int
-	tokens    []int32
-	targets   []int32
-	count     int  // targets ≥ 0
-	inference bool // layer buffers shared: no backward
-	hasLoss   bool
-	res       [][]float32 // L+1 hidden states (N,H)
-	layers    []layerActs
-	lnf       []float32
-	rstdf     []float32
-	logits    []float32
-	lse       []float32 // per row log-sum-exp of the logits (ForwardLoss)
-	tokenLoss []float64 // per row cross-entropy (ForwardLoss, ForwardLossFrom; NaN: ignored)
-	lossValid bool      // tokenLoss is the last pass's
-	backward  *backBufs
+	B, T        int
+	tokens      []int32
+	targets     []int32
+	count       int  // targets ≥ 0
+	inference   bool // layer buffers shared: no backward
+	hasLoss     bool
+	res         [][]float32 // L+1 hidden states (N,H)
+	layers      []layerActs
+	lnf         []float32
+	rstdf       []float32
+	logits      []float32
+	lse         []float32 // per row log-sum-exp of the logits (ForwardLoss)
+	tokenLoss   []float64 // per row cross-entropy (ForwardLoss, ForwardLossFrom; NaN: ignored)
+	lossValid   bool      // tokenLoss is the last pass's
+	logitsValid bool      // logits are the last pass's (FinalGradients overwrites them)
+	backward    *backBufs
 }
 
 type backBufs struct {
@@ -485,6 +486,7 @@ func (m *Model) Forward(tokens []int32, B, T int) ([]float32, error) {
 	m.a.hasLoss, m.a.lossValid = false, false
 	copy(m.a.tokens, tokens)
 	m.forward(-1)
+	m.a.logitsValid = true
 	return m.a.logits, nil
 }
 
@@ -514,6 +516,7 @@ func (m *Model) ForwardLossFrom(layer int, hidden []float32, targets []int32, B,
 	m.a.hasLoss, m.a.lossValid = false, false
 	copy(m.a.res[layer], hidden)
 	m.forward(layer)
+	m.a.logitsValid = true
 	copy(m.a.targets, targets)
 	sum, count := crossEntropyForward(m.a.lse, m.a.logits, m.a.targets, m.a.tokenLoss, B*T, m.arch.Vocab)
 	m.a.lossValid = true
@@ -538,6 +541,54 @@ func (m *Model) TokenLosses(dst []float64) ([]float64, error) {
 		return dst, ErrNoLoss
 	}
 	return append(dst, m.a.tokenLoss[:m.a.B*m.a.T]...), nil
+}
+
+// FinalGradients appends to dst, for every position of the last
+// ForwardLoss or ForwardLossFrom, the gradient of that position's own
+// cross-entropy with respect to the hidden state entering the final norm
+// (the last layer's output), (B·T, hidden) row-major, zero at an ignored
+// target, and returns the extended slice: the first-order change of a
+// token's loss when a vector is added to its final hidden state. It
+// overwrites the pass's logits, so Backward cannot follow (ErrNoForward);
+// TokenLosses still can. It costs FinalGradientFLOPs. ErrNoLoss when no
+// loss pass is the model's last pass.
+func (m *Model) FinalGradients(dst []float32) ([]float32, error) {
+	if m.a == nil || !m.a.lossValid {
+		return dst, ErrNoLoss
+	}
+	a := m.a
+	N, H, V := a.B*a.T, m.arch.Hidden, m.arch.Vocab
+	if !a.logitsValid {
+		return dst, ErrNoLoss
+	}
+	crossEntropyBackward(a.logits, a.logits, a.lse, a.targets, N, V, 1)
+	a.hasLoss, a.logitsValid = false, false
+	start := len(dst)
+	dst = append(dst, make([]float32, N*H)...)
+	g := dst[start:]
+	m.headMat().mulT(g, a.logits, N, H, V)
+	x, w := a.res[len(m.dims)], m.p.norm
+	parallelFor(N, 32, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			xi, gi := x[i*H:(i+1)*H], g[i*H:(i+1)*H]
+			r := a.rstdf[i]
+			var dot float32
+			for j := range xi {
+				dot += w[j] * gi[j] * xi[j] * r
+			}
+			dot /= float32(H)
+			for j := range xi {
+				gi[j] = r * (w[j]*gi[j] - xi[j]*r*dot)
+			}
+		}
+	})
+	return dst, nil
+}
+
+// FinalGradientFLOPs is the model FLOPs of FinalGradients after a pass of
+// B sequences of T tokens: the LM head's product, transposed.
+func (m *Model) FinalGradientFLOPs(B, T int) float64 {
+	return 2 * float64(B*T) * float64(m.arch.Hidden) * float64(m.arch.Vocab)
 }
 
 // Inference reports whether inference mode is on (SetInference).

@@ -141,12 +141,11 @@ type Scores struct {
 	SkipSequences int
 	SkipTokens    int
 	Passes        float64
-	// LayerSkipRows, AttnSkipRows and MLPSkipRows are the sequences each
-	// skip loss was scored on (at least SkipSequences; more for the skips
-	// round two picked under a budget; 0 where not measured). Budget is
-	// the pass budget asked for (Options.Passes; 0: none).
-	LayerSkipRows, AttnSkipRows, MLPSkipRows []int
-	Budget                                   float64
+	// SkipRegression tells that the skip losses are regression estimates
+	// (a pass budget that scores fewer than every sequence: see Cost);
+	// Budget is the pass budget asked for (Options.Passes; 0: none).
+	SkipRegression bool
+	Budget         float64
 
 	ModelHash string
 	DataHash  string
@@ -252,6 +251,7 @@ type collector struct {
 	bi, attnBI, mlpBI []float64
 	rows              []int64
 	in, mid           [][]float32 // layer input and mid residual of the current call, per layer
+	out               []float32   // the last layer's output of the current call
 }
 
 func (c *collector) Observe(a *engine.Activation) {
@@ -284,6 +284,9 @@ func (c *collector) Observe(a *engine.Activation) {
 	case engine.SiteAttnResidual:
 		c.mid[l] = append(c.mid[l][:0], a.Data...)
 	case engine.SiteLayerOutput:
+		if l == len(c.in)-1 {
+			c.out = append(c.out[:0], a.Data...)
+		}
 		n := int64(a.B * a.T)
 		c.rows[l] += n
 		c.bi[l] += float64(n) - sumCosine(c.in[l], a.Data, a.Width)
@@ -365,23 +368,23 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 	// every pass on the first K of ScoreOrder and round two more of them
 	// for some passes: the cache holds the first positions of as many
 	// sequences as any pass can be scored on.
-	var rc *rowCache
-	var order []int
-	var left float64 // model FLOPs of the budget after round one
+	regression := o.regression(K, len(rows)) && len(passes) > 0
+	scored := o.scoredRows(K, len(rows))
 	total := int64(len(rows)) + int64(len(passes)*K)
-	cacheRows := 0
-	if o.Passes > 0 && o.SkipRows == 0 && K < len(rows) && len(passes) > 0 {
-		order = ScoreOrder(len(rows))
-		left = (o.Passes-1)*full - float64(K)*perRowFLOPs(m, passes, Tk)
+	// Round two of a regression estimate: what the budget leaves after
+	// round one (every pass on K sequences) goes to the passes whose order
+	// is least certain, on the sequences after round one's in ScoreOrder,
+	// cached from the calibration pass.
+	var rc *rowCache
+	var left float64
+	if regression {
+		left = (o.Passes-1)*full - m.FinalGradientFLOPs(len(rows), T) - float64(K)*perRowFLOPs(m, passes, Tk)
 		cheapest := math.Inf(1)
 		for _, p := range passes {
 			cheapest = min(cheapest, m.ForwardFLOPsFrom(p.layer, 1, Tk))
 		}
-		cacheRows = K + int(max(0, math.Floor(left/cheapest)))
-		cacheRows = min(len(rows), cacheRows)
-		rc = newRowCache(order, cacheRows, len(rows), L, Tk, arch.Hidden)
-		// Round two's sequences are known after round one: the total
-		// counts those the rest of the budget affords at the mean cost.
+		more := min(len(rows), K+int(max(0, math.Floor(left/cheapest))))
+		rc = newRowCache(ScoreOrder(len(rows)), K, more, len(rows), L, len(passes), Tk, arch.Hidden)
 		total += int64(max(0, left/(perRowFLOPs(m, passes, Tk)/float64(len(passes)))))
 	}
 	pr := progress.Start(o.Progress, progress.Event{Stage: "importance", Total: total, Unit: "seq"})
@@ -394,12 +397,18 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 		m.SetSkipBlock(engine.BlockAttention)
 		m.SetSkipBlock(engine.BlockMLP)
 	}()
-	sk := newSkipScorer(m, passes, Tk, pr)
+	sk := newSkipScorer(m, passes, Tk, regression, pr)
 	var sb streamBatch
 	H := arch.Hidden
 	var base float64
 	var n int
 	var tl []float64
+	var grad []float32
+	var gradFLOPs float64
+	var cov [][]float64 // per pass: the current call's first-order loss change per token
+	if regression {
+		cov = make([][]float64, len(passes))
+	}
 	in := make([]int32, 0, o.Batch*T)
 	tg := make([]int32, 0, o.Batch*T)
 	for i := 0; i < len(rows); i += o.Batch {
@@ -418,6 +427,10 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 		if err == nil {
 			tl, err = m.TokenLosses(tl[:0])
 		}
+		if err == nil && regression {
+			grad, err = m.FinalGradients(grad[:0])
+			gradFLOPs += m.FinalGradientFLOPs(len(part), T)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("importance: sequences %d..%d: %w", i, i+len(part)-1, err)
 		}
@@ -430,15 +443,19 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 		// The collector holds every layer's input of this pass: the scored
 		// rows' first Tk positions are cached for the two rounds, or
 		// gathered into batches scored at once.
+		if regression {
+			firstOrder(cov, sk.mu, passes, c, grad, len(part)*T, H)
+		}
+		// The collector holds every layer's input of this pass: the scored
+		// rows' first Tk positions are gathered into batches scored at once.
 		for r := range part {
 			if rc != nil {
-				rc.put(i+r, r, T, c.in, tg, tl)
+				rc.put(i+r, r, T, c.in, tg, tl, cov)
+			}
+			if !scored[i+r] {
 				continue
 			}
-			if !Scored(i+r, K, len(rows)) {
-				continue
-			}
-			sb.add(c.in, tg[r*T:r*T+Tk], tl[r*T:r*T+Tk], r*T*H, (r*T+Tk)*H)
+			sb.add(c.in, tg[r*T:r*T+Tk], tl[r*T:r*T+Tk], cov, r*T*H, (r*T+Tk)*H, H)
 			if sb.rows == o.Batch {
 				if err := sb.flush(ctx, sk); err != nil {
 					return nil, err
@@ -449,12 +466,15 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 	if err := sb.flush(ctx, sk); err != nil {
 		return nil, err
 	}
+	for j := range sk.mu {
+		sk.mu[j] /= float64(n)
+	}
 	if rc != nil {
-		if err := twoRounds(ctx, m, sk, rc, passes, orderings(m, passes, o), K, cacheRows, o.Batch, left); err != nil {
+		if err := roundTwo(ctx, sk, rc, orderings(m, passes, o), K, o.Batch, left); err != nil {
 			return nil, err
 		}
 	}
-	cost := full + sk.flops
+	cost := full + sk.flops + gradFLOPs
 	base /= float64(n)
 	nan := func() []float64 {
 		v := make([]float64, L)
@@ -468,7 +488,7 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 		KVHeads: make([]int, L), Neurons: make([][]float64, L), MambaHeads: make([][]float64, L), MambaHeadChannels: make([][]float64, L), LayerBI: make([]float64, L), LayerSkipLoss: nan(),
 		AttnBI: nan(), MLPBI: nan(), AttnSkipLoss: nan(), MLPSkipLoss: nan(),
 		BaseLoss: base, DataHash: dataset.HashRows(rows), SeqLen: T, Sequences: len(rows),
-		Tokens: int64(len(rows) * T), Version: Version, SkipSequences: K, SkipTokens: Tk, Passes: cost / full, Budget: o.Passes,
+		Tokens: int64(len(rows) * T), Version: Version, SkipSequences: K, SkipTokens: Tk, Passes: cost / full, Budget: o.Passes, SkipRegression: regression,
 	}
 	for _, h := range c.hidden {
 		if h == nil {
@@ -512,24 +532,23 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 	if len(passes) == 0 {
 		return s, nil
 	}
-	s.LayerSkipRows, s.AttnSkipRows, s.MLPSkipRows = make([]int, L), make([]int, L), make([]int, L)
 	for j, p := range passes {
-		d, k := sk.loss(j), sk.rows[j]
+		d := sk.loss(j)
 		layer := arch.Layers[p.layer]
 		switch {
 		case !p.sub:
-			s.LayerSkipLoss[p.layer], s.LayerSkipRows[p.layer] = d, k
+			s.LayerSkipLoss[p.layer] = d
 			// A layer with one sub-block: skipping it is skipping the layer.
 			if layer.MLP == nil && layer.Attention != nil && !o.NoSubBlockSkipLoss {
-				s.AttnSkipLoss[p.layer], s.AttnSkipRows[p.layer] = d, k
+				s.AttnSkipLoss[p.layer] = d
 			}
 			if layer.Attention == nil && layer.MLP != nil && !o.NoSubBlockSkipLoss {
-				s.MLPSkipLoss[p.layer], s.MLPSkipRows[p.layer] = d, k
+				s.MLPSkipLoss[p.layer] = d
 			}
 		case p.block == engine.BlockAttention:
-			s.AttnSkipLoss[p.layer], s.AttnSkipRows[p.layer] = d, k
+			s.AttnSkipLoss[p.layer] = d
 		default:
-			s.MLPSkipLoss[p.layer], s.MLPSkipRows[p.layer] = d, k
+			s.MLPSkipLoss[p.layer] = d
 		}
 	}
 	return s, nil
@@ -689,18 +708,7 @@ func (s *Scores) Save(path string) error {
 		data []float64
 	}
 	ts := []tensor{{"hidden", s.Hidden}, {"layer_bi", s.LayerBI}, {"layer_skip_loss", s.LayerSkipLoss}}
-	counts := func(v []int) []float64 {
-		if v == nil {
-			return nil
-		}
-		out := make([]float64, len(v))
-		for i, k := range v {
-			out[i] = float64(k)
-		}
-		return out
-	}
-	for _, t := range []tensor{{"attn_bi", s.AttnBI}, {"mlp_bi", s.MLPBI}, {"attn_skip_loss", s.AttnSkipLoss}, {"mlp_skip_loss", s.MLPSkipLoss},
-		{"layer_skip_rows", counts(s.LayerSkipRows)}, {"attn_skip_rows", counts(s.AttnSkipRows)}, {"mlp_skip_rows", counts(s.MLPSkipRows)}} {
+	for _, t := range []tensor{{"attn_bi", s.AttnBI}, {"mlp_bi", s.MLPBI}, {"attn_skip_loss", s.AttnSkipLoss}, {"mlp_skip_loss", s.MLPSkipLoss}} {
 		if t.data != nil {
 			ts = append(ts, t)
 		}
@@ -732,8 +740,8 @@ func (s *Scores) Save(path string) error {
 		"base_loss": strconv.FormatFloat(s.BaseLoss, 'g', -1, 64), "layers": strconv.Itoa(len(s.LayerBI)),
 		"kv_heads":       strings.Join(kv, ","),
 		"skip_sequences": strconv.Itoa(s.SkipSequences), "skip_tokens": strconv.Itoa(s.SkipTokens), "equivalent_passes": strconv.FormatFloat(s.Passes, 'g', -1, 64),
-		"pass_budget": strconv.FormatFloat(s.Budget, 'g', -1, 64),
-		"aggregation": "mean over tokens, L2 over sequences (Minitron); hidden = sum over norm sites; heads, mamba_heads = L2 over head_dim; layer_bi = mean over tokens of 1-cos(in,out); attn_bi, mlp_bi = the same across each sub-block (in to mid, mid to out); *_skip_loss = mean over the scored tokens of loss(skip) - loss(base) on the same token; *_skip_rows = the sequences each was scored on; NaN = absent or not measured",
+		"pass_budget": strconv.FormatFloat(s.Budget, 'g', -1, 64), "skip_regression": strconv.FormatBool(s.SkipRegression),
+		"aggregation": "mean over tokens, L2 over sequences (Minitron); hidden = sum over norm sites; heads, mamba_heads = L2 over head_dim; layer_bi = mean over tokens of 1-cos(in,out); attn_bi, mlp_bi = the same across each sub-block (in to mid, mid to out); *_skip_loss = mean over the scored tokens of loss(skip) - loss(base) on the same token (skip_regression: its regression estimate on the first-order change over every token); NaN = absent or not measured",
 	}
 	w, err := checkpoint.Create(path, specs, meta)
 	if err != nil {
@@ -817,6 +825,11 @@ func Load(path string) (*Scores, error) {
 			return nil, bad("metadata pass_budget = %q", v)
 		}
 	}
+	if v, ok := md["skip_regression"]; ok {
+		if s.SkipRegression, err = strconv.ParseBool(v); err != nil {
+			return nil, bad("metadata skip_regression = %q", v)
+		}
+	}
 	kv := strings.Split(md["kv_heads"], ",")
 	if len(kv) != L {
 		return nil, bad("kv_heads lists %d layers, want %d", len(kv), L)
@@ -872,29 +885,6 @@ func Load(path string) (*Scores, error) {
 			*t.dst = make([]float64, L)
 			for i := range *t.dst {
 				(*t.dst)[i] = math.NaN()
-			}
-		}
-	}
-	// The sequences each skip was scored on (version 3); before,
-	// SkipSequences for every measured skip.
-	for _, t := range []struct {
-		name string
-		loss []float64
-		dst  *[]int
-	}{{"layer_skip_rows", s.LayerSkipLoss, &s.LayerSkipRows}, {"attn_skip_rows", s.AttnSkipLoss, &s.AttnSkipRows}, {"mlp_skip_rows", s.MLPSkipLoss, &s.MLPSkipRows}} {
-		v, err := get(t.name, L)
-		if err != nil {
-			return nil, err
-		}
-		*t.dst = make([]int, L)
-		for l := range *t.dst {
-			switch {
-			case v != nil && !(v[l] >= 0 && v[l] <= float64(s.Sequences)):
-				return nil, bad("%s[%d] = %g is not a count of at most %d sequences", t.name, l, v[l], s.Sequences)
-			case v != nil:
-				(*t.dst)[l] = int(v[l])
-			case !math.IsNaN(t.loss[l]):
-				(*t.dst)[l] = s.SkipSequences
 			}
 		}
 	}
