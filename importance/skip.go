@@ -200,8 +200,8 @@ type skipScorer struct {
 	rowY, rowYY, rowX, rowXX, rowXY []float64
 	rows                            []int
 	flops                           float64 // model FLOPs of the skip passes
-	pr               *progress.Task
-	tl               []float64 // scratch: per-token losses
+	pr                              *progress.Task
+	tl                              []float64 // scratch: per-token losses
 }
 
 func newSkipScorer(m *engine.Model, passes []skipPass, T int, regression bool, pr *progress.Task) *skipScorer {
@@ -380,6 +380,7 @@ func (sb *streamBatch) flush(ctx context.Context, sk *skipScorer) error {
 	sb.tg, sb.base, sb.rows = sb.tg[:0], sb.base[:0], 0
 	return nil
 }
+
 // rowCache holds, for round two of a regression estimate, the sequences
 // of ScoreOrder after round one's that the rest of the budget may score:
 // every layer's input, the targets, the calibration pass's per-token
