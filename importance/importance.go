@@ -73,7 +73,10 @@
 // sequences. Round one scores every skip on the k sequences the budget
 // affords (SkipScope); round two spends what is left on the sequences after
 // them, for the neighbours (in one ordering, by the round-one estimates)
-// whose difference is least certain relative to its spread (allocate).
+// whose difference is least certain relative to its spread (allocate), at
+// most k+1 more sequences each, whose layer inputs the calibration pass
+// caches ((k+1) × T × layers × hidden float32, and a covariate per skip and
+// token).
 // Scores.Passes records what a computation cost, SkipSequences and
 // SkipTokens round one's sequences and their length, SkipRegression and
 // Budget how the skips were estimated.
@@ -421,7 +424,9 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 		for _, p := range passes {
 			cheapest = min(cheapest, m.ForwardFLOPsFrom(p.layer, 1, Tk))
 		}
-		more := min(len(rows), K+int(max(0, math.Floor(left/cheapest))))
+		// At most K+1 more sequences (round two's steps are K/2): the cache
+		// holds ≤ (K+1) × T × layers × hidden float32 layer inputs.
+		more := min(len(rows), K+int(max(0, math.Floor(left/cheapest))), 2*K+1)
 		rc = newRowCache(ScoreOrder(len(rows)), K, more, len(rows), L, len(passes), Tk, arch.Hidden)
 		total += int64(max(0, left/(perRowFLOPs(m, passes, Tk)/float64(len(passes)))))
 	}

@@ -614,7 +614,7 @@ def run_importance(job, ranks):
     for j in range(P):
         score(j, order[:K])
     if regression:
-        more = min(N, K + int(max(0, math.floor(left / min(cost)))))
+        more = min(N, K + int(max(0, math.floor(left / min(cost)))), 2 * K + 1)
         upto = allocate([loss(j) for j in range(P)], [spread(j) for j in range(P)], cost,
                         orderings(arch, passes, not job.recipe.get("no_subblock_skip_loss")), K, more, max(1, (K + 1) // 2), left)
         for j in range(P):
