@@ -405,10 +405,9 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 		K, Tk = 0, 0
 	}
 	full := m.ForwardFLOPs(len(rows), T)
-	// Under a budget that does not afford every sequence, round one scores
-	// every pass on the first K of ScoreOrder and round two more of them
-	// for some passes: the cache holds the first positions of as many
-	// sequences as any pass can be scored on.
+	// Under a budget that does not afford every sequence, the skip losses
+	// are regression estimates (Cost), round one on the first K of
+	// ScoreOrder.
 	regression := o.regression(K, len(rows)) && len(passes) > 0
 	scored := o.scoredRows(K, len(rows))
 	total := int64(len(rows)) + int64(len(passes)*K)
@@ -483,14 +482,13 @@ func Compute(ctx context.Context, m *engine.Model, rows [][]int32, o Options) (*
 		if len(passes) == 0 {
 			continue
 		}
-		// The collector holds every layer's input of this pass: the scored
-		// rows' first Tk positions are cached for the two rounds, or
-		// gathered into batches scored at once.
+		// Every token's first-order loss change, per pass (the covariate).
 		if regression {
 			firstOrder(cov, sk.mu, passes, c, grad, len(part)*T, H)
 		}
 		// The collector holds every layer's input of this pass: the scored
-		// rows' first Tk positions are gathered into batches scored at once.
+		// rows' first Tk positions are gathered into batches scored at
+		// once, and round two's cached.
 		for r := range part {
 			if rc != nil {
 				rc.put(i+r, r, T, c.in, tg, tl, cov)
