@@ -97,7 +97,9 @@
 // ...) reruns only layers l.. from a layer input an observer cached
 // (SiteLayerInput), bit for bit the loss of the whole pass with the same
 // skips, at the cost ForwardFLOPsFrom gives: importance scores every skip
-// that way.
+// that way. TokenLosses returns the last loss pass's cross-entropy per
+// position, so that two passes over the same tokens (a skip and the base
+// model) are compared token by token.
 //
 // # Generation and serving
 //

@@ -360,8 +360,7 @@ func attentionBackward(dq, dk, dv, dout, q, k, v []float32, s attnShape) {
 // crossEntropyForward returns the sum of −log softmax(logits)[target] over
 // rows with target ≥ 0 and their count; logits is (N,V). lse (N) receives
 // each row's log-sum-exp for the backward pass.
-func crossEntropyForward(lse, logits []float32, targets []int32, N, V int) (sum float64, count int) {
-	partial := make([]float64, N)
+func crossEntropyForward(lse, logits []float32, targets []int32, partial []float64, N, V int) (sum float64, count int) {
 	parallelFor(N, 4, func(lo, hi int) {
 		buf := getScratch(V)
 		defer putScratch(buf)
@@ -369,6 +368,7 @@ func crossEntropyForward(lse, logits []float32, targets []int32, N, V int) (sum 
 		for i := lo; i < hi; i++ {
 			t := targets[i]
 			if t < 0 {
+				partial[i] = math.NaN()
 				continue
 			}
 			row := logits[i*V : (i+1)*V]

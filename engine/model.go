@@ -273,19 +273,22 @@ type layerActs struct {
 
 // acts holds every activation for one (B, T), plus backward scratch.
 type acts struct {
-	B, T      int
-	tokens    []int32
-	targets   []int32
-	count     int  // targets ≥ 0
-	inference bool // layer buffers shared: no backward
-	hasLoss   bool
-	res       [][]float32 // L+1 hidden states (N,H)
-	layers    []layerActs
-	lnf       []float32
-	rstdf     []float32
-	logits    []float32
-	lse       []float32 // per row log-sum-exp of the logits (ForwardLoss)
-	backward  *backBufs
+	B, T        int
+	tokens      []int32
+	targets     []int32
+	count       int  // targets ≥ 0
+	inference   bool // layer buffers shared: no backward
+	hasLoss     bool
+	res         [][]float32 // L+1 hidden states (N,H)
+	layers      []layerActs
+	lnf         []float32
+	rstdf       []float32
+	logits      []float32
+	lse         []float32 // per row log-sum-exp of the logits (ForwardLoss)
+	tokenLoss   []float64 // per row cross-entropy (ForwardLoss, ForwardLossFrom; NaN: ignored)
+	lossValid   bool      // tokenLoss is the last pass's
+	logitsValid bool      // logits are the last pass's (FinalGradients overwrites them)
+	backward    *backBufs
 }
 
 type backBufs struct {
@@ -352,6 +355,7 @@ func (m *Model) allocActs(B, T int) *acts {
 	a.lnf, a.rstdf = make([]float32, N*H), make([]float32, N)
 	a.logits = make([]float32, N*m.arch.Vocab)
 	a.lse = make([]float32, N)
+	a.tokenLoss = make([]float64, N)
 	return a
 }
 
@@ -479,9 +483,10 @@ func (m *Model) Forward(tokens []int32, B, T int) ([]float32, error) {
 		m.a = nil // release before allocating the new size
 		m.a = m.allocActs(B, T)
 	}
-	m.a.hasLoss = false
+	m.a.hasLoss, m.a.lossValid = false, false
 	copy(m.a.tokens, tokens)
 	m.forward(-1)
+	m.a.logitsValid = true
 	return m.a.logits, nil
 }
 
@@ -508,11 +513,13 @@ func (m *Model) ForwardLossFrom(layer int, hidden []float32, targets []int32, B,
 		m.a = nil
 		m.a = m.allocActs(B, T)
 	}
-	m.a.hasLoss = false
+	m.a.hasLoss, m.a.lossValid = false, false
 	copy(m.a.res[layer], hidden)
 	m.forward(layer)
+	m.a.logitsValid = true
 	copy(m.a.targets, targets)
-	sum, count := crossEntropyForward(m.a.lse, m.a.logits, m.a.targets, B*T, m.arch.Vocab)
+	sum, count := crossEntropyForward(m.a.lse, m.a.logits, m.a.targets, m.a.tokenLoss, B*T, m.arch.Vocab)
+	m.a.lossValid = true
 	if count == 0 {
 		return 0, &InputError{"every target is negative (ignored): no loss to compute"}
 	}
@@ -520,6 +527,68 @@ func (m *Model) ForwardLossFrom(layer int, hidden []float32, targets []int32, B,
 	// no backward from here.
 	m.a.count = count
 	return float32(sum / float64(count)), nil
+}
+
+// TokenLosses appends to dst the cross-entropy (nats) of every position
+// (B·T, row-major) of the last ForwardLoss or ForwardLossFrom, whose mean
+// over the positions with a target is the loss it returned, and returns
+// the extended slice; an ignored target (negative) gives NaN. It returns
+// ErrNoLoss when no loss pass is the model's last pass. The per-token
+// losses let a caller pair two passes over the same tokens (an ablation
+// against the base model) token by token.
+func (m *Model) TokenLosses(dst []float64) ([]float64, error) {
+	if m.a == nil || !m.a.lossValid {
+		return dst, ErrNoLoss
+	}
+	return append(dst, m.a.tokenLoss[:m.a.B*m.a.T]...), nil
+}
+
+// FinalGradients appends to dst, for every position of the last
+// ForwardLoss or ForwardLossFrom, the gradient of that position's own
+// cross-entropy with respect to the hidden state entering the final norm
+// (the last layer's output), (B·T, hidden) row-major, zero at an ignored
+// target, and returns the extended slice: the first-order change of a
+// token's loss when a vector is added to its final hidden state. It
+// overwrites the pass's logits, so Backward cannot follow (ErrNoForward);
+// TokenLosses still can. It costs FinalGradientFLOPs. ErrNoLoss when no
+// loss pass is the model's last pass.
+func (m *Model) FinalGradients(dst []float32) ([]float32, error) {
+	if m.a == nil || !m.a.lossValid {
+		return dst, ErrNoLoss
+	}
+	a := m.a
+	N, H, V := a.B*a.T, m.arch.Hidden, m.arch.Vocab
+	if !a.logitsValid {
+		return dst, ErrNoLoss
+	}
+	crossEntropyBackward(a.logits, a.logits, a.lse, a.targets, N, V, 1)
+	a.hasLoss, a.logitsValid = false, false
+	start := len(dst)
+	dst = append(dst, make([]float32, N*H)...)
+	g := dst[start:]
+	m.headMat().mulT(g, a.logits, N, H, V)
+	x, w := a.res[len(m.dims)], m.p.norm
+	parallelFor(N, 32, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			xi, gi := x[i*H:(i+1)*H], g[i*H:(i+1)*H]
+			r := a.rstdf[i]
+			var dot float32
+			for j := range xi {
+				dot += w[j] * gi[j] * xi[j] * r
+			}
+			dot /= float32(H)
+			for j := range xi {
+				gi[j] = r * (w[j]*gi[j] - xi[j]*r*dot)
+			}
+		}
+	})
+	return dst, nil
+}
+
+// FinalGradientFLOPs is the model FLOPs of FinalGradients after a pass of
+// B sequences of T tokens: the LM head's product, transposed.
+func (m *Model) FinalGradientFLOPs(B, T int) float64 {
+	return 2 * float64(B*T) * float64(m.arch.Hidden) * float64(m.arch.Vocab)
 }
 
 // Inference reports whether inference mode is on (SetInference).
@@ -537,13 +606,18 @@ func (m *Model) ForwardLoss(tokens, targets []int32, B, T int) (float32, error) 
 		return 0, err
 	}
 	copy(m.a.targets, targets)
-	sum, count := crossEntropyForward(m.a.lse, logits, m.a.targets, B*T, m.arch.Vocab)
+	sum, count := crossEntropyForward(m.a.lse, logits, m.a.targets, m.a.tokenLoss, B*T, m.arch.Vocab)
+	m.a.lossValid = true
 	if count == 0 {
 		return 0, &InputError{"every target is negative (ignored): no loss to compute"}
 	}
 	m.a.count, m.a.hasLoss = count, true
 	return float32(sum / float64(count)), nil
 }
+
+// ErrNoLoss is returned by TokenLosses when the model's last pass computed
+// no loss.
+var ErrNoLoss = errors.New("engine: per-token losses need a preceding loss pass (ForwardLoss or ForwardLossFrom)")
 
 // ErrNoForward is returned by the backward passes when no matching forward
 // pass preceded them.

@@ -31,6 +31,28 @@ func (w matrix) mul(y, x []float32, N, in, out int) {
 	blas.Sgemm(false, true, N, out, in, 1, x, in, w.f, in, 0, y, out)
 }
 
+// mulT computes dx (N,in) = dy (N,out) · W, the input gradient of mul;
+// 16-bit weights are converted a tile of rows at a time.
+func (w matrix) mulT(dx, dy []float32, N, in, out int) {
+	if w.h == nil {
+		blas.Sgemm(false, false, N, in, out, 1, dy, out, w.f, in, 0, dx, in)
+		return
+	}
+	const rows = 256
+	tile := make([]float32, rows*in)
+	for lo := 0; lo < out; lo += rows {
+		hi := min(lo+rows, out)
+		for i := lo; i < hi; i++ {
+			w.row(tile[(i-lo)*in:], i, in)
+		}
+		beta := float32(1)
+		if lo == 0 {
+			beta = 0
+		}
+		blas.Sgemm(false, false, N, in, hi-lo, 1, dy[lo:], out, tile, in, beta, dx, in)
+	}
+}
+
 // row writes row i (C wide) of the matrix into dst as float32.
 func (w matrix) row(dst []float32, i, C int) {
 	if w.h != nil {

@@ -7,20 +7,21 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"testing"
 
 	"github.com/autocompress/autocompress/dataset"
 	"github.com/autocompress/autocompress/engine"
-	"github.com/autocompress/autocompress/engine/blas"
 	"github.com/autocompress/autocompress/parent"
 )
 
 // TestSkipLossesExact: the skip losses that rerun only the layers after
-// the cached input equal, bit for bit, whole forward passes with the layer
-// (or sub-block) skipped over the scored rows in batches of the same size:
-// all rows, and 6 or 8 of 10 spread over them, gathered from different
-// calibration batches.
+// the cached input, paired token by token with the calibration pass's
+// losses, equal whole forward passes with the layer (or sub-block) skipped
+// over the scored rows in batches of the same size (to the float32
+// rounding of those passes' mean losses): all rows, and 6 or 8 of 10
+// spread over them, gathered from different calibration batches.
 func TestSkipLossesExact(t *testing.T) {
 	m := model(t)
 	data := rows(10, 12, 5)
@@ -58,15 +59,18 @@ func TestSkipLossesExact(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if want := loss - base; c.got != want {
-					t.Errorf("SkipRows %d, %s of layer %d: %v from the cached inputs, %v from whole passes", k, c.what, l, c.got, want)
+				// Each whole pass's mean is rounded to float32.
+				tol := 2 * float64(math.Nextafter32(float32(max(loss, base)), 10)-float32(max(loss, base)))
+				if want := loss - base; math.Abs(c.got-want) > tol {
+					t.Errorf("SkipRows %d, %s of layer %d: %v from the cached inputs, %v from whole passes (tolerance %.2g)", k, c.what, l, c.got, want, tol)
 				}
 			}
 		}
-		// What it cost: the calibration pass, the skip passes from their
-		// layer on over the scored rows, and the straddling rows' own pass.
+		// What it cost: the calibration pass and the skip passes from their
+		// layer on over the scored rows (the base losses are the
+		// calibration pass's).
 		one := m.ForwardFLOPs(1, 12)
-		want := 1 + m.ForwardFLOPsFrom(2, len(scored), 12)/(one*10) // the scored rows' base loss
+		want := 1.0
 		for l := range 3 {
 			want += 3 * m.ForwardFLOPsFrom(l, len(scored), 12) / (one * 10)
 		}
@@ -106,62 +110,75 @@ func ifOn(on bool, l int) []int {
 }
 
 // TestPassBudget: a budget picks the most scored rows whose cost stays in
-// it, reports the cost, and at least one row when even one exceeds it.
+// it, reports the cost, and at least one row when even one exceeds it;
+// scoring fewer than every row makes the skip losses regression estimates
+// that use the first-order change of every token, and a budget that
+// affords every row gives the exhaustive scores.
 func TestPassBudget(t *testing.T) {
 	m := model(t)
-	for _, c := range []struct {
-		budget float64
-		T      int
-	}{{1, 12}, {1.5, 12}, {3, 12}, {100, 12}, {1.5, 64}, {3, 64}, {100, 64}} {
-		budget, T := c.budget, c.T
+	for _, T := range []int{12, 64} {
 		data := rows(40, T, 6)
-		o := Options{Batch: 4, Passes: budget}
-		s, err := Compute(context.Background(), m, data, o)
+		ex, err := Compute(context.Background(), m, data, Options{Batch: 4})
 		if err != nil {
 			t.Fatal(err)
 		}
-		k, tk := o.SkipScope(m, len(data), T)
-		if s.SkipSequences != k || s.SkipTokens != tk || k < 1 || k > len(data) || tk < min(T, 32) || tk > T {
-			t.Fatalf("budget %g: scored %d rows of %d tokens, SkipScope says %d of %d", budget, s.SkipSequences, s.SkipTokens, k, tk)
-		}
-		if k > 1 && s.Passes > budget+1e-9 {
-			t.Errorf("budget %g: cost %g passes", budget, s.Passes)
-		}
-		// The skip losses equal whole passes over the scored prefixes.
-		var scored [][]int32
-		for j, r := range data {
-			if Scored(j, k, len(data)) {
-				scored = append(scored, r[:tk+1])
+		for _, budget := range []float64{1, 1.5, 3, 100} {
+			o := Options{Batch: 4, Passes: budget}
+			s, err := Compute(context.Background(), m, data, o)
+			if err != nil {
+				t.Fatal(err)
 			}
+			k, tk := o.SkipScope(m, len(data), T)
+			if s.SkipSequences != k || s.SkipTokens != tk || k < 1 || k > len(data) || tk != T {
+				t.Fatalf("budget %g: scored %d rows of %d tokens, SkipScope says %d of %d", budget, s.SkipSequences, s.SkipTokens, k, tk)
+			}
+			if k > 1 && s.Passes > budget+1e-9 {
+				t.Errorf("budget %g: cost %g passes", budget, s.Passes)
+			}
+			if s.Budget != budget || s.SkipRegression != (k < len(data)) {
+				t.Errorf("budget %g: recorded budget %g, regression %v with %d of %d rows", budget, s.Budget, s.SkipRegression, k, len(data))
+			}
+			if budget == 100 {
+				if k != len(data) || !slices.Equal(s.LayerSkipLoss, ex.LayerSkipLoss) || !slices.Equal(s.MLPSkipLoss, ex.MLPSkipLoss) {
+					t.Errorf("a budget of 100 passes scored %d of %d rows: %v, exhaustive %v", k, len(data), s.LayerSkipLoss, ex.LayerSkipLoss)
+				}
+				continue
+			}
+			if k == len(data) {
+				t.Errorf("budget %g, T %d: every row scored", budget, T)
+			}
+			for l, v := range s.LayerSkipLoss {
+				if math.IsNaN(v) || math.IsInf(v, 0) {
+					t.Errorf("budget %g: layer %d skip loss %v", budget, l, v)
+				}
+			}
+			t.Logf("budget %g, T %d: %d rows, %.2f passes", budget, T, k, s.Passes)
 		}
-		base, _ := meanLoss(context.Background(), m, scored, 4, nil)
-		m.SetSkip(1)
-		loss, _ := meanLoss(context.Background(), m, scored, 4, nil)
-		m.SetSkip()
-		// Bit for bit on the pure-Go sgemm, whose sums do not depend on how
-		// many rows a product has; OpenBLAS blocks a product by its shape,
-		// so the cached rerun (fewer rows per product) may differ in the
-		// last bits there.
-		tol := 0.0
-		if blas.Backend() != "go" {
-			tol = 1e-5 * math.Max(1, math.Abs(loss-base))
-		}
-		if math.Abs(s.LayerSkipLoss[1]-(loss-base)) > tol {
-			t.Errorf("budget %g: layer 1 skip loss %v, whole passes over the %d scored prefixes of %d tokens %v", budget, s.LayerSkipLoss[1], k, tk, loss-base)
-		}
-		if budget == 100 && (k != len(data) || tk != T) {
-			t.Errorf("a budget of 100 passes scored %d of %d rows, %d of %d tokens", k, len(data), tk, T)
-		}
-		if T == 64 && budget < 100 && tk != 32 {
-			t.Errorf("budget %g: prefixes of %d of 64 tokens, want a quarter (at least 32)", budget, tk)
-		}
-		t.Logf("budget %g, T %d: %d rows × %d tokens, %.2f passes", budget, T, k, tk, s.Passes)
 	}
 	if err := (&Options{Passes: 4, SkipRows: 3}).EnsureDefaults().Validate(); err == nil {
 		t.Error("Passes and SkipRows together validated")
 	}
 	if err := (&Options{Passes: 0.5}).EnsureDefaults().Validate(); err == nil {
 		t.Error("a budget below one pass validated")
+	}
+}
+
+// TestScoreOrder: every prefix of ScoreOrder is spread over the rows, and
+// the whole is a permutation.
+func TestScoreOrder(t *testing.T) {
+	for _, rows := range []int{1, 5, 10, 64} {
+		o := ScoreOrder(rows)
+		if s := slices.Sorted(slices.Values(o)); len(o) != rows || rows > 0 && (s[0] != 0 || s[rows-1] != rows-1 || len(slices.Compact(s)) != rows) {
+			t.Fatalf("%d rows: order %v", rows, o)
+		}
+		for k := 2; k <= rows; k++ {
+			p := slices.Sorted(slices.Values(o[:k]))
+			for i := 1; i < k; i++ {
+				if gap := p[i] - p[i-1]; gap > 2*((rows+k-1)/k) {
+					t.Fatalf("%d rows: the first %d, %v, leave a gap of %d", rows, k, p, gap)
+				}
+			}
+		}
 	}
 }
 
@@ -175,16 +192,22 @@ var (
 // with a budget of 4 equivalent passes against the exhaustive scores (every
 // sequence scored in full), on 64 sequences of 128 tokens of the embedded
 // parent's validation text, for the embedded parent (8 layers) and, with
-// -budget-l16 DIR, a 16-layer model trained here. Slow: run with -budget;
-// it prints the table it measures, with the split-half correlation of the
-// exhaustive scores themselves (32 sequences against the other 32): the
-// sampling noise any estimate from a subset of this data meets. The 16-layer model of the report
-// (2.0M parameters: hidden 96, 4 heads of 24 sharing 2 KV heads, FFN 256,
-// the parent's tokenizer; 200 steps of 8 × 128 tokens):
+// -budget-l16 DIR, a 16-layer model trained here (skipped, with a message,
+// without it). It asserts ρ ≥ 0.95 for the three orderings and at most 4
+// passes. Slow (about 2 minutes under load, the exhaustive scores and
+// their two halves included): run with -budget; it prints the table it
+// measures, with the split-half correlation of the exhaustive scores
+// themselves (32 sequences against the other 32), the sampling noise any
+// estimate from a subset of this data meets. The 16-layer model of the
+// report (2.0M parameters: hidden 96, 4 heads of 24 sharing 2 KV heads,
+// FFN 256, the parent's tokenizer and config.json otherwise; 400 steps of
+// 16 × 128 tokens, train loss 5.34), kept outside the repository:
 //
-//	autocompress train --config l16.json --data parent:train-sample --tokenizer parent/model/tokenizer.json \
-//	    --out l16 --steps 200 --batch 8 --seq-len 128 --eval-every 0 --eval-rows 8
-//	go test ./importance -run TestBudgetOrderings -v -budget -budget-l16 l16 -timeout 60m
+//	jq '.num_hidden_layers=16 | .hidden_size=96 | .num_attention_heads=4 | .num_key_value_heads=2 | .head_dim=24 | .intermediate_size=256 | .torch_dtype="float32"' \
+//	    parent/model/config.json > /work/big-spearman/l16.json
+//	autocompress train --config /work/big-spearman/l16.json --data parent:train-sample --tokenizer parent/model/tokenizer.json \
+//	    --out /work/big-spearman/l16 --checkpoint /work/big-spearman/l16.ckpt --steps 400 --batch 16 --seq-len 128 --eval-every 0 --eval-rows 8
+//	go test ./importance -run TestBudgetOrderings -v -budget -budget-l16 /work/big-spearman/l16 -timeout 60m
 func TestBudgetOrderings(t *testing.T) {
 	if !*budgetCheck {
 		t.Skip("slow measurement: run with -budget")
@@ -203,15 +226,18 @@ func TestBudgetOrderings(t *testing.T) {
 		t.Fatalf("%d validation rows", len(p.Rows))
 	}
 	data := p.Rows[:64]
-	models := []struct{ name, dir string }{{"embedded parent", dir}}
-	if *budgetL16 != "" {
-		models = append(models, struct{ name, dir string }{"16-layer, trained here", *budgetL16})
-	} else {
-		t.Log("no -budget-l16: the embedded parent only")
-	}
-	fmt.Fprintln(os.Stderr, "| model | layers | scored | passes (budget 4) | passes (exhaustive) | ρ layer | ρ attention | ρ MLP | exhaustive split-half ρ layer / attention / MLP |")
+	models := []struct{ name, dir string }{{"embedded parent", dir}, {"16-layer, trained here", *budgetL16}}
+	fmt.Fprintln(os.Stderr, "| model | layers | scored (budget 4) | passes (budget 4) | passes (exhaustive) | ρ layer | ρ attention | ρ MLP | exhaustive split-half ρ layer / attention / MLP |")
 	fmt.Fprintln(os.Stderr, "|---|---|---|---|---|---|---|---|---|")
 	for _, c := range models {
+		if c.dir == "" {
+			t.Logf("%s: skipped: no -budget-l16 DIR (see the command above to train it)", c.name)
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(c.dir, "config.json")); err != nil {
+			t.Logf("%s: skipped: %v (see the command above to train it)", c.name, err)
+			continue
+		}
 		m, err := engine.LoadWith(c.dir, engine.LoadOptions{Mapped: true})
 		if err != nil {
 			t.Fatal(err)
@@ -242,8 +268,8 @@ func TestBudgetOrderings(t *testing.T) {
 			t.Logf("%s %s skip loss: exhaustive %.4f, budget %.4f", c.name, v.name, v.ex, v.bud)
 		}
 		rl, ra, rm := spearman(ex.LayerSkipLoss, bu.LayerSkipLoss), spearman(ex.AttnSkipLoss, bu.AttnSkipLoss), spearman(ex.MLPSkipLoss, bu.MLPSkipLoss)
-		fmt.Fprintf(os.Stderr, "| %s | %d | %d of %d sequences × %d of %d tokens | %.2f | %.2f | %.3f | %.3f | %.3f | %.3f / %.3f / %.3f |\n", c.name, len(ex.LayerBI),
-			bu.SkipSequences, len(data), bu.SkipTokens, bu.SeqLen, bu.Passes, ex.Passes, rl, ra, rm,
+		fmt.Fprintf(os.Stderr, "| %s | %d | %d of %d sequences × %d tokens, regression %v | %.2f | %.2f | %.3f | %.3f | %.3f | %.3f / %.3f / %.3f |\n", c.name, len(ex.LayerBI),
+			bu.SkipSequences, len(data), bu.SkipTokens, bu.SkipRegression, bu.Passes, ex.Passes, rl, ra, rm,
 			spearman(h1.LayerSkipLoss, h2.LayerSkipLoss), spearman(h1.AttnSkipLoss, h2.AttnSkipLoss), spearman(h1.MLPSkipLoss, h2.MLPSkipLoss))
 		if bu.Passes > 4 {
 			t.Errorf("%s: the budget of 4 cost %.2f passes", c.name, bu.Passes)

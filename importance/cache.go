@@ -20,7 +20,7 @@ func sameSkipRows(old *Scores, m *engine.Model, rows [][]int32, o Options) bool 
 		measured = measured || !math.IsNaN(v)
 	}
 	k, t := o.SkipScope(m, len(rows), len(rows[0])-1)
-	return !measured || old.SkipSequences == k && old.SkipTokens == t
+	return !measured || old.SkipSequences == k && old.SkipTokens == t && old.Budget == o.Passes
 }
 
 // Cached returns the scores of m, loaded from the checkpoint directory

@@ -186,7 +186,8 @@ func TestImportanceParity(t *testing.T) {
 	}{
 		// Skip losses on 4 of the 8 rows, spread evenly (importance.Scored).
 		{"decilm-child", deciChild(t), 32, importance.Options{SkipRows: 4}, map[string]any{"skip_rows": 4}},
-		// A budget of 4 equivalent passes: prefixes of 32 of 128 tokens.
+		// A budget of 4 equivalent passes: regression estimates from a
+		// few whole sequences, and a round two.
 		{"parent-budget", mustParent(t), 128, importance.Options{Passes: 4}, map[string]any{"skip_passes": 4}},
 	}
 	for _, c := range cases {
@@ -256,8 +257,11 @@ func TestImportanceParity(t *testing.T) {
 				t.Errorf("skip losses scored on %d rows × %d tokens (%g passes), native %d × %d (%g)",
 					got.SkipSequences, got.SkipTokens, got.Passes, want.SkipSequences, want.SkipTokens, want.Passes)
 			}
-			if c.opt.Passes > 0 && want.SkipTokens >= T {
-				t.Errorf("the budget case scored whole sequences (%d tokens): it tests no prefix", want.SkipTokens)
+			if got.Budget != want.Budget || got.SkipRegression != want.SkipRegression {
+				t.Errorf("pass budget %g, regression %v; native %g, %v", got.Budget, got.SkipRegression, want.Budget, want.SkipRegression)
+			}
+			if c.opt.Passes > 0 && !want.SkipRegression {
+				t.Errorf("the budget case scored every sequence: it tests no regression estimate")
 			}
 			if e := rel1(got.BaseLoss, want.BaseLoss); e > 1e-6 {
 				t.Errorf("base loss %v, native %v", got.BaseLoss, want.BaseLoss)

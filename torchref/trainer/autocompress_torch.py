@@ -417,7 +417,7 @@ class Collector:
         self.attn_bi = torch.zeros(L, dtype=torch.float64)
         self.mlp_bi = torch.zeros(L, dtype=torch.float64)
         self.rows = torch.zeros(L, dtype=torch.float64)
-        self.x_in, self.mid = {}, {}
+        self.x_in, self.mid, self.out = {}, {}, {}
 
     def __call__(self, layer, site, x):
         x = x.detach().double()
@@ -431,6 +431,7 @@ class Collector:
         elif site == "attn_residual":
             self.mid[layer] = x
         elif site == "layer_output":
+            self.out[layer] = x
             n = x.shape[0] * x.shape[1]
             self.rows[layer] += n
             self.bi[layer] += n - sum_cos(self.x_in[layer], x)
@@ -450,8 +451,8 @@ def sum_cos(a, b):
 
 def run_importance(job, ranks):
     prog = Progress(job)
-    d = job.model_dir("model")
-    a = acmodel.Arch(acmodel.load_config(d))
+    d_ = job.model_dir("model")
+    a = acmodel.Arch(acmodel.load_config(d_))
     if not isinstance(a, acmodel.Arch) or any(l.moe is not None for l in a.layers):
         raise Refused("the reference trainer scores Llama-family layers only: run the importance of this "
                       "hybrid or mixture-of-experts model in the native engine")
@@ -462,8 +463,31 @@ def run_importance(job, ranks):
     rows = job.rows("valid")
     batch = job.batch
     col = Collector(L)
+    # Skip passes: every layer, then each sub-block of layers with both.
+    passes = []
+    if not job.recipe.get("no_skip_loss"):
+        passes = [("layer", l) for l in range(L)]
+        if not job.recipe.get("no_subblock_skip_loss"):
+            for l, lay in enumerate(arch.layers):
+                if lay.attention and lay.mlp:
+                    passes += [("attention", l), ("mlp", l)]
+    budget = float(job.recipe.get("skip_passes") or 0)
+    N = rows.shape[0]
+    K, Tk = skip_scope(arch, passes, N, T, int(job.recipe.get("skip_rows") or 0), budget)
+    if not passes:
+        K, Tk = 0, 0
+    full = acmodel.forward_flops(arch, N, T)
+    # importance.Compute: without a budget (or when it affords every
+    # sequence) every pass on the K sequences importance.Scored picks;
+    # otherwise regression estimates on the first K of score_order, and a
+    # round two on the ones after them.
+    regression = bool(budget > 0 and not int(job.recipe.get("skip_rows") or 0) and K < N and passes)
+    order = score_order(N) if regression else [j for j in range(N) if int((j + 1) * K // N) > int(j * K // N)]
+    grad_flops = 2.0 * N * T * arch.hidden * arch.vocab if regression else 0.0
+    cov_all = torch.zeros(len(passes), N, T, dtype=torch.float64)
     # Base pass with the collector; its sums are reduced over ranks below.
     s, n = 0.0, 0
+    base_tl = torch.zeros(rows.shape[0], T, dtype=torch.float64)  # per-token losses, summed over ranks below
     with torch.no_grad():
         for k, i in enumerate(range(0, rows.shape[0], batch)):
             if k % ranks.world != ranks.rank:
@@ -472,10 +496,16 @@ def run_importance(job, ranks):
             logits = m(part[:, :T], observe=col).reshape(-1, arch.vocab).double()
             tg = part[:, 1:].reshape(-1)
             per = torch.logsumexp(logits, -1) - logits.gather(1, tg[:, None])[:, 0]
+            base_tl[i:i + part.shape[0]] = per.view(part.shape[0], T).cpu()
+            if regression:
+                cov_all[:, i:i + part.shape[0]] = first_order(m, col, logits, tg, passes).view(len(passes), part.shape[0], T).cpu()
             s += f32(per.mean().item()) * tg.numel()
             n += tg.numel()
     tot = ranks.sum([s, float(n)])
     base = tot[0].item() / tot[1].item()
+    base_tl = ranks.sum(base_tl)
+    if regression:
+        cov_all = ranks.sum(cov_all)
     # Reduce every accumulator over ranks (each rank sees the same layers
     # and widths, so the keys agree).
     acc = {}
@@ -503,32 +533,96 @@ def run_importance(job, ranks):
             sc["heads"][l] = ch.view(lay.heads, lay.head_dim).pow(2).sum(-1).sqrt().tolist()
         if lay.mlp:
             sc["neurons"][l] = acc[("mlp_act", l)].sqrt().tolist()
-    # Skip passes: every layer, then each sub-block of layers with both.
-    passes = []
-    if not job.recipe.get("no_skip_loss"):
-        passes = [("layer", l) for l in range(L)]
-        if not job.recipe.get("no_subblock_skip_loss"):
-            for l, lay in enumerate(arch.layers):
-                if lay.attention and lay.mlp:
-                    passes += [("attention", l), ("mlp", l)]
-    K, Tk = skip_scope(arch, passes, rows.shape[0], T, int(job.recipe.get("skip_rows") or 0),
-                       float(job.recipe.get("skip_passes") or 0))
-    scored = [j for j in range(rows.shape[0]) if int((j + 1) * K // rows.shape[0]) > int(j * K // rows.shape[0])]
-    skip_rows = rows[scored][:, :Tk + 1]
-    total = rows.shape[0] + len(passes) * skip_rows.shape[0]
-    done = rows.shape[0]
+    cost = [acmodel.forward_flops(arch, 1, Tk, l) for _, l in passes]
+    P = len(passes)
+    kind = [{"layer": 0, "attention": 1, "mlp": 2}[what] for what, _ in passes]
+    # importance.skipScorer: Σy, tokens; for a regression estimate Σx, Σx²,
+    # Σxy and the per-sequence sums (y the paired loss difference, x the
+    # first-order covariate).
+    st = {k: [0.0] * P for k in ("sum", "tokens", "sx", "sxx", "sxy", "rows", "ry", "ryy", "rx", "rxx", "rxy")}
+    mu = [cov_all[j].sum().item() / (N * T) for j in range(P)] if regression else None
+    left = (budget - 1) * full - grad_flops - K * sum(cost) if regression else 0.0
+    total = N + P * K + (int(max(0, left / (sum(cost) / P))) if regression else 0)
+    done = N
     prog.tokens = done * T
     prog.line(step=done, steps=total, loss=base)
-    skip_base = base
-    if passes and (K != rows.shape[0] or Tk != T):
-        s, n = ce_sum(m, skip_rows, batch, ranks)
-        skip_base = s / n
-    sub = not job.recipe.get("no_subblock_skip_loss")
-    for i, (what, l) in enumerate(passes):
+
+    def score(j, idx):
+        """Pass j on the sequences idx against the calibration pass's
+        per-token losses (importance.skipScorer.run)."""
+        nonlocal done
+        if not idx:
+            return
+        what, l = passes[j]
         m.skip, m.skip_attn, m.skip_mlp = set(), set(), set()
         {"layer": m.skip, "attention": m.skip_attn, "mlp": m.skip_mlp}[what].add(l)
-        s, n = ce_sum(m, skip_rows, batch, ranks)
-        dl = s / n - skip_base
+        d = token_losses(m, rows[idx][:, :Tk + 1], batch, ranks) - base_tl[idx][:, :Tk]
+        m.skip, m.skip_attn, m.skip_mlp = set(), set(), set()
+        xs_all = cov_all[j][idx][:, :Tk].tolist() if regression else None
+        for b, r in enumerate(d.tolist()):
+            ys = xs = 0.0
+            for t, y in enumerate(r):
+                ys += y
+                if regression:
+                    x = xs_all[b][t]
+                    xs += x
+                    st["sxx"][j] += x * x
+                    st["sxy"][j] += x * y
+            st["sum"][j] += ys
+            st["tokens"][j] += len(r)
+            if regression:
+                st["sx"][j] += xs
+                y, x = ys / len(r), xs / len(r)
+                st["rows"][j] += 1
+                st["ry"][j] += y
+                st["ryy"][j] += y * y
+                st["rx"][j] += x
+                st["rxx"][j] += x * x
+                st["rxy"][j] += x * y
+        done += len(idx)
+        prog.tokens += len(idx) * Tk
+        prog.line(step=done, steps=total)
+
+    def beta(j):
+        """importance.skipScorer.beta: the slope pooled over j's kind."""
+        cxy = vx = 0.0
+        for k in range(P):
+            if kind[k] != kind[j]:
+                continue
+            n = st["tokens"][k]
+            xk, yk = st["sx"][k] / n, st["sum"][k] / n
+            cxy += st["sxy"][k] - n * xk * yk
+            vx += st["sxx"][k] - n * xk * xk
+        return cxy / vx if vx > 0 else 0.0
+
+    def loss(j):
+        """importance.skipScorer.loss."""
+        n = st["tokens"][j]
+        y = st["sum"][j] / n
+        return y - beta(j) * (st["sx"][j] / n - mu[j]) if regression else y
+
+    def spread(j):
+        """importance.skipScorer.spread."""
+        n = st["rows"][j]
+        if n < 2:
+            return 1.0
+        b = beta(j)
+        vy = st["ryy"][j] - st["ry"][j] * st["ry"][j] / n
+        vx = st["rxx"][j] - st["rx"][j] * st["rx"][j] / n
+        cxy = st["rxy"][j] - st["rx"][j] * st["ry"][j] / n
+        return max(0.0, (vy - 2 * b * cxy + b * b * vx) / (n - 1))
+
+    for j in range(P):
+        score(j, order[:K])
+    if regression:
+        more = min(N, K + int(max(0, math.floor(left / min(cost)))), 2 * K + 1)
+        upto = allocate([loss(j) for j in range(P)], [spread(j) for j in range(P)], cost,
+                        orderings(arch, passes, not job.recipe.get("no_subblock_skip_loss")), K, more, max(1, (K + 1) // 2), left)
+        for j in range(P):
+            score(j, order[K:upto[j]])
+    sub = not job.recipe.get("no_subblock_skip_loss")
+    for j, (what, l) in enumerate(passes):
+        dl = loss(j)
         lay = arch.layers[l]
         if what == "layer":
             sc["layer_skip_loss"][l] = dl
@@ -540,28 +634,144 @@ def run_importance(job, ranks):
             sc["attn_skip_loss"][l] = dl
         else:
             sc["mlp_skip_loss"][l] = dl
-        done += skip_rows.shape[0]
-        prog.tokens += skip_rows.shape[0] * Tk
-        prog.line(step=done, steps=total)
-    m.skip, m.skip_attn, m.skip_mlp = set(), set(), set()
     if ranks.rank == 0:
         rel = "importance.safetensors"
-        K, Tk = (skip_rows.shape[0], Tk) if passes else (0, 0)
-        cost = 1 + (K * skip_row_flops(arch, passes, Tk) / acmodel.forward_flops(arch, rows.shape[0], T) if passes else 0)
-        save_scores(job.file(rel), sc, dict(model_hash=model_hash(d), data_hash=rows_hash(rows), seq_len=T,
-                                            sequences=rows.shape[0], tokens=rows.shape[0] * T, base_loss=repr(base),
-                                            layers=L, skip_sequences=K, skip_tokens=Tk, equivalent_passes=repr(cost)))
-        write_result(job, dict(status="done", tokens=rows.shape[0] * T, loss=base, importance=rel,
+        spent = 0.0
+        for j in range(P):
+            spent += st["tokens"][j] / Tk * cost[j]
+        save_scores(job.file(rel), sc, dict(model_hash=model_hash(d_), data_hash=rows_hash(rows), seq_len=T,
+                                            sequences=N, tokens=N * T, base_loss=repr(base),
+                                            layers=L, skip_sequences=K, skip_tokens=Tk,
+                                            equivalent_passes=repr(1 + (spent + grad_flops) / full),
+                                            pass_budget=repr(budget), skip_regression="true" if regression else "false"))
+        write_result(job, dict(status="done", tokens=N * T, loss=base, importance=rel,
                                sha256={rel: acio.contract_hash(job.dir, rel)}, **prog.rate()))
 
 
+def first_order(m, col, logits, tg, passes):
+    """importance.firstOrder for one calibration batch: per pass and token
+    −⟨g, Δ⟩, g the gradient of the token's loss with respect to the last
+    layer's output (engine.Model.FinalGradients: softmax − onehot through
+    the LM head and the final RMSNorm) and Δ what the skipped block adds to
+    the residual stream; (passes, B·T) float64."""
+    arch = m.arch
+    L = len(arch.layers)
+    w = (m.model.embed_tokens.weight if m.lm_head is None else m.lm_head.weight).detach().double()
+    dl = torch.softmax(logits, -1)
+    dl[torch.arange(tg.numel()), tg] -= 1
+    gl = dl @ w  # (N, H): gradient at the final norm's output
+    x = col.out[L - 1].reshape(-1, arch.hidden)
+    r = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + arch.eps)
+    gw = m.model.norm.weight.detach().double() * gl
+    dot = (gw * x * r).sum(-1, keepdim=True) / arch.hidden
+    g = r * (gw - x * r * dot)
+    out = []
+    for what, l in passes:
+        nxt = col.out[l] if l == L - 1 else col.x_in[l + 1]
+        lo, hi = col.x_in[l], nxt
+        if what == "attention":
+            hi = col.mid[l]
+        elif what == "mlp":
+            lo = col.mid[l]
+        out.append(-(g * (hi - lo).reshape(-1, arch.hidden)).sum(-1))
+    return torch.stack(out)
+
+
+def token_losses(model, rows, batch, ranks):
+    """The per-token cross-entropy (float64, rows x T) of rows (T+1 ids
+    each) in batches of batch, batch k run by rank k % world and summed
+    over ranks (engine.Model.TokenLosses)."""
+    T = rows.shape[1] - 1
+    out = torch.zeros(rows.shape[0], T, dtype=torch.float64)
+    with torch.no_grad():
+        for k, i in enumerate(range(0, rows.shape[0], batch)):
+            if k % ranks.world != ranks.rank:
+                continue
+            part = rows[i:i + batch].to(ranks.device)
+            logits = model(part[:, :T]).float().reshape(-1, model.arch.vocab).double()
+            tg = part[:, 1:].reshape(-1)
+            per = torch.logsumexp(logits, -1) - logits.gather(1, tg[:, None])[:, 0]
+            out[i:i + part.shape[0]] = per.view(part.shape[0], T).cpu()
+    return ranks.sum(out)
+
+
+def score_order(rows):
+    """importance.ScoreOrder: the bit-reversal permutation of 0..rows-1."""
+    bits = 0
+    while (1 << bits) < rows:
+        bits += 1
+    out = []
+    for i in range(1 << bits):
+        r = 0
+        for b in range(bits):
+            if i & (1 << b):
+                r |= 1 << (bits - 1 - b)
+        if r < rows:
+            out.append(r)
+    return out
+
+
+def orderings(arch, passes, sub):
+    """importance.orderings: the passes of the layer, attention and MLP
+    orderings (a layer with one sub-block in the layer's and its own)."""
+    g = ([], [], [])
+    for j, (what, l) in enumerate(passes):
+        lay = arch.layers[l]
+        if what == "attention":
+            g[1].append(j)
+        elif what == "mlp":
+            g[2].append(j)
+        else:
+            g[0].append(j)
+            if not sub:
+                continue
+            if lay.attention and not lay.mlp:
+                g[1].append(j)
+            if lay.mlp and not lay.attention:
+                g[2].append(j)
+    return g
+
+
+def allocate(d, v, cost, groups, n1, most, step, left):
+    """importance.allocate: round two's sequences per pass, from n1 up to
+    most, within left model FLOPs, to the closest neighbours first."""
+    n = [n1] * len(d)
+    srt = [sorted(g, key=lambda j: d[j]) for g in groups]
+
+    def grow(j):
+        k = min(step, most - n[j])
+        while k > 0 and k * cost[j] > left:
+            k -= 1
+        return k
+    while True:
+        bj, bk, bz = -1, -1, math.inf
+        for s in srt:
+            for i in range(1, len(s)):
+                j, k = s[i - 1], s[i]
+                if grow(j) == 0 and grow(k) == 0:
+                    continue
+                se = math.sqrt(v[j] / n[j] + v[k] / n[k])
+                gap = abs(d[j] - d[k])
+                z = gap / se if se > 0 else (0.0 if gap == 0 else math.inf)
+                if z < bz:
+                    bj, bk, bz = j, k, z
+        if bj < 0:
+            return n
+        for j in (bj, bk):
+            g = grow(j)
+            if g > 0:
+                n[j] += g
+                left -= g * cost[j]
+
+
 def skip_scope(arch, passes, rows, T, skip_rows, budget):
-    """importance.Options.SkipScope: how many calibration sequences (k,
-    spread evenly over the set: importance.Scored) the skip losses are
-    scored on, and on how many of their first tokens. skip_rows > 0 scores
-    that many in full; a budget of equivalent forward passes scores the
-    first quarter (at least 32 tokens) of as many rows as fit, or longer
-    prefixes of all of them."""
+    """importance.Options.SkipScope: how many whole calibration sequences
+    k every skip loss is scored on. skip_rows > 0 scores that many (spread
+    evenly: importance.Scored); a budget of equivalent forward passes that
+    affords every row scores them all, else the most it affords after the
+    first-order covariate's LM-head product (the first k of score_order,
+    as regression estimates; round two gives what is left to the skips
+    whose ranks are uncertain: allocate)."""
     if skip_rows > 0:
         return min(skip_rows, rows), T
     if budget == 0 or rows == 0:
@@ -569,22 +779,17 @@ def skip_scope(arch, passes, rows, T, skip_rows, budget):
     def per_row(t):
         return skip_row_flops(arch, passes, t)
     full = acmodel.forward_flops(arch, rows, T)
-    t = min(T, max(32, (T + 3) // 4))
-    if 1 + rows * per_row(t) / full > budget:
-        k = int(math.floor((budget - 1) * full / per_row(t)))
-        return min(rows, max(1, k)), t
-    while t < T and 1 + rows * per_row(t + 1) / full <= budget:
-        t += 1
-    return rows, t
+    if 1 + rows * per_row(T) / full <= budget:
+        return rows, T
+    grad = 2.0 * rows * T * arch.hidden * arch.vocab  # engine.Model.FinalGradientFLOPs
+    k = int(math.floor(max(0.0, (budget - 1) * full - grad) / per_row(T)))
+    return min(rows, max(1, k)), T
 
 
 def skip_row_flops(arch, passes, t):
-    """The model FLOPs of scoring one sequence's first t tokens: the base
-    loss (the last layer rerun) and every pass from its layer on."""
-    if not passes:
-        return 0
-    f = acmodel.forward_flops(arch, 1, t, len(arch.layers) - 1)
-    return f + sum(acmodel.forward_flops(arch, 1, t, l) for _, l in passes)
+    """The model FLOPs of scoring every pass on one sequence's first t
+    tokens, each from its layer on (importance.perRowFLOPs)."""
+    return sum(acmodel.forward_flops(arch, 1, t, l) for _, l in passes)
 
 
 def acc_keys(arch):
@@ -615,7 +820,7 @@ def save_scores(path, sc, meta):
             t[f"layers.{l}.head_channels"] = sc["head_channels"][l]
         if l in sc["neurons"]:
             t[f"layers.{l}.neurons"] = sc["neurons"][l]
-    md = {"format": "autocompress-importance", "version": "2", "kv_heads": ",".join(str(k) for k in sc["kv_heads"]),
+    md = {"format": "autocompress-importance", "version": "3", "kv_heads": ",".join(str(k) for k in sc["kv_heads"]),
           "aggregation": "mean over tokens, L2 over sequences (Minitron); computed by the torch reference trainer"}
     md.update({k: str(v) for k, v in meta.items()})
     acio.write_safetensors(path, {k: torch.tensor(v, dtype=torch.float64) for k, v in t.items()}, "F32", md)
