@@ -88,7 +88,7 @@ func distillJob(ctx context.Context, env *Env, t *target, c *Config) error {
 // importanceJob is the importance stage on a PyTorch engine.
 func importanceJob(ctx context.Context, env *Env, t *target, c *Config) error {
 	ec := job.EmitConfig{Kind: job.Importance, Engine: c.Importance.Engine, Model: t.parent, Data: c.Data, Assets: c.Assets,
-		Rows: c.Importance.Seqs, Recipe: job.Recipe{SeqLen: c.Importance.SeqLen, Batch: ImportanceBatch}}
+		Rows: c.Importance.Seqs, Recipe: job.Recipe{SeqLen: c.Importance.SeqLen, Batch: ImportanceBatch, SkipPasses: c.Importance.Passes}}
 	res, err := runJob(ctx, env, ec)
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/autocompress/autocompress/distill"
+	"github.com/autocompress/autocompress/importance"
 	"github.com/autocompress/autocompress/report"
 )
 
@@ -25,7 +26,6 @@ func TestStageEngineConfig(t *testing.T) {
 		{func(c *Config) { c.Importance.Engine = "automodel" }, "importance.engine", "want native or torch"},
 		{func(c *Config) { c.Distill.Engine, c.Distill.WorldSize, c.Distill.Batch = "torch", 3, 8 }, "distill.world_size", "do not divide the batch of 8"},
 		{func(c *Config) { c.Importance.Passes = 0.5 }, "importance.passes", "at least 1"},
-		{func(c *Config) { c.Importance.Engine, c.Importance.Passes = "torch", 4 }, "importance.passes", "the torch job scores every sequence in full"},
 	} {
 		c := DefaultConfig()
 		c.Dir, c.Budgets.MaxParams = t.TempDir(), "3M"
@@ -91,5 +91,26 @@ func TestPipelineDistillEngineTorch(t *testing.T) {
 	}
 	if d.Tokens.Importance <= 0 {
 		t.Errorf("importance tokens %d: the torch scores were not taken", d.Tokens.Importance)
+	}
+}
+
+// TestPipelineImportanceTorchBudget: importance.passes reaches the torch
+// importance job (recipe.skip_passes), whose scores record the budget and
+// cost at most it.
+func TestPipelineImportanceTorchBudget(t *testing.T) {
+	torchTrainerReady(t)
+	c := tinyConfig(t, t.TempDir())
+	c.Importance.Engine, c.Importance.Passes = "torch", 4
+	c.Importance.Seqs = 16
+	res, err := Execute(context.Background(), c, "", Options{Until: StageImportance})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := importance.Load(filepath.Join(stageDir(t, res, StageImportance), ScoresFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Budget != 4 || !(s.Passes > 1) || s.Passes > 4+1e-9 || s.SkipSequences >= 16 {
+		t.Errorf("torch scores: budget %g, %.3f equivalent passes, skips on %d of 16 sequences; want the budget 4, a cost within it and fewer sequences than all", s.Budget, s.Passes, s.SkipSequences)
 	}
 }

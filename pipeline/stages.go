@@ -37,6 +37,7 @@ import (
 // Output files of the stages (relative to each stage's directory).
 const (
 	ScoresFile      = "scores.safetensors"
+	ExpertsFile     = "experts.safetensors"
 	SearchDir       = "search"
 	ChildDir        = "child"
 	DistillSummary  = "distill.json"
@@ -164,8 +165,6 @@ func resolve(c *Config) (*target, error) {
 		return nil, &ConfigError{Path: "importance.engine", Msg: fmt.Sprintf("%q: want native or torch", c.Importance.Engine)}
 	case c.Importance.Passes != 0 && c.Importance.Passes < 1:
 		return nil, &ConfigError{Path: "importance.passes", Msg: fmt.Sprintf("%g: want 0 (every sequence in full) or at least 1 (the calibration pass itself)", c.Importance.Passes)}
-	case c.Importance.Passes != 0 && !native(c.Importance.Engine):
-		return nil, &ConfigError{Path: "importance.passes", Msg: fmt.Sprintf("a pass budget is the native engine's; the %s job scores every sequence in full (set passes to 0)", c.Importance.Engine)}
 	case c.Distill.WorldSize > 0 && c.Distill.Batch%c.Distill.WorldSize != 0:
 		return nil, &ConfigError{Path: "distill.world_size", Msg: fmt.Sprintf("%d ranks do not divide the batch of %d sequences: choose a batch that is a multiple of it", c.Distill.WorldSize, c.Distill.Batch)}
 	case c.Distill.KDWeight < 0 || c.Distill.CEWeight < 0 || c.Distill.KDWeight+c.Distill.CEWeight == 0:
@@ -338,6 +337,11 @@ func (o Outputs) in(stage, file string) string { return filepath.Join(o.env.Inpu
 // Scores is the importance stage's scores.
 func (o Outputs) Scores() string { return o.in(StageImportance, ScoresFile) }
 
+// Experts is the importance stage's per-expert scores of an MoE parent
+// (ExpertsFile; REAP's router-weighted activation saliency); the file is
+// absent for a parent without MoE layers.
+func (o Outputs) Experts() string { return o.in(StageImportance, ExpertsFile) }
+
 // Search is the search stage's report directory (search.Report.Write).
 func (o Outputs) Search() string { return o.in(StageSearch, SearchDir) }
 
@@ -405,11 +409,16 @@ func Stages(c Config, self string) ([]Stage, error) {
 // importance scores the parent on c.Data.
 func (b *builder) importance() Stage {
 	c, t := b.c, b.t
+	experts := ""
+	if hasMoE(t.arch) {
+		experts = importance.ExpertREAP
+	}
 	return Stage{Name: StageImportance, Params: struct {
 		Model      string
 		Data       []string
 		Importance Importance
-	}{c.Model, c.Data, c.Importance}, Files: append([]string{t.parent}, dataFiles(c.Data)...),
+		Experts    string `json:",omitempty"` // the kind of expert scores of an MoE parent
+	}{c.Model, c.Data, c.Importance, experts}, Files: append([]string{t.parent}, dataFiles(c.Data)...),
 		Run: func(ctx context.Context, env *Env) error {
 			if !native(c.Importance.Engine) {
 				return importanceJob(ctx, env, t, c)
@@ -434,8 +443,34 @@ func (b *builder) importance() Stage {
 			if c.Importance.Passes > 0 {
 				env.Note("skip losses on %d of %d sequences (%d tokens each): %.2f equivalent forward passes", sc.SkipSequences, len(rr), sc.SkipTokens, sc.Passes)
 			}
+			if experts == "" {
+				return nil
+			}
+			// An MoE parent: the routed experts ranked by REAP on the same
+			// rows, for the search's plans and proxy (without them it
+			// ranks experts by the structural prior of the weights).
+			es, err := importance.RoutedExperts(ctx, m, rr, ImportanceBatch, experts)
+			if err != nil {
+				return err
+			}
+			es.ModelHash, es.DataHash = sc.ModelHash, sc.DataHash
+			es.Source = "autocompress run (importance stage, native engine)"
+			if err := es.Save(filepath.Join(env.Dir, ExpertsFile)); err != nil {
+				return err
+			}
+			env.Note("expert scores: %s", es.Describe())
 			return nil
 		}}
+}
+
+// hasMoE reports whether m has a mixture-of-experts layer.
+func hasMoE(m *architecture.Model) bool {
+	for _, l := range m.Layers {
+		if l.MoE != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // nativeIdentity names the native coefficients a native target's search
@@ -508,6 +543,15 @@ func (b *builder) search() Stage {
 			}
 			req := t.searchRequest(c)
 			req.Scores = scores
+			if hasMoE(t.arch) {
+				es, err := importance.LoadExperts(b.outputs(env).Experts())
+				switch {
+				case err == nil:
+					req.ExpertScores = es
+				case !errors.Is(err, os.ErrNotExist):
+					return err
+				}
+			}
 			req.Progress = env.Progress()
 			if len(c.Search.ProxyData) > 0 && c.Search.ProxyRows > 0 {
 				if req.Rows, err = rows(ctx, t, c.Search.ProxyData, c.Assets, ProxyRowLen, c.Search.ProxyRows, "search.proxy_data"); err != nil {
