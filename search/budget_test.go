@@ -121,3 +121,24 @@ func TestHintSpell(t *testing.T) {
 		t.Errorf("in words: %s", got)
 	}
 }
+
+// TestInfeasibleByLoadRules: when the serving engine's load rules refuse
+// every shape of the space, the error says so and why (the parent's first
+// violation), not that the smallest shape does not fit in memory.
+func TestInfeasibleByLoadRules(t *testing.T) {
+	m := preset(t, "openai/gpt-oss-20b")
+	w := &workload.Workload{Input: workload.FixedLength(128), Output: workload.FixedLength(32), Concurrency: 1, Seed: 1}
+	sp, err := NewSpace(m, SpaceOptions{Engine: estimate.Native})
+	if err != nil {
+		t.Fatal(err)
+	}
+	px, _ := NewProxy(m, nil)
+	_, err = Run(context.Background(), sp, px, Options{GPU: gpu(t, "cpu-local"), Workload: w, Budgets: Budgets{MaxParams: 1e9}})
+	var ie *InfeasibleError
+	if !errors.As(err, &ie) || !strings.Contains(ie.Unfit, "native loads none of the space's") || !strings.Contains(ie.Unfit, "the parent itself:") {
+		t.Fatalf("%v, want an InfeasibleError naming the load rules", err)
+	}
+	if strings.Contains(err.Error(), "memory") {
+		t.Errorf("blames memory: %v", err)
+	}
+}

@@ -72,8 +72,9 @@ type evaluator struct {
 	kvB    []float64
 	evals  int64
 	opt    estimate.Options
-	// refused counts global shapes the serve-on engine does not load.
-	refused int
+	// refused counts global shapes the serve-on engine does not load,
+	// loadable those it does.
+	refused, loadable int
 	// isl and osl are the workload's mean input and output lengths; same
 	// maps a layer to the first parent layer equal to it.
 	isl, osl float64
@@ -207,6 +208,7 @@ func (e *evaluator) globals() []global {
 								g := global{h, q, m, mb, kv, md, ex}
 								if e.allowed(g) {
 									out = append(out, g)
+									e.loadable++
 								} else {
 									e.refused++
 								}

@@ -437,6 +437,15 @@ func (e *evaluator) infeasible() error {
 	clone := func(h []Hint) []Hint { return append([]Hint(nil), h...) }
 	hints.Unfit, hints.Memory, hints.Latency = clone(hints.Unfit), clone(hints.Memory), clone(hints.Latency)
 	hints.Throughput, hints.Together = clone(hints.Throughput), clone(hints.Together)
+	if !e.reachSet && e.loadable == 0 && e.refused > 0 {
+		// Nothing was priced: the engine's load rules refused every
+		// shape, which is not a matter of memory.
+		why := ""
+		if r := e.sp.ServeOn.Check(e.sp.Parent, e.sp.TP); len(r.Violations) > 0 {
+			why = "; the parent itself: " + r.Violations[0].String()
+		}
+		return &InfeasibleError{Unfit: fmt.Sprintf("%s loads none of the space's %d shapes (its load rules, shared with export's validators)%s", e.sp.ServeOn.Name, e.refused, why)}
+	}
 	if !e.reachSet {
 		// Price the smallest candidate to say what does not fit.
 		return &InfeasibleError{Unfit: "even the smallest shape of the space does not fit in " + e.hw.Name + "'s memory with " + string(e.sp.Engine),
