@@ -209,6 +209,9 @@ func shapeOf(name string, m *architecture.Model, params int64) report.Shape {
 		if l.Mamba != nil {
 			r.MambaHeads, r.MambaHeadDim = l.Mamba.Heads, l.Mamba.HeadDim
 		}
+		if x := l.MoE; x != nil {
+			r.Experts, r.TopK, r.ExpertWidth = x.Experts, x.TopK, x.ExpertWidth
+		}
 		s.Layers = append(s.Layers, r)
 	}
 	return s

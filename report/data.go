@@ -213,6 +213,12 @@ type Layer struct {
 	// per head (0: no Mamba2 mixer).
 	MambaHeads   int `json:"mamba_heads,omitempty"`
 	MambaHeadDim int `json:"mamba_head_dim,omitempty"`
+	// Experts, TopK and ExpertWidth are an MoE block's routed experts,
+	// experts per token and one expert's width (0: no MoE block; the MLP
+	// column shows them).
+	Experts     int `json:"experts,omitempty"`
+	TopK        int `json:"top_k,omitempty"`
+	ExpertWidth int `json:"expert_width,omitempty"`
 }
 
 // Pareto is the front of one budgeted cost against the quality proxy.

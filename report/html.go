@@ -242,6 +242,13 @@ func build(d *Data) (*page, error) {
 		}
 		return fmt.Sprint(v)
 	}
+	// The MLP column: the dense width, or an MoE block's experts.
+	ffn := func(l *Layer) string {
+		if l.Experts > 0 {
+			return fmt.Sprintf("%d experts×%d, top-%d", l.Experts, l.ExpertWidth, l.TopK)
+		}
+		return w(l.FFN)
+	}
 	mamba := func(l *Layer) string {
 		if l.MambaHeads == 0 {
 			return "—"
@@ -255,10 +262,10 @@ func build(d *Data) (*page, error) {
 		r := layerRow{Index: i, PHeads: "", CHeads: "removed"}
 		if i < len(d.Parent.Layers) {
 			l := d.Parent.Layers[i]
-			r.PHeads, r.PKV, r.PFFN, r.PMamba = w(l.Heads), w(l.KVHeads), w(l.FFN), mamba(&l)
+			r.PHeads, r.PKV, r.PFFN, r.PMamba = w(l.Heads), w(l.KVHeads), ffn(&l), mamba(&l)
 		}
 		if l := aligned[i]; l != nil {
-			r.CHeads, r.CKV, r.CFFN, r.CMamba = w(l.Heads), w(l.KVHeads), w(l.FFN), mamba(l)
+			r.CHeads, r.CKV, r.CFFN, r.CMamba = w(l.Heads), w(l.KVHeads), ffn(l), mamba(l)
 		} else {
 			r.CKV, r.CFFN, r.CMamba = "removed", "removed", "removed"
 		}

@@ -418,3 +418,20 @@ func TestShapeMambaColumn(t *testing.T) {
 		t.Errorf("a parent without Mamba2 mixers:\n%s", md)
 	}
 }
+
+// TestShapeExperts: an MoE block's experts, width and top-k stand in the
+// MLP column, parent and child, and a cut of experts marks the layer
+// changed.
+func TestShapeExperts(t *testing.T) {
+	d := &Data{Title: "moe",
+		Parent: Shape{Name: "p", Layers: []Layer{{Heads: 4, KVHeads: 2, Experts: 8, TopK: 2, ExpertWidth: 128}, {Heads: 4, KVHeads: 2, Experts: 8, TopK: 2, ExpertWidth: 128}}},
+		Child:  Shape{Name: "c", Layers: []Layer{{Heads: 4, KVHeads: 2, Experts: 6, TopK: 2, ExpertWidth: 128}, {Heads: 4, KVHeads: 2, Experts: 8, TopK: 2, ExpertWidth: 128}}}}
+	md := markdown(t, d)
+	if !strings.Contains(md, "| 0 | 4 / 2 / 8 experts×128, top-2 | 4 / 2 / 6 experts×128, top-2 |") {
+		t.Errorf("Markdown shape table:\n%s", md)
+	}
+	h := html(t, d)
+	if !strings.Contains(h, `<tr class="changed"><td>0</td>`) || strings.Contains(h, `<tr class="changed"><td>1</td>`) {
+		t.Error("HTML shape table: want layer 0 (experts cut) changed and layer 1 not")
+	}
+}
