@@ -90,21 +90,6 @@ func TestProbeAccuracy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *probeRowsDir != "" {
-		for name, rs := range map[string][]Row{"probe.csv": p.Rows, "heldout.csv": rows} {
-			f, err := os.Create(filepath.Join(*probeRowsDir, name))
-			if err != nil {
-				t.Fatal(err)
-			}
-			prov := Provenance{Host: ThisHost(), Start: start, End: time.Now(), Load: loadavg()}
-			if err := WriteSweep(f, prov, rs); err != nil {
-				t.Fatal(err)
-			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	probed, err := Validate(a, rows, co)
 	if err != nil {
 		t.Fatal(err)
@@ -126,10 +111,39 @@ func TestProbeAccuracy(t *testing.T) {
 		100*h.TTFT, 100*h.TPOT, 100*h.Throughput, 100*h.Memory, 100*ch.TTFT, 100*ch.TPOT, 100*ch.Throughput, 100*ch.Memory)
 	t.Log("\n" + b.String())
 	t.Logf("load average at the end: %s", loadavg())
+	// The rows last: a directory that cannot be written loses them, not
+	// the table above.
+	if *probeRowsDir != "" {
+		if err := writeProbeRows(*probeRowsDir, Provenance{Host: ThisHost(), Start: start, End: time.Now(), Load: loadavg()}, p.Rows, rows); err != nil {
+			t.Error(err)
+		}
+	}
 	if h.TPOT > probeTargetTime || h.Throughput > probeTargetTime {
 		t.Errorf("probed fit: TPOT %.1f %%, throughput %.1f %% median APE, target ≤ %.0f %%", 100*h.TPOT, 100*h.Throughput, 100*probeTargetTime)
 	}
 	if h.Memory > probeTargetMemory {
 		t.Errorf("probed fit: peak memory %.1f %% median APE, target ≤ %.0f %%", 100*h.Memory, 100*probeTargetMemory)
 	}
+}
+
+// writeProbeRows writes the probe's rows and the held-out rows as
+// probe.csv and heldout.csv in dir (made if missing).
+func writeProbeRows(dir string, prov Provenance, probe, held []Row) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for name, rs := range map[string][]Row{"probe.csv": probe, "heldout.csv": held} {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		if err := WriteSweep(f, prov, rs); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
