@@ -332,9 +332,11 @@ func TestNativeSlotsBelowClients(t *testing.T) {
 		// E2E need not rise at 4 slots: a step of at most four rows takes
 		// the dot-product path, about half the time of eight rows'
 		// packed path, so four slots finish sooner than eight. From two
-		// down the queue dominates.
-		if slots <= 2 && !(p.E2E > prev.E2E && p.E2E > base.E2E) {
-			t.Errorf("%d slots: E2E %.4g, want above %d slots' %.4g and the unlimited %.4g", slots, p.E2E, 2*slots, prev.E2E, base.E2E)
+		// down it rises as the queue grows, and at one slot the queue
+		// outweighs the unlimited batch (bench-serve, 2026-12-02 18:11:
+		// E2E 0.91 s unlimited, 0.82 at two slots, 0.99 at one).
+		if slots <= 2 && !(p.E2E > prev.E2E) || slots == 1 && !(p.E2E > base.E2E) {
+			t.Errorf("%d slots: E2E %.4g, want above %d slots' %.4g (and at one slot the unlimited %.4g)", slots, p.E2E, 2*slots, prev.E2E, base.E2E)
 		}
 		if sim.TTFT != p.TTFT || sim.TPOT != p.TPOT || sim.OutputTokS != p.OutputTokS {
 			t.Errorf("%d slots: simulator TTFT %g TPOT %g tok/s %g, analytic %g %g %g", slots, sim.TTFT, sim.TPOT, sim.OutputTokS, p.TTFT, p.TPOT, p.OutputTokS)
@@ -352,15 +354,18 @@ func TestNativeSlotsBelowClients(t *testing.T) {
 // TestNativeSlotsMeasured cross-checks the queue against bench-serve
 // (engine.Serve with MaxBatch) on cpu-local: parent, isl 384, osl 64, 8
 // clients, 32 requests, context 448, --max-num-seqs 0 (8), 1 and 2. Two
-// sets: s-slots' at 14:07 UTC 2026-12-01 through /work/bin/quiet (training
-// paused, load ~2, CPU share 0.53-0.62, one run after two warm-ups), and
+// sets: the quiet one at 18:11 UTC 2026-12-02 on the bf16-in-place engine
+// the committed coefficients were fitted on (nothing else running, load
+// 1.4, the median of 3 runs: `autocompress bench-serve --model parent
+// --isl 384 --osl 64 --concurrency 8 --num-requests 32 --max-num-seqs S
+// --repeats 3`; it replaces 2026-12-01's of the float32 engine), and
 // s-measure's earlier at load ~10 (CPU share 0.2-0.36, absolute times 2-6×
 // the calibrated machine's). The load scales every step alike, so both
 // sets check what it leaves alone: TTFT × requests per second (TTFT in
 // units of the mean time between completions), which the queue in front
 // of the slots sets; the quiet set checks TTFT itself at 1 and 2 slots.
-// Both within 30 %. (The unlimited row's throughput, the calibration's
-// concern rather than the queue's, is 47 % high against the quiet set.)
+// Both within 30 %. (The unlimited row, quiet: TTFT 0.102 s, 558 tok/s
+// measured; 0.103 s, 658 tok/s estimated.)
 func TestNativeSlotsMeasured(t *testing.T) {
 	hw := gpu(t, "cpu-local")
 	arch := llama("parent", 8, 192, 8, 2, 512, 4096)
@@ -371,7 +376,7 @@ func TestNativeSlotsMeasured(t *testing.T) {
 		ttft, outputTPS float64 // measured: s, output tokens per s
 		absolute        bool    // check TTFT itself too
 	}{
-		{"quiet", 1, 2.153, 188.3, true}, {"quiet", 2, 1.264, 281.8, true},
+		{"quiet", 1, 0.896, 465.8, true}, {"quiet", 2, 0.637, 570.9, true},
 		{"load 10", 0, 0.253, 250, false}, {"load 10", 1, 3.57, 101, false}, {"load 10", 2, 3.33, 127, false},
 	} {
 		w := workload.FixedClosed(384, 64, 8)

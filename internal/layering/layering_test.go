@@ -54,7 +54,7 @@ var allowed = map[string][]string{
 	"estimate":             {"architecture", "hardware", "workload"},
 	"estimate/groundtruth": {"architecture", "architecture/published", "estimate", "hardware", "workload"},
 	"estimate/scenarios":   {"estimate", "estimate/groundtruth", "hardware", "internal/suggest", "modelref", "workload"},
-	"export":               {"architecture", "checkpoint", "estimate"},
+	"export":               {"architecture", "checkpoint", "engine", "estimate"}, // engine: the native engine's own check of what it runs (Capabilities.Runs)
 
 	// Running models.
 	"engine":             {"architecture", "checkpoint", "engine/blas", "internal/fastmath", "internal/parallel", "internal/progress"},
