@@ -372,7 +372,7 @@ func TestRelativeBudgets(t *testing.T) {
 	}
 
 	c := DemoConfig()
-	c.Budgets.MaxMemory, c.Budgets.MaxTPOT = "0.8x", "0.6x"
+	c.Budgets.MaxMemory, c.Budgets.MaxTPOT, c.Budgets.MinThroughput = "0.8x", "0.6x", "" // two relative budgets
 	tg, err := resolve(&c)
 	if err != nil {
 		t.Fatal(err)
