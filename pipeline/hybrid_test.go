@@ -11,7 +11,6 @@ import (
 	"github.com/autocompress/autocompress/checkpoint"
 	"github.com/autocompress/autocompress/distill"
 	"github.com/autocompress/autocompress/engine"
-	"github.com/autocompress/autocompress/report"
 	"github.com/autocompress/autocompress/servebench"
 )
 
@@ -26,20 +25,16 @@ const tinyHybridConfig = `{"architectures": ["NemotronHForCausalLM"], "model_typ
 	"layer_norm_epsilon": 1e-5, "tie_word_embeddings": true, "max_position_embeddings": 512,
 	"eos_token_id": 4095, "bos_token_id": 4095}`
 
-// TestPipelineHybridTorch: autocompress run on a hybrid Mamba2 parent
-// (random weights) with recovery in the torch reference trainer goes
-// through every stage: the search finds a child for the native engine on
-// this CPU (it refused every hybrid shape while the native engine's load
-// rules said it had no Mamba2 mixer), the torch job recovers it, eval,
-// validate and measure run, and the report shows the Mamba2 widths of
-// parent and child and the recovery's held-out points with their tokens.
-func TestPipelineHybridTorch(t *testing.T) {
-	torchTrainerReady(t)
-	a, err := architecture.FromConfig([]byte(tinyHybridConfig))
+// randomParent writes a bf16 random-weight checkpoint of config (a
+// config.json at the embedded parent's vocabulary) with the embedded
+// parent's tokenizer, and returns its directory.
+func randomParent(t *testing.T, config string) string {
+	t.Helper()
+	a, err := architecture.FromConfig([]byte(config))
 	if err != nil {
 		t.Fatal(err)
 	}
-	model := filepath.Join(t.TempDir(), "hybrid")
+	model := filepath.Join(t.TempDir(), "parent")
 	if err := engine.Init(context.Background(), a, model, engine.InitOptions{Seed: 1, DType: checkpoint.BF16}); err != nil {
 		t.Fatal(err)
 	}
@@ -52,6 +47,19 @@ func TestPipelineHybridTorch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return model
+}
+
+// TestPipelineHybridTorch: autocompress run on a hybrid Mamba2 parent
+// (random weights) with recovery in the torch reference trainer goes
+// through every stage: the search finds a child for the native engine on
+// this CPU (it refused every hybrid shape while the native engine's load
+// rules said it had no Mamba2 mixer), the torch job recovers it, eval,
+// validate and measure run, and the report shows the Mamba2 widths of
+// parent and child and the recovery's held-out points with their tokens.
+func TestPipelineHybridTorch(t *testing.T) {
+	torchTrainerReady(t)
+	model := randomParent(t, tinyHybridConfig)
 	c := tinyConfig(t, t.TempDir())
 	c.Model = model
 	c.Budgets = Budgets{MaxParams: "0.45M"} // the parent: 0.57M, 0.26M of them the embedding
@@ -69,19 +77,7 @@ func TestPipelineHybridTorch(t *testing.T) {
 	if ds.Engine != "torch" || ds.Steps < 1 || ds.Tokens <= 0 {
 		t.Errorf("distill summary %+v: want a torch recovery", ds)
 	}
-	path, err := ReportPath(res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(filepath.Join(filepath.Dir(path), ReportJSON))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := report.ReadJSON(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, d := readReport(t, res)
 	if len(d.Parent.Layers) != 4 || d.Parent.Layers[0].MambaHeads != 4 || d.Parent.Layers[0].MambaHeadDim != 16 || d.Parent.Layers[1].MambaHeads != 0 {
 		t.Errorf("parent shape %+v: want the Mamba2 widths of layers 0 and 2 only", d.Parent.Layers)
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/autocompress/autocompress/distill"
 	"github.com/autocompress/autocompress/importance"
-	"github.com/autocompress/autocompress/report"
 )
 
 // TestStageEngineConfig: the stages' engines and the world size are
@@ -73,19 +72,7 @@ func TestPipelineDistillEngineTorch(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(stageDir(t, res, StageDistill), ChildDir, "config.json")); err != nil {
 		t.Error(err)
 	}
-	path, err := ReportPath(res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(filepath.Join(filepath.Dir(path), ReportJSON))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := report.ReadJSON(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, d := readReport(t, res)
 	if r := d.Recovery; r == nil || r.Engine != "torch" || r.WorldSize != 2 || r.TokensPerSecond <= 0 || r.DeviceHours <= 0 {
 		t.Errorf("recovery cost %+v", d.Recovery)
 	}

@@ -2,14 +2,10 @@ package pipeline
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/autocompress/autocompress/architecture"
-	"github.com/autocompress/autocompress/checkpoint"
-	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/importance"
 	"github.com/autocompress/autocompress/search"
 )
@@ -29,23 +25,7 @@ const tinyMoEConfig = `{"architectures": ["Qwen3MoeForCausalLM"], "model_type": 
 // scores' provenance), and the search ranks experts by them rather than
 // by the structural prior of the weights.
 func TestPipelineMoEExpertScores(t *testing.T) {
-	a, err := architecture.FromConfig([]byte(tinyMoEConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	model := filepath.Join(t.TempDir(), "moe")
-	if err := engine.Init(context.Background(), a, model, engine.InitOptions{Seed: 1, DType: checkpoint.BF16}); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
-		b, err := os.ReadFile(filepath.Join(moduleRoot(t), "parent", "model", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(model, f), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	model := randomParent(t, tinyMoEConfig)
 	c := tinyConfig(t, t.TempDir())
 	c.Model = model
 	c.Budgets = Budgets{MaxParams: "0.6M"}

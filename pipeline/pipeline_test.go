@@ -106,6 +106,25 @@ func stageDir(t *testing.T, res *Result, name string) string {
 	return ""
 }
 
+// readReport returns the run's report path and the data of its JSON.
+func readReport(t *testing.T, res *Result) (string, *report.Data) {
+	t.Helper()
+	path, err := ReportPath(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(filepath.Dir(path), ReportJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	d, err := report.ReadJSON(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, d
+}
+
 func outputHash(t *testing.T, res *Result, name string) string {
 	t.Helper()
 	for _, s := range res.Stages {
@@ -138,19 +157,7 @@ func TestPipelineEndToEnd(t *testing.T) {
 	if got := stageNames(res, false); !reflect.DeepEqual(got, want) {
 		t.Fatalf("ran %v, want %v", got, want)
 	}
-	path, err := ReportPath(res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(filepath.Join(filepath.Dir(path), ReportJSON))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := report.ReadJSON(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, d := readReport(t, res)
 	if len(d.Budgets) != 2 {
 		t.Fatalf("budgets %+v, want memory and tpot", d.Budgets)
 	}
