@@ -200,6 +200,16 @@ type MoE struct {
 // DInner returns Heads*HeadDim.
 func (m *Mamba) DInner() int { return m.Heads * m.HeadDim }
 
+// HasMoE reports whether any layer of m has a mixture-of-experts block.
+func (m *Model) HasMoE() bool {
+	for _, l := range m.Layers {
+		if l.MoE != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // NumLayers returns len(m.Layers).
 func (m *Model) NumLayers() int { return len(m.Layers) }
 

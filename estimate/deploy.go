@@ -18,7 +18,7 @@ import (
 // and TensorRT-LLM load MXFP4 for MoE layers only), so a dense model
 // cannot be served in it.
 func (c *Compiled) CheckModel(m *architecture.Model) error {
-	if c.r.prec.ExpertsOnly && !hasMoE(m) {
+	if c.r.prec.ExpertsOnly && !m.HasMoE() {
 		return &UnsupportedError{Flag: "precision",
 			Msg:   "precision " + c.r.prec.Name + " quantizes MoE experts only and " + orName(m) + " has no MoE layers",
 			Valid: precisionsFor(c.r.spec, c.hw, false)}
@@ -27,15 +27,6 @@ func (c *Compiled) CheckModel(m *architecture.Model) error {
 		return m.CheckTP(c.r.tp)
 	}
 	return nil
-}
-
-func hasMoE(m *architecture.Model) bool {
-	for _, l := range m.Layers {
-		if l.MoE != nil {
-			return true
-		}
-	}
-	return false
 }
 
 func orName(m *architecture.Model) string {

@@ -410,7 +410,7 @@ func Stages(c Config, self string) ([]Stage, error) {
 func (b *builder) importance() Stage {
 	c, t := b.c, b.t
 	experts := ""
-	if hasMoE(t.arch) {
+	if t.arch.HasMoE() {
 		experts = importance.ExpertREAP
 	}
 	return Stage{Name: StageImportance, Params: struct {
@@ -461,16 +461,6 @@ func (b *builder) importance() Stage {
 			env.Note("expert scores: %s", es.Describe())
 			return nil
 		}}
-}
-
-// hasMoE reports whether m has a mixture-of-experts layer.
-func hasMoE(m *architecture.Model) bool {
-	for _, l := range m.Layers {
-		if l.MoE != nil {
-			return true
-		}
-	}
-	return false
 }
 
 // nativeIdentity names the native coefficients a native target's search
@@ -543,7 +533,7 @@ func (b *builder) search() Stage {
 			}
 			req := t.searchRequest(c)
 			req.Scores = scores
-			if hasMoE(t.arch) {
+			if t.arch.HasMoE() {
 				es, err := importance.LoadExperts(b.outputs(env).Experts())
 				switch {
 				case err == nil:

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/internal/output"
 
 	"github.com/autocompress/autocompress/dataset"
@@ -146,7 +145,7 @@ other file at --out only with --force.`,
 					return err
 				}
 				defer m.Close()
-				if *expertOut != "" && !hasMoE(m.Arch()) {
+				if *expertOut != "" && !m.Arch().HasMoE() {
 					return Usagef("--expert-scores-out: --model %s has no mixture-of-experts layers", *model)
 				}
 				o := dataset.ForModel(m.Arch(), dir)
@@ -287,14 +286,4 @@ func importanceAllNaN(v []float64) bool {
 		}
 	}
 	return true
-}
-
-// hasMoE reports whether a has a mixture-of-experts layer.
-func hasMoE(a *architecture.Model) bool {
-	for _, l := range a.Layers {
-		if l.MoE != nil {
-			return true
-		}
-	}
-	return false
 }
