@@ -360,12 +360,13 @@ func Line(e Event) string {
 	if e.Total > 0 {
 		frac := math.Min(1, math.Max(0, float64(e.Done)/float64(e.Total)))
 		fill := int(frac * width)
-		done, total := amount(float64(e.Done), e.Unit), amount(float64(e.Total), e.Unit)
-		if e.Unit != Bytes {
-			done, total = human.Count(float64(e.Done)), human.Count(float64(e.Total))+" "+e.Unit
+		// "30/100 step", but "1.04 GiB/14.96 GiB": a size carries its unit.
+		done := human.Count(float64(e.Done))
+		if e.Unit == Bytes {
+			done = amount(float64(e.Done), e.Unit)
 		}
 		parts = append(parts, fmt.Sprintf("%s [%s%s] %5.1f%% %s/%s", labelOf(e), strings.Repeat("#", fill), strings.Repeat(".", width-fill),
-			100*frac, done, strings.TrimSpace(total)))
+			100*frac, done, amount(float64(e.Total), e.Unit)))
 	} else if e.Done > 0 {
 		parts = append(parts, labelOf(e), amount(float64(e.Done), e.Unit))
 	} else {
