@@ -6,6 +6,12 @@
 //
 //	go build -o autocompress ./cmd/autocompress
 //	go run ./scripts/headtohead -bin ./autocompress -dir /tmp/h2h [-seeds 1,2] [-tokens 200000]
+//	go run ./scripts/headtohead -bin ./autocompress -dir /tmp/h2h-moe -config scripts/moe/pipeline.yaml -model MOE_DIR
+//
+// With -config the benchmark has one deployment, the config's own (its
+// parent, data, workload, budgets and every stage's settings), and each
+// run changes only the strategy and the seeds; -tokens, when given,
+// overrides the config's distillation tokens.
 //
 // Each run keeps its directory, so an interrupted benchmark resumes where it
 // stopped (finished stages are reused). The runs of a later recovery seed
@@ -67,16 +73,50 @@ func main() {
 	dir := flag.String("dir", "h2h", "directory of the runs")
 	seeds := flag.String("seeds", "1,2", "recovery seeds")
 	tokens := flag.Int64("tokens", 200_000, "distillation tokens of every run")
+	config := flag.String("config", "", "a pipeline config whose deployment, parent and settings replace the three CPU deployments")
+	model := flag.String("model", "", "the parent checkpoint (required with -config)")
 	flag.Parse()
+	tokensSet := false
+	flag.Visit(func(f *flag.Flag) { tokensSet = tokensSet || f.Name == "tokens" })
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, *bin, *dir, *seeds, *tokens); err != nil {
+	base, deps := pipeline.DemoConfig(), deployments
+	if *config != "" {
+		c, err := configDeployment(*config, *model, tokensSet, *tokens)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "headtohead:", err)
+			os.Exit(2)
+		}
+		base, deps = c, []deployment{{"config " + filepath.Base(*config), c.Workload, c.Budgets}}
+		*tokens = c.Distill.Tokens
+	}
+	if err := run(ctx, base, deps, *bin, *dir, *seeds, *tokens); err != nil {
 		fmt.Fprintln(os.Stderr, "headtohead:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, bin, dir, seedList string, tokens int64) error {
+// configDeployment is the base config of a benchmark on one config's
+// deployment: the config read from path, with model as its parent when
+// and tokens as its distillation tokens when set.
+func configDeployment(path, model string, tokensSet bool, tokens int64) (pipeline.Config, error) {
+	if model == "" {
+		// A config without model: runs the embedded parent, which is
+		// never what a benchmark of a config's own parent means.
+		return pipeline.Config{}, fmt.Errorf("with -config %s, give the parent checkpoint with -model", path)
+	}
+	c, err := pipeline.LoadConfig(path)
+	if err != nil {
+		return c, err
+	}
+	c.Model = model
+	if tokensSet {
+		c.Distill.Tokens = tokens
+	}
+	return c, nil
+}
+
+func run(ctx context.Context, base pipeline.Config, deps []deployment, bin, dir, seedList string, tokens int64) error {
 	var seeds []int64
 	for _, s := range strings.Split(seedList, ",") {
 		v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
@@ -92,10 +132,10 @@ func run(ctx context.Context, bin, dir, seedList string, tokens int64) error {
 	met := map[key]bool{}
 	fmt.Println("| deployment | strategy | seed | chosen shape | params | budget: limit, estimated / measured (worst invocation, range) | selection tokens | held-out ppl | in-domain choice acc | cloze acc |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
-	for di, d := range deployments {
+	for di, d := range deps {
 		for _, strategy := range []string{"autocompress", "minitron"} {
 			for _, seed := range seeds {
-				c := pipeline.DemoConfig()
+				c := base
 				c.Dir = filepath.Join(dir, fmt.Sprintf("d%d-%s-s%d", di+1, strategy, seed))
 				c.Workload, c.Budgets = d.w, d.budgets
 				c.Search.Strategy = strategy

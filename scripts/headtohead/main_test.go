@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/autocompress/autocompress/report"
@@ -33,5 +34,24 @@ func TestMeasuredCell(t *testing.T) {
 	}
 	if allMet(&report.Data{Budgets: []report.Budget{{Name: "tpot", Max: true, Limit: 2, Estimated: f(1)}}}) {
 		t.Error("allMet: an unmeasured budget counts as met")
+	}
+}
+
+// TestConfigDeployment: a config's deployment keeps its workload, budgets
+// and settings, takes the parent given and the tokens only when set, and a
+// config without a parent is refused.
+func TestConfigDeployment(t *testing.T) {
+	c, err := configDeployment("../moe/pipeline.yaml", "/models/moe", false, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Model != "/models/moe" || c.Budgets.MaxParams != "1.6M" || c.Workload.Concurrency != 4 || c.Distill.Engine != "torch" || c.Distill.Tokens != 400000 {
+		t.Errorf("config: model %q, budgets %+v, concurrency %d, distill %+v", c.Model, c.Budgets, c.Workload.Concurrency, c.Distill)
+	}
+	if c, err = configDeployment("../moe/pipeline.yaml", "/models/moe", true, 7); err != nil || c.Distill.Tokens != 7 {
+		t.Errorf("tokens set: %d, %v; want 7", c.Distill.Tokens, err)
+	}
+	if _, err := configDeployment("../moe/pipeline.yaml", "", false, 0); err == nil || !strings.Contains(err.Error(), "-model") {
+		t.Errorf("no parent: %v, want an error naming -model", err)
 	}
 }
