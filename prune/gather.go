@@ -40,6 +40,10 @@ func newGatherReader(ra io.ReaderAt, name string, shape []int, elemSize int, sel
 	if err := checkSel(sel, shape); err != nil {
 		return nil, err
 	}
+	sel, shape, err := flatInner(sel, shape)
+	if err != nil {
+		return nil, err
+	}
 	n := elemSize
 	for _, d := range shape[1:] {
 		n *= d

@@ -259,14 +259,6 @@ func Resolve(parent *architecture.Model, p *Plan) (*Layout, error) {
 	if len(ks) == 0 {
 		e.add(-1, "layers", "the plan removes every layer")
 	}
-	if len(p.Hidden) > 0 && parent.Layers != nil {
-		for li, pl := range parent.Layers {
-			if pl.MoE != nil {
-				e.add(li, "hidden", "hidden-channel pruning of MoE layers is not supported")
-				break
-			}
-		}
-	}
 	if len(e.Issues) > 0 {
 		return nil, e
 	}

@@ -364,3 +364,101 @@ func TestMambaHeadDim(t *testing.T) {
 		}
 	}
 }
+
+// TestPruneExpertsHidden prunes the hidden size together with experts in
+// every MoE naming scheme and checks each MoE tensor of the child by the
+// test's own reading of its name: the router keeps the experts' rows and
+// the kept channels' columns, an expert's input projections the kept
+// columns and its output projection the kept rows (gpt-oss's stacked
+// down_proj [experts, width, hidden] along its last dimension), the shared
+// experts and LatentMoE projections likewise on their model side, and
+// LatentMoE's routed experts, which work in the latent width, whole.
+func TestPruneExpertsHidden(t *testing.T) {
+	keep := []int{1, 3}
+	hid := []int{0, 1, 2, 4, 5, 6, 8, 9, 11, 12, 13, 14, 16, 17, 18, 19, 20, 22, 23, 24, 25, 26, 28, 29} // 24 of 32
+	for _, s := range moeSynths() {
+		t.Run(s.name, func(t *testing.T) {
+			dir, parent := writeSynth(t, s)
+			plan := expertsPlan(parent, keep)
+			plan.Hidden = hid
+			out, _ := runPrune(t, dir, plan, "vllm")
+			pv, ps := readAll(t, dir)
+			cv, cs := readAll(t, out)
+			latent := s.name == "nemotron-3-moe" // its synth's experts work in moe_latent_size
+			checked := 0
+			for name, got := range cv {
+				src := name
+				for ci, pe := range keep {
+					if r := fmt.Sprintf("experts.%d.", ci); strings.Contains(name, r) {
+						src = strings.Replace(name, r, fmt.Sprintf("experts.%d.", pe), 1)
+					}
+				}
+				perExpert := src != name
+				var rows, cols, inner []int
+				switch {
+				case strings.Contains(name, "shared_experts.") && strings.HasSuffix(name, "down_proj.weight"),
+					strings.HasSuffix(name, "fc2_latent_proj.weight"):
+					rows = hid
+				case strings.Contains(name, "shared_experts."), strings.HasSuffix(name, "fc1_latent_proj.weight"):
+					cols = hid
+				case strings.HasSuffix(name, "router.weight"), strings.HasSuffix(name, ".gate.weight"):
+					rows, cols = keep, hid
+				case strings.HasSuffix(name, "router.bias"), strings.HasSuffix(name, "e_score_correction_bias"),
+					strings.HasSuffix(name, "experts.gate_up_proj_bias"):
+					rows = keep
+				case strings.HasSuffix(name, "experts.gate_up_proj"), strings.HasSuffix(name, "experts.down_proj_bias"):
+					rows, cols = keep, hid
+				case strings.HasSuffix(name, "experts.down_proj"):
+					rows, inner = keep, hid
+				case perExpert && !latent && (strings.HasSuffix(name, "w2.weight") || strings.HasSuffix(name, "down_proj.weight")):
+					rows = hid
+				case perExpert && !latent:
+					cols = hid
+				case perExpert:
+				default:
+					continue // outside the MoE block: other tests check those
+				}
+				checked++
+				want, shape := refTake(pv[src], ps[src], rows, cols)
+				if inner != nil {
+					want, shape = refTakeLast(want, shape, inner)
+				}
+				if !reflect.DeepEqual(shape, cs[name]) {
+					t.Errorf("%s: shape %v, want %v (from %s)", name, cs[name], shape, src)
+				} else if k, ok := equalF32(got, want); !ok {
+					t.Errorf("%s: differs from %s (rows %v, cols %v, last %v) at %d", name, src, rows, cols, inner, k)
+				}
+			}
+			if checked == 0 {
+				t.Fatal("no MoE tensor checked")
+			}
+			child, err := architecture.Load(out)
+			must(t, err)
+			if child.Hidden != len(hid) {
+				t.Errorf("child hidden %d, want %d", child.Hidden, len(hid))
+			}
+			if err := child.CheckShapes(cs, nil); err != nil {
+				t.Errorf("child config vs tensors: %v", err)
+			}
+		})
+	}
+}
+
+// refTakeLast keeps the indices idx (-1: a zero) of the last dimension of
+// a 3-D tensor.
+func refTakeLast(in []float32, shape []int64, idx []int) ([]float32, []int64) {
+	d2 := int(shape[2])
+	var out []float32
+	for r := 0; r < len(in)/d2; r++ {
+		for _, c := range idx {
+			if c < 0 {
+				out = append(out, 0)
+			} else {
+				out = append(out, in[r*d2+c])
+			}
+		}
+	}
+	shp := append([]int64(nil), shape...)
+	shp[2] = int64(len(idx))
+	return out, shp
+}

@@ -244,13 +244,19 @@ func TestGather(t *testing.T) {
 				if len(shape) > 1 && trial%2 == 0 {
 					sel.Cols = randIdx(r, shape[1])
 				}
+				if len(shape) == 3 && trial%3 == 0 {
+					sel.Inner = randIdx(r, shape[2])
+				}
 				got, err := Gather(nil, src, shape, elem, sel)
 				must(t, err)
 				vals := make([]float32, n)
 				for i := range vals {
 					vals[i] = float32(i + 1)
 				}
-				want, _ := refTake(vals, toI64(shape), sel.Rows, sel.Cols)
+				want, wshape := refTake(vals, toI64(shape), sel.Rows, sel.Cols)
+				if sel.Inner != nil {
+					want, _ = refTakeLast(want, wshape, sel.Inner)
+				}
 				if len(got) != len(want)*elem {
 					t.Fatalf("elem %d shape %v sel %+v: %d bytes, want %d", elem, shape, sel, len(got), len(want)*elem)
 				}
@@ -285,6 +291,9 @@ func TestGather(t *testing.T) {
 	}
 	if _, err := Gather(nil, make([]byte, 12), []int{3, 2}, 2, Selection{Rows: []int{3}}); err == nil {
 		t.Error("row out of range accepted")
+	}
+	if _, err := Gather(nil, make([]byte, 12), []int{3, 2}, 2, Selection{Inner: []int{0}}); err == nil {
+		t.Error("a dimension-2 selection of a 2-D tensor accepted")
 	}
 }
 

@@ -175,6 +175,14 @@ func checkSel(sel Selection, shape []int) error {
 			return err
 		}
 	}
+	if sel.Inner != nil {
+		if len(shape) != 3 {
+			return fmt.Errorf("expected three dimensions")
+		}
+		if err := checkIndex(sel.Inner, shape[2], "dimension-2"); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -288,25 +296,7 @@ func (l *Layout) layerSel(ci int, t architecture.TensorSpec, hid []int) (sel Sel
 			return Selection{Rows: hid}, false, nil
 		}
 	case architecture.BlockMoE:
-		if hid != nil {
-			break // refused by Resolve; kept as a guard
-		}
-		ex := ll.Experts
-		switch {
-		case t.Kind == "moe_router", t.Kind == "moe_router_bias", t.Kind == "moe_router_correction":
-			// One router row (and bias, and score correction) per expert.
-			return Selection{Rows: ex}, false, nil
-		case t.Expert >= 0:
-			// One expert's own tensor, kept whole (Map renames it).
-			return Selection{}, false, nil
-		case t.Experts > 0:
-			// Experts stacked along dimension 0 (gpt-oss's fused
-			// gate_up_proj and down_proj, and their biases).
-			return Selection{Rows: ex}, false, nil
-		default:
-			// Shared experts and LatentMoE projections: every token uses them.
-			return Selection{}, false, nil
-		}
+		return moeSel(t, ll.Experts, parent.MoE, hid)
 	default:
 		if hid == nil {
 			// A block the plan cannot prune whose shapes do not depend on
@@ -316,6 +306,66 @@ func (l *Layout) layerSel(ci int, t architecture.TensorSpec, hid []int) (sel Sel
 		}
 	}
 	return sel, false, fmt.Errorf("%w: %s tensor of kind %q", ErrUnknownTensor, blockName(t.Block), t.Kind)
+}
+
+// moeSel is the selection of an MoE block's tensor t: router rows (and
+// biases, score corrections, stacked expert rows) follow the kept experts
+// ex, and where the hidden size is pruned (hid) every tensor that reads
+// or writes the model width keeps its channels: the router's and the
+// experts' inputs, the experts' outputs, the shared experts' and the
+// LatentMoE projections' model side. LatentMoE's routed experts work in
+// the latent width, which a hidden cut leaves alone.
+func moeSel(t architecture.TensorSpec, ex []int, x *architecture.MoE, hid []int) (Selection, bool, error) {
+	atModel := x == nil || x.LatentSize == 0 // the routed experts read and write the model width
+	in, out := Selection{Cols: hid}, Selection{Rows: hid}
+	switch {
+	case t.Kind == "moe_router":
+		return Selection{Rows: ex, Cols: hid}, false, nil
+	case t.Kind == "moe_router_bias", t.Kind == "moe_router_correction":
+		return Selection{Rows: ex}, false, nil
+	case t.Expert >= 0:
+		// One expert's own tensor (Map renames it).
+		if !atModel {
+			return Selection{}, false, nil
+		}
+		switch t.Kind {
+		case "expert_gate", "expert_up":
+			return in, false, nil
+		case "expert_down", "expert_down_bias":
+			return out, false, nil
+		case "expert_gate_bias", "expert_up_bias":
+			return Selection{}, false, nil
+		}
+	case t.Experts > 0:
+		// Experts stacked along dimension 0 (gpt-oss): gate_up_proj
+		// [experts, hidden, 2·width], down_proj [experts, width, hidden].
+		switch t.Kind {
+		case "expert_gate_up":
+			return Selection{Rows: ex, Cols: hid}, false, nil
+		case "expert_gate_up_bias":
+			return Selection{Rows: ex}, false, nil
+		case "expert_down":
+			return Selection{Rows: ex, Inner: hid}, false, nil
+		case "expert_down_bias":
+			return Selection{Rows: ex, Cols: hid}, false, nil
+		}
+	default:
+		// Shared experts and LatentMoE projections: every token uses them.
+		switch t.Kind {
+		case "shared_gate", "shared_up", "latent_in":
+			return in, false, nil
+		case "shared_down", "shared_down_bias", "latent_out", "latent_out_bias":
+			return out, false, nil
+		case "shared_gate_bias", "shared_up_bias", "latent_in_bias":
+			return Selection{}, false, nil
+		}
+	}
+	if hid == nil {
+		// Not a tensor the hidden size shapes: carried through (the
+		// child's tensors are checked against its config afterwards).
+		return Selection{}, false, nil
+	}
+	return Selection{}, false, fmt.Errorf("%w: MoE tensor of kind %q", ErrUnknownTensor, t.Kind)
 }
 
 func blockName(b string) string {

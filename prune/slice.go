@@ -9,6 +9,10 @@ import (
 // row or column (padding). Dimensions after the second are carried whole.
 type Selection struct {
 	Rows, Cols []int
+	// Inner are the indices kept along dimension 2 of a 3-D tensor (nil:
+	// all), as gpt-oss's stacked expert down_proj [experts, width, hidden]
+	// needs when the hidden size is pruned.
+	Inner []int
 }
 
 // IsIdentity reports whether the selection keeps a tensor of the given shape
@@ -18,6 +22,9 @@ func (s Selection) IsIdentity(shape []int) bool {
 		return false
 	}
 	if s.Cols != nil && (len(shape) < 2 || !isRange(s.Cols, shape[1])) {
+		return false
+	}
+	if s.Inner != nil && (len(shape) != 3 || !isRange(s.Inner, shape[2])) {
 		return false
 	}
 	return true
@@ -31,6 +38,9 @@ func (s Selection) Shape(shape []int) []int {
 	}
 	if s.Cols != nil && len(out) >= 2 {
 		out[1] = len(s.Cols)
+	}
+	if s.Inner != nil && len(out) == 3 {
+		out[2] = len(s.Inner)
 	}
 	return out
 }
@@ -86,6 +96,13 @@ func Gather(dst, src []byte, shape []int, elemSize int, sel Selection) ([]byte, 
 	if n != len(src) {
 		return dst, fmt.Errorf("tensor of shape %v and %d-byte elements needs %d bytes, have %d", shape, elemSize, n, len(src))
 	}
+	if sel.Inner != nil {
+		flat, fshape, err := flatInner(sel, shape)
+		if err != nil {
+			return dst, err
+		}
+		return Gather(dst, src, fshape, elemSize, flat)
+	}
 	if len(shape) == 0 {
 		if sel.Rows != nil || sel.Cols != nil {
 			return dst, fmt.Errorf("cannot select rows or columns of a scalar")
@@ -140,6 +157,43 @@ func Gather(dst, src []byte, shape []int, elemSize int, sel Selection) ([]byte, 
 		}
 	}
 	return dst, nil
+}
+
+// flatInner rewrites a selection along dimension 2 of a 3-D tensor as
+// one of rows and columns of the tensor viewed as [d0·d1, d2]: its rows
+// are the selected (d0, d1) pairs in order, its columns sel.Inner. Other
+// selections are returned as they are.
+func flatInner(sel Selection, shape []int) (Selection, []int, error) {
+	if sel.Inner == nil {
+		return sel, shape, nil
+	}
+	if len(shape) != 3 {
+		return sel, shape, fmt.Errorf("dimension-2 selection on a %d-D tensor of shape %v", len(shape), shape)
+	}
+	if err := checkIndex(sel.Rows, shape[0], "row"); err != nil {
+		return sel, shape, err
+	}
+	if err := checkIndex(sel.Cols, shape[1], "column"); err != nil {
+		return sel, shape, err
+	}
+	rows, cols := sel.Rows, sel.Cols
+	if rows == nil {
+		rows = seq(shape[0])
+	}
+	if cols == nil {
+		cols = seq(shape[1])
+	}
+	flat := make([]int, 0, len(rows)*len(cols))
+	for _, r := range rows {
+		for _, c := range cols {
+			if r < 0 || c < 0 {
+				flat = append(flat, -1)
+			} else {
+				flat = append(flat, r*shape[1]+c)
+			}
+		}
+	}
+	return Selection{Rows: flat, Cols: sel.Inner}, []int{shape[0] * shape[1], shape[2]}, nil
 }
 
 func appendZeros(dst []byte, n int) []byte {
