@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -83,6 +84,12 @@ func TestPipelineHybridTorch(t *testing.T) {
 	}
 	if len(d.Child.Layers) != 4 || d.Child.Layers[2].MambaHeads == 0 || d.Child.Params > 450_000 {
 		t.Errorf("child shape %+v (%d parameters): want every layer kept, its Mamba2 mixers with heads, at most 0.45M", d.Child.Layers, d.Child.Params)
+	}
+	// The parameter budget is judged on the written child's count, not an
+	// estimate.
+	if len(d.Budgets) != 1 || d.Budgets[0].Name != "params" || d.Budgets[0].Measured == nil || !d.Budgets[0].Counted ||
+		math.Abs(*d.Budgets[0].Measured-float64(d.Child.Params)*1e-6) > 1e-9 || !d.Budgets[0].Met(*d.Budgets[0].Measured) {
+		t.Errorf("budgets %+v: want the params budget counted from the child (%d parameters) and met", d.Budgets, d.Child.Params)
 	}
 	if n := len(d.HeldOut); n < 2 || d.HeldOut[0].Step != 0 || d.HeldOut[n-1].Tokens != ds.Tokens {
 		t.Errorf("held-out points %+v: want before and after, the last at the %d tokens of recovery", d.HeldOut, ds.Tokens)

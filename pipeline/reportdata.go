@@ -287,6 +287,14 @@ func buildReport(out Outputs, t *target, c *Config) (*report.Data, error) {
 		d.Deployment.MeasuredUnder = settingsText(first.MaxNumSeqs, first.MaxBatchedTokens, first.ContextLimit)
 	}
 	d.Budgets = budgetRows(views, t.budgets, &sum, meas)
+	for i := range d.Budgets {
+		if d.Budgets[i].Name == "params" {
+			// Counted, not estimated: the written child's tensors, which
+			// prune checked against its config.
+			d.Budgets[i].Measured = ptr(float64(childArch.Params().Total) * 1e-6)
+			d.Budgets[i].Counted = true
+		}
+	}
 	d.ChildMeasured = meas != nil
 	if rb.Source == "measured" {
 		for i, v := range views {

@@ -97,7 +97,9 @@ type Deployment struct {
 // memory, the smallest throughput), and the budget is judged on it;
 // MeasuredMedian, MeasuredMin and MeasuredMax are the median and range of
 // the Invocations invocations' figures and MeasuredSpread their relative
-// spread (max−min)/median.
+// spread (max−min)/median. A budget on a count (the child's parameters)
+// has Counted set: Measured is the written child's exact count, no
+// serving measurement.
 type Budget struct {
 	Name           string   `json:"name"` // "memory", "ttft", ...
 	Unit           string   `json:"unit"` // "GiB", "ms", "tok/s", ...
@@ -113,6 +115,7 @@ type Budget struct {
 	MeasuredMin    *float64 `json:"measured_min,omitempty"`
 	MeasuredMax    *float64 `json:"measured_max,omitempty"`
 	MeasuredSpread *float64 `json:"measured_spread,omitempty"`
+	Counted        bool     `json:"counted,omitempty"`
 	Binding        bool     `json:"binding,omitempty"`
 }
 

@@ -165,6 +165,9 @@ func build(d *Data) (*page, error) {
 			r.Sense = "≤"
 		}
 		v, how := b.Measured, "measured"
+		if b.Counted {
+			how = "counted"
+		}
 		if v == nil {
 			v, how = b.Estimated, "estimated"
 		}
@@ -179,7 +182,7 @@ func build(d *Data) (*page, error) {
 		if b.Measured == nil && b.Estimated != nil && b.ErrorBand != nil && math.Abs(*b.Estimated-b.Limit) <= *b.ErrorBand*math.Abs(*b.Estimated) {
 			r.Status += ", within its error band of the limit"
 		}
-		pg.AnyMeasured = pg.AnyMeasured || b.Measured != nil
+		pg.AnyMeasured = pg.AnyMeasured || b.Measured != nil && !b.Counted
 		pg.AnyDisagree = pg.AnyDisagree || r.Flag
 		pg.AnyUnstable = pg.AnyUnstable || r.Unstable
 		pg.AnyRange = pg.AnyRange || r.HasRange

@@ -246,6 +246,14 @@ func TestReportSaysWhatIsEstimated(t *testing.T) {
 	if md := markdown(t, e); strings.Contains(md, "Nothing was measured") {
 		t.Error("the Markdown says nothing was measured although the child was")
 	}
+	// A parameter budget counted from the written child: "met, counted",
+	// and still no serving measurement claimed.
+	pc := 1.2
+	e.Budgets = append(e.Budgets, Budget{Name: "params", Unit: "M", Max: true, Limit: 1.6, Estimated: &pc, Measured: &pc, Counted: true})
+	if page := html(t, e); !strings.Contains(page, "met, counted") || strings.Contains(page, "Measured: the child served by bench-serve") {
+		t.Error("a counted parameter budget is not shown as counted, or is taken for a serving measurement")
+	}
+	e.Budgets = e.Budgets[:len(e.Budgets)-1]
 	e.ChildMeasured = false
 
 	// A budget relative to the parent measured here: the parent's measured
