@@ -51,6 +51,9 @@ func TestConfigDeployment(t *testing.T) {
 	if c, err = configDeployment("../moe/pipeline.yaml", "/models/moe", true, 7); err != nil || c.Distill.Tokens != 7 {
 		t.Errorf("tokens set: %d, %v; want 7", c.Distill.Tokens, err)
 	}
+	if c, err := configDeployment("../moe/latency.yaml", "/models/moe", false, 0); err != nil || c.Budgets.MaxTPOT != "0.8x" || c.Budgets.MaxParams != "" || c.Measure.Invocations != 3 {
+		t.Errorf("latency.yaml: budgets %+v, measure %+v, %v; want TPOT ≤ 0.8x alone, 3 invocations", c.Budgets, c.Measure, err)
+	}
 	if _, err := configDeployment("../moe/pipeline.yaml", "", false, 0); err == nil || !strings.Contains(err.Error(), "-model") {
 		t.Errorf("no parent: %v, want an error naming -model", err)
 	}
