@@ -23,7 +23,7 @@ type testJob struct {
 func newJob(t testing.TB, kind string, world int, recipe map[string]any) *testJob {
 	t.Helper()
 	j := &testJob{t: t, dir: t.TempDir(), contract: map[string]any{
-		"version": 2, "kind": kind, "engine": "torch", "world_size": world, "recipe": recipe,
+		"version": 3, "kind": kind, "engine": "torch", "world_size": world, "recipe": recipe,
 		"checkpoint_every": 10,
 		"data": map[string]any{"format": "nanogpt-bin", "dtype": "uint16", "seq_len": recipe["seq_len"],
 			"sha256": map[string]string{}},

@@ -227,7 +227,8 @@ class NemotronSpec:
     def shape(self):
         """The contract's moe record (job/CONTRACT.md)."""
         s = {"experts": self.experts, "top_k": self.top_k, "width": self.width, "router": SIGMOID,
-             "norm_topk_prob": self.norm_topk_prob}
+             "norm_topk_prob": self.norm_topk_prob, "n_group": self.n_group, "topk_group": self.topk_group,
+             "routed_scaling_factor": self.scale}
         if self.shared:
             s["shared_width"] = self.shared
         return s
