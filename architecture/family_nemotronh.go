@@ -23,6 +23,11 @@ func init() {
 		Hybrid:    true,
 		// vLLM nemotron_h.py NemotronHAttention builds no rotary embedding.
 		NoRoPE: true,
+		// NemotronHMoE.route_tokens_to_experts (transformers
+		// models/nemotron_h/modeling_nemotron_h.py) divides the k sigmoid
+		// scores by their sum when config.norm_topk_prob, whose
+		// NemotronHConfig default is true.
+		Router: RouterRule{Renormalize: true, RenormalizeKey: "norm_topk_prob"},
 		// The native engine runs its Mamba2, attention and MLP layers
 		// forward (training goes through the PyTorch reference trainer:
 		// engine.CheckTrain); its sigmoid-routed MoE layers with shared

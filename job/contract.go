@@ -15,11 +15,12 @@ import (
 )
 
 // Version is the contract version this package writes and reads (2:
-// layers may hold an MoE block).
-const Version = 2
+// layers may hold an MoE block; 3: a sigmoid-routed MoE block carries its
+// group limit and scaling, MoEShape.Groups, TopKGroups and Scale).
+const Version = 3
 
 // ResultVersion is the version of result.json, which the contract's
-// version 2 left unchanged.
+// versions 2 and 3 left unchanged.
 const ResultVersion = 1
 
 // ContractFile is the contract's name in a job directory.
@@ -111,6 +112,40 @@ type MoEShape struct {
 	// always; Qwen3-MoE when config.json's norm_topk_prob is true).
 	NormTopKProb bool `json:"norm_topk_prob"`
 	SharedWidth  int  `json:"shared_width,omitempty"`
+	// Groups, TopKGroups and Scale are RouterSigmoid's constants (zero
+	// for the other routers): the experts fall into Groups (n_group)
+	// equal groups of consecutive experts, a token's k are chosen within
+	// its TopKGroups (topk_group) groups of the largest sums of their 2
+	// best corrected scores, and the k weights are multiplied by Scale
+	// (routed_scaling_factor), as transformers'
+	// NemotronHMoE.route_tokens_to_experts computes them.
+	Groups     int     `json:"n_group,omitempty"`
+	TopKGroups int     `json:"topk_group,omitempty"`
+	Scale      float64 `json:"routed_scaling_factor,omitempty"`
+}
+
+// routingError says what is wrong with x's router constants ("" when
+// nothing): for RouterSigmoid, whole groups of at least 2 experts, 1 <=
+// topk_group <= n_group, top_k within the kept groups' experts and a
+// positive finite scale; none for the other routers.
+func (x *MoEShape) routingError() string {
+	if x.Router != RouterSigmoid {
+		if x.Groups != 0 || x.TopKGroups != 0 || x.Scale != 0 {
+			return fmt.Sprintf("n_group %d, topk_group %d, routed_scaling_factor %g with router %s: want them absent (they are %s's)", x.Groups, x.TopKGroups, x.Scale, x.Router, RouterSigmoid)
+		}
+		return ""
+	}
+	switch {
+	case x.Groups < 1 || x.Experts%x.Groups != 0 || x.Experts/x.Groups < 2:
+		return fmt.Sprintf("n_group %d with %d experts: want a divisor of the experts leaving at least 2 per group (prune experts in whole groups)", x.Groups, x.Experts)
+	case x.TopKGroups < 1 || x.TopKGroups > x.Groups:
+		return fmt.Sprintf("topk_group %d: want 1 <= topk_group <= n_group (%d)", x.TopKGroups, x.Groups)
+	case x.TopK > x.TopKGroups*(x.Experts/x.Groups):
+		return fmt.Sprintf("top_k %d exceeds the %d experts of the topk_group %d kept group(s) of %d: lower top_k or keep more experts per group", x.TopK, x.TopKGroups*(x.Experts/x.Groups), x.TopKGroups, x.Experts/x.Groups)
+	case !(x.Scale > 0) || math.IsInf(x.Scale, 0):
+		return fmt.Sprintf("routed_scaling_factor %g: want a positive finite number", x.Scale)
+	}
+	return ""
 }
 
 // Router rules of an MoE block (MoEShape.Router), as
@@ -237,6 +272,9 @@ func (l LayerShape) String() string {
 		m = fmt.Sprintf("MoE %d experts of %d, top-%d (%s, norm_topk_prob %v)", x.Experts, x.Width, x.TopK, x.Router, x.NormTopKProb)
 		if x.SharedWidth > 0 {
 			m += fmt.Sprintf(", shared %d", x.SharedWidth)
+		}
+		if x.Router == RouterSigmoid {
+			m += fmt.Sprintf(", groups %d keep %d, scale %g", x.Groups, x.TopKGroups, x.Scale)
 		}
 	}
 	return a + ", " + m
@@ -489,6 +527,9 @@ func (m *Model) validate(role string) error {
 				return bad(f+".top_k", "%d with %d experts: want 1 <= top_k <= experts (lower top_k when fewer experts than k are kept)", x.TopK, x.Experts)
 			case x.Router != RouterSoftmaxTopK && x.Router != RouterTopKSoftmax && x.Router != RouterSigmoid:
 				return bad(f+".router", "%q: want %s, %s or %s", x.Router, RouterSoftmaxTopK, RouterTopKSoftmax, RouterSigmoid)
+			}
+			if msg := x.routingError(); msg != "" {
+				return bad(f, "%s", msg)
 			}
 		}
 		if l.MLP != nil && l.MLP.Width < 1 {

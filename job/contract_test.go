@@ -46,7 +46,7 @@ func TestContractValidate(t *testing.T) {
 		field string
 		says  string
 	}{
-		{"version", func(m map[string]any) { m["version"] = 1 }, "version", "reads version 2"},
+		{"version", func(m map[string]any) { m["version"] = 1 }, "version", "reads version 3"},
 		{"kind", func(m map[string]any) { m["kind"] = "train" }, "kind", "distill, importance, eval, proxy"},
 		{"engine", func(m map[string]any) { m["engine"] = "native" }, "engine", "automodel, megatron-bridge, torch"},
 		{"no teacher", func(m map[string]any) { delete(m, "teacher") }, "teacher", "takes a teacher and a student"},
@@ -98,7 +98,7 @@ func TestContractValidate(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Parse(append([]byte(`{"version": 2, "surprise": 1,`), b[1:]...)); err == nil || !strings.Contains(err.Error(), "surprise") {
+	if _, err := Parse(append([]byte(`{"version": 3, "surprise": 1,`), b[1:]...)); err == nil || !strings.Contains(err.Error(), "surprise") {
 		t.Errorf("an unknown field: %v", err)
 	}
 }
@@ -111,8 +111,8 @@ func FuzzParse(f *testing.F) {
 	if b, err := os.ReadFile(filepath.Join("testdata", "golden", "torch", ContractFile)); err == nil {
 		f.Add(b) // a valid contract, for the fuzzer to mutate
 	}
-	f.Add([]byte(`{"version": 2, "kind": "eval"}`))
-	f.Add([]byte(`{"version": 2, "kind": "distill", "engine": "torch", "world_size": 1}`))
+	f.Add([]byte(`{"version": 3, "kind": "eval"}`))
+	f.Add([]byte(`{"version": 3, "kind": "distill", "engine": "torch", "world_size": 1}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := Parse(b)
 		if err != nil {

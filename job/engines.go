@@ -61,14 +61,20 @@ var Engines = []EngineInfo{
 		Name: "torch", Kinds: Kinds, Shards: ShardNanoGPT,
 		Modules: []string{"torch"}, Local: true,
 		Requirements: []string{"# the autocompress reference trainer (trainer/): torch only", "# Debian bookworm's python3-torch 1.13 (CPU, gloo) or torch 2.x (CUDA, NCCL, FSDP2)", "torch>=1.13.1,<3"},
-		// acmamba.py runs the hybrid's Mamba2, attention and MLP layers;
-		// acmoe.py the MoE blocks of Qwen3-MoE and Mixtral (softmax, top-k,
-		// no shared experts). Its importance hooks are the Llama family's.
-		Classes:  append(append([]string(nil), llamaClasses...), "NemotronHForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM"),
-		Unscored: []string{"NemotronHForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM"},
-		Routers:  []string{RouterSoftmaxTopK},
-		MoENote:  "the reference trainer's acmoe.py runs softmax-then-top-k routers without shared experts (Qwen3-MoE, Mixtral)",
-		PerLayer: true, Run: true,
+		// acmamba.py runs the hybrid's Mamba2, attention, MLP and MoE
+		// layers; acmoe.py the MoE blocks: Qwen3-MoE's and Mixtral's
+		// (softmax, then top-k) and Nemotron-H's (sigmoid with
+		// e_score_correction_bias and group-limited top-k, relu² experts,
+		// LatentMoE projections, a shared expert). gpt-oss's top-k-then-
+		// softmax router is not run (nor is GptOssForCausalLM among the
+		// classes: attention sinks and alternating sliding windows are not
+		// in acmodel.py). Its importance hooks are the Llama family's.
+		Classes:       append(append([]string(nil), llamaClasses...), "NemotronHForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM"),
+		Unscored:      []string{"NemotronHForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM"},
+		Routers:       []string{RouterSoftmaxTopK, RouterSigmoid},
+		SharedExperts: true,
+		MoENote:       "the reference trainer's acmoe.py runs softmax-then-top-k routers (Qwen3-MoE, Mixtral) and sigmoid routers with shared experts (Nemotron-H), not gpt-oss's top-k-then-softmax",
+		PerLayer:      true, Run: true,
 	},
 	{
 		// nemo_automodel/recipes/llm/kd.py; docs/guides/llm/knowledge-distillation.mdx.
@@ -160,7 +166,7 @@ func (e EngineInfo) Represent(role string, s Shape) error {
 		switch {
 		case x == nil:
 		case !slices.Contains(e.Routers, x.Router):
-			return &RepresentError{e.Name, role, fmt.Sprintf("layer %d is a mixture of experts routed %s, and %s; choose engine torch for Qwen3-MoE or Mixtral children, or the native engine for forward-only work", i, x.Router, e.MoENote)}
+			return &RepresentError{e.Name, role, fmt.Sprintf("layer %d is a mixture of experts routed %s, and %s; choose engine torch for Qwen3-MoE, Mixtral or Nemotron-H children, or the native engine for forward-only work", i, x.Router, e.MoENote)}
 		case x.SharedWidth > 0 && !e.SharedExperts:
 			return &RepresentError{e.Name, role, fmt.Sprintf("layer %d has shared experts (width %d), and %s", i, x.SharedWidth, e.MoENote)}
 		}

@@ -1,7 +1,9 @@
 package job
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
 
 	"github.com/autocompress/autocompress/architecture"
 )
@@ -41,15 +43,48 @@ func ShapeOf(m *architecture.Model) (Shape, error) {
 // moeShape is the contract shape of MoE block x of model m: the router
 // rule is m's family's (architecture.Model.MoERouter, norm_topk_prob
 // resolved from m's config), sigmoid routing where the block has
-// e_score_correction_bias.
+// e_score_correction_bias, with its group limit and scaling from the
+// config (a bad value is kept, for the contract's check to refuse).
 func moeShape(m *architecture.Model, x *architecture.MoE) *MoEShape {
 	r := m.MoERouter()
 	s := &MoEShape{Experts: x.Experts, TopK: x.TopK, Width: x.ExpertWidth, Router: RouterSoftmaxTopK, NormTopKProb: r.Renormalize, SharedWidth: x.SharedWidth}
 	switch {
 	case x.RouterCorrection:
+		// NemotronHConfig.__init__'s defaults: n_group 1, topk_group 1,
+		// routed_scaling_factor 1.0.
 		s.Router = RouterSigmoid
+		s.Groups, s.TopKGroups, s.Scale = rawInt(m.Raw, "n_group", 1), rawInt(m.Raw, "topk_group", 1), rawNumber(m.Raw, "routed_scaling_factor", 1)
 	case r.TopKFirst:
 		s.Router = RouterTopKSoftmax
 	}
 	return s
+}
+
+// rawNumber is config value key as a float64: def when absent or null,
+// NaN when not a number (which the contract's check refuses).
+func rawNumber(raw map[string]any, key string, def float64) float64 {
+	switch v := raw[key].(type) {
+	case nil:
+		return def
+	case json.Number:
+		if f, err := v.Float64(); err == nil {
+			return f
+		}
+	case float64:
+		return v
+	case int:
+		return float64(v)
+	case architecture.NonFinite:
+		return v.Float()
+	}
+	return math.NaN()
+}
+
+// rawInt is rawNumber as an int, -1 when not a whole number.
+func rawInt(raw map[string]any, key string, def int) int {
+	f := rawNumber(raw, key, float64(def))
+	if f != math.Trunc(f) || math.Abs(f) > 1<<30 {
+		return -1
+	}
+	return int(f)
 }

@@ -23,7 +23,7 @@ type testJob struct {
 func newJob(t testing.TB, kind string, world int, recipe map[string]any) *testJob {
 	t.Helper()
 	j := &testJob{t: t, dir: t.TempDir(), contract: map[string]any{
-		"version": 2, "kind": kind, "engine": "torch", "world_size": world, "recipe": recipe,
+		"version": 3, "kind": kind, "engine": "torch", "world_size": world, "recipe": recipe,
 		"checkpoint_every": 10,
 		"data": map[string]any{"format": "nanogpt-bin", "dtype": "uint16", "seq_len": recipe["seq_len"],
 			"sha256": map[string]string{}},
@@ -150,13 +150,36 @@ func shape(t testing.TB, dir string) map[string]any {
 			mlp = map[string]int{"width": x.Width}
 		}
 		ls := map[string]any{"attention": att, "mlp": mlp}
+		if x := l.Mamba; x != nil {
+			ls["mamba"] = map[string]int{"heads": x.Heads, "head_dim": x.HeadDim, "state": x.StateSize, "groups": x.Groups, "conv": x.ConvKernel}
+		}
 		if x := l.MoE; x != nil {
-			// Qwen3-MoE and Mixtral route softmax, then top-k.
-			ls["moe"] = map[string]any{"experts": x.Experts, "top_k": x.TopK, "width": x.ExpertWidth,
+			// Qwen3-MoE and Mixtral route softmax, then top-k;
+			// Nemotron-H sigmoid with its group limit and scaling
+			// (NemotronHConfig's defaults 1, 1, 1.0).
+			moe := map[string]any{"experts": x.Experts, "top_k": x.TopK, "width": x.ExpertWidth,
 				"router": "softmax_topk", "norm_topk_prob": a.MoERouter().Renormalize}
+			if x.RouterCorrection {
+				moe["router"] = "sigmoid_corrected"
+				moe["n_group"], moe["topk_group"], moe["routed_scaling_factor"] = rawOr(a.Raw, "n_group", 1), rawOr(a.Raw, "topk_group", 1), rawOr(a.Raw, "routed_scaling_factor", 1)
+			}
+			if x.SharedWidth > 0 {
+				moe["shared_width"] = x.SharedWidth
+			}
+			ls["moe"] = moe
 		}
 		layers = append(layers, ls)
 	}
 	return map[string]any{"arch": a.Arch, "format": format, "vocab": a.Vocab, "hidden": a.Hidden,
 		"tied": a.TiedEmbeddings, "layers": layers}
+}
+
+// rawOr is config value key of raw as a float64, def when absent.
+func rawOr(raw map[string]any, key string, def float64) float64 {
+	if n, ok := raw[key].(json.Number); ok {
+		if f, err := n.Float64(); err == nil {
+			return f
+		}
+	}
+	return def
 }

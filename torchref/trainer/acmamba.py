@@ -1,8 +1,8 @@
 """Nemotron-H (NemotronHForCausalLM) as autocompress's native engine runs it.
 
 A hybrid: every layer is one norm and one mixer, chosen by the config's
-hybrid_override_pattern (M Mamba2, * attention, - MLP; E, mixture of
-experts, is refused), as transformers' models/nemotron_h/modeling_nemotron_h.py
+hybrid_override_pattern (M Mamba2, * attention, - MLP, E mixture of
+experts), as transformers' models/nemotron_h/modeling_nemotron_h.py
 computes it (NemotronHBlock.forward: out = x + mixer(norm(x))):
 
   - Mamba2 (NemotronHMamba2Mixer.torch_forward without a cache):
@@ -21,7 +21,11 @@ computes it (NemotronHBlock.forward: out = x + mixer(norm(x))):
     in another order);
   - attention without rotary embedding (NemotronHAttention: grouped-query,
     causal, scaled by head_dim**-0.5), acmodel.Attention with no rotation;
-  - MLP (NemotronHMLP): down_proj(relu(up_proj(x))**2), not gated.
+  - MLP (NemotronHMLP): down_proj(relu(up_proj(x))**2), not gated;
+  - MoE (NemotronHMoE): acmoe.NemotronMoE, sigmoid routing with
+    e_score_correction_bias and group-limited top-k, relu² experts
+    (through the LatentMoE projections when moe_latent_size is set) and
+    the shared expert.
 
 Tensor names are the checkpoint's (backbone.embeddings, backbone.layers.N.norm
 and .mixer.*, backbone.norm_f, lm_head), in architecture.Tensors order.
@@ -35,6 +39,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import acmodel
+import acmoe
 
 CLASS = "NemotronHForCausalLM"
 PATTERN = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
@@ -49,7 +54,8 @@ def handles(cfg):
 
 
 class HybridLayer:
-    """One layer's kind ("mamba", "attention" or "mlp") and widths."""
+    """One layer's kind ("mamba", "attention", "mlp" or "moe") and widths
+    (an MoE layer's moe is its acmoe.NemotronSpec)."""
 
     def __init__(self, kind, **kw):
         self.kind = kind
@@ -66,9 +72,6 @@ def _pattern(cfg):
     for i, c in enumerate(p):
         if c not in PATTERN:
             raise acmodel.ConfigError(f"hybrid_override_pattern[{i}] = {c!r}: want M, *, - or E")
-        if c == "E":
-            raise acmodel.ConfigError(f"layer {i} is a mixture of experts (E): the reference trainer's Nemotron-H "
-                                      f"runs Mamba2, attention and MLP layers only")
     n = cfg.get("num_hidden_layers")
     if n is not None and n != len(p):
         raise acmodel.ConfigError(f"num_hidden_layers is {n} but hybrid_override_pattern has {len(p)} layers")
@@ -93,6 +96,7 @@ class HybridArch:
         if act != "relu2":
             raise acmodel.ConfigError(f"mlp_hidden_act {act!r}: the reference trainer's Nemotron-H runs relu2 MLPs only")
         pattern = _pattern(cfg)
+        moe = acmoe.nemotron_spec(cfg, acmodel.ConfigError) if "E" in pattern else None
         self.layers = []
         for c in pattern:
             kind = PATTERN[c]
@@ -112,6 +116,8 @@ class HybridArch:
                                 window=cfg.get("sliding_window") or 0, attention=True)
                 if heads % kv:
                     raise acmodel.ConfigError(f"{heads} heads are not a multiple of {kv} KV heads")
+            elif kind == "moe":
+                l = HybridLayer(kind, moe=moe)
             else:
                 l = HybridLayer(kind, ffn=acmodel._req(cfg, "intermediate_size"), mlp_bias=bool(cfg.get("mlp_bias", False)))
             self.layers.append(l)
@@ -127,6 +133,8 @@ class HybridArch:
                 s["attention"] = {"heads": l.heads, "kv_heads": l.kv_heads, "head_dim": l.head_dim}
             elif l.kind == "mlp":
                 s["mlp"] = {"width": l.ffn}
+            elif l.kind == "moe":
+                s["moe"] = l.moe.shape()
             else:
                 s["mamba"] = {"heads": l.heads, "head_dim": l.head_dim, "state": l.state, "groups": l.groups, "conv": l.conv}
             out.append(s)
@@ -153,6 +161,8 @@ class HybridArch:
                     names.append(m + f"{proj}_proj.weight")
                     if (l.qkv_bias and proj != "o") or (l.out_bias and proj == "o"):
                         names.append(m + f"{proj}_proj.bias")
+            elif l.kind == "moe":
+                names += acmoe.nemotron_names(m, l.moe)
             else:
                 for proj in ("up", "down"):
                     names.append(m + f"{proj}_proj.weight")
@@ -175,6 +185,8 @@ class HybridArch:
                 f += 2 * N * H * (2 * qd + 2 * kd) + 4 * B * l.heads * (T * (T + 1) / 2) * l.head_dim
             elif l.kind == "mlp":
                 f += 2 * N * H * l.ffn * 2
+            elif l.kind == "moe":
+                f += acmoe.nemotron_flops(l.moe, N, H)
             else:
                 di = l.heads * l.head_dim
                 conv = di + 2 * l.groups * l.state
@@ -279,14 +291,16 @@ class HybridBlock(nn.Module):
             self.mixer = Mamba2Mixer(arch, l)
         elif l.kind == "attention":
             self.mixer = acmodel.Attention(arch, l)
+        elif l.kind == "moe":
+            self.mixer = acmoe.NemotronMoE(arch.hidden, l.moe)
         else:
             self.mixer = ReLU2MLP(arch, l)
 
     def forward(self, x, norope, observe=None, layer=0, skip_attn=False, skip_mlp=False):
         """As acmodel.Block: the mixer of a Mamba or attention layer is its
-        "attention" sub-block, an MLP layer's its "mlp" one."""
+        "attention" sub-block, an MLP or MoE layer's its "mlp" one."""
         mid = x
-        if self.kind != "mlp":
+        if self.kind not in ("mlp", "moe"):
             if not skip_attn:
                 n = self.norm(x)
                 if observe is not None:

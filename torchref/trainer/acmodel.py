@@ -561,8 +561,11 @@ def state_in_order(m):
 
 def no_decay(name):
     """train.NoDecay: norm weights and biases are not decayed (nor Mamba2's
-    A_log, D and dt_bias, which mamba_ssm marks _no_weight_decay)."""
-    return name.endswith(".bias") or name.endswith("norm.weight") or name.rsplit(".", 1)[-1] in ("A_log", "D", "dt_bias")
+    A_log, D and dt_bias, which mamba_ssm marks _no_weight_decay, nor the
+    frozen e_score_correction_bias of a sigmoid router, which no step may
+    move)."""
+    return name.endswith(".bias") or name.endswith("norm.weight") or name.rsplit(".", 1)[-1] in (
+        "A_log", "D", "dt_bias", "e_score_correction_bias")
 
 
 def forward_flops(arch, B, T, first=0):

@@ -18,19 +18,51 @@ then one index_add_ per expert hit, in expert order) and
 Qwen3MoeSparseMoeBlock.forward (models/qwen3_moe/modeling_qwen3_moe.py: the
 same, renormalised only when config.norm_topk_prob, whose default is
 false). Mixtral's router_jitter_noise (0 by default, training only) is not
-applied. Routers that take the top-k before the softmax (gpt-oss), sigmoid
-routers and shared experts are refused by the job contract's engine table
-before a job gets here.
+applied.
+
+Nemotron-H's MoE mixer (an 'E' layer of hybrid_override_pattern, built by
+acmamba.py; NemotronMoE below) routes by sigmoid scores with a correction
+bias and adds a shared expert, as transformers'
+models/nemotron_h/modeling_nemotron_h.py computes it
+(NemotronHTopkRouter.forward, NemotronHMoE.route_tokens_to_experts and
+.forward, NemotronHExperts.forward, NemotronHMLP.forward):
+
+    logits = x.float() @ gate.weight.float().T     (N, experts), float32
+    s = sigmoid(logits); c = s + gate.e_score_correction_bias
+    per group of experts/n_group: the sum of its 2 largest c; the
+    topk_group best groups kept, the others' c set to -inf
+    e = topk(c, k)                                 selection on c
+    w = s[e] (the uncorrected scores); w /= sum(w) + 1e-20 when
+    norm_topk_prob; w *= routed_scaling_factor
+    h = fc1_latent_proj(x) when moe_latent_size is set, else x
+    y[row] = sum over its k slots of w * down_proj(relu(up_proj(h))**2)
+             accumulated in float32, cast back to x's dtype
+    out = fc2_latent_proj(y) (latent) + shared_experts(x)
+    shared_experts(x) = down_proj(relu(up_proj(x))**2)  (NemotronHMLP of
+                        moe_shared_expert_intermediate_size)
+
+e_score_correction_bias is a buffer in transformers (trained by no
+gradient; DeepSeek-V3's balancing updates it outside backprop): here a
+parameter with requires_grad False, so that it is loaded, checkpointed and
+saved under the checkpoint's name and no optimiser step moves it
+(acmodel.no_decay). transformers keeps it float32
+(_keep_in_fp32_modules_strict); here it has the model's dtype (float32 on
+CPU; bf16 for a GPU teacher). gpt-oss's router (top-k of the logits, then
+softmax) is refused by the job contract's engine table before a job gets
+here.
 
 Tensor names are the checkpoint's: Qwen3-MoE's mlp.gate and
 mlp.experts.E.{gate,up,down}_proj, Mixtral's block_sparse_moe.gate and
 block_sparse_moe.experts.E.{w1,w3,w2} (w1 gate, w3 up, w2 down).
 """
+import math
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 ROUTER = "softmax_topk"  # the contract's name of the rule above
+SIGMOID = "sigmoid_corrected"  # the contract's name of Nemotron-H's rule
 
 # Per class: the block's attribute in a decoder layer, the expert
 # projections' names (gate, up, down) in checkpoint order, and how
@@ -156,3 +188,176 @@ def flops(spec, N, H):
     """engine.Model.ForwardFLOPsFrom's count of one block over N rows: the
     router, and each row's k gated experts."""
     return 2 * N * H * spec.experts + 2 * N * H * spec.width * 3 * spec.top_k
+
+
+class NemotronSpec:
+    """One Nemotron-H MoE mixer's shape and routing constants, as
+    NemotronHConfig names them: experts (n_routed_experts), top_k
+    (num_experts_per_tok), width (moe_intermediate_size), shared
+    (moe_shared_expert_intermediate_size), latent (moe_latent_size, 0:
+    none), n_group, topk_group, norm (norm_topk_prob), scale
+    (routed_scaling_factor), bias (mlp_bias: every projection's)."""
+
+    def __init__(self, experts, top_k, width, shared, latent=0, n_group=1, topk_group=1, norm=True, scale=1.0,
+                 bias=False):
+        self.experts, self.top_k, self.width, self.shared, self.latent = experts, top_k, width, shared, latent
+        self.n_group, self.topk_group, self.norm_topk_prob, self.scale, self.bias = n_group, topk_group, norm, scale, bias
+
+    def check(self, error):
+        """Raises error unless route() can run: whole groups of at least 2
+        experts (the group score sums the 2 largest), 1 <= topk_group <=
+        n_group, and k no more than the experts of the kept groups."""
+        E, G = self.experts, self.n_group
+        if not (isinstance(G, int) and G >= 1 and E % G == 0):
+            raise error(f"n_group {G!r} with {E} routed experts: want a positive divisor of n_routed_experts "
+                        f"(prune experts in whole groups)")
+        if E // G < 2:
+            raise error(f"{E} routed experts in {G} group(s): want at least 2 experts per group "
+                        f"(NemotronHMoE scores a group by its 2 largest)")
+        if not (isinstance(self.topk_group, int) and 1 <= self.topk_group <= G):
+            raise error(f"topk_group {self.topk_group!r}: want 1 <= topk_group <= n_group ({G})")
+        kept = self.topk_group * (E // G)
+        if self.top_k > kept:
+            raise error(f"num_experts_per_tok {self.top_k} exceeds the {kept} experts of the topk_group "
+                        f"{self.topk_group} kept group(s) of {E // G}")
+        if not (isinstance(self.scale, (int, float)) and math.isfinite(self.scale) and self.scale > 0):
+            raise error(f"routed_scaling_factor {self.scale!r}: want a positive finite number")
+        return self
+
+    def shape(self):
+        """The contract's moe record (job/CONTRACT.md)."""
+        s = {"experts": self.experts, "top_k": self.top_k, "width": self.width, "router": SIGMOID,
+             "norm_topk_prob": self.norm_topk_prob, "n_group": self.n_group, "topk_group": self.topk_group,
+             "routed_scaling_factor": self.scale}
+        if self.shared:
+            s["shared_width"] = self.shared
+        return s
+
+
+def nemotron_spec(cfg, error):
+    """The NemotronSpec of config.json cfg's MoE layers, with
+    NemotronHConfig.__init__'s defaults (n_group 1, topk_group 1,
+    norm_topk_prob true, routed_scaling_factor 1.0, moe_latent_size
+    None)."""
+
+    def count(name, default=None, zero=False):
+        v = cfg.get(name, default)
+        if not isinstance(v, int) or isinstance(v, bool) or v < (0 if zero else 1):
+            raise error(f"config.json: {name} = {v!r}, want a {'non-negative' if zero else 'positive'} integer")
+        return v
+
+    if cfg.get("n_shared_experts", 1) == 0:
+        # architecture reads n_shared_experts 0 as no shared expert, while
+        # NemotronHMoE.__init__ builds one regardless: refused rather than
+        # guessed.
+        raise error("config.json: n_shared_experts 0: NemotronHMoE builds its shared expert whatever this says; "
+                    "want 1 (the shared expert of moe_shared_expert_intermediate_size)")
+    latent = cfg.get("moe_latent_size")
+    s = NemotronSpec(count("n_routed_experts"), count("num_experts_per_tok"), count("moe_intermediate_size"),
+                     count("moe_shared_expert_intermediate_size"), 0 if latent is None else count("moe_latent_size"),
+                     cfg.get("n_group", 1), cfg.get("topk_group", 1), bool(cfg.get("norm_topk_prob", True)),
+                     cfg.get("routed_scaling_factor", 1.0), bool(cfg.get("mlp_bias", False)))
+    return s.check(error)
+
+
+class ReLU2(nn.Module):
+    """down_proj(relu(up_proj(x))**2): a routed expert (NemotronHExperts)
+    or the shared expert (NemotronHMLP)."""
+
+    def __init__(self, i, width, bias):
+        super().__init__()
+        self.up_proj = nn.Linear(i, width, bias=bias)
+        self.down_proj = nn.Linear(width, i, bias=bias)
+
+    def forward(self, x):
+        return self.down_proj(F.relu(self.up_proj(x)).square())
+
+
+class SigmoidRouter(nn.Module):
+    """NemotronHTopkRouter: weight (experts, hidden) and
+    e_score_correction_bias (experts), frozen."""
+
+    def __init__(self, hidden, experts):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(experts, hidden))
+        self.e_score_correction_bias = nn.Parameter(torch.zeros(experts), requires_grad=False)
+
+
+class NemotronMoE(nn.Module):
+    """The Nemotron-H MoE mixer (module docstring), state_dict names
+    gate.weight, gate.e_score_correction_bias, [fc1_latent_proj.*],
+    experts.E.{up,down}_proj.*, [fc2_latent_proj.*],
+    shared_experts.{up,down}_proj.*."""
+
+    def __init__(self, hidden, spec):
+        super().__init__()
+        self.spec = spec
+        self.gate = SigmoidRouter(hidden, spec.experts)
+        inner = spec.latent or hidden
+        if spec.latent:
+            self.fc1_latent_proj = nn.Linear(hidden, spec.latent, bias=spec.bias)
+        self.experts = nn.ModuleList([ReLU2(inner, spec.width, spec.bias) for _ in range(spec.experts)])
+        if spec.latent:
+            self.fc2_latent_proj = nn.Linear(spec.latent, hidden, bias=spec.bias)
+        self.shared_experts = ReLU2(hidden, spec.shared, spec.bias)
+
+    def route(self, x):
+        """(weights (N, k), experts (N, k)) of rows x (N, hidden); the
+        weights in float32 (float64 for float64 rows: gradcheck)."""
+        s = self.spec
+        dt = torch.promote_types(x.dtype, torch.float32)
+        score = torch.sigmoid(F.linear(x.to(dt), self.gate.weight.to(dt)))
+        choice = score + self.gate.e_score_correction_bias.to(dt)
+        N, G = choice.shape[0], s.n_group
+        if s.topk_group < G:
+            groups = choice.view(N, G, -1).topk(2, dim=-1)[0].sum(dim=-1)  # (N, G)
+            keep = torch.zeros_like(groups, dtype=torch.bool)
+            keep.scatter_(1, groups.topk(s.topk_group, dim=-1)[1], True)
+            choice = choice.masked_fill(~keep.repeat_interleave(s.experts // G, dim=1), float("-inf"))
+        e = choice.topk(s.top_k, dim=-1)[1]
+        w = score.gather(1, e)
+        if s.norm_topk_prob:
+            w = w / (w.sum(dim=-1, keepdim=True) + 1e-20)
+        return w * s.scale, e
+
+    def forward(self, x, observe=None, layer=0):
+        shape = x.shape
+        xf = x.reshape(-1, shape[-1])
+        w, e = self.route(xf)
+        h = self.fc1_latent_proj(xf) if self.spec.latent else xf
+        y = torch.zeros(h.shape, dtype=w.dtype, device=h.device)
+        mask = F.one_hot(e, num_classes=self.spec.experts).permute(2, 1, 0)  # (experts, k, N)
+        for j in torch.nonzero(mask.sum(dim=(1, 2)) > 0).flatten().tolist():
+            slot, rows = torch.where(mask[j])
+            y.index_add_(0, rows, (self.experts[j](h[rows]) * w[rows, slot, None]).to(w.dtype))
+        y = y.to(x.dtype)
+        if self.spec.latent:
+            y = self.fc2_latent_proj(y)
+        return y.reshape(shape) + self.shared_experts(x)
+
+
+def nemotron_names(prefix, spec):
+    """The mixer's tensor names after prefix (…layers.N.mixer.), in
+    architecture.Tensors order (TensorList.nemotronMoE)."""
+    b = [".weight", ".bias"] if spec.bias else [".weight"]
+    names = [prefix + "gate.weight", prefix + "gate.e_score_correction_bias"]
+    if spec.latent:
+        names += [prefix + "fc1_latent_proj" + x for x in b]
+    for j in range(spec.experts):
+        for proj in ("up_proj", "down_proj"):
+            names += [f"{prefix}experts.{j}.{proj}{x}" for x in b]
+    if spec.latent:
+        names += [prefix + "fc2_latent_proj" + x for x in b]
+    for proj in ("up_proj", "down_proj"):
+        names += [f"{prefix}shared_experts.{proj}{x}" for x in b]
+    return names
+
+
+def nemotron_flops(spec, N, H):
+    """2 per multiply-add over N rows: the router, the latent projections,
+    each row's k relu² experts and the shared expert."""
+    inner = spec.latent or H
+    f = 2 * N * H * spec.experts + 2 * N * inner * spec.width * 2 * spec.top_k + 2 * N * H * spec.shared * 2
+    if spec.latent:
+        f += 2 * N * H * spec.latent * 2
+    return f

@@ -181,8 +181,8 @@ class Job:
     def check(self):
         """Refuses a contract this trainer cannot run, before any work."""
         c, ranks = self.c, self.ranks
-        if c.get("version") != 2:
-            raise Refused(f"contract version {c.get('version')!r}: this trainer reads version 2")
+        if c.get("version") != 3:
+            raise Refused(f"contract version {c.get('version')!r}: this trainer reads version 3")
         if self.kind not in ("distill", "importance", "eval", "proxy"):
             raise Refused(f"kind {self.kind!r}: the torch engine runs distill, importance, eval and proxy")
         if c.get("engine", "torch") != "torch":
