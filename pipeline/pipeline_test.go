@@ -180,6 +180,21 @@ func TestPipelineEndToEnd(t *testing.T) {
 		if want := 1e3 * rb.Parent["tpot"]; b.Name == "tpot" && (b.ParentMeasured == nil || math.Abs(*b.ParentMeasured-want) > 1e-9*want) {
 			t.Errorf("report's parent TPOT measured %v, the search stage measured %g ms", b.ParentMeasured, want)
 		}
+		// Beside it, the parent's estimate under the settings it was
+		// measured under (the engine's defaults), not the child's.
+		if b.Name == "tpot" {
+			tgt, err := resolve(&c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			est, err := parentEstimated(tgt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := 1e3 * est["tpot"]; b.ParentAsMeasured == nil || math.Abs(*b.ParentAsMeasured-want) > 1e-9*want {
+				t.Errorf("report's parent TPOT estimated as measured %v, want %g ms (the engine's defaults)", b.ParentAsMeasured, want)
+			}
+		}
 		if b.Name == "memory" && b.ParentMeasured != nil {
 			t.Errorf("the absolute memory budget carries a parent measurement %g", *b.ParentMeasured)
 		}

@@ -297,9 +297,19 @@ func buildReport(out Outputs, t *target, c *Config) (*report.Data, error) {
 	}
 	d.ChildMeasured = meas != nil
 	if rb.Source == "measured" {
+		// The parent was measured under the engine's defaults
+		// (measureParent); the search priced it under the child's chosen
+		// settings. Its estimate under the defaults compares like with like.
+		asMeasured, err := parentEstimated(t)
+		if err != nil {
+			return nil, err
+		}
 		for i, v := range views {
 			if p, ok := rb.Parent[v.name]; ok {
 				d.Budgets[i].ParentMeasured = ptr(p * v.scale)
+				if e, ok := asMeasured[v.name]; ok {
+					d.Budgets[i].ParentAsMeasured = ptr(e * v.scale)
+				}
 			}
 		}
 	}

@@ -86,7 +86,10 @@ type Deployment struct {
 // as Estimated is the child's; ParentMeasured is the parent measured on
 // this machine (bench-serve, the worst invocation) where a budget relative
 // to the parent was resolved from that measurement (its Limit is a multiple
-// of it), nil otherwise. ErrorBand is the estimator's held-out median
+// of it), nil otherwise; ParentAsMeasured is then the estimator's figure
+// for the parent under the settings it was measured under (the engine's
+// defaults, which Parent, priced under the child's chosen settings, need
+// not be), so that the two compare like with like. ErrorBand is the estimator's held-out median
 // error for this cost (a fraction, nil where none is known), measured where
 // the Data's Estimator says.
 // Max says the cost must stay at or below Limit; otherwise at or above
@@ -107,16 +110,18 @@ type Budget struct {
 	Limit          float64  `json:"limit"`
 	Parent         *float64 `json:"parent,omitempty"`
 	ParentMeasured *float64 `json:"parent_measured,omitempty"`
-	Estimated      *float64 `json:"estimated,omitempty"`
-	ErrorBand      *float64 `json:"error_band,omitempty"`
-	Measured       *float64 `json:"measured,omitempty"`
-	Invocations    int      `json:"invocations,omitempty"`
-	MeasuredMedian *float64 `json:"measured_median,omitempty"`
-	MeasuredMin    *float64 `json:"measured_min,omitempty"`
-	MeasuredMax    *float64 `json:"measured_max,omitempty"`
-	MeasuredSpread *float64 `json:"measured_spread,omitempty"`
-	Counted        bool     `json:"counted,omitempty"`
-	Binding        bool     `json:"binding,omitempty"`
+	// ParentAsMeasured: see ParentMeasured.
+	ParentAsMeasured *float64 `json:"parent_as_measured,omitempty"`
+	Estimated        *float64 `json:"estimated,omitempty"`
+	ErrorBand        *float64 `json:"error_band,omitempty"`
+	Measured         *float64 `json:"measured,omitempty"`
+	Invocations      int      `json:"invocations,omitempty"`
+	MeasuredMedian   *float64 `json:"measured_median,omitempty"`
+	MeasuredMin      *float64 `json:"measured_min,omitempty"`
+	MeasuredMax      *float64 `json:"measured_max,omitempty"`
+	MeasuredSpread   *float64 `json:"measured_spread,omitempty"`
+	Counted          bool     `json:"counted,omitempty"`
+	Binding          bool     `json:"binding,omitempty"`
 }
 
 // HasRange reports whether the measurement has a range over more than one

@@ -29,8 +29,9 @@ type budgetRow struct {
 	Name, Unit, Sense                 string
 	Limit, Parent, Estimated, Measure cell
 	// ParentMeasured is the parent measured here, for a budget relative
-	// to it (Text "" otherwise).
-	ParentMeasured cell
+	// to it (Text "" otherwise), and ParentAsMeasured its estimate under
+	// the settings it was measured under (Text "" where unknown).
+	ParentMeasured, ParentAsMeasured cell
 	// Band is the estimator's error band for this cost ("±7 %"; "" where
 	// none is known), shown beside each estimate.
 	Band string
@@ -151,6 +152,9 @@ func build(d *Data) (*page, error) {
 			Flag: b.Disagrees(Tolerance), HasRange: b.HasRange(), Unstable: b.Unstable(Tolerance)}
 		if b.ParentMeasured != nil {
 			r.ParentMeasured = num(*b.ParentMeasured, p+"parent_measured")
+			if b.ParentAsMeasured != nil {
+				r.ParentAsMeasured = num(*b.ParentAsMeasured, p+"parent_as_measured")
+			}
 		}
 		anyBand = anyBand || r.Band != ""
 		if r.HasRange {
@@ -355,7 +359,7 @@ func estimateNote(d *Data, anyBand bool) string {
 		s += ", from " + e.Coefficients
 	}
 	if anyParentMeasured(d) {
-		s += "; the parent's figures are the estimator's too, and where a budget is relative to the parent, the parent measured on this machine (bench-serve, the worst invocation) is shown beside its estimate as \"measured\": the limit is that multiple of it."
+		s += "; the parent's figures are the estimator's too, and where a budget is relative to the parent, the parent measured on this machine (bench-serve, the worst invocation) is shown beside its estimate as \"measured\": the limit is that multiple of it. The parent is measured under the engine's default settings, and the first parent figure is priced under the child's chosen settings, so the parent's estimate under the settings it was measured under stands beside the measurement as well."
 	} else {
 		s += "; the parent is not measured, every parent figure is an estimate."
 	}
@@ -426,7 +430,7 @@ figcaption { color: #444; font-size: .95rem; }
 <h2>Budgets</h2>
 {{if .Budgets}}<table>
 <tr><th>budget</th><th>limit</th><th>parent, estimated</th><th>child, estimated</th><th>child, measured</th><th>status</th></tr>
-{{range .Budgets}}<tr{{if .Binding}} class="binding"{{end}}><td>{{.Name}}{{if .Binding}} (binding){{end}}</td><td class="limit">{{.Sense}} <span data-json="{{.Limit.Path}}">{{.Limit.Text}}</span> {{.Unit}}</td><td><span data-json="{{.Parent.Path}}">{{.Parent.Text}}</span>{{if .Band}} <span class="band">{{.Band}}</span>{{end}}{{if .ParentMeasured.Text}} (measured <span data-json="{{.ParentMeasured.Path}}">{{.ParentMeasured.Text}}</span>){{end}}</td><td><span data-json="{{.Estimated.Path}}">{{.Estimated.Text}}</span>{{if .Band}} <span class="band">{{.Band}}</span>{{end}}</td><td><span data-json="{{.Measure.Path}}">{{.Measure.Text}}</span>{{if .HasRange}} <span class="range">(<span data-json="{{.MinM.Path}}">{{.MinM.Text}}</span> – <span data-json="{{.MaxM.Path}}">{{.MaxM.Text}}</span>, median <span data-json="{{.MedianM.Path}}">{{.MedianM.Text}}</span>, over {{.Invocations}} invocations)</span>{{end}}{{if .Unstable}} <span class="flag unstable" title="the invocations spread {{.SpreadText}}, more than 10 %">unstable on this machine</span>{{end}}{{if .Flag}} <span class="flag" title="estimate and measurement differ by more than 10 %">⚑</span>{{end}}</td><td class="{{.StatusClass}}">{{.Status}}</td></tr>
+{{range .Budgets}}<tr{{if .Binding}} class="binding"{{end}}><td>{{.Name}}{{if .Binding}} (binding){{end}}</td><td class="limit">{{.Sense}} <span data-json="{{.Limit.Path}}">{{.Limit.Text}}</span> {{.Unit}}</td><td><span data-json="{{.Parent.Path}}">{{.Parent.Text}}</span>{{if .Band}} <span class="band">{{.Band}}</span>{{end}}{{if .ParentMeasured.Text}} (measured <span data-json="{{.ParentMeasured.Path}}">{{.ParentMeasured.Text}}</span>{{if .ParentAsMeasured.Text}}, estimated <span data-json="{{.ParentAsMeasured.Path}}">{{.ParentAsMeasured.Text}}</span> at the settings it was measured under{{end}}){{end}}</td><td><span data-json="{{.Estimated.Path}}">{{.Estimated.Text}}</span>{{if .Band}} <span class="band">{{.Band}}</span>{{end}}</td><td><span data-json="{{.Measure.Path}}">{{.Measure.Text}}</span>{{if .HasRange}} <span class="range">(<span data-json="{{.MinM.Path}}">{{.MinM.Text}}</span> – <span data-json="{{.MaxM.Path}}">{{.MaxM.Text}}</span>, median <span data-json="{{.MedianM.Path}}">{{.MedianM.Text}}</span>, over {{.Invocations}} invocations)</span>{{end}}{{if .Unstable}} <span class="flag unstable" title="the invocations spread {{.SpreadText}}, more than 10 %">unstable on this machine</span>{{end}}{{if .Flag}} <span class="flag" title="estimate and measurement differ by more than 10 %">⚑</span>{{end}}</td><td class="{{.StatusClass}}">{{.Status}}</td></tr>
 {{end}}</table>
 <p class="note">{{.EstimateNote}}</p>
 {{if .BandWarning}}<p class="{{if .BandFlag}}flag{{else}}note{{end}} band-warning">{{.BandWarning}}</p>{{end}}
@@ -599,7 +603,11 @@ func WriteMarkdown(w io.Writer, d *Data) error {
 				par, est = par+" "+r.Band, est+" "+r.Band
 			}
 			if r.ParentMeasured.Text != "" {
-				par += " (measured " + r.ParentMeasured.Text + ")"
+				if r.ParentAsMeasured.Text != "" {
+					par += " (measured " + r.ParentMeasured.Text + ", estimated " + r.ParentAsMeasured.Text + " at the settings it was measured under)"
+				} else {
+					par += " (measured " + r.ParentMeasured.Text + ")"
+				}
 			}
 			fmt.Fprintf(&b, "| %s | %s %s %s | %s | %s | %s | %s |\n", name, r.Sense, r.Limit.Text, r.Unit, par, est, m, r.Status)
 		}

@@ -269,6 +269,16 @@ func TestReportSaysWhatIsEstimated(t *testing.T) {
 	if md := markdown(t, r); !strings.Contains(md, "(measured 18.2)") || strings.Contains(md, "every parent figure is an estimate") {
 		t.Errorf("the Markdown does not show the parent measured for a relative budget")
 	}
+	// Its estimate under the settings it was measured under stands beside
+	// the measurement where the pipeline knows it.
+	r.Budgets[1].ParentAsMeasured = ptr(17.5)
+	page = html(t, r)
+	if !strings.Contains(page, `(measured <span data-json="budgets.1.parent_measured">18.2</span>, estimated <span data-json="budgets.1.parent_as_measured">17.5</span> at the settings it was measured under)`) {
+		t.Error("the parent's estimate at the settings it was measured under is not beside its measurement")
+	}
+	if md := markdown(t, r); !strings.Contains(md, "(measured 18.2, estimated 17.5 at the settings it was measured under)") {
+		t.Error("the Markdown does not show the parent's estimate at the settings it was measured under")
+	}
 
 	// A band whose host is not known still says that it is not.
 	e.Budgets[0].ErrorBand = d.Budgets[0].ErrorBand
