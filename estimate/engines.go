@@ -357,7 +357,7 @@ var engineTable = map[Engine]*EngineSpec{
 		Coeffs: CoeffKey{Family: "native", PerBackend: true},
 		Local:  true,
 		Words: Wording{Memory: "Memory of the process", Overhead: "process + run garbage", Server: "native engine, engine.Serve", Limit: "sequences in flight",
-			Held: "the process's peak resident memory (bench-serve's VmHWM): float32 weights, float32 KV cache, step buffers, the garbage of a run and the process"},
+			Held: "the process's peak resident memory (bench-serve's VmHWM): the weights as the checkpoint stores them (bf16 read in place), float32 KV cache, step buffers, the garbage of a run and the process"},
 		Hints: Hints{
 			Weights: nativeFitHint, Overhead: nativeFitHint, KV: nativeFitHint,
 			Unfit: []Hint{{Text: "a smaller parent (the native engine holds every weight in float32 and has no quantized kernels)"},
@@ -377,7 +377,7 @@ var engineTable = map[Engine]*EngineSpec{
 
 // nativeFitHint is the native engine's memory hint: it has one precision
 // and no KV types to trade.
-const nativeFitHint = "the native engine holds float32 weights; use a smaller model, fewer clients or shorter requests"
+const nativeFitHint = "the native engine holds the checkpoint's weights as stored (bf16 in place) and computes in float32; use a smaller model, fewer clients or shorter requests"
 
 func withPlan(h Hints, weights, overhead, kv string) Hints {
 	h.Weights, h.Overhead, h.KV = weights, overhead, kv

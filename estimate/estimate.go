@@ -60,7 +60,8 @@
 // # The native engine
 //
 // The native engine (package engine, "--engine native") is priced by its
-// own rules (native.go): float32 weights and KV cache, step buffers and a
+// own rules (native.go): the weights as the checkpoint stores them (bf16
+// read in place), a float32 KV cache, step buffers and a
 // fitted process cost and garbage term for memory (as bench-serve's peak
 // RSS); a step model linear in thirteen coefficients on the machine's
 // measured sgemm rate, each step priced on its busiest thread as the

@@ -70,8 +70,10 @@ type NativeCoeffs struct {
 	// split (every byte priced by Weight).
 	CacheBytes float64 `json:"cache_bytes,omitempty"`
 
-	// Peak memory (bench-serve's VmHWM) = MemFixed + MemHeap × float32
-	// weights + MemBuffers × (KV cache + step buffers) + MemWork × slots ×
+	// Peak memory (bench-serve's VmHWM) = MemFixed + MemHeap × the
+	// weights at the width they are stored at (Summary.StoredBits: the
+	// engine maps the checkpoint and reads bf16 in place, and every step
+	// touches every page) + MemBuffers × (KV cache + step buffers) + MemWork × slots ×
 	// prompt tokens + MemGarbage × layers × steps × √slots (at most
 	// MemGarbageCap × the buffers when that is set), where slots = min(clients, sequence limit)
 	// and steps = requests per slot × (output + 1) of a run (with a slot
@@ -82,7 +84,12 @@ type NativeCoeffs struct {
 	// grows with the length of a run. The garbage term is empirical (the
 	// square root fitted the first sweep's rows best among the forms
 	// tried: steps, steps × clients, tokens, requests).
-	MemFixed   float64 `json:"mem_fixed_bytes"`
+	MemFixed float64 `json:"mem_fixed_bytes"`
+	// MemHeap is 1 in every fit (calibrate-native and the quick probe
+	// hold it there): mapped weights are resident byte for byte. Fits
+	// before that priced the weights at float32 and fitted a fraction of
+	// them (0.1–0.66) on models of 4–23 MiB, which put a 1B child's peak
+	// 27 % high and a Llama-3.1-8B at 19.4 GiB where it runs in 15.
 	MemHeap    float64 `json:"mem_heap"`
 	MemBuffers float64 `json:"mem_buffers"`
 	MemGarbage float64 `json:"mem_garbage_bytes"`
@@ -103,6 +110,9 @@ type NativeCoeffs struct {
 	// 0 (absent): no bound, as in the committed fit, whose rows are
 	// mostly short of it. The quick probe sets it to 1.
 	MemGarbageCap float64 `json:"mem_garbage_cap,omitempty"`
+	// Rule is the version of the native model a host's cached probe was
+	// fitted for (NativeRule); a cache of another version is probed again.
+	Rule int `json:"rule,omitempty"`
 
 	// Held-out figures written by calibrate-native: median APE (fractions).
 	ErrTTFT       float64 `json:"err_ttft,omitempty"`
@@ -333,6 +343,12 @@ func (f *NativeCoeffFile) Machine(name string) (NativeCoeffs, string) {
 	return f.Machines[names[0]], names[0]
 }
 
+// NativeRule is the version of the native step and memory rules that a
+// host's cached quick probe records (NativeCoeffs.Rule): 2 since the
+// weights count at their stored width with MemHeap 1. A cached probe of
+// an earlier rule does not describe these estimates and is measured again.
+const NativeRule = 2
+
 // nativePrecision is how the native engine holds weights: float32.
 var nativePrecision = Precision{Name: "f32", LinearBPW: 32, EmbedBPW: 32, HeadBPW: 32, SmallBPW: 32, Compute: "bf16"}
 
@@ -541,8 +557,8 @@ func (n *nativeTerms) terms(s *Summary, b Batch) Terms {
 	return t
 }
 
-// nativeMemory plans the native engine's memory: float32 weights, a
-// float32 KV cache of reqTokens per sequence for slots sequences (at most
+// nativeMemory plans the native engine's memory: the weights at their
+// stored width (Summary.StoredBits), a float32 KV cache of reqTokens per sequence for slots sequences (at most
 // the sequences in flight, r.natSlots), step
 // buffers for the largest step (slots decoders plus the prompt budget),
 // the garbage of a run's kernel calls (see NativeCoeffs.MemGarbage), and the process's
@@ -557,7 +573,11 @@ func nativeMemory(rep *MemoryReport, s *Summary, hwName string, dev float64, r *
 	perSeq := (s.KVBytes + s.SWAKVBytes) * reqTokens
 	kv := perSeq * n
 	act := nativeStepBytes(s, n, reqTokens, float64(r.budgetToks), float64(max(c.Threads, 1)))
-	rep.WeightsBytes = c.MemHeap * s.WeightBytes
+	// The weights are the checkpoint's tensors, mapped and read in place:
+	// every step touches every page, so all of them are resident, at the
+	// width they are stored at (MemHeap is 1 in every fit since the rule
+	// priced them at float32 and fitted a fraction; see nativecal).
+	rep.WeightsBytes = c.MemHeap * s.WeightBytes * float64(max(s.StoredBits, 16)) / 32
 	rep.KVPoolBytes = c.MemBuffers * kv
 	rep.ActivationBytes = c.MemBuffers*act + c.MemWork*n*r.natISL
 	garbage := c.MemGarbage * r.natSteps * float64(s.Layers)

@@ -18,8 +18,9 @@ func parentLike() *Summary {
 }
 
 // TestNativeMemoryRule checks the native rule against the engine's layout
-// worked out by hand: float32 weights (3,886,272 parameters), a float32 KV
-// cache of isl + osl tokens per client, and no KV for a layer without
+// worked out by hand: the weights at their stored width (3,886,272
+// parameters; bf16 in place, float32 for a float32 checkpoint), a float32
+// KV cache of isl + osl tokens per client, and no KV for a layer without
 // attention.
 func TestNativeMemoryRule(t *testing.T) {
 	w := workload.FixedClosed(128, 64, 4)
@@ -41,8 +42,17 @@ func TestNativeMemoryRule(t *testing.T) {
 	if !ok {
 		t.Fatalf("does not fit: %v", rep.Fail.Error())
 	}
-	if rep.WeightsBytes != 4*3886272 {
-		t.Errorf("weights %g bytes, want float32 %d", rep.WeightsBytes, 4*3886272)
+	if rep.WeightsBytes != 2*3886272 {
+		t.Errorf("weights %g bytes, want bf16 %d (a config without torch_dtype is read as 16-bit)", rep.WeightsBytes, 2*3886272)
+	}
+	for dtype, bytes := range map[string]float64{"bfloat16": 2, "float16": 2, "float32": 4} {
+		m2 := *m
+		m2.DType = dtype
+		var s2 Summary
+		c.Summarize(&s2, &m2)
+		if r2, _ := c.Memory(&s2); r2.WeightsBytes != bytes*3886272 {
+			t.Errorf("%s checkpoint: weights %g bytes, want %g", dtype, r2.WeightsBytes, bytes*3886272)
+		}
 	}
 	// 8 layers × (K + V) × 2 kv heads × 24 × 4 bytes × 192 tokens × 4 clients.
 	if want := 8.0 * 2 * 48 * 4 * 192 * 4; rep.KVPoolBytes != want {

@@ -32,8 +32,13 @@ type Summary struct {
 	TotalParams, ActiveParams float64
 
 	WeightBytes float64 // all weights resident on one GPU
-	EmbedBytes  float64 // token embedding (resident, not streamed)
-	HeadBytes   float64 // LM head (streamed each step; 0 extra when tied, but still read)
+	// StoredBits is the width of the checkpoint's weights as stored
+	// (config.json's torch_dtype: 32 for float32, 16 otherwise), which the
+	// native engine reads in place: its resident weights are WeightBytes
+	// (priced at its float32 compute width) × StoredBits/32.
+	StoredBits int
+	EmbedBytes float64 // token embedding (resident, not streamed)
+	HeadBytes  float64 // LM head (streamed each step; 0 extra when tied, but still read)
 	// DenseBytes are the weights read by every step whatever the batch:
 	// attention, dense MLPs, shared experts, routers, Mamba, norms and the LM head.
 	DenseBytes float64
@@ -287,6 +292,19 @@ func sumLayers(s *Summary, layers []architecture.Layer, h int, p *Precision, kv 
 	s.TotalParams, s.ActiveParams = total, active
 }
 
+// storedBits is the width of a checkpoint's weights by config.json's
+// dtype: 32 for float32, 16 for every other (bfloat16, float16, and a
+// config that does not say, as HF checkpoints of the families we read
+// hold 16-bit weights). The native engine reads bf16 and fp16 tensors in
+// place (engine/weights.go) and float32 as float32.
+func storedBits(dtype string) int {
+	switch dtype {
+	case "float32", "fp32", "f32":
+		return 32
+	}
+	return 16
+}
+
 // finish adds the final norm, the embedding and the LM head (vocabulary
 // sharded over TP) to the layer sums and derives the totals.
 func finish(s *Summary, m *architecture.Model, p *Precision, tp int) {
@@ -294,6 +312,7 @@ func finish(s *Summary, m *architecture.Model, p *Precision, tp int) {
 	h := m.Hidden
 	fh := float64(h)
 	s.Hidden, s.Vocab = h, m.Vocab
+	s.StoredBits = storedBits(m.DType)
 	small := p.SmallBPW / 8
 	total, active := s.TotalParams, s.ActiveParams
 	fv := float64(m.Vocab)

@@ -250,8 +250,9 @@ func nnls(X [][]float64) []float64 {
 }
 
 // fitMemory fits the memory rule by non-negative least squares on the
-// relative error of the measured peak RSS: a fixed cost, the float32
-// weights, the KV cache and step buffers, and the garbage term.
+// relative error of the measured peak RSS less the weights (resident byte
+// for byte at their stored width: MemHeap is 1, not fitted): a fixed cost,
+// the KV cache and step buffers, and the garbage term.
 func fitMemory(m *model, rows []Row, co *estimate.NativeCoeffs) error {
 	var X [][]float64
 	for i := range rows {
@@ -268,13 +269,19 @@ func fitMemory(m *model, rows []Row, co *estimate.NativeCoeffs) error {
 		parts.MemFixed, parts.MemHeap, parts.MemBuffers, parts.MemGarbage = 0, 1, 1, 1
 		c.SetNativeCoeffs(parts)
 		rep, _ := c.Memory(s)
-		X = append(X, []float64{1 / y, rep.WeightsBytes / y, (rep.KVPoolBytes + rep.ActivationBytes) / y, rep.OverheadBytes / y})
+		// The weights are resident byte for byte (MemHeap 1): the rest of
+		// the peak is fitted, relative to that rest.
+		rest := y - rep.WeightsBytes
+		if rest <= 0 {
+			continue
+		}
+		X = append(X, []float64{1 / rest, (rep.KVPoolBytes + rep.ActivationBytes) / rest, rep.OverheadBytes / rest})
 	}
-	if len(X) < 4 {
+	if len(X) < 3 {
 		return nil // keep the prior memory terms
 	}
 	b := nnls(X)
-	co.MemFixed, co.MemHeap, co.MemBuffers, co.MemGarbage = b[0], b[1], b[2], b[3]
+	co.MemFixed, co.MemHeap, co.MemBuffers, co.MemGarbage = b[0], 1, b[1], b[2]
 	return nil
 }
 

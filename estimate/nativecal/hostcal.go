@@ -209,6 +209,7 @@ func Resolve(ctx context.Context, o ResolveOptions) (*HostCalibration, error) {
 	pc.Host = &h
 	pc.Measured = start.Format("2006-01-02 15:04 UTC")
 	pc.Source = "quick probe (estimate/nativecal.QuickProbe)"
+	pc.Rule = estimate.NativeRule
 	f := &estimate.NativeCoeffFile{
 		Comment:  "This host's quick native calibration: the committed coefficients with their compute, weight-streaming and overhead groups scaled by a probe of this host (estimate/nativecal.QuickProbe). Delete the file to probe again; autocompress calibrate-native makes the thorough fit.",
 		Command:  "written by the first native estimate on this host",
@@ -234,7 +235,8 @@ func Resolve(ctx context.Context, o ResolveOptions) (*HostCalibration, error) {
 }
 
 // readCached reads this host's cached probe at path: ok only when it
-// parses and records this host.
+// parses, records this host and was fitted for this estimator's native
+// rule (estimate.NativeRule).
 func readCached(path string, host hardware.Host) (*HostCalibration, bool) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) || err != nil {
@@ -245,8 +247,8 @@ func readCached(path string, host hardware.Host) (*HostCalibration, bool) {
 		return nil, false
 	}
 	co, ok := f.Machines[Machine]
-	if !ok || co.Host == nil {
-		return nil, false
+	if !ok || co.Host == nil || co.Rule != estimate.NativeRule {
+		return nil, false // not this host's, or fitted for another rule
 	}
 	if m, _ := co.Host.Compare(host); m != hardware.SameHost {
 		return nil, false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -95,10 +96,26 @@ func TestResolve(t *testing.T) {
 		if c3, err := Resolve(ctx, ResolveOptions{Host: other, Probe: p.probe, CacheDir: dir, Now: now, File: o.File}); err != nil || c3.Kind != KindProbed || p.calls != 2 {
 			t.Errorf("another fingerprint used this host's cache: %+v, %v", c3, err)
 		}
+		// A probe cached for an earlier native rule (its weights priced
+		// at float32 with a fitted multiplier) is measured again.
+		cached, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(cached), fmt.Sprintf(`"rule": %d`, estimate.NativeRule)) {
+			t.Errorf("the cached probe does not record the rule it was fitted for:\n%s", cached)
+		}
+		old := strings.Replace(string(cached), fmt.Sprintf(`"rule": %d`, estimate.NativeRule), `"rule": 1`, 1)
+		if err := os.WriteFile(path, []byte(old), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if c5, err := Resolve(ctx, o); err != nil || c5.Kind != KindProbed || p.calls != 3 {
+			t.Errorf("a probe cached for rule 1: %+v, %v, %d probes (want it probed again)", c5, err, p.calls)
+		}
 		if err := os.WriteFile(path, []byte("{not json"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if c4, err := Resolve(ctx, o); err != nil || c4.Kind != KindProbed || p.calls != 3 {
+		if c4, err := Resolve(ctx, o); err != nil || c4.Kind != KindProbed || p.calls != 4 {
 			t.Errorf("corrupt cache: %+v, %v, %d probes", c4, err, p.calls)
 		}
 		restore := c.Use()
@@ -203,7 +220,7 @@ func TestFitTransferRecovers(t *testing.T) {
 	}
 	truth = truth.WithTimeVector(v)
 	truth.MemFixed += 7 << 20
-	truth.MemHeap, truth.MemBuffers = 0.5, 1.2
+	truth.MemHeap, truth.MemBuffers = 1, 1.2 // the weights count byte for byte (the fit holds MemHeap at 1)
 	truth.MemWork = 8 << 10
 	truth.MemGarbageCap = 1
 	var rows []Row

@@ -455,8 +455,9 @@ const workloadTokens = 2048
 // (GOGC 100): past that a run's peak no longer grows with its steps and
 // depth (the uncapped term priced a 30-layer model 61 % high). So the
 // garbage term keeps its rate and is capped at the live buffers
-// (MemGarbageCap 1), and the fixed cost, the weights' and the buffers'
-// multipliers and, when a row has at least workloadTokens prompt tokens in
+// (MemGarbageCap 1), the weights count byte for byte at their stored
+// width (MemHeap 1: a fitted multiplier, 0.66 on one host, priced a 1B
+// child 27 % high), and the fixed cost, the buffers' multiplier and, when a row has at least workloadTokens prompt tokens in
 // flight, the workload term are fitted by non-negative least squares on
 // the relative error, each row taken as short of the cap or at it by the
 // previous iterate (a few rounds; the probe's short runs are mostly short
@@ -486,7 +487,7 @@ func fitProbeMemory(m *model, rows []Row, co *estimate.NativeCoeffs) error {
 	if len(ps) == 0 {
 		return nil
 	}
-	co.MemGarbageCap = 1
+	co.MemGarbageCap, co.MemHeap = 1, 1
 	if !long {
 		co.MemWork = 0
 	}
@@ -506,20 +507,21 @@ func fitProbeMemory(m *model, rows []Row, co *estimate.NativeCoeffs) error {
 			if p.garbage >= live(p) {
 				k, g = 2, 0 // at the cap: the live buffers twice
 			}
-			row := []float64{1 / p.y, p.w / p.y, k * p.buf / p.y}
+			row := []float64{1 / p.y, k * p.buf / p.y}
 			if long {
 				row = append(row, k*p.work/p.y)
 			}
-			// The garbage short of the cap is known: move it to the target.
+			// The weights (resident byte for byte) and the garbage short
+			// of the cap are known: move them to the target.
 			for j := range row {
-				row[j] *= p.y / math.Max(p.y-g, p.y/2)
+				row[j] *= p.y / math.Max(p.y-g-p.w, p.y/4)
 			}
 			X = append(X, row)
 		}
 		b := nnls(X)
-		co.MemFixed, co.MemHeap, co.MemBuffers = b[0], b[1], b[2]
+		co.MemFixed, co.MemHeap, co.MemBuffers = b[0], 1, b[1]
 		if long {
-			co.MemWork = b[3]
+			co.MemWork = b[2]
 		}
 	}
 	return nil

@@ -307,7 +307,7 @@ func printEstimate(w io.Writer, r *estimate.Result, hw *hardware.GPU, analyticOn
 	spec, _ := estimate.LookupSpec(r.Engine)
 	switch spec.Sched {
 	case estimate.ServeScheduler:
-		fmt.Fprintf(w, "Scheduling (%s): %d sequences per step, decodes plus prompt chunks of at most %d tokens; memory: float32 weights and KV, step buffers, the garbage of a run and the process (as bench-serve's VmHWM)\n",
+		fmt.Fprintf(w, "Scheduling (%s): %d sequences per step, decodes plus prompt chunks of at most %d tokens; memory: the weights as stored (bf16 in place), float32 KV, step buffers, the garbage of a run and the process (as bench-serve's VmHWM)\n",
 			spec.Words.Server, r.Memory.MaxSeqs, r.Memory.BudgetTokens)
 	case estimate.SlotScheduler:
 		printSlots(w, r, spec, analyticOnly)
