@@ -345,8 +345,19 @@ func anyParentMeasured(d *Data) bool {
 // nothingMeasured is the note of a report in which no budget was judged
 // by a measurement: why.
 func nothingMeasured(d *Data) string {
+	counted := false
+	for _, b := range d.Budgets {
+		counted = counted || b.Counted
+	}
+	judged := "every status judges the estimator's figures"
+	if counted {
+		judged = "a parameter budget judges the written child's exact count and every other status the estimator's figures"
+	}
 	if d.ChildMeasured {
-		return "The child was served by bench-serve on this machine, but no budget is a cost it measures (latency, throughput or memory), so every status judges the estimator's figures."
+		return "The child was served by bench-serve on this machine, but no budget is a cost it measures (latency, throughput or memory), so " + judged + "."
+	}
+	if counted {
+		return "Nothing was served (the target is not this machine, or measuring was turned off), so " + judged + "."
 	}
 	return "Nothing was measured (the target is not this machine, or measuring was turned off), so every status judges an estimate."
 }

@@ -253,6 +253,14 @@ func TestReportSaysWhatIsEstimated(t *testing.T) {
 	if page := html(t, e); !strings.Contains(page, "met, counted") || strings.Contains(page, "Measured: the child served by bench-serve") {
 		t.Error("a counted parameter budget is not shown as counted, or is taken for a serving measurement")
 	}
+	if md := markdown(t, e); strings.Contains(md, "every status judges the estimator's figures") || !strings.Contains(md, "a parameter budget judges the written child's exact count") {
+		t.Error("with a counted parameter budget the note still says every status judges an estimate")
+	}
+	e.ChildMeasured = false
+	if page := html(t, e); strings.Contains(page, "Nothing was measured") || !strings.Contains(page, "Nothing was served") {
+		t.Error("with a counted budget and no serving, the note says nothing was measured")
+	}
+	e.ChildMeasured = true
 	e.Budgets = e.Budgets[:len(e.Budgets)-1]
 	e.ChildMeasured = false
 
