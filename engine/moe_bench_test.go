@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -29,21 +30,28 @@ func moeBenchArchs() (moe, dense *architecture.Model) {
 }
 
 // BenchmarkMoETrainStep times one training step (ForwardLoss + Backward,
-// B 4 × T 128) of an MoE model and of the dense model of equal active
+// B 4 and 16 × T 128) of an MoE model and of the dense model of equal active
 // parameters (moeBenchArchs), interleaved, and reports each's median
 // step time and their ratio, with the host it ran on:
 //
 //	nice -n 19 go test -run '^$' -bench MoETrainStep -benchtime 7x ./engine/
 //
 // On the development VM (host "vm", 2 cores of an Intel Xeon, the pure-Go
-// sgemm, load average about 5 from other jobs; 2026-12-03) the MoE step
-// took 229 ms and the dense one 156 ms: 1.47×. The forward FLOPs are equal
-// (6.12 vs 6.11 GFLOP); the difference is GEMM efficiency: each expert's
-// products have about N·k/E = 128 rows instead of 512, and the packing of
-// weights (blas.packB, 15 % of the profile) covers 8 experts' matrices, 4×
-// the dense MLP's, every step.
+// sgemm, load average 5 to 6.5 from other jobs; 2026-12-03) the MoE step
+// took 1.47× the dense one at B 4 in a first run (229 vs 156 ms), and
+// 1.40× at B 4 (380 vs 271 ms) and 1.25× at B 16 (1912 vs 1534 ms) in a
+// second, more loaded one. The forward FLOPs are equal (6.12 vs 6.11
+// GFLOP at B 4); the difference is GEMM efficiency: each expert's products
+// have about N·k/E rows (128 at B 4) instead of N, and the packing of
+// weights (blas.packB, 15 % of the profile at B 4) covers 8 experts'
+// matrices, 4× the dense MLP's, every step; both weigh less as N grows.
 func BenchmarkMoETrainStep(b *testing.B) {
-	const B, T = 4, 128
+	for _, B := range []int{4, 16} {
+		b.Run(fmt.Sprintf("B%d", B), func(b *testing.B) { benchMoETrainStep(b, B, 128) })
+	}
+}
+
+func benchMoETrainStep(b *testing.B, B, T int) {
 	ma, da := moeBenchArchs()
 	var models [2]*Model
 	for i, a := range []*architecture.Model{ma, da} {
@@ -85,7 +93,7 @@ func BenchmarkMoETrainStep(b *testing.B) {
 	b.ReportMetric(mm*1e3, "moe-ms/step")
 	b.ReportMetric(dm*1e3, "dense-ms/step")
 	b.ReportMetric(mm/dm, "moe/dense")
-	b.Logf("host %s (%s/%s, GOMAXPROCS %d, %s): MoE (8 experts × 384, top-2) train step %.1f ms, dense (FFN 768, equal active parameters) %.1f ms: ratio %.2f (medians of %d; forward FLOPs %.2f vs %.2f GFLOP)",
-		host, runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), blas.Backend(), mm*1e3, dm*1e3, mm/dm, len(moeT),
+	b.Logf("host %s (%s/%s, GOMAXPROCS %d, %s), B %d × T %d: MoE (8 experts × 384, top-2) train step %.1f ms, dense (FFN 768, equal active parameters) %.1f ms: ratio %.2f (medians of %d; forward FLOPs %.2f vs %.2f GFLOP)",
+		host, runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), blas.Backend(), B, T, mm*1e3, dm*1e3, mm/dm, len(moeT),
 		models[0].ForwardFLOPs(B, T)/1e9, models[1].ForwardFLOPs(B, T)/1e9)
 }
