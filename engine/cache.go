@@ -263,7 +263,7 @@ func (m *Model) Step(caches []*Cache, tokens [][]int32, all bool) ([][]float32, 
 		}
 		if d.moe != nil {
 			rmsnormForward(b.ln, b.rstd, b.x, w.postNorm, R, H, m.eps)
-			moeForward(b.tmp, b.ln, d.moe, wm, R, H)
+			moeForward(b.tmp, b.ln, d.moe, wm, R, H, nil)
 			residualAdd(b.x, b.tmp)
 		}
 		m.releaseLayer(l)

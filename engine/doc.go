@@ -14,9 +14,12 @@
 // and FFN width, and may lack attention or MLP (DeciLM "no_op" blocks).
 // Mixture-of-experts layers (Mixtral, Qwen3-MoE: softmax top-k routing by
 // the family's architecture.RouterRule, gated unbiased experts, no shared
-// expert) run forward only (moe.go): their backward passes return
-// ErrMoEBackward and CheckTrain refuses them; ExpertStats collects their
-// routing (SiteMoERouting) for per-expert importance.
+// expert) run forward and backward (moe.go): experts as gathered GEMMs, the
+// router's gradient through the softmax, top-k selection and optional
+// renormalisation as autograd takes it, no auxiliary load-balancing loss;
+// ExpertStats collects their routing (SiteMoERouting) for per-expert
+// importance. Mamba2 mixers run forward only: their backward passes return
+// ErrMambaBackward and CheckTrain refuses them.
 // Which families it runs is each family's Engine fact
 // (architecture.Family); a family it cannot run (Mamba2, attention sinks)
 // and a layer it cannot run (Mamba2, MoE with shared experts, biases or

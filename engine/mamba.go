@@ -278,9 +278,6 @@ func (m *Model) hasMamba() bool {
 // forwardOnly is the error of a backward pass through layers the engine
 // runs forward only, or nil.
 func (m *Model) forwardOnly() error {
-	if m.hasMoE() {
-		return ErrMoEBackward
-	}
 	if m.hasMamba() {
 		return ErrMambaBackward
 	}

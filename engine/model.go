@@ -269,6 +269,8 @@ type layerActs struct {
 	gate, up, h     []float32
 	// mproj and my are a Mamba2 mixer's in_proj output and out_proj input.
 	mproj, my []float32
+	// moe is what an MoE block keeps for backward (nil in inference mode).
+	moe *moeSaved
 }
 
 // acts holds every activation for one (B, T), plus backward scratch.
@@ -296,6 +298,7 @@ type backBufs struct {
 	dh, dgate, dup            []float32
 	dao, dq, dqr, dk, dkr, dv []float32
 	scratch                   []float32
+	moe                       *moeBackBufs // nil without MoE layers
 }
 
 func (m *Model) allocActs(B, T int) *acts {
@@ -350,6 +353,9 @@ func (m *Model) allocActs(B, T int) *acts {
 			qrstd: buf(slotQrstd), krstd: buf(slotKrstd), ao: buf(slotAo),
 			ln2: buf(slotLn2), rstd2: buf(slotRstd2), gate: buf(slotGate), up: buf(slotUp), h: buf(slotH),
 			mproj: buf(slotMambaProj), my: buf(slotMambaY),
+		}
+		if d.moe != nil && !m.inference {
+			a.layers[i].moe = newMoESaved(d.moe, N)
 		}
 	}
 	a.lnf, a.rstdf = make([]float32, N*H), make([]float32, N)
@@ -446,6 +452,7 @@ func (m *Model) backBufs() *backBufs {
 		dh: make([]float32, N*ffn), dgate: make([]float32, N*ffn), dup: make([]float32, N*ffn),
 		dao: make([]float32, N*qd), dq: make([]float32, N*qd), dqr: make([]float32, N*qd),
 		dk: make([]float32, N*kd), dkr: make([]float32, N*kd), dv: make([]float32, N*kd),
+		moe: newMoEBackBufs(m.dims, N, H),
 	}
 	m.a.backward = b
 	return b
@@ -745,7 +752,7 @@ func (m *Model) forward(start int) {
 		if d.moe != nil && !m.skipMLP[l] {
 			rmsnormForward(la.ln2, la.rstd2, la.mid, w.postNorm, N, H, m.eps)
 			m.observe(l, SiteMLPNorm, la.ln2, H, 0, 0)
-			r, logits := moeForward(out, la.ln2, d.moe, wm, N, H)
+			r, logits := moeForward(out, la.ln2, d.moe, wm, N, H, la.moe)
 			if m.observer != nil {
 				m.observer.Observe(&Activation{Layer: l, Site: SiteMoERouting, Data: logits, B: a.B, T: a.T, Width: d.moe.experts, Routing: r})
 			}
@@ -803,6 +810,10 @@ func (m *Model) backward(dlogits []float32) {
 			if d.gated {
 				linearBackward(b.dln, g.gate, g.gateB, dgate, la.ln2, w.gate, N, H, F, true)
 			}
+			rmsnormBackward(dres, g.postNorm, b.dln, la.mid, w.postNorm, la.rstd2, N, H)
+		}
+		if d.moe != nil && !m.skipMLP[l] {
+			moeBackward(b.dln, g, dres, la.ln2, w, d.moe, la.moe, b.moe, N, H)
 			rmsnormBackward(dres, g.postNorm, b.dln, la.mid, w.postNorm, la.rstd2, N, H)
 		}
 		if d.attn && !m.skipAttn[l] {

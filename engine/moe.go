@@ -6,13 +6,14 @@ import (
 	"math"
 
 	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/engine/blas"
 )
 
-// This file holds the mixture-of-experts feed-forward block, forward only:
-// a router (Experts × hidden, no bias) scores every token, each token is
-// sent to its top-k experts, and the block's output is the routing-weighted
-// sum of those experts' gated MLPs. The routing rule is the family's
-// (architecture.RouterRule), as transformers computes it:
+// This file holds the mixture-of-experts feed-forward block, forward and
+// backward: a router (Experts × hidden, no bias) scores every token, each
+// token is sent to its top-k experts, and the block's output is the
+// routing-weighted sum of those experts' gated MLPs. The routing rule is the
+// family's (architecture.RouterRule), as transformers computes it:
 //
 //   - Mixtral (models/mixtral/modeling_mixtral.py, MixtralSparseMoeBlock.forward):
 //     softmax over every expert in float32, top-k, the k weights divided by
@@ -27,11 +28,23 @@ import (
 // Each expert's tokens are gathered into one batch so that its three
 // products are GEMMs (bf16 weights read in place like every other matrix),
 // and the experts' outputs are added into the block's output in expert
-// order, as Qwen3MoeSparseMoeBlock.forward's index_add_ loop does. Backward
-// is not implemented (ErrMoEBackward): training or distilling a Qwen3-MoE
-// or Mixtral model goes through the PyTorch reference trainer (package
-// torchref, trainer/acmoe.py), whose logits equal this forward's.
-
+// order, as Qwen3MoeSparseMoeBlock.forward's index_add_ loop does.
+//
+// The backward pass (moeBackward) is what autograd computes through those
+// forward functions: per expert, the gathered rows' three products run
+// backward as GEMMs and their input gradients are scatter-added into the
+// block input's; the gradient of each routing weight is the dot product of
+// the output gradient with that expert's (unweighted) output, and it
+// reaches the router logits through the optional renormalisation (the sum
+// is not detached there: its gradient is taken) and the softmax, at the
+// selected experts only — torch.topk's selection is piecewise constant, so
+// no gradient reaches an unselected probability (its logit still receives
+// one through the softmax's normalisation). No auxiliary load-balancing loss is
+// added: transformers adds router_aux_loss_coef × load_balancing_loss_func
+// only when output_router_logits is set (Qwen3MoeForCausalLM.forward,
+// MixtralForCausalLM.forward), and the engine's losses (cross-entropy,
+// distillation KL) are the logits' alone. A model whose matrices are read
+// in place (LoadOptions.Mapped) has no backward (ErrMapped), MoE or not.
 // moeDims are the widths and rule of one MoE block.
 type moeDims struct {
 	experts, topK, width int
@@ -42,10 +55,6 @@ type moeDims struct {
 // expertParams are one routed expert's slab views; expertMats its matrices.
 type expertParams struct{ gate, up, down []float32 }
 type expertMats struct{ gate, up, down matrix }
-
-// ErrMoEBackward is returned by the backward passes of a model with
-// mixture-of-experts layers.
-var ErrMoEBackward = errors.New("engine: backward through mixture-of-experts layers is not implemented (the native engine runs them forward only: importance, proxy, eval, serving); training or distilling a Qwen3-MoE or Mixtral model goes through the PyTorch reference trainer (engine torch)")
 
 // checkMoE validates an MoE block against what the engine runs.
 func checkMoE(a *architecture.Model, x *architecture.MoE) (*moeDims, error) {
@@ -118,6 +127,25 @@ type Routing struct {
 	Weights, OutputNorms []float32
 }
 
+// routerSoftmax sets p (E) to softmax(row) in float32, as
+// softmax(router_logits, dim=1, dtype=torch.float) does; route and
+// moeBackward share it so that the backward pass sees the forward's
+// probabilities bit for bit.
+func routerSoftmax(p, row []float32) {
+	mx := row[0]
+	for _, v := range row {
+		mx = max(mx, v)
+	}
+	var sum float32
+	for j, v := range row {
+		p[j] = float32(math.Exp(float64(v - mx)))
+		sum += p[j]
+	}
+	for j := range p {
+		p[j] /= sum
+	}
+}
+
 // route picks the top-k experts of each row of logits (N, E) by d's rule,
 // writing their indices and weights into r.
 func route(r *Routing, logits []float32, N int, d *moeDims) {
@@ -125,20 +153,7 @@ func route(r *Routing, logits []float32, N int, d *moeDims) {
 	parallelFor(N, 16, func(lo, hi int) {
 		p := make([]float32, E)
 		for i := lo; i < hi; i++ {
-			row := logits[i*E : (i+1)*E]
-			// softmax(router_logits, dim=1, dtype=torch.float)
-			mx := row[0]
-			for _, v := range row {
-				mx = max(mx, v)
-			}
-			var sum float32
-			for j, v := range row {
-				p[j] = float32(math.Exp(float64(v - mx)))
-				sum += p[j]
-			}
-			for j := range p {
-				p[j] /= sum
-			}
+			routerSoftmax(p, logits[i*E:(i+1)*E])
 			// torch.topk: the k largest, largest first (ties: lower index).
 			idx, w := r.Experts[i*k:(i+1)*k], r.Weights[i*k:(i+1)*k]
 			var tot float32
@@ -162,17 +177,29 @@ func route(r *Routing, logits []float32, N int, d *moeDims) {
 	})
 }
 
-// moeForward sets out (N, H) to the MoE block's output on x (N, H), the
-// post-attention-normed hidden state, and returns the routing it used and
-// the router logits (N, experts).
-func moeForward(out, x []float32, d *moeDims, wm layerMats, N, H int) (*Routing, []float32) {
-	E, k, W := d.experts, d.topK, d.width
-	logits := make([]float32, N*E)
-	linearForward(logits, x, wm.router, nil, N, H, E)
-	r := &Routing{NumExperts: E, TopK: k, Experts: make([]int32, N*k), Weights: make([]float32, N*k), OutputNorms: make([]float32, N*k)}
-	route(r, logits, N, d)
-	// Group the (row, slot) pairs by expert, in row order.
-	count := make([]int, E+1)
+// moeSaved is what an MoE block's forward pass keeps for its backward pass
+// (training mode; nil in inference mode): the router logits and routing,
+// the (row, slot) pairs grouped by expert, and every routed pair's gate and
+// up products and activation, (N·k, width), in that grouped order.
+type moeSaved struct {
+	logits      []float32
+	r           *Routing
+	slots       []int // slot indices (row·k + t), grouped by expert, in row order
+	count       []int // expert e's slots are slots[count[e]:count[e+1]]
+	gate, up, h []float32
+}
+
+// newMoESaved allocates the saved activations of one MoE block for N rows.
+func newMoESaved(d *moeDims, N int) *moeSaved {
+	n := N * d.topK * d.width
+	return &moeSaved{slots: make([]int, N*d.topK), count: make([]int, d.experts+1),
+		gate: make([]float32, n), up: make([]float32, n), h: make([]float32, n)}
+}
+
+// groupSlots fills slots and count (E+1) with the (row, slot) pairs of r
+// grouped by expert, in row order, and returns the largest group.
+func groupSlots(slots, count []int, r *Routing, E int) int {
+	clear(count)
 	for _, e := range r.Experts {
 		count[e+1]++
 	}
@@ -181,20 +208,47 @@ func moeForward(out, x []float32, d *moeDims, wm layerMats, N, H int) (*Routing,
 		most = max(most, count[e+1])
 		count[e+1] += count[e]
 	}
-	slots := make([]int, N*k) // slot indices (row·k + t), grouped by expert
 	next := append([]int(nil), count[:E]...)
 	for s, e := range r.Experts {
 		slots[next[e]] = s
 		next[e]++
 	}
+	return most
+}
+
+// moeForward sets out (N, H) to the MoE block's output on x (N, H), the
+// post-attention-normed hidden state, and returns the routing it used and
+// the router logits (N, experts). With save (training mode) it keeps what
+// moeBackward needs there.
+func moeForward(out, x []float32, d *moeDims, wm layerMats, N, H int, save *moeSaved) (*Routing, []float32) {
+	E, k, W := d.experts, d.topK, d.width
+	logits := make([]float32, N*E)
+	linearForward(logits, x, wm.router, nil, N, H, E)
+	r := &Routing{NumExperts: E, TopK: k, Experts: make([]int32, N*k), Weights: make([]float32, N*k), OutputNorms: make([]float32, N*k)}
+	route(r, logits, N, d)
+	var slots, count []int
+	if save != nil {
+		save.logits, save.r = logits, r
+		slots, count = save.slots, save.count
+	} else {
+		slots, count = make([]int, N*k), make([]int, E+1)
+	}
+	most := groupSlots(slots, count, r, E)
 	xb, yb := make([]float32, most*H), make([]float32, most*H)
-	gb, ub, hb := make([]float32, most*W), make([]float32, most*W), make([]float32, most*W)
+	var gb, ub, hb []float32
+	if save == nil {
+		gb, ub, hb = make([]float32, most*W), make([]float32, most*W), make([]float32, most*W)
+	}
 	clear(out)
 	for e := range E {
-		group := slots[count[e]:count[e+1]]
+		c0, c1 := count[e], count[e+1]
+		group := slots[c0:c1]
 		n := len(group)
 		if n == 0 {
 			continue
+		}
+		if save != nil {
+			gb, ub, hb = save.gate[c0*W:c1*W], save.up[c0*W:c1*W], save.h[c0*W:c1*W]
 		}
 		for j, s := range group {
 			row := s / k
@@ -218,6 +272,122 @@ func moeForward(out, x []float32, d *moeDims, wm layerMats, N, H int) (*Routing,
 		}
 	}
 	return r, logits
+}
+
+// moeBackBufs are the backward scratch of the MoE blocks, sized for the
+// widest (shared by every layer).
+type moeBackBufs struct {
+	xb, dyb, dxb []float32 // gathered rows, (N, H)
+	dh, dg, du   []float32 // (N, width)
+	dlogits      []float32 // (N, experts)
+	dw           []float32 // ∂loss/∂routing weight, (N·k)
+}
+
+// newMoEBackBufs allocates the MoE backward scratch for the MoE blocks of
+// dims at N rows, or returns nil when there are none.
+func newMoEBackBufs(dims []layerDims, N, H int) *moeBackBufs {
+	var E, k, W int
+	for _, d := range dims {
+		if x := d.moe; x != nil {
+			E, k, W = max(E, x.experts), max(k, x.topK), max(W, x.width)
+		}
+	}
+	if E == 0 {
+		return nil
+	}
+	return &moeBackBufs{xb: make([]float32, N*H), dyb: make([]float32, N*H), dxb: make([]float32, N*H),
+		dh: make([]float32, N*W), dg: make([]float32, N*W), du: make([]float32, N*W),
+		dlogits: make([]float32, N*E), dw: make([]float32, N*k)}
+}
+
+// moeBackward is the backward pass of moeForward: given dout (N, H), the
+// gradient of the block's output, it sets dx (N, H) to the gradient of the
+// block's input x (overwritten: through the experts and the router) and
+// accumulates the router's and every routed expert's weight gradients into
+// g; w are the float32 parameters, s what the forward pass saved.
+func moeBackward(dx []float32, g *layerParams, dout, x []float32, w *layerParams, d *moeDims, s *moeSaved, b *moeBackBufs, N, H int) {
+	E, k, W := d.experts, d.topK, d.width
+	r := s.r
+	clear(dx)
+	dw := b.dw[:N*k]
+	for e := range E {
+		c0, c1 := s.count[e], s.count[e+1]
+		group := s.slots[c0:c1]
+		n := len(group)
+		if n == 0 {
+			continue
+		}
+		xb, dyb, dxb := b.xb[:n*H], b.dyb[:n*H], b.dxb[:n*H]
+		dh, dg, du := b.dh[:n*W], b.dg[:n*W], b.du[:n*W]
+		gate, up, h := s.gate[c0*W:c1*W], s.up[c0*W:c1*W], s.h[c0*W:c1*W]
+		parallelFor(n, 16, func(lo, hi int) {
+			for j := lo; j < hi; j++ {
+				row := group[j] / k
+				copy(xb[j*H:(j+1)*H], x[row*H:(row+1)*H])
+				copy(dyb[j*H:(j+1)*H], dout[row*H:(row+1)*H])
+			}
+		})
+		ew, eg := &w.experts[e], &g.experts[e]
+		// y = h·downᵀ is weighted by the routing weight ρ: ∂loss/∂ρ =
+		// dout·y = (dout·down)·h, and y's own gradient is ρ·dout.
+		blas.Sgemm(false, false, n, W, H, 1, dyb, H, ew.down, W, 0, dh, W)
+		parallelFor(n, 16, func(lo, hi int) {
+			for j := lo; j < hi; j++ {
+				sl := group[j]
+				rho := r.Weights[sl]
+				dhj := dh[j*W : (j+1)*W]
+				dw[sl] = blas.Dot(dhj, h[j*W:(j+1)*W])
+				blas.Scale(rho, dhj)
+				blas.Scale(rho, dyb[j*H:(j+1)*H])
+			}
+		})
+		blas.Sgemm(true, false, H, W, n, 1, dyb, H, h, W, 1, eg.down, W)
+		activationBackward(dg, du, dh, gate, up, n, W, d.act)
+		linearBackward(dxb, eg.up, nil, du, xb, ew.up, n, H, W, false)
+		linearBackward(dxb, eg.gate, nil, dg, xb, ew.gate, n, H, W, true)
+		// index_add_'s backward: the rows of a group are distinct.
+		parallelFor(n, 16, func(lo, hi int) {
+			for j := lo; j < hi; j++ {
+				row := group[j] / k
+				blas.Axpy(1, dxb[j*H:(j+1)*H], dx[row*H:(row+1)*H])
+			}
+		})
+	}
+	// The router: renormalisation, then softmax, at the selected experts.
+	dl := b.dlogits[:N*E]
+	parallelFor(N, 16, func(lo, hi int) {
+		p := make([]float32, E)
+		for i := lo; i < hi; i++ {
+			routerSoftmax(p, s.logits[i*E:(i+1)*E])
+			idx, rw, dwi := r.Experts[i*k:(i+1)*k], r.Weights[i*k:(i+1)*k], dw[i*k:(i+1)*k]
+			dp := dl[i*E : (i+1)*E] // ∂loss/∂p first, then ∂loss/∂logit
+			clear(dp)
+			if d.rule.Renormalize {
+				// ρ_t = p_t / Σ_S p: ∂loss/∂p_j = (∂ρ_j − Σ_t ∂ρ_t·ρ_t) / Σ_S p.
+				var tot, dot float32
+				for t, e := range idx {
+					tot += p[e]
+					dot += dwi[t] * rw[t]
+				}
+				for t, e := range idx {
+					dp[e] = (dwi[t] - dot) / tot
+				}
+			} else {
+				for t, e := range idx {
+					dp[e] = dwi[t]
+				}
+			}
+			// softmax: ∂logit_j = p_j (∂p_j − Σ_i p_i ∂p_i).
+			var dot float32
+			for j, v := range dp {
+				dot += p[j] * v
+			}
+			for j := range dp {
+				dp[j] = p[j] * (dp[j] - dot)
+			}
+		}
+	})
+	linearBackward(dx, g.router, nil, dl, x, w.router, N, H, E, true)
 }
 
 // ExpertStats accumulates per-expert routing statistics over forward
@@ -290,19 +460,10 @@ func (s *ExpertStats) Frequency(l int) []float64 {
 	return out
 }
 
-// hasMoE reports whether any layer is a mixture of experts.
-func (m *Model) hasMoE() bool {
-	for _, d := range m.dims {
-		if d.moe != nil {
-			return true
-		}
-	}
-	return false
-}
-
 // CheckTrain is Check for training and distillation: it also refuses the
-// layers the engine runs forward only (mixture of experts), with an
-// *UnsupportedError naming the first.
+// layers the engine runs forward only (Mamba2 mixers), with an
+// *UnsupportedError naming the first. Mixture-of-experts layers train
+// (moeBackward).
 func CheckTrain(a *architecture.Model) error {
 	dims, err := checkArch(a)
 	if err != nil {
@@ -311,9 +472,6 @@ func CheckTrain(a *architecture.Model) error {
 	for i, d := range dims {
 		if d.mamba != nil {
 			return &UnsupportedError{Layer: i, Feature: "training through Mamba2 mixers (the native engine runs them forward only: importance, eval, the proxy, serving; training or distilling a hybrid model goes through the PyTorch reference trainer)"}
-		}
-		if d.moe != nil {
-			return &UnsupportedError{Layer: i, Feature: "training through mixture-of-experts layers (the native engine runs them forward only: importance, eval, the proxy, serving; training or distilling a Qwen3-MoE or Mixtral model goes through the PyTorch reference trainer)"}
 		}
 	}
 	return nil

@@ -166,7 +166,7 @@ func (e EngineInfo) Represent(role string, s Shape) error {
 		switch {
 		case x == nil:
 		case !slices.Contains(e.Routers, x.Router):
-			return &RepresentError{e.Name, role, fmt.Sprintf("layer %d is a mixture of experts routed %s, and %s; choose engine torch for Qwen3-MoE, Mixtral or Nemotron-H children, or the native engine for forward-only work", i, x.Router, e.MoENote)}
+			return &RepresentError{e.Name, role, fmt.Sprintf("layer %d is a mixture of experts routed %s, and %s; choose engine torch for Qwen3-MoE, Mixtral or Nemotron-H children, or the native engine, which trains Qwen3-MoE and Mixtral children too", i, x.Router, e.MoENote)}
 		case x.SharedWidth > 0 && !e.SharedExperts:
 			return &RepresentError{e.Name, role, fmt.Sprintf("layer %d has shared experts (width %d), and %s", i, x.SharedWidth, e.MoENote)}
 		}

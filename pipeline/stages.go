@@ -89,7 +89,8 @@ func resolve(c *Config) (*target, error) {
 	}
 	// The native engine runs the model in every stage (importance, the
 	// proxy, eval, measure); recovery needs its backward too unless a
-	// PyTorch job does it (distill.engine torch: hybrid and MoE parents).
+	// PyTorch job does it (distill.engine torch: hybrid parents, whose
+	// Mamba2 mixers the engine runs forward only; MoE layers it trains).
 	if err := engine.Check(t.arch); err != nil {
 		return nil, &ConfigError{Path: "model", Msg: fmt.Sprintf("the pipeline runs the model in the native engine, which cannot run this %s: %v", t.arch.Arch, err)}
 	}

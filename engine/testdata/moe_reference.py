@@ -21,6 +21,13 @@ w2(act(w1(x)) * w3(x)), MixtralBlockSparseTop2MLP.forward).
 usage: moe_reference.py CHECKPOINT_DIR TOKENS_JSON OUT_JSON
 TOKENS_JSON holds {"B": b, "T": t, "tokens": [...]}; OUT_JSON receives
 {"logits": [...]} (B·T·vocab, row-major).
+
+With "targets" (B·T ids, negative: ignored) in TOKENS_JSON the pass runs
+in float64 (the softmaxes too) with every weight requiring grad, and
+OUT_JSON also receives "loss" (the mean cross-entropy over the targets
+≥ 0), "grads" ({tensor name: its gradient by torch autograd, flattened})
+and "selected" (per layer, the top-k experts of every row, row-major):
+the gradient parity of the engine's backward pass (TestMoEGradParityTorch).
 """
 
 import json
@@ -62,6 +69,11 @@ def main():
     W = read_safetensors(ckpt + "/model.safetensors")
     tk = json.load(open(tokens_path))
     B, T = tk["B"], tk["T"]
+    grad = "targets" in tk
+    dt = torch.float64 if grad else torch.float32
+    if grad:
+        W = {n: w.double().requires_grad_() for n, w in W.items()}
+    selected = []
     ids = torch.tensor(tk["tokens"], dtype=torch.long).reshape(B, T)
     mixtral = cfg["model_type"] == "mixtral"
     H = cfg["hidden_size"]
@@ -78,10 +90,10 @@ def main():
     pos = torch.arange(T).float()
     freqs = torch.outer(pos, inv_freq)
     emb = torch.cat((freqs, freqs), dim=-1)
-    cos, sin = emb.cos(), emb.sin()  # (T, hd)
+    cos, sin = emb.cos().to(dt), emb.sin().to(dt)  # (T, hd)
 
     x = W["model.embed_tokens.weight"][ids]  # (B, T, H)
-    mask = torch.full((T, T), float("-inf")).triu(1)
+    mask = torch.full((T, T), float("-inf"), dtype=dt).triu(1)
     for i in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{i}."
         h = rmsnorm(x, W[p + "input_layernorm.weight"], eps)
@@ -98,7 +110,7 @@ def main():
         k = k.repeat_interleave(rep, dim=1)
         v = v.repeat_interleave(rep, dim=1)
         att = (q @ k.transpose(2, 3)) * hd ** -0.5 + mask
-        att = torch.softmax(att, dim=-1, dtype=torch.float32)
+        att = torch.softmax(att, dim=-1, dtype=dt)
         o = (att @ v).transpose(1, 2).reshape(B, T, nh * hd)
         x = x + o @ W[p + "self_attn.o_proj.weight"].T
 
@@ -110,8 +122,9 @@ def main():
             mp = p + "mlp."
             names = ("gate_proj", "up_proj", "down_proj")
         logits = h @ W[mp + "gate.weight"].T
-        rw = torch.softmax(logits, dim=1, dtype=torch.float)
+        rw = torch.softmax(logits, dim=1, dtype=dt)
         rw, sel = torch.topk(rw, top_k, dim=-1)
+        selected.append(sel.reshape(-1).tolist())
         if norm_topk:
             rw = rw / rw.sum(dim=-1, keepdim=True)
         final = torch.zeros_like(h)
@@ -129,8 +142,16 @@ def main():
 
     x = rmsnorm(x, W["model.norm.weight"], eps)
     head = W["model.embed_tokens.weight"] if cfg.get("tie_word_embeddings") else W["lm_head.weight"]
-    out = (x @ head.T).reshape(-1)
-    json.dump({"logits": out.tolist()}, open(out_path, "w"))
+    logits = x @ head.T
+    res = {"logits": logits.reshape(-1).tolist()}
+    if grad:
+        tg = torch.tensor(tk["targets"], dtype=torch.long)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(B * T, -1), tg, ignore_index=-1)
+        loss.backward()
+        res["loss"] = loss.item()
+        res["selected"] = selected
+        res["grads"] = {n: w.grad.reshape(-1).tolist() for n, w in W.items() if w.grad is not None}
+    json.dump(res, open(out_path, "w"))
 
 
 if __name__ == "__main__":

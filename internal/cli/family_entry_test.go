@@ -128,6 +128,10 @@ func TestCommandsRefuseUnsupportedFamilyAtEntry(t *testing.T) {
 		{"importance", "--model", llama, "--data", missing, "--out", filepath.Join(t.TempDir(), "s.safetensors")},
 		{"search", "--model", familyConfigDir(t, gptoss), "--gpu", "rtx-5090", "--engine", "vllm", "--workload", "chat",
 			"--max-params", "1000", "--out", filepath.Join(t.TempDir(), "o")},
+		// The engine trains MoE layers (engine.CheckTrain): train and
+		// distill's student take them.
+		{"train", "--config", filepath.Join(moe, "config.json"), "--data", missing, "--out", filepath.Join(t.TempDir(), "o")},
+		{"distill", "--teacher", moe, "--student", moe, "--data", missing, "--tokens", "4096", "--out", filepath.Join(t.TempDir(), "o")},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := Run(context.Background(), args, strings.NewReader(""), &stdout, &stderr)
@@ -136,15 +140,13 @@ func TestCommandsRefuseUnsupportedFamilyAtEntry(t *testing.T) {
 		}
 	}
 
-	// The engine runs MoE layers forward only: train, distill's student
+	// The engine runs Mamba2 mixers forward only: train, distill's student
 	// and run refuse them at entry, naming the flag and the reference
 	// trainer; distill's teacher may be one.
 	for _, c := range []struct {
 		args []string
 		flag string
 	}{
-		{[]string{"train", "--config", filepath.Join(moe, "config.json"), "--data", missing, "--out", filepath.Join(t.TempDir(), "o")}, "--config"},
-		{[]string{"distill", "--teacher", moe, "--student", moe, "--data", missing, "--tokens", "4096", "--out", filepath.Join(t.TempDir(), "o")}, "--student"},
 		{[]string{"train", "--config", filepath.Join(mamba, "config.json"), "--data", missing, "--out", filepath.Join(t.TempDir(), "o")}, "--config"},
 		{[]string{"distill", "--teacher", mamba, "--student", mamba, "--data", missing, "--tokens", "4096", "--out", filepath.Join(t.TempDir(), "o")}, "--student"},
 	} {
@@ -152,7 +154,7 @@ func TestCommandsRefuseUnsupportedFamilyAtEntry(t *testing.T) {
 		code := Run(context.Background(), c.args, strings.NewReader(""), &stdout, &stderr)
 		msg := stderr.String()
 		if code != 2 || !strings.Contains(msg, c.flag) || !strings.Contains(msg, "PyTorch reference trainer") {
-			t.Errorf("%s on an MoE model: exit %d, stderr %q; want 2 naming %s and the PyTorch reference trainer", c.args[0], code, msg, c.flag)
+			t.Errorf("%s on a hybrid model: exit %d, stderr %q; want 2 naming %s and the PyTorch reference trainer", c.args[0], code, msg, c.flag)
 		}
 	}
 }
