@@ -17,7 +17,8 @@ import (
 // by the torch job on 2 gloo ranks for 2 steps on a repeated batch; the
 // KD loss falls, the checkpoint validates with the child's shape, holds
 // every tensor architecture lists for it, its router, sinks and stacked
-// experts moved, and it reloads in the trainer with finite logits.
+// experts moved, an eval job of it gives the distillation's held-out
+// loss (1e-5 relative), and it reloads in the trainer with finite logits.
 func TestDistillGptOss(t *testing.T) {
 	needTorch(t)
 	teacher := randomCheckpoint(t, gptOssConfig, 5)
@@ -96,6 +97,19 @@ func TestDistillGptOss(t *testing.T) {
 				t.Errorf("layer %d: %s did not change in training", l, n)
 			}
 		}
+	}
+	// An eval job of the checkpoint on the held-out rows gives the loss
+	// the distillation reported after its last step (the same ce_sum,
+	// another job, 1 rank instead of 2).
+	ej := newJob(t, "eval", 1, map[string]any{"seq_len": r.seqLen, "batch": r.batch})
+	ej.model("model", out)
+	ej.rows("valid", valid)
+	econtract, eentry := ej.write()
+	mustRun(t, eentry, econtract, 1)
+	got, want := ej.result()["loss"].(float64), res["loss"].(float64)
+	t.Logf("eval job's loss %.7f, the distillation's %.7f", got, want)
+	if rel1(got, want) > 1e-5 {
+		t.Errorf("eval job's loss of the checkpoint %.7f, the distillation's held-out loss %.7f (want ≤ 1e-5 relative)", got, want)
 	}
 	tmp := t.TempDir()
 	shard, logits := filepath.Join(tmp, "tokens.bin"), filepath.Join(tmp, "logits.safetensors")
