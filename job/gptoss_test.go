@@ -32,7 +32,7 @@ const gptOssParentConfig = `{"architectures": ["GptOssForCausalLM"], "model_type
 	"truncate": false, "original_max_position_embeddings": 64}, "max_position_embeddings": 256,
 	"tie_word_embeddings": false, "hidden_act": "silu"}`
 
-// randomGptOss writes a float32 checkpoint of gptOssParentConfig with the
+// randomGptOss writes a bf16 checkpoint of gptOssParentConfig with the
 // tensors package architecture lists, drawn at random (norm weights near
 // 1, vectors N(0, 0.1²), matrices N(0, 0.08²)), and the embedded parent's
 // tokenizer files.
@@ -56,7 +56,7 @@ func randomGptOss(t *testing.T) string {
 	}
 	var specs []checkpoint.TensorSpec
 	for _, s := range a.Tensors() {
-		specs = append(specs, checkpoint.TensorSpec{Name: s.Name, DType: checkpoint.F32, Shape: s.Shape})
+		specs = append(specs, checkpoint.TensorSpec{Name: s.Name, DType: checkpoint.BF16, Shape: s.Shape})
 	}
 	w, err := checkpoint.Create(filepath.Join(dir, "model.safetensors"), specs, map[string]string{"format": "pt"})
 	if err != nil {
@@ -86,13 +86,14 @@ func randomGptOss(t *testing.T) string {
 }
 
 // TestRunGptOssTorch: gpt-oss through the Go side end to end: a random
-// gpt-oss parent pruned by package prune to 5 of its 6 stacked experts,
+// bf16 gpt-oss parent pruned by package prune to 5 of its 6 stacked experts,
 // distilled by Run (Emit writes the contract with ShapeOf's topk_softmax
 // shape, the trainer checks it against config.json, Launch runs 2 local
 // gloo ranks, Ingest checks the checkpoint, the output is placed): the job
 // ends done after its 3 steps on one repeated batch, the KD loss falls, and
-// the placed checkpoint has the child's architecture (5 experts, top-2,
-// sinks, the windows); Ingest refuses a checkpoint missing a tensor.
+// the placed checkpoint, in bf16, has the child's architecture (5
+// experts, top-2, sinks, the windows); Ingest refuses a checkpoint
+// missing a tensor.
 func TestRunGptOssTorch(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: a 2-rank torch distillation")
@@ -175,6 +176,15 @@ func TestRunGptOssTorch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The trainer wrote the student's dtype, bf16.
+	cr, err := checkpoint.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ti, ok := cr.Tensor("model.layers.1.mlp.experts.down_proj"); !ok || ti.DType != checkpoint.BF16 {
+		t.Errorf("placed down_proj: %+v, want bf16", ti)
+	}
+	cr.Close()
 	// Ingest checks such a checkpoint's tensors against the architecture
 	// (the native engine cannot load it): one without layer 0's sinks is
 	// refused.

@@ -13,7 +13,8 @@ import (
 
 // TestDistillGptOss: a gpt-oss child with one of its 6 stacked experts
 // pruned (prune's expert selection along dimension 0 of gate_up_proj,
-// down_proj and their biases) is distilled from its random-weight parent
+// down_proj and their biases) and its hidden size cut 32 → 24 (rows of
+// gate_up_proj, the last dimension of down_proj) is distilled from its random-weight parent
 // by the torch job on 2 gloo ranks for 2 steps on a repeated batch; the
 // KD loss falls, the checkpoint validates with the child's shape, holds
 // every tensor architecture lists for it, its router, sinks and stacked
@@ -26,7 +27,8 @@ func TestDistillGptOss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan := &prune.Plan{Version: 1}
+	// Hidden 32 → 24 (the first 24 channels) and expert 3 of 6 removed.
+	plan := &prune.Plan{Version: 1, Hidden: seq(0, 24, 1)}
 	for i, l := range a.Layers {
 		if l.MoE != nil {
 			plan.Layers = append(plan.Layers, prune.LayerPlan{Layer: i, Experts: []int{0, 1, 2, 4, 5}})
@@ -43,12 +45,30 @@ func TestDistillGptOss(t *testing.T) {
 	if x := sa.Layers[1].MoE; x == nil || x.Experts != 5 || x.TopK != 2 {
 		t.Fatalf("child layer 1 MoE %+v, want 5 experts, top-2", x)
 	}
-	// Expert 3 is gone: the child's expert 3 is the parent's expert 4.
+	if sa.Hidden != 24 {
+		t.Fatalf("child hidden %d, want 24", sa.Hidden)
+	}
+	// Expert 3 is gone: the child's expert 3 is the parent's expert 4, its
+	// gate_up_proj [hidden, 2·width] cut to the first 24 rows, its
+	// down_proj [width, hidden] to the first 24 columns (prune's
+	// Selection.Inner), the layout acmoe.GptOssExperts multiplies by.
 	st, pt := filepath.Join(student, "model.safetensors"), filepath.Join(teacher, "model.safetensors")
-	const gu = "model.layers.0.mlp.experts.gate_up_proj"
-	per := 32 * 24
-	if c, p := readTensor(t, st, gu), readTensor(t, pt, gu); relErr(c[3*per:4*per], p[4*per:5*per]) != 0 {
-		t.Fatalf("child's expert 3 of %s is not the parent's expert 4", gu)
+	const gu, dp = "model.layers.0.mlp.experts.gate_up_proj", "model.layers.0.mlp.experts.down_proj"
+	cg, pg := readTensor(t, st, gu), readTensor(t, pt, gu)
+	cd, pd := readTensor(t, st, dp), readTensor(t, pt, dp)
+	for h := range 24 {
+		for c := range 24 {
+			if cg[(3*24+h)*24+c] != pg[(4*32+h)*24+c] {
+				t.Fatalf("child's %s[3][%d][%d] is not the parent's [4][%d][%d]", gu, h, c, h, c)
+			}
+		}
+	}
+	for w := range 12 {
+		for h := range 24 {
+			if cd[(3*12+w)*24+h] != pd[(4*12+w)*32+h] {
+				t.Fatalf("child's %s[3][%d][%d] is not the parent's [4][%d][%d]", dp, w, h, w, h)
+			}
+		}
 	}
 	r := distillRecipe{steps: 2, batch: 4, seqLen: 16, warmup: 1, lr: 3e-3, minLR: 3e-3, wd: 0.1, clip: 1,
 		temp: 1, kd: 1, ce: 0.1, seed: 1}
