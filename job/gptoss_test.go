@@ -216,3 +216,58 @@ func TestRunGptOssTorch(t *testing.T) {
 		}
 	}
 }
+
+// TestEmitRefusesMXFP4: a gpt-oss checkpoint with its experts in MXFP4
+// (gate_up_proj_blocks and _scales, as the released gpt-oss holds them) is
+// refused by a torch job's Emit before anything is written, saying to
+// dequantize first; the dense one is taken.
+func TestEmitRefusesMXFP4(t *testing.T) {
+	dense := randomGptOss(t)
+	a, err := architecture.Load(dense)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := filepath.Join(t.TempDir(), "mxfp4")
+	if err := os.MkdirAll(q, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"config.json", "tokenizer.json"} {
+		if err := copyFile(filepath.Join(dense, n), filepath.Join(q, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var specs []checkpoint.TensorSpec
+	for _, s := range a.Tensors() {
+		if strings.HasSuffix(s.Name, "experts.gate_up_proj") {
+			specs = append(specs, checkpoint.TensorSpec{Name: s.Name + "_blocks", DType: checkpoint.U8, Shape: []int64{6, 24, 1, 16}},
+				checkpoint.TensorSpec{Name: s.Name + "_scales", DType: checkpoint.U8, Shape: []int64{6, 24, 1}})
+			continue
+		}
+		specs = append(specs, checkpoint.TensorSpec{Name: s.Name, DType: checkpoint.BF16, Shape: s.Shape})
+	}
+	w, err := checkpoint.Create(filepath.Join(q, "model.safetensors"), specs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range specs {
+		if err := w.WriteTensor(s.Name, make([]byte, s.Size())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c := EmitConfig{Kind: Eval, Engine: "torch", Dir: filepath.Join(t.TempDir(), "job"), Model: q,
+		Data: []string{"parent:test"}, Recipe: Recipe{SeqLen: 32, Batch: 4}, WorldSize: 1}
+	var re *RepresentError
+	if _, err := Emit(context.Background(), c); !errors.As(err, &re) || !strings.Contains(err.Error(), "gate_up_proj_blocks is an MXFP4-quantized block") || !strings.Contains(err.Error(), "dequantize first") {
+		t.Errorf("Emit of an MXFP4 gpt-oss = %v, want a RepresentError saying to dequantize", err)
+	}
+	if _, err := os.Stat(c.Dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused job's directory exists (%v)", err)
+	}
+	c.Model = dense
+	if _, err := Emit(context.Background(), c); err != nil {
+		t.Errorf("Emit of the dense gpt-oss: %v", err)
+	}
+}
