@@ -63,9 +63,10 @@ which loops over the experts hit; GptOssMLP.forward):
     y = ((up + 1) * gate * sigmoid(alpha * gate)) @ down_proj[e] + down_proj_bias[e]
     out[row] = sum over its k slots of w * y
 
-with alpha = swiglu_alpha (1.702) and limit = swiglu_limit (7.0), as
-GptOssConfig's defaults (GptOssExperts fixes them at 1.702 and 7.0 where
-the config has no such keys). The experts are stacked: gate_up_proj
+with alpha = swiglu_alpha and limit = swiglu_limit from config.json,
+1.702 and 7.0 when absent (GptOssConfig's documented defaults; the dense
+GptOssExperts.__init__ of the transformers version read fixes both at
+those values). The experts are stacked: gate_up_proj
 (experts, hidden, 2·width), down_proj (experts, width, hidden), applied as
 x @ W (not nn.Linear's x @ W.T). No shared expert. Mathematically the
 k weights equal Mixtral's renormalised softmax-then-top-k (top-k of a
