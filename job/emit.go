@@ -236,6 +236,11 @@ func Emit(ctx context.Context, c EmitConfig) (*Emitted, error) {
 		if err := eng.RepresentFor(c.Kind, r.name, s); err != nil {
 			return nil, err
 		}
+		if eng.Name == "torch" {
+			if err := denseWeights(r.name, r.dir); err != nil {
+				return nil, err
+			}
+		}
 		shapes[r.name] = s
 		archs = append(archs, a)
 	}
@@ -251,6 +256,27 @@ func Emit(ctx context.Context, c EmitConfig) (*Emitted, error) {
 		return nil, err
 	}
 	return emitFresh(ctx, c, eng, roles, shapes, archs, req, note)
+}
+
+// denseWeights refuses a checkpoint the torch trainer cannot read (its
+// acio.py reads F32, BF16 and F16 tensors only): MXFP4 blocks (gpt-oss's
+// released experts, *_blocks and *_scales) with what to do, and any other
+// dtype.
+func denseWeights(role, dir string) error {
+	r, err := checkpoint.Open(dir)
+	if err != nil {
+		return fmt.Errorf("job: %s: %w", role, err)
+	}
+	defer r.Close()
+	for _, t := range r.Tensors() {
+		switch {
+		case strings.HasSuffix(t.Name, "_blocks") || strings.HasSuffix(t.Name, "_scales"):
+			return &RepresentError{"torch", role, fmt.Sprintf("tensor %s is an MXFP4-quantized block: the reference trainer reads dense bf16, float16 or float32 weights; dequantize first (e.g. load with transformers' Mxfp4Config(dequantize=True) and save_pretrained in bf16)", t.Name)}
+		case t.DType != checkpoint.F32 && t.DType != checkpoint.BF16 && t.DType != checkpoint.F16:
+			return &RepresentError{"torch", role, fmt.Sprintf("tensor %s is %s: the reference trainer reads F32, BF16 or F16 tensors; convert the checkpoint first", t.Name, t.DType)}
+		}
+	}
+	return nil
 }
 
 // existing returns the job at dir when it was emitted from req, nil when

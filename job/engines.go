@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/autocompress/autocompress/architecture"
 )
 
 // EngineInfo is what autocompress knows of one PyTorch engine: what the
@@ -63,17 +65,18 @@ var Engines = []EngineInfo{
 		Requirements: []string{"# the autocompress reference trainer (trainer/): torch only", "# Debian bookworm's python3-torch 1.13 (CPU, gloo) or torch 2.x (CUDA, NCCL, FSDP2)", "torch>=1.13.1,<3"},
 		// acmamba.py runs the hybrid's Mamba2, attention, MLP and MoE
 		// layers; acmoe.py the MoE blocks: Qwen3-MoE's and Mixtral's
-		// (softmax, then top-k) and Nemotron-H's (sigmoid with
+		// (softmax, then top-k), Nemotron-H's (sigmoid with
 		// e_score_correction_bias and group-limited top-k, relu² experts,
-		// LatentMoE projections, a shared expert). gpt-oss's top-k-then-
-		// softmax router is not run (nor is GptOssForCausalLM among the
-		// classes: attention sinks and alternating sliding windows are not
-		// in acmodel.py). Its importance hooks are the Llama family's.
-		Classes:       append(append([]string(nil), llamaClasses...), "NemotronHForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM"),
-		Unscored:      []string{"NemotronHForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM"},
-		Routers:       []string{RouterSoftmaxTopK, RouterSigmoid},
+		// LatentMoE projections, a shared expert) and gpt-oss's (top-k of
+		// the biased router's logits, then softmax; stacked experts with
+		// biases and the clamped SwiGLU), with acmodel.py's attention
+		// sinks, alternating sliding windows and YaRN RoPE. Its importance
+		// hooks are the Llama family's.
+		Classes:       append(append([]string(nil), llamaClasses...), "NemotronHForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM", "GptOssForCausalLM"),
+		Unscored:      []string{"NemotronHForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM", "GptOssForCausalLM"},
+		Routers:       []string{RouterSoftmaxTopK, RouterTopKSoftmax, RouterSigmoid},
 		SharedExperts: true,
-		MoENote:       "the reference trainer's acmoe.py runs softmax-then-top-k routers (Qwen3-MoE, Mixtral) and sigmoid routers with shared experts (Nemotron-H), not gpt-oss's top-k-then-softmax",
+		MoENote:       "the reference trainer's acmoe.py runs softmax-then-top-k routers (Qwen3-MoE, Mixtral), top-k-then-softmax (gpt-oss) and sigmoid routers with shared experts (Nemotron-H)",
 		PerLayer:      true, Run: true,
 	},
 	{
@@ -153,6 +156,10 @@ func (e EngineInfo) RepresentFor(k Kind, role string, s Shape) error {
 		return err
 	}
 	if k == Importance && slices.Contains(e.Unscored, s.Arch) {
+		if f, ok := architecture.Lookup(s.Arch); ok && !f.Engine.Runs {
+			// gpt-oss: no engine here scores it.
+			return &RepresentError{e.Name, role, fmt.Sprintf("it runs %s but does not score it, and the native engine does not run it (%s): no engine here computes its importance", s.Arch, f.Engine.Reason)}
+		}
 		return &RepresentError{e.Name, role, fmt.Sprintf("it runs %s but does not score it; run importance in the native engine", s.Arch)}
 	}
 	return nil
@@ -166,7 +173,7 @@ func (e EngineInfo) Represent(role string, s Shape) error {
 		switch {
 		case x == nil:
 		case !slices.Contains(e.Routers, x.Router):
-			return &RepresentError{e.Name, role, fmt.Sprintf("layer %d is a mixture of experts routed %s, and %s; choose engine torch for Qwen3-MoE, Mixtral or Nemotron-H children, or the native engine, which trains Qwen3-MoE and Mixtral children too", i, x.Router, e.MoENote)}
+			return &RepresentError{e.Name, role, fmt.Sprintf("layer %d is a mixture of experts routed %s, and %s; choose engine torch for Qwen3-MoE, Mixtral, Nemotron-H or gpt-oss children, or the native engine, which trains Qwen3-MoE and Mixtral children too", i, x.Router, e.MoENote)}
 		case x.SharedWidth > 0 && !e.SharedExperts:
 			return &RepresentError{e.Name, role, fmt.Sprintf("layer %d has shared experts (width %d), and %s", i, x.SharedWidth, e.MoENote)}
 		}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/checkpoint"
 	"github.com/autocompress/autocompress/dataset"
 	"github.com/autocompress/autocompress/engine"
 	"github.com/autocompress/autocompress/importance"
@@ -52,11 +53,32 @@ func validRows(dir string, c *Contract) ([][]int32, error) {
 	return rows, nil
 }
 
+// checkTensors checks that the checkpoint in dir holds exactly the
+// tensors a lists, with their shapes, in a dense float dtype (F32, BF16 or
+// F16: what a trainer writes).
+func checkTensors(dir string, a *architecture.Model) error {
+	r, err := checkpoint.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	have := map[string][]int64{}
+	for _, t := range r.Tensors() {
+		if t.DType != checkpoint.F32 && t.DType != checkpoint.BF16 && t.DType != checkpoint.F16 {
+			return fmt.Errorf("tensor %s is %s: want F32, BF16 or F16", t.Name, t.DType)
+		}
+		have[t.Name] = t.Shape
+	}
+	return a.CheckShapes(have, nil)
+}
+
 // Ingest reads the result of the done job at dir and checks it before
 // anything goes on from it: the status is done; for distill the output
 // checkpoint's config.json has exactly the contract's student shape, its
-// tensors load in the native engine, and its files hash as result.json
-// says (when it says). The hashes are recorded in Ingested.
+// tensors load in the native engine (for a family the native engine does
+// not run, gpt-oss: they are exactly the ones architecture lists, shapes
+// and dense dtypes checked), and its files hash as result.json says (when
+// it says). The hashes are recorded in Ingested.
 func Ingest(dir string) (*Ingested, error) {
 	s, err := ReadStatus(dir)
 	if err != nil {
@@ -93,7 +115,13 @@ func Ingest(dir string) (*Ingested, error) {
 		if ok, diff := sh.Equal(c.Student.Shape); !ok {
 			return nil, &IngestError{dir, "the output checkpoint's shape differs from the student's: " + diff}
 		}
-		if _, err := engine.Load(out); err != nil {
+		if f := a.Family(); !f.Engine.Runs {
+			// A family the native engine does not run (gpt-oss): its
+			// tensors are checked against the architecture instead.
+			if err := checkTensors(out, a); err != nil {
+				return nil, &IngestError{dir, fmt.Sprintf("the output checkpoint's tensors (the native engine does not run %s: %s): %v", a.Arch, f.Engine.Reason, err)}
+			}
+		} else if _, err := engine.Load(out); err != nil {
 			return nil, &IngestError{dir, fmt.Sprintf("the output checkpoint does not load in the native engine: %v", err)}
 		}
 		h, err := HashTree(dir, c.Outputs.Checkpoint, false)

@@ -16,12 +16,22 @@ const qwen3MoEConfig = `{"architectures": ["Qwen3MoeForCausalLM"], "model_type":
 	"intermediate_size": 24, "num_experts": 6, "num_experts_per_tok": 2, "moe_intermediate_size": 8,
 	"norm_topk_prob": true, "mlp_only_layers": [1]}`
 
+// gptOssConfig is a small gpt-oss config (attention sinks, alternating
+// sliding windows, 6 stacked experts, top-2).
+const gptOssConfig = `{"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "vocab_size": 64,
+	"hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 4,
+	"intermediate_size": 8, "num_local_experts": 6, "num_experts_per_tok": 2, "sliding_window": 4,
+	"layer_types": ["sliding_attention", "full_attention"], "attention_bias": true, "max_position_embeddings": 256,
+	"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": false,
+	"original_max_position_embeddings": 64}}`
+
 // TestMoEShape: Qwen3-MoE and Mixtral models have contract shapes with
 // their MoE blocks (experts, top-k, width, the family's router rule and
 // norm_topk_prob); a Qwen3-MoE shape with a dense layer is native, one
 // with fewer experts in one layer is not; torch takes them (but does not
 // score them), automodel and megatron-bridge refuse them, and the shape
-// survives the contract's JSON.
+// survives the contract's JSON. gpt-oss's shape routes topk_softmax;
+// torch takes it for every kind but importance.
 func TestMoEShape(t *testing.T) {
 	q, err := architecture.FromConfig([]byte(qwen3MoEConfig))
 	if err != nil {
@@ -101,13 +111,36 @@ func TestMoEShape(t *testing.T) {
 		}
 	}
 
-	// gpt-oss routes top-k first: a shape, refused by torch.
-	g := q.Clone()
-	g.Arch = "GptOssForCausalLM"
-	if gs, err := ShapeOf(g); err != nil || gs.Layers[0].MoE.Router != RouterTopKSoftmax {
-		t.Errorf("gpt-oss shape: %+v, %v; want router topk_softmax", gs.Layers[0].MoE, err)
-	} else if err := torch.Represent("student", gs); !errors.As(err, &re) || !strings.Contains(err.Error(), "topk_softmax") {
-		t.Errorf("torch of gpt-oss = %v, want a RepresentError naming the router", err)
+	// gpt-oss routes top-k first: torch runs it (distill, eval, proxy) but
+	// scores it nowhere (the native engine does not run it); automodel
+	// and megatron-bridge refuse its MoE layers.
+	g, err := architecture.FromConfig([]byte(gptOssConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs, err := ShapeOf(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x := gs.Layers[1].MoE; x == nil || *x != (MoEShape{Experts: 6, TopK: 2, Width: 8, Router: RouterTopKSoftmax}) || gs.Layers[1].Attention == nil || gs.Layers[1].MLP != nil {
+		t.Errorf("gpt-oss layer 1: %+v, want attention and MoE 6 experts of 8, top-2, router topk_softmax, norm_topk_prob false", gs.Layers[1])
+	}
+	if !gs.Uniform() || gs.Format != FormatNative {
+		t.Errorf("gpt-oss: uniform %v, format %s; want uniform native", gs.Uniform(), gs.Format)
+	}
+	for _, k := range []Kind{Distill, Eval, Proxy} {
+		if err := torch.RepresentFor(k, "student", gs); err != nil {
+			t.Errorf("torch %s of gpt-oss: %v", k, err)
+		}
+	}
+	if err := torch.RepresentFor(Importance, "model", gs); !errors.As(err, &re) || !strings.Contains(err.Error(), "no engine here computes its importance") {
+		t.Errorf("torch importance of gpt-oss = %v, want a RepresentError saying no engine scores it", err)
+	}
+	for _, name := range []string{"automodel", "megatron-bridge"} {
+		e, _ := LookupEngine(name)
+		if err := e.RepresentFor(Distill, "student", gs); !errors.As(err, &re) || !strings.Contains(err.Error(), "routed topk_softmax") {
+			t.Errorf("%s of a gpt-oss child = %v, want a RepresentError naming the router", name, err)
+		}
 	}
 
 	// Through the contract's JSON: the moe record round-trips and is

@@ -5,8 +5,9 @@
 // python3-torch, CPU, gloo) and on torch 2.x (CUDA, NCCL, FSDP2).
 //
 // The files (trainer/): acmodel.py, the model and its config.json readers
-// (Llama, Mistral, Qwen2, Qwen3, DeciLM block_configs, Qwen3-MoE and
-// Mixtral); acmoe.py, their mixture-of-experts blocks; acmamba.py,
+// (Llama, Mistral, Qwen2, Qwen3, DeciLM block_configs, Qwen3-MoE,
+// Mixtral and gpt-oss with its attention sinks, sliding windows and YaRN);
+// acmoe.py, their mixture-of-experts blocks; acmamba.py,
 // Nemotron-H's Mamba2 hybrid; acio.py,
 // safetensors, nanoGPT token shards and the contract's hashes, by hand;
 // autocompress_torch.py, the entry point that runs a contract's kind

@@ -155,10 +155,13 @@ func shape(t testing.TB, dir string) map[string]any {
 		}
 		if x := l.MoE; x != nil {
 			// Qwen3-MoE and Mixtral route softmax, then top-k;
-			// Nemotron-H sigmoid with its group limit and scaling
+			// gpt-oss top-k, then softmax; Nemotron-H sigmoid with its group limit and scaling
 			// (NemotronHConfig's defaults 1, 1, 1.0).
 			moe := map[string]any{"experts": x.Experts, "top_k": x.TopK, "width": x.ExpertWidth,
 				"router": "softmax_topk", "norm_topk_prob": a.MoERouter().Renormalize}
+			if a.MoERouter().TopKFirst {
+				moe["router"] = "topk_softmax" // gpt-oss
+			}
 			if x.RouterCorrection {
 				moe["router"] = "sigmoid_corrected"
 				moe["n_group"], moe["topk_group"], moe["routed_scaling_factor"] = rawOr(a.Raw, "n_group", 1), rawOr(a.Raw, "topk_group", 1), rawOr(a.Raw, "routed_scaling_factor", 1)

@@ -17,10 +17,31 @@ on torch 1.13 (no scaled_dot_product_attention, no nn.RMSNorm).
 
 Config readers follow package architecture: LlamaForCausalLM,
 MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM and
-DeciLMForCausalLM, and the MoE classes Qwen3MoeForCausalLM and
-MixtralForCausalLM, whose mixture-of-experts blocks (in place of a layer's
-MLP) live in acmoe.py. The hybrid NemotronHForCausalLM lives in acmamba.py:
-Arch, load, hf_names and forward_flops hand it over there.
+DeciLMForCausalLM, and the MoE classes Qwen3MoeForCausalLM,
+MixtralForCausalLM and GptOssForCausalLM, whose mixture-of-experts blocks
+(in place of a layer's MLP) live in acmoe.py. The hybrid
+NemotronHForCausalLM lives in acmamba.py: Arch, load, hf_names and
+forward_flops hand it over there.
+
+gpt-oss (GptOssForCausalLM) adds to the Llama layer, as transformers'
+models/gpt_oss/modeling_gpt_oss.py computes it:
+  - attention sinks (GptOssAttention.sinks, eager_attention_forward): one
+    learned logit per query head joins every row's softmax as an extra
+    column and is dropped after it, so that
+        p[t, u] = exp(s[t, u]) / (sum over allowed u' of exp(s[t, u']) + exp(sink[h]))
+    (the max subtracted first, as softmax does);
+  - q/k/v/o biases (attention_bias, default true);
+  - sliding-window layers by layer_types (sliding_attention: key u
+    visible from query t when t - u < sliding_window, masking_utils'
+    sliding_window_overlay kv_idx > q_idx - sliding_window; default
+    alternating, sliding at even layers, GptOssConfig.__post_init__);
+  - YaRN RoPE (modeling_rope_utils._compute_yarn_parameters: see yarn())
+    whose attention factor multiplies cos and sin
+    (GptOssRotaryEmbedding.forward), so q·k scales by its square;
+  - RMSNorm as Llama's (GptOssRMSNorm: float32 statistics, weight times
+    the normed input, cast back).
+Its MLP is acmoe.GptOssMoE. Checkpoints must hold dense (bf16, float16 or
+float32) experts: MXFP4 blocks (*_blocks, *_scales) are refused by load.
 """
 import json
 import math
@@ -48,10 +69,13 @@ FAMILIES = {
     "DeciLMForCausalLM": dict(theta=10000, eps=1e-6, kv=None, head_dim=0, bias="attention_bias", qk_norm=False, windows="none"),
     "Qwen3MoeForCausalLM": dict(theta=10000, eps=1e-6, kv=4, head_dim=128, bias="attention_bias", qk_norm=True, windows="qwen"),
     "MixtralForCausalLM": dict(theta=1e6, eps=1e-5, kv=8, head_dim=0, bias="none", qk_norm=False, windows="mixtral"),
+    # GptOssConfig: attention_bias true, head_dim 64, 8 KV heads.
+    "GptOssForCausalLM": dict(theta=150000, eps=1e-5, kv=8, head_dim=64, bias="attention_bias_true", qk_norm=False,
+                              windows="gptoss", sinks=True),
 }
 MODEL_TYPES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
                "qwen3": "Qwen3ForCausalLM", "nemotron-nas": "DeciLMForCausalLM",
-               "qwen3_moe": "Qwen3MoeForCausalLM", "mixtral": "MixtralForCausalLM"}
+               "qwen3_moe": "Qwen3MoeForCausalLM", "mixtral": "MixtralForCausalLM", "gpt_oss": "GptOssForCausalLM"}
 
 
 class Layer:
@@ -59,8 +83,9 @@ class Layer:
     in its place an MoE block (moe, an acmoe.Spec; mlp is then False)."""
 
     def __init__(self, heads=0, kv_heads=0, head_dim=0, qkv_bias=False, out_bias=False, qk_norm=False,
-                 window=0, ffn=0, mlp_bias=False, act="silu", attention=True, mlp=True, moe=None):
+                 window=0, ffn=0, mlp_bias=False, act="silu", attention=True, mlp=True, moe=None, sinks=False):
         self.attention, self.mlp, self.moe = attention, mlp and moe is None, moe
+        self.sinks = sinks
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
         self.qkv_bias, self.out_bias, self.qk_norm, self.window = qkv_bias, out_bias, qk_norm, window
         self.ffn, self.mlp_bias, self.act = ffn, mlp_bias, act
@@ -91,7 +116,7 @@ class Arch:
         eps = _first(cfg, ("rms_norm_eps", "layer_norm_epsilon", "norm_eps"), fam["eps"])
         self.eps = eps if eps and eps > 0 else 1e-6
         self.max_positions = cfg.get("max_position_embeddings") or 0
-        self.rope_theta, self.rope_partial, self.rope_scaling = _rope(cfg, fam["theta"])
+        self.rope_theta, self.rope_partial, self.rope_scaling = _rope(cfg, fam["theta"], cls)
         act = cfg.get("hidden_act", "silu") or "silu"
         if act.lower() not in ("silu", "swish"):
             raise ConfigError(f"hidden_act {act!r}: the reference trainer runs SwiGLU (silu) MLPs only")
@@ -106,7 +131,7 @@ class Arch:
         elif fam["bias"] == "none":
             qkv_bias = out_bias = False
         else:
-            qkv_bias = out_bias = bool(cfg.get("attention_bias", False))
+            qkv_bias = out_bias = bool(cfg.get("attention_bias", fam["bias"] == "attention_bias_true"))
         mlp_bias = bool(cfg.get("mlp_bias", False)) if cls in ("LlamaForCausalLM", "DeciLMForCausalLM") else False
         if cls == "DeciLMForCausalLM":
             self.layers = _deci_layers(cfg, heads, hd, qkv_bias, mlp_bias, self.hidden)
@@ -115,8 +140,8 @@ class Arch:
         moe = acmoe.specs(cfg, cls, n, ConfigError)
         width = _req(cfg, "intermediate_size") if None in moe else 0
         windows = _windows(cfg, fam["windows"], n)
-        self.layers = [Layer(heads, kv, hd, qkv_bias, out_bias, fam["qk_norm"], windows[i], width, mlp_bias, moe=moe[i])
-                       for i in range(n)]
+        self.layers = [Layer(heads, kv, hd, qkv_bias, out_bias, fam["qk_norm"], windows[i], width, mlp_bias, moe=moe[i],
+                             sinks=fam.get("sinks", False)) for i in range(n)]
         for i, l in enumerate(self.layers):
             if l.heads % l.kv_heads:
                 raise ConfigError(f"layer {i}: {l.heads} heads are not a multiple of {l.kv_heads} KV heads")
@@ -145,29 +170,79 @@ def _first(cfg, keys, default):
     return default
 
 
-def _rope(cfg, theta):
+# GPTOSS_YARN is GptOssConfig's rope scaling when config.json gives none.
+GPTOSS_YARN = {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
+               "original_max_position_embeddings": 4096}
+
+
+def _rope(cfg, theta, cls=None):
     theta = float(cfg.get("rope_theta", theta) or theta)
     partial = float(cfg.get("partial_rotary_factor", 1) or 1)
     s = cfg.get("rope_scaling")
+    explicit = False  # a rope_type "default" said so
     if s is None and isinstance(cfg.get("rope_parameters"), dict):  # transformers 5
         p = cfg["rope_parameters"]
         theta = float(p.get("rope_theta", theta))
         if p.get("rope_type", "default") != "default":
             s = p
+        else:
+            explicit = "rope_type" in p
+    if cls == "GptOssForCausalLM" and not s and not explicit:
+        # GptOssConfig fills in its YaRN when the config has no rope
+        # scaling (rope_parameters None: __post_init__).
+        s = GPTOSS_YARN
     if not s:
         return theta, partial, None
     kind = (s.get("rope_type") or s.get("type") or "").lower()
     factor = float(s.get("factor") or 0)
     if kind == "default" and factor == 0:
         return theta, partial, None
+    if kind == "yarn":
+        if cls != "GptOssForCausalLM":
+            raise ConfigError(f"rope_scaling type 'yarn' is run for GptOssForCausalLM only here, not {cls}")
+        return theta, partial, _yarn_params(cfg, s)
     if kind not in ("", "default", "linear", "llama3"):
-        raise ConfigError(f"rope_scaling type {kind!r} (supported: linear, llama3)")
+        raise ConfigError(f"rope_scaling type {kind!r} (supported: linear, llama3; yarn for gpt-oss)")
     return theta, partial, dict(type=kind, factor=factor, low=float(s.get("low_freq_factor") or 0),
                                 high=float(s.get("high_freq_factor") or 0),
                                 old=float(s.get("original_max_position_embeddings") or 0))
 
 
+def _yarn_params(cfg, s):
+    """The YaRN constants of rope_scaling s, with
+    _compute_yarn_parameters' defaults: factor (max_position_embeddings /
+    original_max_position_embeddings when absent), beta_fast 32, beta_slow
+    1, truncate true, the attention factor given or derived (yarn()),
+    original_max_position_embeddings (max_position_embeddings when absent).
+    A config whose factor differs from max_position_embeddings / original
+    is read as the newest transformers reads it: factor as given."""
+    maxpos = cfg.get("max_position_embeddings") or 0
+    old = s.get("original_max_position_embeddings") or maxpos
+    if not old or old <= 0:
+        raise ConfigError("rope_scaling yarn: want original_max_position_embeddings (or max_position_embeddings)")
+    factor = s.get("factor")
+    factor = float(factor) if factor is not None else maxpos / old
+    if not (factor > 0 and math.isfinite(factor)):
+        raise ConfigError(f"rope_scaling yarn: factor {factor!r}, want a positive finite number")
+    num = lambda k: None if s.get(k) is None else float(s[k])  # noqa: E731
+    return dict(type="yarn", factor=factor, old=float(old), beta_fast=float(s.get("beta_fast") or 32),
+                beta_slow=float(s.get("beta_slow") or 1), truncate=bool(s.get("truncate", True)),
+                attention_factor=num("attention_factor"), mscale=num("mscale"), mscale_all_dim=num("mscale_all_dim"))
+
+
 def _windows(cfg, rule, n):
+    if rule == "gptoss":
+        # GptOssConfig: sliding_window 128 (architecture reads null as
+        # that default too); layer_types, else sliding at even layers.
+        window = cfg.get("sliding_window")
+        window = 128 if window is None else window
+        types = cfg.get("layer_types") or ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)]
+        if len(types) != n:
+            raise ConfigError(f"layer_types has {len(types)} entries for {n} layers")
+        for i, t in enumerate(types):
+            if t not in ("sliding_attention", "full_attention"):
+                raise ConfigError(f"layer_types[{i}] = {t!r}: want sliding_attention or full_attention")
+        return [window if t == "sliding_attention" else 0 for t in types]
     if rule == "mixtral":  # MixtralConfig's sliding_window defaults to None
         return [cfg.get("sliding_window") or 0] * n
     if rule == "one":
@@ -231,6 +306,8 @@ def inv_freq(arch, hd):
     theta = arch.rope_theta if arch.rope_theta > 0 else 10000
     f = [1 / theta ** (2 * i / rot) for i in range(rot // 2)]
     s = arch.rope_scaling
+    if s and s["type"] == "yarn":
+        return yarn(theta, rot, s)[0]
     if s and s["factor"] > 0:
         if s["type"] == "linear":
             f = [x / s["factor"] for x in f]
@@ -249,6 +326,56 @@ def inv_freq(arch, hd):
                     out.append((1 - smooth) * x / s["factor"] + smooth * x)
             f = out
     return torch.tensor(f, dtype=torch.float64)
+
+
+def yarn(base, dim, s):
+    """(inverse frequencies float64 (dim/2,), attention factor) of YaRN, as
+    transformers' modeling_rope_utils._compute_yarn_parameters: with
+    inv_extra[i] = base^(-2i/dim) and inv_inter = inv_extra / factor,
+        corr(r) = dim · ln(old / (2π r)) / (2 ln base)
+        low, high = corr(beta_fast), corr(beta_slow)   floored / ceiled when truncate
+        low, high = max(low, 0), min(high, dim - 1)    (high += 0.001 when equal)
+        ramp[i] = clamp((i - low) / (high - low), 0, 1);  x = 1 - ramp
+        inv[i] = inv_inter·(1 - x) + inv_extra·x
+    and the attention factor as given, else mscale(factor, mscale) /
+    mscale(factor, mscale_all_dim) when both are set, else
+    mscale(factor) = 0.1·ln(factor) + 1 (1 when factor <= 1)."""
+    factor, old = s["factor"], s["old"]
+
+    def corr(r):
+        return dim * math.log(old / (r * 2 * math.pi)) / (2 * math.log(base))
+
+    low, high = corr(s["beta_fast"]), corr(s["beta_slow"])
+    if s["truncate"]:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001
+    inv = []
+    for i in range(dim // 2):
+        extra = 1 / base ** (2 * i / dim)
+        x = 1 - min(max((i - low) / (high - low), 0.0), 1.0)
+        inv.append(extra / factor * (1 - x) + extra * x)
+
+    def mscale(scale, m=1.0):
+        return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+    att = s["attention_factor"]
+    if att is None:
+        if s["mscale"] and s["mscale_all_dim"]:
+            att = mscale(factor, s["mscale"]) / mscale(factor, s["mscale_all_dim"])
+        else:
+            att = mscale(factor)
+    return torch.tensor(inv, dtype=torch.float64), float(att)
+
+
+def rope_attention_factor(arch, hd):
+    """The factor cos and sin are multiplied by (YaRN's; 1 otherwise)."""
+    s = arch.rope_scaling
+    if not s or s["type"] != "yarn":
+        return 1.0
+    rot = int(round(hd * (arch.rope_partial if 0 < arch.rope_partial <= 1 else 1)))
+    return yarn(arch.rope_theta if arch.rope_theta > 0 else 10000, rot, s)[1]
 
 
 def rms_norm(x, w, eps):
@@ -281,6 +408,8 @@ class Attention(nn.Module):
             self.k_norm = Norm(hd, arch.eps)
         else:
             self.q_norm = self.k_norm = None
+        # gpt-oss: one sink logit per query head (GptOssAttention.sinks).
+        self.sinks = nn.Parameter(torch.zeros(l.heads)) if getattr(l, "sinks", False) else None
 
     def forward(self, x, rope, observe=None, layer=0):
         B, T, _ = x.shape
@@ -291,7 +420,7 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         cos, sin = rope
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        if x.is_cuda and hasattr(F, "scaled_dot_product_attention"):
+        if x.is_cuda and hasattr(F, "scaled_dot_product_attention") and self.sinks is None:
             # torch >= 2.0 on GPU: the fused kernel (flash attention for the
             # causal case), which never holds the T x T scores.
             q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, h, T, hd)
@@ -305,19 +434,23 @@ class Attention(nn.Module):
                 o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
             o = o.transpose(1, 2).reshape(B, T, self.heads * self.hd)
         else:
-            o = grouped_attention(q, k, v, self.window, 1 / math.sqrt(self.hd)).reshape(B, T, self.heads * self.hd)
+            # (with sinks on GPU too: the fused kernel has no sink column,
+            # so the T x T scores are held.)
+            o = grouped_attention(q, k, v, self.window, 1 / math.sqrt(self.hd), self.sinks).reshape(B, T, self.heads * self.hd)
         if observe is not None:
             observe(layer, "attn_heads", o)
         return self.o_proj(o)
 
 
-def grouped_attention(q, k, v, window, scale):
+def grouped_attention(q, k, v, window, scale, sinks=None):
     """Causal softmax attention of q (B, T, h, hd) over k, v (B, T, kv, hd),
     query head i reading KV head i // (h / kv), as (B, T, h, hd); torch 1.13
     and CPU (matmul, mask, softmax). The g = h / kv query heads of a group
     are stacked along the sequence, so each group is one matrix product
     against its own KV head (no repeated K or V), and the mask is added in
-    the same product (baddbmm: scale·q·kᵀ + bias, bias 0 or −inf)."""
+    the same product (baddbmm: scale·q·kᵀ + bias, bias 0 or −inf).
+    With sinks (h,), head i's sink logit is one more column of each of its
+    rows' softmax, dropped after it (gpt-oss, eager_attention_forward)."""
     B, T, h, hd = q.shape
     kv = k.shape[2]
     g = h // kv
@@ -325,7 +458,14 @@ def grouped_attention(q, k, v, window, scale):
     kg = k.permute(0, 2, 1, 3).reshape(B * kv, T, hd)
     vg = v.permute(0, 2, 1, 3).reshape(B * kv, T, hd)
     s = torch.baddbmm(causal_bias(T, window, g, q.dtype, q.device), qg, kg.transpose(1, 2), alpha=scale)
-    p = torch.softmax(s.float(), dim=-1).to(v.dtype)
+    # The softmax in float32 (float64 rows, as gradcheck's, keep float64).
+    acc = torch.promote_types(s.dtype, torch.float32)
+    if sinks is not None:
+        # Row j·T + t of group c is query head c·g + j: its sink.
+        col = sinks.to(s.dtype).view(1, kv, g, 1).expand(B, kv, g, T).reshape(B * kv, g * T, 1)
+        p = torch.softmax(torch.cat([s, col], dim=-1).to(acc), dim=-1)[..., :T].to(v.dtype)
+    else:
+        p = torch.softmax(s.to(acc), dim=-1).to(v.dtype)
     o = torch.bmm(p, vg)  # (B·kv, g·T, hd)
     return o.view(B, kv, g, T, hd).permute(0, 3, 1, 2, 4)
 
@@ -399,7 +539,7 @@ class Block(nn.Module):
             self.post_attention_layernorm = Norm(arch.hidden, arch.eps)
             self.mlp = None
             self.ffn = l.moe.attr
-            setattr(self, self.ffn, acmoe.SparseMoE(arch.hidden, l.moe))
+            setattr(self, self.ffn, acmoe.block(arch.hidden, l.moe))
         else:
             self.post_attention_layernorm = self.mlp = None
         self.hd = l.head_dim
@@ -440,10 +580,11 @@ class Model(nn.Module):
         self.arch = arch
         self.model = Inner(arch)
         self.lm_head = None if arch.tied else nn.Linear(arch.hidden, arch.vocab, bias=False)
-        self.inv = {}
+        self.inv, self.att = {}, {}
         for l in arch.layers:
             if l.attention and l.head_dim not in self.inv:
                 self.inv[l.head_dim] = inv_freq(arch, l.head_dim)
+                self.att[l.head_dim] = rope_attention_factor(arch, l.head_dim)
         # skip sets, as engine.SetSkip / SetSkipBlock
         self.skip, self.skip_attn, self.skip_mlp = set(), set(), set()
         # checkpointing recomputes each block's activations in backward
@@ -458,9 +599,13 @@ class Model(nn.Module):
             out = {}
             pos = torch.arange(T, dtype=torch.float32)
             for hd, inv in self.inv.items():
-                # HF and the engine take the angle in float32.
+                # HF and the engine take the angle in float32; YaRN's
+                # attention factor scales cos and sin (1 otherwise).
                 ang = pos[:, None] * inv.float()[None, :]
-                out[hd] = (torch.cos(ang).to(device), torch.sin(ang).to(device))
+                c, s = torch.cos(ang), torch.sin(ang)
+                if self.att[hd] != 1:
+                    c, s = c * self.att[hd], s * self.att[hd]
+                out[hd] = (c.to(device), s.to(device))
             cache.clear()
             cache[key] = out
         return cache[key]
@@ -507,6 +652,8 @@ def hf_names(arch):
                 names.append(p + "self_attn.o_proj.bias")
             if l.qk_norm:
                 names += [p + "self_attn.q_norm.weight", p + "self_attn.k_norm.weight"]
+            if l.sinks:
+                names.append(p + "self_attn.sinks")
         if l.mlp:
             names.append(p + "post_attention_layernorm.weight")
             for proj in ("gate", "up", "down"):
@@ -540,6 +687,13 @@ def load(d, device="cpu", dtype=torch.float32):
     for f in acio.checkpoint_files(d):
         header, _ = acio.read_safetensors_header(f)
         shapes.update({n: tuple(i["shape"]) for n, i in header.items() if n != "__metadata__"})
+    quantized = sorted(n for n in shapes if n.endswith("_blocks") or n.endswith("_scales"))
+    if quantized:
+        # gpt-oss's released checkpoints hold the experts in MXFP4
+        # (gate_up_proj_blocks / _scales, transformers' Mxfp4 quantizer).
+        raise ConfigError(f"{d}: tensor {quantized[0]!r} ({len(quantized)} such) is an MXFP4-quantized block: the "
+                          f"reference trainer reads dense bf16, float16 or float32 weights; dequantize first "
+                          f"(e.g. load with transformers' Mxfp4Config(dequantize=True) and save_pretrained in bf16)")
     for name, p in want.items():
         if name not in shapes:
             raise ConfigError(f"{d}: missing tensor {name!r} that config.json implies")
@@ -563,9 +717,10 @@ def no_decay(name):
     """train.NoDecay: norm weights and biases are not decayed (nor Mamba2's
     A_log, D and dt_bias, which mamba_ssm marks _no_weight_decay, nor the
     frozen e_score_correction_bias of a sigmoid router, which no step may
-    move)."""
+    move, nor gpt-oss's stacked expert biases and per-head sink logits,
+    biases by another name)."""
     return name.endswith(".bias") or name.endswith("norm.weight") or name.rsplit(".", 1)[-1] in (
-        "A_log", "D", "dt_bias", "e_score_correction_bias")
+        "A_log", "D", "dt_bias", "e_score_correction_bias", "gate_up_proj_bias", "down_proj_bias", "sinks")
 
 
 def forward_flops(arch, B, T, first=0):

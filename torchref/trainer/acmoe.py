@@ -47,13 +47,40 @@ parameter with requires_grad False, so that it is loaded, checkpointed and
 saved under the checkpoint's name and no optimiser step moves it
 (acmodel.no_decay). transformers keeps it float32
 (_keep_in_fp32_modules_strict); here it has the model's dtype (float32 on
-CPU; bf16 for a GPU teacher). gpt-oss's router (top-k of the logits, then
-softmax) is refused by the job contract's engine table before a job gets
-here.
+CPU; bf16 for a GPU teacher).
+
+gpt-oss's MLP (GptOssMoE below; every layer of GptOssForCausalLM) as
+transformers' models/gpt_oss/modeling_gpt_oss.py computes it
+(GptOssTopKRouter.forward, GptOssExperts.forward, its training branch,
+which loops over the experts hit; GptOssMLP.forward):
+
+    logits = router(x) = x @ router.weight.T + router.bias   (N, experts)
+    v, e = topk(logits, k)                         the k largest logits
+    w = softmax(v) over the k                      (float32 here, cast back)
+    gate_up[row] = x[row] @ gate_up_proj[e] + gate_up_proj_bias[e]  (2·width)
+    gate, up = gate_up[..., 0::2], gate_up[..., 1::2]   interleaved
+    gate = min(gate, limit); up = clamp(up, -limit, limit)
+    y = ((up + 1) * gate * sigmoid(alpha * gate)) @ down_proj[e] + down_proj_bias[e]
+    out[row] = sum over its k slots of w * y
+
+with alpha = swiglu_alpha and limit = swiglu_limit from config.json,
+1.702 and 7.0 when absent (GptOssConfig's documented defaults; the dense
+GptOssExperts.__init__ of the transformers version read fixes both at
+those values). The experts are stacked: gate_up_proj
+(experts, hidden, 2·width), down_proj (experts, width, hidden), applied as
+x @ W (not nn.Linear's x @ W.T). No shared expert. Mathematically the
+k weights equal Mixtral's renormalised softmax-then-top-k (top-k of a
+softmax is top-k of its logits, and the renormalised k probabilities are
+the softmax of the k logits); the contract names the rule topk_softmax
+with norm_topk_prob false, as package architecture records it.
+transformers takes that softmax in the logits' dtype; here it is taken in
+float32 (float64 for float64 rows) and cast back, as SparseMoE.route.
 
 Tensor names are the checkpoint's: Qwen3-MoE's mlp.gate and
 mlp.experts.E.{gate,up,down}_proj, Mixtral's block_sparse_moe.gate and
-block_sparse_moe.experts.E.{w1,w3,w2} (w1 gate, w3 up, w2 down).
+block_sparse_moe.experts.E.{w1,w3,w2} (w1 gate, w3 up, w2 down), gpt-oss's
+mlp.router.{weight,bias} and mlp.experts.{gate_up_proj,gate_up_proj_bias,
+down_proj,down_proj_bias} (architecture/family_gptoss.go, gptOssMoE).
 """
 import math
 
@@ -63,6 +90,8 @@ import torch.nn.functional as F
 
 ROUTER = "softmax_topk"  # the contract's name of the rule above
 SIGMOID = "sigmoid_corrected"  # the contract's name of Nemotron-H's rule
+TOPK_SOFTMAX = "topk_softmax"  # the contract's name of gpt-oss's rule
+GPTOSS = "GptOssForCausalLM"
 
 # Per class: the block's attribute in a decoder layer, the expert
 # projections' names (gate, up, down) in checkpoint order, and how
@@ -99,6 +128,8 @@ def specs(cfg, cls, n, error):
     layer i unless i is in mlp_only_layers or (i+1) is not a multiple of
     decoder_sparse_step (Qwen3MoeDecoderLayer.__init__'s rule). error is
     the exception class to raise."""
+    if cls == GPTOSS:
+        return [gptoss_spec(cfg, error)] * n
     c = CLASSES.get(cls)
     if c is None:
         return [None] * n
@@ -173,10 +204,19 @@ class SparseMoE(nn.Module):
         return out.reshape(shape)
 
 
+def block(hidden, spec):
+    """The MoE module of a decoder layer of spec's class."""
+    if isinstance(spec, GptOssSpec):
+        return GptOssMoE(hidden, spec)
+    return SparseMoE(hidden, spec)
+
+
 def hf_names(prefix, spec):
     """The block's tensor names after prefix (…layers.N.), in
     architecture.Tensors order: the router, then each expert's
     projections."""
+    if isinstance(spec, GptOssSpec):
+        return gptoss_names(prefix + spec.attr + ".")
     p = prefix + spec.attr + "."
     names = [p + "gate.weight"]
     for j in range(spec.experts):
@@ -186,7 +226,8 @@ def hf_names(prefix, spec):
 
 def flops(spec, N, H):
     """engine.Model.ForwardFLOPsFrom's count of one block over N rows: the
-    router, and each row's k gated experts."""
+    router, and each row's k gated experts (gpt-oss's too: gate_up_proj
+    is 2·width wide, down_proj width; biases not counted)."""
     return 2 * N * H * spec.experts + 2 * N * H * spec.width * 3 * spec.top_k
 
 
@@ -361,3 +402,114 @@ def nemotron_flops(spec, N, H):
     if spec.latent:
         f += 2 * N * H * spec.latent * 2
     return f
+
+
+class GptOssSpec:
+    """One gpt-oss MLP's shape and constants, as GptOssConfig names them:
+    experts (num_local_experts), top_k (num_experts_per_tok), width
+    (intermediate_size), alpha (swiglu_alpha), limit (swiglu_limit)."""
+
+    attr = "mlp"
+
+    def __init__(self, experts, top_k, width, alpha=1.702, limit=7.0):
+        self.experts, self.top_k, self.width, self.alpha, self.limit = experts, top_k, width, alpha, limit
+        self.norm_topk_prob = False
+
+    def shape(self):
+        """The contract's moe record (job/CONTRACT.md): router topk_softmax,
+        norm_topk_prob false (architecture's RouterRule for gpt-oss)."""
+        return {"experts": self.experts, "top_k": self.top_k, "width": self.width, "router": TOPK_SOFTMAX,
+                "norm_topk_prob": False}
+
+
+def gptoss_spec(cfg, error):
+    """The GptOssSpec of config.json cfg with GptOssConfig's defaults
+    (num_local_experts 128, num_experts_per_tok 4, or experts_per_token as
+    package architecture also reads it; swiglu_alpha 1.702, swiglu_limit
+    7.0); intermediate_size is required, as architecture requires it."""
+
+    def count(names, default):
+        for name in names:
+            if cfg.get(name) is not None:
+                v = cfg[name]
+                break
+        else:
+            name, v = names[0], default
+        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+            raise error(f"config.json: {name} = {v!r}, want a positive integer")
+        return v
+
+    def number(name, default):
+        v = cfg.get(name)
+        if v is None:
+            return default
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise error(f"config.json: {name} = {v!r}, want a positive finite number")
+        return float(v)
+
+    s = GptOssSpec(count(("num_local_experts",), 128), count(("num_experts_per_tok", "experts_per_token"), 4),
+                   count(("intermediate_size",), None), number("swiglu_alpha", 1.702), number("swiglu_limit", 7.0))
+    if s.top_k > s.experts:
+        raise error(f"num_experts_per_tok {s.top_k} exceeds the {s.experts} experts")
+    return s
+
+
+class GptOssExperts(nn.Module):
+    """The stacked experts, state_dict names gate_up_proj (experts, hidden,
+    2·width), gate_up_proj_bias (experts, 2·width), down_proj (experts,
+    width, hidden), down_proj_bias (experts, hidden)."""
+
+    def __init__(self, hidden, spec):
+        super().__init__()
+        E, W = spec.experts, spec.width
+        self.alpha, self.limit = spec.alpha, spec.limit
+        self.gate_up_proj = nn.Parameter(torch.zeros(E, hidden, 2 * W))
+        self.gate_up_proj_bias = nn.Parameter(torch.zeros(E, 2 * W))
+        self.down_proj = nn.Parameter(torch.zeros(E, W, hidden))
+        self.down_proj_bias = nn.Parameter(torch.zeros(E, hidden))
+
+    def expert(self, j, h):
+        """Expert j of rows h (n, hidden): the clamped SwiGLU of the module
+        docstring (GptOssExperts.forward)."""
+        gu = h @ self.gate_up_proj[j] + self.gate_up_proj_bias[j]
+        gate, up = gu[..., 0::2], gu[..., 1::2]
+        gate = gate.clamp(max=self.limit)
+        up = up.clamp(min=-self.limit, max=self.limit)
+        glu = gate * torch.sigmoid(gate * self.alpha)
+        return ((up + 1) * glu) @ self.down_proj[j] + self.down_proj_bias[j]
+
+
+class GptOssMoE(nn.Module):
+    """gpt-oss's MLP (module docstring): router.{weight,bias} and experts.*."""
+
+    def __init__(self, hidden, spec):
+        super().__init__()
+        self.spec = spec
+        self.router = nn.Linear(hidden, spec.experts, bias=True)
+        self.experts = GptOssExperts(hidden, spec)
+
+    def route(self, x):
+        """(weights (N, k) in x's dtype, experts (N, k)) of rows x (N,
+        hidden): GptOssTopKRouter.forward."""
+        v, e = torch.topk(self.router(x), self.spec.top_k, dim=-1)
+        w = F.softmax(v, dim=1, dtype=torch.promote_types(x.dtype, torch.float32))
+        return w.to(x.dtype), e
+
+    def forward(self, x, observe=None, layer=0):
+        shape = x.shape
+        x = x.reshape(-1, shape[-1])
+        w, e = self.route(x)
+        out = torch.zeros_like(x)
+        mask = F.one_hot(e, num_classes=self.spec.experts).permute(2, 1, 0)  # (experts, k, N)
+        for j in torch.nonzero(mask.sum(dim=(1, 2)) > 0).flatten().tolist():
+            slot, rows = torch.where(mask[j])
+            y = self.experts.expert(j, x[rows]) * w[rows, slot, None]
+            out.index_add_(0, rows, y.to(x.dtype))
+        return out.reshape(shape)
+
+
+def gptoss_names(p):
+    """gpt-oss's MLP tensor names after p (…layers.N.mlp.), in
+    architecture.Tensors order (TensorList.gptOssMoE)."""
+    return [p + "router.weight", p + "router.bias", p + "experts.gate_up_proj", p + "experts.gate_up_proj_bias",
+            p + "experts.down_proj", p + "experts.down_proj_bias"]
