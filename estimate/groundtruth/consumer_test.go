@@ -82,7 +82,7 @@ func TestConsumerTables(t *testing.T) {
 // the consumer memory-traffic factor (per metric, before and after it),
 // then every row with the shipped coefficients by source and by deployment
 // class (in-sample for the factor on its 16-bit rows, held out otherwise).
-func consumerREADMETable(fits []GDDRFit, sum IndependentSummary) string {
+func consumerREADMETable(fits []GDDRFit, classFits []ClassFit, sum IndependentSummary) string {
 	var b strings.Builder
 	b.WriteString("  | held-out source | metric | n | factor fitted without it | median APE before | after | bias after |\n  |---|---|---|---|---|---|---|\n")
 	for _, fit := range fits {
@@ -92,6 +92,24 @@ func consumerREADMETable(fits []GDDRFit, sum IndependentSummary) string {
 				fmt.Fprintf(&b, "  | `%s` | %s | %d | %.3f ÷ efficiency | %.1f %% | %.1f %% | %+.1f %% |\n", f.Source, x.Metric, x.N, f.Const, x.Median*100, y.Median*100, y.Bias*100)
 			}
 		}
+	}
+	b.WriteString("\n  | W4A16 kernel multiplier: engine, class, held-out source | metric | n | × dequant fitted without it | median APE before | bias before | after | bias after |\n  |---|---|---|---|---|---|---|---|\n")
+	for _, fit := range classFits {
+		verdict := "shipped"
+		if !fit.Ship {
+			verdict = "not shipped: " + fit.Why
+		}
+		if len(fit.Folds) == 0 {
+			fmt.Fprintf(&b, "  | %s, %s (rows: %d, in-sample × %.3f; %s) | | | | | | | |\n", fit.Engine, fit.Class, fit.Rows, fit.Factor, verdict)
+			continue
+		}
+		for _, f := range fit.Folds {
+			for i := range f.Before {
+				x, y := f.Before[i], f.After[i]
+				fmt.Fprintf(&b, "  | %s, %s, `%s` | %s | %d | %.3f | %.1f %% | %+.1f %% | %.1f %% | %+.1f %% |\n", fit.Engine, fit.Class, f.Source, x.Metric, x.N, f.Factor, x.Median*100, x.Bias*100, y.Median*100, y.Bias*100)
+			}
+		}
+		fmt.Fprintf(&b, "  | %s, %s: every held-out TPOT and throughput error (in-sample × %.3f on %d rows; %s) | | | | %.1f %% | | %.1f %% | |\n", fit.Engine, fit.Class, fit.Factor, fit.Rows, verdict, fit.HeldOutBefore*100, fit.HeldOutAfter*100)
 	}
 	b.WriteString("\n  | shipped coefficients: source or class | metric | n | median APE | p90 APE | bias |\n  |---|---|---|---|---|---|\n")
 	for _, c := range sum.Cells {
@@ -130,7 +148,11 @@ func TestConsumerREADME(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := consumerREADMETable(fits, sum); got != want {
+	classFits, err := ConsumerClassFits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := consumerREADMETable(fits, classFits, sum); got != want {
 		t.Errorf("README's consumer-GPU errors are stale; replace the block with:\n%s\ngot:\n%s", want, got)
 	}
 }
