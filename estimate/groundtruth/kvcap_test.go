@@ -284,7 +284,8 @@ func TestKVCapacityPublished(t *testing.T) {
 }
 
 // Bounds the current estimator meets (TestKVCapacityPublished, 2026-11-29,
-// 30 rows, vLLM's memory rules of >= 0.17 from these logs): current builds
+// 30 rows, vLLM's memory rules of >= 0.17 from these logs; row 31, SGLang's
+// weights on an RTX 5090, added 2026-12-03, 1.0 % low): current builds
 // (vLLM >= 0.17, SGLang, llama.cpp) median 0.7 % (n=17, p90 5.3 %, max
 // 11.8 %); 16 rows of all eras within 5 %, 19 within 20 %; the vLLM V0 rows
 // still "do not fit" (V0 profiled a whole max_model_len batch); weights error

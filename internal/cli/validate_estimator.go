@@ -38,7 +38,9 @@ estimate --scenarios, once with the setting columns empty and once with the FP8 
 0.95 memory fraction they state. Then consumer GPUs (GeForce RTX): published serving
 measurements by source, metric and deployment class, and the memory-traffic factor they fit
 (a constant over each GPU's llama-bench decode efficiency) with each source held out of its
-fit in turn (estimate/groundtruth/testdata/consumer_serving.md).
+fit in turn, then per engine and W4A16 class a multiplier on the W4A16 kernel factor, each
+source held out the same way, and whether it would be shipped (two or more sources, a lower
+pooled held-out error, no held-out source worse; estimate/groundtruth/testdata/consumer_serving.md).
 
 Last, llama.cpp on GeForce and Apple GPUs: published llama-bench prompt-processing and
 decode rows, each GPU predicted by the llamacpp-cuda / llamacpp-metal terms refitted on the
@@ -173,6 +175,9 @@ type independent struct {
 	// gddr is the consumer check's memory-traffic factor, each source
 	// held out of its fit in turn.
 	gddr []groundtruth.GDDRFit
+	// class is the consumer check's W4A16 kernel multiplier per engine
+	// and deployment class, each source held out of its fit in turn.
+	class []groundtruth.ClassFit
 }
 
 type kvCheck struct {
@@ -227,6 +232,9 @@ func consumerCheck() (*independent, error) {
 	if c.gddr, err = groundtruth.ConsumerHeldOut(estimate.DefaultCoeffs()); err != nil {
 		return nil, fmt.Errorf("consumer-GPU memory-traffic factor: %w", err)
 	}
+	if c.class, err = groundtruth.ConsumerClassFits(); err != nil {
+		return nil, fmt.Errorf("consumer-GPU W4A16 kernel multipliers: %w", err)
+	}
 	return c, nil
 }
 
@@ -240,6 +248,25 @@ func (ind *independent) printConsumer(w io.Writer) {
 			for i := range f.Before {
 				x, y := f.Before[i], f.After[i]
 				fmt.Fprintf(w, "%-32s %-10s %5d %9.3f %8s %8s %8s\n", f.Source, x.Metric, x.N, f.Const, pct(x.Median), pct(y.Median), signedPct(y.Bias))
+			}
+		}
+	}
+	for _, fit := range ind.class {
+		verdict := "shipped"
+		if !fit.Ship {
+			verdict = "not shipped: " + fit.Why
+		}
+		fmt.Fprintf(w, "%s on GeForce, class %s: W4A16 kernel factor (dequant) × %.3f fitted on %d rows of %d source(s); %s", fit.Engine, fit.Class, fit.Factor, fit.Rows, len(fit.Sources), verdict)
+		if len(fit.Folds) == 0 {
+			fmt.Fprintf(w, "\n")
+			continue
+		}
+		fmt.Fprintf(w, " (held-out TPOT and throughput: median %s before, %s after); each source held out of the fit that predicts it:\n", pct(fit.HeldOutBefore), pct(fit.HeldOutAfter))
+		fmt.Fprintf(w, "%-32s %-10s %5s %9s %8s %8s %8s %8s\n", "held-out source", "metric", "n", "×dequant", "before", "bias", "after", "bias")
+		for _, f := range fit.Folds {
+			for i := range f.Before {
+				x, y := f.Before[i], f.After[i]
+				fmt.Fprintf(w, "%-32s %-10s %5d %9.3f %8s %8s %8s %8s\n", f.Source, x.Metric, x.N, f.Factor, pct(x.Median), signedPct(x.Bias), pct(y.Median), signedPct(y.Bias))
 			}
 		}
 	}
