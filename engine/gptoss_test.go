@@ -4,11 +4,13 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/autocompress/autocompress/architecture"
+	"github.com/autocompress/autocompress/checkpoint"
 )
 
 // gptOssTestConfig is a small gpt-oss: a sliding layer (window 4) between
@@ -334,4 +336,55 @@ func TestRopeYarnGate(t *testing.T) {
 			t.Errorf("%s: attention factor %g, want %g", c.name, tab.scale, c.scale)
 		}
 	}
+}
+
+// TestGptOssMXFP4Refused: a checkpoint whose experts are MXFP4 blocks and
+// scales (gate_up_proj_blocks, gate_up_proj_scales, as gpt-oss is
+// released) is refused by name with "dequantize first".
+func TestGptOssMXFP4Refused(t *testing.T) {
+	m := gptOssModel(t, 2)
+	dir := filepath.Join(t.TempDir(), "model")
+	if err := m.Save(dir, checkpoint.F32); err != nil {
+		t.Fatal(err)
+	}
+	const name = "model.layers.0.mlp.experts.gate_up_proj"
+	var specs []checkpoint.TensorSpec
+	for _, s := range m.Specs() {
+		shape := make([]int64, len(s.Shape))
+		for i, d := range s.Shape {
+			shape[i] = int64(d)
+		}
+		if s.Name == name {
+			// [E, 2W, H/32, 16] bytes of e2m1 pairs and [E, 2W, H/32] E8M0 scales.
+			e, w2, h := shape[0], shape[2], shape[1]
+			specs = append(specs, checkpoint.TensorSpec{Name: name + "_blocks", DType: checkpoint.U8, Shape: []int64{e, w2, h / 32, 16}},
+				checkpoint.TensorSpec{Name: name + "_scales", DType: checkpoint.U8, Shape: []int64{e, w2, h / 32}})
+			continue
+		}
+		specs = append(specs, checkpoint.TensorSpec{Name: s.Name, DType: checkpoint.F32, Shape: shape})
+	}
+	w, err := checkpoint.Create(filepath.Join(dir, checkpoint.SingleFileName), specs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range specs {
+		if s.DType == checkpoint.U8 {
+			if err := w.WriteTensor(s.Name, make([]byte, s.NumElements())); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := w.WriteFloat32(s.Name, m.Tensor(s.Name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Load(dir)
+	var me *MissingTensorError
+	if !errors.As(err, &me) || !me.MXFP4 || !strings.Contains(err.Error(), "dequantize first") {
+		t.Fatalf("Load of an MXFP4 checkpoint = %v, want a *MissingTensorError saying to dequantize first", err)
+	}
+	t.Log(err)
 }
