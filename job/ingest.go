@@ -116,7 +116,7 @@ func Ingest(dir string) (*Ingested, error) {
 			return nil, &IngestError{dir, "the output checkpoint's shape differs from the student's: " + diff}
 		}
 		if f := a.Family(); !f.Engine.Runs {
-			// A family the native engine does not run (gpt-oss): its
+			// A family the native engine does not run: its
 			// tensors are checked against the architecture instead.
 			if err := checkTensors(out, a); err != nil {
 				return nil, &IngestError{dir, fmt.Sprintf("the output checkpoint's tensors (the native engine does not run %s: %s): %v", a.Arch, f.Engine.Reason, err)}
