@@ -152,8 +152,9 @@ func ropeForward(x []float32, N, heads, hd int, tab *ropeTable, pos func(row int
 	ropeApply(x, N, heads, hd, tab, pos, 1)
 }
 
-// ropeBackward turns dy into dx in place: the rotation is orthogonal, so
-// its gradient is the inverse rotation.
+// ropeBackward turns dy into dx in place: the gradient of the rotation is
+// its transpose, the inverse rotation (times YaRN's attention factor,
+// which the table's cos and sin carry).
 func ropeBackward(dx []float32, N, heads, hd int, tab *ropeTable, pos func(row int) int) {
 	ropeApply(dx, N, heads, hd, tab, pos, -1)
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // This file holds the mixture-of-experts feed-forward block, forward and
-// backward: a router (Experts × hidden, no bias) scores every token, each
+// backward: a router (Experts × hidden; a bias in gpt-oss) scores every token, each
 // token is sent to its top-k experts, and the block's output is the
 // routing-weighted sum of those experts' gated MLPs. The routing rule is the
 // family's (architecture.RouterRule), as transformers computes it:
