@@ -101,6 +101,26 @@ func TestGptOssCachedDecode(t *testing.T) {
 	if e := relDiff(out[0], full[7*V:]); e > 1e-5 {
 		t.Errorf("prefill 7 then 12 differs from the full forward by %.3g relative", e)
 	}
+	// Two sequences in one step, at different lengths (as Serve batches
+	// them): a prefill of 5 beside the 8th token of the first.
+	other := moeTokens(11, V, 9)
+	ref, err := m.Forward(other, 1, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref = slices.Clone(ref)
+	c.Reset()
+	c2 := m.NewCache(T)
+	if _, err := m.Step([]*Cache{c, c2}, [][]int32{tokens[:7], other[:6]}, false); err != nil {
+		t.Fatal(err)
+	}
+	outs, err := m.Step([]*Cache{c, c2}, [][]int32{tokens[7:8], other[6:]}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := max(relDiff(outs[0], full[7*V:8*V]), relDiff(outs[1], ref[10*V:])); e > 1e-5 {
+		t.Errorf("two sequences in one step differ from their full forwards by %.3g relative", e)
+	}
 }
 
 // attnCapture records layer l's attention heads' output (SiteAttnHeads).
