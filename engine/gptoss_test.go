@@ -334,6 +334,12 @@ func TestRopeYarnGate(t *testing.T) {
 	if err := Check(a); err == nil || !strings.Contains(err.Error(), "yarn") {
 		t.Errorf("Check(llama with yarn) = %v, want a refusal naming yarn", err)
 	}
+	bad := strings.Replace(gptOssTestConfig, `"beta_fast":32.0`, `"beta_fast":-1`, 1)
+	if a, err := architecture.FromConfig([]byte(bad)); err != nil {
+		t.Fatal(err)
+	} else if err := Check(a); err == nil || !strings.Contains(err.Error(), "beta_fast") {
+		t.Errorf("Check(yarn beta_fast -1) = %v, want a refusal naming beta_fast", err)
+	}
 	base := strings.Replace(gptOssTestConfig, `"rope_scaling":{"rope_type":"yarn","factor":4.0,"beta_fast":32.0,"beta_slow":1.0,
 	"truncate":false,"original_max_position_embeddings":64},`, "", 1)
 	for _, c := range []struct {

@@ -150,6 +150,16 @@ func yarnOf(a *architecture.Model) (*yarn, error) {
 	y.attention, _ = num("attention_factor")
 	y.mscale, _ = num("mscale")
 	y.mscaleAllDim, _ = num("mscale_all_dim")
+	for _, v := range []float64{y.betaFast, y.betaSlow, y.old} {
+		if !(v > 0) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("rope_scaling yarn beta_fast %v, beta_slow %v, original positions %v (want positive finite numbers)", y.betaFast, y.betaSlow, y.old)
+		}
+	}
+	for _, v := range []float64{y.attention, y.mscale, y.mscaleAllDim} {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("rope_scaling yarn attention_factor %v, mscale %v, mscale_all_dim %v (want finite numbers)", y.attention, y.mscale, y.mscaleAllDim)
+		}
+	}
 	return y, nil
 }
 
