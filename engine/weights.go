@@ -31,15 +31,19 @@ func (w matrix) mul(y, x []float32, N, in, out int) {
 	blas.Sgemm(false, true, N, out, in, 1, x, in, w.f, in, 0, y, out)
 }
 
-// mulT computes dx (N,in) = dy (N,out) · W, the input gradient of mul;
-// 16-bit weights are converted a tile of rows at a time.
+// mulT computes dx (N,in) = dy (N,out) · W: the input gradient of mul,
+// and the forward product of gpt-oss's stacked expert matrices (stored
+// input-major, applied as x·W); 16-bit weights are converted a tile of
+// rows at a time into pooled scratch.
 func (w matrix) mulT(dx, dy []float32, N, in, out int) {
 	if w.h == nil {
 		blas.Sgemm(false, false, N, in, out, 1, dy, out, w.f, in, 0, dx, in)
 		return
 	}
 	const rows = 256
-	tile := make([]float32, rows*in)
+	buf := getScratch(rows * in) // per gpt-oss expert and layer: pooled
+	defer putScratch(buf)
+	tile := (*buf)[:rows*in]
 	for lo := 0; lo < out; lo += rows {
 		hi := min(lo+rows, out)
 		for i := lo; i < hi; i++ {
