@@ -73,6 +73,22 @@ type Family struct {
 	// Router is how the family's MoE router turns router logits into the
 	// weights of the experts it picks (zero for families without MoE).
 	Router RouterRule
+	// YaRN is how the class runs rope_scaling type "yarn" (zero: engines
+	// here do not run it for the family).
+	YaRN YaRNRule
+}
+
+// YaRNRule is how a class runs YaRN RoPE (rope_scaling type "yarn",
+// transformers' modeling_rope_utils._compute_yarn_parameters).
+type YaRNRule struct {
+	// Runs is true when the native engine and the reference trainer run
+	// YaRN for the class (torchref/trainer/acmodel.py, _rope: gpt-oss
+	// only, since transformers versions read other classes' YaRN configs
+	// differently).
+	Runs bool
+	// Default is the scaling the config class fills in when config.json
+	// has none (GptOssConfig's YaRN), nil if none.
+	Default *RopeScaling
 }
 
 // RouterRule is how an MoE router picks the k experts of a token and

@@ -18,8 +18,16 @@ func init() {
 		LayerPrefix: "model.layers.", EpsKey: "rms_norm_eps",
 		Attention: AttentionRule{Sinks: true, Bias: AttentionBias},
 		Windows:   LayerTypeWindows,
-		Engine:    EngineSupport{Reason: "attention sinks, its clamped SwiGLU experts and their biases"},
-		Router:    RouterRule{TopKFirst: true},
+		// The native engine runs gpt-oss forward (engine.CheckTrain
+		// refuses its backward: training goes through the reference
+		// trainer).
+		Engine: EngineSupport{Runs: true},
+		Router: RouterRule{TopKFirst: true},
+		// GptOssConfig.__init__ fills in this YaRN when config.json has no
+		// rope scaling (transformers models/gpt_oss/configuration_gpt_oss.py;
+		// torchref/trainer/acmodel.py GPTOSS_YARN).
+		YaRN: YaRNRule{Runs: true, Default: &RopeScaling{Type: "yarn", Factor: 32, OriginalMaxPositions: 4096,
+			Extra: map[string]any{"beta_fast": 32.0, "beta_slow": 1.0, "truncate": false}}},
 	})
 }
 

@@ -227,7 +227,7 @@ func (m *Model) Step(caches []*Cache, tokens [][]int32, all bool) ([][]float32, 
 				copy(c.k[l][c.n*d.kd:(c.n+n)*d.kd], b.k[start[i]*d.kd:start[i+1]*d.kd])
 				copy(c.v[l][c.n*d.kd:(c.n+n)*d.kd], b.v[start[i]*d.kd:start[i+1]*d.kd])
 			}
-			cachedAttention(b.ao, b.q, caches, l, start, d)
+			cachedAttention(b.ao, b.q, caches, l, start, d, w.sinks)
 			linearForward(b.tmp, b.ao, wm.o, w.ob, R, d.qd, H)
 			residualAdd(b.x, b.tmp)
 		}
@@ -263,7 +263,7 @@ func (m *Model) Step(caches []*Cache, tokens [][]int32, all bool) ([][]float32, 
 		}
 		if d.moe != nil {
 			rmsnormForward(b.ln, b.rstd, b.x, w.postNorm, R, H, m.eps)
-			moeForward(b.tmp, b.ln, d.moe, wm, R, H, nil)
+			moeForward(b.tmp, b.ln, d.moe, wm, w, R, H, nil)
 			residualAdd(b.x, b.tmp)
 		}
 		m.releaseLayer(l)
@@ -310,10 +310,10 @@ func (m *Model) Step(caches []*Cache, tokens [][]int32, all bool) ([][]float32, 
 // the new rows). q and ao are (R, heads·hd). Tasks are (sequence, head)
 // pairs run in parallel, each on one core with serial GEMMs: scores
 // (n × total), masked softmax, weighted sum.
-func cachedAttention(ao, q []float32, caches []*Cache, l int, start []int, d layerDims) {
+func cachedAttention(ao, q []float32, caches []*Cache, l int, start []int, d layerDims, sinks []float32) {
 	scale := float32(1 / math.Sqrt(float64(d.hd)))
 	group := d.heads / d.kvH
-	s := attnShape{heads: d.heads, kvH: d.kvH, hd: d.hd, window: d.window}
+	s := attnShape{heads: d.heads, kvH: d.kvH, hd: d.hd, window: d.window, sinks: sinks}
 	// Decoding steps are small (one query row per sequence): below about
 	// 2²² multiply-adds the goroutine fan-out costs more than it gains (see
 	// blas smallSerialWork); prefill chunks are larger and run in parallel.
@@ -342,7 +342,7 @@ func cachedAttention(ao, q []float32, caches []*Cache, l int, start []int, d lay
 			P := *buf
 			blas.SgemmSerial(false, true, n, nk, d.hd, scale, q[qo:], d.qd, c.k[l][k0*d.kd+g*d.hd:], d.kd, 0, P, nk)
 			for r := 0; r < n; r++ {
-				softmaxRow(P[r*nk:(r+1)*nk], past+r-k0, s)
+				softmaxRow(P[r*nk:(r+1)*nk], past+r-k0, s, h)
 			}
 			blas.SgemmSerial(false, false, n, d.hd, nk, 1, P, nk, c.v[l][k0*d.kd+g*d.hd:], d.kd, 0, ao[qo:], d.qd)
 		}
@@ -350,16 +350,27 @@ func cachedAttention(ao, q []float32, caches []*Cache, l int, start []int, d lay
 }
 
 // softmaxRow turns the scores of query position p against key positions
-// 0..len(row)-1 into masked softmax probabilities in place: keys after p,
-// or outside the sliding window, get 0.
-func softmaxRow(row []float32, p int, s attnShape) {
+// 0..len(row)-1 into masked softmax probabilities of query head h in
+// place: keys after p, or outside the sliding window, get 0. With sinks
+// (gpt-oss), head h's sink logit joins the softmax as one more column and
+// is dropped from its output (transformers models/gpt_oss/
+// modeling_gpt_oss.py, eager_attention_forward: the max is taken over the
+// scores and the sink), so a row's probabilities sum to less than 1.
+func softmaxRow(row []float32, p int, s attnShape, h int) {
 	lo, hi := 0, min(p+1, len(row))
 	if s.window > 0 {
 		lo = max(0, p-s.window+1)
 	}
 	valid := row[lo:hi]
 	mx := blas.Max(valid)
-	blas.Scale(1/blas.ExpShiftSum(valid, mx), valid)
+	if s.sinks != nil {
+		mx = max(mx, s.sinks[h])
+	}
+	sum := blas.ExpShiftSum(valid, mx)
+	if s.sinks != nil {
+		sum += float32(math.Exp(float64(s.sinks[h] - mx)))
+	}
+	blas.Scale(1/sum, valid)
 	clear(row[:lo])
 	clear(row[hi:])
 }

@@ -7,8 +7,8 @@
 //
 // A Model runs any architecture.Model whose layers have attention and/or an
 // MLP: embeddings, RMSNorm, grouped-query attention with RoPE (rotate_half,
-// partial rotary, linear and llama3 rope scaling, optional sliding window),
-// optional per-head qk-norm (Qwen3) and q/k/v and o_proj biases (Qwen2), a
+// partial rotary, linear, llama3 and (gpt-oss) yarn rope scaling, optional
+// sliding window), optional per-head qk-norm (Qwen3) and q/k/v and o_proj biases (Qwen2), a
 // SwiGLU (or non-gated silu/gelu/relu/relu² MLP), and a tied or untied LM
 // head. Every layer may have its own head count, kv-head count, head_dim
 // and FFN width, and may lack attention or MLP (DeciLM "no_op" blocks).
@@ -19,11 +19,24 @@
 // renormalisation as autograd takes it, no auxiliary load-balancing loss;
 // ExpertStats collects their routing (SiteMoERouting) for per-expert
 // importance. Mamba2 mixers run forward only: their backward passes return
-// ErrMambaBackward and CheckTrain refuses them.
+// ErrMambaBackward and CheckTrain refuses them. gpt-oss runs forward only
+// too (importance, eval, the proxy, generation and serving with the KV
+// cache; its backward passes return ErrGptOssBackward, CheckTrain refuses
+// it and training goes through the reference trainer, engine torch):
+// learned per-head attention sinks (one more softmax column per query
+// row, dropped from the output), alternating sliding and full attention
+// (layer_types; the window applies in prefill and cached decode), YaRN
+// RoPE (rope.go: the inverse frequencies blended along the ramp, cos and
+// sin scaled by the attention factor; run for the families whose
+// architecture.YaRNRule says so, gpt-oss, with GptOssConfig's default when
+// config.json has none), q/k/v/o biases, and its MoE block (moe.go: a
+// biased router, top-k of the logits then softmax over the k, stacked
+// gate_up_proj/down_proj experts with biases and the clamped SwiGLU). Its
+// MXFP4 checkpoints are not read (Load says to dequantize first).
 // Which families it runs is each family's Engine fact
-// (architecture.Family); a family it cannot run (Mamba2, attention sinks)
-// and a layer it cannot run (Mamba2, MoE with shared experts, biases or
-// sigmoid routing) are refused with an *UnsupportedError,
+// (architecture.Family); a family it cannot run and a layer it cannot run
+// (MoE with shared experts, unrouted biases or sigmoid routing) are
+// refused with an *UnsupportedError,
 // which Check gives from the description alone, before any weight is read.
 // Tensors are bound by their kind (architecture.TensorSpec), so the engine
 // knows no family's tensor names.

@@ -46,7 +46,7 @@ func fillInit(r *rand.Rand, s TensorSpec, t []float32) {
 		for j := range t {
 			t[j] = mambaDTBiasInit
 		}
-	case len(s.Shape) == 2:
+	case len(s.Shape) == 2 || s.isStacked():
 		for j := range t {
 			t[j] = float32(r.NormFloat64() * initStd)
 		}

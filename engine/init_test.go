@@ -88,10 +88,9 @@ func TestInitRefuses(t *testing.T) {
 		t.Fatal("Init with Force and another seed left the old weights")
 	}
 
-	moe, err := architecture.Preset("openai/gpt-oss-20b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A MoE layer the engine does not run: a shared expert.
+	moe := moeArch(architecture.Qwen3MoE, "qwen3_moe", 4, 2, nil)
+	moe.Layers[1].MoE.SharedWidth = 8
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	for _, c := range []struct {

@@ -152,8 +152,9 @@ func ropeForward(x []float32, N, heads, hd int, tab *ropeTable, pos func(row int
 	ropeApply(x, N, heads, hd, tab, pos, 1)
 }
 
-// ropeBackward turns dy into dx in place: the rotation is orthogonal, so
-// its gradient is the inverse rotation.
+// ropeBackward turns dy into dx in place: the gradient of the rotation is
+// its transpose, the inverse rotation (times YaRN's attention factor,
+// which the table's cos and sin carry).
 func ropeBackward(dx []float32, N, heads, hd int, tab *ropeTable, pos func(row int) int) {
 	ropeApply(dx, N, heads, hd, tab, pos, -1)
 }
@@ -251,6 +252,9 @@ func actDeriv(x float32, act activation) float32 {
 type attnShape struct {
 	B, T, heads, kvH, hd int
 	window               int // 0 = full causal
+	// sinks are the per-head sink logits (gpt-oss; nil: none), forward
+	// only: attentionBackward does not take their gradient.
+	sinks []float32
 }
 
 func (s attnShape) qd() int { return s.heads * s.hd }
@@ -282,7 +286,7 @@ func attnProbs(P, q, k []float32, s attnShape, b, h, r0, r1, k0 int, scale float
 	nk := r1 - k0
 	blas.SgemmSerial(false, true, r1-r0, nk, hd, scale, q[(b*T+r0)*qd+h*hd:], qd, k[(b*T+k0)*kd+g*hd:], kd, 0, P, nk)
 	for i := 0; i < r1-r0; i++ {
-		softmaxRow(P[i*nk:(i+1)*nk], r0+i-k0, s)
+		softmaxRow(P[i*nk:(i+1)*nk], r0+i-k0, s, h)
 	}
 }
 

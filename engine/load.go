@@ -28,9 +28,16 @@ type MissingTensorError struct {
 	File   string
 	Tensor string
 	Want   []int
+	// MXFP4 is set when the checkpoint holds the tensor as MXFP4 blocks
+	// and scales (Tensor+"_blocks", Tensor+"_scales": gpt-oss's released
+	// experts), which the engine does not read.
+	MXFP4 bool
 }
 
 func (e *MissingTensorError) Error() string {
+	if e.MXFP4 {
+		return fmt.Sprintf("%s: tensor %q is stored MXFP4-quantized (%s_blocks, %s_scales), which the engine does not read: dequantize first (e.g. load with transformers' Mxfp4Config(dequantize=True) and save_pretrained in bf16)", e.File, e.Tensor, e.Tensor, e.Tensor)
+	}
 	return fmt.Sprintf("%s: missing tensor %q (shape %v implied by config.json)", e.File, e.Tensor, e.Want)
 }
 
@@ -76,7 +83,8 @@ func LoadWith(dir string, o LoadOptions) (_ *Model, err error) {
 	for _, s := range specs {
 		info, ok := r.Tensor(s.Name)
 		if !ok {
-			return nil, &MissingTensorError{File: r.Path(), Tensor: s.Name, Want: s.Shape}
+			_, blocks := r.Tensor(s.Name + "_blocks")
+			return nil, &MissingTensorError{File: r.Path(), Tensor: s.Name, Want: s.Shape, MXFP4: blocks}
 		}
 		if !sameShape(s.Shape, info.Shape) {
 			return nil, &ShapeError{File: info.File, Tensor: s.Name, Want: s.Shape, Got: info.Shape}

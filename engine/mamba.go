@@ -281,6 +281,11 @@ func (m *Model) forwardOnly() error {
 	if m.hasMamba() {
 		return ErrMambaBackward
 	}
+	for _, d := range m.dims {
+		if d.sinks || (d.moe != nil && d.moe.gptOss) {
+			return ErrGptOssBackward
+		}
+	}
 	return nil
 }
 

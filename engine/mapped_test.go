@@ -56,6 +56,8 @@ func TestMappedBitExact(t *testing.T) {
 	archs := map[string]*architecture.Model{
 		"uniform": uniformArch(), "qwen3": qwenArch("Qwen3ForCausalLM", "qwen3"), "qwen2": qwenArch("Qwen2ForCausalLM", "qwen2"),
 		"parent-shaped": parentShapedArch(func(int) bool { return true }),
+		// Stacked [E, in, out] expert matrices read in place.
+		"gpt-oss": gptOssModel(t, 1).arch,
 	}
 	for name, arch := range archs {
 		for _, dt := range []checkpoint.DType{checkpoint.BF16, checkpoint.F16, checkpoint.F32} {

@@ -729,7 +729,7 @@ func (m *Model) forward(start int) {
 				ropeForward(la.qr, N, d.heads, d.hd, tab, pos)
 				ropeForward(la.kr, N, d.kvH, d.hd, tab, pos)
 			}
-			shape := attnShape{B: a.B, T: T, heads: d.heads, kvH: d.kvH, hd: d.hd, window: d.window}
+			shape := attnShape{B: a.B, T: T, heads: d.heads, kvH: d.kvH, hd: d.hd, window: d.window, sinks: w.sinks}
 			attentionForward(la.ao, la.qr, la.kr, la.v, shape)
 			m.observe(l, SiteAttnHeads, la.ao, d.qd, d.heads, d.hd)
 			linearForward(out, la.ao, wm.o, w.ob, N, d.qd, H)
@@ -752,7 +752,7 @@ func (m *Model) forward(start int) {
 		if d.moe != nil && !m.skipMLP[l] {
 			rmsnormForward(la.ln2, la.rstd2, la.mid, w.postNorm, N, H, m.eps)
 			m.observe(l, SiteMLPNorm, la.ln2, H, 0, 0)
-			r, logits := moeForward(out, la.ln2, d.moe, wm, N, H, la.moe)
+			r, logits := moeForward(out, la.ln2, d.moe, wm, w, N, H, la.moe)
 			if m.observer != nil {
 				m.observer.Observe(&Activation{Layer: l, Site: SiteMoERouting, Data: logits, B: a.B, T: a.T, Width: d.moe.experts, Routing: r})
 			}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -10,7 +11,7 @@ import (
 )
 
 // This file holds the mixture-of-experts feed-forward block, forward and
-// backward: a router (Experts × hidden, no bias) scores every token, each
+// backward: a router (Experts × hidden; a bias in gpt-oss) scores every token, each
 // token is sent to its top-k experts, and the block's output is the
 // routing-weighted sum of those experts' gated MLPs. The routing rule is the
 // family's (architecture.RouterRule), as transformers computes it:
@@ -22,8 +23,14 @@ import (
 //     Qwen3MoeSparseMoeBlock.forward): the same, divided by the sum only
 //     when config.json's norm_topk_prob is true (Qwen3MoeConfig's default
 //     is false);
-//   - gpt-oss (top-k of the logits, then softmax over the k; clamped
-//     SwiGLU experts with biases) is not run: checkMoE refuses it.
+//   - gpt-oss (models/gpt_oss/modeling_gpt_oss.py, GptOssTopKRouter.forward):
+//     the router has a bias; top-k of its logits, then softmax over the k
+//     (no renormalisation). Its experts are stacked (GptOssExperts):
+//     gate_up_proj [E, hidden, 2·width] with gate and up interleaved
+//     (gate = columns 0, 2, 4, …; up = 1, 3, 5, …) and a bias, the clamped
+//     SwiGLU (gate ≤ limit, |up| ≤ limit, (up + 1)·gate·σ(alpha·gate)),
+//     down_proj [E, width, hidden] with a bias (gptOssExperts). Forward
+//     only: its backward is refused (CheckTrain, ErrGptOssBackward).
 //
 // Each expert's tokens are gathered into one batch so that its three
 // products are GEMMs (bf16 weights read in place like every other matrix),
@@ -50,6 +57,62 @@ type moeDims struct {
 	experts, topK, width int
 	act                  activation
 	rule                 architecture.RouterRule
+	// gptOss: top-k-then-softmax routing with a router bias and stacked,
+	// biased, clamped-SwiGLU experts; alpha and limit are the SwiGLU's
+	// (config.json swiglu_alpha, swiglu_limit).
+	gptOss       bool
+	alpha, limit float32
+}
+
+// stackedExperts are gpt-oss's fused expert tensors (slab views):
+// gateUp [E, hidden, 2·width], gateUpB [E, 2·width], down [E, width,
+// hidden], downB [E, hidden].
+type stackedExperts struct{ gateUp, gateUpB, down, downB []float32 }
+
+// bindStacked binds slab view t of one of gpt-oss's stacked expert tensors.
+func bindStacked(lp *layerParams, s TensorSpec, t []float32) {
+	switch s.kind {
+	case "expert_gate_up":
+		lp.stacked.gateUp = t
+	case "expert_gate_up_bias":
+		lp.stacked.gateUpB = t
+	case "expert_down":
+		lp.stacked.down = t
+	case "expert_down_bias":
+		lp.stacked.downB = t
+	}
+}
+
+// isStacked reports whether s is one of gpt-oss's stacked expert matrices
+// ([E, in, out]: stored input-major, applied as x·W).
+func (s TensorSpec) isStacked() bool {
+	return len(s.Shape) == 3 && s.expert < 0 && (s.kind == "expert_gate_up" || s.kind == "expert_down")
+}
+
+// ErrGptOssBackward is returned by the backward passes of a gpt-oss model.
+var ErrGptOssBackward = errors.New("engine: backward through gpt-oss (attention sinks, top-k-then-softmax routing, clamped SwiGLU experts) is not implemented (the native engine runs it forward only: importance, proxy, eval, serving); training or distilling gpt-oss goes through the PyTorch reference trainer (engine torch)")
+
+// rawFloat returns config.json's number key, or def when absent.
+func rawFloat(a *architecture.Model, key string, def float64) float64 {
+	if v, ok := jsonFloat(a.Raw[key]); ok {
+		return v
+	}
+	return def
+}
+
+// jsonFloat returns the number v of a parsed config.json (json.Number as
+// package architecture keeps it, or float64, int), or false.
+func jsonFloat(v any) (float64, bool) {
+	switch x := v.(type) {
+	case json.Number:
+		f, err := x.Float64()
+		return f, err == nil
+	case float64:
+		return x, true
+	case int:
+		return float64(x), true
+	}
+	return 0, false
 }
 
 // expertParams are one routed expert's slab views; expertMats its matrices.
@@ -59,9 +122,10 @@ type expertMats struct{ gate, up, down matrix }
 // checkMoE validates an MoE block against what the engine runs.
 func checkMoE(a *architecture.Model, x *architecture.MoE) (*moeDims, error) {
 	rule := a.MoERouter()
+	if rule.TopKFirst {
+		return checkGptOssMoE(a, x, rule)
+	}
 	switch {
-	case rule.TopKFirst:
-		return nil, errors.New("mixture of experts routed top-k before softmax (gpt-oss)")
 	case x.Experts <= 0 || x.TopK <= 0 || x.TopK > x.Experts:
 		return nil, fmt.Errorf("mixture of experts with %d experts and top-k %d (want 1 ≤ top-k ≤ experts)", x.Experts, x.TopK)
 	case x.ExpertWidth <= 0:
@@ -82,6 +146,30 @@ func checkMoE(a *architecture.Model, x *architecture.MoE) (*moeDims, error) {
 		return nil, fmt.Errorf("expert activation %q (supported: silu, gelu, relu, relu2)", x.Activation)
 	}
 	return &moeDims{experts: x.Experts, topK: x.TopK, width: x.ExpertWidth, act: act, rule: rule}, nil
+}
+
+// checkGptOssMoE validates a gpt-oss MoE block (top-k-then-softmax
+// routing): a biased router and stacked, biased, gated experts, no shared
+// expert. alpha is GptOssExperts' 1.702 (config.json swiglu_alpha where the
+// reference trainer's acmoe.py reads one), limit config.json's swiglu_limit
+// (GptOssConfig's default 7.0).
+func checkGptOssMoE(a *architecture.Model, x *architecture.MoE, rule architecture.RouterRule) (*moeDims, error) {
+	switch {
+	case x.Experts <= 0 || x.TopK <= 0 || x.TopK > x.Experts:
+		return nil, fmt.Errorf("mixture of experts with %d experts and top-k %d (want 1 ≤ top-k ≤ experts)", x.Experts, x.TopK)
+	case x.ExpertWidth <= 0:
+		return nil, fmt.Errorf("mixture of experts with expert width %d", x.ExpertWidth)
+	case !x.Gated || !x.RouterBias || !x.ExpertBias:
+		return nil, errors.New("gpt-oss mixture of experts without its gated experts, router bias and expert biases")
+	case x.SharedWidth != 0 || x.LatentSize != 0 || x.RouterCorrection:
+		return nil, errors.New("gpt-oss mixture of experts with shared, latent or sigmoid-corrected experts")
+	}
+	alpha, limit := rawFloat(a, "swiglu_alpha", 1.702), rawFloat(a, "swiglu_limit", 7.0)
+	if !(limit > 0) || math.IsInf(limit, 0) || !(alpha > 0) || math.IsInf(alpha, 0) {
+		return nil, fmt.Errorf("gpt-oss swiglu_alpha %v, swiglu_limit %v (want positive finite numbers)", alpha, limit)
+	}
+	return &moeDims{experts: x.Experts, topK: x.TopK, width: x.ExpertWidth, act: actSiLU, rule: rule,
+		gptOss: true, alpha: float32(alpha), limit: float32(limit)}, nil
 }
 
 // bindExpert binds slab view t of a per-expert tensor s.
@@ -150,6 +238,10 @@ func routerSoftmax(p, row []float32) {
 // writing their indices and weights into r.
 func route(r *Routing, logits []float32, N int, d *moeDims) {
 	E, k := d.experts, d.topK
+	if d.rule.TopKFirst {
+		routeTopKFirst(r, logits, N, E, k)
+		return
+	}
 	parallelFor(N, 16, func(lo, hi int) {
 		p := make([]float32, E)
 		for i := lo; i < hi; i++ {
@@ -173,6 +265,32 @@ func route(r *Routing, logits []float32, N int, d *moeDims) {
 					w[t] /= tot
 				}
 			}
+		}
+	})
+}
+
+// routeTopKFirst is gpt-oss's routing (GptOssTopKRouter.forward): the k
+// largest logits of each row (torch.topk: largest first, ties to the lower
+// index), and the softmax of those k in float32 as the weights.
+func routeTopKFirst(r *Routing, logits []float32, N, E, k int) {
+	parallelFor(N, 16, func(lo, hi int) {
+		taken := make([]bool, E)
+		v := make([]float32, k)
+		for i := lo; i < hi; i++ {
+			row := logits[i*E : (i+1)*E]
+			clear(taken)
+			idx, w := r.Experts[i*k:(i+1)*k], r.Weights[i*k:(i+1)*k]
+			for t := range k {
+				best := -1
+				for j, x := range row {
+					if !taken[j] && (best < 0 || x > row[best]) {
+						best = j
+					}
+				}
+				taken[best] = true
+				idx[t], v[t] = int32(best), row[best]
+			}
+			routerSoftmax(w, v)
 		}
 	})
 }
@@ -220,10 +338,13 @@ func groupSlots(slots, count []int, r *Routing, E int) int {
 // post-attention-normed hidden state, and returns the routing it used and
 // the router logits (N, experts). With save (training mode) it keeps what
 // moeBackward needs there.
-func moeForward(out, x []float32, d *moeDims, wm layerMats, N, H int, save *moeSaved) (*Routing, []float32) {
+func moeForward(out, x []float32, d *moeDims, wm layerMats, w *layerParams, N, H int, save *moeSaved) (*Routing, []float32) {
 	E, k, W := d.experts, d.topK, d.width
 	logits := make([]float32, N*E)
-	linearForward(logits, x, wm.router, nil, N, H, E)
+	linearForward(logits, x, wm.router, w.routerB, N, H, E)
+	if d.gptOss {
+		save = nil // forward only (ErrGptOssBackward)
+	}
 	r := &Routing{NumExperts: E, TopK: k, Experts: make([]int32, N*k), Weights: make([]float32, N*k), OutputNorms: make([]float32, N*k)}
 	route(r, logits, N, d)
 	var slots, count []int
@@ -238,6 +359,9 @@ func moeForward(out, x []float32, d *moeDims, wm layerMats, N, H int, save *moeS
 	var gb, ub, hb []float32
 	if save == nil {
 		gb, ub, hb = make([]float32, most*W), make([]float32, most*W), make([]float32, most*W)
+		if d.gptOss {
+			gb = make([]float32, most*2*W) // the fused gate_up product
+		}
 	}
 	clear(out)
 	for e := range E {
@@ -254,24 +378,54 @@ func moeForward(out, x []float32, d *moeDims, wm layerMats, N, H int, save *moeS
 			row := s / k
 			copy(xb[j*H:(j+1)*H], x[row*H:(row+1)*H])
 		}
-		em := wm.experts[e]
-		linearForward(gb[:n*W], xb[:n*H], em.gate, nil, n, H, W)
-		linearForward(ub[:n*W], xb[:n*H], em.up, nil, n, H, W)
-		activationForward(hb[:n*W], gb[:n*W], ub[:n*W], n, W, d.act)
-		linearForward(yb[:n*H], hb[:n*W], em.down, nil, n, W, H)
+		if d.gptOss {
+			gptOssExpert(yb[:n*H], xb[:n*H], hb[:n*W], gb, d, wm, w, e, n, H)
+		} else {
+			em := wm.experts[e]
+			linearForward(gb[:n*W], xb[:n*H], em.gate, nil, n, H, W)
+			linearForward(ub[:n*W], xb[:n*H], em.up, nil, n, H, W)
+			activationForward(hb[:n*W], gb[:n*W], ub[:n*W], n, W, d.act)
+			linearForward(yb[:n*H], hb[:n*W], em.down, nil, n, W, H)
+		}
 		for j, s := range group {
 			row := s / k
 			y, o := yb[j*H:(j+1)*H], out[row*H:(row+1)*H]
-			w := r.Weights[s]
+			rho := r.Weights[s]
 			var ss float64
 			for c, v := range y {
-				o[c] += w * v
+				o[c] += rho * v
 				ss += float64(v) * float64(v)
 			}
 			r.OutputNorms[s] = float32(math.Sqrt(ss))
 		}
 	}
 	return r, logits
+}
+
+// gptOssExpert sets y (n, H) to stacked expert e's output on the gathered
+// rows xb (n, H), as GptOssExperts.forward computes it: gu = xb·gate_up[e]
+// + gate_up_bias[e] into gu (n, 2·W), gate = gu[:, 0::2] clamped to ≤
+// limit, up = gu[:, 1::2] clamped to [−limit, limit], h = (up + 1)·gate·
+// σ(alpha·gate) into h (n, W), y = h·down[e] + down_bias[e].
+func gptOssExpert(y, xb, h, gu []float32, d *moeDims, wm layerMats, w *layerParams, e, n, H int) {
+	W := d.width
+	gu = gu[:n*2*W]
+	// gate_up[e] is (H, 2W) row-major: x·G is mulT of a matrix stored
+	// (out = H, in = 2W).
+	wm.gateUp.sub(e*H*2*W, H*2*W).mulT(gu, xb, n, 2*W, H)
+	addBias(gu, w.stacked.gateUpB[e*2*W:(e+1)*2*W], n, 2*W)
+	alpha, limit := d.alpha, d.limit
+	parallelFor(n, 16, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			g, o := gu[i*2*W:(i+1)*2*W], h[i*W:(i+1)*W]
+			for j := range o {
+				gate, up := min(g[2*j], limit), min(max(g[2*j+1], -limit), limit)
+				o[j] = (up + 1) * (gate / (1 + expf(-gate*alpha)))
+			}
+		}
+	})
+	wm.downS.sub(e*W*H, W*H).mulT(y, h, n, H, W)
+	addBias(y, w.stacked.downB[e*H:(e+1)*H], n, H)
 }
 
 // moeBackBufs are the backward scratch of the MoE blocks, sized for the
@@ -461,8 +615,9 @@ func (s *ExpertStats) Frequency(l int) []float64 {
 }
 
 // CheckTrain is Check for training and distillation: it also refuses the
-// layers the engine runs forward only (Mamba2 mixers), with an
-// *UnsupportedError naming the first. Mixture-of-experts layers train
+// layers the engine runs forward only (Mamba2 mixers; gpt-oss's sink
+// attention and its MoE blocks), with an *UnsupportedError naming the
+// first. Mixtral's and Qwen3-MoE's mixture-of-experts layers train
 // (moeBackward).
 func CheckTrain(a *architecture.Model) error {
 	dims, err := checkArch(a)
@@ -472,6 +627,9 @@ func CheckTrain(a *architecture.Model) error {
 	for i, d := range dims {
 		if d.mamba != nil {
 			return &UnsupportedError{Layer: i, Feature: "training through Mamba2 mixers (the native engine runs them forward only: importance, eval, the proxy, serving; training or distilling a hybrid model goes through the PyTorch reference trainer)"}
+		}
+		if d.sinks || (d.moe != nil && d.moe.gptOss) {
+			return &UnsupportedError{Layer: i, Feature: "training through gpt-oss layers (attention sinks, top-k-then-softmax routing, clamped SwiGLU experts: the native engine runs them forward only: importance, eval, the proxy, serving; training or distilling gpt-oss goes through the PyTorch reference trainer, engine torch)"}
 		}
 	}
 	return nil

@@ -127,17 +127,17 @@ func TestMoEBlockGradients(t *testing.T) {
 			wm, w, g := m.mats(0), &m.p.layers[0], &m.g.layers[0]
 			out := make([]float32, N*H)
 			save := newMoESaved(d, N)
-			base, _ := moeForward(out, x, d, wm, N, H, save)
+			base, _ := moeForward(out, x, d, wm, w, N, H, save)
 			// The saved forward computes what the unsaved one does.
 			ref := make([]float32, N*H)
-			moeForward(ref, x, d, wm, N, H, nil)
+			moeForward(ref, x, d, wm, w, N, H, nil)
 			bitEqual(t, "saved vs unsaved forward", out, ref)
 			dx := make([]float32, N*H)
 			m.ZeroGrad()
 			moeBackward(dx, g, dout, x, w, d, save, newMoEBackBufs(m.dims, N, H), N, H)
 
 			loss := func() (float64, bool) {
-				rr, _ := moeForward(ref, x, d, m.mats(0), N, H, nil)
+				rr, _ := moeForward(ref, x, d, m.mats(0), w, N, H, nil)
 				var l float64
 				for i, v := range ref {
 					l += float64(dout[i]) * float64(v)
@@ -378,9 +378,9 @@ func TestMoEGradParityTorch(t *testing.T) {
 	}
 }
 
-// TestMoECheckTrain: CheckTrain accepts the MoE layers the engine runs
-// (Mixtral, Qwen3-MoE) and still refuses gpt-oss (top-k before softmax),
-// as Check does.
+// TestMoECheckTrain: CheckTrain accepts the MoE layers the engine trains
+// (Mixtral, Qwen3-MoE) and refuses gpt-oss (top-k before softmax), which
+// Check accepts: the engine runs it forward only.
 func TestMoECheckTrain(t *testing.T) {
 	for _, c := range moeCases {
 		if err := CheckTrain(moeArch(c.class, c.typ, c.experts, c.topK, c.raw)); err != nil {
@@ -388,7 +388,11 @@ func TestMoECheckTrain(t *testing.T) {
 		}
 	}
 	a := moeArch(architecture.GptOss, "gpt_oss", 4, 2, nil)
-	if Check(a) == nil || CheckTrain(a) == nil {
-		t.Errorf("Check(gpt-oss) = %v, CheckTrain = %v: want both to refuse it", Check(a), CheckTrain(a))
+	for i := range a.Layers {
+		a.Layers[i].MoE.RouterBias, a.Layers[i].MoE.ExpertBias = true, true
+		a.Layers[i].Attention.Sinks = true
+	}
+	if Check(a) != nil || CheckTrain(a) == nil {
+		t.Errorf("Check(gpt-oss) = %v, CheckTrain = %v: want nil and a refusal", Check(a), CheckTrain(a))
 	}
 }

@@ -39,9 +39,14 @@ func (s TensorSpec) Size() int {
 type layerParams struct {
 	inNorm, q, qb, k, kb, v, vb, o, ob, qNorm, kNorm []float32
 	postNorm, gate, gateB, up, upB, down, downB      []float32
-	// router and experts are an MoE layer's (moe.go).
-	router  []float32
-	experts []expertParams
+	// sinks are gpt-oss's per-head attention-sink logits (heads).
+	sinks []float32
+	// router and experts are an MoE layer's (moe.go); routerB is the
+	// router's bias (gpt-oss).
+	router, routerB []float32
+	experts         []expertParams
+	// stacked are gpt-oss's fused experts (moe.go, gptOssExperts).
+	stacked stackedExperts
 	// mamba is a Mamba2 mixer's (mamba.go); its norm is inNorm.
 	mamba mambaWeights
 }
@@ -56,6 +61,7 @@ type layerDims struct {
 	qkvBias    bool
 	outBias    bool
 	window     int
+	sinks      bool // a learned sink logit per query head (gpt-oss)
 	mlp        bool
 	ffn        int
 	gated      bool
@@ -120,9 +126,21 @@ func checkArch(a *architecture.Model) ([]layerDims, error) {
 	if s := a.Rope.Scaling; s != nil {
 		switch strings.ToLower(s.Type) {
 		case "", "default", "linear", "llama3":
+		case "yarn":
+			// YaRN is run for gpt-oss only, as the reference trainer runs
+			// it (torchref/trainer/acmodel.py, _rope): other families'
+			// YaRN configs (DeepSeek's mscale, Qwen's long-context ones)
+			// are read differently by different transformers versions
+			// (factor as given, or max_position_embeddings / original).
+			if !a.Family().YaRN.Runs {
+				return nil, &UnsupportedError{Layer: -1, Feature: fmt.Sprintf("rope_scaling type \"yarn\" for %s (the engine runs YaRN where the reference trainer does: gpt-oss)", a.Arch)}
+			}
 		default:
-			return nil, &UnsupportedError{Layer: -1, Feature: fmt.Sprintf("rope_scaling type %q (supported: linear, llama3)", s.Type)}
+			return nil, &UnsupportedError{Layer: -1, Feature: fmt.Sprintf("rope_scaling type %q (supported: linear, llama3; yarn for gpt-oss)", s.Type)}
 		}
+	}
+	if _, err := yarnOf(a); err != nil {
+		return nil, &UnsupportedError{Layer: -1, Feature: err.Error()}
 	}
 	if f := a.Family(); !f.Engine.Runs {
 		return nil, &UnsupportedError{Layer: -1, Feature: fmt.Sprintf("%s models (%s)", f.Arch, f.Engine.Reason)}
@@ -161,10 +179,8 @@ func checkArch(a *architecture.Model) ([]layerDims, error) {
 			if rotDim(a, at.HeadDim)%2 != 0 {
 				return nil, &UnsupportedError{Layer: i, Feature: fmt.Sprintf("odd rotary dimension %d", rotDim(a, at.HeadDim))}
 			}
-			if at.Sinks {
-				return nil, &UnsupportedError{Layer: i, Feature: "attention sinks (gpt-oss)"}
-			}
 			d.attn = true
+			d.sinks = at.Sinks
 			d.heads, d.kvH, d.hd = at.Heads, at.KVHeads, at.HeadDim
 			d.qd, d.kd = at.Heads*at.HeadDim, at.KVHeads*at.HeadDim
 			d.qkNorm, d.qkvBias, d.outBias = at.QKNorm, at.QKVBias, at.OutBias
@@ -282,6 +298,8 @@ func bindViews(slab []float32, specs []TensorSpec, offsets []int, nLayers int, t
 			lp.qNorm = t
 		case "attn_k_norm":
 			lp.kNorm = t
+		case "attn_sinks":
+			lp.sinks = t
 		case "mlp_gate":
 			lp.gate = t
 		case "mlp_gate_bias":
@@ -296,8 +314,16 @@ func bindViews(slab []float32, specs []TensorSpec, offsets []int, nLayers int, t
 			lp.downB = t
 		case "moe_router":
 			lp.router = t
+		case "moe_router_bias":
+			lp.routerB = t
+		case "expert_gate_up", "expert_gate_up_bias", "expert_down_bias":
+			bindStacked(lp, s, t)
 		case "expert_gate", "expert_up", "expert_down":
-			bindExpert(lp, s, t)
+			if s.expert < 0 { // gpt-oss's stacked down_proj [E, width, hidden]
+				bindStacked(lp, s, t)
+			} else {
+				bindExpert(lp, s, t)
+			}
 		default:
 			bindMamba(lp, s.kind, t)
 		}

@@ -31,15 +31,19 @@ func (w matrix) mul(y, x []float32, N, in, out int) {
 	blas.Sgemm(false, true, N, out, in, 1, x, in, w.f, in, 0, y, out)
 }
 
-// mulT computes dx (N,in) = dy (N,out) · W, the input gradient of mul;
-// 16-bit weights are converted a tile of rows at a time.
+// mulT computes dx (N,in) = dy (N,out) · W: the input gradient of mul,
+// and the forward product of gpt-oss's stacked expert matrices (stored
+// input-major, applied as x·W); 16-bit weights are converted a tile of
+// rows at a time into pooled scratch.
 func (w matrix) mulT(dx, dy []float32, N, in, out int) {
 	if w.h == nil {
 		blas.Sgemm(false, false, N, in, out, 1, dy, out, w.f, in, 0, dx, in)
 		return
 	}
 	const rows = 256
-	tile := make([]float32, rows*in)
+	buf := getScratch(rows * in) // per gpt-oss expert and layer: pooled
+	defer putScratch(buf)
+	tile := (*buf)[:rows*in]
 	for lo := 0; lo < out; lo += rows {
 		hi := min(lo+rows, out)
 		for i := lo; i < hi; i++ {
@@ -51,6 +55,15 @@ func (w matrix) mulT(dx, dy []float32, N, in, out int) {
 		}
 		blas.Sgemm(false, false, N, in, hi-lo, 1, dy[lo:], out, tile, in, beta, dx, in)
 	}
+}
+
+// sub returns the n elements of the matrix from element off: one expert
+// of a stacked tensor (gpt-oss's [E, in, out] expert matrices).
+func (w matrix) sub(off, n int) matrix {
+	if w.h != nil {
+		return matrix{h: w.h[off : off+n : off+n], kind: w.kind}
+	}
+	return matrix{f: w.f[off : off+n : off+n]}
 }
 
 // row writes row i (C wide) of the matrix into dst as float32.
@@ -65,9 +78,11 @@ func (w matrix) row(dst []float32, i, C int) {
 // layerMats are the weight matrices of one decoder layer (absent: zero).
 type layerMats struct {
 	q, k, v, o, gate, up, down matrix
-	// router and experts are an MoE layer's (moe.go).
-	router  matrix
-	experts []expertMats
+	// router and experts are an MoE layer's (moe.go); gateUp and downS
+	// gpt-oss's stacked experts ([E, hidden, 2·width], [E, width, hidden]).
+	router        matrix
+	experts       []expertMats
+	gateUp, downS matrix
 }
 
 // mapped holds what a model opened with LoadOptions.Mapped reads in place:
@@ -94,7 +109,8 @@ func (m *Model) mats(l int) layerMats {
 	}
 	w := &m.p.layers[l]
 	lm := layerMats{q: f32mat(w.q), k: f32mat(w.k), v: f32mat(w.v), o: f32mat(w.o),
-		gate: f32mat(w.gate), up: f32mat(w.up), down: f32mat(w.down), router: f32mat(w.router)}
+		gate: f32mat(w.gate), up: f32mat(w.up), down: f32mat(w.down), router: f32mat(w.router),
+		gateUp: f32mat(w.stacked.gateUp), downS: f32mat(w.stacked.down)}
 	if w.experts != nil {
 		lm.experts = make([]expertMats, len(w.experts))
 		for e, x := range w.experts {
@@ -211,7 +227,9 @@ func (s TensorSpec) isMatrix() bool {
 	switch s.kind {
 	case "embedding", "lm_head", "attn_q", "attn_k", "attn_v", "attn_o", "mlp_gate", "mlp_up", "mlp_down",
 		"moe_router", "expert_gate", "expert_up", "expert_down":
-		return len(s.Shape) == 2
+		return len(s.Shape) == 2 || s.isStacked()
+	case "expert_gate_up":
+		return s.isStacked()
 	}
 	return false
 }
@@ -307,8 +325,14 @@ func newMapped(arch *architecture.Model, r *checkpoint.Reader, stream bool) (*Mo
 			lm.down = w
 		case "moe_router":
 			lm.router = w
+		case "expert_gate_up":
+			lm.gateUp = w
 		case "expert_gate", "expert_up", "expert_down":
-			mapExpert(lm, dims[s.layer].moe.experts, s, w)
+			if s.isStacked() {
+				lm.downS = w
+			} else {
+				mapExpert(lm, dims[s.layer].moe.experts, s, w)
+			}
 		}
 	}
 	if arch.TiedEmbeddings {

@@ -83,8 +83,9 @@ func TestMoERules(t *testing.T) {
 }
 
 // TestNativeLoadsMoE: the native engine's rules take the MoE blocks it
-// runs (Qwen3-MoE, Mixtral: engine.Check) and refuse those it does not
-// (gpt-oss's top-k-first router), naming the engine's reason.
+// runs (Qwen3-MoE, Mixtral and, forward, gpt-oss's top-k-first router:
+// engine.Check) and refuse those it does not (Nemotron-3's sigmoid router and shared expert), naming
+// the engine's reason.
 func TestNativeLoadsMoE(t *testing.T) {
 	caps, _ := Lookup("native")
 	for _, c := range []struct {
@@ -100,7 +101,15 @@ func TestNativeLoadsMoE(t *testing.T) {
 			"intermediate_size": 8, "num_local_experts": 4, "num_experts_per_tok": 2}`, true, ""},
 		{`{"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "vocab_size": 64, "hidden_size": 16,
 			"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 4,
-			"intermediate_size": 8, "num_local_experts": 4, "num_experts_per_tok": 2}`, false, "native does not run this model"},
+			"intermediate_size": 8, "num_local_experts": 4, "num_experts_per_tok": 2}`, true, ""},
+		// Nemotron-3's sigmoid-routed MoE with a shared expert.
+		{`{"architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h",
+			"vocab_size": 64, "hidden_size": 16, "hybrid_override_pattern": "ME*E",
+			"num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 4, "mlp_hidden_act": "relu2",
+			"mamba_num_heads": 4, "mamba_head_dim": 4, "ssm_state_size": 8, "n_groups": 2, "conv_kernel": 4,
+			"n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 8, "n_shared_experts": 1,
+			"moe_shared_expert_intermediate_size": 16, "n_group": 4, "topk_group": 2, "routed_scaling_factor": 2.5,
+			"norm_topk_prob": true}`, false, "native does not run this model"},
 	} {
 		m, err := architecture.FromConfig([]byte(c.cfg))
 		if err != nil {

@@ -157,7 +157,8 @@ func (e EngineInfo) RepresentFor(k Kind, role string, s Shape) error {
 	}
 	if k == Importance && slices.Contains(e.Unscored, s.Arch) {
 		if f, ok := architecture.Lookup(s.Arch); ok && !f.Engine.Runs {
-			// gpt-oss: no engine here scores it.
+			// A family the native engine does not run: no engine here
+			// scores it (none today: gpt-oss runs forward natively).
 			return &RepresentError{e.Name, role, fmt.Sprintf("it runs %s but does not score it, and the native engine does not run it (%s): no engine here computes its importance", s.Arch, f.Engine.Reason)}
 		}
 		return &RepresentError{e.Name, role, fmt.Sprintf("it runs %s but does not score it; run importance in the native engine", s.Arch)}

@@ -76,8 +76,8 @@ func checkTensors(dir string, a *architecture.Model) error {
 // anything goes on from it: the status is done; for distill the output
 // checkpoint's config.json has exactly the contract's student shape, its
 // tensors load in the native engine (for a family the native engine does
-// not run, gpt-oss: they are exactly the ones architecture lists, shapes
-// and dense dtypes checked), and its files hash as result.json says (when
+// not run: they are exactly the ones architecture lists, shapes and dense
+// dtypes checked), and its files hash as result.json says (when
 // it says). The hashes are recorded in Ingested.
 func Ingest(dir string) (*Ingested, error) {
 	s, err := ReadStatus(dir)
@@ -116,7 +116,7 @@ func Ingest(dir string) (*Ingested, error) {
 			return nil, &IngestError{dir, "the output checkpoint's shape differs from the student's: " + diff}
 		}
 		if f := a.Family(); !f.Engine.Runs {
-			// A family the native engine does not run (gpt-oss): its
+			// A family the native engine does not run: its
 			// tensors are checked against the architecture instead.
 			if err := checkTensors(out, a); err != nil {
 				return nil, &IngestError{dir, fmt.Sprintf("the output checkpoint's tensors (the native engine does not run %s: %s): %v", a.Arch, f.Engine.Reason, err)}

@@ -133,8 +133,9 @@ func TestMoEShape(t *testing.T) {
 			t.Errorf("torch %s of gpt-oss: %v", k, err)
 		}
 	}
-	if err := torch.RepresentFor(Importance, "model", gs); !errors.As(err, &re) || !strings.Contains(err.Error(), "no engine here computes its importance") {
-		t.Errorf("torch importance of gpt-oss = %v, want a RepresentError saying no engine scores it", err)
+	// The native engine runs gpt-oss forward, so it scores it.
+	if err := torch.RepresentFor(Importance, "model", gs); !errors.As(err, &re) || !strings.Contains(err.Error(), "run importance in the native engine") {
+		t.Errorf("torch importance of gpt-oss = %v, want a RepresentError pointing at the native engine", err)
 	}
 	for _, name := range []string{"automodel", "megatron-bridge"} {
 		e, _ := LookupEngine(name)

@@ -126,7 +126,8 @@ func TestHintSpell(t *testing.T) {
 // every shape of the space, the error says so and why (the parent's first
 // violation), not that the smallest shape does not fit in memory.
 func TestInfeasibleByLoadRules(t *testing.T) {
-	m := preset(t, "openai/gpt-oss-20b")
+	// Sigmoid-routed experts with a shared expert: native runs none.
+	m := preset(t, "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")
 	w := &workload.Workload{Input: workload.FixedLength(128), Output: workload.FixedLength(32), Concurrency: 1, Seed: 1}
 	sp, err := NewSpace(m, SpaceOptions{Engine: estimate.Native})
 	if err != nil {

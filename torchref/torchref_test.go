@@ -196,6 +196,10 @@ func TestLogitsParity(t *testing.T) {
 // qk-norm (Qwen3), q/k/v biases (Qwen2), llama3 RoPE scaling with an
 // untied head, and DeciLM layers with different KV groups and no_op blocks.
 var familyConfigs = map[string]string{
+	// gpt-oss (gptoss_test.go): sinks, a window of 5 below T, YaRN, the
+	// clamp reached, top-k-then-softmax routing; the engine runs it
+	// forward only.
+	"gpt-oss": gptOssConfig,
 	"qwen3": `{"architectures":["Qwen3ForCausalLM"],"model_type":"qwen3","hidden_size":64,"intermediate_size":96,
 		"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":16,"vocab_size":300,
 		"rms_norm_eps":1e-6,"rope_theta":1000000,"tie_word_embeddings":false,"max_position_embeddings":512}`,

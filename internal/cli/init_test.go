@@ -58,7 +58,8 @@ func TestInitCommand(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--config", "openai/gpt-oss-20b"}, "which cannot run"},
+		// Sigmoid-routed experts with a shared expert: not run natively.
+		{[]string{"--config", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"}, "which cannot run"},
 		{[]string{"--config", cfg, "--dtype", "int8"}, "--dtype"},
 		{[]string{"--config", filepath.Join(base, "absent.json")}, "absent.json"},
 	} {
