@@ -16,6 +16,7 @@ import (
 	"github.com/autocompress/autocompress/checkpoint"
 	"github.com/autocompress/autocompress/distill"
 	"github.com/autocompress/autocompress/engine"
+	"github.com/autocompress/autocompress/export"
 	"github.com/autocompress/autocompress/prune"
 	"github.com/autocompress/autocompress/search"
 	"github.com/autocompress/autocompress/servebench"
@@ -206,6 +207,25 @@ func TestPipelineGptOssTorch(t *testing.T) {
 		t.Errorf("%d invocations measured (want %d), TPOT %+v", len(inv.Reports), c.Measure.Invocations, inv.Summary["tpot_mean_s"])
 	}
 
+	// autocompress validate: the child loads in the engines that serve
+	// gpt-oss (both layers kept, so its windows stay on the even layer
+	// vLLM windows), and the validate stage checked the serve-on engine.
+	var vr export.Report
+	if err := readJSONFile(filepath.Join(stageDir(t, res, StageValidate), ValidateFile), &vr); err != nil {
+		t.Fatal(err)
+	}
+	if vr.Arch != architecture.GptOss || len(vr.Violations) != 0 {
+		t.Errorf("validate stage %+v: want the gpt-oss child passed", vr)
+	}
+	for _, e := range []string{"vllm", "sglang", "native"} {
+		rep, err := export.ValidateDir(final, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rep.OK() {
+			t.Errorf("validate %s: %v", e, rep.Err())
+		}
+	}
 	// The final child loads in the native engine and runs forward.
 	m, err := engine.Load(final)
 	if err != nil {
