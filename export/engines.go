@@ -120,6 +120,13 @@ type Capabilities struct {
 	// and Qwen3-MoE's and Mixtral's MoE blocks and refuses the others
 	// (gpt-oss routing, latent or sigmoid-routed experts, shared experts).
 	Runs func(*architecture.Model) error
+	// EvenLayerWindows: the engine's gpt-oss model places the sliding
+	// window by layer index, not by config.json's layer_types (nil: it
+	// reads layer_types). A gpt-oss child must then keep windows on its
+	// even layers only: removing one layer of an alternating parent shifts
+	// the pattern, and the engine would compute the kept layers with the
+	// wrong attention span.
+	EvenLayerWindows *LoaderRule
 	// ShardsTP: the engine shards every layer over the tensor-parallel
 	// group, so the shape must split (architecture.Model.TPViolations);
 	// the others do not shard layers by TP and its rules are not checked.
@@ -165,6 +172,13 @@ var (
 	vllmFirstAttention = &LoaderRule{ID: "decilm-first-attention",
 		Does: "vLLM's DeciLMDecoderLayer.forward (vllm/model_executor/models/nemotron_nas.py, 00bd1493) sets the residual only in an attention block, so with attention no_op in the first block it calls post_attention_layernorm(hidden_states, None), which returns one tensor where two are unpacked: the forward pass fails",
 		Fix:  "keep the first layer's attention (remove its MLP or the whole layer instead)"}
+	// SGLang's GptOssDecoderLayer.__init__ (python/sglang/srt/models/
+	// gpt_oss.py, 009c6808) passes layer_type=config.layer_types[layer_id]
+	// to GptOssAttention, which windows exactly the sliding_attention
+	// layers: it has no such rule.
+	vllmGptOssWindows = &LoaderRule{ID: "gpt-oss-even-windows",
+		Does: "vLLM's OAIAttention.__init__ (vllm/model_executor/models/gpt_oss.py, a6b6cfaa) sets sliding_window = config.sliding_window if self.layer_idx % 2 == 0 else None (so too at 0025d69b), ignoring layer_types: a gpt-oss layer is windowed exactly when its index is even, so a child whose layer_types do not alternate sliding, full from layer 0 loads but attends over the wrong spans",
+		Fix:  "keep gpt-oss layers so that the windowed ones stay at even indices (remove layers in sliding/full pairs), or serve the child on SGLang, which reads layer_types"}
 	sglangFirstAttention = &LoaderRule{ID: "decilm-first-attention",
 		Does: "SGLang's DeciLMDecodeLayer.forward (python/sglang/srt/models/nemotron_nas.py, 15a024d4) sets the residual only in an attention block, so with attention no_op in the first block it calls post_attention_layernorm(hidden_states, None), which returns one tensor where two are unpacked: the forward pass fails",
 		Fix:  "keep the first layer's attention (remove its MLP or the whole layer instead)"}
@@ -209,7 +223,7 @@ var engines = map[string]Capabilities{
 	// FFNIntermediateSize (FFNMultFirst).
 	"vllm": {Name: "vllm", Native: nativeAll, DeciLM: true, FFNIntermediateSize: true, FFNMultFirst: vllmFFNMultFirst,
 		DeciLMBias: true, KVPageRatios: true, RemoteCode: true, ShardsTP: true,
-		DeciLMFirstAttention: vllmFirstAttention},
+		DeciLMFirstAttention: vllmFirstAttention, EvenLayerWindows: vllmGptOssWindows},
 	"sglang": {Name: "sglang", Native: nativeAll, DeciLM: true, DeciLMBias: true, RemoteCode: true, ShardsTP: true,
 		FFNMultReader: "SGLang's DeciLMDecodeLayer (python/sglang/srt/models/nemotron_nas.py, 15a024d4) reads only ffn.ffn_mult", FFNMultAttribute: true,
 		DeciLMUniformKV: sglangUniformKV, DeciLMFirstAttention: sglangFirstAttention},

@@ -354,6 +354,17 @@ func checkModel(r *Report, m *architecture.Model, caps Capabilities, raw map[str
 		}
 	}
 	checkMoE(r, m, caps, raw)
+	if lr := caps.EvenLayerWindows; lr != nil && m.Arch == architecture.GptOss {
+		for i, l := range m.Layers {
+			if a := l.Attention; a != nil && (a.SlidingWindow != 0) != (i%2 == 0) {
+				kind := "full attention at an even index: the engine windows it"
+				if a.SlidingWindow != 0 {
+					kind = "a sliding window at an odd index: the engine gives it full attention"
+				}
+				r.violateRule(i, lr, "%s", kind)
+			}
+		}
+	}
 	if deci {
 		checkLoaderRules(r, m, caps)
 	}
