@@ -53,6 +53,9 @@ import (
 
 // deployment is one CPU target and its budgets.
 type deployment struct {
+	// n is the deployment's place in the full list (1, 2, 3): its runs
+	// are d<n>-STRATEGY-s<seed>, whichever deployments run.
+	n       int
 	name    string
 	w       pipeline.Workload
 	budgets pipeline.Budgets
@@ -63,9 +66,9 @@ type deployment struct {
 // the same on every host: TPOT ≤ 0.6 × the parent's, memory ≤ 0.8 ×,
 // throughput ≥ 1.5 ×.
 var deployments = []deployment{
-	{"latency: single stream", pipeline.Workload{ISL: 128, OSL: 64, Concurrency: 1}, pipeline.Budgets{MaxTPOT: "0.6x"}},
-	{"memory: long context", pipeline.Workload{ISL: 384, OSL: 64, Concurrency: 8}, pipeline.Budgets{MaxMemory: "0.8x"}},
-	{"throughput: batch", pipeline.Workload{ISL: 64, OSL: 64, Concurrency: 16}, pipeline.Budgets{MinThroughput: "1.5x"}},
+	{1, "latency: single stream", pipeline.Workload{ISL: 128, OSL: 64, Concurrency: 1}, pipeline.Budgets{MaxTPOT: "0.6x"}},
+	{2, "memory: long context", pipeline.Workload{ISL: 384, OSL: 64, Concurrency: 8}, pipeline.Budgets{MaxMemory: "0.8x"}},
+	{3, "throughput: batch", pipeline.Workload{ISL: 64, OSL: 64, Concurrency: 16}, pipeline.Budgets{MinThroughput: "1.5x"}},
 }
 
 func main() {
@@ -75,6 +78,7 @@ func main() {
 	tokens := flag.Int64("tokens", 200_000, "distillation tokens of every run")
 	config := flag.String("config", "", "a pipeline config whose deployment, parent and settings replace the three CPU deployments")
 	model := flag.String("model", "", "the parent checkpoint (required with -config)")
+	only := flag.String("only", "", "run only the deployments whose names start with these comma-separated prefixes (latency, memory, throughput)")
 	flag.Parse()
 	tokensSet := false
 	flag.Visit(func(f *flag.Flag) { tokensSet = tokensSet || f.Name == "tokens" })
@@ -87,13 +91,48 @@ func main() {
 			fmt.Fprintln(os.Stderr, "headtohead:", err)
 			os.Exit(2)
 		}
-		base, deps = c, []deployment{{"config " + filepath.Base(*config), c.Workload, c.Budgets}}
+		base, deps = c, []deployment{{1, "config " + filepath.Base(*config), c.Workload, c.Budgets}}
 		*tokens = c.Distill.Tokens
+	}
+	deps, err := selectDeployments(deps, *only)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "headtohead:", err)
+		os.Exit(2)
 	}
 	if err := run(ctx, base, deps, *bin, *dir, *seeds, *tokens); err != nil {
 		fmt.Fprintln(os.Stderr, "headtohead:", err)
 		os.Exit(1)
 	}
+}
+
+// selectDeployments keeps the deployments whose names start with one of
+// the comma-separated prefixes of only (all of them when only is empty).
+// Their run directories keep their place in the full list (d1, d2, d3), so
+// a partial rerun lands where the full benchmark's runs of those
+// deployments do.
+func selectDeployments(deps []deployment, only string) ([]deployment, error) {
+	if strings.TrimSpace(only) == "" {
+		return deps, nil
+	}
+	var out []deployment
+	for _, p := range strings.Split(only, ",") {
+		p = strings.TrimSpace(p)
+		found := false
+		for _, d := range deps {
+			if p != "" && strings.HasPrefix(d.name, p) {
+				out = append(out, d)
+				found = true
+			}
+		}
+		if !found {
+			var names []string
+			for _, d := range deps {
+				names = append(names, d.name)
+			}
+			return nil, fmt.Errorf("-only %q: no deployment's name starts with %q (they are: %s)", only, p, strings.Join(names, "; "))
+		}
+	}
+	return out, nil
 }
 
 // configDeployment is the base config of a benchmark on one config's
@@ -132,16 +171,16 @@ func run(ctx context.Context, base pipeline.Config, deps []deployment, bin, dir,
 	met := map[key]bool{}
 	fmt.Println("| deployment | strategy | seed | chosen shape | params | budget: limit, estimated / measured (worst invocation, range) | selection tokens | held-out ppl | in-domain choice acc | cloze acc |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
-	for di, d := range deps {
+	for _, d := range deps {
 		for _, strategy := range []string{"autocompress", "minitron"} {
 			for _, seed := range seeds {
 				c := base
-				c.Dir = filepath.Join(dir, fmt.Sprintf("d%d-%s-s%d", di+1, strategy, seed))
+				c.Dir = filepath.Join(dir, fmt.Sprintf("d%d-%s-s%d", d.n, strategy, seed))
 				c.Workload, c.Budgets = d.w, d.budgets
 				c.Search.Strategy = strategy
 				c.Distill.Tokens, c.Distill.Seed = tokens, seed
 				if seed != seeds[0] {
-					first := filepath.Join(dir, fmt.Sprintf("d%d-%s-s%d", di+1, strategy, seeds[0]))
+					first := filepath.Join(dir, fmt.Sprintf("d%d-%s-s%d", d.n, strategy, seeds[0]))
 					if err := seedFrom(first, c.Dir, []string{"importance", "search", "prune"}); err != nil {
 						// The first seed failed before prune: this seed runs every stage itself.
 						fmt.Fprintf(os.Stderr, "headtohead: %v; running every stage\n", err)

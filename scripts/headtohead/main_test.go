@@ -58,3 +58,19 @@ func TestConfigDeployment(t *testing.T) {
 		t.Errorf("no parent: %v, want an error naming -model", err)
 	}
 }
+
+// TestSelectDeployments: -only keeps the named deployments in their places
+// (their run directories stay d1, d3), and a prefix that names none is an
+// error listing them.
+func TestSelectDeployments(t *testing.T) {
+	got, err := selectDeployments(deployments, "latency, throughput")
+	if err != nil || len(got) != 2 || got[0].n != 1 || got[1].n != 3 || got[1].name != "throughput: batch" {
+		t.Fatalf("latency,throughput: %+v, %v", got, err)
+	}
+	if all, err := selectDeployments(deployments, ""); err != nil || len(all) != 3 {
+		t.Errorf("no -only: %d deployments, %v", len(all), err)
+	}
+	if _, err := selectDeployments(deployments, "latency,speed"); err == nil || !strings.Contains(err.Error(), `"speed"`) || !strings.Contains(err.Error(), "memory: long context") {
+		t.Errorf("unknown prefix: %v", err)
+	}
+}
