@@ -120,13 +120,14 @@ type Capabilities struct {
 	// and Qwen3-MoE's and Mixtral's MoE blocks and refuses the others
 	// (gpt-oss routing, latent or sigmoid-routed experts, shared experts).
 	Runs func(*architecture.Model) error
-	// EvenLayerWindows: the engine's gpt-oss model places the sliding
-	// window by layer index, not by config.json's layer_types (nil: it
-	// reads layer_types). A gpt-oss child must then keep windows on its
-	// even layers only: removing one layer of an alternating parent shifts
-	// the pattern, and the engine would compute the kept layers with the
-	// wrong attention span.
-	EvenLayerWindows *LoaderRule
+	// EvenLayerWindows: the engine's model class of one architecture
+	// places the sliding window by layer index, not by config.json's
+	// layer_types (nil: every class it has reads layer_types). A child of
+	// that architecture must then keep windows on its even layers only:
+	// removing one layer of an alternating parent shifts the pattern, and
+	// the engine would compute the kept layers with the wrong attention
+	// span.
+	EvenLayerWindows *IndexWindows
 	// ShardsTP: the engine shards every layer over the tensor-parallel
 	// group, so the shape must split (architecture.Model.TPViolations);
 	// the others do not shard layers by TP and its rules are not checked.
@@ -223,7 +224,7 @@ var engines = map[string]Capabilities{
 	// FFNIntermediateSize (FFNMultFirst).
 	"vllm": {Name: "vllm", Native: nativeAll, DeciLM: true, FFNIntermediateSize: true, FFNMultFirst: vllmFFNMultFirst,
 		DeciLMBias: true, KVPageRatios: true, RemoteCode: true, ShardsTP: true,
-		DeciLMFirstAttention: vllmFirstAttention, EvenLayerWindows: vllmGptOssWindows},
+		DeciLMFirstAttention: vllmFirstAttention, EvenLayerWindows: &IndexWindows{Arch: architecture.GptOss, Rule: vllmGptOssWindows}},
 	"sglang": {Name: "sglang", Native: nativeAll, DeciLM: true, DeciLMBias: true, RemoteCode: true, ShardsTP: true,
 		FFNMultReader: "SGLang's DeciLMDecodeLayer (python/sglang/srt/models/nemotron_nas.py, 15a024d4) reads only ffn.ffn_mult", FFNMultAttribute: true,
 		DeciLMUniformKV: sglangUniformKV, DeciLMFirstAttention: sglangFirstAttention},
@@ -319,4 +320,13 @@ func FFNMult(width, hidden int) float64 {
 // DeciLMFFNWidth is the engines' rule: round_up(int(2·ffn_mult·hidden/3), 256).
 func DeciLMFFNWidth(ffnMult float64, hidden int) int {
 	return architecture.FFNMultToWidth(ffnMult, hidden)
+}
+
+// IndexWindows is an engine's model class that places each layer's sliding
+// window by the layer's index instead of config.json's layer_types: the
+// class's architecture (Arch) and the rule a child breaks when a window
+// lands on the wrong parity.
+type IndexWindows struct {
+	Arch string
+	Rule *LoaderRule
 }

@@ -354,7 +354,8 @@ func checkModel(r *Report, m *architecture.Model, caps Capabilities, raw map[str
 		}
 	}
 	checkMoE(r, m, caps, raw)
-	if lr := caps.EvenLayerWindows; lr != nil && m.Arch == architecture.GptOss {
+	if w := caps.EvenLayerWindows; w != nil && m.Arch == w.Arch {
+		lr := w.Rule
 		for i, l := range m.Layers {
 			if a := l.Attention; a != nil && (a.SlidingWindow != 0) != (i%2 == 0) {
 				kind := "full attention at an even index: the engine windows it"

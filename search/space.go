@@ -180,7 +180,8 @@ func NewSpace(parent *architecture.Model, o SpaceOptions) (*Space, error) {
 		}
 		sp.Removable[k] = false
 	}
-	if lr := o.ServeOn.EvenLayerWindows; lr != nil && parent.Arch == architecture.GptOss && !o.Uniform && n > 1 {
+	if w := o.ServeOn.EvenLayerWindows; w != nil && parent.Arch == w.Arch && !o.Uniform && n > 1 {
+		lr := w.Rule
 		// The engine windows a gpt-oss layer by its index: removing a layer
 		// shifts the index of every layer after it, so only the last layer
 		// can go without moving a kept layer's window (export's rule; the
@@ -188,7 +189,7 @@ func NewSpace(parent *architecture.Model, o SpaceOptions) (*Space, error) {
 		for i := range n - 1 {
 			sp.Removable[i] = false
 		}
-		sp.Notes = append(sp.Notes, fmt.Sprintf("only the last layer may be removed: %s places gpt-oss's sliding windows by layer index, not layer_types, so removing any other layer moves the windows of the layers after it [%s]", o.ServeOn.Name, lr.ID))
+		sp.Notes = append(sp.Notes, fmt.Sprintf("only the last layer may be removed: %s places %s's sliding windows by layer index, not layer_types, so removing any other layer moves the windows of the layers after it [%s]", o.ServeOn.Name, parent.Family().ModelType, lr.ID))
 	}
 	if !o.Uniform {
 		sp.MaxRemoved = int(float64(n) * *o.MaxDepth)
