@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"github.com/autocompress/autocompress/checkpoint/testutil"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,22 +12,12 @@ import (
 	"github.com/autocompress/autocompress/search"
 )
 
-// tinyMoEConfig is a Qwen3-MoE of two layers of 8 experts (top-2) at the
-// embedded parent's vocabulary, so that its tokenizer reads the test's
-// text.
-const tinyMoEConfig = `{"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe",
-	"vocab_size": 4096, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
-	"num_key_value_heads": 1, "head_dim": 32, "num_experts": 8, "num_experts_per_tok": 2,
-	"moe_intermediate_size": 64, "norm_topk_prob": true, "decoder_sparse_step": 1, "mlp_only_layers": [],
-	"hidden_act": "silu", "rms_norm_eps": 1e-6, "rope_theta": 10000, "tie_word_embeddings": true,
-	"max_position_embeddings": 512, "eos_token_id": 4095, "bos_token_id": 4095}`
-
 // TestPipelineMoEExpertScores: on an MoE parent the importance stage also
 // scores the routed experts (REAP, on its calibration rows, with the
 // scores' provenance), and the search ranks experts by them rather than
 // by the structural prior of the weights.
 func TestPipelineMoEExpertScores(t *testing.T) {
-	model := randomParent(t, tinyMoEConfig)
+	model := randomParent(t, testutil.TinyQwen3MoEConfig)
 	c := tinyConfig(t, t.TempDir())
 	c.Model = model
 	c.Budgets = Budgets{MaxParams: "0.6M"}
@@ -67,7 +58,7 @@ func TestPipelineMoEExpertScores(t *testing.T) {
 // candidates briefly in the native engine (search/trained) and the
 // recovery distils the chosen child natively, its held-out loss falling.
 func TestPipelineMoEMinitronNative(t *testing.T) {
-	model := randomParent(t, tinyMoEConfig)
+	model := randomParent(t, testutil.TinyQwen3MoEConfig)
 	c := tinyConfig(t, t.TempDir())
 	c.Model = model
 	c.Budgets = Budgets{MaxParams: "0.45M"} // the parent: 0.49M, 0.26M of them the embedding

@@ -227,3 +227,14 @@ func LlamaConfig(m Llama, dt checkpoint.DType) []byte {
 	b, _ := json.MarshalIndent(cfg, "", "  ")
 	return append(b, '\n')
 }
+
+// TinyQwen3MoEConfig is a Qwen3-MoE config.json of two layers of 8 routed
+// experts (top-2, norm_topk_prob) at the embedded parent's 4,096-id
+// vocabulary, so that the parent's tokenizer reads a test's text: the MoE
+// parent of the distill, search/trained and pipeline tests.
+const TinyQwen3MoEConfig = `{"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe",
+	"vocab_size": 4096, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+	"num_key_value_heads": 1, "head_dim": 32, "num_experts": 8, "num_experts_per_tok": 2,
+	"moe_intermediate_size": 64, "norm_topk_prob": true, "decoder_sparse_step": 1, "mlp_only_layers": [],
+	"hidden_act": "silu", "rms_norm_eps": 1e-6, "rope_theta": 10000, "tie_word_embeddings": true,
+	"max_position_embeddings": 512, "eos_token_id": 4095, "bos_token_id": 4095}`

@@ -2,6 +2,7 @@ package trained
 
 import (
 	"context"
+	"github.com/autocompress/autocompress/checkpoint/testutil"
 	"slices"
 	"testing"
 
@@ -13,16 +14,6 @@ import (
 	"github.com/autocompress/autocompress/search"
 	"github.com/autocompress/autocompress/train"
 )
-
-// tinyMoEConfig is a Qwen3-MoE of two layers of 8 experts (top-2,
-// norm_topk_prob) at the embedded parent's vocabulary (pipeline's
-// TestPipelineMoEExpertScores parent).
-const tinyMoEConfig = `{"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe",
-	"vocab_size": 4096, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
-	"num_key_value_heads": 1, "head_dim": 32, "num_experts": 8, "num_experts_per_tok": 2,
-	"moe_intermediate_size": 64, "norm_topk_prob": true, "decoder_sparse_step": 1, "mlp_only_layers": [],
-	"hidden_act": "silu", "rms_norm_eps": 1e-6, "rope_theta": 10000, "tie_word_embeddings": true,
-	"max_position_embeddings": 512, "eos_token_id": 4095, "bos_token_id": 4095}`
 
 // TestTrainedMeasurerMoE: Minitron++'s top-k measurement runs on a
 // mixture-of-experts parent (the native engine trains MoE children): a
@@ -38,7 +29,7 @@ func TestTrainedMeasurerMoE(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := architecture.FromConfig([]byte(tinyMoEConfig))
+	a, err := architecture.FromConfig([]byte(testutil.TinyQwen3MoEConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
