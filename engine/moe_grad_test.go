@@ -285,22 +285,7 @@ func TestMoEGradParityTorch(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			a := moeArch(c.class, c.typ, c.experts, c.topK, c.raw)
 			base := t.TempDir()
-			m, err := New(a, 11)
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Weights of std 0.4 so that routing is far from uniform.
-			for i := range m.Params() {
-				m.Params()[i] *= 20
-			}
-			for _, s := range m.Specs() {
-				if s.isNorm() {
-					w := m.Tensor(s.Name)
-					for j := range w {
-						w[j] = 1 + 0.1*float32(j%5)
-					}
-				}
-			}
+			m := routedModel(t, a)
 			dir := filepath.Join(base, "ckpt")
 			if err := m.Save(dir, checkpoint.F32); err != nil {
 				t.Fatal(err)

@@ -294,23 +294,7 @@ func TestMoEParityTorch(t *testing.T) {
 			a := moeArch(c.class, c.typ, c.experts, c.topK, c.raw)
 			base := t.TempDir()
 			dir := filepath.Join(base, "ckpt")
-			// Larger weights than Init's 0.02 so that routing and logits
-			// are far from uniform.
-			m, err := New(a, 11)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range m.Params() {
-				m.Params()[i] *= 20
-			}
-			for _, s := range m.Specs() {
-				if s.isNorm() {
-					w := m.Tensor(s.Name)
-					for j := range w {
-						w[j] = 1 + 0.1*float32(j%5)
-					}
-				}
-			}
+			m := routedModel(t, a)
 			if err := m.Save(dir, checkpoint.F32); err != nil {
 				t.Fatal(err)
 			}
@@ -351,4 +335,27 @@ func TestMoEParityTorch(t *testing.T) {
 			t.Logf("%s: max |Δlogit| / max |logit| = %.3g (max |logit| %.3g)", c.name, rel, scale)
 		})
 	}
+}
+
+// routedModel is a model of a with seed 11's weights scaled to std 0.4
+// (Init's 0.02 × 20) and norm weights 1 + 0.1·(j mod 5), so that routing
+// and logits are far from uniform: the MoE parity tests' fixture.
+func routedModel(t *testing.T, a *architecture.Model) *Model {
+	t.Helper()
+	m, err := New(a, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range m.Params() {
+		m.Params()[i] *= 20
+	}
+	for _, s := range m.Specs() {
+		if s.isNorm() {
+			w := m.Tensor(s.Name)
+			for j := range w {
+				w[j] = 1 + 0.1*float32(j%5)
+			}
+		}
+	}
+	return m
 }
