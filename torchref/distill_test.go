@@ -230,3 +230,44 @@ func TestDistillTopKParity(t *testing.T) {
 	}
 	t.Logf("top-%d losses: step 1 torch %.5f native %.5f; worst %.2g relative", r.topK, got[0], want[0], worst)
 }
+
+// distillRepeated runs a 2-rank distillation job of student from teacher by
+// recipe r on the same batch every step (rows of seed, held-out rows of
+// seed+1), so that the KD loss measures learning rather than the batch:
+// the job is done with a loss per step, the loss falls, and the output
+// validates with the student's shape. It returns the job, its result and
+// the held-out rows. The MoE, Nemotron-H and gpt-oss distillation tests
+// share it.
+func distillRepeated(t *testing.T, teacher, student string, r distillRecipe, seed uint64) (*testJob, map[string]any, [][]int32) {
+	t.Helper()
+	batch := randomRows(r.batch, r.seqLen, 300, seed)
+	var rows [][]int32
+	for range r.steps {
+		rows = append(rows, batch...)
+	}
+	valid := randomRows(8, r.seqLen, 300, seed+1)
+	j := distillJob(t, teacher, student, 2, rows, valid, r)
+	contract, entry := j.write()
+	mustRun(t, entry, contract, 2)
+	res := j.result()
+	if res["status"] != "done" {
+		t.Fatalf("result %v", res)
+	}
+	losses := res["losses"].([]any)
+	if len(losses) != r.steps {
+		t.Fatalf("%d losses, want %d", len(losses), r.steps)
+	}
+	first, last := losses[0].(float64), losses[len(losses)-1].(float64)
+	t.Logf("KD loss step 1 %.6f, step %d %.6f; held-out loss %v; %v tokens/s over %v s", first, r.steps, last, res["loss"], res["tokens_per_s"], res["elapsed_s"])
+	if !(last < first) {
+		t.Errorf("the loss did not fall: step 1 %.6f, step %d %.6f", first, r.steps, last)
+	}
+	out := filepath.Join(j.dir, "out")
+	if err := export.CheckDir(out, ""); err != nil {
+		t.Errorf("the torch checkpoint does not validate: %v", err)
+	}
+	if got, want := shape(t, out), shape(t, student); !jsonEqual(got, want) {
+		t.Errorf("checkpoint shape %v, want the child's %v", got, want)
+	}
+	return j, res, valid
+}

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/autocompress/autocompress/architecture"
-	"github.com/autocompress/autocompress/export"
 	"github.com/autocompress/autocompress/prune"
 )
 
@@ -72,35 +71,8 @@ func TestDistillGptOss(t *testing.T) {
 	}
 	r := distillRecipe{steps: 2, batch: 4, seqLen: 16, warmup: 1, lr: 3e-3, minLR: 3e-3, wd: 0.1, clip: 1,
 		temp: 1, kd: 1, ce: 0.1, seed: 1}
-	batch := randomRows(r.batch, r.seqLen, 300, 41)
-	var rows [][]int32
-	for range r.steps {
-		rows = append(rows, batch...)
-	}
-	valid := randomRows(8, r.seqLen, 300, 42)
-	j := distillJob(t, teacher, student, 2, rows, valid, r)
-	contract, entry := j.write()
-	mustRun(t, entry, contract, 2)
-	res := j.result()
-	if res["status"] != "done" {
-		t.Fatalf("result %v", res)
-	}
-	losses := res["losses"].([]any)
-	if len(losses) != r.steps {
-		t.Fatalf("%d losses, want %d", len(losses), r.steps)
-	}
-	first, last := losses[0].(float64), losses[len(losses)-1].(float64)
-	t.Logf("KD loss step 1 %.6f, step %d %.6f; held-out loss %v; %v tokens/s over %v s", first, r.steps, last, res["loss"], res["tokens_per_s"], res["elapsed_s"])
-	if !(last < first) {
-		t.Errorf("the loss did not fall: step 1 %.6f, step %d %.6f", first, r.steps, last)
-	}
-	out := filepath.Join(j.dir, "out")
-	if err := export.CheckDir(out, ""); err != nil {
-		t.Errorf("the torch checkpoint does not validate: %v", err)
-	}
-	if got, want := shape(t, out), shape(t, student); !jsonEqual(got, want) {
-		t.Errorf("checkpoint shape %v, want the child's %v", got, want)
-	}
+	j, res, valid := distillRepeated(t, teacher, student, r, 41)
+	out, entry := filepath.Join(j.dir, "out"), filepath.Join(j.dir, filepath.FromSlash(Entry))
 	oa, err := architecture.Load(out)
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/checkpoint"
 	"github.com/autocompress/autocompress/engine"
-	"github.com/autocompress/autocompress/export"
 	"github.com/autocompress/autocompress/prune"
 	"github.com/autocompress/autocompress/train"
 )
@@ -137,37 +136,8 @@ func TestDistillMoE(t *testing.T) {
 	student := moeChild(t, teacher)
 	r := distillRecipe{steps: 12, batch: 4, seqLen: 16, warmup: 2, lr: 3e-3, minLR: 3e-4, wd: 0.1, clip: 1,
 		temp: 1, kd: 1, ce: 0.1, seed: 1}
-	// The same batch every step, so that the KD loss measures learning
-	// rather than the batch.
-	batch := randomRows(r.batch, r.seqLen, 300, 21)
-	var rows [][]int32
-	for range r.steps {
-		rows = append(rows, batch...)
-	}
-	valid := randomRows(8, r.seqLen, 300, 22)
-	j := distillJob(t, teacher, student, 2, rows, valid, r)
-	contract, entry := j.write()
-	mustRun(t, entry, contract, 2)
-	res := j.result()
-	if res["status"] != "done" {
-		t.Fatalf("result %v", res)
-	}
-	losses := res["losses"].([]any)
-	if len(losses) != r.steps {
-		t.Fatalf("%d losses, want %d", len(losses), r.steps)
-	}
-	first, last := losses[0].(float64), losses[len(losses)-1].(float64)
-	t.Logf("KD loss step 1 %.5f, step %d %.5f", first, r.steps, last)
-	if !(last < first) {
-		t.Errorf("the loss did not fall: step 1 %.5f, step %d %.5f", first, r.steps, last)
-	}
+	j, res, valid := distillRepeated(t, teacher, student, r, 21)
 	out := filepath.Join(j.dir, "out")
-	if err := export.CheckDir(out, ""); err != nil {
-		t.Errorf("the torch checkpoint does not validate: %v", err)
-	}
-	if got, want := shape(t, out), shape(t, student); !jsonEqual(got, want) {
-		t.Errorf("checkpoint shape %v, want the child's %v", got, want)
-	}
 	m, err := engine.Load(out)
 	if err != nil {
 		t.Fatalf("the torch checkpoint does not load in the native engine: %v", err)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/autocompress/autocompress/architecture"
 	"github.com/autocompress/autocompress/checkpoint"
-	"github.com/autocompress/autocompress/export"
 	"github.com/autocompress/autocompress/prune"
 )
 
@@ -108,35 +107,8 @@ func TestDistillNemotronMoE(t *testing.T) {
 	}
 	r := distillRecipe{steps: 12, batch: 4, seqLen: 16, warmup: 2, lr: 3e-3, minLR: 3e-4, wd: 0.1, clip: 1,
 		temp: 1, kd: 1, ce: 0.1, seed: 1}
-	batch := randomRows(r.batch, r.seqLen, 300, 31)
-	var rows [][]int32
-	for range r.steps {
-		rows = append(rows, batch...)
-	}
-	valid := randomRows(8, r.seqLen, 300, 32)
-	j := distillJob(t, teacher, student, 2, rows, valid, r)
-	contract, entry := j.write()
-	mustRun(t, entry, contract, 2)
-	res := j.result()
-	if res["status"] != "done" {
-		t.Fatalf("result %v", res)
-	}
-	losses := res["losses"].([]any)
-	if len(losses) != r.steps {
-		t.Fatalf("%d losses, want %d", len(losses), r.steps)
-	}
-	first, last := losses[0].(float64), losses[len(losses)-1].(float64)
-	t.Logf("KD loss step 1 %.5f, step %d %.5f; %v tokens/s over %v s", first, r.steps, last, res["tokens_per_s"], res["elapsed_s"])
-	if !(last < first) {
-		t.Errorf("the loss did not fall: step 1 %.5f, step %d %.5f", first, r.steps, last)
-	}
-	out := filepath.Join(j.dir, "out")
-	if err := export.CheckDir(out, ""); err != nil {
-		t.Errorf("the torch checkpoint does not validate: %v", err)
-	}
-	if got, want := shape(t, out), shape(t, student); !jsonEqual(got, want) {
-		t.Errorf("checkpoint shape %v, want the child's %v", got, want)
-	}
+	j, _, _ := distillRepeated(t, teacher, student, r, 31)
+	out, entry := filepath.Join(j.dir, "out"), filepath.Join(j.dir, filepath.FromSlash(Entry))
 	oa, err := architecture.Load(out)
 	if err != nil {
 		t.Fatal(err)
