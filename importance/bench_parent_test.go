@@ -22,7 +22,12 @@ import (
 // with 8,192 tokens, on a quiet machine with 24 GiB:
 //
 //	autocompress init --config meta-llama/Llama-3.1-8B --out /data/llama8b-init
-//	go test ./importance -run '^$' -bench ImportanceParent -benchtime 1x -parent /data/llama8b-init -parent-tokens 8192 -parent-seq-len 512 -parent-batch 2
+//	go test ./importance -run '^$' -bench ImportanceParent -benchtime 1x -parent /data/llama8b-init -parent-tokens 8192 -parent-seq-len 128 -parent-batch 8
+//
+// Short sequences keep the budget's floor low: the skip losses are scored
+// on whole sequences, and one of n costs about 1.5 × layers / n passes (at
+// 32 layers, 16 sequences of 512 tokens would cost 3 passes each, past the
+// budget of 4 with the calibration pass; 64 of 128 cost 0.75 each).
 //
 // It reports the wall time, the equivalent forward passes the computation
 // cost (Scores.Passes, against the default budget of 4), the sequences the
