@@ -185,6 +185,10 @@ func TestDefaults(t *testing.T) {
 			}, "Qwen3 head_dim defaults to 128, null KV heads = heads"},
 		{`{"model_type":"llama","hidden_size":64,"intermediate_size":128,"num_attention_heads":8,"num_hidden_layers":2,"vocab_size":100,"eos_token_id":[1,2],"bos_token_id":0}`,
 			func(m *Model) bool { return m.Arch == Llama && len(m.EOS) == 2 && m.BOS == 0 }, "architecture from model_type; EOS list"},
+		{gptOssMinimal,
+			func(m *Model) bool { x := m.Layers[1].MoE; return x.SwiGLUAlpha == 1.702 && x.SwiGLULimit == 7 }, "gpt-oss SwiGLU clamp defaults (GptOssExperts' alpha, GptOssConfig's limit)"},
+		{strings.Replace(gptOssMinimal, `"hidden_size":64`, `"hidden_size":64,"swiglu_limit":5.5,"swiglu_alpha":1.5`, 1),
+			func(m *Model) bool { x := m.Layers[0].MoE; return x.SwiGLUAlpha == 1.5 && x.SwiGLULimit == 5.5 }, "gpt-oss SwiGLU clamp from config.json"},
 	}
 	for _, c := range cases {
 		m, err := FromConfig([]byte(c.cfg))
@@ -198,6 +202,10 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+// gptOssMinimal is a two-layer gpt-oss config.json with every field at
+// GptOssConfig's defaults but the widths.
+const gptOssMinimal = `{"architectures":["GptOssForCausalLM"],"hidden_size":64,"intermediate_size":64,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":16,"num_hidden_layers":2,"vocab_size":100,"num_local_experts":4,"num_experts_per_tok":2}`
+
 func TestFromConfigErrors(t *testing.T) {
 	tests := []struct {
 		name, cfg, want string
@@ -207,6 +215,8 @@ func TestFromConfigErrors(t *testing.T) {
 			`config.json: missing "hidden_size"`, new(*MissingFieldError)},
 		{"unsupported", `{"architectures":["GPT2LMHeadModel"],"hidden_size":64}`, "supported: DeciLMForCausalLM, GptOssForCausalLM", new(*UnsupportedArchError)},
 		{"no arch", `{"hidden_size":64}`, "unsupported architecture", new(*UnsupportedArchError)},
+		{"gpt-oss limit", strings.Replace(gptOssMinimal, `"hidden_size":64`, `"hidden_size":64,"swiglu_limit":0`, 1), `"swiglu_limit": want a positive number, got 0`, new(*ConfigError)},
+		{"gpt-oss alpha", strings.Replace(gptOssMinimal, `"hidden_size":64`, `"hidden_size":64,"swiglu_alpha":-1`, 1), `"swiglu_alpha": want a positive number, got -1`, new(*ConfigError)},
 		{"bad json", `{"hidden_size":`, "not valid JSON", new(*ConfigError)},
 		{"not object", `[1,2]`, "top level is an array", new(*ConfigError)},
 		{"wrong type", strings.Replace(llamaMinimal, `"hidden_size":64`, `"hidden_size":"64"`, 1), `"hidden_size": want a number, got a string`, new(*ConfigError)},

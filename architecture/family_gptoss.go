@@ -44,7 +44,14 @@ func readGptOss(f *fields, m *Model) {
 		Activation:  f.strOr("hidden_act", "silu"),
 		RouterBias:  true,
 		ExpertBias:  true,
+		// GptOssExperts' alpha is 1.702 (a constant there; read where a
+		// config.json gives one, as the reference trainer's acmoe.py
+		// does), its limit GptOssConfig's swiglu_limit (default 7.0).
+		SwiGLUAlpha: f.floatOr("swiglu_alpha", 1.702),
+		SwiGLULimit: f.floatOr("swiglu_limit", 7.0),
 	}
+	f.check(moe.SwiGLUAlpha > 0, "swiglu_alpha", "want a positive number, got %v", moe.SwiGLUAlpha)
+	f.check(moe.SwiGLULimit > 0, "swiglu_limit", "want a positive number, got %v", moe.SwiGLULimit)
 	f.check(moe.Experts > 0 && moe.Experts <= maxExperts, "num_local_experts", "want 1..%d, got %d", maxExperts, moe.Experts)
 	types, ok := layerTypes(f, n)
 	if !ok && f.err == nil {

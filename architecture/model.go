@@ -195,6 +195,11 @@ type MoE struct {
 	// latent) and fc2_latent_proj (latent → hidden); 0 when experts run at
 	// the model width. The shared expert always runs at the model width.
 	LatentSize int
+	// SwiGLUAlpha and SwiGLULimit are gpt-oss's clamped SwiGLU
+	// (config.json swiglu_alpha, swiglu_limit; transformers' GptOssExperts:
+	// gate ≤ limit, |up| ≤ limit, (up + 1)·gate·σ(alpha·gate)); both 0 for
+	// the plain activation of every other family.
+	SwiGLUAlpha, SwiGLULimit float64
 }
 
 // DInner returns Heads*HeadDim.

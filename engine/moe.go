@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -92,29 +91,6 @@ func (s TensorSpec) isStacked() bool {
 // ErrGptOssBackward is returned by the backward passes of a gpt-oss model.
 var ErrGptOssBackward = errors.New("engine: backward through gpt-oss (attention sinks, top-k-then-softmax routing, clamped SwiGLU experts) is not implemented (the native engine runs it forward only: importance, proxy, eval, serving); training or distilling gpt-oss goes through the PyTorch reference trainer (engine torch)")
 
-// rawFloat returns config.json's number key, or def when absent.
-func rawFloat(a *architecture.Model, key string, def float64) float64 {
-	if v, ok := jsonFloat(a.Raw[key]); ok {
-		return v
-	}
-	return def
-}
-
-// jsonFloat returns the number v of a parsed config.json (json.Number as
-// package architecture keeps it, or float64, int), or false.
-func jsonFloat(v any) (float64, bool) {
-	switch x := v.(type) {
-	case json.Number:
-		f, err := x.Float64()
-		return f, err == nil
-	case float64:
-		return x, true
-	case int:
-		return float64(x), true
-	}
-	return 0, false
-}
-
 // expertParams are one routed expert's slab views; expertMats its matrices.
 type expertParams struct{ gate, up, down []float32 }
 type expertMats struct{ gate, up, down matrix }
@@ -150,9 +126,8 @@ func checkMoE(a *architecture.Model, x *architecture.MoE) (*moeDims, error) {
 
 // checkGptOssMoE validates a gpt-oss MoE block (top-k-then-softmax
 // routing): a biased router and stacked, biased, gated experts, no shared
-// expert. alpha is GptOssExperts' 1.702 (config.json swiglu_alpha where the
-// reference trainer's acmoe.py reads one), limit config.json's swiglu_limit
-// (GptOssConfig's default 7.0).
+// expert, its SwiGLU clamped by x.SwiGLUAlpha and x.SwiGLULimit (package
+// architecture reads them from config.json with GptOssExperts' defaults).
 func checkGptOssMoE(a *architecture.Model, x *architecture.MoE, rule architecture.RouterRule) (*moeDims, error) {
 	switch {
 	case x.Experts <= 0 || x.TopK <= 0 || x.TopK > x.Experts:
@@ -164,7 +139,7 @@ func checkGptOssMoE(a *architecture.Model, x *architecture.MoE, rule architectur
 	case x.SharedWidth != 0 || x.LatentSize != 0 || x.RouterCorrection:
 		return nil, errors.New("gpt-oss mixture of experts with shared, latent or sigmoid-corrected experts")
 	}
-	alpha, limit := rawFloat(a, "swiglu_alpha", 1.702), rawFloat(a, "swiglu_limit", 7.0)
+	alpha, limit := x.SwiGLUAlpha, x.SwiGLULimit
 	if !(limit > 0) || math.IsInf(limit, 0) || !(alpha > 0) || math.IsInf(alpha, 0) {
 		return nil, fmt.Errorf("gpt-oss swiglu_alpha %v, swiglu_limit %v (want positive finite numbers)", alpha, limit)
 	}

@@ -375,6 +375,7 @@ func TestMoECheckTrain(t *testing.T) {
 	a := moeArch(architecture.GptOss, "gpt_oss", 4, 2, nil)
 	for i := range a.Layers {
 		a.Layers[i].MoE.RouterBias, a.Layers[i].MoE.ExpertBias = true, true
+		a.Layers[i].MoE.SwiGLUAlpha, a.Layers[i].MoE.SwiGLULimit = 1.702, 7
 		a.Layers[i].Attention.Sinks = true
 	}
 	if Check(a) != nil || CheckTrain(a) == nil {

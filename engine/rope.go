@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -220,4 +221,19 @@ func (y *yarn) apply(inv []float64, base float64, rot int) float64 {
 		return mscale(y.factor, y.mscale) / mscale(y.factor, y.mscaleAllDim)
 	}
 	return mscale(y.factor, 1)
+}
+
+// jsonFloat returns the number v of a parsed config.json (json.Number as
+// package architecture keeps it, or float64, int), or false.
+func jsonFloat(v any) (float64, bool) {
+	switch x := v.(type) {
+	case json.Number:
+		f, err := x.Float64()
+		return f, err == nil
+	case float64:
+		return x, true
+	case int:
+		return float64(x), true
+	}
+	return 0, false
 }
