@@ -345,9 +345,12 @@ func (f *NativeCoeffFile) Machine(name string) (NativeCoeffs, string) {
 
 // NativeRule is the version of the native step and memory rules that a
 // host's cached quick probe records (NativeCoeffs.Rule): 2 since the
-// weights count at their stored width with MemHeap 1. A cached probe of
-// an earlier rule does not describe these estimates and is measured again.
-const NativeRule = 2
+// weights count at their stored width with MemHeap 1; 3 since a step's
+// weight reads count at their stored width too (CacheBytes is then in
+// stored bytes, as the probe's cache cliff is) and the fit has a model
+// far past the cache. A cached probe of an earlier rule does not describe
+// these estimates and is measured again.
+const NativeRule = 3
 
 // nativePrecision is how the native engine holds weights: float32.
 var nativePrecision = Precision{Name: "f32", LinearBPW: 32, EmbedBPW: 32, HeadBPW: 32, SmallBPW: 32, Compute: "bf16"}
@@ -427,7 +430,7 @@ func newNativeTerms(s *Summary, c *NativeCoeffs) nativeTerms {
 		lin:         th * c.Lin / c.SgemmFLOPS,
 		linSmall:    th * c.LinSmall / c.SgemmFLOPS,
 		attnPerFLOP: th * c.AttnFLOP / c.SgemmFLOPS,
-		weights:     c.weightTime(s.DenseBytes),
+		weights:     c.weightTime(s.DenseBytes * storedShare(s)),
 		pack:        c.Pack * (s.DenseBytes - s.HeadBytes) / c.BandwidthBps,
 		packHead:    c.Pack * s.HeadBytes / c.BandwidthBps,
 		perTask:     c.AttnTask * s.AttnHeads,
@@ -451,6 +454,13 @@ func newNativeTerms(s *Summary, c *NativeCoeffs) nativeTerms {
 	}
 	return n
 }
+
+// storedShare is the share of its float32 width at which a summary's
+// weights are stored and read: the engine reads a bf16 or f16 checkpoint
+// in place, so a step streams half the float32 bytes from memory
+// (Summary.StoredBits). The packed path's copies are float32 whatever the
+// checkpoint stores (engine/blas SgemmHalf converts each tile first).
+func storedShare(s *Summary) float64 { return float64(max(s.StoredBits, 16)) / 32 }
 
 // weightTime is the time to read b bytes of weights in a step: the first
 // CacheBytes at the cache's rate (Weight), the rest at memory's
@@ -577,7 +587,7 @@ func nativeMemory(rep *MemoryReport, s *Summary, hwName string, dev float64, r *
 	// every step touches every page, so all of them are resident, at the
 	// width they are stored at (MemHeap is 1 in every fit since the rule
 	// priced them at float32 and fitted a fraction; see nativecal).
-	rep.WeightsBytes = c.MemHeap * s.WeightBytes * float64(max(s.StoredBits, 16)) / 32
+	rep.WeightsBytes = c.MemHeap * s.WeightBytes * storedShare(s)
 	rep.KVPoolBytes = c.MemBuffers * kv
 	rep.ActivationBytes = c.MemBuffers*act + c.MemWork*n*r.natISL
 	garbage := c.MemGarbage * r.natSteps * float64(s.Layers)

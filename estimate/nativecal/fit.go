@@ -122,8 +122,10 @@ func Fit(parent *architecture.Model, rows []Row, threads int) (estimate.NativeCo
 }
 
 // cacheCandidates are the effective cache sizes Fit tries: none (0), then
-// 1 to 32 MiB in steps of 0.5 MiB (the weights of the sweep's shapes span
-// 6 to 23 MiB; this machine's last-level cache is 32 MiB, shared).
+// 1 to 32 MiB in steps of 0.5 MiB, in the bytes the weights are stored in
+// (the bf16 weights of the sweep's small shapes span 2 to 12 MiB, its
+// large model's 135 MB; the last-level caches of the hosts here are 32
+// MiB or more, shared).
 func cacheCandidates() []float64 {
 	c := []float64{0}
 	for mib := 1.0; mib <= 32; mib += 0.5 {

@@ -61,8 +61,10 @@ const NumProbeGroups = 4
 // eight clients (per-layer costs, and the memory rule's depth), six and
 // eight clients (the packed path), two steady points of several rounds
 // at six and eight clients whose steps mix prompt chunks with decoding,
-// and the 2-layer model with long prompts × 8 clients (the memory rule's
-// workload term, fitProbeMemory) — each a few requests, so that the whole probe takes under a minute on 2
+// the 2-layer model with long prompts × 8 clients (the memory rule's
+// workload term, fitProbeMemory), and the sweep's model far past the cache
+// at one and eight clients (the bytes a real-size model streams from
+// memory, plain and packed) — each a few requests, so that the whole probe takes under a minute on 2
 // cores. None is a shape the probe's accuracy is scored on (the parent,
 // its pruned children, a 30-layer model: TestProbeAccuracy).
 func ProbeSweep() []Point {
@@ -98,6 +100,8 @@ func ProbeSweep() []Point {
 		pt("hidden128", 48, 48, 2),
 		steady("hidden128", 192, 64, 6),
 		steady("depth4", 256, 64, 8),
+		pt("large", 32, 16, 1),
+		pt("large", 64, 16, 8),
 	}
 }
 
@@ -501,7 +505,7 @@ func fitProbeMemory(m *model, rows []Row, co *estimate.NativeCoeffs) error {
 		return nil
 	}
 	for range 8 {
-		var X [][]float64
+		var X, clamped [][]float64
 		for _, p := range ps {
 			k, g := 1.0, p.garbage // short of the cap: the garbage as priced
 			if p.garbage >= live(p) {
@@ -512,11 +516,22 @@ func fitProbeMemory(m *model, rows []Row, co *estimate.NativeCoeffs) error {
 				row = append(row, k*p.work/p.y)
 			}
 			// The weights (resident byte for byte) and the garbage short
-			// of the cap are known: move them to the target.
+			// of the cap are known: move them to the target. A row whose
+			// peak they explain to within a quarter (a model far past the
+			// cache: its weights are most of its peak) says little about
+			// the rest and would weigh its noise many times over: it is
+			// left out while at least three rows remain.
+			rest := p.y - g - p.w
 			for j := range row {
-				row[j] *= p.y / math.Max(p.y-g-p.w, p.y/4)
+				row[j] *= p.y / math.Max(rest, p.y/4)
 			}
-			X = append(X, row)
+			if rest >= p.y/4 {
+				X = append(X, row)
+			}
+			clamped = append(clamped, row)
+		}
+		if len(X) < 3 {
+			X = clamped
 		}
 		b := nnls(X)
 		co.MemFixed, co.MemHeap, co.MemBuffers = b[0], 1, b[1]

@@ -42,8 +42,8 @@ func TestCommittedFileReproduces(t *testing.T) {
 			"  autocompress calibrate-native --from-rows estimate/nativecal/sweep.csv --out estimate/native_coefficients.json --force")
 	}
 	co := cal.Coeffs
-	if co.Host == nil || co.Host.CPU != "AMD EPYC" || co.Host.CPUs != 2 || co.Host.LLCBytes != 32<<20 || !strings.HasPrefix(co.Measured, "2026-12-02 17:54") {
-		t.Errorf("committed calibration's host %+v, measured %q: want the rows' record (AMD EPYC, 2 CPUs, 32 MiB, 2026-12-02 17:54–18:00)", co.Host, co.Measured)
+	if co.Host == nil || co.Host.CPU != "AMD EPYC" || co.Host.CPUs != 2 || co.Host.LLCBytes != 32<<20 || !strings.HasPrefix(co.Measured, "2026-12-03 11:50") {
+		t.Errorf("committed calibration's host %+v, measured %q: want the rows' record (AMD EPYC, 2 CPUs, 32 MiB, 2026-12-03 11:50–12:00)", co.Host, co.Measured)
 	}
 }
 
@@ -128,7 +128,7 @@ func TestErrorBandNamesItsHost(t *testing.T) {
 		not     []string
 	}{
 		{"other host", prov.Host, other, hardware.OtherHost,
-			[]string{"Rows measured on vm (AMD EPYC, 2 CPUs, 32 MiB last-level cache), 2026-12-02 17:54–18:00 UTC",
+			[]string{"Rows measured on vm (AMD EPYC, 2 CPUs, 32 MiB last-level cache), 2026-12-03 11:50–12:00 UTC",
 				"last-level cache 105 MiB, recorded 32 MiB", "another host's rows", "that host's, not this one's"}, nil},
 		{"unrecorded CPU", unrecorded, hardware.Host{CPU: "AMD EPYC", CPUs: 2, LLCBytes: 32 << 20}, hardware.UncertainHost,
 			[]string{"the CPU model cannot be compared", "not known to hold on this host"}, []string{"another host's"}},

@@ -97,12 +97,39 @@ func fitShapes() []namedShape {
 				s.Layers[i].FFN = w
 			}
 		})},
+		// One model far past the cache (67.6M parameters in its layers:
+		// 135 MB of bf16 weights read every decode step, 4× the largest
+		// last-level cache of the hosts here), so that the fit prices the
+		// bytes a real-size model streams from memory, not from the cache.
+		{"large", largeShape()},
 	}
+}
+
+// largeShape is the sweep's model past the cache: hidden 1024, 16 query
+// heads and 4 KV heads of 64, 6 layers of FFN 2816.
+func largeShape() Shape {
+	s := Shape{Hidden: 1024, Heads: 16, KVHeads: 4, HeadDim: 64}
+	for range 6 {
+		s.Layers = append(s.Layers, LayerShape{Attn: true, FFN: 2816})
+	}
+	return s
+}
+
+// largeChildShape is a held-out per-layer child past the cache, of
+// another width and depth than largeShape: hidden 768, 12 query heads and
+// 4 KV heads of 64, 8 layers of FFN 1024–2048, attention removed in one.
+func largeChildShape() Shape {
+	s := Shape{Hidden: 768, Heads: 12, KVHeads: 4, HeadDim: 64}
+	for i, w := range []int{2048, 1536, 2048, 1024, 2048, 1536, 2048, 1024} {
+		s.Layers = append(s.Layers, LayerShape{Attn: i != 5, FFN: w})
+	}
+	return s
 }
 
 // heldShapes are children a search would produce, none of them fitted:
 // uniform FFN pruning, depth pruning, per-layer FFN, removed attention,
-// and all of them together. (Per-layer FFN widths are multiples of 256,
+// all of them together, and a per-layer child past the cache of another
+// width than the fitted one (largeChildShape). (Per-layer FFN widths are multiples of 256,
 // as DeciLM checkpoints need.)
 func heldShapes() []namedShape {
 	return []namedShape{
@@ -129,12 +156,13 @@ func heldShapes() []namedShape {
 			}
 			s.Layers[3].Attn, s.Layers[5].Attn = false, false
 		})},
+		{"large-child", largeChildShape()},
 	}
 }
 
-// DesignedSweep returns the calibration sweep: 11 fitted shapes, each
+// DesignedSweep returns the calibration sweep: 12 fitted shapes, each
 // under four of the five fit workloads (rotated, so that every workload
-// meets every kind of shape), and 5 held-out shapes under the three
+// meets every kind of shape), and 6 held-out shapes under the three
 // held-out workloads. Each point runs 8 requests per client (at least 16).
 // The held-out points are spread evenly between the fitted ones, so that a
 // change of the machine's state during the sweep (other tenants of its

@@ -41,7 +41,7 @@ func TestErrorBandNamesItsHost(t *testing.T) {
 		vnative []string
 	}{
 		{"another host", other, hardware.OtherHost,
-			[]string{"measured on the calibration's host (AMD EPYC, 2 CPUs, 32 MiB last-level cache), 2026-12-02 17:54–18:00 UTC",
+			[]string{"measured on the calibration's host (AMD EPYC, 2 CPUs, 32 MiB last-level cache), 2026-12-03 11:50–12:00 UTC",
 				"is not the calibration's host: the band does not apply here", "last-level cache 105 MiB, recorded 32 MiB", "autocompress calibrate-native"},
 			[]string{"Rows measured on vm (", "another host's rows", "nothing about this host", "calibrate it: autocompress calibrate-native"}},
 	} {
@@ -65,7 +65,7 @@ func TestErrorBandNamesItsHost(t *testing.T) {
 			}
 			b := js.Band
 			if b.Applies != tc.applies || b.Host == nil || *b.Host != *rec || b.ThisHost == nil || *b.ThisHost != tc.host ||
-				!strings.HasPrefix(b.Measured, "2026-12-02 17:54") || b.Why == "" {
+				!strings.HasPrefix(b.Measured, "2026-12-03 11:50") || b.Why == "" {
 				t.Errorf("--json error_band %+v: want applies %q, the recorded host, this host %+v and the window", b, tc.applies, tc.host)
 			}
 			code, out, errOut = genRunCLI("validate-native")

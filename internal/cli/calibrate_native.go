@@ -29,12 +29,13 @@ and fits the coefficients estimate, search and the pipeline use for --engine nat
 cpu-local.
 
 The sweep (estimate/nativecal.DesignedSweep): random-weight models built from the embedded
-parent's shape, saved as bf16 checkpoints: 9 fitted shapes (parent, FFN 256, depth 4,
+parent's shape, saved as bf16 checkpoints: 12 fitted shapes (parent, FFN 256, depth 4,
 attention removed in 6 layers, MLP removed in 3, 4 heads, hidden 128, a wider 6-layer
-model, per-layer FFN) each under four of five workloads (isl/osl/concurrency 128/64/4,
-32/96/1, 256/32/2, 64/64/8, 384/16/4), and 5 held-out children (uniform FFN 384, depth 6,
-another per-layer FFN, attention removed in 3 layers, all combined) under 128/64/4,
-96/48/2 and 200/100/6. Each point runs "autocompress bench-serve --json" in a child
+model, depth 2, a tiny model, per-layer FFN, and a 68M-parameter model far past the cache)
+each under four of five workloads (isl/osl/concurrency 128/64/4, 32/96/1, 256/32/2,
+64/64/8, 384/16/4), and 6 held-out children (uniform FFN 384, depth 6, another per-layer
+FFN, attention removed in 3 layers, all combined, a per-layer child past the cache)
+under 128/64/4, 96/48/2 and 200/100/6. Each point runs "autocompress bench-serve --json" in a child
 process (8 requests per client, at least 16; --repeats measured runs after warm-up runs
 that repeat until TTFT and TPOT agree within 5%), so its peak RSS is that of one model;
 the sgemm rate (1024³, all threads) is measured before each point.
