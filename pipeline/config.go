@@ -130,6 +130,10 @@ type Eval struct {
 type Measure struct {
 	Enabled bool `yaml:"enabled" flag:"measure" help:"measure the child with bench-serve (only where the target is this machine: gpu cpu-local, engine native)"`
 	Runs    int  `yaml:"runs" flag:"measure-runs" help:"measured repeats within one bench-serve invocation (the invocation's figure is their median)" min:"1" max:"1000"`
+	// Requests is the requests of one measured run when the workload sets
+	// no count (workload.Workload.NumRequests 0); a count the workload
+	// sets stands.
+	Requests int `yaml:"requests" flag:"measure-requests" help:"requests per measured run when the workload sets no count; a count the workload sets stands" min:"1" max:"100000"`
 	// Invocations is how many separate bench-serve processes measure each
 	// child (the final check and each re-choice round), GapSeconds apart;
 	// budgets are judged on the worst invocation, since on a shared
@@ -160,7 +164,7 @@ func DefaultConfig() Config {
 		Distill: Distill{Tokens: 400_000, SeqLen: 128, Batch: 8, LR: 1e-3, Temperature: 1,
 			KDWeight: 1, CEWeight: 0, Seed: 1},
 		Eval:    Eval{Limit: 200},
-		Measure: Measure{Enabled: true, Runs: 3, Invocations: 3, GapSeconds: 3, Rounds: 2},
+		Measure: Measure{Enabled: true, Runs: 3, Requests: DefaultMeasureRequests, Invocations: 3, GapSeconds: 3, Rounds: 2},
 	}
 }
 

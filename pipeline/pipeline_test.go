@@ -354,11 +354,11 @@ func TestPipelineEndToEnd(t *testing.T) {
 func TestMeasureSetup(t *testing.T) {
 	w := workload.FixedClosed(384, 64, 8)
 	sv := search.Serving{Engine: "native", MaxModelLen: 448, Settings: search.Settings{MaxNumSeqs: 2}}
-	got, o, err := MeasureSetup(w, &sv, 512)
+	got, o, err := MeasureSetup(w, &sv, 512, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.MaxNumSeqs != 2 || o.PrefillTokens != servebench.DefaultPrefillTokens || got.ContextLimit != 448 || got.NumRequests != measureRequests || got.Concurrency != 8 {
+	if o.MaxNumSeqs != 2 || o.PrefillTokens != servebench.DefaultPrefillTokens || got.ContextLimit != 448 || got.NumRequests != DefaultMeasureRequests || got.Concurrency != 8 {
 		t.Errorf("options %+v, workload %d requests, context %d, %d clients", o, got.NumRequests, got.ContextLimit, got.Concurrency)
 	}
 	args := strings.Join(BenchServeArgs("DIR", &Config{Measure: Measure{Runs: 1}, Workload: Workload{ISL: 384, OSL: 64, Concurrency: 8}}, &got, o), " ")
@@ -367,14 +367,22 @@ func TestMeasureSetup(t *testing.T) {
 			t.Errorf("bench-serve args %q lack %q", args, want)
 		}
 	}
+	if more, _, err := MeasureSetup(w, &sv, 512, 96); err != nil || more.NumRequests != 96 {
+		t.Errorf("96 requests asked: %d (%v)", more.NumRequests, err)
+	}
+	counted := w
+	counted.NumRequests = 40
+	if own, _, err := MeasureSetup(counted, &sv, 512, 96); err != nil || own.NumRequests != 40 {
+		t.Errorf("a workload's own 40 requests: %d (%v)", own.NumRequests, err)
+	}
 	for _, st := range []search.Settings{{KVDType: "fp8"}, {Precision: "int4-awq"}} {
 		bad := sv
 		bad.Settings = st
-		if _, _, err := MeasureSetup(w, &bad, 512); err == nil {
+		if _, _, err := MeasureSetup(w, &bad, 512, 0); err == nil {
 			t.Errorf("settings %+v: no error; the native engine serves float32 only", st)
 		}
 	}
-	if _, _, err := MeasureSetup(w, &sv, 256); err == nil {
+	if _, _, err := MeasureSetup(w, &sv, 256, 0); err == nil {
 		t.Error("a 448-token context on a 256-position model: no error")
 	}
 }

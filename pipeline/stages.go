@@ -36,22 +36,25 @@ import (
 
 // Output files of the stages (relative to each stage's directory).
 const (
-	ScoresFile      = "scores.safetensors"
-	ExpertsFile     = "experts.safetensors"
-	SearchDir       = "search"
-	ChildDir        = "child"
-	DistillSummary  = "distill.json"
-	DistillLog      = "log.jsonl"
-	EvalFile        = "eval.json"
-	SuiteFile       = "suite.jsonl"
-	ValidateFile    = "validate.json"
-	MeasureFile     = "invocations.json" // servebench.Invocations
-	ReportHTML      = "report.html"
-	ReportMarkdown  = "report.md"
-	ReportJSON      = "report.json"
-	stateDirName    = ".state"
-	measureRequests = 32
+	ScoresFile     = "scores.safetensors"
+	ExpertsFile    = "experts.safetensors"
+	SearchDir      = "search"
+	ChildDir       = "child"
+	DistillSummary = "distill.json"
+	DistillLog     = "log.jsonl"
+	EvalFile       = "eval.json"
+	SuiteFile      = "suite.jsonl"
+	ValidateFile   = "validate.json"
+	MeasureFile    = "invocations.json" // servebench.Invocations
+	ReportHTML     = "report.html"
+	ReportMarkdown = "report.md"
+	ReportJSON     = "report.json"
+	stateDirName   = ".state"
 )
+
+// DefaultMeasureRequests is Measure.Requests' default: the requests of one
+// measured run when the workload gives no count.
+const DefaultMeasureRequests = 32
 
 // Deployment is the resolved target of a run.
 type target struct {
@@ -867,12 +870,12 @@ func BenchServeArgs(child string, c *Config, w *workload.Workload, o servebench.
 }
 
 // MeasureSetup is what the measure stage serves the child under: the run's
-// workload prepared by servebench.Workload (measureRequests requests when
-// it gives no count; the context the search priced, sv.MaxModelLen, as the
+// workload prepared by servebench.Workload (requests requests when it
+// gives no count, DefaultMeasureRequests when requests is 0; the context the search priced, sv.MaxModelLen, as the
 // limit) and the engine settings the search chose (sv.Settings: the
 // sequence limit; the native engine's only KV type and precision are
 // float32, and the search prices its default prompt budget per step).
-func MeasureSetup(w workload.Workload, sv *search.Serving, maxPositions int) (workload.Workload, servebench.Options, error) {
+func MeasureSetup(w workload.Workload, sv *search.Serving, maxPositions, requests int) (workload.Workload, servebench.Options, error) {
 	var o servebench.Options
 	st := sv.Settings
 	switch st.KVDType {
@@ -890,7 +893,10 @@ func MeasureSetup(w workload.Workload, sv *search.Serving, maxPositions int) (wo
 	if sv.MaxModelLen > 0 && w.ContextLimit == 0 {
 		w.ContextLimit, rule.Explicit = sv.MaxModelLen, true
 	}
-	w, _, err := servebench.Workload(w, measureRequests, rule)
+	if requests <= 0 {
+		requests = DefaultMeasureRequests
+	}
+	w, _, err := servebench.Workload(w, requests, rule)
 	if err != nil {
 		return w, o, fmt.Errorf("measure: %w", err)
 	}
@@ -992,7 +998,7 @@ func measureChild(ctx context.Context, env *Env, t *target, c *Config, child, se
 	if err != nil {
 		return nil, err
 	}
-	w, o, err := MeasureSetup(*t.workload, &sv, arch.MaxPositions)
+	w, o, err := MeasureSetup(*t.workload, &sv, arch.MaxPositions, c.Measure.Requests)
 	if err != nil {
 		return nil, err
 	}
