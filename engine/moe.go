@@ -99,7 +99,7 @@ type expertMats struct{ gate, up, down matrix }
 func checkMoE(a *architecture.Model, x *architecture.MoE) (*moeDims, error) {
 	rule := a.MoERouter()
 	if rule.TopKFirst {
-		return checkGptOssMoE(a, x, rule)
+		return checkGptOssMoE(x, rule)
 	}
 	switch {
 	case x.Experts <= 0 || x.TopK <= 0 || x.TopK > x.Experts:
@@ -128,7 +128,7 @@ func checkMoE(a *architecture.Model, x *architecture.MoE) (*moeDims, error) {
 // routing): a biased router and stacked, biased, gated experts, no shared
 // expert, its SwiGLU clamped by x.SwiGLUAlpha and x.SwiGLULimit (package
 // architecture reads them from config.json with GptOssExperts' defaults).
-func checkGptOssMoE(a *architecture.Model, x *architecture.MoE, rule architecture.RouterRule) (*moeDims, error) {
+func checkGptOssMoE(x *architecture.MoE, rule architecture.RouterRule) (*moeDims, error) {
 	switch {
 	case x.Experts <= 0 || x.TopK <= 0 || x.TopK > x.Experts:
 		return nil, fmt.Errorf("mixture of experts with %d experts and top-k %d (want 1 ≤ top-k ≤ experts)", x.Experts, x.TopK)
